@@ -1,0 +1,65 @@
+/* teeny_tx language prelude.
+ *
+ * Every kernel file is parsed with this text in front of it: these are the type names and the
+ * operations of the language. A prototype documents its operation; the typing rule, the CUDA
+ * template and the NumPy implementation of the same name live in teeny_tx/lower/ops.py.
+ * Operations are generic over shapes and dtypes, which C prototypes cannot say: `tile` in a
+ * prototype means "a tile or a scalar" and `...` marks optional arguments.
+ */
+
+/* ---- element types ------------------------------------------------------------------------ */
+typedef _Bool bool;                 /* 8-bit truth value                                       */
+typedef signed char i8;
+typedef short i16;
+typedef int i32;                    /* the index type: 64-bit when an array exceeds 2^31 - 1   */
+typedef long long i64;
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef struct tx_f16 f16;          /* IEEE binary16 (__half)                                   */
+typedef struct tx_bf16 bf16;        /* bfloat16 (__nv_bfloat16)                                 */
+typedef float f32;
+typedef double f64;
+
+/* ---- kinds of declaration ----------------------------------------------------------------- */
+typedef void kernel;                /* `kernel name(params) { ... }` is an entry point          */
+typedef void any;                   /* `const any *p`: element type taken from the argument     */
+typedef struct tx_tile tile;        /* `tile x = ...;` a block-wide value, shape/dtype inferred */
+
+/* ---- constants (weak f32: they adopt the float type they meet) ----------------------------- */
+extern const f32 INF;               /* +infinity                                                */
+extern const f32 NAN;               /* a quiet NaN                                              */
+
+/* ---- program and index space -------------------------------------------------------------- */
+i32 program_id(i32 axis);           /* index of this program along grid axis 0, 1 or 2         */
+i32 num_programs(i32 axis);         /* number of programs along grid axis 0, 1 or 2            */
+tile arange(i32 start, i32 end);    /* i32 tile start..end-1; constants, end-start a power of 2 */
+tile cdiv(tile a, tile b);          /* ceiling division of integers: (a + b - 1) / b            */
+
+/* ---- memory ------------------------------------------------------------------------------- */
+tile load(tile ptr, ...);           /* load(ptr, mask = all, other = 0): masked-off lanes read other */
+void store(tile ptr, tile value, ...); /* store(ptr, value, mask = all); value converts to *ptr's type */
+
+/* ---- selection ---------------------------------------------------------------------------- */
+tile where(tile cond, tile a, tile b); /* a where cond else b, broadcast                      */
+tile maximum(tile a, tile b);       /* elementwise max; a NaN operand yields the other (fmax)  */
+tile minimum(tile a, tile b);       /* elementwise min; a NaN operand yields the other (fmin)  */
+
+/* ---- math (float tiles; f16/bf16 are computed in f32 and rounded once) -------------------- */
+tile exp(tile x);                   /* e^x                                                      */
+tile exp2(tile x);                  /* 2^x                                                      */
+tile log(tile x);                   /* natural logarithm                                        */
+tile log2(tile x);                  /* base-2 logarithm                                         */
+tile sqrt(tile x);                  /* square root, IEEE rounded                                */
+tile rsqrt(tile x);                 /* 1/sqrt(x), CUDA rsqrt (max 2 ulp)                       */
+tile sin(tile x);                   /* sine                                                     */
+tile cos(tile x);                   /* cosine                                                   */
+tile tanh(tile x);                  /* hyperbolic tangent                                       */
+tile erf(tile x);                   /* error function                                           */
+tile abs(tile x);                   /* absolute value (integers too)                            */
+tile floor(tile x);                 /* round toward -infinity                                   */
+tile ceil(tile x);                  /* round toward +infinity                                   */
+tile sigmoid(tile x);               /* 1 / (1 + e^-x)                                           */
+tile fma(tile a, tile b, tile c);   /* a * b + c with one rounding                              */
+tile pow(tile x, tile y);           /* x^y                                                      */

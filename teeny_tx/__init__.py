@@ -1,0 +1,33 @@
+"""teeny_tx: a block-programming kernel language (Triton's model, C syntax) compiled to CUDA.
+
+``teeny_tx.compile(path)`` parses a kernel file; ``module.kernel[grid](*args, **constexprs)``
+launches it on a GPU through NVRTC and CuPy; ``module.kernel.interpret[grid](...)`` runs it
+on NumPy; ``module.kernel.cuda_source(...)`` shows the generated CUDA.
+"""
+
+from ._prelude import PRELUDE
+from .errors import CompileError, InterpreterError, LaunchError, NvrtcError, ResourceError, TeenyError
+from .kernel import Kernel, Module, Specialization, compile
+
+__version__ = "0.1.0"
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of integers: the number of programs of size ``b`` covering ``a``."""
+    return -(-a // b)
+
+
+__all__ = [
+    "PRELUDE",
+    "CompileError",
+    "InterpreterError",
+    "Kernel",
+    "LaunchError",
+    "Module",
+    "NvrtcError",
+    "ResourceError",
+    "Specialization",
+    "TeenyError",
+    "cdiv",
+    "compile",
+]

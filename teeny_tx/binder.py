@@ -1,0 +1,224 @@
+"""Launch arguments → a specialisation key and the values to launch with.
+
+Input: a kernel's :class:`~teeny_tx.lower.signature.ParamSpec` list and the positional
+arguments, constexpr keywords and ``num_warps`` of a call. Output: :class:`Bound` — the key
+(a printable tuple: pointer dtypes and alignments, integers divisible by 16, constexpr values,
+``num_warps``, 32/64-bit indices) and the launch values in parameter order.
+
+One binder serves every use: a GPU launch (device arrays; the fast path runs on every launch
+and keeps to attribute reads), the interpreter (NumPy arrays) and ``cuda_source`` (arrays or
+dtype names). Every mistake raises :class:`~teeny_tx.errors.LaunchError` naming the parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .dtypes import DTYPES, I64, DType, from_numpy
+from .errors import LaunchError
+from .lower.builder import Spec
+from .lower.signature import ParamSpec
+from .runtime.memory import alignment_of, device_pointer, extent_bytes
+
+INDEX_LIMIT = 2**31 - 1
+_ALIGN = tuple(16 if low == 0 else low & -low for low in range(16))
+
+
+@dataclass(frozen=True)
+class Bound:
+    key: tuple
+    values: tuple  # launch values (device), or the arguments themselves (interpreter)
+
+
+class Binder:
+    def __init__(self, kernel: str, params: tuple[ParamSpec, ...]):
+        self.kernel = kernel
+        self.params = params
+        self.runtime = tuple(p for p in params if p.kind != "constexpr")
+        self.constexpr_names = tuple(p.name for p in params if p.kind == "constexpr")
+        self._pointer_slots = tuple(i for i, p in enumerate(self.runtime) if p.kind == "pointer")
+
+    # ------------------------------------------------------------ checks shared by all modes
+
+    def check_call(self, args: tuple, constexprs: dict[str, Any], num_warps: Any) -> None:
+        if len(args) != len(self.runtime):
+            names = ", ".join(p.name for p in self.runtime)
+            raise LaunchError(
+                f"{self.kernel}() takes {len(self.runtime)} positional argument"
+                f"{'s' if len(self.runtime) != 1 else ''} ({names}), got {len(args)}"
+                + (f"; constexprs ({', '.join(self.constexpr_names)}) go by keyword" if self.constexpr_names else "")
+            )
+        unknown = sorted(set(constexprs) - set(self.constexpr_names))
+        if unknown:
+            raise LaunchError(
+                f"{self.kernel}() got unknown keyword argument{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(map(repr, unknown))}; its constexprs are {', '.join(self.constexpr_names) or 'none'}"
+            )
+        missing = [n for n in self.constexpr_names if n not in constexprs]
+        if missing:
+            raise LaunchError(
+                f"{self.kernel}() needs constexpr {', '.join(missing)} by keyword, e.g. {missing[0]}=..."
+            )
+        for name in self.constexpr_names:
+            value = constexprs[name]
+            if not isinstance(value, (int, float, bool, np.integer, np.floating)):
+                raise LaunchError(f"constexpr '{name}' must be a number, got {type(value).__name__}")
+        if not isinstance(num_warps, int) or num_warps not in (1, 2, 4, 8, 16, 32):
+            raise LaunchError(f"num_warps must be 1, 2, 4, 8, 16 or 32, got {num_warps!r}")
+
+    # ------------------------------------------------------------ device launches (hot path)
+
+    def bind_device(self, args: tuple, constexprs: dict[str, Any], num_warps: int) -> Bound:
+        if len(args) != len(self.runtime) or len(constexprs) != len(self.constexpr_names):
+            self.check_call(args, constexprs, num_warps)
+        key: list = [num_warps]
+        big = False
+        pointers = []
+        for i in self._pointer_slots:
+            p, a = self.runtime[i], args[i]
+            ptr, dtype = device_pointer(a, p.name)
+            if p.dtype is not None and dtype != p.dtype.name:
+                raise self._dtype_error(p, dtype)
+            key.append(dtype)
+            key.append(_ALIGN[ptr & 15])
+            pointers.append(ptr)
+            if not big and extent_bytes(a) > INDEX_LIMIT * DTYPES[dtype].itemsize:
+                big = True
+        scalars = self._scalars(args)
+        big = big or scalars[1]
+        key.extend(scalars[0])
+        try:
+            key.extend(constexprs[n] for n in self.constexpr_names)
+        except KeyError:
+            self.check_call(args, constexprs, num_warps)
+        key.append(big)
+        return Bound(tuple(key), (pointers, big))
+
+    def _scalars(self, args: tuple) -> tuple[list, bool]:
+        facts = []
+        big = False
+        for p, a in zip(self.runtime, args):
+            if p.kind != "scalar":
+                continue
+            dtype = p.dtype
+            if dtype.is_int:
+                if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
+                    raise LaunchError(f"argument '{p.name}' ({p.describe()}) must be an integer, got {_what(a)}")
+                lo, hi = _range(dtype)
+                if not lo <= a <= hi:
+                    if dtype.name == "i32" and -(2**63) <= a < 2**63:
+                        big = True
+                    else:
+                        raise LaunchError(f"argument '{p.name}' = {a} does not fit {dtype}")
+                facts.append(a % 16 == 0)
+            elif dtype.is_float:
+                if not isinstance(a, (int, float, np.integer, np.floating)) or isinstance(a, bool):
+                    raise LaunchError(f"argument '{p.name}' ({p.describe()}) must be a number, got {_what(a)}")
+                facts.append(None)
+            else:
+                facts.append(None)
+        return facts, big
+
+    def launch_values(self, args: tuple, pointers: list[int], index64: bool, pointer_arg) -> tuple:
+        out = []
+        it = iter(pointers)
+        for p, a in zip(self.runtime, args):
+            if p.kind == "pointer":
+                out.append(pointer_arg(next(it)))
+            else:
+                dtype = I64 if (index64 and p.dtype.name == "i32") else p.dtype
+                out.append(scalar_value(a, dtype))
+        return tuple(out)
+
+    # ------------------------------------------------------------ interpreter and inspection
+
+    def bind_host(self, args: tuple, constexprs: dict[str, Any], num_warps: int, describe: bool = False) -> Bound:
+        """Arguments as the interpreter (NumPy arrays) or cuda_source (arrays or dtype names) give them."""
+        self.check_call(args, constexprs, num_warps)
+        key: list = [num_warps]
+        big = False
+        for p, a in zip(self.runtime, args):
+            if p.kind != "pointer":
+                continue
+            if describe and isinstance(a, str):
+                if a not in DTYPES:
+                    raise LaunchError(f"argument '{p.name}': unknown dtype name '{a}'")
+                dtype, align, count = a, 16, 0
+            elif isinstance(a, np.ndarray):
+                d = from_numpy(a.dtype)
+                if d is None:
+                    raise LaunchError(f"argument '{p.name}': unsupported dtype {a.dtype}")
+                dtype, align, count = d.name, alignment_of(a.__array_interface__["data"][0]), a.size
+            elif describe:
+                ptr, dtype = device_pointer(a, p.name)
+                align, count = alignment_of(ptr), extent_bytes(a) // DTYPES[dtype].itemsize
+            else:
+                raise LaunchError(
+                    f"argument '{p.name}': the interpreter runs on NumPy arrays, got {_what(a)}; "
+                    "copy it to the host first (cupy: x.get(), torch: x.cpu().numpy())"
+                )
+            if p.dtype is not None and dtype != p.dtype.name:
+                raise self._dtype_error(p, dtype)
+            key += [dtype, align]
+            big = big or count > INDEX_LIMIT
+        scalars, big_scalar = self._scalars(args)
+        key.extend(scalars)
+        key.extend(constexprs[n] for n in self.constexpr_names)
+        key.append(big or big_scalar)
+        return Bound(tuple(key), tuple(args))
+
+    # ------------------------------------------------------------ key → specialisation
+
+    def spec(self, key: tuple) -> Spec:
+        num_warps, index64 = key[0], key[-1]
+        pos = 1
+        pointer_dtypes, align = [], []
+        for i in self._pointer_slots:
+            p = self.runtime[i]
+            pointer_dtypes.append((p.name, DTYPES[key[pos]]))
+            align.append((p.name, key[pos + 1]))
+            pos += 2
+        div16 = []
+        for p in self.runtime:
+            if p.kind == "scalar":
+                if key[pos]:
+                    div16.append(p.name)
+                pos += 1
+        constexprs = tuple(zip(self.constexpr_names, key[pos : pos + len(self.constexpr_names)]))
+        return Spec(
+            constexprs=constexprs,
+            pointer_dtypes=tuple(pointer_dtypes),
+            align=tuple(align),
+            div16=tuple(div16),
+            num_warps=num_warps,
+            index64=index64,
+        )
+
+    def _dtype_error(self, p: ParamSpec, got: str) -> LaunchError:
+        return LaunchError(
+            f"argument '{p.name}': kernel {self.kernel} declares `{p.describe()}` but got a {got} array"
+            f"; pass {p.dtype} data or declare the parameter `any *`"
+        )
+
+
+def scalar_value(value: Any, dtype: DType) -> Any:
+    """A Python number as the exactly typed NumPy scalar the CUDA parameter expects."""
+    if dtype.name == "bf16":
+        return np.array(value, dtype=dtype.np).view(np.uint16)[()]
+    return dtype.np.type(value)
+
+
+def _range(dtype: DType) -> tuple[int, int]:
+    if dtype.kind == "u":
+        return 0, (1 << dtype.bits) - 1
+    if dtype.kind == "b":
+        return 0, 1
+    return -(1 << (dtype.bits - 1)), (1 << (dtype.bits - 1)) - 1
+
+
+def _what(a: Any) -> str:
+    t = type(a)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"

@@ -1,0 +1,144 @@
+"""Element types of the language and the rules that combine them.
+
+Input: the dtype names the prelude declares (``i32``, ``f16``, ...). Output: :class:`DType`
+objects that know their NumPy dtype and their CUDA spelling, and :func:`promote`, the
+numbered promotion rules every binary operation uses (both backends read them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    """A scalar element type. ``kind`` is 'b' (bool), 'i' (signed), 'u' (unsigned), 'f' (float)."""
+
+    name: str
+    kind: str
+    bits: int
+    cuda: str
+
+    @property
+    def np(self) -> np.dtype:
+        return _NUMPY[self.name]
+
+    @property
+    def itemsize(self) -> int:
+        return max(self.bits // 8, 1)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in "iu"
+
+    def literal(self, value: float | int | bool) -> str:
+        """CUDA text for a constant of this type."""
+        if self.kind == "b":
+            return "true" if value else "false"
+        if self.kind == "f":
+            text = _float_text(float(value), self.bits)
+            return text if self.bits in (32, 64) else f"{self.cuda}({text})"
+        if self.bits == 64:
+            return f"{int(value)}{'ULL' if self.kind == 'u' else 'LL'}"
+        if self.kind == "u":
+            return f"{int(value)}u" if self.bits == 32 else f"({self.cuda}){int(value)}u"
+        if int(value) == -(2**31):
+            return "(-2147483647 - 1)"
+        return str(int(value)) if self.bits == 32 else f"({self.cuda}){int(value)}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _float_text(value: float, bits: int) -> str:
+    suffix = "" if bits == 64 else "f"
+    if value != value:
+        return "__int_as_float(0x7fffffff)" if bits != 64 else "__longlong_as_double(0x7ff8000000000000LL)"
+    if value in (float("inf"), float("-inf")):
+        sign = "-" if value < 0 else ""
+        return f"{sign}__int_as_float(0x7f800000)" if bits != 64 else f"{sign}__longlong_as_double(0x7ff0000000000000LL)"
+    text = repr(value) if bits == 64 else str(np.float32(value))
+    if "e" not in text and "." not in text:
+        text += ".0"
+    return text + suffix
+
+
+BOOL = DType("bool", "b", 8, "bool")
+I8 = DType("i8", "i", 8, "signed char")
+I16 = DType("i16", "i", 16, "short")
+I32 = DType("i32", "i", 32, "int")
+I64 = DType("i64", "i", 64, "long long")
+U8 = DType("u8", "u", 8, "unsigned char")
+U16 = DType("u16", "u", 16, "unsigned short")
+U32 = DType("u32", "u", 32, "unsigned int")
+U64 = DType("u64", "u", 64, "unsigned long long")
+F16 = DType("f16", "f", 16, "__half")
+BF16 = DType("bf16", "f", 16, "__nv_bfloat16")
+F32 = DType("f32", "f", 32, "float")
+F64 = DType("f64", "f", 64, "double")
+
+DTYPES: dict[str, DType] = {
+    d.name: d for d in (BOOL, I8, I16, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F64)
+}
+
+_NUMPY: dict[str, np.dtype] = {
+    "bool": np.dtype(np.bool_),
+    "i8": np.dtype(np.int8),
+    "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "u8": np.dtype(np.uint8),
+    "u16": np.dtype(np.uint16),
+    "u32": np.dtype(np.uint32),
+    "u64": np.dtype(np.uint64),
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+}
+_FROM_NUMPY = {v: k for k, v in _NUMPY.items()}
+
+
+def from_numpy(dtype: np.dtype) -> DType | None:
+    """The DType of a NumPy dtype, or None when the language has no such type."""
+    name = _FROM_NUMPY.get(np.dtype(dtype))
+    return DTYPES[name] if name else None
+
+
+def promote(a: DType, b: DType) -> DType:
+    """The result type of a binary arithmetic operation on typed operands (Triton's rules).
+
+    1. Equal types give that type.
+    2. If either operand is a float, the result is a float: the wider of two floats; f16 with
+       bf16 gives f32 (neither holds the other); a float with an integer or bool gives the float.
+    3. bool with an integer gives the integer.
+    4. Two integers of the same signedness give the wider.
+    5. A signed and an unsigned integer give the unsigned one if it is at least as wide,
+       otherwise the signed one (C's usual arithmetic conversions).
+
+    Weak operands (literals and constexprs) are resolved before this is called: see
+    ``lower/typing.py``.
+    """
+    if a == b:
+        return a
+    if a.is_float or b.is_float:
+        if a.is_float and b.is_float:
+            if a.bits == b.bits:
+                return F32
+            return a if a.bits > b.bits else b
+        return a if a.is_float else b
+    if a.kind == "b":
+        return b
+    if b.kind == "b":
+        return a
+    if a.kind == b.kind:
+        return a if a.bits >= b.bits else b
+    signed, unsigned = (a, b) if a.kind == "i" else (b, a)
+    return unsigned if unsigned.bits >= signed.bits else signed

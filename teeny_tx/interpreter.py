@@ -1,0 +1,367 @@
+"""The NumPy interpreter: one kernel specialisation run program by program on the CPU.
+
+Input: an ``ir.Kernel`` (before or after the layout pass: layouts are ignored), a grid and the
+runtime arguments (NumPy arrays for pointers, Python numbers for scalars). Output: the kernel's
+stores, written into the arrays; an :class:`~teeny_tx.errors.InterpreterError` pointing at the
+kernel line when an unmasked lane leaves its array's allocation.
+
+The IR is compiled once into Python closures (one per node, dispatched through ``expr_<Node>``,
+``op_<name>`` and ``stmt_<Node>`` methods), then run for each program, x fastest. Tiles are
+NumPy arrays of their static shape and dtype, scalars 0-d arrays; elementwise operations are the
+op table's NumPy entries (``ops.elementwise_numpy``), so both backends share one definition.
+A pointer is a flat view of its argument's whole allocation in the pointee dtype plus element
+offsets, so pointer arithmetic and bounds checks behave as on device memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .dtypes import DType
+from .errors import CompileError, InterpreterError, LaunchError, Location
+from .lower import ir
+from .lower.ops import OPS, elementwise_numpy
+from .lower.typing import convert_value
+
+Value = Any
+Eval = Callable[["_State"], Value]
+_BREAK, _CONTINUE, _RETURN = "break", "continue", "return"  # statement outcomes (None: go on)
+
+
+# ---------------------------------------------------------------- memory
+
+
+@dataclass(frozen=True)
+class _Arg:
+    """Where a pointer argument points: its name and its first element's index in the buffer."""
+
+    name: str
+    base: int
+
+
+class Pointer:
+    """A scalar or tile of pointers: a flat buffer of the whole allocation and int64 offsets."""
+
+    __slots__ = ("buf", "off", "arg")
+
+    def __init__(self, buf: np.ndarray, off: np.ndarray, arg: _Arg):
+        self.buf, self.off, self.arg = buf, off, arg
+
+    def moved(self, delta: np.ndarray) -> Pointer:
+        return Pointer(self.buf, self.off + np.asarray(delta).astype(np.int64), self.arg)
+
+
+class _Memory:
+    """The bytes of one allocation, exposed to NumPy; holding the owner keeps them alive."""
+
+    def __init__(self, owner: np.ndarray, low: int, nbytes: int, writeable: bool):
+        self.owner = owner
+        self.__array_interface__ = {
+            "version": 3,
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (low, not writeable),
+        }
+
+
+def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
+    low = high = a.__array_interface__["data"][0]
+    if a.size == 0:
+        return low, high
+    for n, stride in zip(a.shape, a.strides, strict=True):
+        reach = (n - 1) * stride
+        low, high = (low + reach, high) if reach < 0 else (low, high + reach)
+    return low, high + a.itemsize
+
+
+def bind_pointer(name: str, array: object, elem: DType, buffers: dict) -> Pointer:
+    """A pointer to ``array``'s first element, over its whole allocation viewed as ``elem``."""
+    if not isinstance(array, np.ndarray):
+        got = type(array).__name__
+        raise LaunchError(f"argument '{name}': the interpreter needs a NumPy array, got {got}")
+    owner = array
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    low, high = _byte_bounds(owner)
+    first = array.__array_interface__["data"][0] - low
+    start = first % elem.itemsize
+    key = (low, high, start, elem, array.flags.writeable)
+    if key not in buffers:  # views of one allocation share a buffer (pointers compare, where())
+        raw = np.asarray(_Memory(owner, low, high - low, array.flags.writeable))
+        count = max(high - low - start, 0) // elem.itemsize
+        buffers[key] = raw[start : start + count * elem.itemsize].view(elem.np)
+    base = first // elem.itemsize
+    return Pointer(buffers[key], np.int64(base), _Arg(name, base))
+
+
+def _out_of_bounds(what: str, ptr: Pointer, off: np.ndarray, mask, state: _State, loc: Location):
+    """An InterpreterError when a masked-on lane's offset leaves the buffer, else None."""
+    bad = (off < 0) | (off >= len(ptr.buf))
+    if mask is not None:
+        bad &= mask
+    if not bad.any():
+        return None
+    flat = int(np.argmax(bad.reshape(-1)))
+    if off.ndim == 0:
+        lane = f"the scalar {what}"
+    else:
+        index = tuple(int(i) for i in np.unravel_index(flat, off.shape))
+        lane = f"lane {index[0] if len(index) == 1 else index}"
+    arg, n = ptr.arg, len(ptr.buf)
+    message = (
+        f"{what} out of bounds in program {state.pid_tuple}: {lane} accesses offset "
+        f"{int(off.reshape(-1)[flat]) - arg.base} from '{arg.name}', outside its allocation "
+        f"(offsets {-arg.base}..{n - arg.base - 1})"
+    )
+    return _error(message, loc, f"mask the {what}, e.g. with mask = offsets < n")
+
+
+# ---------------------------------------------------------------- per-program state
+
+
+class _State:
+    __slots__ = ("env", "pid", "pid_tuple", "nprog")
+
+    def __init__(self, nprog: tuple):
+        self.env: dict[str, Value] = {}
+        self.pid: tuple = ()
+        self.pid_tuple: tuple[int, ...] = ()
+        self.nprog = nprog
+
+
+# ---------------------------------------------------------------- IR → closures
+
+
+class _Compiler:
+    def expr(self, e: ir.Expr) -> Eval:
+        return _method(self, "expr_", type(e).__name__, e.loc)(e)
+
+    def expr_Const(self, e: ir.Const) -> Eval:
+        if e.type.is_pointer:
+            raise _unsupported("a constant pointer", e.loc)
+        value = np.full(e.type.shape, e.value, dtype=e.type.dtype.np)
+        return lambda s: value
+
+    def expr_Var(self, e: ir.Var) -> Eval:
+        name = e.name
+        return lambda s: s.env[name]
+
+    def expr_Op(self, e: ir.Op) -> Eval:
+        special = getattr(self, f"op_{e.op}", None)
+        return special(e) if special is not None else self.elementwise(e)
+
+    def elementwise(self, e: ir.Op) -> Eval:
+        if e.op != "cast" and (e.op not in OPS or OPS[e.op].numpy is None):
+            raise _unsupported(f"operation '{e.op}'", e.loc)
+        args = tuple(self.expr(a) for a in e.args)
+        return lambda s: elementwise_numpy(e, [f(s) for f in args])
+
+    # structural ops and pointer arithmetic
+
+    def op_program_id(self, e: ir.Op) -> Eval:
+        axis = e.attr("axis")
+        return lambda s: s.pid[axis]
+
+    def op_num_programs(self, e: ir.Op) -> Eval:
+        axis = e.attr("axis")
+        return lambda s: s.nprog[axis]
+
+    def op_arange(self, e: ir.Op) -> Eval:
+        value = np.arange(e.attr("start"), e.attr("end"), dtype=e.type.dtype.np)
+        return lambda s: value
+
+    def op_full(self, e: ir.Op) -> Eval:
+        (f,) = (self.expr(a) for a in e.args)
+        shape, dtype = e.type.shape, e.type.dtype.np
+        return lambda s: np.full(shape, f(s), dtype=dtype)
+
+    def op_broadcast(self, e: ir.Op) -> Eval:
+        (f,) = (self.expr(a) for a in e.args)
+        shape = e.type.shape
+        return lambda s: np.broadcast_to(f(s), shape)
+
+    def op_add(self, e: ir.Op) -> Eval:
+        if not e.type.is_pointer:
+            return self.elementwise(e)
+        ptr, delta = (self.expr(a) for a in e.args)
+        return lambda s: ptr(s).moved(delta(s))
+
+    def op_where(self, e: ir.Op) -> Eval:
+        if not e.type.is_pointer:
+            return self.elementwise(e)
+        cond, a, b = (self.expr(x) for x in e.args)
+
+        def select(s: _State) -> Pointer:
+            p, q = a(s), b(s)
+            if p.buf is not q.buf:
+                raise _unsupported("where() between pointers into different allocations", e.loc)
+            return Pointer(p.buf, np.where(cond(s), p.off, q.off), p.arg)
+
+        return select
+
+    def op_load(self, e: ir.Op) -> Eval:
+        ptr = self.expr(e.args[0])
+        mask = self.expr(e.args[1]) if len(e.args) > 1 else None
+        other = self.expr(e.args[2]) if len(e.args) > 2 else None
+        shape, dtype, loc = e.type.shape, e.type.dtype.np, e.loc
+
+        def load(s: _State) -> Value:
+            p = ptr(s)
+            off = np.broadcast_to(p.off, shape)
+            m = None if mask is None else np.broadcast_to(mask(s), shape)
+            error = _out_of_bounds("load", p, off, m, s, loc)
+            if error is not None:
+                raise error
+            if m is None:
+                return np.asarray(p.buf[off])
+            fill = np.zeros((), dtype) if other is None else other(s)
+            got = p.buf[np.where(m, off, 0)] if len(p.buf) else np.zeros(shape, dtype)
+            return np.where(m, got, fill).astype(dtype, copy=False)
+
+        return load
+
+    def op_store(self, e: ir.Op) -> Eval:
+        ptr, value = self.expr(e.args[0]), self.expr(e.args[1])
+        mask = self.expr(e.args[2]) if len(e.args) > 2 else None
+        shape, loc = e.args[0].type.shape, e.loc
+        dtype = e.args[0].type.dtype.elem.np
+
+        def store(s: _State) -> None:
+            p = ptr(s)
+            off = np.broadcast_to(p.off, shape)
+            v = np.broadcast_to(np.asarray(value(s)).astype(dtype, copy=False), shape)
+            m = None if mask is None else np.broadcast_to(mask(s), shape)
+            error = _out_of_bounds("store", p, off, m, s, loc)
+            if error is not None:
+                raise error
+            if not p.buf.flags.writeable:
+                raise _error(f"store into the read-only array '{p.arg.name}'", loc)
+            if m is None:
+                p.buf[off] = v  # duplicate offsets: the last lane wins, as lanes are in order
+            else:
+                p.buf[off[m]] = v[m]
+
+        return store
+
+    # statements: each returns None to go on, or one of _BREAK, _CONTINUE, _RETURN
+
+    def block(self, stmts: tuple[ir.Stmt, ...]) -> Callable[[_State], str | None]:
+        steps = tuple(_method(self, "stmt_", type(x).__name__, x.loc)(x) for x in stmts)
+
+        def run(s: _State) -> str | None:
+            for step in steps:
+                outcome = step(s)
+                if outcome is not None:
+                    return outcome
+            return None
+
+        return run
+
+    def stmt_Declare(self, x: ir.Declare):
+        if x.init is None:
+            zero = np.zeros(x.type.shape, x.type.dtype.np)
+            return self._set(x.name, lambda s: zero)
+        return self._set(x.name, self.expr(x.init))
+
+    def stmt_Assign(self, x: ir.Assign):
+        return self._set(x.name, self.expr(x.value))
+
+    @staticmethod
+    def _set(name: str, value: Eval):
+        def run(s: _State) -> None:
+            s.env[name] = value(s)
+
+        return run
+
+    def stmt_Eval(self, x: ir.Eval):
+        f = self.expr(x.expr)
+
+        def run(s: _State) -> None:
+            f(s)
+
+        return run
+
+    def stmt_If(self, x: ir.If):
+        cond, then, orelse = self.expr(x.cond), self.block(x.then), self.block(x.orelse)
+        return lambda s: then(s) if bool(cond(s)) else orelse(s)
+
+    def stmt_Loop(self, x: ir.Loop):
+        init, step, body = self.block(x.init), self.block(x.step), self.block(x.body)
+        cond = self.expr(x.cond) if x.cond is not None else (lambda s: True)
+        test_first = x.kind != "do"
+
+        def run(s: _State) -> str | None:
+            init(s)
+            if test_first and not bool(cond(s)):
+                return None
+            while True:
+                outcome = body(s)
+                if outcome == _RETURN:
+                    return _RETURN
+                if outcome == _BREAK:
+                    return None
+                step(s)
+                if not bool(cond(s)):
+                    return None
+
+        return run
+
+    def stmt_Break(self, x: ir.Break):
+        return lambda s: _BREAK
+
+    def stmt_Continue(self, x: ir.Continue):
+        return lambda s: _CONTINUE
+
+    def stmt_Return(self, x: ir.Return):
+        return lambda s: _RETURN
+
+
+def _method(compiler: _Compiler, prefix: str, name: str, loc: Location):
+    method = getattr(compiler, prefix + name, None)
+    if method is None:
+        raise _unsupported(f"IR node {name}", loc)
+    return method
+
+
+def _unsupported(what: str, loc: Location | None) -> InterpreterError:
+    return _error(f"the NumPy interpreter does not support {what}", loc)
+
+
+def _error(message: str, loc: Location | None, hint: str | None = None) -> InterpreterError:
+    """An InterpreterError rendered as compile errors are: file:line:col, the line, a caret."""
+    return InterpreterError(CompileError(message, loc, hint).render())
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def run(kernel: ir.Kernel, grid: tuple[int, int, int], args: Mapping[str, object]) -> None:
+    """Run ``kernel`` once per program of ``grid`` (x fastest) on NumPy, writing into ``args``."""
+    if len(grid) != 3 or any(int(g) < 0 for g in grid):
+        raise LaunchError(f"the grid must be three non-negative sizes, got {tuple(grid)}")
+    gx, gy, gz = (int(g) for g in grid)
+    index = np.dtype(np.int64 if kernel.index64 else np.int32)
+    body = _Compiler().block(kernel.body)
+    params: dict[str, Value] = {}
+    buffers: dict = {}
+    for p in kernel.runtime_params:
+        if p.name not in args:
+            raise LaunchError(f"kernel '{kernel.name}': missing argument '{p.name}'")
+        a = args[p.name]
+        if p.type.is_pointer:
+            params[p.name] = bind_pointer(p.name, a, p.type.dtype.elem, buffers)
+        else:
+            params[p.name] = np.asarray(convert_value(a, p.type.dtype), dtype=p.type.dtype.np)
+    state = _State(tuple(np.asarray(g, dtype=index) for g in (gx, gy, gz)))
+    with np.errstate(all="ignore"):
+        for z in range(gz):
+            for y in range(gy):
+                for x in range(gx):
+                    state.env = dict(params)
+                    state.pid_tuple = (x, y, z)
+                    state.pid = (np.asarray(x, index), np.asarray(y, index), np.asarray(z, index))
+                    body(state)

@@ -1,0 +1,211 @@
+"""The user-facing objects: a compiled module, its kernels, their specialisations and launches.
+
+Input: a kernel file (path or text). Output: a :class:`Module` whose attributes are
+:class:`Kernel` objects. ``kernel[grid](*args, num_warps=4, stream=None, **constexprs)``
+launches on the GPU; ``kernel.interpret[grid](...)`` runs the same kernel on NumPy;
+``kernel.specialize(...)`` and ``kernel.cuda_source(...)`` compile without launching.
+
+A specialisation is built once per key (see ``binder.py``) and kept in memory; its cubin is
+cached on disk by ``runtime.cache``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from ._prelude import DEVICE_HEADER
+from .binder import Binder
+from .errors import CompileError, LaunchError, TeenyError
+from .lower import ir
+from .lower.builder import build_kernel
+from .lower.layout import assign_layouts
+from .lower.signature import kernel_signature
+from .parse import Unit, parse
+from .runtime import cache, launch, nvrtc
+from .templates.emitter import emit_cuda
+
+HEADERS = {"teeny_tx.cuh": DEVICE_HEADER}
+
+
+@dataclass
+class Specialization:
+    """One compiled variant of a kernel: its IR, CUDA source and (lazily) its cubin."""
+
+    kernel: ir.Kernel
+    cuda_source: str
+    key: tuple
+    arch: str = field(default_factory=nvrtc.target_arch)
+
+    @property
+    def entry(self) -> str:
+        return self.kernel.name
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return (self.kernel.num_threads, 1, 1)
+
+    @property
+    def shared_mem(self) -> int:
+        return 0
+
+    @cached_property
+    def cubin(self) -> bytes:
+        return cache.load_or_compile(
+            self.cuda_source, name=self.entry, arch=self.arch, options=nvrtc.DEFAULT_OPTIONS, headers=HEADERS
+        )
+
+    @cached_property
+    def loaded(self) -> launch.LoadedKernel:
+        return launch.LoadedKernel(self.cubin, self.entry)
+
+
+def specialise(unit: Unit, name: str, binder: Binder, key: tuple) -> Specialization:
+    kernel = build_kernel(unit, name, binder.spec(key))
+    annotated, layouts = assign_layouts(kernel)
+    return Specialization(annotated, emit_cuda(annotated, layouts), key)
+
+
+def _grid3(grid: Any, meta: dict[str, Any]) -> tuple[int, int, int]:
+    if callable(grid):
+        grid = grid(meta)
+    if isinstance(grid, int):
+        grid = (grid,)
+    if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
+        raise LaunchError(f"the grid must be a tuple of 1 to 3 positive ints (or a callable giving one), got {grid!r}")
+    out = []
+    for g in grid:
+        if isinstance(g, bool) or not isinstance(g, int) or g <= 0:
+            raise LaunchError(f"grid sizes must be positive ints, got {tuple(grid)!r}")
+        out.append(int(g))
+    limits = (2**31 - 1, 65535, 65535)
+    for g, lim, axis in zip(out, limits, "xyz"):
+        if g > lim:
+            raise LaunchError(f"grid size {g} along {axis} exceeds the CUDA limit {lim}")
+    return tuple(out + [1] * (3 - len(out)))
+
+
+class Kernel:
+    """A kernel of a module. Index with a grid to launch: ``k[(programs,)](*args, **constexprs)``."""
+
+    def __init__(self, module: Module, name: str):
+        self.module = module
+        self.name = name
+        self.params = kernel_signature(module.unit, module.unit.functions[name])
+        self.binder = Binder(name, self.params)
+        self._specs: dict[tuple, Specialization] = {}
+
+    def __repr__(self) -> str:
+        return f"<teeny_tx kernel {self.name}({', '.join(p.describe() for p in self.params)})>"
+
+    def __getitem__(self, grid) -> Callable[..., None]:
+        if callable(grid):
+            return lambda *args, num_warps=4, stream=None, **constexprs: self._run(
+                _grid3(grid, {**constexprs, "num_warps": num_warps}), args, num_warps, stream, constexprs
+            )
+        grid3 = _grid3(grid, {})
+        return lambda *args, num_warps=4, stream=None, **constexprs: self._run(
+            grid3, args, num_warps, stream, constexprs
+        )
+
+    def _run(self, grid: tuple, args: tuple, num_warps: int, stream: Any, constexprs: dict) -> None:
+        bound = self.binder.bind_device(args, constexprs, num_warps)
+        spec = self._specs.get(bound.key)
+        if spec is None:
+            spec = self._specialise(bound.key, args, constexprs, num_warps)
+        pointers, index64 = bound.values
+        values = self.binder.launch_values(args, pointers, index64, launch.pointer_arg)
+        spec.loaded.launch(grid, spec.block, values, 0, stream)
+
+    def _specialise(self, key: tuple, args, constexprs, num_warps) -> Specialization:
+        self.binder.check_call(args, constexprs, num_warps)
+        spec = specialise(self.module.unit, self.name, self.binder, key)
+        spec.loaded  # compile now, so errors surface at the first launch  # noqa: B018
+        self._specs[key] = spec
+        return spec
+
+    def specialize(self, *args, num_warps: int = 4, **constexprs) -> Specialization:
+        """Compile (without launching) for these arguments: arrays, or dtype names for pointers."""
+        bound = self.binder.bind_host(args, constexprs, num_warps, describe=True)
+        spec = self._specs.get(bound.key)
+        if spec is None:
+            spec = specialise(self.module.unit, self.name, self.binder, bound.key)
+            self._specs[bound.key] = spec
+        return spec
+
+    def cuda_source(self, *args, num_warps: int = 4, **constexprs) -> str:
+        """The CUDA C++ this kernel becomes for these arguments (arrays or dtype names)."""
+        return self.specialize(*args, num_warps=num_warps, **constexprs).cuda_source
+
+    @property
+    def interpret(self) -> _Interpret:
+        """``kernel.interpret[grid](*numpy_arrays, **constexprs)``: run on the NumPy interpreter."""
+        return _Interpret(self)
+
+
+class _Interpret:
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+
+    def __getitem__(self, grid):
+        def run(*args, num_warps: int = 4, **constexprs) -> None:
+            k = self.kernel
+            grid3 = _grid3(grid, {**constexprs, "num_warps": num_warps})
+            bound = k.binder.bind_host(args, constexprs, num_warps)
+            ir_kernel = build_kernel(k.module.unit, k.name, k.binder.spec(bound.key))
+            from . import interpreter
+
+            interpreter.run(ir_kernel, grid3, {p.name: a for p, a in zip(k.binder.runtime, args)})
+
+        return run
+
+
+class Module:
+    """The kernels of one file: ``module.<kernel name>`` is a :class:`Kernel`."""
+
+    def __init__(self, unit: Unit):
+        self.unit = unit
+        self.kernels = {name: Kernel(self, name) for name in unit.kernels()}
+
+    def __getattr__(self, name: str) -> Kernel:
+        kernels = self.__dict__.get("kernels", {})
+        if name in kernels:
+            return kernels[name]
+        close = difflib.get_close_matches(name, list(kernels), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise AttributeError(f"{self.unit.filename} has no kernel '{name}' (kernels: {', '.join(kernels)}){hint}")
+
+    def __dir__(self):
+        return list(super().__dir__()) + list(self.kernels)
+
+    def __repr__(self) -> str:
+        return f"<teeny_tx module {self.unit.filename}: {', '.join(self.kernels)}>"
+
+
+def compile(source: str | os.PathLike, name: str | None = None) -> Module:  # noqa: A001
+    """Parse a kernel file (a path) or kernel text (a string with a newline, or with ``name``).
+
+    Specialisations are checked and compiled at their first launch or ``cuda_source`` call.
+    """
+    if isinstance(source, os.PathLike) or (name is None and "\n" not in str(source)):
+        path = Path(source)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise TeenyError(f"cannot read kernel file {path}: {exc.strerror}") from None
+        filename = name or str(source)
+    else:
+        text, filename = str(source), name or "<string>"
+    unit = parse(text, filename)
+    if not unit.kernels():
+        raise CompileError(
+            f"{filename} defines no kernel",
+            None,
+            "an entry point is declared `kernel name(params) { ... }`",
+        )
+    return Module(unit)

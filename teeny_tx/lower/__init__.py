@@ -1,0 +1,1 @@
+"""Lowering: pycparser AST → typed block IR (builder), then passes (layout, axis info)."""

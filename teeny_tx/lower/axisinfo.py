@@ -1,0 +1,135 @@
+"""Contiguity and divisibility of integer and pointer tiles (Triton's AxisInfo, 1-D).
+
+Input: a layout-annotated ``ir.Kernel``. Output: :func:`vector_width`, how many neighbouring
+lanes of a load or store may travel as one access. A value's :class:`Info` says, for aligned
+groups of lanes: ``contig`` lanes hold consecutive values, ``const`` lanes hold equal values,
+and the first value of each group is divisible by ``div`` (bytes, for pointers).
+
+Facts come from ``arange``, constants, constexprs, pointer alignment and integer arguments
+divisible by 16 (both part of the specialisation key); a variable assigned several times gets
+what all its values share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd
+
+from . import ir
+from .ir import Const, Expr, Op, PointerType, Var
+from .layout import walk_exprs
+
+BIG = 1 << 30
+
+
+@dataclass(frozen=True)
+class Info:
+    contig: int = 1
+    const: int = 1
+    div: int = 1
+
+
+def _pow2_div(v: int) -> int:
+    if v == 0:
+        return BIG
+    return min(abs(v) & -abs(v), BIG)
+
+
+def _meet(a: Info, b: Info) -> Info:
+    return Info(min(a.contig, b.contig), min(a.const, b.const), gcd(a.div, b.div))
+
+
+class AxisInfo:
+    def __init__(self, kernel: ir.Kernel):
+        self.vars: dict[str, Info] = {}
+        for p in kernel.params:
+            if p.constexpr:
+                continue
+            if isinstance(p.type.dtype, PointerType):
+                self.vars[p.name] = Info(1, BIG, p.align)
+            else:
+                self.vars[p.name] = Info(1, BIG, 16 if p.div16 else 1)
+        assigned: dict[str, list[Expr]] = {}
+        for s in _stmts(kernel.body):
+            if isinstance(s, ir.Declare) and s.init is not None:
+                assigned.setdefault(s.name, []).insert(0, s.init)
+            elif isinstance(s, ir.Assign):
+                assigned.setdefault(s.name, []).append(s.value)
+        # Two rounds: the first sees each variable's first value, the second all of them.
+        for _ in range(2):
+            for name, values in assigned.items():
+                info = None
+                for v in values:
+                    i = self.info(v)
+                    info = i if info is None else _meet(info, i)
+                self.vars[name] = info
+        self._exprs = list(walk_exprs(kernel.body))
+
+    def info(self, e: Expr) -> Info:
+        n = e.type.shape[0] if e.type.shape else BIG
+        if isinstance(e, Const):
+            return Info(1, BIG, _pow2_div(int(e.value)) if not isinstance(e.value, float) else 1)
+        if isinstance(e, Var):
+            return self.vars.get(e.name, Info(1, BIG if not e.type.is_tile else 1, 1))
+        if not isinstance(e, Op):
+            return Info()
+        rule = getattr(self, f"op_{e.op}", None)
+        if rule is None:
+            return Info(1, BIG if not e.type.is_tile else 1, 1)
+        i = rule(e)
+        return Info(min(i.contig, n), min(i.const, n), i.div)
+
+    def op_arange(self, e: Op) -> Info:
+        return Info(e.type.shape[0], 1, _pow2_div(e.attr("start")))
+
+    def op_full(self, e: Op) -> Info:
+        return Info(1, BIG, self.info(e.args[0]).div)
+
+    def op_cast(self, e: Op) -> Info:
+        return self.info(e.args[0]) if e.type.dtype.is_int else Info()
+
+    def op_add(self, e: Op) -> Info:
+        a, b = (self.info(x) for x in e.args)
+        if isinstance(e.type.dtype, PointerType):
+            size = e.type.dtype.elem.itemsize
+            b = Info(b.contig, b.const, min(b.div * size, BIG))
+        contig = max(min(a.contig, b.const), min(a.const, b.contig))
+        return Info(contig, min(a.const, b.const), gcd(a.div, b.div))
+
+    def op_sub(self, e: Op) -> Info:
+        a, b = (self.info(x) for x in e.args)
+        contig = min(a.contig, b.const)
+        return Info(contig, min(a.const, b.const), gcd(a.div, b.div))
+
+    def op_mul(self, e: Op) -> Info:
+        a, b = (self.info(x) for x in e.args)
+        contig = 1
+        for x, y, other in ((a, b, e.args[1]), (b, a, e.args[0])):
+            if isinstance(other, Const) and other.value == 1:
+                contig = max(contig, x.contig)
+        return Info(contig, min(a.const, b.const), min(a.div * b.div, BIG))
+
+    def op_neg(self, e: Op) -> Info:
+        a = self.info(e.args[0])
+        return Info(1, a.const, a.div)
+
+    def vector_width(self, ptr: Expr, spt: int) -> int:
+        """Lanes per access for a load/store through ``ptr`` (a power of two, 16 bytes at most)."""
+        if not ptr.type.is_tile:
+            return 1
+        elem = ptr.type.dtype.elem.itemsize
+        i = self.info(ptr)
+        width = min(spt, i.contig, max(i.div // elem, 1), 16 // elem)
+        return 1 << (width.bit_length() - 1) if width >= 1 else 1
+
+
+def _stmts(stmts):
+    for s in stmts:
+        yield s
+        if isinstance(s, ir.If):
+            yield from _stmts(s.then)
+            yield from _stmts(s.orelse)
+        elif isinstance(s, ir.Loop):
+            yield from _stmts(s.init)
+            yield from _stmts(s.body)
+            yield from _stmts(s.step)

@@ -1,0 +1,688 @@
+"""pycparser AST of one kernel → the typed IR of one specialisation.
+
+Input: a parsed :class:`~teeny_tx.parse.Unit`, the kernel's name and a :class:`Spec` (constexpr
+values, pointer dtypes and alignments, ``num_warps``, 32/64-bit indices). Output: an
+``ir.Kernel`` whose every value has a dtype and a static shape, constexprs folded, helper
+functions inlined, names made unique. Every error names the file, line and column.
+
+Statements are visited by ``stmt_<Node>`` methods, expressions by ``expr_<Node>``; calls of
+operations go to the op table's typing rule, or to ``call_<op>`` here when the op needs
+constant arguments or the specialisation (``arange``, ``load``...).
+"""
+
+from __future__ import annotations
+
+import difflib
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from pycparser import c_ast
+
+from ..dtypes import BOOL, DTYPES, F32, DType
+from ..errors import CompileError, Location
+from ..parse import Unit
+from . import ir
+from . import typing as ty
+from .ir import Const, Expr, Op, PointerType, Type, Var
+from .ops import OPS, make
+from .signature import kernel_signature
+
+_BINARY = {
+    "+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "<<": "lshift", ">>": "rshift",
+    "&": "bitand", "|": "bitor", "^": "bitxor", "<": "lt", "<=": "le", ">": "gt", ">=": "ge",
+    "==": "eq", "!=": "ne", "&&": "land", "||": "lor",
+}
+_UNARY = {"-": "neg", "!": "lnot", "~": "invert"}
+_FLOAT_CONSTANTS = {"INF": float("inf"), "NAN": float("nan")}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What one specialisation fixes: the key's contents, as the launcher computed them."""
+
+    constexprs: tuple[tuple[str, Any], ...] = ()
+    pointer_dtypes: tuple[tuple[str, DType], ...] = ()
+    align: tuple[tuple[str, int], ...] = ()
+    div16: tuple[str, ...] = ()
+    num_warps: int = 4
+    index64: bool = False
+
+
+@dataclass
+class Symbol:
+    name: str  # the unique IR name
+    type: Type
+    typed: bool  # declared with an explicit dtype: assignments convert to it
+    const: Const | None = None  # compile-time constants (const parameters and locals)
+    loop_depth: int = 0
+
+
+@dataclass
+class _Frame:
+    """A function being lowered: the kernel itself, or an inlined helper."""
+
+    name: str
+    scopes: list[dict[str, Symbol]] = field(default_factory=lambda: [{}])
+
+
+class Builder:
+    def __init__(self, unit: Unit, kernel: str, spec: Spec):
+        self.unit = unit
+        self.fn = unit.functions[kernel]
+        self.spec = spec
+        self.index = ty.index_dtype(spec.index64)
+        self.frames = [_Frame(kernel)]
+        self.blocks: list[list[ir.Stmt]] = [[]]
+        self.loop_depth = 0
+        self.used_names: set[str] = set()
+        self.inlining: list[str] = []
+
+    # ------------------------------------------------------------ entry
+
+    def build(self) -> ir.Kernel:
+        loc = self.loc(self.fn.decl)
+        constexprs = dict(self.spec.constexprs)
+        pointer_dtypes = dict(self.spec.pointer_dtypes)
+        align = dict(self.spec.align)
+        params = []
+        for p in kernel_signature(self.unit, self.fn):
+            if p.kind == "constexpr":
+                if p.name not in constexprs:
+                    raise CompileError(
+                        f"constexpr parameter '{p.name}' has no value",
+                        p.loc,
+                        f"pass it by keyword at launch, e.g. {p.name}=...",
+                    )
+                value = ty.convert_value(constexprs[p.name], self.value_dtype(p.dtype))
+                const = Const(type=Type(self.value_dtype(p.dtype)), loc=p.loc, value=value, weak=True, name=p.name)
+                self.declare_symbol(p.name, const.type, typed=True, const=const)
+                params.append(ir.Param(p.name, const.type, constexpr=True))
+            elif p.kind == "pointer":
+                elem = p.dtype or pointer_dtypes[p.name]
+                t = Type(PointerType(elem, p.const))
+                self.declare_symbol(p.name, t, typed=True)
+                params.append(ir.Param(p.name, t, align=align.get(p.name, elem.itemsize)))
+            else:
+                t = Type(self.value_dtype(p.dtype))
+                self.declare_symbol(p.name, t, typed=True)
+                params.append(ir.Param(p.name, t, div16=p.name in self.spec.div16))
+        self.stmt(self.fn.body, new_scope=False)
+        return ir.Kernel(
+            name=self.fn.decl.name,
+            file=loc.file,
+            params=tuple(params),
+            body=tuple(self.blocks[0]),
+            constexprs=tuple(sorted(constexprs.items())),
+            num_warps=self.spec.num_warps,
+            index64=self.spec.index64,
+            source_lines=tuple(self.unit.lines),
+        )
+
+    # ------------------------------------------------------------ helpers
+
+    def loc(self, node) -> Location:
+        return self.unit.loc(node.coord if hasattr(node, "coord") else node)
+
+    def value_dtype(self, dtype: DType) -> DType:
+        """`i32` in value positions is the specialisation's index type."""
+        return self.index if dtype.name == "i32" else dtype
+
+    def emit(self, s: ir.Stmt) -> None:
+        self.blocks[-1].append(s)
+
+    @contextmanager
+    def block(self):
+        self.blocks.append([])
+        self.frames[-1].scopes.append({})
+        try:
+            yield self.blocks[-1]
+        finally:
+            self.blocks.pop()
+            self.frames[-1].scopes.pop()
+
+    def unique(self, name: str) -> str:
+        candidate, n = name, 0
+        while candidate in self.used_names:
+            n += 1
+            candidate = f"{name}_{n}"
+        self.used_names.add(candidate)
+        return candidate
+
+    def declare_symbol(self, name: str, t: Type, typed: bool, const: Const | None = None) -> Symbol:
+        prefix = "_".join(self.inlining + [name]) if self.inlining else name
+        sym = Symbol(self.unique(prefix), t, typed, const, self.loop_depth)
+        self.frames[-1].scopes[-1][name] = sym
+        return sym
+
+    def lookup(self, name: str) -> Symbol | None:
+        for scope in reversed(self.frames[-1].scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    def visible_names(self) -> list[str]:
+        names = [n for scope in self.frames[-1].scopes for n in scope]
+        return names + [n for n, op in OPS.items() if op.prelude] + list(self.unit.functions)
+
+    def unknown(self, name: str, loc: Location, what: str = "identifier") -> CompileError:
+        close = difflib.get_close_matches(name, self.visible_names(), n=1)
+        hint = f"did you mean '{close[0]}'?" if close else None
+        return CompileError(f"unknown {what} '{name}'", loc, hint)
+
+    def constant(self, node, what: str) -> Any:
+        value = self.expr(node)
+        if not isinstance(value, Const):
+            raise CompileError(
+                f"{what} must be a compile-time constant",
+                self.loc(node),
+                "use literals and `const` parameters (constexprs) here",
+            )
+        return value.value
+
+    def resolve_type(self, node, loc: Location) -> tuple[Type | None, bool]:
+        """A declared type: (Type, typed) — Type is None for `tile` (inferred)."""
+        dims = []
+        while isinstance(node, c_ast.ArrayDecl):
+            if node.dim is None:
+                raise CompileError("a tile declaration needs its shape, e.g. f32 x[BLOCK]", loc)
+            dims.append(node.dim)
+            node = node.type
+        if isinstance(node, c_ast.PtrDecl):
+            name, quals = self.type_name(node.type, loc)
+            elem = DTYPES.get(name)
+            if elem is None:
+                raise CompileError(f"unknown element type '{name}'", loc)
+            return Type(PointerType(elem, "const" in quals)), True
+        name, _ = self.type_name(node, loc)
+        if name == "tile":
+            if dims:
+                raise CompileError("`tile` infers its shape; write a dtype to declare one, e.g. f32 x[N]", loc)
+            return None, False
+        if name not in DTYPES:
+            raise self.unknown(name, loc, "type")
+        shape = []
+        for d in dims:
+            n = self.constant(d, "a tile dimension")
+            if not isinstance(n, int) or n <= 0 or n & (n - 1):
+                raise CompileError(f"tile dimensions must be positive powers of two, got {n}", self.loc(d))
+            shape.append(n)
+        return Type(self.value_dtype(DTYPES[name]), tuple(shape)), True
+
+    def type_name(self, node, loc: Location) -> tuple[str, list[str]]:
+        names = getattr(getattr(node, "type", None), "names", None)
+        if not isinstance(node, c_ast.TypeDecl) or not names:
+            raise CompileError("unsupported declaration", loc)
+        return " ".join(names), list(node.quals)
+
+    # ------------------------------------------------------------ statements
+
+    def stmt(self, node, new_scope: bool = True) -> None:
+        if isinstance(node, c_ast.Compound):
+            if new_scope:
+                with self.block() as body:
+                    self._items(node)
+                self.emit_block(body, node)
+            else:
+                self._items(node)
+            return
+        method = getattr(self, f"stmt_{type(node).__name__}", None)
+        if method is None:
+            raise CompileError(f"unsupported statement ({type(node).__name__})", self.loc(node))
+        method(node)
+
+    def emit_block(self, body: list[ir.Stmt], node) -> None:
+        """A nested `{ ... }`: its statements join the enclosing block (names are unique)."""
+        for s in body:
+            self.emit(s)
+
+    def _items(self, node: c_ast.Compound) -> None:
+        for item in node.block_items or []:
+            self.stmt(item)
+
+    def stmt_EmptyStatement(self, node) -> None:
+        pass
+
+    def stmt_DeclList(self, node) -> None:
+        for d in node.decls:
+            self.stmt_Decl(d)
+
+    def stmt_Decl(self, node: c_ast.Decl) -> None:
+        loc = self.loc(node)
+        if isinstance(node.type, c_ast.FuncDecl):
+            raise CompileError("functions are declared at the top level", loc)
+        declared, typed = self.resolve_type(node.type, loc)
+        is_const = "const" in node.quals and declared is not None and not declared.is_tile
+        if isinstance(node.init, c_ast.InitList):
+            raise CompileError("initializer lists are not supported", loc, "declare a filled tile: f32 x[N] = 0;")
+        init = self.expr(node.init) if node.init is not None else None
+        if declared is None:
+            if init is None:
+                raise CompileError(f"`tile {node.name}` needs an initial value to infer its type", loc)
+            if ty.is_weak(init):
+                init = ty.cast(init, ty.weak_literal_type(init.value))
+            t = init.type
+        else:
+            t = declared
+            init = self.convert(init, t, node.name, loc) if init is not None else self.zero(t, loc)
+        if is_const:
+            if not isinstance(init, Const):
+                raise CompileError(f"const '{node.name}' must be initialised with a constant", loc)
+            self.declare_symbol(node.name, t, typed, const=Const(type=t, loc=loc, value=init.value, weak=True))
+            return
+        sym = self.declare_symbol(node.name, t, typed)
+        self.emit(ir.Declare(loc=loc, name=sym.name, type=t, init=init))
+
+    def zero(self, t: Type, loc: Location) -> Expr:
+        if t.is_pointer:
+            raise CompileError("a pointer variable needs an initial value", loc)
+        return self.convert(Const(type=Type(t.dtype), loc=loc, value=0), t, "", loc)
+
+    def convert(self, value: Expr, t: Type, name: str, loc: Location) -> Expr:
+        """A value as a variable of type ``t`` holds it: dtype converted, a scalar filled."""
+        if t.is_pointer:
+            if value.type.dtype != t.dtype:
+                raise CompileError(f"cannot assign {value.type} to pointer '{name}' of type {t}", loc)
+        else:
+            if value.type.is_pointer:
+                raise CompileError(f"cannot assign a pointer to '{name}' of type {t}", loc)
+            value = ty.cast(value, t.dtype)
+        if value.type.shape == t.shape:
+            return value
+        if not value.type.is_tile:
+            return Op(type=t, loc=loc, op="full", args=(value,))
+        raise CompileError(
+            f"shape mismatch: '{name}' is {list(t.shape)} but the value is {list(value.type.shape)}",
+            loc,
+            "a declared tile keeps its shape; reshape or broadcast the value",
+        )
+
+    def stmt_Assignment(self, node: c_ast.Assignment) -> None:
+        loc = self.loc(node)
+        if not isinstance(node.lvalue, c_ast.ID):
+            raise CompileError(
+                "only whole variables can be assigned",
+                self.loc(node.lvalue),
+                "tiles are whole-block values: use where() to change some lanes",
+            )
+        name = node.lvalue.name
+        sym = self.lookup(name)
+        if sym is None:
+            raise self.unknown(name, self.loc(node.lvalue))
+        if sym.const is not None:
+            raise CompileError(f"'{name}' is a constant and cannot be assigned", loc)
+        value = self.expr(node.rvalue)
+        if node.op != "=":
+            current = Var(type=sym.type, loc=loc, name=sym.name)
+            value = self.apply(_BINARY[node.op[:-1]], [current, value], loc)
+        self.assign(sym, name, value, loc)
+
+    def assign(self, sym: Symbol, name: str, value: Expr, loc: Location) -> None:
+        carried = sym.loop_depth < self.loop_depth
+        if not sym.typed:
+            if ty.is_weak(value):
+                value = ty.cast(value, sym.type.dtype)
+            if value.type.is_tile and value.type.shape != sym.type.shape:
+                what = "is carried around the loop and " if carried else ""
+                raise CompileError(
+                    f"tile '{name}' {what}changes shape from {list(sym.type.shape)} to {list(value.type.shape)}",
+                    loc,
+                    "a variable keeps the shape it was declared with; use a new variable",
+                )
+            if value.type.dtype != sym.type.dtype:
+                what = "is carried around the loop and " if carried else ""
+                raise CompileError(
+                    f"tile '{name}' {what}changes dtype from {sym.type.dtype} to {value.type.dtype}",
+                    loc,
+                    f"cast the value: {name} = ({sym.type.dtype})(...)",
+                )
+        value = self.convert(value, sym.type, name, loc)
+        self.emit(ir.Assign(loc=loc, name=sym.name, value=value))
+
+    def stmt_UnaryOp(self, node: c_ast.UnaryOp) -> None:
+        if node.op in ("p++", "++", "p--", "--") and isinstance(node.expr, c_ast.ID):
+            one = c_ast.Constant("int", "1", node.coord)
+            op = "+=" if "+" in node.op else "-="
+            self.stmt_Assignment(c_ast.Assignment(op, node.expr, one, node.coord))
+            return
+        raise CompileError("this expression has no effect", self.loc(node))
+
+    def stmt_FuncCall(self, node: c_ast.FuncCall) -> None:
+        name = node.name.name if isinstance(node.name, c_ast.ID) else None
+        if name == "store" or name in self.unit.functions:
+            result = self.expr_FuncCall(node, statement=True)
+            if result is not None and isinstance(result, Op) and result.op == "store":
+                self.emit(ir.Eval(loc=self.loc(node), expr=result))
+            return
+        raise CompileError(f"the value of {name}(...) is not used", self.loc(node), "assign it to a variable")
+
+    def stmt_If(self, node: c_ast.If) -> None:
+        loc = self.loc(node)
+        cond = self.scalar_condition(node.cond)
+        if isinstance(cond, Const):
+            taken = node.iftrue if cond.value else node.iffalse
+            if taken is not None:
+                with self.block() as body:
+                    self.stmt(taken, new_scope=False)
+                self.emit_block(body, taken)
+            return
+        with self.block() as then:
+            self.stmt(node.iftrue, new_scope=False)
+        orelse: list[ir.Stmt] = []
+        if node.iffalse is not None:
+            with self.block() as orelse:
+                self.stmt(node.iffalse, new_scope=False)
+        self.emit(ir.If(loc=loc, cond=cond, then=tuple(then), orelse=tuple(orelse)))
+
+    def scalar_condition(self, node) -> Expr:
+        cond = self.expr(node)
+        if cond.type.is_tile:
+            raise CompileError(
+                f"a condition must be a scalar, got a tile {cond.type}",
+                self.loc(node),
+                "branch on scalars; select lanes of a tile with where() or a mask",
+            )
+        return ty.to_bool(cond, self.loc(node))
+
+    def stmt_For(self, node: c_ast.For) -> None:
+        self._loop("for", node, node.init, node.cond, node.next, node.stmt)
+
+    def stmt_While(self, node: c_ast.While) -> None:
+        self._loop("while", node, None, node.cond, None, node.stmt)
+
+    def stmt_DoWhile(self, node: c_ast.DoWhile) -> None:
+        self._loop("do", node, None, node.cond, None, node.stmt)
+
+    def _loop(self, kind, node, init_node, cond_node, next_node, body_node) -> None:
+        loc = self.loc(node)
+        with self.block() as init:
+            if init_node is not None:
+                self.stmt(init_node)
+            self.loop_depth += 1
+            try:
+                cond = self.scalar_condition(cond_node) if cond_node is not None else None
+                with self.block() as step:
+                    if next_node is not None:
+                        self.stmt(next_node)
+                with self.block() as body:
+                    if body_node is not None:
+                        self.stmt(body_node, new_scope=False)
+            finally:
+                self.loop_depth -= 1
+        if isinstance(cond, Const) and not cond.value and kind != "do":
+            for s in init:
+                self.emit(s)
+            return
+        self.emit(ir.Loop(loc=loc, kind=kind, init=tuple(init), cond=cond, step=tuple(step), body=tuple(body)))
+
+    def stmt_Break(self, node) -> None:
+        self._in_loop(node, "break")
+        self.emit(ir.Break(loc=self.loc(node)))
+
+    def stmt_Continue(self, node) -> None:
+        self._in_loop(node, "continue")
+        self.emit(ir.Continue(loc=self.loc(node)))
+
+    def _in_loop(self, node, what: str) -> None:
+        if self.loop_depth == 0:
+            raise CompileError(f"'{what}' outside a loop", self.loc(node))
+
+    def stmt_Return(self, node: c_ast.Return) -> None:
+        if self.inlining:
+            raise CompileError(
+                "a helper function may only return at its end",
+                self.loc(node),
+                "compute both results and select with where()",
+            )
+        if node.expr is not None:
+            raise CompileError("a kernel returns nothing; write `return;`", self.loc(node))
+        self.emit(ir.Return(loc=self.loc(node)))
+
+    # ------------------------------------------------------------ expressions
+
+    def expr(self, node) -> Expr:
+        method = getattr(self, f"expr_{type(node).__name__}", None)
+        if method is None:
+            raise CompileError(f"unsupported expression ({type(node).__name__})", self.loc(node))
+        return method(node)
+
+    def apply(self, name: str, args: list[Expr], loc: Location) -> Expr:
+        """An op-table entry applied to typed operands, through its typing rule."""
+        return OPS[name].rule(name, args, loc, self)
+
+    def expr_Constant(self, node: c_ast.Constant) -> Expr:
+        loc = self.loc(node)
+        text = node.value
+        if node.type == "string":
+            raise CompileError("string literals are not supported here", loc)
+        if node.type == "char":
+            return Const(type=Type(self.index), loc=loc, value=ord(text[1:-1].encode().decode("unicode_escape")), weak=True)
+        if node.type in ("float", "double"):
+            value = float(text.rstrip("fFlL"))
+            return Const(type=Type(F32), loc=loc, value=value, weak=True)
+        digits = text.rstrip("uUlL")
+        value = int(digits, 0) if not (digits.startswith("0") and digits[1:].isdigit()) else int(digits, 8)
+        if "u" in text.lower():
+            return Const(type=Type(DTYPES["u64"] if value >= 2**32 else DTYPES["u32"]), loc=loc, value=value)
+        return Const(type=Type(ty.weak_literal_type(value)), loc=loc, value=value, weak=True)
+
+    def expr_ID(self, node: c_ast.ID) -> Expr:
+        loc = self.loc(node)
+        sym = self.lookup(node.name)
+        if sym is not None:
+            if sym.const is not None:
+                return Const(type=sym.const.type, loc=loc, value=sym.const.value, weak=True, name=sym.const.name)
+            return Var(type=sym.type, loc=loc, name=sym.name)
+        if node.name in _FLOAT_CONSTANTS:
+            return Const(type=Type(F32), loc=loc, value=_FLOAT_CONSTANTS[node.name], weak=True)
+        if node.name in ("true", "false"):
+            return Const(type=Type(BOOL), loc=loc, value=node.name == "true", weak=True)
+        raise self.unknown(node.name, loc)
+
+    def expr_BinaryOp(self, node: c_ast.BinaryOp) -> Expr:
+        left, right = self.expr(node.left), self.expr(node.right)
+        return self.apply(_BINARY[node.op], [left, right], self.loc(node))
+
+    def expr_UnaryOp(self, node: c_ast.UnaryOp) -> Expr:
+        loc = self.loc(node)
+        if node.op == "+":
+            return self.expr(node.expr)
+        if node.op in _UNARY:
+            return self.apply(_UNARY[node.op], [self.expr(node.expr)], loc)
+        if node.op == "*":
+            raise CompileError("pointers are read with load(), not *", loc, "write load(p) or load(p + offsets, mask)")
+        if node.op == "&":
+            raise CompileError("'&' (address-of) is not supported", loc)
+        if node.op in ("p++", "++", "p--", "--"):
+            raise CompileError("++/-- are statements here, not expressions", loc, "write x += 1; on its own line")
+        raise CompileError(f"unsupported operator '{node.op}'", loc)
+
+    def expr_Cast(self, node: c_ast.Cast) -> Expr:
+        loc = self.loc(node)
+        target, _ = self.resolve_type(node.to_type.type, loc)
+        if target is None or target.is_tile or target.is_pointer:
+            raise CompileError("casts convert to an element type, e.g. (f32)x", loc)
+        value = self.expr(node.expr)
+        if value.type.is_pointer:
+            raise CompileError("pointers cannot be cast", loc)
+        result = ty.cast(value, target.dtype)
+        if isinstance(result, Const):
+            return Const(type=result.type, loc=loc, value=result.value, weak=False)
+        return result
+
+    def expr_TernaryOp(self, node: c_ast.TernaryOp) -> Expr:
+        cond = self.expr(node.cond)
+        if isinstance(cond, Const) and not cond.type.is_tile:
+            return self.expr(node.iftrue if cond.value else node.iffalse)
+        return self.apply("where", [cond, self.expr(node.iftrue), self.expr(node.iffalse)], self.loc(node))
+
+    def expr_ArrayRef(self, node) -> Expr:
+        raise CompileError(
+            "tiles are whole-block values and cannot be indexed",
+            self.loc(node),
+            "select lanes with masks and where(); read memory with load(p + offsets)",
+        )
+
+    def expr_Assignment(self, node) -> Expr:
+        raise CompileError("assignments are statements here, not expressions", self.loc(node))
+
+    def expr_FuncCall(self, node: c_ast.FuncCall, statement: bool = False) -> Expr | None:
+        loc = self.loc(node)
+        if not isinstance(node.name, c_ast.ID):
+            raise CompileError("only named functions can be called", loc)
+        name = node.name.name
+        arg_nodes = node.args.exprs if node.args is not None else []
+        if name in self.unit.functions:
+            return self.inline(name, arg_nodes, loc, statement)
+        op = OPS.get(name)
+        if op is None or not op.prelude:
+            raise self.unknown(name, self.loc(node.name), "operation")
+        lo, hi = op.arity
+        if not lo <= len(arg_nodes) <= hi:
+            expect = str(lo) if lo == hi else f"{lo} to {hi}"
+            raise CompileError(
+                f"{name}() takes {expect} argument{'s' if hi != 1 else ''}, got {len(arg_nodes)}",
+                loc,
+                op.doc,
+            )
+        special = getattr(self, f"call_{name}", None)
+        if special is not None:
+            return special(arg_nodes, loc)
+        return self.apply(name, [self.expr(a) for a in arg_nodes], loc)
+
+    # ------------------------------------------------------------ structural ops
+
+    def call_program_id(self, args, loc: Location) -> Expr:
+        return self._grid_query("program_id", args, loc)
+
+    def call_num_programs(self, args, loc: Location) -> Expr:
+        return self._grid_query("num_programs", args, loc)
+
+    def _grid_query(self, name: str, args, loc: Location) -> Expr:
+        axis = self.constant(args[0], f"the axis of {name}()")
+        if axis not in (0, 1, 2):
+            raise CompileError(f"{name}() axis must be 0, 1 or 2, got {axis}", self.loc(args[0]))
+        return Op(type=Type(self.index), loc=loc, op=name, attrs=(("axis", axis),))
+
+    def call_arange(self, args, loc: Location) -> Expr:
+        start = self.constant(args[0], "the start of arange()")
+        end = self.constant(args[1], "the end of arange()")
+        n = end - start
+        if not isinstance(start, int) or not isinstance(end, int) or n <= 0 or n & (n - 1):
+            raise CompileError(
+                f"arange({start}, {end}) must span a positive power of two, got {n} elements",
+                loc,
+                "pad the range to a power of two and mask the extra lanes",
+            )
+        return Op(type=Type(self.index, (n,)), loc=loc, op="arange", attrs=(("start", start), ("end", end)))
+
+    def call_load(self, args, loc: Location) -> Expr:
+        ptr = self.expr(args[0])
+        if not ptr.type.is_pointer:
+            raise CompileError(f"load() needs pointers, got {ptr.type}", self.loc(args[0]), "e.g. load(x + offsets)")
+        elem = ptr.type.dtype.elem
+        shape = ptr.type.shape
+        mask = self.mask(args[1], shape, "load") if len(args) > 1 else None
+        other = None
+        if len(args) > 2:
+            other = self.expr(args[2])
+            if ty.is_weak(other):
+                other = ty.cast(other, elem) if other.type.dtype.is_float <= elem.is_float else ty.cast(other, elem)
+            other = ty.cast(other, elem)
+            if other.type.is_tile and ty.broadcast_shapes(shape, other.type.shape, loc, "load() other") != shape:
+                raise CompileError(
+                    f"load() other of shape {list(other.type.shape)} does not fit pointers of shape {list(shape)}",
+                    self.loc(args[2]),
+                )
+        if mask is not None and other is None:
+            other = Const(type=Type(elem), loc=loc, value=ty.convert_value(0, elem))
+        operands = (ptr,) + ((mask,) if mask is not None else ()) + ((other,) if other is not None else ())
+        return Op(type=Type(elem, shape), loc=loc, op="load", args=operands, attrs=(("masked", mask is not None),))
+
+    def call_store(self, args, loc: Location) -> Expr:
+        ptr = self.expr(args[0])
+        if not ptr.type.is_pointer:
+            raise CompileError(f"store() needs pointers, got {ptr.type}", self.loc(args[0]))
+        if ptr.type.dtype.const:
+            raise CompileError(
+                "store() through a read-only pointer",
+                self.loc(args[0]),
+                "the parameter is declared `const`; drop `const` to write through it",
+            )
+        shape = ptr.type.shape
+        value = ty.cast(self.expr(args[1]), ptr.type.dtype.elem)
+        if value.type.is_tile and value.type.shape != shape:
+            raise CompileError(
+                f"shape mismatch in store(): value {list(value.type.shape)} through pointers {list(shape)}",
+                self.loc(args[1]),
+                "the value must have the pointers' shape (or be a scalar)",
+            )
+        operands = [ptr, value]
+        if len(args) > 2:
+            operands.append(self.mask(args[2], shape, "store"))
+        return Op(type=Type(BOOL), loc=loc, op="store", args=tuple(operands), attrs=(("masked", len(args) > 2),))
+
+    def mask(self, node, shape: tuple[int, ...], what: str) -> Expr:
+        mask = ty.to_bool(self.expr(node), self.loc(node))
+        if mask.type.shape != shape and (mask.type.is_tile or not shape):
+            if not shape or ty.broadcast_shapes(shape, mask.type.shape, self.loc(node), f"{what}() mask") != shape:
+                raise CompileError(
+                    f"{what}() mask of shape {list(mask.type.shape)} does not match pointers of shape {list(shape)}",
+                    self.loc(node),
+                )
+        return mask
+
+    # ------------------------------------------------------------ helper functions
+
+    def inline(self, name: str, arg_nodes, loc: Location, statement: bool) -> Expr | None:
+        """Inline a helper: parameters bound to the arguments, its statements emitted here,
+        and the expression of its final `return` returned as the call's value."""
+        if name in self.inlining:
+            raise CompileError(f"helper '{name}' calls itself; recursion is not supported", loc)
+        fn = self.unit.functions[name]
+        params = fn.decl.type.args.params if fn.decl.type.args else []
+        params = [p for p in params if not isinstance(p, c_ast.Typename)]
+        if len(params) != len(arg_nodes):
+            raise CompileError(f"{name}() takes {len(params)} arguments, got {len(arg_nodes)}", loc)
+        args = [self.expr(a) for a in arg_nodes]
+        items = list(fn.body.block_items or [])
+        ret = items.pop() if items and isinstance(items[-1], c_ast.Return) else None
+        returns_void = _return_type_name(fn) in ("void", "kernel")
+        if _return_type_name(fn) == "kernel":
+            raise CompileError(f"'{name}' is a kernel and cannot be called", loc)
+        if ret is None and not returns_void:
+            raise CompileError(f"helper '{name}' must end with `return <value>;`", self.loc(fn.decl))
+        self.frames.append(_Frame(name))
+        self.inlining.append(name)
+        try:
+            for p, a in zip(params, args):
+                ploc = self.loc(p)
+                declared, typed = self.resolve_type(p.type, ploc)
+                value = a if declared is None else self.convert(a, declared, p.name, ploc)
+                if ty.is_weak(value):
+                    self.declare_symbol(p.name, value.type, typed=False, const=value)
+                    continue
+                if isinstance(value, Var):  # alias the caller's variable: no copy
+                    self.frames[-1].scopes[-1][p.name] = Symbol(value.name, value.type, typed, None, self.loop_depth)
+                    continue
+                sym = self.declare_symbol(p.name, value.type, typed)
+                self.emit(ir.Declare(loc=ploc, name=sym.name, type=value.type, init=value))
+            for item in items:
+                self.stmt(item)
+            result = self.expr(ret.expr) if ret is not None and ret.expr is not None else None
+        finally:
+            self.inlining.pop()
+            self.frames.pop()
+        if result is None and not statement:
+            raise CompileError(f"helper '{name}' returns no value", loc)
+        return result
+
+
+def _return_type_name(fn: c_ast.FuncDef) -> str | None:
+    t = fn.decl.type.type
+    names = getattr(getattr(t, "type", None), "names", None)
+    return names[0] if names else None
+
+
+def build_kernel(unit: Unit, name: str, spec: Spec) -> ir.Kernel:
+    return Builder(unit, name, spec).build()

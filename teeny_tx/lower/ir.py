@@ -1,0 +1,212 @@
+"""The typed block IR: every node the lowering produces, declared in one place.
+
+Input: nothing (declarations only). Output: frozen dataclasses that ``lower/builder.py``
+builds from the pycparser AST, ``lower/layout.py`` annotates with layouts, the emitter renders
+into CUDA and the interpreter executes on NumPy. Every node carries its source location.
+
+A value's :class:`Type` is a dtype (or pointer type) and a static shape; shape ``()`` is a
+scalar, uniform across the program. Tile-valued nodes carry a ``layout`` once the layout pass
+has run (None before: the interpreter never looks at it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dtypes import DType
+from ..errors import Location
+
+
+@dataclass(frozen=True)
+class PointerType:
+    """Pointer to global memory holding ``elem``; ``const`` pointers are read-only."""
+
+    elem: DType
+    const: bool = False
+
+    def __str__(self) -> str:
+        return f"{'const ' if self.const else ''}{self.elem}*"
+
+
+Elem = DType | PointerType
+
+
+@dataclass(frozen=True)
+class Type:
+    dtype: Elem
+    shape: tuple[int, ...] = ()
+
+    @property
+    def is_tile(self) -> bool:
+        return bool(self.shape)
+
+    @property
+    def is_pointer(self) -> bool:
+        return isinstance(self.dtype, PointerType)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def with_dtype(self, dtype: Elem) -> Type:
+        return Type(dtype, self.shape)
+
+    def with_shape(self, shape: tuple[int, ...]) -> Type:
+        return Type(self.dtype, shape)
+
+    def __str__(self) -> str:
+        if not self.shape:
+            return str(self.dtype)
+        return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+
+
+# ---------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Expr:
+    type: Type
+    loc: Location
+    layout: Any = None  # a lower.layout.Layout for tiles, after the layout pass
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Const(Expr):
+    """A compile-time constant. ``weak`` constants (literals, constexpr parameters) adopt the
+    dtype of the typed operand they meet (Triton's rule for Python scalars)."""
+
+    value: int | float | bool
+    weak: bool = False
+    name: str | None = None  # a constexpr parameter's name, kept for readable CUDA
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Var(Expr):
+    """A read of a local variable or a kernel parameter."""
+
+    name: str
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Op(Expr):
+    """An application of an entry of the op table (``lower/ops.py``) to operands.
+
+    ``attrs`` holds the op's static arguments (an axis, the bounds of an arange, a target
+    dtype) as a tuple of (name, value) pairs so the node stays hashable and printable.
+    """
+
+    op: str
+    args: tuple[Expr, ...] = ()
+    attrs: tuple[tuple[str, Any], ...] = ()
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        for key, value in self.attrs:
+            if key == name:
+                return value
+        return default
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Stmt:
+    loc: Location
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Declare(Stmt):
+    """Declare a local (scalar or tile) with its fixed type; ``init`` is already converted."""
+
+    name: str
+    type: Type
+    init: Expr | None
+    layout: Any = None
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Assign(Stmt):
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Eval(Stmt):
+    """An operation run for its effect (store)."""
+
+    expr: Expr
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class If(Stmt):
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Loop(Stmt):
+    """``for``/``while``/``do``: ``cond`` is a scalar; ``step`` runs after the body and on
+    ``continue`` (the for-loop's increment). ``init`` declarations belong to the loop's scope."""
+
+    kind: str
+    init: tuple[Stmt, ...]
+    cond: Expr | None
+    step: tuple[Stmt, ...]
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Break(Stmt):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Continue(Stmt):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Return(Stmt):
+    pass
+
+
+# ---------------------------------------------------------------- the kernel
+
+
+@dataclass(frozen=True)
+class Param:
+    """A kernel parameter. ``constexpr`` parameters are folded into the body and vanish from
+    the CUDA signature; ``align`` (bytes) and ``div16`` are launch facts in the key."""
+
+    name: str
+    type: Type
+    constexpr: bool = False
+    align: int = 1
+    div16: bool = False
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One specialisation of a kernel: constexprs folded, pointer dtypes fixed, shapes known."""
+
+    name: str
+    file: str
+    params: tuple[Param, ...]
+    body: tuple[Stmt, ...]
+    constexprs: tuple[tuple[str, Any], ...]
+    num_warps: int
+    index64: bool = False
+    source_lines: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def runtime_params(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if not p.constexpr)
+
+    @property
+    def num_threads(self) -> int:
+        return 32 * self.num_warps

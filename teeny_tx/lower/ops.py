@@ -1,0 +1,377 @@
+"""The op table: every operation of the language, one entry each.
+
+Input: nothing (declarations). Output: ``OPS``, name → :class:`OpDef`. An entry holds the
+one-line doc, the typing rule (operands → typed IR node), the CUDA spelling and the NumPy
+implementation. The prelude (``prelude/language.h``) declares a prototype for every entry with
+``prelude=True``; a test checks that prelude, table and docs agree. C operators are entries
+too (``prelude=False``): the builder maps ``+`` to ``add`` and so on.
+
+CUDA spellings of elementwise ops are format strings over the operands' texts (``{0}``,
+``{1}``...) and ``{T}``, the result's CUDA type. Structural ops (``arange``, ``load``...) name
+an emitter method instead (``cuda=None``) and give the interpreter a function of the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import BOOL, DType
+from ..errors import CompileError, Location
+from . import typing as ty
+from .ir import Const, Expr, Op, PointerType, Type
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    doc: str
+    arity: tuple[int, int]
+    rule: Callable[..., Expr]
+    cuda: str | Callable[[DType], str] | None = None
+    numpy: Callable[..., Any] | None = None
+    prelude: bool = True
+    symbol: str | None = None  # the C operator, for operator entries
+
+    @property
+    def elementwise(self) -> bool:
+        return self.cuda is not None
+
+    def cuda_format(self, dtype: DType) -> str:
+        return self.cuda(dtype) if callable(self.cuda) else self.cuda
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def _def(name: str, doc: str, arity: tuple[int, int] | int, rule, cuda=None, numpy=None, **kw) -> None:
+    if isinstance(arity, int):
+        arity = (arity, arity)
+    OPS[name] = OpDef(name, doc, arity, rule, cuda, numpy, **kw)
+
+
+# ---------------------------------------------------------------- building typed nodes
+
+
+def make(name: str, args: list[Expr], type_: Type, loc: Location, attrs: tuple = ()) -> Expr:
+    """An Op node, folded to a Const when every operand is a constant."""
+    if all(isinstance(a, Const) for a in args) and OPS[name].numpy is not None and not type_.is_tile:
+        dtype = type_.dtype
+        with np.errstate(all="ignore"):
+            values = [np.array(a.value, dtype=a.type.dtype.np) for a in args]
+            result = OPS[name].numpy(*values)
+        value = np.asarray(result).astype(dtype.np).item()
+        if dtype.is_float:
+            value = float(value)
+        elif dtype.kind == "b":
+            value = bool(value)
+        else:
+            value = int(value)
+        weak = all(a.weak for a in args)
+        return Const(type=type_, loc=loc, value=value, weak=weak)
+    return Op(type=type_, loc=loc, op=name, args=tuple(args), attrs=attrs)
+
+
+def _small_int(d: DType) -> bool:
+    return d.is_int and d.bits < 32
+
+
+def _wrap(expr: str) -> Callable[[DType], str]:
+    """C promotes narrow integers to int; wrap the result back so both backends agree."""
+    return lambda d: f"({{T}})({expr})" if _small_int(d) else f"({expr})"
+
+
+# ---------------------------------------------------------------- typing rules
+
+
+def rule_arith(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
+    a, b = args
+    if name in ("add", "sub") and isinstance(a.type.dtype, PointerType):
+        return _pointer_offset(name, a, b, loc)
+    if name == "add" and isinstance(b.type.dtype, PointerType):
+        return _pointer_offset(name, b, a, loc)
+    a = ty.numeric(a, loc, OPS[name].symbol or name)
+    b = ty.numeric(b, loc, OPS[name].symbol or name)
+    a, b = ty.resolve_weak(a, b)
+    if name in ("lshift", "rshift", "bitand", "bitor", "bitxor"):
+        ty.require_int(a, loc, OPS[name].symbol)
+        ty.require_int(b, loc, OPS[name].symbol)
+    dtype = ty.common_dtype(a, b)
+    shape = ty.broadcast_shapes(a.type.shape, b.type.shape, loc, f"'{OPS[name].symbol or name}'")
+    return make(name, [ty.cast(a, dtype), ty.cast(b, dtype)], Type(dtype, shape), loc)
+
+
+def rule_bitwise(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
+    """&, |, ^: bool with bool stays bool (mask logic); otherwise integer arithmetic."""
+    a, b = ty.resolve_weak(*args)
+    if a.type.dtype == BOOL and b.type.dtype == BOOL:
+        shape = ty.broadcast_shapes(a.type.shape, b.type.shape, loc, f"'{OPS[name].symbol}'")
+        return make(name, [a, b], Type(BOOL, shape), loc)
+    return rule_arith(name, [a, b], loc, ctx)
+
+
+def rule_compare(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
+    a, b = ty.resolve_weak(*args)
+    for x in (a, b):
+        if isinstance(x.type.dtype, PointerType):
+            raise CompileError("pointers cannot be compared", loc)
+    dtype = ty.common_dtype(a, b)
+    shape = ty.broadcast_shapes(a.type.shape, b.type.shape, loc, f"'{OPS[name].symbol}'")
+    return make(name, [ty.cast(a, dtype), ty.cast(b, dtype)], Type(BOOL, shape), loc)
+
+
+def rule_logical(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
+    args = [ty.to_bool(a, loc) for a in args]
+    shape = args[0].type.shape
+    for x in args[1:]:
+        shape = ty.broadcast_shapes(shape, x.type.shape, loc, f"'{OPS[name].symbol}'")
+    return make(name, args, Type(BOOL, shape), loc)
+
+
+def rule_unary_arith(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
+    (a,) = args
+    a = ty.numeric(a, loc, OPS[name].symbol or name)
+    if name == "invert":
+        ty.require_int(a, loc, "~")
+    if isinstance(a, Const) and a.weak:
+        folded = make(name, [a], a.type, loc)
+        return Const(type=folded.type, loc=loc, value=folded.value, weak=True)
+    return make(name, [a], a.type, loc)
+
+
+def rule_float_math(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
+    args = _resolve_all(args)
+    for x in args:
+        ty.require_float(x, loc, name)
+    return _elementwise_common(name, args, loc)
+
+
+def rule_numeric_common(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
+    args = [ty.numeric(a, loc, name) for a in _resolve_all(args)]
+    return _elementwise_common(name, args, loc)
+
+
+def rule_cdiv(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
+    args = _resolve_all(args)
+    for x in args:
+        ty.require_int(x, loc, name)
+    return _elementwise_common(name, args, loc)
+
+
+def rule_where(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
+    cond, a, b = args
+    cond = ty.to_bool(cond, loc)
+    a, b = ty.resolve_weak(a, b)
+    dtype = ty.common_dtype(a, b)
+    shape = ty.broadcast_shapes(cond.type.shape, a.type.shape, loc, "where()")
+    shape = ty.broadcast_shapes(shape, b.type.shape, loc, "where()")
+    return make(name, [cond, ty.cast(a, dtype), ty.cast(b, dtype)], Type(dtype, shape), loc)
+
+
+def _resolve_all(args: list[Expr]) -> list[Expr]:
+    typed = [a for a in args if not ty.is_weak(a)]
+    if not typed:
+        return args
+    anchor = typed[0]
+    for other in typed[1:]:
+        if ty.common_dtype(anchor, other) != anchor.type.dtype:
+            anchor = other
+    return [ty.resolve_weak(a, anchor)[0] if ty.is_weak(a) else a for a in args]
+
+
+def _elementwise_common(name: str, args: list[Expr], loc: Location) -> Expr:
+    dtype = args[0].type.dtype
+    shape: tuple[int, ...] = ()
+    for x in args[1:]:
+        dtype = ty.common_dtype(Const(type=Type(dtype), loc=loc, value=0), x)
+    for x in args:
+        shape = ty.broadcast_shapes(shape, x.type.shape, loc, f"{name}()")
+    return make(name, [ty.cast(x, dtype) for x in args], Type(dtype, shape), loc)
+
+
+def _pointer_offset(name: str, ptr: Expr, off: Expr, loc: Location) -> Expr:
+    if isinstance(off.type.dtype, PointerType) or not off.type.dtype.is_int:
+        raise CompileError(
+            f"a pointer offset must be an integer, got {off.type}", loc, "cast the offset, e.g. (i32)x"
+        )
+    if ty.is_weak(off):
+        off = ty.cast(off, ty.weak_literal_type(off.value))
+    shape = ty.broadcast_shapes(ptr.type.shape, off.type.shape, loc, f"pointer '{OPS[name].symbol}'")
+    if name == "sub":
+        off = make("neg", [off], off.type, loc)
+    return Op(type=Type(ptr.type.dtype, shape), loc=loc, op="add", args=(ptr, off))
+
+
+# ---------------------------------------------------------------- NumPy semantics (C's)
+
+
+def _c_div(a, b):
+    if a.dtype.kind in "iu":
+        q = np.floor_divide(a, np.where(b == 0, 1, b))
+        fix = (np.remainder(a, np.where(b == 0, 1, b)) != 0) & ((a < 0) != (b < 0))
+        return np.where(b == 0, 0, q + fix).astype(a.dtype)
+    return np.divide(a, b)
+
+
+def _c_mod(a, b):
+    if a.dtype.kind in "iu":
+        return np.where(b == 0, 0, np.fmod(a, np.where(b == 0, 1, b))).astype(a.dtype)
+    return np.fmod(a, b)
+
+
+def _in_f32(fn):
+    """f16/bf16 math is computed in f32 and rounded once; f32/f64 use their own precision."""
+
+    def run(*xs):
+        dtype = xs[0].dtype
+        if dtype.itemsize == 2:
+            return fn(*[x.astype(np.float32) for x in xs]).astype(dtype)
+        return fn(*xs).astype(dtype)
+
+    return run
+
+
+def _erf(x):
+    from math import erf
+
+    return np.vectorize(erf, otypes=[np.float64])(x).astype(x.dtype)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _rsqrt(x):
+    return 1.0 / np.sqrt(x)
+
+
+def _fma(a, b, c):
+    if a.dtype == np.float64:
+        return a * b + c
+    return (a.astype(np.float64) * b + c).astype(a.dtype)
+
+
+def _abs(x):
+    return np.abs(x) if x.dtype.kind != "b" else x
+
+
+def _maximum(a, b):
+    return np.fmax(a, b) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else np.maximum(a, b)
+
+
+def _minimum(a, b):
+    return np.fmin(a, b) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else np.minimum(a, b)
+
+
+def _cdiv(a, b):
+    return _c_div(a + b - np.ones_like(a), b)
+
+
+# ---------------------------------------------------------------- the table: operators
+
+_ARITH = (
+    ("add", "+", "sum", np.add),
+    ("sub", "-", "difference", np.subtract),
+    ("mul", "*", "product", np.multiply),
+    ("div", "/", "quotient; integers truncate toward zero as in C", _c_div),
+    ("mod", "%", "remainder with the sign of the dividend (C's %, fmod for floats)", _c_mod),
+    ("lshift", "<<", "shift left", np.left_shift),
+    ("rshift", ">>", "shift right: arithmetic for signed, logical for unsigned", np.right_shift),
+)
+for _name, _sym, _doc, _np in _ARITH:
+    if _name == "mod":
+        _cuda = lambda d: "tx::fmod({0}, {1})" if d.is_float else _wrap("{0} % {1}")(d)  # noqa: E731
+    else:
+        _cuda = _wrap(f"{{0}} {_sym} {{1}}")
+    _def(_name, f"a {_sym} b: {_doc}", 2, rule_arith, _cuda, _np, prelude=False, symbol=_sym)
+
+for _name, _sym, _np in (("bitand", "&", np.bitwise_and), ("bitor", "|", np.bitwise_or), ("bitxor", "^", np.bitwise_xor)):
+    _def(_name, f"a {_sym} b: bitwise on integers, logical on bool", 2, rule_bitwise,
+         _wrap(f"{{0}} {_sym} {{1}}"), _np, prelude=False, symbol=_sym)
+
+for _name, _sym, _np in (("lt", "<", np.less), ("le", "<=", np.less_equal), ("gt", ">", np.greater),
+                         ("ge", ">=", np.greater_equal), ("eq", "==", np.equal), ("ne", "!=", np.not_equal)):
+    _def(_name, f"a {_sym} b: comparison, bool result", 2, rule_compare, f"({{0}} {_sym} {{1}})", _np,
+         prelude=False, symbol=_sym)
+
+_def("land", "a && b: logical and of truth values (both sides evaluated on tiles)", 2, rule_logical,
+     "({0} && {1})", np.logical_and, prelude=False, symbol="&&")
+_def("lor", "a || b: logical or of truth values (both sides evaluated on tiles)", 2, rule_logical,
+     "({0} || {1})", np.logical_or, prelude=False, symbol="||")
+_def("lnot", "!a: logical not", 1, rule_logical, "(!{0})", np.logical_not, prelude=False, symbol="!")
+_def("neg", "-a: negation", 1, rule_unary_arith, _wrap("-{0}"), np.negative, prelude=False, symbol="-")
+_def("invert", "~a: bitwise not of integers", 1, rule_unary_arith, _wrap("~{0}"), np.invert,
+     prelude=False, symbol="~")
+
+
+# ---------------------------------------------------------------- the table: named elementwise ops
+
+_def("where", "where(cond, a, b): a where cond else b, broadcast", 3, rule_where,
+     "({0} ? {1} : {2})", np.where)
+_def("maximum", "maximum(a, b): elementwise max; a NaN operand yields the other (fmax)", 2,
+     rule_numeric_common, "tx::maximum({0}, {1})", _maximum)
+_def("minimum", "minimum(a, b): elementwise min; a NaN operand yields the other (fmin)", 2,
+     rule_numeric_common, "tx::minimum({0}, {1})", _minimum)
+_def("cdiv", "cdiv(a, b): ceiling division of integers, (a + b - 1) / b", 2, rule_cdiv,
+     _wrap("({0} + {1} - 1) / {1}"), _cdiv)
+_def("abs", "abs(x): absolute value, integers and floats", 1, rule_numeric_common, "tx::abs({0})", _abs)
+
+_MATH = (
+    ("exp", "e^x", np.exp),
+    ("exp2", "2^x", np.exp2),
+    ("log", "natural logarithm", np.log),
+    ("log2", "base-2 logarithm", np.log2),
+    ("sqrt", "square root, IEEE rounded", np.sqrt),
+    ("rsqrt", "1/sqrt(x); CUDA's rsqrt is within 2 ulp", _rsqrt),
+    ("sin", "sine", np.sin),
+    ("cos", "cosine", np.cos),
+    ("tanh", "hyperbolic tangent", np.tanh),
+    ("erf", "error function", _erf),
+    ("floor", "round toward -infinity", np.floor),
+    ("ceil", "round toward +infinity", np.ceil),
+    ("sigmoid", "1 / (1 + e^-x)", _sigmoid),
+)
+for _name, _doc, _np in _MATH:
+    _def(_name, f"{_name}(x): {_doc}", 1, rule_float_math, f"tx::{_name}({{0}})", _in_f32(_np))
+_def("fma", "fma(a, b, c): a * b + c rounded once", 3, rule_float_math, "tx::fma({0}, {1}, {2})", _fma)
+_def("pow", "pow(x, y): x^y", 2, rule_float_math, "tx::pow({0}, {1})", _in_f32(np.power))
+
+
+def _numpy_cast(x, to: DType):
+    if to.kind == "b":
+        return x != 0
+    return x.astype(to.np)
+
+
+_def("cast", "(T)x: convert to dtype T (C cast); float to int truncates", 1, None,
+     "tx::cast<{T}>({0})", None, prelude=False)
+
+
+# ---------------------------------------------------------------- structural ops (lower/builder.py)
+# Their typing needs constant arguments or the kernel's context, so their rules live in the
+# builder (which calls them by name); the emitter has a method of the same name and the
+# interpreter a function.
+
+_def("program_id", "program_id(axis): index of this program along grid axis 0, 1 or 2", 1, None)
+_def("num_programs", "num_programs(axis): number of programs along grid axis 0, 1 or 2", 1, None)
+_def("arange", "arange(start, end): i32 tile start..end-1; constants, end-start a power of two", 2, None)
+_def("load", "load(ptr, mask = all, other = 0): read a tile (or scalar) through pointers; masked-off lanes give other", (1, 3), None)
+_def("store", "store(ptr, value, mask = all): write value (converted to the pointee type) where mask holds", (2, 3), None)
+_def("full", "T x[N] = v; a typed tile declaration filled with v (zeros when no value)", 1, None, prelude=False)
+_def("broadcast", "a tile stretched along its dimensions of size 1 (inserted by broadcasting)", 1, None, prelude=False)
+
+
+def numpy_cast(x, to: DType):
+    return _numpy_cast(x, to)
+
+
+def elementwise_numpy(op: Op, values: list) -> Any:
+    """Apply an elementwise entry on NumPy values, with the result in the op's dtype."""
+    if op.op == "cast":
+        return numpy_cast(values[0], op.attr("to"))
+    with np.errstate(all="ignore"):
+        result = OPS[op.op].numpy(*values)
+    return np.asarray(result).astype(op.type.dtype.np, copy=False)

@@ -1,0 +1,82 @@
+"""A kernel's parameter list, read from its declaration before any specialisation.
+
+Input: a pycparser ``FuncDef`` of a kernel. Output: :class:`ParamSpec` per parameter: a pointer
+(with its element dtype, or None for ``any``), a runtime scalar, or a ``const`` scalar, which is
+a compile-time constant (Triton's ``tl.constexpr``). The launcher binds arguments against this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pycparser import c_ast
+
+from ..dtypes import DTYPES, DType
+from ..errors import CompileError, Location
+from ..parse import Unit
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    kind: str  # "pointer" | "scalar" | "constexpr"
+    dtype: DType | None  # None: `any *`, taken from the argument
+    const: bool
+    loc: Location
+
+    def describe(self) -> str:
+        if self.kind == "pointer":
+            return f"{'const ' if self.const else ''}{self.dtype or 'any'} *{self.name}"
+        return f"{'const ' if self.kind == 'constexpr' else ''}{self.dtype} {self.name}"
+
+
+def type_name(node: c_ast.Node) -> tuple[str, list[str]]:
+    """The single type name of a TypeDecl and its qualifiers."""
+    names = getattr(node.type, "names", None)
+    if not isinstance(node, c_ast.TypeDecl) or not names:
+        raise ValueError
+    return " ".join(names), list(node.quals)
+
+
+def kernel_signature(unit: Unit, fn: c_ast.FuncDef) -> tuple[ParamSpec, ...]:
+    params = fn.decl.type.args.params if fn.decl.type.args else []
+    out = []
+    for p in params:
+        if isinstance(p, c_ast.Typename):  # `kernel f(void)`
+            continue
+        loc = unit.loc(p.coord)
+        if isinstance(p.type, c_ast.PtrDecl):
+            inner = p.type.type
+            try:
+                name, quals = type_name(inner)
+            except ValueError:
+                raise CompileError(f"parameter '{p.name}' must be a pointer to an element type", loc) from None
+            dtype = None if name == "any" else _dtype(name, loc)
+            out.append(ParamSpec(p.name, "pointer", dtype, "const" in quals, loc))
+            continue
+        try:
+            name, quals = type_name(p.type)
+        except ValueError:
+            raise CompileError(
+                f"parameter '{p.name}' has an unsupported type",
+                loc,
+                "kernel parameters are pointers (`const f32 *x`), scalars (`i32 n`) or constants (`const i32 BLOCK`)",
+            ) from None
+        dtype = _dtype(name, loc)
+        out.append(ParamSpec(p.name, "constexpr" if "const" in quals else "scalar", dtype, False, loc))
+    names = [p.name for p in out]
+    for i, n in enumerate(names):
+        if n in names[:i]:
+            raise CompileError(f"parameter '{n}' is declared twice", out[i].loc)
+    return tuple(out)
+
+
+def _dtype(name: str, loc: Location) -> DType:
+    if name in DTYPES:
+        return DTYPES[name]
+    hint = {"float": "f32", "double": "f64", "int": "i32", "half": "f16", "long": "i64"}.get(name.split()[-1])
+    raise CompileError(
+        f"unknown element type '{name}'",
+        loc,
+        f"use {hint}" if hint else f"element types are {', '.join(DTYPES)}",
+    )

@@ -1,0 +1,279 @@
+"""A cubin and an entry-point symbol → kernel launches on the current device.
+
+Input: cubin bytes, the kernel's symbol, and per launch a grid, a block, launch values (pointers
+as ``cupy.cuda.function.CIntptr`` or ``numpy.uint64``, scalars as exactly-typed NumPy scalars),
+dynamic shared memory and a stream. Output: the kernel queued on that stream, or a
+:class:`~teeny_tx.errors.LaunchError` / :class:`~teeny_tx.errors.ResourceError`.
+
+Also the device facts the compiler asks for: :func:`has_gpu` and :func:`device_limits`.
+
+CuPy's ``Function.__call__`` passes each argument by value: a ``CPointer`` (``CIntptr``) as is,
+any NumPy scalar as its own bytes (8 for ``numpy.uint64``, which is exactly a ``T*``). Modules
+load lazily, once per device; nothing else is looked up per launch but the current device.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from cupy.cuda import function as _function
+from cupy.cuda import stream as _stream
+from cupy_backends.cuda.api import driver as _driver
+from cupy_backends.cuda.api import runtime as _runtime
+
+from teeny_tx.errors import LaunchError, ResourceError
+
+# Dynamic shared memory a launch may use without opting in (less the kernel's static share).
+DEFAULT_SHARED_LIMIT = 48 * 1024
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What one device allows a block, and what it is."""
+
+    name: str
+    capability: tuple[int, int]
+    max_shared_per_block_optin: int
+    max_threads_per_block: int
+    regs_per_block: int
+    multiprocessor_count: int
+
+
+@dataclass(frozen=True)
+class KernelAttributes:
+    """What the compiled kernel itself uses, as the driver reports it for one device."""
+
+    num_regs: int
+    static_shared_bytes: int
+    local_bytes: int
+    max_threads_per_block: int
+
+
+@functools.cache
+def has_gpu() -> bool:
+    """Whether CuPy sees a CUDA device. Cheap after the first call; never raises."""
+    try:
+        return _runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no driver, no runtime, no device: all mean False
+        return False
+
+
+_limits: dict[int, DeviceLimits] = {}
+
+
+def device_limits(device: int | None = None) -> DeviceLimits:
+    """Limits of ``device`` (default: CuPy's current device), read once per device."""
+    if not has_gpu():
+        raise LaunchError("no CUDA device is visible (cupy.cuda.runtime.getDeviceCount() is 0)")
+    device = _runtime.getDevice() if device is None else device
+    limits = _limits.get(device)
+    if limits is None:
+        limits = _limits[device] = _query_limits(device)
+    return limits
+
+
+def _query_limits(device: int) -> DeviceLimits:
+    try:
+        props = _runtime.getDeviceProperties(device)
+        attribute = functools.partial(_device_attribute, device=device)
+        return DeviceLimits(
+            name=props["name"].decode(errors="replace"),
+            capability=(int(props["major"]), int(props["minor"])),
+            max_shared_per_block_optin=attribute(_runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin),
+            max_threads_per_block=attribute(_runtime.cudaDevAttrMaxThreadsPerBlock),
+            regs_per_block=attribute(_runtime.cudaDevAttrMaxRegistersPerBlock),
+            multiprocessor_count=attribute(_runtime.cudaDevAttrMultiProcessorCount),
+        )
+    except _runtime.CUDARuntimeError as err:
+        raise LaunchError(f"cannot query CUDA device {device}: {err}") from None
+
+
+def _device_attribute(attribute: int, device: int) -> int:
+    return int(_runtime.deviceGetAttribute(attribute, device))
+
+
+class _OnDevice:
+    """The kernel loaded on one device, and the dynamic shared memory it may use there."""
+
+    __slots__ = ("module", "function", "shared_limit")
+
+    def __init__(self, module: Any, function: Any, shared_limit: int):
+        self.module = module  # keeps the module loaded as long as its function is in use
+        self.function = function
+        self.shared_limit = shared_limit
+
+
+class LoadedKernel:
+    """One kernel of a cubin, loaded lazily on each device it is launched on."""
+
+    def __init__(self, cubin: bytes, symbol: str):
+        self.cubin = cubin
+        self.symbol = symbol
+        self._devices: dict[int, _OnDevice] = {}
+
+    def launch(
+        self,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        args: tuple,
+        shared_mem: int = 0,
+        stream: Any = None,
+    ) -> None:
+        """Queue the kernel on ``stream`` (default: CuPy's current stream) of the current device.
+
+        ``grid`` and ``block`` must be tuples; ``args`` are launch values (see the module doc).
+        """
+        device = _runtime.getDevice()
+        loaded = self._devices.get(device) or self._load(device)
+        if shared_mem > loaded.shared_limit:
+            self._allow_shared_memory(device, loaded, shared_mem)
+        if stream is not None:
+            stream = (_stream_kinds.get(type(stream)) or _stream_kind(stream))(stream)
+        try:
+            loaded.function(grid, block, args, shared_mem, stream)
+        except _driver.CUDADriverError as err:
+            raise LaunchError(self._failure(device, err, grid, block, shared_mem)) from None
+
+    def attributes(self, device: int | None = None) -> KernelAttributes:
+        """Registers, static shared and local memory, and block size limit of this kernel."""
+        device = _runtime.getDevice() if device is None else device
+        pointer = (self._devices.get(device) or self._load(device)).function.ptr
+        read = functools.partial(_function_attribute, pointer)
+        return KernelAttributes(
+            num_regs=read(_driver.CU_FUNC_ATTRIBUTE_NUM_REGS),
+            static_shared_bytes=read(_driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+            local_bytes=read(_driver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+            max_threads_per_block=read(_driver.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+        )
+
+    def _load(self, device: int) -> _OnDevice:
+        module = _function.Module()
+        try:
+            module.load(self.cubin)
+            function = module.get_function(self.symbol)
+        except _driver.CUDADriverError as err:
+            raise LaunchError(self._load_failure(device, err)) from None
+        limit = _function_attribute(
+            function.ptr, _driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        )
+        loaded = self._devices[device] = _OnDevice(module, function, limit)
+        return loaded
+
+    def _allow_shared_memory(self, device: int, loaded: _OnDevice, shared_mem: int) -> None:
+        """Opt in to more than the default dynamic shared memory, once per size increase."""
+        limits = device_limits(device)
+        static = _function_attribute(
+            loaded.function.ptr, _driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+        )
+        if static + shared_mem > limits.max_shared_per_block_optin:
+            raise ResourceError(
+                f"kernel '{self.symbol}' needs {shared_mem} bytes of dynamic shared memory "
+                f"(plus {static} static) per block; {limits.name} allows at most "
+                f"{limits.max_shared_per_block_optin} bytes per block"
+            )
+        _driver.funcSetAttribute(
+            loaded.function.ptr, _driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem
+        )
+        loaded.shared_limit = shared_mem
+
+    def _load_failure(self, device: int, err: Exception) -> str:
+        limits = device_limits(device)
+        arch = "sm_{}{}".format(*limits.capability)
+        return (
+            f"cannot load kernel '{self.symbol}' on device {device} ({limits.name}, {arch}): "
+            f"{err}. Was it compiled for this architecture? (set TEENY_TX_ARCH or leave it unset)"
+        )
+
+    def _failure(self, device: int, err: Exception, grid: Any, block: Any, shared: int) -> str:
+        text = (
+            f"launching kernel '{self.symbol}' failed: {err} "
+            f"(grid {grid}, block {block}, dynamic shared memory {shared} bytes)"
+        )
+        try:
+            used = self.attributes(device)
+        except Exception:  # noqa: BLE001 - the report is a hint; the launch error stands
+            return text
+        return (
+            f"{text}; the kernel uses {used.num_regs} registers per thread and allows at most "
+            f"{used.max_threads_per_block} threads per block"
+        )
+
+
+def _function_attribute(pointer: int, attribute: int) -> int:
+    return int(_driver.funcGetAttribute(attribute, pointer))
+
+
+# --- streams ---------------------------------------------------------------------------------
+
+
+class _StreamHandle:
+    """A raw ``cudaStream_t`` in the one shape CuPy's launcher reads: an object with ``.ptr``."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+
+_handles: dict[int, _StreamHandle] = {}
+
+
+def _handle(ptr: int) -> _StreamHandle:
+    handle = _handles.get(ptr)
+    if handle is None:
+        handle = _handles[ptr] = _StreamHandle(int(ptr))
+    return handle
+
+
+def _same(stream: Any) -> Any:
+    return stream
+
+
+def _torch_stream(stream: Any) -> _StreamHandle:
+    return _handle(stream.cuda_stream)
+
+
+def _protocol_stream(stream: Any) -> _StreamHandle:
+    return _handle(stream.__cuda_stream__()[1])
+
+
+def _stream_kind(stream: Any) -> Any:
+    """The converter for an unseen stream type: remembered per type."""
+    kind = type(stream)
+    if kind is bool:
+        convert = None
+    elif issubclass(kind, int):
+        convert = _handle
+    elif hasattr(kind, "cuda_stream"):
+        convert = _torch_stream
+    elif hasattr(kind, "__cuda_stream__"):
+        convert = _protocol_stream
+    elif hasattr(kind, "ptr"):
+        convert = _same
+    else:
+        convert = None
+    if convert is None:
+        raise LaunchError(
+            f"stream must be None, a cupy.cuda.Stream, a torch.cuda.Stream or an int handle; "
+            f"got {kind.__module__}.{kind.__qualname__}"
+        )
+    _stream_kinds[kind] = convert
+    return convert
+
+
+_stream_kinds: dict[type, Any] = {
+    _stream.Stream: _same,
+    _stream.ExternalStream: _same,
+    int: _handle,
+}
+
+
+def pointer_arg(ptr: int) -> Any:
+    """The cheapest correct launch value for a ``T*`` parameter.
+
+    ``CIntptr`` is a ``CPointer`` that CuPy passes through untouched (about 60 ns to build);
+    ``numpy.uint64(ptr)`` is equally correct but CuPy re-wraps it on every launch (about 400 ns).
+    """
+    return _function.CIntptr(ptr)

@@ -1,0 +1,221 @@
+"""CUDA C++ text → cubin bytes, through NVRTC.
+
+Input: generated CUDA source, the kernel's name, a target such as ``sm_90`` or ``sm_90a``, the
+library's NVRTC options and optional in-memory headers. Output: the cubin (an ELF image) or an
+:class:`~teeny_tx.errors.NvrtcError` whose log points at kernel lines through ``#line``.
+
+NVRTC is called through ``cupy_backends`` with an explicit architecture, so compiling needs
+no GPU and no driver. The options are ours, not CuPy's (CuPy adds ``-ftz=true`` when it compiles
+source itself).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+import os
+import re
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cupy_backends.cuda.libs import nvrtc as _nvrtc
+
+from teeny_tx.errors import NvrtcError
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_OPTIONS: tuple[str, ...] = (
+    # The C++ dialect the emitted code and the device header are written in.
+    "-std=c++17",
+    # Keep denormals (IEEE behaviour); CuPy's own compile path flushes them to zero.
+    "-ftz=false",
+    # Division rounds correctly (IEEE), matching the NumPy interpreter.
+    "-prec-div=true",
+    # Square root rounds correctly (IEEE), matching the NumPy interpreter.
+    "-prec-sqrt=true",
+    # a*b+c may contract to one FMA: faster and at least as accurate; a documented difference.
+    "-fmad=true",
+    # Let the optimiser vectorise more device code (wider loads/stores); no numeric effect.
+    "--extra-device-vectorization",
+)
+
+_ARCH = re.compile(r"sm_\d+[af]?")
+_HEADER_FILES = ("cuda_fp16.h", "cuda_bf16.h")
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """A cubin and NVRTC's log (warnings; empty when NVRTC had nothing to say)."""
+
+    cubin: bytes
+    log: str
+
+
+@functools.cache
+def nvrtc_version() -> tuple[int, int]:
+    """(major, minor) of the NVRTC library in use."""
+    major, minor = _nvrtc.getVersion()
+    return int(major), int(minor)
+
+
+def target_arch(hopper_features: bool = False) -> str:
+    """The architecture to compile for: ``$TEENY_TX_ARCH``, else the current device, else sm_90.
+
+    A compute-capability-9.0 device gives ``sm_90a`` (wgmma, TMA; not portable to later GPUs)
+    only when ``hopper_features`` is asked for, ``sm_90`` otherwise.
+    """
+    forced = os.environ.get("TEENY_TX_ARCH")
+    if forced:
+        return forced
+    capability = _current_capability()
+    if capability is None:
+        return "sm_90"
+    major, minor = capability
+    suffix = "a" if hopper_features and capability == (9, 0) else ""
+    return f"sm_{major}{minor}{suffix}"
+
+
+def _current_capability() -> tuple[int, int] | None:
+    """Compute capability of CuPy's current device; None without a GPU or a driver."""
+    # Deferred: launch imports cupy's device modules, which compiling never needs.
+    from teeny_tx.runtime.launch import device_limits, has_gpu
+
+    if not has_gpu():
+        return None
+    return device_limits().capability
+
+
+@functools.cache
+def cuda_include_dir() -> str | None:
+    """The first directory holding the CUDA headers (cuda_fp16.h), or None if there is none."""
+    for candidate in _include_candidates():
+        if all((candidate / name).is_file() for name in _HEADER_FILES):
+            return str(candidate)
+    return None
+
+
+def _include_candidates() -> list[Path]:
+    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME")]
+    try:
+        from cupy import _environment
+
+        roots.append(_environment.get_cuda_path())
+    except Exception:  # noqa: BLE001 - a probe: any failure means "not here"
+        pass
+    found = [Path(root) / "include" for root in roots if root]
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        found += sorted(Path(base).glob("cu*/include"), reverse=True)
+    found.append(Path("/usr/local/cuda/include"))
+    return found
+
+
+def nvrtc_arguments(arch: str, options: Sequence[str]) -> list[str]:
+    """The full NVRTC command line: our options, the target and the CUDA include path."""
+    if not _ARCH.fullmatch(arch):
+        raise NvrtcError(f"unsupported target {arch!r}: expected sm_XY or sm_XYa", arch=arch)
+    arguments = [*options, f"--gpu-architecture={arch}"]
+    include = cuda_include_dir()
+    if include is not None:
+        arguments.append(f"-I{include}")
+    return arguments
+
+
+def compile_with_log(
+    source: str,
+    *,
+    name: str,
+    arch: str,
+    options: Sequence[str] = DEFAULT_OPTIONS,
+    headers: Mapping[str, str] = {},
+) -> CompileResult:
+    """Compile ``source`` to a cubin for ``arch``; keep NVRTC's log. Raises NvrtcError."""
+    arguments = nvrtc_arguments(arch, options)
+    program = _nvrtc.createProgram(
+        source,
+        f"{name}.cu",
+        [text.encode() for text in headers.values()],
+        [header.encode() for header in headers],
+    )
+    try:
+        try:
+            _nvrtc.compileProgram(program, arguments)
+        except _nvrtc.NVRTCError as err:
+            raise NvrtcError(_failure_log(program, err), kernel=name, arch=arch) from None
+        log = _nvrtc.getProgramLog(program)
+        cubin = repair_cubin(_nvrtc.getCUBIN(program))
+    finally:
+        _nvrtc.destroyProgram(program)
+    if log.strip():
+        _log.info("NVRTC warnings for kernel '%s' (%s):\n%s", name, arch, log.rstrip())
+    return CompileResult(cubin, log)
+
+
+def compile_to_cubin(
+    source: str,
+    *,
+    name: str,
+    arch: str,
+    options: Sequence[str] = DEFAULT_OPTIONS,
+    headers: Mapping[str, str] = {},
+) -> bytes:
+    """Compile ``source`` to cubin bytes for ``arch``. Raises NvrtcError with NVRTC's log."""
+    return compile_with_log(source, name=name, arch=arch, options=options, headers=headers).cubin
+
+
+def _failure_log(program: int, err: Exception) -> str:
+    log = _nvrtc.getProgramLog(program).rstrip() or str(err)
+    if cuda_include_dir() is None:
+        searched = ", ".join(str(path) for path in _include_candidates())
+        log += f"\n(no CUDA include directory with cuda_fp16.h was found; searched: {searched})"
+    return log
+
+
+# ELF64 header fields: e_phoff, e_shoff at 0x20; e_phentsize, e_phnum, e_shentsize, e_shnum at 0x36.
+_ELF_MAGIC = b"\x7fELF"
+_ELF_HEADER_SIZE = 64
+_SECTION_HEADER_SIZE = 64  # sh_type at +4, sh_offset and sh_size at +0x18
+_SHT_NOBITS = 8
+
+
+def _header_table_ends(image: bytes) -> tuple[int, int] | None:
+    """Ends of the program and section header tables of a 64-bit little-endian ELF image."""
+    if len(image) < _ELF_HEADER_SIZE or image[:4] != _ELF_MAGIC or image[4:6] != b"\x02\x01":
+        return None
+    phoff, shoff = struct.unpack_from("<QQ", image, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", image, 0x36)
+    return phoff + phentsize * phnum, shoff + shentsize * shnum
+
+
+def elf_extent(image: bytes) -> int | None:
+    """Bytes a 64-bit little-endian ELF image must span (end of its last header table or
+    section), or None if ``image`` is not one."""
+    tables = _header_table_ends(image)
+    if tables is None:
+        return None
+    (shoff,) = struct.unpack_from("<Q", image, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", image, 0x3A)
+    ends = [_ELF_HEADER_SIZE, *tables]
+    if shentsize >= _SECTION_HEADER_SIZE:
+        last = min(shoff + shentsize * shnum, len(image) - _SECTION_HEADER_SIZE + 1)
+        for entry in range(shoff, last, shentsize):
+            (kind,) = struct.unpack_from("<I", image, entry + 4)
+            offset, size = struct.unpack_from("<QQ", image, entry + 0x18)
+            if kind != _SHT_NOBITS:  # .bss-like sections occupy no file space
+                ends.append(offset + size)
+    return max(ends)
+
+
+def repair_cubin(image: bytes) -> bytes:
+    """Restore the last byte that CuPy's ``getCUBIN`` strips as if it were a string's NUL.
+
+    NVRTC's cubins end with a header table, whose last byte is the high byte of a small
+    integer (an alignment or entry size): the missing byte is a zero. Other images pass as is.
+    """
+    tables = _header_table_ends(image)
+    if tables is not None and max(tables) == len(image) + 1 == elf_extent(image):
+        return image + b"\x00"
+    return image

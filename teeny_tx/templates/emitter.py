@@ -1,0 +1,369 @@
+"""Layout-annotated IR → CUDA C++ text, through the Jinja2 templates beside this file.
+
+Input: an ``ir.Kernel`` after ``lower.layout`` (and its axis info). Output: the kernel's CUDA
+source, deterministic for a given input. Each DSL statement becomes one block of C++, preceded
+by a ``#line`` directive into the kernel file and the DSL line as a comment. Tiles become
+per-thread register arrays indexed by the layout's registers; elementwise expressions render
+inline, one loop per statement; loads and stores become 16-byte accesses where the axis info
+proves contiguity and alignment.
+
+Python decides (names, widths, which snippet); the templates lay out the text.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from functools import cache
+
+import jinja2
+
+from ..dtypes import DType
+from ..lower import ir
+from ..lower.axisinfo import AxisInfo
+from ..lower.ir import Const, Expr, Op, PointerType, Var
+from ..lower.layout import Blocked
+from ..lower.ops import OPS
+
+INDENT = "    "
+
+
+@cache
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("teeny_tx", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def ctype(dtype) -> str:
+    """The CUDA spelling of an element or pointer type."""
+    if isinstance(dtype, PointerType):
+        return f"{'const ' if dtype.const else ''}{dtype.elem.cuda}*"
+    return dtype.cuda
+
+
+class Emitter:
+    def __init__(self, kernel: ir.Kernel, layouts: dict[tuple[int, ...], Blocked]):
+        self.kernel = kernel
+        self.layout_names = {layout: f"L{i}" for i, layout in enumerate(layouts.values())}
+        self.axis = AxisInfo(kernel)
+        self.snippets = environment().get_template("ops.cu.j2").module
+        self.counters: dict[str, int] = defaultdict(int)
+        self.temps: dict[int, str] = {}
+        self.lines: list[str] = []
+        self.depth = 1
+        self.last_line: tuple[str, int] | None = None
+        self.line_directive_used = False
+        self.loop_steps: list[list[ir.Stmt] | None] = []
+
+    # ------------------------------------------------------------ output
+
+    def render(self) -> str:
+        k = self.kernel
+        self.block(k.body)
+        params = []
+        for p in k.runtime_params:
+            if p.type.is_pointer:
+                restrict = " __restrict__" if p.type.dtype.const else ""
+                params.append(f"{ctype(p.type.dtype)}{restrict} {p.name}")
+            else:
+                params.append(f"{ctype(p.type.dtype)} {p.name}")
+        constexprs = [
+            {"ctype": ctype(p.type.dtype), "name": p.name, "value": p.type.dtype.literal(dict(k.constexprs)[p.name])}
+            for p in k.params
+            if p.constexpr
+        ]
+        layouts = [
+            {"name": name, "cuda": layout.cuda, "doc": layout.describe()}
+            for layout, name in self.layout_names.items()
+        ]
+        return environment().get_template("kernel.cu.j2").render(
+            file=k.file,
+            name=k.name,
+            specialisation=describe_specialisation(k),
+            threads=k.num_threads,
+            params=params,
+            constexprs=constexprs,
+            layouts=layouts,
+            body=self.lines,
+        )
+
+    def out(self, text: str) -> None:
+        """Code lines of the current statement; each after the first re-states its #line so
+        every line of CUDA maps to the DSL line it came from."""
+        for line in text.splitlines():
+            if self.line_directive_used and line.strip() not in ("}", "} else {", "{"):
+                self.lines.append(f"#line {self.last_line[1]}")
+            self.line_directive_used = True
+            self.lines.append(INDENT * self.depth + line if line else "")
+
+    def fresh(self, prefix: str) -> str:
+        n = self.counters[prefix]
+        self.counters[prefix] += 1
+        return f"{prefix}_{n}"
+
+    def source_line(self, s: ir.Stmt) -> None:
+        """The #line directive and the DSL text, once per kernel line."""
+        key = (s.loc.file, s.loc.line)
+        if key == self.last_line:
+            return
+        self.last_line = key
+        if s.loc.source_line:
+            self.lines.append(f"{INDENT * self.depth}// {s.loc.source_line.strip()}")
+        self.lines.append(f'#line {s.loc.line} "{s.loc.file}"')
+        self.line_directive_used = False
+
+    # ------------------------------------------------------------ statements
+
+    def block(self, stmts) -> None:
+        for s in stmts:
+            self.source_line(s)
+            getattr(self, f"stmt_{type(s).__name__}")(s)
+
+    def stmt_Declare(self, s: ir.Declare) -> None:
+        if not s.type.is_tile:
+            self.hoist(s.init)
+            self.out(f"{ctype(s.type.dtype)} {s.name} = {self.ex(s.init)};")
+            return
+        layout = self.layout_names[s.layout]
+        self.out(self.snippets.declare_tile(ctype(s.type.dtype), s.name, layout))
+        self.fill(s.name, s.init, layout)
+
+    def stmt_Assign(self, s: ir.Assign) -> None:
+        if not s.value.type.is_tile:
+            self.hoist(s.value)
+            self.out(f"{s.name} = {self.ex(s.value)};")
+            return
+        self.fill(s.name, s.value, self.layout_names[s.value.layout])
+
+    def fill(self, name: str, value: Expr, layout: str) -> None:
+        if isinstance(value, Op) and value.op == "load":
+            self.hoist_args(value)
+            self.emit_load(value, name)
+            return
+        self.hoist(value)
+        self.out(self.snippets.tile_loop(layout, f"{name}[i] = {self.ex(value)};"))
+
+    def stmt_Eval(self, s: ir.Eval) -> None:
+        e = s.expr
+        if isinstance(e, Op) and e.op == "store":
+            self.emit_store(e)
+
+    def stmt_If(self, s: ir.If) -> None:
+        self.hoist(s.cond)
+        self.out(f"if ({self.ex(s.cond)}) {{")
+        self.nested(s.then)
+        if s.orelse:
+            self.out("} else {")
+            self.nested(s.orelse)
+        self.out("}")
+
+    def nested(self, stmts) -> None:
+        self.depth += 1
+        self.last_line = None
+        self.block(stmts)
+        self.depth -= 1
+
+    def stmt_Loop(self, s: ir.Loop) -> None:
+        if s.cond is not None and self.needs_hoist(s.cond):
+            from ..errors import CompileError
+
+            raise CompileError("a loop condition cannot load from memory yet", s.cond.loc,
+                               "load into a variable before the loop and update it at the end of the body")
+        cond = self.ex(s.cond) if s.cond is not None else ""
+        if s.kind == "while":
+            self.out(f"while ({cond or 'true'}) {{")
+            self.loop_body(s.body, None)
+            self.out("}")
+            return
+        if s.kind == "do":
+            self.out("do {")
+            self.loop_body(s.body, None)
+            self.out(f"}} while ({cond or 'true'});")
+            return
+        simple_init = len(s.init) <= 1 and all(isinstance(i, ir.Declare) and not i.type.is_tile for i in s.init)
+        simple_step = all(isinstance(t, ir.Assign) and not t.value.type.is_tile and not self.needs_hoist(t.value)
+                          for t in s.step)
+        if simple_init and simple_step:
+            init = ""
+            if s.init:
+                d = s.init[0]
+                self.hoist(d.init)
+                init = f"{ctype(d.type.dtype)} {d.name} = {self.ex(d.init)}"
+            step = ", ".join(f"{t.name} = {self.ex(t.value)}" for t in s.step)
+            self.out(f"for ({init}; {cond}; {step}) {{")
+            self.loop_body(s.body, None)
+            self.out("}")
+            return
+        self.out("{")
+        self.depth += 1
+        self.block(s.init)
+        self.out(f"for (; {cond}; ) {{")
+        self.loop_body(s.body, list(s.step))
+        self.depth += 1
+        self.block(s.step)
+        self.depth -= 1
+        self.out("}")
+        self.depth -= 1
+        self.out("}")
+
+    def loop_body(self, body, step) -> None:
+        self.loop_steps.append(step)
+        self.nested(body)
+        self.loop_steps.pop()
+        self.last_line = None
+
+    def stmt_Break(self, s) -> None:
+        self.out("break;")
+
+    def stmt_Continue(self, s) -> None:
+        step = self.loop_steps[-1] if self.loop_steps else None
+        if step:
+            self.out("{")
+            self.depth += 1
+            self.block(step)
+            self.out("continue;")
+            self.depth -= 1
+            self.out("}")
+        else:
+            self.out("continue;")
+
+    def stmt_Return(self, s) -> None:
+        self.out("return;")
+
+    # ------------------------------------------------------------ memory
+
+    def emit_load(self, e: Op, dst: str) -> None:
+        ptr = e.args[0]
+        mask = e.args[1] if e.attr("masked") else None
+        other = e.args[2] if mask is not None else None
+        if not e.type.is_tile:
+            value = f"*({self.ex(ptr)})"
+            if mask is not None:
+                value = f"{self.ex(mask)} ? {value} : {self.ex(other)}"
+            self.out(f"{dst} = {value};")
+            return
+        layout = self.layout_names[e.layout]
+        vec = self.axis.vector_width(ptr, e.layout.spt)
+        if vec > 1 and (other is None or not other.type.is_tile):
+            mask_name = self.materialise(mask, layout) if mask is not None else None
+            other_text = self.ex(other) if other is not None else None
+            self.out(self.snippets.load_vec(layout, vec, dst, self.ex(ptr), mask_name, other_text))
+        else:
+            self.out(self.snippets.load_lanes(layout, dst, self.ex(ptr),
+                                              self.ex(mask) if mask is not None else None,
+                                              self.ex(other) if other is not None else None))
+
+    def emit_store(self, e: Op) -> None:
+        ptr, value = e.args[0], e.args[1]
+        mask = e.args[2] if e.attr("masked") else None
+        self.hoist(ptr)
+        self.hoist(value)
+        if mask is not None:
+            self.hoist(mask)
+        if not ptr.type.is_tile:
+            text = f"*({self.ex(ptr)}) = {self.ex(value)};"
+            self.out(f"if ({self.ex(mask)}) {text}" if mask is not None else text)
+            return
+        blocked: Blocked = ptr.layout
+        layout = self.layout_names[blocked]
+        vec = self.axis.vector_width(ptr, blocked.spt)
+        guard = f"{layout}::owner()" if blocked.replicated else None
+        if vec > 1 and guard is None:
+            value_name = self.materialise(value, layout, ptr.type.dtype.elem)
+            mask_name = self.materialise(mask, layout) if mask is not None else None
+            self.out(self.snippets.store_vec(layout, vec, self.ex(ptr), value_name, mask_name))
+            return
+        conds = [c for c in (guard, self.ex(mask) if mask is not None else None) if c]
+        self.out(self.snippets.store_lanes(layout, self.ex(ptr), self.ex(value), " && ".join(conds) or None))
+
+    def materialise(self, e: Expr, layout: str, dtype: DType | None = None) -> str:
+        """A tile's registers as a named array (a variable's own, or a new temporary)."""
+        if isinstance(e, Var) and e.type.is_tile:
+            return e.name
+        name = self.fresh("mask" if e.type.dtype.kind == "b" and dtype is None else "value")
+        self.out(self.snippets.declare_tile(ctype(dtype or e.type.dtype), name, layout))
+        self.out(self.snippets.tile_loop(layout, f"{name}[i] = {self.ex(e)};"))
+        return name
+
+    # ------------------------------------------------------------ expressions
+
+    def needs_hoist(self, e: Expr) -> bool:
+        if isinstance(e, Op):
+            return e.op == "load" or any(self.needs_hoist(a) for a in e.args)
+        return False
+
+    def hoist(self, e: Expr | None) -> None:
+        """Give every load inside ``e`` its own temporary, before the statement uses it."""
+        if e is None or not isinstance(e, Op):
+            return
+        self.hoist_args(e)
+        if e.op == "load" and id(e) not in self.temps:
+            name = self.fresh("load")
+            if e.type.is_tile:
+                self.out(self.snippets.declare_tile(ctype(e.type.dtype), name, self.layout_names[e.layout]))
+            else:
+                self.out(f"{ctype(e.type.dtype)} {name};")
+            self.emit_load(e, name)
+            self.temps[id(e)] = name
+
+    def hoist_args(self, e: Op) -> None:
+        for a in e.args:
+            self.hoist(a)
+
+    def ex(self, e: Expr) -> str:
+        """The C expression of ``e`` at register ``i`` (tiles) or as a whole (scalars)."""
+        if id(e) in self.temps:
+            return f"{self.temps[id(e)]}[i]" if e.type.is_tile else self.temps[id(e)]
+        if isinstance(e, Const):
+            if e.name is not None:
+                return e.name
+            return e.type.dtype.literal(e.value)
+        if isinstance(e, Var):
+            return f"{e.name}[i]" if e.type.is_tile else e.name
+        method = getattr(self, f"ex_{e.op}", None)
+        if method is not None:
+            return method(e)
+        if e.type.is_pointer or (e.args and e.args[0].type.is_pointer):
+            a, b = (self.ex(x) for x in e.args)
+            return f"({a} + {b})"
+        fmt = OPS[e.op].cuda_format(e.type.dtype if e.op != "mod" else e.type.dtype)
+        return fmt.format(*(self.ex(a) for a in e.args), T=ctype(e.type.dtype))
+
+    def ex_arange(self, e: Op) -> str:
+        layout = self.layout_names[e.layout]
+        start = e.attr("start")
+        coord = f"{layout}::coord(i)"
+        return coord if start == 0 else f"({start} + {coord})"
+
+    def ex_full(self, e: Op) -> str:
+        return self.ex(e.args[0])
+
+    def ex_program_id(self, e: Op) -> str:
+        return f"{ctype(e.type.dtype)}(blockIdx.{'xyz'[e.attr('axis')]})"
+
+    def ex_num_programs(self, e: Op) -> str:
+        return f"{ctype(e.type.dtype)}(gridDim.{'xyz'[e.attr('axis')]})"
+
+
+def describe_specialisation(k: ir.Kernel) -> str:
+    parts = []
+    for p in k.params:
+        if p.constexpr:
+            parts.append(f"{p.name}={dict(k.constexprs)[p.name]}")
+        elif p.type.is_pointer:
+            parts.append(f"{p.name}: {p.type.dtype.elem}* (align {p.align})")
+        elif p.div16:
+            parts.append(f"{p.name} % 16 == 0")
+    parts.append(f"num_warps={k.num_warps}")
+    if k.index64:
+        parts.append("64-bit indices")
+    return ", ".join(parts)
+
+
+def emit_cuda(kernel: ir.Kernel, layouts: dict[tuple[int, ...], Blocked]) -> str:
+    return Emitter(kernel, layouts).render()
