@@ -344,10 +344,10 @@ class Emitter:
         return self.ex(e.args[0])
 
     def ex_program_id(self, e: Op) -> str:
-        return f"{ctype(e.type.dtype)}(blockIdx.{'xyz'[e.attr('axis')]})"
+        return f"({ctype(e.type.dtype)})blockIdx.{'xyz'[e.attr('axis')]}"
 
     def ex_num_programs(self, e: Op) -> str:
-        return f"{ctype(e.type.dtype)}(gridDim.{'xyz'[e.attr('axis')]})"
+        return f"({ctype(e.type.dtype)})gridDim.{'xyz'[e.attr('axis')]}"
 
 
 def describe_specialisation(k: ir.Kernel) -> str:

@@ -1,0 +1,170 @@
+"""The ``teeny-tx`` command line.
+
+Input: argv. Output: generated CUDA on stdout or in a file (``compile``), a verified run of the
+bundled kernels (``demo``), golden-file checks or re-blessing (``golden``), the operation
+reference (``docs``). Errors in kernels print their located message and exit with status 1;
+usage errors exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import TeenyError
+
+
+def _value(text: str):
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from . import compile as tx_compile
+
+    module = tx_compile(Path(args.file), name=args.file)
+    defines = {}
+    for d in args.define or []:
+        name, sep, value = d.partition("=")
+        if not sep:
+            raise SystemExit(f"teeny-tx: -D takes NAME=VALUE, got '{d}'")
+        defines[name] = _value(value)
+    names = [args.kernel] if args.kernel else list(module.kernels)
+    chunks = []
+    for name in names:
+        kernel = getattr(module, name)
+        positional = []
+        for p in kernel.binder.runtime:
+            if p.kind == "pointer":
+                positional.append(str(defines.pop(p.name, p.dtype.name if p.dtype else "f32")))
+            else:
+                positional.append(defines.pop(p.name, 1 if p.dtype.is_int else 1.0))
+        constexprs = {n: defines[n] for n in kernel.binder.constexpr_names if n in defines}
+        chunks.append(kernel.cuda_source(*positional, num_warps=args.num_warps, **constexprs))
+    text = "\n".join(chunks)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .library import CASES
+    from .runtime.launch import has_gpu
+
+    gpu = has_gpu() and not args.interpret
+    where = "GPU" if gpu else "NumPy interpreter (no GPU found)"
+    print(f"teeny-tx demo: compiling the bundled kernels and running them on the {where}")
+    rng = np.random.default_rng(args.seed)
+    sizes = (1, 1001, 2**20 + 3)
+    failures = 0
+    for case in CASES:
+        for dtype in case.dtypes:
+            start = time.perf_counter()
+            errors = []
+            try:
+                for n in sizes:
+                    errors.append(_run_case(case, dtype, n, rng, gpu))
+                status = f"ok   max|err| {max(errors):.2e}"
+            except (AssertionError, TeenyError) as exc:
+                failures += 1
+                status = f"FAIL {exc}"
+            print(f"  {case.name:<12} {dtype:<5} n={','.join(map(str, sizes))}  {status}  ({time.perf_counter() - start:.2f} s)")
+    if not gpu:
+        from .kernel import HEADERS
+        from .library import GOLDEN
+        from .runtime import nvrtc
+
+        for g in GOLDEN[:3]:
+            nvrtc.compile_to_cubin(g.render(), name=g.kernel, arch="sm_90", headers=HEADERS)
+        print("  generated CUDA compiles for sm_90 with NVRTC (no GPU needed)")
+    print("all bundled kernels verified" if not failures else f"{failures} case(s) FAILED")
+    return 1 if failures else 0
+
+
+def _run_case(case, dtype: str, n: int, rng, gpu: bool) -> float:
+    from . import cdiv
+
+    xs, scalars = case.make(n, dtype, rng)
+    grid = (cdiv(n, 1024),)
+    if gpu:
+        import cupy as cp
+
+        from .dtypes import DTYPES
+
+        dx = [cp.asarray(x) for x in xs]
+        out = cp.full(n, np.nan, dtype=DTYPES[dtype].np)
+        case.launch(grid, case.args(out, dx, scalars, n))
+        host = cp.asnumpy(out)
+    else:
+        host = np.full(n, np.nan, dtype=xs[0].dtype)
+        case.launch(grid, case.args(host, xs, scalars, n), interpret=True)
+    return case.check(host, xs, scalars, dtype)
+
+
+def cmd_golden(args: argparse.Namespace) -> int:
+    from .library import GOLDEN, bless
+
+    if args.bless:
+        changed = bless()
+        for path in changed:
+            print(f"re-blessed {path}")
+        print(f"{len(changed)} of {len(GOLDEN)} golden files changed")
+        return 0
+    stale = [g for g in GOLDEN if not g.path.exists() or g.path.read_text() != g.render()]
+    for g in stale:
+        print(f"stale: {g.path} (run `teeny-tx golden --bless` if the change is intended)")
+    print(f"{len(GOLDEN) - len(stale)} of {len(GOLDEN)} golden files match")
+    return 1 if stale else 0
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    from .docs import reference_markdown
+
+    sys.stdout.write(reference_markdown())
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="teeny-tx", description="teeny_tx: block kernels in C syntax, compiled to CUDA")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compile", help="print (or write) the CUDA C++ of a kernel file")
+    c.add_argument("file")
+    c.add_argument("-D", dest="define", action="append", metavar="NAME=VALUE",
+                   help="a constexpr value, a pointer parameter's dtype (x=f16) or a scalar's value")
+    c.add_argument("-k", "--kernel", help="only this kernel of the file")
+    c.add_argument("--num-warps", type=int, default=4)
+    c.add_argument("-o", "--output", help="write here instead of stdout")
+    c.set_defaults(run=cmd_compile)
+    d = sub.add_parser("demo", help="compile the bundled kernels, run them (GPU, else interpreter), verify")
+    d.add_argument("--interpret", action="store_true", help="use the NumPy interpreter even with a GPU")
+    d.add_argument("--seed", type=int, default=0)
+    d.set_defaults(run=cmd_demo)
+    g = sub.add_parser("golden", help="check the golden CUDA files (or --bless them)")
+    g.add_argument("--bless", action="store_true", help="rewrite golden/ from the current compiler")
+    g.set_defaults(run=cmd_golden)
+    r = sub.add_parser("docs", help="print the operation reference (docs/reference.md)")
+    r.set_defaults(run=cmd_docs)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except TeenyError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

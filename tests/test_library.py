@@ -1,0 +1,46 @@
+"""The bundled kernels on the NumPy interpreter, against float64 NumPy references."""
+
+import numpy as np
+import pytest
+
+import teeny_tx as tx
+from teeny_tx.dtypes import DTYPES
+from teeny_tx.library import CASES
+
+SIZES = (1, 7, 1001, 2**20 + 3)
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_bundled_kernel_on_interpreter(case, dtype, n):
+    if n > 2**16 and dtype != "f32" and case.name not in ("vector_add", "gelu_exact"):
+        pytest.skip("large sizes run for f32 and two kernels per dtype, to keep CI short")
+    rng = np.random.default_rng(hash((case.name, dtype, n)) % 2**32)
+    xs, scalars = case.make(n, dtype, rng)
+    out = np.full(n, np.nan, dtype=DTYPES[dtype].np)
+    case.launch((tx.cdiv(n, 1024),), case.args(out, xs, scalars, n), interpret=True)
+    case.check(out, xs, scalars, dtype)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_bundled_kernel_on_offset_views(case):
+    """Views that start one element into their buffer: 4-byte aligned, still correct."""
+    n, dtype = 1001, "f32"
+    rng = np.random.default_rng(7)
+    xs, scalars = case.make(n + 1, dtype, rng)
+    views = [x[1:] for x in xs]
+    buffer = np.full(n + 2, -7.0, dtype=np.float32)
+    out = buffer[1:-1]
+    case.launch((tx.cdiv(n, 256),), case.args(out, views, scalars, n), interpret=True, BLOCK=256)
+    case.check(out, [np.ascontiguousarray(v) for v in views], scalars, dtype)
+    assert buffer[0] == -7.0 and buffer[-1] == -7.0, "wrote outside the output view"
+
+
+def test_specialisation_tracks_alignment():
+    k = tx.compile("kernels/vector_add.c").vector_add
+    a = np.zeros(1025, dtype=np.float32)
+    aligned = k.cuda_source(a[:1024], a[:1024], a[:1024], 1024, BLOCK=1024)
+    shifted = k.cuda_source(a[1:], a[1:], a[1:], 1024, BLOCK=1024)
+    assert "load_vec<4>" in aligned
+    assert "load_vec" not in shifted and "align 4" in shifted
