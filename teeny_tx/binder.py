@@ -1,7 +1,7 @@
 """Launch arguments → a specialisation key and the values to launch with.
 
 Input: a kernel's :class:`~teeny_tx.lower.signature.ParamSpec` list and the positional
-arguments, constexpr keywords and ``num_warps`` of a call. Output: :class:`Bound` — the key
+arguments, constexpr keywords and ``num_warps`` of a call. Output: the key
 (a printable tuple: pointer dtypes and alignments, integers divisible by 16, constexpr values,
 ``num_warps``, 32/64-bit indices) and the launch values in parameter order.
 
@@ -12,7 +12,6 @@ dtype names). Every mistake raises :class:`~teeny_tx.errors.LaunchError` naming 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,16 +20,11 @@ from .dtypes import DTYPES, I64, DType, from_numpy
 from .errors import LaunchError
 from .lower.builder import Spec
 from .lower.signature import ParamSpec
+from .runtime.launch import pointer_arg
 from .runtime.memory import alignment_of, device_pointer, extent_bytes
 
 INDEX_LIMIT = 2**31 - 1
 _ALIGN = tuple(16 if low == 0 else low & -low for low in range(16))
-
-
-@dataclass(frozen=True)
-class Bound:
-    key: tuple
-    values: tuple  # launch values (device), or the arguments themselves (interpreter)
 
 
 class Binder:
@@ -40,6 +34,7 @@ class Binder:
         self.runtime = tuple(p for p in params if p.kind != "constexpr")
         self.constexpr_names = tuple(p.name for p in params if p.kind == "constexpr")
         self._pointer_slots = tuple(i for i, p in enumerate(self.runtime) if p.kind == "pointer")
+        self._slots = tuple(_slot(p) for p in self.runtime)
 
     # ------------------------------------------------------------ checks shared by all modes
 
@@ -71,71 +66,82 @@ class Binder:
 
     # ------------------------------------------------------------ device launches (hot path)
 
-    def bind_device(self, args: tuple, constexprs: dict[str, Any], num_warps: int) -> Bound:
+    def bind_device(self, args: tuple, constexprs: dict[str, Any], num_warps: int) -> tuple[tuple, list, bool]:
+        """(key, launch values, 64-bit indices) for a GPU launch. Runs on every launch: one
+        pass over the arguments, attribute reads and table look-ups only."""
         if len(args) != len(self.runtime) or len(constexprs) != len(self.constexpr_names):
             self.check_call(args, constexprs, num_warps)
         key: list = [num_warps]
+        values: list = []
         big = False
-        pointers = []
-        for i in self._pointer_slots:
-            p, a = self.runtime[i], args[i]
-            ptr, dtype = device_pointer(a, p.name)
-            if p.dtype is not None and dtype != p.dtype.name:
-                raise self._dtype_error(p, dtype)
-            key.append(dtype)
-            key.append(_ALIGN[ptr & 15])
-            pointers.append(ptr)
-            if not big and extent_bytes(a) > INDEX_LIMIT * DTYPES[dtype].itemsize:
-                big = True
-        scalars = self._scalars(args)
-        big = big or scalars[1]
-        key.extend(scalars[0])
-        try:
-            key.extend(constexprs[n] for n in self.constexpr_names)
-        except KeyError:
-            self.check_call(args, constexprs, num_warps)
+        for slot, a in zip(self._slots, args):
+            name, elem, lo, hi = slot
+            if lo is None:  # a pointer
+                ptr, dtype = device_pointer(a, name)
+                if elem is not None and dtype != elem:
+                    raise self._dtype_error(self.runtime[len(values)], dtype)
+                key += (dtype, _ALIGN[ptr & 15])
+                values.append(pointer_arg(ptr))
+                if not big and extent_bytes(a) > _INDEX_BYTES[dtype]:
+                    big = True
+            elif lo is False:  # a float scalar
+                if type(a) is not float and not self._is_number(a):
+                    raise LaunchError(f"argument '{name}' ({self.runtime[len(values)].describe()}) must be a number, got {_what(a)}")
+                key.append(None)
+                values.append(elem(a))
+            else:  # an integer scalar
+                if (type(a) is not int and not isinstance(a, np.integer)) or not lo <= a <= hi:
+                    big = self._check_int(len(values), a) or big
+                key.append(a % 16 == 0)
+                values.append(elem(a) if lo <= a <= hi else a)
+        for n in self.constexpr_names:
+            try:
+                key.append(constexprs[n])
+            except KeyError:
+                self.check_call(args, constexprs, num_warps)
         key.append(big)
-        return Bound(tuple(key), (pointers, big))
+        if big:
+            values = list(self._widen(values))
+        return tuple(key), values, big
+
+    def _widen(self, values: list):
+        """64-bit indices: `i32` scalars travel as i64."""
+        for p, v in zip(self.runtime, values):
+            yield np.int64(v) if p.kind == "scalar" and p.dtype.name == "i32" else v
+
+    @staticmethod
+    def _is_number(a: Any) -> bool:
+        return isinstance(a, (int, float, np.integer, np.floating)) and not isinstance(a, bool)
+
+    def _check_int(self, slot: int, a: Any) -> bool:
+        """Whether an i32 argument needs 64-bit indices; raises for anything else wrong."""
+        p = self.runtime[slot]
+        if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
+            raise LaunchError(f"argument '{p.name}' ({p.describe()}) must be an integer, got {_what(a)}")
+        if p.dtype.name == "i32" and -(2**63) <= a < 2**63:
+            return True
+        raise LaunchError(f"argument '{p.name}' = {a} does not fit {p.dtype}")
 
     def _scalars(self, args: tuple) -> tuple[list, bool]:
         facts = []
         big = False
-        for p, a in zip(self.runtime, args):
+        for i, (p, a) in enumerate(zip(self.runtime, args)):
             if p.kind != "scalar":
                 continue
-            dtype = p.dtype
-            if dtype.is_int:
-                if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
-                    raise LaunchError(f"argument '{p.name}' ({p.describe()}) must be an integer, got {_what(a)}")
-                lo, hi = _range(dtype)
-                if not lo <= a <= hi:
-                    if dtype.name == "i32" and -(2**63) <= a < 2**63:
-                        big = True
-                    else:
-                        raise LaunchError(f"argument '{p.name}' = {a} does not fit {dtype}")
+            if p.dtype.is_int:
+                lo, hi = _range(p.dtype)
+                if not isinstance(a, (int, np.integer)) or isinstance(a, bool) or not lo <= a <= hi:
+                    big = self._check_int(i, a) or big
                 facts.append(a % 16 == 0)
-            elif dtype.is_float:
-                if not isinstance(a, (int, float, np.integer, np.floating)) or isinstance(a, bool):
-                    raise LaunchError(f"argument '{p.name}' ({p.describe()}) must be a number, got {_what(a)}")
-                facts.append(None)
             else:
+                if not self._is_number(a):
+                    raise LaunchError(f"argument '{p.name}' ({p.describe()}) must be a number, got {_what(a)}")
                 facts.append(None)
         return facts, big
 
-    def launch_values(self, args: tuple, pointers: list[int], index64: bool, pointer_arg) -> tuple:
-        out = []
-        it = iter(pointers)
-        for p, a in zip(self.runtime, args):
-            if p.kind == "pointer":
-                out.append(pointer_arg(next(it)))
-            else:
-                dtype = I64 if (index64 and p.dtype.name == "i32") else p.dtype
-                out.append(scalar_value(a, dtype))
-        return tuple(out)
-
     # ------------------------------------------------------------ interpreter and inspection
 
-    def bind_host(self, args: tuple, constexprs: dict[str, Any], num_warps: int, describe: bool = False) -> Bound:
+    def bind_host(self, args: tuple, constexprs: dict[str, Any], num_warps: int, describe: bool = False) -> tuple:
         """Arguments as the interpreter (NumPy arrays) or cuda_source (arrays or dtype names) give them."""
         self.check_call(args, constexprs, num_warps)
         key: list = [num_warps]
@@ -168,7 +174,7 @@ class Binder:
         key.extend(scalars)
         key.extend(constexprs[n] for n in self.constexpr_names)
         key.append(big or big_scalar)
-        return Bound(tuple(key), tuple(args))
+        return tuple(key)
 
     # ------------------------------------------------------------ key → specialisation
 
@@ -202,6 +208,20 @@ class Binder:
             f"argument '{p.name}': kernel {self.kernel} declares `{p.describe()}` but got a {got} array"
             f"; pass {p.dtype} data or declare the parameter `any *`"
         )
+
+
+def _slot(p: ParamSpec) -> tuple:
+    """What the hot path needs of a parameter: (name, dtype name or NumPy type, lo, hi).
+    lo is None for pointers and False for float scalars."""
+    if p.kind == "pointer":
+        return (p.name, p.dtype.name if p.dtype else None, None, None)
+    if p.dtype.is_int or p.dtype.kind == "b":
+        lo, hi = _range(p.dtype)
+        return (p.name, p.dtype.np.type, lo, hi)
+    return (p.name, (lambda v, d=p.dtype: scalar_value(v, d)) if p.dtype.name == "bf16" else p.dtype.np.type, False, None)
+
+
+_INDEX_BYTES = {name: INDEX_LIMIT * d.itemsize for name, d in DTYPES.items()}
 
 
 def scalar_value(value: Any, dtype: DType) -> Any:

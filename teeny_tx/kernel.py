@@ -99,6 +99,9 @@ class Kernel:
         self.params = kernel_signature(module.unit, module.unit.functions[name])
         self.binder = Binder(name, self.params)
         self._specs: dict[tuple, Specialization] = {}
+        self._loaded: dict[tuple, launch.LoadedKernel] = {}
+        self._block: dict[tuple, tuple[int, int, int]] = {}
+        self._grids: dict[tuple, tuple[int, int, int]] = {}
 
     def __repr__(self) -> str:
         return f"<teeny_tx kernel {self.name}({', '.join(p.describe() for p in self.params)})>"
@@ -108,34 +111,38 @@ class Kernel:
             return lambda *args, num_warps=4, stream=None, **constexprs: self._run(
                 _grid3(grid, {**constexprs, "num_warps": num_warps}), args, num_warps, stream, constexprs
             )
-        grid3 = _grid3(grid, {})
+        grid3 = self._grids.get(grid) if type(grid) is tuple else None
+        if grid3 is None:
+            grid3 = _grid3(grid, {})
+            if type(grid) is tuple and len(self._grids) < 4096:
+                self._grids[grid] = grid3
         return lambda *args, num_warps=4, stream=None, **constexprs: self._run(
             grid3, args, num_warps, stream, constexprs
         )
 
     def _run(self, grid: tuple, args: tuple, num_warps: int, stream: Any, constexprs: dict) -> None:
-        bound = self.binder.bind_device(args, constexprs, num_warps)
-        spec = self._specs.get(bound.key)
-        if spec is None:
-            spec = self._specialise(bound.key, args, constexprs, num_warps)
-        pointers, index64 = bound.values
-        values = self.binder.launch_values(args, pointers, index64, launch.pointer_arg)
-        spec.loaded.launch(grid, spec.block, values, 0, stream)
+        key, values, _ = self.binder.bind_device(args, constexprs, num_warps)
+        loaded = self._loaded.get(key)
+        if loaded is None:
+            loaded = self._specialise(key, args, constexprs, num_warps).loaded
+            self._loaded[key] = loaded
+        loaded.launch(grid, self._block[key], values, 0, stream)
 
     def _specialise(self, key: tuple, args, constexprs, num_warps) -> Specialization:
         self.binder.check_call(args, constexprs, num_warps)
         spec = specialise(self.module.unit, self.name, self.binder, key)
         spec.loaded  # compile now, so errors surface at the first launch  # noqa: B018
         self._specs[key] = spec
+        self._block[key] = spec.block
         return spec
 
     def specialize(self, *args, num_warps: int = 4, **constexprs) -> Specialization:
         """Compile (without launching) for these arguments: arrays, or dtype names for pointers."""
-        bound = self.binder.bind_host(args, constexprs, num_warps, describe=True)
-        spec = self._specs.get(bound.key)
+        key = self.binder.bind_host(args, constexprs, num_warps, describe=True)
+        spec = self._specs.get(key)
         if spec is None:
-            spec = specialise(self.module.unit, self.name, self.binder, bound.key)
-            self._specs[bound.key] = spec
+            spec = specialise(self.module.unit, self.name, self.binder, key)
+            self._specs[key] = spec
         return spec
 
     def cuda_source(self, *args, num_warps: int = 4, **constexprs) -> str:
@@ -156,8 +163,8 @@ class _Interpret:
         def run(*args, num_warps: int = 4, **constexprs) -> None:
             k = self.kernel
             grid3 = _grid3(grid, {**constexprs, "num_warps": num_warps})
-            bound = k.binder.bind_host(args, constexprs, num_warps)
-            ir_kernel = build_kernel(k.module.unit, k.name, k.binder.spec(bound.key))
+            key = k.binder.bind_host(args, constexprs, num_warps)
+            ir_kernel = build_kernel(k.module.unit, k.name, k.binder.spec(key))
             from . import interpreter
 
             interpreter.run(ir_kernel, grid3, {p.name: a for p, a in zip(k.binder.runtime, args)})

@@ -611,3 +611,9 @@ def test_if_on_runtime_scalar_and_early_return():
         launch(src, [8], dict(x=x, out=out, n_programs=5, negate=negate), BLOCK=8)
         np.testing.assert_array_equal(out[:40], -x[:40] if negate else x[:40] * 2)
         assert not out[40:].any()
+
+
+def test_cdiv_of_integers():
+    x = RNG.integers(0, 10_000, 256).astype(np.int32)
+    y = RNG.integers(1, 100, 256).astype(np.int32)
+    np.testing.assert_array_equal(run_binary("cdiv(x, y)", x, y, np.int32), -(-x // y))

@@ -44,3 +44,20 @@ def test_specialisation_tracks_alignment():
     shifted = k.cuda_source(a[1:], a[1:], a[1:], 1024, BLOCK=1024)
     assert "load_vec<4>" in aligned
     assert "load_vec" not in shifted and "align 4" in shifted
+
+
+def test_device_and_host_binders_agree_on_the_key():
+    """The launch fast path and the interpreter/inspection binder must build the same key."""
+    cupy = pytest.importorskip("cupy")
+    memory = cupy.cuda.UnownedMemory(0x7F0000001000, 1 << 20, None, device_id=0)
+
+    def fake(n):
+        return cupy.ndarray((n,), np.float32, memptr=cupy.cuda.MemoryPointer(memory, 0))
+
+    k = tx.compile("kernels/axpby.c").axpby
+    args = (fake(4096), fake(4096), fake(4096), 0.5, 2.0, 4096)
+    key, values, big = k.binder.bind_device(args, {"BLOCK": 1024}, 4)
+    host = k.binder.bind_host(("f32", "f32", "f32", 0.5, 2.0, 4096), {"BLOCK": 1024}, 4, describe=True)
+    assert key == host and not big
+    assert dict(k.binder.spec(key).constexprs) == {"BLOCK": 1024}
+    assert [type(v).__name__ for v in values[3:]] == ["float32", "float32", "int32"]

@@ -13,6 +13,7 @@ constant arguments or the specialisation (``arange``, ``load``...).
 from __future__ import annotations
 
 import difflib
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,7 @@ from . import ir
 from . import typing as ty
 from .ir import Const, Expr, Op, PointerType, Type, Var
 from .ops import OPS, make
-from .signature import kernel_signature
+from .signature import element_dtype, kernel_signature
 
 _BINARY = {
     "+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "<<": "lshift", ">>": "rshift",
@@ -35,6 +36,20 @@ _BINARY = {
 }
 _UNARY = {"-": "neg", "!": "lnot", "~": "invert"}
 _FLOAT_CONSTANTS = {"INF": float("inf"), "NAN": float("nan")}
+
+# Names with a meaning of their own in the generated CUDA: C++ keywords C lacks, CUDA's built-in
+# variables and the device header's namespace (a kernel or parameter named so is refused), and
+# the emitter's register index `i`, layouts `L0` and temporaries `load_0` (a local named so is
+# renamed, `i` -> `i_1`, like any shadowed name).
+_CUDA_NAMES = frozenset(
+    "alignas alignof and and_eq asm bitand bitor catch char16_t char32_t char8_t class compl "
+    "concept consteval constexpr constinit const_cast decltype delete dynamic_cast explicit export "
+    "friend mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected "
+    "public reinterpret_cast requires static_assert static_cast template this thread_local throw "
+    "try typeid typename using virtual wchar_t xor xor_eq "
+    "threadIdx blockIdx blockDim gridDim warpSize tx".split()
+)
+_EMITTER_NAMES = re.compile(r"i|L\d+|(load|mask|value)_\d+")
 
 
 @dataclass(frozen=True)
@@ -82,11 +97,17 @@ class Builder:
 
     def build(self) -> ir.Kernel:
         loc = self.loc(self.fn.decl)
+        if self.fn.decl.name in _CUDA_NAMES:
+            raise CompileError(f"'{self.fn.decl.name}' cannot name a kernel: CUDA C++ uses it", loc,
+                               "rename the kernel")
         constexprs = dict(self.spec.constexprs)
         pointer_dtypes = dict(self.spec.pointer_dtypes)
         align = dict(self.spec.align)
         params = []
         for p in kernel_signature(self.unit, self.fn):
+            if p.name in _CUDA_NAMES:
+                raise CompileError(f"'{p.name}' cannot name a parameter: CUDA C++ uses it", p.loc,
+                                   "rename the parameter")
             if p.kind == "constexpr":
                 if p.name not in constexprs:
                     raise CompileError(
@@ -96,16 +117,16 @@ class Builder:
                     )
                 value = ty.convert_value(constexprs[p.name], self.value_dtype(p.dtype))
                 const = Const(type=Type(self.value_dtype(p.dtype)), loc=p.loc, value=value, weak=True, name=p.name)
-                self.declare_symbol(p.name, const.type, typed=True, const=const)
+                self.declare_symbol(p.name, const.type, typed=True, const=const, exact=True)
                 params.append(ir.Param(p.name, const.type, constexpr=True))
             elif p.kind == "pointer":
                 elem = p.dtype or pointer_dtypes[p.name]
                 t = Type(PointerType(elem, p.const))
-                self.declare_symbol(p.name, t, typed=True)
+                self.declare_symbol(p.name, t, typed=True, exact=True)
                 params.append(ir.Param(p.name, t, align=align.get(p.name, elem.itemsize)))
             else:
                 t = Type(self.value_dtype(p.dtype))
-                self.declare_symbol(p.name, t, typed=True)
+                self.declare_symbol(p.name, t, typed=True, exact=True)
                 params.append(ir.Param(p.name, t, div16=p.name in self.spec.div16))
         self.stmt(self.fn.body, new_scope=False)
         return ir.Kernel(
@@ -143,15 +164,23 @@ class Builder:
 
     def unique(self, name: str) -> str:
         candidate, n = name, 0
-        while candidate in self.used_names:
+        while candidate in self.used_names or candidate in _CUDA_NAMES or _EMITTER_NAMES.fullmatch(candidate):
             n += 1
             candidate = f"{name}_{n}"
         self.used_names.add(candidate)
         return candidate
 
-    def declare_symbol(self, name: str, t: Type, typed: bool, const: Const | None = None) -> Symbol:
-        prefix = "_".join(self.inlining + [name]) if self.inlining else name
-        sym = Symbol(self.unique(prefix), t, typed, const, self.loop_depth)
+    def declare_symbol(
+        self, name: str, t: Type, typed: bool, const: Const | None = None, exact: bool = False
+    ) -> Symbol:
+        """A new variable in the innermost scope; its IR name is made unique unless ``exact``
+        (kernel parameters keep the names the launcher and the CUDA signature use)."""
+        if exact:
+            self.used_names.add(name)
+            unique = name
+        else:
+            unique = self.unique("_".join(self.inlining + [name]) if self.inlining else name)
+        sym = Symbol(unique, t, typed, const, self.loop_depth)
         self.frames[-1].scopes[-1][name] = sym
         return sym
 
@@ -190,24 +219,20 @@ class Builder:
             node = node.type
         if isinstance(node, c_ast.PtrDecl):
             name, quals = self.type_name(node.type, loc)
-            elem = DTYPES.get(name)
-            if elem is None:
-                raise CompileError(f"unknown element type '{name}'", loc)
-            return Type(PointerType(elem, "const" in quals)), True
+            return Type(PointerType(element_dtype(name, loc), "const" in quals)), True
         name, _ = self.type_name(node, loc)
         if name == "tile":
             if dims:
                 raise CompileError("`tile` infers its shape; write a dtype to declare one, e.g. f32 x[N]", loc)
             return None, False
-        if name not in DTYPES:
-            raise self.unknown(name, loc, "type")
+        dtype = element_dtype(name, loc)
         shape = []
         for d in dims:
             n = self.constant(d, "a tile dimension")
             if not isinstance(n, int) or n <= 0 or n & (n - 1):
                 raise CompileError(f"tile dimensions must be positive powers of two, got {n}", self.loc(d))
             shape.append(n)
-        return Type(self.value_dtype(DTYPES[name]), tuple(shape)), True
+        return Type(self.value_dtype(dtype), tuple(shape)), True
 
     def type_name(self, node, loc: Location) -> tuple[str, list[str]]:
         names = getattr(getattr(node, "type", None), "names", None)
@@ -251,8 +276,16 @@ class Builder:
         loc = self.loc(node)
         if isinstance(node.type, c_ast.FuncDecl):
             raise CompileError("functions are declared at the top level", loc)
+        if node.name in self.frames[-1].scopes[-1]:
+            raise CompileError(
+                f"'{node.name}' is already declared in this scope",
+                loc,
+                "assign to it, or declare the new variable in an inner block",
+            )
         declared, typed = self.resolve_type(node.type, loc)
-        is_const = "const" in node.quals and declared is not None and not declared.is_tile
+        is_const = (
+            "const" in node.quals and declared is not None and not declared.is_tile and not declared.is_pointer
+        )
         if isinstance(node.init, c_ast.InitList):
             raise CompileError("initializer lists are not supported", loc, "declare a filled tile: f32 x[N] = 0;")
         init = self.expr(node.init) if node.init is not None else None
@@ -529,7 +562,10 @@ class Builder:
     def expr_FuncCall(self, node: c_ast.FuncCall, statement: bool = False) -> Expr | None:
         loc = self.loc(node)
         if not isinstance(node.name, c_ast.ID):
-            raise CompileError("only named functions can be called", loc)
+            hint = None
+            if isinstance(node.name, c_ast.StructRef) and isinstance(node.name.field, c_ast.ID):
+                hint = f"operations are called by name alone: write {node.name.field.name}(...)"
+            raise CompileError("only named functions can be called", loc, hint)
         name = node.name.name
         arg_nodes = node.args.exprs if node.args is not None else []
         if name in self.unit.functions:
@@ -643,7 +679,8 @@ class Builder:
         params = fn.decl.type.args.params if fn.decl.type.args else []
         params = [p for p in params if not isinstance(p, c_ast.Typename)]
         if len(params) != len(arg_nodes):
-            raise CompileError(f"{name}() takes {len(params)} arguments, got {len(arg_nodes)}", loc)
+            s = "" if len(params) == 1 else "s"
+            raise CompileError(f"{name}() takes {len(params)} argument{s}, got {len(arg_nodes)}", loc)
         args = [self.expr(a) for a in arg_nodes]
         items = list(fn.body.block_items or [])
         ret = items.pop() if items and isinstance(items[-1], c_ast.Return) else None
@@ -652,6 +689,7 @@ class Builder:
             raise CompileError(f"'{name}' is a kernel and cannot be called", loc)
         if ret is None and not returns_void:
             raise CompileError(f"helper '{name}' must end with `return <value>;`", self.loc(fn.decl))
+        assigned = _assigned_names(fn.body)
         self.frames.append(_Frame(name))
         self.inlining.append(name)
         try:
@@ -659,12 +697,15 @@ class Builder:
                 ploc = self.loc(p)
                 declared, typed = self.resolve_type(p.type, ploc)
                 value = a if declared is None else self.convert(a, declared, p.name, ploc)
-                if ty.is_weak(value):
-                    self.declare_symbol(p.name, value.type, typed=False, const=value)
-                    continue
-                if isinstance(value, Var):  # alias the caller's variable: no copy
-                    self.frames[-1].scopes[-1][p.name] = Symbol(value.name, value.type, typed, None, self.loop_depth)
-                    continue
+                if p.name not in assigned:  # C passes by value; a parameter never assigned needs no copy
+                    if ty.is_weak(value):
+                        self.declare_symbol(p.name, value.type, typed=False, const=value)
+                        continue
+                    if isinstance(value, Var):  # alias the caller's variable
+                        self.frames[-1].scopes[-1][p.name] = Symbol(value.name, value.type, typed, None, self.loop_depth)
+                        continue
+                elif declared is None and ty.is_weak(value):
+                    value = ty.cast(value, ty.weak_literal_type(value.value))
                 sym = self.declare_symbol(p.name, value.type, typed)
                 self.emit(ir.Declare(loc=ploc, name=sym.name, type=value.type, init=value))
             for item in items:
@@ -676,6 +717,26 @@ class Builder:
         if result is None and not statement:
             raise CompileError(f"helper '{name}' returns no value", loc)
         return result
+
+
+def _assigned_names(body: c_ast.Node) -> set[str]:
+    """Names a function body assigns (``x = ...``, ``x += ...``, ``x++``)."""
+    names = set()
+    for node in _walk(body):
+        target = None
+        if isinstance(node, c_ast.Assignment):
+            target = node.lvalue
+        elif isinstance(node, c_ast.UnaryOp) and node.op in ("p++", "++", "p--", "--"):
+            target = node.expr
+        if isinstance(target, c_ast.ID):
+            names.add(target.name)
+    return names
+
+
+def _walk(node: c_ast.Node):
+    yield node
+    for _, child in node.children():
+        yield from _walk(child)
 
 
 def _return_type_name(fn: c_ast.FuncDef) -> str | None:

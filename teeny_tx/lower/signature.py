@@ -51,7 +51,7 @@ def kernel_signature(unit: Unit, fn: c_ast.FuncDef) -> tuple[ParamSpec, ...]:
                 name, quals = type_name(inner)
             except ValueError:
                 raise CompileError(f"parameter '{p.name}' must be a pointer to an element type", loc) from None
-            dtype = None if name == "any" else _dtype(name, loc)
+            dtype = None if name == "any" else element_dtype(name, loc)
             out.append(ParamSpec(p.name, "pointer", dtype, "const" in quals, loc))
             continue
         try:
@@ -62,7 +62,7 @@ def kernel_signature(unit: Unit, fn: c_ast.FuncDef) -> tuple[ParamSpec, ...]:
                 loc,
                 "kernel parameters are pointers (`const f32 *x`), scalars (`i32 n`) or constants (`const i32 BLOCK`)",
             ) from None
-        dtype = _dtype(name, loc)
+        dtype = element_dtype(name, loc)
         out.append(ParamSpec(p.name, "constexpr" if "const" in quals else "scalar", dtype, False, loc))
     names = [p.name for p in out]
     for i, n in enumerate(names):
@@ -71,10 +71,20 @@ def kernel_signature(unit: Unit, fn: c_ast.FuncDef) -> tuple[ParamSpec, ...]:
     return tuple(out)
 
 
-def _dtype(name: str, loc: Location) -> DType:
+# C spellings of the element types, for the hint when a kernel uses one.
+_C_NAMES = {
+    "float": "f32", "double": "f64", "int": "i32", "long": "i64", "long long": "i64",
+    "short": "i16", "char": "i8", "signed char": "i8", "unsigned char": "u8", "unsigned short": "u16",
+    "unsigned": "u32", "unsigned int": "u32", "unsigned long": "u64", "unsigned long long": "u64",
+    "_Bool": "bool", "half": "f16",
+}
+
+
+def element_dtype(name: str, loc: Location) -> DType:
+    """The element type a declaration names, or a CompileError with the name to use instead."""
     if name in DTYPES:
         return DTYPES[name]
-    hint = {"float": "f32", "double": "f64", "int": "i32", "half": "f16", "long": "i64"}.get(name.split()[-1])
+    hint = _C_NAMES.get(name)
     raise CompileError(
         f"unknown element type '{name}'",
         loc,

@@ -51,7 +51,7 @@ class Unit:
 
     @property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        return self.text.split("\n")  # pycparser counts only \n as a line end
 
     def loc(self, coord) -> Location:
         """The Location of a pycparser coordinate (or node), with the line's text."""
@@ -78,6 +78,7 @@ def _returns(fn: c_ast.FuncDef) -> str | None:
 
 def parse(text: str, filename: str) -> Unit:
     """Parse a kernel file's text joined to the prelude; syntax errors point into the file."""
+    text = text.replace("\r\n", "\n")  # files saved with Windows line ends: pycparser rejects \r
     joined = f'{strip_comments(PRELUDE)}\n# 1 "{filename}"\n{strip_comments(text)}'
     try:
         ast = c_parser.CParser().parse(joined, PRELUDE_NAME)
@@ -114,13 +115,17 @@ def _syntax_error(message: str, filename: str, text: str) -> CompileError:
     if not m:
         return CompileError(f"syntax error: {message}", Location(filename, 1, 1, None))
     line, col = int(m["line"]), int(m["col"])
-    lines = text.splitlines()
+    lines = text.split("\n")
     source = lines[line - 1] if m["file"] == filename and 0 < line <= len(lines) else None
     detail = m["msg"].strip()
-    if detail.startswith("before:"):
+    hint = None
+    if detail.startswith("Comments are not supported"):  # what is left of an unclosed /*
+        detail = "unterminated comment: this /* has no closing */"
+    elif detail.startswith("Directives not supported"):
+        detail = "preprocessor directives (#define, #include, ...) are not supported"
+        hint = "pass constants as `const` kernel parameters; helpers live in the same file"
+    elif detail.startswith("before:"):
         token = detail[len("before:"):].strip()
         detail = f"syntax error before '{token}'"
         hint = "check for a missing ';', ')' or '}' just before it, or an unknown type name"
-    else:
-        hint = None
     return CompileError(detail, Location(m["file"], line, col, source), hint)

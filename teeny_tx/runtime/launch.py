@@ -208,22 +208,15 @@ def _function_attribute(pointer: int, attribute: int) -> int:
 # --- streams ---------------------------------------------------------------------------------
 
 
-class _StreamHandle:
-    """A raw ``cudaStream_t`` in the one shape CuPy's launcher reads: an object with ``.ptr``."""
-
-    __slots__ = ("ptr",)
-
-    def __init__(self, ptr: int):
-        self.ptr = ptr
+_handles: dict[int, Any] = {}
 
 
-_handles: dict[int, _StreamHandle] = {}
-
-
-def _handle(ptr: int) -> _StreamHandle:
+def _handle(ptr: int) -> Any:
+    """A raw ``cudaStream_t`` as the object CuPy's launcher takes (its Function reads a CuPy
+    stream's fields directly: any other object crashes it), kept per handle."""
     handle = _handles.get(ptr)
     if handle is None:
-        handle = _handles[ptr] = _StreamHandle(int(ptr))
+        handle = _handles[ptr] = _stream.ExternalStream(int(ptr))
     return handle
 
 
@@ -231,11 +224,11 @@ def _same(stream: Any) -> Any:
     return stream
 
 
-def _torch_stream(stream: Any) -> _StreamHandle:
+def _torch_stream(stream: Any) -> Any:
     return _handle(stream.cuda_stream)
 
 
-def _protocol_stream(stream: Any) -> _StreamHandle:
+def _protocol_stream(stream: Any) -> Any:
     return _handle(stream.__cuda_stream__()[1])
 
 
@@ -250,8 +243,6 @@ def _stream_kind(stream: Any) -> Any:
         convert = _torch_stream
     elif hasattr(kind, "__cuda_stream__"):
         convert = _protocol_stream
-    elif hasattr(kind, "ptr"):
-        convert = _same
     else:
         convert = None
     if convert is None:

@@ -112,7 +112,8 @@ def _stream_forms():
 
 @pytest.mark.parametrize("form", ["none", "cupy", "external", "int", "null"])
 def test_stream_forms(form):
-    stream = _stream_forms()[form]
+    forms = _stream_forms()  # keeps the created stream alive: "external" and "int" only borrow it
+    stream = forms[form]
     b_host, s = _inputs()
     a, b = cupy.zeros(N, cupy.float32), cupy.asarray(b_host)
     cupy.cuda.Device().synchronize()

@@ -1,0 +1,40 @@
+"""Helpers shared by the CPU tests: kernel text in, IR, CUDA or the expected error out."""
+
+from __future__ import annotations
+
+import pytest
+
+import teeny_tx
+from teeny_tx.kernel import HEADERS
+from teeny_tx.lower import ir
+from teeny_tx.lower.builder import Spec, build_kernel
+from teeny_tx.parse import parse
+from teeny_tx.runtime import nvrtc
+
+KERNEL_FILE = "kernels/t.c"
+PARAMS = "f32 *out, const f32 *a, i32 n, const i32 BLOCK"
+
+
+def kernel_text(body: str, params: str = PARAMS, name: str = "k") -> str:
+    """A one-kernel file whose body is ``body``: line 1 is the signature, line 3 the body's first."""
+    return f"kernel {name}({params})\n{{\n{body}\n}}\n"
+
+
+def lower(text: str, name: str = "k", **spec) -> ir.Kernel:
+    """The typed IR of kernel ``name`` in ``text`` (``BLOCK=128`` unless ``constexprs`` is given)."""
+    spec.setdefault("constexprs", (("BLOCK", 128),))
+    return build_kernel(parse(text, KERNEL_FILE), name, Spec(**spec))
+
+
+def compile_error(text: str, *args, name: str = "k", **constexprs) -> teeny_tx.CompileError:
+    """The CompileError that parsing, or specialising kernel ``name`` for ``args``, raises."""
+    if not args:
+        args, constexprs = ("f32", "f32", 10), constexprs or {"BLOCK": 128}
+    with pytest.raises(teeny_tx.CompileError) as info:
+        getattr(teeny_tx.compile(text, name=KERNEL_FILE), name).cuda_source(*args, **constexprs)
+    return info.value
+
+
+def nvrtc_compile(source: str, name: str) -> bytes:
+    """Compile generated CUDA for sm_90 (no GPU needed) and return the cubin."""
+    return nvrtc.compile_to_cubin(source, name=name, arch="sm_90", headers=HEADERS)
