@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import cupy
 import numpy as np
 
 from .dtypes import DTYPES, I64, DType, from_numpy
@@ -21,7 +22,10 @@ from .errors import LaunchError
 from .lower.builder import Spec
 from .lower.signature import ParamSpec
 from .runtime.launch import pointer_arg
+from .runtime.memory import _NUMPY_NAMES as _CUPY_NAMES
 from .runtime.memory import alignment_of, device_pointer, extent_bytes
+
+_CupyArray = cupy.ndarray
 
 INDEX_LIMIT = 2**31 - 1
 _ALIGN = tuple(16 if low == 0 else low & -low for low in range(16))
@@ -76,7 +80,16 @@ class Binder:
         big = False
         for slot, a in zip(self._slots, args):
             name, elem, lo, hi = slot
-            if lo is None:  # a pointer
+            if lo is None and type(a) is _CupyArray and a._c_contiguous:  # the common case, inlined
+                ptr = a.data.ptr
+                dtype = _CUPY_NAMES.get(a.dtype) or device_pointer(a, name)[1]
+                if elem is not None and dtype != elem:
+                    raise self._dtype_error(self.runtime[len(values)], dtype)
+                key += (dtype, _ALIGN[ptr & 15])
+                values.append(a)  # CuPy passes its own arrays' pointers without our help
+                if not big and a.nbytes > _INDEX_BYTES[dtype]:
+                    big = True
+            elif lo is None:  # any other pointer: torch tensors, __cuda_array_interface__, DLPack
                 ptr, dtype = device_pointer(a, name)
                 if elem is not None and dtype != elem:
                     raise self._dtype_error(self.runtime[len(values)], dtype)

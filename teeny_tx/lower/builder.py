@@ -12,6 +12,7 @@ constant arguments or the specialisation (``arange``, ``load``...).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from contextlib import contextmanager
@@ -518,6 +519,8 @@ class Builder:
 
     def expr_UnaryOp(self, node: c_ast.UnaryOp) -> Expr:
         loc = self.loc(node)
+        if node.op in ("-", "!", "~", "*", "&", "++", "--"):
+            loc = _prefix_loc(loc, node.op)
         if node.op == "+":
             return self.expr(node.expr)
         if node.op in _UNARY:
@@ -717,6 +720,20 @@ class Builder:
         if result is None and not statement:
             raise CompileError(f"helper '{name}' returns no value", loc)
         return result
+
+
+def _prefix_loc(loc: Location, symbol: str) -> Location:
+    """pycparser places a prefix operator (``*p``, ``-x``) at its operand: point at the operator."""
+    line = loc.source_line
+    if line is None:
+        return loc
+    end = loc.col - 2  # the character before the operand
+    while end >= 0 and line[end] in " \t(":
+        end -= 1
+    start = end - len(symbol) + 1
+    if start >= 0 and line[start : end + 1] == symbol:
+        return dataclasses.replace(loc, col=start + 1)
+    return loc
 
 
 def _assigned_names(body: c_ast.Node) -> set[str]:
