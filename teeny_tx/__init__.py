@@ -6,7 +6,14 @@ on NumPy; ``module.kernel.cuda_source(...)`` shows the generated CUDA.
 """
 
 from ._prelude import PRELUDE
-from .errors import CompileError, InterpreterError, LaunchError, NvrtcError, ResourceError, TeenyError
+from .errors import (
+    CompileError,
+    InterpreterError,
+    LaunchError,
+    NvrtcError,
+    ResourceError,
+    TeenyError,
+)
 from .kernel import Kernel, Module, Specialization, compile
 
 __version__ = "0.1.0"

@@ -17,7 +17,7 @@ from typing import Any
 import cupy
 import numpy as np
 
-from .dtypes import DTYPES, I64, DType, from_numpy
+from .dtypes import DTYPES, DType, from_numpy
 from .errors import LaunchError
 from .lower.builder import Spec
 from .lower.signature import ParamSpec
@@ -48,7 +48,11 @@ class Binder:
             raise LaunchError(
                 f"{self.kernel}() takes {len(self.runtime)} positional argument"
                 f"{'s' if len(self.runtime) != 1 else ''} ({names}), got {len(args)}"
-                + (f"; constexprs ({', '.join(self.constexpr_names)}) go by keyword" if self.constexpr_names else "")
+                + (
+                    f"; constexprs ({', '.join(self.constexpr_names)}) go by keyword"
+                    if self.constexpr_names
+                    else ""
+                )
             )
         unknown = sorted(set(constexprs) - set(self.constexpr_names))
         if unknown:
@@ -64,13 +68,17 @@ class Binder:
         for name in self.constexpr_names:
             value = constexprs[name]
             if not isinstance(value, (int, float, bool, np.integer, np.floating)):
-                raise LaunchError(f"constexpr '{name}' must be a number, got {type(value).__name__}")
+                raise LaunchError(
+                    f"constexpr '{name}' must be a number, got {type(value).__name__}"
+                )
         if not isinstance(num_warps, int) or num_warps not in (1, 2, 4, 8, 16, 32):
             raise LaunchError(f"num_warps must be 1, 2, 4, 8, 16 or 32, got {num_warps!r}")
 
     # ------------------------------------------------------------ device launches (hot path)
 
-    def bind_device(self, args: tuple, constexprs: dict[str, Any], num_warps: int) -> tuple[tuple, list, bool]:
+    def bind_device(
+        self, args: tuple, constexprs: dict[str, Any], num_warps: int
+    ) -> tuple[tuple, list, bool]:
         """(key, launch values, 64-bit indices) for a GPU launch. Runs on every launch: one
         pass over the arguments, attribute reads and table look-ups only."""
         if len(args) != len(self.runtime) or len(constexprs) != len(self.constexpr_names):
@@ -99,7 +107,9 @@ class Binder:
                     big = True
             elif lo is False:  # a float scalar
                 if type(a) is not float and not self._is_number(a):
-                    raise LaunchError(f"argument '{name}' ({self.runtime[len(values)].describe()}) must be a number, got {_what(a)}")
+                    raise LaunchError(
+                        f"argument '{name}' ({self.runtime[len(values)].describe()}) must be a number, got {_what(a)}"
+                    )
                 key.append(None)
                 values.append(elem(a))
             else:  # an integer scalar
@@ -130,7 +140,9 @@ class Binder:
         """Whether an i32 argument needs 64-bit indices; raises for anything else wrong."""
         p = self.runtime[slot]
         if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
-            raise LaunchError(f"argument '{p.name}' ({p.describe()}) must be an integer, got {_what(a)}")
+            raise LaunchError(
+                f"argument '{p.name}' ({p.describe()}) must be an integer, got {_what(a)}"
+            )
         if p.dtype.name == "i32" and -(2**63) <= a < 2**63:
             return True
         raise LaunchError(f"argument '{p.name}' = {a} does not fit {p.dtype}")
@@ -148,13 +160,17 @@ class Binder:
                 facts.append(a % 16 == 0)
             else:
                 if not self._is_number(a):
-                    raise LaunchError(f"argument '{p.name}' ({p.describe()}) must be a number, got {_what(a)}")
+                    raise LaunchError(
+                        f"argument '{p.name}' ({p.describe()}) must be a number, got {_what(a)}"
+                    )
                 facts.append(None)
         return facts, big
 
     # ------------------------------------------------------------ interpreter and inspection
 
-    def bind_host(self, args: tuple, constexprs: dict[str, Any], num_warps: int, describe: bool = False) -> tuple:
+    def bind_host(
+        self, args: tuple, constexprs: dict[str, Any], num_warps: int, describe: bool = False
+    ) -> tuple:
         """Arguments as the interpreter (NumPy arrays) or cuda_source (arrays or dtype names) give them."""
         self.check_call(args, constexprs, num_warps)
         key: list = [num_warps]
@@ -231,7 +247,12 @@ def _slot(p: ParamSpec) -> tuple:
     if p.dtype.is_int or p.dtype.kind == "b":
         lo, hi = _range(p.dtype)
         return (p.name, p.dtype.np.type, lo, hi)
-    return (p.name, (lambda v, d=p.dtype: scalar_value(v, d)) if p.dtype.name == "bf16" else p.dtype.np.type, False, None)
+    return (
+        p.name,
+        (lambda v, d=p.dtype: scalar_value(v, d)) if p.dtype.name == "bf16" else p.dtype.np.type,
+        False,
+        None,
+    )
 
 
 _INDEX_BYTES = {name: INDEX_LIMIT * d.itemsize for name, d in DTYPES.items()}

@@ -78,7 +78,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             except (AssertionError, TeenyError) as exc:
                 failures += 1
                 status = f"FAIL {exc}"
-            print(f"  {case.name:<12} {dtype:<5} n={','.join(map(str, sizes))}  {status}  ({time.perf_counter() - start:.2f} s)")
+            print(
+                f"  {case.name:<12} {dtype:<5} n={','.join(map(str, sizes))}  {status}  ({time.perf_counter() - start:.2f} s)"
+            )
     if not gpu:
         from .kernel import HEADERS
         from .library import GOLDEN
@@ -135,18 +137,29 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="teeny-tx", description="teeny_tx: block kernels in C syntax, compiled to CUDA")
+    p = argparse.ArgumentParser(
+        prog="teeny-tx", description="teeny_tx: block kernels in C syntax, compiled to CUDA"
+    )
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="print (or write) the CUDA C++ of a kernel file")
     c.add_argument("file")
-    c.add_argument("-D", dest="define", action="append", metavar="NAME=VALUE",
-                   help="a constexpr value, a pointer parameter's dtype (x=f16) or a scalar's value")
+    c.add_argument(
+        "-D",
+        dest="define",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a constexpr value, a pointer parameter's dtype (x=f16) or a scalar's value",
+    )
     c.add_argument("-k", "--kernel", help="only this kernel of the file")
     c.add_argument("--num-warps", type=int, default=4)
     c.add_argument("-o", "--output", help="write here instead of stdout")
     c.set_defaults(run=cmd_compile)
-    d = sub.add_parser("demo", help="compile the bundled kernels, run them (GPU, else interpreter), verify")
-    d.add_argument("--interpret", action="store_true", help="use the NumPy interpreter even with a GPU")
+    d = sub.add_parser(
+        "demo", help="compile the bundled kernels, run them (GPU, else interpreter), verify"
+    )
+    d.add_argument(
+        "--interpret", action="store_true", help="use the NumPy interpreter even with a GPU"
+    )
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(run=cmd_demo)
     g = sub.add_parser("golden", help="check the golden CUDA files (or --bless them)")

@@ -60,10 +60,18 @@ class DType:
 def _float_text(value: float, bits: int) -> str:
     suffix = "" if bits == 64 else "f"
     if value != value:
-        return "__int_as_float(0x7fffffff)" if bits != 64 else "__longlong_as_double(0x7ff8000000000000LL)"
+        return (
+            "__int_as_float(0x7fffffff)"
+            if bits != 64
+            else "__longlong_as_double(0x7ff8000000000000LL)"
+        )
     if value in (float("inf"), float("-inf")):
         sign = "-" if value < 0 else ""
-        return f"{sign}__int_as_float(0x7f800000)" if bits != 64 else f"{sign}__longlong_as_double(0x7ff0000000000000LL)"
+        return (
+            f"{sign}__int_as_float(0x7f800000)"
+            if bits != 64
+            else f"{sign}__longlong_as_double(0x7ff0000000000000LL)"
+        )
     text = repr(value) if bits == 64 else str(np.float32(value))
     if "e" not in text and "." not in text:
         text += ".0"

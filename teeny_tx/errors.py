@@ -42,8 +42,9 @@ class CompileError(TeenyError):
         else:
             text = f"{self.loc}: error: {self.message}"
             if self.loc.source_line is not None:
-                line = self.loc.source_line.rstrip("\n").expandtabs(4)
-                caret = " " * max(self.loc.col - 1, 0) + "^"
+                raw = self.loc.source_line.rstrip("\n")
+                line = raw.expandtabs(4)
+                caret = " " * len(raw[: max(self.loc.col - 1, 0)].expandtabs(4)) + "^"
                 text += f"\n    {line}\n    {caret}"
         if self.hint:
             text += f"\n  hint: {self.hint}"

@@ -19,6 +19,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ._prelude import DEVICE_HEADER
 from .binder import Binder
 from .errors import CompileError, LaunchError, TeenyError
@@ -57,7 +59,11 @@ class Specialization:
     @cached_property
     def cubin(self) -> bytes:
         return cache.load_or_compile(
-            self.cuda_source, name=self.entry, arch=self.arch, options=nvrtc.DEFAULT_OPTIONS, headers=HEADERS
+            self.cuda_source,
+            name=self.entry,
+            arch=self.arch,
+            options=nvrtc.DEFAULT_OPTIONS,
+            headers=HEADERS,
         )
 
     @cached_property
@@ -77,10 +83,12 @@ def _grid3(grid: Any, meta: dict[str, Any]) -> tuple[int, int, int]:
     if isinstance(grid, int):
         grid = (grid,)
     if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
-        raise LaunchError(f"the grid must be a tuple of 1 to 3 positive ints (or a callable giving one), got {grid!r}")
+        raise LaunchError(
+            f"the grid must be a tuple of 1 to 3 positive ints (or a callable giving one), got {grid!r}"
+        )
     out = []
     for g in grid:
-        if isinstance(g, bool) or not isinstance(g, int) or g <= 0:
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g <= 0:
             raise LaunchError(f"grid sizes must be positive ints, got {tuple(grid)!r}")
         out.append(int(g))
     limits = (2**31 - 1, 65535, 65535)
@@ -109,7 +117,11 @@ class Kernel:
     def __getitem__(self, grid) -> Callable[..., None]:
         if callable(grid):
             return lambda *args, num_warps=4, stream=None, **constexprs: self._run(
-                _grid3(grid, {**constexprs, "num_warps": num_warps}), args, num_warps, stream, constexprs
+                _grid3(grid, {**constexprs, "num_warps": num_warps}),
+                args,
+                num_warps,
+                stream,
+                constexprs,
             )
         grid3 = self._grids.get(grid) if type(grid) is tuple else None
         if grid3 is None:
@@ -167,7 +179,9 @@ class _Interpret:
             ir_kernel = build_kernel(k.module.unit, k.name, k.binder.spec(key))
             from . import interpreter
 
-            interpreter.run(ir_kernel, grid3, {p.name: a for p, a in zip(k.binder.runtime, args)})
+            interpreter.run(
+                ir_kernel, grid3, {p.name: a for p, a in zip(ir_kernel.runtime_params, args)}
+            )
 
         return run
 
@@ -185,7 +199,9 @@ class Module:
             return kernels[name]
         close = difflib.get_close_matches(name, list(kernels), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise AttributeError(f"{self.unit.filename} has no kernel '{name}' (kernels: {', '.join(kernels)}){hint}")
+        raise AttributeError(
+            f"{self.unit.filename} has no kernel '{name}' (kernels: {', '.join(kernels)}){hint}"
+        )
 
     def __dir__(self):
         return list(super().__dir__()) + list(self.kernels)

@@ -27,7 +27,12 @@ GOLDEN_DIR = ROOT / "golden"
 BLOCK = 1024
 
 # Tolerances by output dtype (relative and absolute), for float64 references.
-TOLERANCE = {"f32": (2e-6, 2e-6), "f16": (2e-3, 2e-3), "bf16": (1.6e-2, 1.6e-2), "f64": (1e-12, 1e-12)}
+TOLERANCE = {
+    "f32": (2e-6, 2e-6),
+    "f16": (2e-3, 2e-3),
+    "bf16": (1.6e-2, 1.6e-2),
+    "f64": (1e-12, 1e-12),
+}
 
 
 @cache
@@ -61,7 +66,9 @@ class Case:
     def make(self, n: int, dtype: str, rng: np.random.Generator):
         """Random host inputs (values exactly representable in ``dtype``) and the scalars."""
         np_dtype = DTYPES[dtype].np
-        xs = [rng.standard_normal(n).astype(np.float32).astype(np_dtype) for _ in range(self.inputs)]
+        xs = [
+            rng.standard_normal(n).astype(np.float32).astype(np_dtype) for _ in range(self.inputs)
+        ]
         return xs, self.scalars(rng)
 
     def expected(self, xs, scalars) -> np.ndarray:
@@ -92,22 +99,37 @@ class Case:
 CASES: tuple[Case, ...] = (
     Case("vector_add", "vector_add.c", "vector_add", 2, lambda a, b: a + b, out_first=False),
     Case(
-        "axpby", "axpby.c", "axpby", 2,
+        "axpby",
+        "axpby.c",
+        "axpby",
+        2,
         lambda x, y, alpha, beta: np.float32(alpha) * x + np.float32(beta) * y,
-        scalars=lambda rng: (float(np.float32(rng.uniform(-2, 2))), float(np.float32(rng.uniform(-2, 2)))),
+        scalars=lambda rng: (
+            float(np.float32(rng.uniform(-2, 2))),
+            float(np.float32(rng.uniform(-2, 2))),
+        ),
     ),
     Case("gelu_exact", "activations.c", "gelu", 1, _gelu_exact, constexprs={"APPROXIMATE": 0}),
     Case("gelu_tanh", "activations.c", "gelu", 1, _gelu_tanh, constexprs={"APPROXIMATE": 1}),
     Case("silu", "activations.c", "silu", 1, lambda x: x / (1.0 + np.exp(-x))),
     Case(
-        "leaky_relu", "activations.c", "leaky_relu", 1,
+        "leaky_relu",
+        "activations.c",
+        "leaky_relu",
+        1,
         lambda x, slope: np.where(x >= 0, x, np.float32(slope) * x),
         scalars=lambda rng: (float(np.float32(rng.uniform(0.01, 0.3))),),
     ),
     Case(
-        "clamp", "activations.c", "clamp", 1,
+        "clamp",
+        "activations.c",
+        "clamp",
+        1,
         lambda x, lo, hi: np.clip(x, lo, hi),
-        scalars=lambda rng: (float(np.float32(rng.uniform(-1.5, -0.1))), float(np.float32(rng.uniform(0.1, 1.5)))),
+        scalars=lambda rng: (
+            float(np.float32(rng.uniform(-1.5, -0.1))),
+            float(np.float32(rng.uniform(0.1, 1.5))),
+        ),
     ),
 )
 
@@ -133,15 +155,52 @@ class Golden:
 
 
 GOLDEN: tuple[Golden, ...] = (
-    Golden("vector_add.f32", "vector_add.c", "vector_add", ("f32", "f32", "f32", 1000), {"BLOCK": 1024}),
-    Golden("vector_add.f16.n16", "vector_add.c", "vector_add", ("f16", "f16", "f16", 4096), {"BLOCK": 2048}, 8),
-    Golden("vector_add.f32.index64", "vector_add.c", "vector_add", ("f32", "f32", "f32", 2**31 + 3), {"BLOCK": 1024}),
-    Golden("vector_add.f32.small_block", "vector_add.c", "vector_add", ("f32", "f32", "f32", 1000), {"BLOCK": 64}),
-    Golden("axpby.bf16", "axpby.c", "axpby", ("bf16", "bf16", "bf16", 0.5, 2.0, 1000), {"BLOCK": 1024}),
-    Golden("gelu_exact.f32", "activations.c", "gelu", ("f32", "f32", 1000), {"APPROXIMATE": 0, "BLOCK": 1024}),
-    Golden("gelu_tanh.f16", "activations.c", "gelu", ("f16", "f16", 1000), {"APPROXIMATE": 1, "BLOCK": 1024}),
+    Golden(
+        "vector_add.f32", "vector_add.c", "vector_add", ("f32", "f32", "f32", 1000), {"BLOCK": 1024}
+    ),
+    Golden(
+        "vector_add.f16.n16",
+        "vector_add.c",
+        "vector_add",
+        ("f16", "f16", "f16", 4096),
+        {"BLOCK": 2048},
+        8,
+    ),
+    Golden(
+        "vector_add.f32.index64",
+        "vector_add.c",
+        "vector_add",
+        ("f32", "f32", "f32", 2**31 + 3),
+        {"BLOCK": 1024},
+    ),
+    Golden(
+        "vector_add.f32.small_block",
+        "vector_add.c",
+        "vector_add",
+        ("f32", "f32", "f32", 1000),
+        {"BLOCK": 64},
+    ),
+    Golden(
+        "axpby.bf16", "axpby.c", "axpby", ("bf16", "bf16", "bf16", 0.5, 2.0, 1000), {"BLOCK": 1024}
+    ),
+    Golden(
+        "gelu_exact.f32",
+        "activations.c",
+        "gelu",
+        ("f32", "f32", 1000),
+        {"APPROXIMATE": 0, "BLOCK": 1024},
+    ),
+    Golden(
+        "gelu_tanh.f16",
+        "activations.c",
+        "gelu",
+        ("f16", "f16", 1000),
+        {"APPROXIMATE": 1, "BLOCK": 1024},
+    ),
     Golden("silu.bf16", "activations.c", "silu", ("bf16", "bf16", 1000), {"BLOCK": 1024}),
-    Golden("leaky_relu.f16", "activations.c", "leaky_relu", ("f16", "f16", 0.1, 1000), {"BLOCK": 1024}),
+    Golden(
+        "leaky_relu.f16", "activations.c", "leaky_relu", ("f16", "f16", 0.1, 1000), {"BLOCK": 1024}
+    ),
     Golden("clamp.f32", "activations.c", "clamp", ("f32", "f32", -1.0, 1.0, 1000), {"BLOCK": 1024}),
 )
 

@@ -16,12 +16,12 @@ PARAMS = "f32 *out, const f32 *a, i32 n, const i32 BLOCK"
 
 
 def kernel_text(body: str, params: str = PARAMS, name: str = "k") -> str:
-    """A one-kernel file whose body is ``body``: line 1 is the signature, line 3 the body's first."""
+    """A file of one kernel: line 1 is the signature, line 3 the first of ``body``."""
     return f"kernel {name}({params})\n{{\n{body}\n}}\n"
 
 
 def lower(text: str, name: str = "k", **spec) -> ir.Kernel:
-    """The typed IR of kernel ``name`` in ``text`` (``BLOCK=128`` unless ``constexprs`` is given)."""
+    """The typed IR of kernel ``name`` in ``text``; ``BLOCK=128`` unless ``constexprs`` says."""
     spec.setdefault("constexprs", (("BLOCK", 128),))
     return build_kernel(parse(text, KERNEL_FILE), name, Spec(**spec))
 

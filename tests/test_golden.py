@@ -20,7 +20,11 @@ def test_golden_matches(golden):
     expected = golden.path.read_text()
     actual = golden.render()
     if actual != expected:
-        diff = "".join(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True), "golden", "now"))
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(True), actual.splitlines(True), "golden", "now"
+            )
+        )
         pytest.fail(f"generated CUDA changed; if intended, run `teeny-tx golden --bless`\n{diff}")
 
 
@@ -32,7 +36,9 @@ def test_render_is_deterministic():
 @pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
 @pytest.mark.parametrize("golden", GOLDEN, ids=lambda g: g.stem)
 def test_golden_compiles_with_nvrtc(golden, arch):
-    cubin = nvrtc.compile_to_cubin(golden.path.read_text(), name=golden.kernel, arch=arch, headers=HEADERS)
+    cubin = nvrtc.compile_to_cubin(
+        golden.path.read_text(), name=golden.kernel, arch=arch, headers=HEADERS
+    )
     assert cubin[:4] == b"\x7fELF"
 
 

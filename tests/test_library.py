@@ -57,7 +57,9 @@ def test_device_and_host_binders_agree_on_the_key():
     k = tx.compile("kernels/axpby.c").axpby
     args = (fake(4096), fake(4096), fake(4096), 0.5, 2.0, 4096)
     key, values, big = k.binder.bind_device(args, {"BLOCK": 1024}, 4)
-    host = k.binder.bind_host(("f32", "f32", "f32", 0.5, 2.0, 4096), {"BLOCK": 1024}, 4, describe=True)
+    host = k.binder.bind_host(
+        ("f32", "f32", "f32", 0.5, 2.0, 4096), {"BLOCK": 1024}, 4, describe=True
+    )
     assert key == host and not big
     assert dict(k.binder.spec(key).constexprs) == {"BLOCK": 1024}
     assert [type(v).__name__ for v in values[3:]] == ["float32", "float32", "int32"]

@@ -5,13 +5,14 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from conftest import kernel_text, lower
 
 import teeny_tx
 from teeny_tx.dtypes import DTYPES, promote
 from teeny_tx.lower import ir
 from teeny_tx.lower.ir import Const, Op, PointerType, Var
 from teeny_tx.lower.layout import walk_exprs
+
+from .conftest import kernel_text, lower
 
 
 def stmts(body):
@@ -35,8 +36,18 @@ def ops(kernel: ir.Kernel, name: str) -> list[Op]:
 
 # ---------------------------------------------------------------- dtypes and promotion
 
-TYPED = {"H": "f16", "F": "f32", "G": "f64", "B": "bf16", "C": "i8", "D": "u8", "S": "i32",
-         "U": "u32", "L": "i64", "M": "bool"}
+TYPED = {
+    "H": "f16",
+    "F": "f32",
+    "G": "f64",
+    "B": "bf16",
+    "C": "i8",
+    "D": "u8",
+    "S": "i32",
+    "U": "u32",
+    "L": "i64",
+    "M": "bool",
+}
 TYPED_PARAMS = ", ".join(f"const {d} *p{v}" for v, d in TYPED.items()) + ", i32 n, const i32 BLOCK"
 TYPED_LOADS = "\n".join(f"    tile {v} = load(p{v} + o);" for v in TYPED)
 
@@ -110,8 +121,16 @@ def test_promotion_is_symmetric(a, b):
 
 @pytest.mark.parametrize(
     ("a", "b", "expected"),
-    [("f16", "bf16", "f32"), ("i8", "u8", "u8"), ("i32", "u32", "u32"), ("i64", "u32", "i64"),
-     ("bool", "i8", "i8"), ("u16", "f16", "f16"), ("f32", "f64", "f64"), ("i16", "i16", "i16")],
+    [
+        ("f16", "bf16", "f32"),
+        ("i8", "u8", "u8"),
+        ("i32", "u32", "u32"),
+        ("i64", "u32", "i64"),
+        ("bool", "i8", "i8"),
+        ("u16", "f16", "f16"),
+        ("f32", "f64", "f64"),
+        ("i16", "i16", "i16"),
+    ],
 )
 def test_promote_rules(a, b, expected):
     assert promote(DTYPES[a], DTYPES[b]).name == expected
@@ -119,10 +138,18 @@ def test_promote_rules(a, b, expected):
 
 @pytest.mark.parametrize(
     ("expr", "value", "dtype"),
-    [("7 / 2", 3, "i32"), ("-7 / 2", -3, "i32"), ("-7 % 2", -1, "i32"), ("1 + 2.5f", 3.5, "f32"),
-     ("BLOCK * 2 + 1", 257, "i32"), ("(u8)300", 44, "u8"), ("(i32)3.7f", 3, "i32"),
-     ("(f16)1 / 3", 0.333251953125, "f16"), ("BLOCK > 64 ? 1.5f : 2.5f", 1.5, "f32"),
-     ("3000000000", 3000000000, "i64")],
+    [
+        ("7 / 2", 3, "i32"),
+        ("-7 / 2", -3, "i32"),
+        ("-7 % 2", -1, "i32"),
+        ("1 + 2.5f", 3.5, "f32"),
+        ("BLOCK * 2 + 1", 257, "i32"),
+        ("(u8)300", 44, "u8"),
+        ("(i32)3.7f", 3, "i32"),
+        ("(f16)1 / 3", 0.333251953125, "f16"),
+        ("BLOCK > 64 ? 1.5f : 2.5f", 1.5, "f32"),
+        ("3000000000", 3000000000, "i64"),
+    ],
 )
 def test_constant_folding(expr, value, dtype):
     d = decls(lower(kernel_text(f"    tile r = {expr};")))["r"]
@@ -132,14 +159,18 @@ def test_constant_folding(expr, value, dtype):
 
 # ---------------------------------------------------------------- shapes
 
+
 def test_arange_shapes_and_broadcasting():
-    kernel = lower(kernel_text(
-        "    tile r = arange(16, 48);\n"
-        "    tile b = n + arange(0, BLOCK);\n"
-        "    tile c = arange(0, BLOCK) * 2.0f + 1;\n"
-        "    f32 acc[BLOCK] = 0;\n"
-        "    f16 h[64] = 1.5f;"
-    ), constexprs=(("BLOCK", 256),))
+    kernel = lower(
+        kernel_text(
+            "    tile r = arange(16, 48);\n"
+            "    tile b = n + arange(0, BLOCK);\n"
+            "    tile c = arange(0, BLOCK) * 2.0f + 1;\n"
+            "    f32 acc[BLOCK] = 0;\n"
+            "    f16 h[64] = 1.5f;"
+        ),
+        constexprs=(("BLOCK", 256),),
+    )
     d = decls(kernel)
     assert str(d["r"].type) == "i32[32]"
     assert d["r"].init.attrs == (("start", 16), ("end", 48))
@@ -160,7 +191,8 @@ def test_a_scalar_assigned_to_a_tile_is_filled():
 
 FOLD = kernel_text(
     "    tile o = arange(0, BLOCK);\n"
-    "    if (BLOCK > 512) {\n        store(out + o, 1.0f);\n    } else {\n        store(out + o, 2.0f);\n    }"
+    "    if (BLOCK > 512) {\n        store(out + o, 1.0f);\n"
+    "    } else {\n        store(out + o, 2.0f);\n    }"
 )
 
 
@@ -188,17 +220,25 @@ def test_constexpr_reads_keep_their_name():
 
 
 def test_false_loops_vanish():
-    kernel = lower(kernel_text("    while (0) { n += 1; }\n    for (i32 t = 0; BLOCK < 0; t += 1) { n += 1; }"))
+    kernel = lower(
+        kernel_text("    while (0) { n += 1; }\n    for (i32 t = 0; BLOCK < 0; t += 1) { n += 1; }")
+    )
     assert not any(isinstance(s, ir.Loop) for s in stmts(kernel.body))
     assert [s.name for s in kernel.body] == ["t"]  # the for-init still runs
 
 
 # ---------------------------------------------------------------- casts
 
+
 def test_casts():
-    d = decls(lower(kernel_text(
-        "    f32 acc[BLOCK] = 0;\n    tile h = (f16)acc;\n    tile same = (f32)acc;\n    tile t = (i8)arange(0, BLOCK);"
-    )))
+    d = decls(
+        lower(
+            kernel_text(
+                "    f32 acc[BLOCK] = 0;\n    tile h = (f16)acc;\n"
+                "    tile same = (f32)acc;\n    tile t = (i8)arange(0, BLOCK);"
+            )
+        )
+    )
     assert d["h"].init.op == "cast" and d["h"].init.attr("to").name == "f16"
     assert str(d["h"].type) == "f16[128]"
     assert isinstance(d["same"].init, Var)  # a cast to the same dtype is no node at all
@@ -230,8 +270,20 @@ kernel k(f32 *out, const f32 *a, f32 v, i32 n, const i32 BLOCK)
 def test_helpers_inline_with_unique_names_and_aliased_parameters():
     kernel = lower(HELPERS)
     names = [s.name for s in kernel.body if isinstance(s, ir.Declare)]
-    assert names == ["o", "x", "quad_sq_y", "quad_y", "quad_sq_y_1", "y", "scale_x", "z", "w",
-                     "inc_x", "q", "put_v"]
+    assert names == [
+        "o",
+        "x",
+        "quad_sq_y",
+        "quad_y",
+        "quad_sq_y_1",
+        "y",
+        "scale_x",
+        "z",
+        "w",
+        "inc_x",
+        "q",
+        "put_v",
+    ]
     d = decls(kernel)
     # `sq(x)` reads the caller's x directly: an unassigned parameter is an alias, not a copy
     assert d["quad_sq_y"].init.args[0].name == "x"
@@ -288,13 +340,16 @@ def test_loops_with_break_and_continue():
 
 
 def test_unique_names_with_shadowing_in_nested_scopes():
-    kernel = lower(kernel_text(
-        "    tile o = arange(0, BLOCK);\n"
-        "    i32 t = 1;\n"
-        "    {\n        i32 t = 5;\n        tile o = arange(0, 64);\n        store(out + o, (f32)t);\n    }\n"
-        "    for (i32 t = 0; t < n; t += 1) { store(out + o, (f32)t); }\n"
-        "    store(out + o, (f32)t);"
-    ))
+    kernel = lower(
+        kernel_text(
+            "    tile o = arange(0, BLOCK);\n"
+            "    i32 t = 1;\n"
+            "    {\n        i32 t = 5;\n        tile o = arange(0, 64);\n"
+            "        store(out + o, (f32)t);\n    }\n"
+            "    for (i32 t = 0; t < n; t += 1) { store(out + o, (f32)t); }\n"
+            "    store(out + o, (f32)t);"
+        )
+    )
     assert [s.name for s in kernel.body if isinstance(s, ir.Declare)] == ["o", "t", "t_1", "o_1"]
     inner, looped, outer = ops(kernel, "store")
     assert inner.args[0].args[1].name == "o_1" and inner.args[1].args[0].name == "t_1"
@@ -303,11 +358,22 @@ def test_unique_names_with_shadowing_in_nested_scopes():
 
 
 def test_locals_named_like_the_generated_cudas_own_names_are_renamed():
-    kernel = lower(kernel_text(
-        "    i32 i = 2;\n    i32 tx = 3;\n    i32 blockIdx = 4;\n    i32 L0 = 5;\n    i32 load_0 = 6;\n"
-        "    i32 new = 7;\n    i32 value = 8;"
-    ))
-    assert [s.name for s in kernel.body] == ["i_1", "tx_1", "blockIdx_1", "L0_1", "load_0_1", "new_1", "value"]
+    kernel = lower(
+        kernel_text(
+            "    i32 i = 2;\n    i32 tx = 3;\n    i32 blockIdx = 4;\n"
+            "    i32 L0 = 5;\n    i32 load_0 = 6;\n"
+            "    i32 new = 7;\n    i32 value = 8;"
+        )
+    )
+    assert [s.name for s in kernel.body] == [
+        "i_1",
+        "tx_1",
+        "blockIdx_1",
+        "L0_1",
+        "load_0_1",
+        "new_1",
+        "value",
+    ]
 
 
 def test_const_pointer_locals_are_read_only_pointers_not_constants():
@@ -319,10 +385,13 @@ def test_const_pointer_locals_are_read_only_pointers_not_constants():
 
 @pytest.mark.parametrize("index64", [False, True])
 def test_index64_widens_i32_values(index64):
-    kernel = lower(kernel_text(
-        "    i32 pid = program_id(0);\n    tile o = pid * BLOCK + arange(0, BLOCK);\n"
-        "    f32 s = 1.0f;\n    store(out + o, load(a + o, o < n, s));"
-    ), index64=index64)
+    kernel = lower(
+        kernel_text(
+            "    i32 pid = program_id(0);\n    tile o = pid * BLOCK + arange(0, BLOCK);\n"
+            "    f32 s = 1.0f;\n    store(out + o, load(a + o, o < n, s));"
+        ),
+        index64=index64,
+    )
     i = "i64" if index64 else "i32"
     d = decls(kernel)
     assert (str(d["pid"].type), str(d["o"].type), str(d["s"].type)) == (i, f"{i}[128]", "f32")
@@ -347,5 +416,7 @@ def test_every_node_carries_its_source_location():
 
 
 def test_lowering_errors_are_compile_errors():
-    with pytest.raises(teeny_tx.CompileError, match=r"kernels/t.c:3:\d+: error: unknown identifier 'm'"):
+    with pytest.raises(
+        teeny_tx.CompileError, match=r"kernels/t.c:3:\d+: error: unknown identifier 'm'"
+    ):
         lower(kernel_text("    tile x = m;"))

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import KERNEL_FILE, compile_error, kernel_text
 
 import teeny_tx
 from teeny_tx.parse import parse, strip_comments
+
+from .conftest import KERNEL_FILE, compile_error, kernel_text
 
 MULTI = """\
 /* A file with helpers and kernels.
@@ -131,7 +132,9 @@ def test_python_style_module_prefix_is_refused():
 
 
 def test_python_keyword_argument_is_refused():
-    err = compile_error(kernel_text("    tile o = arange(0, BLOCK);\n    tile x = load(a + o, mask=o < n);"))
+    err = compile_error(
+        kernel_text("    tile o = arange(0, BLOCK);\n    tile x = load(a + o, mask=o < n);")
+    )
     assert err.message == "assignments are statements here, not expressions"
     _assert_points_at(err, 4, 26, "    tile x = load(a + o, mask=o < n);")
 
@@ -200,10 +203,6 @@ def test_compile_reads_a_path_and_reports_a_missing_file(tmp_path):
         teeny_tx.compile(tmp_path / "missing.c")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="errors.CompileError.render expands tabs in the shown line but not in the caret's indent",
-)
 def test_tab_indented_lines_keep_the_caret_under_the_column():
     err = compile_error(kernel_text("\ttile x = lod(a);"))
     assert str(err).startswith(f"{KERNEL_FILE}:3:11: error: unknown operation 'lod'")

@@ -27,13 +27,28 @@ from ..parse import Unit
 from . import ir
 from . import typing as ty
 from .ir import Const, Expr, Op, PointerType, Type, Var
-from .ops import OPS, make
+from .ops import OPS
 from .signature import element_dtype, kernel_signature
 
 _BINARY = {
-    "+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "<<": "lshift", ">>": "rshift",
-    "&": "bitand", "|": "bitor", "^": "bitxor", "<": "lt", "<=": "le", ">": "gt", ">=": "ge",
-    "==": "eq", "!=": "ne", "&&": "land", "||": "lor",
+    "+": "add",
+    "-": "sub",
+    "*": "mul",
+    "/": "div",
+    "%": "mod",
+    "<<": "lshift",
+    ">>": "rshift",
+    "&": "bitand",
+    "|": "bitor",
+    "^": "bitxor",
+    "<": "lt",
+    "<=": "le",
+    ">": "gt",
+    ">=": "ge",
+    "==": "eq",
+    "!=": "ne",
+    "&&": "land",
+    "||": "lor",
 }
 _UNARY = {"-": "neg", "!": "lnot", "~": "invert"}
 _FLOAT_CONSTANTS = {"INF": float("inf"), "NAN": float("nan")}
@@ -43,12 +58,67 @@ _FLOAT_CONSTANTS = {"INF": float("inf"), "NAN": float("nan")}
 # the emitter's register index `i`, layouts `L0` and temporaries `load_0` (a local named so is
 # renamed, `i` -> `i_1`, like any shadowed name).
 _CUDA_NAMES = frozenset(
-    "alignas alignof and and_eq asm bitand bitor catch char16_t char32_t char8_t class compl "
-    "concept consteval constexpr constinit const_cast decltype delete dynamic_cast explicit export "
-    "friend mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected "
-    "public reinterpret_cast requires static_assert static_cast template this thread_local throw "
-    "try typeid typename using virtual wchar_t xor xor_eq "
-    "threadIdx blockIdx blockDim gridDim warpSize tx".split()
+    {
+        "alignas",
+        "alignof",
+        "and",
+        "and_eq",
+        "asm",
+        "bitand",
+        "bitor",
+        "catch",
+        "char16_t",
+        "char32_t",
+        "char8_t",
+        "class",
+        "compl",
+        "concept",
+        "consteval",
+        "constexpr",
+        "constinit",
+        "const_cast",
+        "decltype",
+        "delete",
+        "dynamic_cast",
+        "explicit",
+        "export",
+        "friend",
+        "mutable",
+        "namespace",
+        "new",
+        "noexcept",
+        "not",
+        "not_eq",
+        "nullptr",
+        "operator",
+        "or",
+        "or_eq",
+        "private",
+        "protected",
+        "public",
+        "reinterpret_cast",
+        "requires",
+        "static_assert",
+        "static_cast",
+        "template",
+        "this",
+        "thread_local",
+        "throw",
+        "try",
+        "typeid",
+        "typename",
+        "using",
+        "virtual",
+        "wchar_t",
+        "xor",
+        "xor_eq",
+        "threadIdx",
+        "blockIdx",
+        "blockDim",
+        "gridDim",
+        "warpSize",
+        "tx",
+    }
 )
 _EMITTER_NAMES = re.compile(r"i|L\d+|(load|mask|value)_\d+")
 
@@ -99,16 +169,22 @@ class Builder:
     def build(self) -> ir.Kernel:
         loc = self.loc(self.fn.decl)
         if self.fn.decl.name in _CUDA_NAMES:
-            raise CompileError(f"'{self.fn.decl.name}' cannot name a kernel: CUDA C++ uses it", loc,
-                               "rename the kernel")
+            raise CompileError(
+                f"'{self.fn.decl.name}' cannot name a kernel: CUDA C++ uses it",
+                loc,
+                "rename the kernel",
+            )
         constexprs = dict(self.spec.constexprs)
         pointer_dtypes = dict(self.spec.pointer_dtypes)
         align = dict(self.spec.align)
         params = []
         for p in kernel_signature(self.unit, self.fn):
             if p.name in _CUDA_NAMES:
-                raise CompileError(f"'{p.name}' cannot name a parameter: CUDA C++ uses it", p.loc,
-                                   "rename the parameter")
+                raise CompileError(
+                    f"'{p.name}' cannot name a parameter: CUDA C++ uses it",
+                    p.loc,
+                    "rename the parameter",
+                )
             if p.kind == "constexpr":
                 if p.name not in constexprs:
                     raise CompileError(
@@ -116,19 +192,27 @@ class Builder:
                         p.loc,
                         f"pass it by keyword at launch, e.g. {p.name}=...",
                     )
-                value = ty.convert_value(constexprs[p.name], self.value_dtype(p.dtype))
-                const = Const(type=Type(self.value_dtype(p.dtype)), loc=p.loc, value=value, weak=True, name=p.name)
-                self.declare_symbol(p.name, const.type, typed=True, const=const, exact=True)
-                params.append(ir.Param(p.name, const.type, constexpr=True))
+                t = Type(self.value_dtype(p.dtype))
+                value = ty.convert_value(constexprs[p.name], t.dtype)
+                cuda_name = self.unique(p.name)
+                const = Const(type=t, loc=p.loc, value=value, weak=True, name=cuda_name)
+                self.declare_symbol(p.name, t, typed=True, const=const, exact=cuda_name)
+                params.append(ir.Param(cuda_name, t, constexpr=True, source_name=p.name))
             elif p.kind == "pointer":
                 elem = p.dtype or pointer_dtypes[p.name]
                 t = Type(PointerType(elem, p.const))
-                self.declare_symbol(p.name, t, typed=True, exact=True)
-                params.append(ir.Param(p.name, t, align=align.get(p.name, elem.itemsize)))
+                sym = self.declare_symbol(p.name, t, typed=True)
+                params.append(
+                    ir.Param(
+                        sym.name, t, align=align.get(p.name, elem.itemsize), source_name=p.name
+                    )
+                )
             else:
                 t = Type(self.value_dtype(p.dtype))
-                self.declare_symbol(p.name, t, typed=True, exact=True)
-                params.append(ir.Param(p.name, t, div16=p.name in self.spec.div16))
+                sym = self.declare_symbol(p.name, t, typed=True)
+                params.append(
+                    ir.Param(sym.name, t, div16=p.name in self.spec.div16, source_name=p.name)
+                )
         self.stmt(self.fn.body, new_scope=False)
         return ir.Kernel(
             name=self.fn.decl.name,
@@ -165,20 +249,20 @@ class Builder:
 
     def unique(self, name: str) -> str:
         candidate, n = name, 0
-        while candidate in self.used_names or candidate in _CUDA_NAMES or _EMITTER_NAMES.fullmatch(candidate):
+        while candidate in self.used_names or _reserved(candidate):
             n += 1
             candidate = f"{name}_{n}"
         self.used_names.add(candidate)
         return candidate
 
     def declare_symbol(
-        self, name: str, t: Type, typed: bool, const: Const | None = None, exact: bool = False
+        self, name: str, t: Type, typed: bool, const: Const | None = None, exact: str | None = None
     ) -> Symbol:
-        """A new variable in the innermost scope; its IR name is made unique unless ``exact``
-        (kernel parameters keep the names the launcher and the CUDA signature use)."""
+        """A new variable in the innermost scope; its IR name is made unique (a parameter
+        named like an emitter name, `i`, becomes `i_1` in the CUDA too) unless ``exact`` gives it."""
         if exact:
-            self.used_names.add(name)
-            unique = name
+            self.used_names.add(exact)
+            unique = exact
         else:
             unique = self.unique("_".join(self.inlining + [name]) if self.inlining else name)
         sym = Symbol(unique, t, typed, const, self.loop_depth)
@@ -224,14 +308,18 @@ class Builder:
         name, _ = self.type_name(node, loc)
         if name == "tile":
             if dims:
-                raise CompileError("`tile` infers its shape; write a dtype to declare one, e.g. f32 x[N]", loc)
+                raise CompileError(
+                    "`tile` infers its shape; write a dtype to declare one, e.g. f32 x[N]", loc
+                )
             return None, False
         dtype = element_dtype(name, loc)
         shape = []
         for d in dims:
             n = self.constant(d, "a tile dimension")
             if not isinstance(n, int) or n <= 0 or n & (n - 1):
-                raise CompileError(f"tile dimensions must be positive powers of two, got {n}", self.loc(d))
+                raise CompileError(
+                    f"tile dimensions must be positive powers of two, got {n}", self.loc(d)
+                )
             shape.append(n)
         return Type(self.value_dtype(dtype), tuple(shape)), True
 
@@ -285,14 +373,21 @@ class Builder:
             )
         declared, typed = self.resolve_type(node.type, loc)
         is_const = (
-            "const" in node.quals and declared is not None and not declared.is_tile and not declared.is_pointer
+            "const" in node.quals
+            and declared is not None
+            and not declared.is_tile
+            and not declared.is_pointer
         )
         if isinstance(node.init, c_ast.InitList):
-            raise CompileError("initializer lists are not supported", loc, "declare a filled tile: f32 x[N] = 0;")
+            raise CompileError(
+                "initializer lists are not supported", loc, "declare a filled tile: f32 x[N] = 0;"
+            )
         init = self.expr(node.init) if node.init is not None else None
         if declared is None:
             if init is None:
-                raise CompileError(f"`tile {node.name}` needs an initial value to infer its type", loc)
+                raise CompileError(
+                    f"`tile {node.name}` needs an initial value to infer its type", loc
+                )
             if ty.is_weak(init):
                 init = ty.cast(init, ty.weak_literal_type(init.value))
             t = init.type
@@ -302,7 +397,9 @@ class Builder:
         if is_const:
             if not isinstance(init, Const):
                 raise CompileError(f"const '{node.name}' must be initialised with a constant", loc)
-            self.declare_symbol(node.name, t, typed, const=Const(type=t, loc=loc, value=init.value, weak=True))
+            self.declare_symbol(
+                node.name, t, typed, const=Const(type=t, loc=loc, value=init.value, weak=True)
+            )
             return
         sym = self.declare_symbol(node.name, t, typed)
         self.emit(ir.Declare(loc=loc, name=sym.name, type=t, init=init))
@@ -316,7 +413,9 @@ class Builder:
         """A value as a variable of type ``t`` holds it: dtype converted, a scalar filled."""
         if t.is_pointer:
             if value.type.dtype != t.dtype:
-                raise CompileError(f"cannot assign {value.type} to pointer '{name}' of type {t}", loc)
+                raise CompileError(
+                    f"cannot assign {value.type} to pointer '{name}' of type {t}", loc
+                )
         else:
             if value.type.is_pointer:
                 raise CompileError(f"cannot assign a pointer to '{name}' of type {t}", loc)
@@ -388,7 +487,9 @@ class Builder:
             if result is not None and isinstance(result, Op) and result.op == "store":
                 self.emit(ir.Eval(loc=self.loc(node), expr=result))
             return
-        raise CompileError(f"the value of {name}(...) is not used", self.loc(node), "assign it to a variable")
+        raise CompileError(
+            f"the value of {name}(...) is not used", self.loc(node), "assign it to a variable"
+        )
 
     def stmt_If(self, node: c_ast.If) -> None:
         loc = self.loc(node)
@@ -447,7 +548,11 @@ class Builder:
             for s in init:
                 self.emit(s)
             return
-        self.emit(ir.Loop(loc=loc, kind=kind, init=tuple(init), cond=cond, step=tuple(step), body=tuple(body)))
+        self.emit(
+            ir.Loop(
+                loc=loc, kind=kind, init=tuple(init), cond=cond, step=tuple(step), body=tuple(body)
+            )
+        )
 
     def stmt_Break(self, node) -> None:
         self._in_loop(node, "break")
@@ -490,14 +595,25 @@ class Builder:
         if node.type == "string":
             raise CompileError("string literals are not supported here", loc)
         if node.type == "char":
-            return Const(type=Type(self.index), loc=loc, value=ord(text[1:-1].encode().decode("unicode_escape")), weak=True)
+            return Const(
+                type=Type(self.index),
+                loc=loc,
+                value=ord(text[1:-1].encode().decode("unicode_escape")),
+                weak=True,
+            )
         if node.type in ("float", "double"):
             value = float(text.rstrip("fFlL"))
             return Const(type=Type(F32), loc=loc, value=value, weak=True)
         digits = text.rstrip("uUlL")
-        value = int(digits, 0) if not (digits.startswith("0") and digits[1:].isdigit()) else int(digits, 8)
+        value = (
+            int(digits, 0)
+            if not (digits.startswith("0") and digits[1:].isdigit())
+            else int(digits, 8)
+        )
         if "u" in text.lower():
-            return Const(type=Type(DTYPES["u64"] if value >= 2**32 else DTYPES["u32"]), loc=loc, value=value)
+            return Const(
+                type=Type(DTYPES["u64"] if value >= 2**32 else DTYPES["u32"]), loc=loc, value=value
+            )
         return Const(type=Type(ty.weak_literal_type(value)), loc=loc, value=value, weak=True)
 
     def expr_ID(self, node: c_ast.ID) -> Expr:
@@ -505,7 +621,13 @@ class Builder:
         sym = self.lookup(node.name)
         if sym is not None:
             if sym.const is not None:
-                return Const(type=sym.const.type, loc=loc, value=sym.const.value, weak=True, name=sym.const.name)
+                return Const(
+                    type=sym.const.type,
+                    loc=loc,
+                    value=sym.const.value,
+                    weak=True,
+                    name=sym.const.name,
+                )
             return Var(type=sym.type, loc=loc, name=sym.name)
         if node.name in _FLOAT_CONSTANTS:
             return Const(type=Type(F32), loc=loc, value=_FLOAT_CONSTANTS[node.name], weak=True)
@@ -526,11 +648,17 @@ class Builder:
         if node.op in _UNARY:
             return self.apply(_UNARY[node.op], [self.expr(node.expr)], loc)
         if node.op == "*":
-            raise CompileError("pointers are read with load(), not *", loc, "write load(p) or load(p + offsets, mask)")
+            raise CompileError(
+                "pointers are read with load(), not *",
+                loc,
+                "write load(p) or load(p + offsets, mask)",
+            )
         if node.op == "&":
             raise CompileError("'&' (address-of) is not supported", loc)
         if node.op in ("p++", "++", "p--", "--"):
-            raise CompileError("++/-- are statements here, not expressions", loc, "write x += 1; on its own line")
+            raise CompileError(
+                "++/-- are statements here, not expressions", loc, "write x += 1; on its own line"
+            )
         raise CompileError(f"unsupported operator '{node.op}'", loc)
 
     def expr_Cast(self, node: c_ast.Cast) -> Expr:
@@ -550,7 +678,9 @@ class Builder:
         cond = self.expr(node.cond)
         if isinstance(cond, Const) and not cond.type.is_tile:
             return self.expr(node.iftrue if cond.value else node.iffalse)
-        return self.apply("where", [cond, self.expr(node.iftrue), self.expr(node.iffalse)], self.loc(node))
+        return self.apply(
+            "where", [cond, self.expr(node.iftrue), self.expr(node.iffalse)], self.loc(node)
+        )
 
     def expr_ArrayRef(self, node) -> Expr:
         raise CompileError(
@@ -613,12 +743,21 @@ class Builder:
                 loc,
                 "pad the range to a power of two and mask the extra lanes",
             )
-        return Op(type=Type(self.index, (n,)), loc=loc, op="arange", attrs=(("start", start), ("end", end)))
+        return Op(
+            type=Type(self.index, (n,)),
+            loc=loc,
+            op="arange",
+            attrs=(("start", start), ("end", end)),
+        )
 
     def call_load(self, args, loc: Location) -> Expr:
         ptr = self.expr(args[0])
         if not ptr.type.is_pointer:
-            raise CompileError(f"load() needs pointers, got {ptr.type}", self.loc(args[0]), "e.g. load(x + offsets)")
+            raise CompileError(
+                f"load() needs pointers, got {ptr.type}",
+                self.loc(args[0]),
+                "e.g. load(x + offsets)",
+            )
         elem = ptr.type.dtype.elem
         shape = ptr.type.shape
         mask = self.mask(args[1], shape, "load") if len(args) > 1 else None
@@ -626,17 +765,32 @@ class Builder:
         if len(args) > 2:
             other = self.expr(args[2])
             if ty.is_weak(other):
-                other = ty.cast(other, elem) if other.type.dtype.is_float <= elem.is_float else ty.cast(other, elem)
+                other = (
+                    ty.cast(other, elem)
+                    if other.type.dtype.is_float <= elem.is_float
+                    else ty.cast(other, elem)
+                )
             other = ty.cast(other, elem)
-            if other.type.is_tile and ty.broadcast_shapes(shape, other.type.shape, loc, "load() other") != shape:
+            if (
+                other.type.is_tile
+                and ty.broadcast_shapes(shape, other.type.shape, loc, "load() other") != shape
+            ):
                 raise CompileError(
                     f"load() other of shape {list(other.type.shape)} does not fit pointers of shape {list(shape)}",
                     self.loc(args[2]),
                 )
         if mask is not None and other is None:
             other = Const(type=Type(elem), loc=loc, value=ty.convert_value(0, elem))
-        operands = (ptr,) + ((mask,) if mask is not None else ()) + ((other,) if other is not None else ())
-        return Op(type=Type(elem, shape), loc=loc, op="load", args=operands, attrs=(("masked", mask is not None),))
+        operands = (
+            (ptr,) + ((mask,) if mask is not None else ()) + ((other,) if other is not None else ())
+        )
+        return Op(
+            type=Type(elem, shape),
+            loc=loc,
+            op="load",
+            args=operands,
+            attrs=(("masked", mask is not None),),
+        )
 
     def call_store(self, args, loc: Location) -> Expr:
         ptr = self.expr(args[0])
@@ -659,12 +813,22 @@ class Builder:
         operands = [ptr, value]
         if len(args) > 2:
             operands.append(self.mask(args[2], shape, "store"))
-        return Op(type=Type(BOOL), loc=loc, op="store", args=tuple(operands), attrs=(("masked", len(args) > 2),))
+        return Op(
+            type=Type(BOOL),
+            loc=loc,
+            op="store",
+            args=tuple(operands),
+            attrs=(("masked", len(args) > 2),),
+        )
 
     def mask(self, node, shape: tuple[int, ...], what: str) -> Expr:
         mask = ty.to_bool(self.expr(node), self.loc(node))
         if mask.type.shape != shape and (mask.type.is_tile or not shape):
-            if not shape or ty.broadcast_shapes(shape, mask.type.shape, self.loc(node), f"{what}() mask") != shape:
+            if (
+                not shape
+                or ty.broadcast_shapes(shape, mask.type.shape, self.loc(node), f"{what}() mask")
+                != shape
+            ):
                 raise CompileError(
                     f"{what}() mask of shape {list(mask.type.shape)} does not match pointers of shape {list(shape)}",
                     self.loc(node),
@@ -683,7 +847,8 @@ class Builder:
         params = [p for p in params if not isinstance(p, c_ast.Typename)]
         if len(params) != len(arg_nodes):
             s = "" if len(params) == 1 else "s"
-            raise CompileError(f"{name}() takes {len(params)} argument{s}, got {len(arg_nodes)}", loc)
+            got = len(arg_nodes)
+            raise CompileError(f"{name}() takes {len(params)} argument{s}, got {got}", loc)
         args = [self.expr(a) for a in arg_nodes]
         items = list(fn.body.block_items or [])
         ret = items.pop() if items and isinstance(items[-1], c_ast.Return) else None
@@ -691,7 +856,9 @@ class Builder:
         if _return_type_name(fn) == "kernel":
             raise CompileError(f"'{name}' is a kernel and cannot be called", loc)
         if ret is None and not returns_void:
-            raise CompileError(f"helper '{name}' must end with `return <value>;`", self.loc(fn.decl))
+            raise CompileError(
+                f"helper '{name}' must end with `return <value>;`", self.loc(fn.decl)
+            )
         assigned = _assigned_names(fn.body)
         self.frames.append(_Frame(name))
         self.inlining.append(name)
@@ -700,12 +867,14 @@ class Builder:
                 ploc = self.loc(p)
                 declared, typed = self.resolve_type(p.type, ploc)
                 value = a if declared is None else self.convert(a, declared, p.name, ploc)
-                if p.name not in assigned:  # C passes by value; a parameter never assigned needs no copy
+                # C passes by value: only a parameter the helper assigns needs a copy
+                if p.name not in assigned:
                     if ty.is_weak(value):
                         self.declare_symbol(p.name, value.type, typed=False, const=value)
                         continue
                     if isinstance(value, Var):  # alias the caller's variable
-                        self.frames[-1].scopes[-1][p.name] = Symbol(value.name, value.type, typed, None, self.loop_depth)
+                        alias = Symbol(value.name, value.type, typed, None, self.loop_depth)
+                        self.frames[-1].scopes[-1][p.name] = alias
                         continue
                 elif declared is None and ty.is_weak(value):
                     value = ty.cast(value, ty.weak_literal_type(value.value))
@@ -720,6 +889,10 @@ class Builder:
         if result is None and not statement:
             raise CompileError(f"helper '{name}' returns no value", loc)
         return result
+
+
+def _reserved(name: str) -> bool:
+    return name in _CUDA_NAMES or _EMITTER_NAMES.fullmatch(name) is not None
 
 
 def _prefix_loc(loc: Location, symbol: str) -> Location:

@@ -183,11 +183,12 @@ class Param:
     """A kernel parameter. ``constexpr`` parameters are folded into the body and vanish from
     the CUDA signature; ``align`` (bytes) and ``div16`` are launch facts in the key."""
 
-    name: str
+    name: str  # the name in the generated CUDA (a user name that collides is renamed)
     type: Type
     constexpr: bool = False
     align: int = 1
     div16: bool = False
+    source_name: str = ""  # the name in the kernel file
 
 
 @dataclass(frozen=True)

@@ -100,8 +100,12 @@ def map_stmts(stmts, fe, layout_for) -> tuple[ir.Stmt, ...]:
         elif isinstance(s, ir.Eval):
             s = dataclasses.replace(s, expr=fe(s.expr))
         elif isinstance(s, ir.If):
-            s = dataclasses.replace(s, cond=fe(s.cond), then=map_stmts(s.then, fe, layout_for),
-                                    orelse=map_stmts(s.orelse, fe, layout_for))
+            s = dataclasses.replace(
+                s,
+                cond=fe(s.cond),
+                then=map_stmts(s.then, fe, layout_for),
+                orelse=map_stmts(s.orelse, fe, layout_for),
+            )
         elif isinstance(s, ir.Loop):
             s = dataclasses.replace(
                 s,
@@ -124,9 +128,7 @@ def walk_exprs(stmts):
             roots = [s.value]
         elif isinstance(s, ir.Eval):
             roots = [s.expr]
-        elif isinstance(s, ir.If):
-            roots = [s.cond]
-        elif isinstance(s, ir.Loop) and s.cond is not None:
+        elif isinstance(s, ir.If) or isinstance(s, ir.Loop) and s.cond is not None:
             roots = [s.cond]
         for r in roots:
             yield from _walk(r)

@@ -47,7 +47,9 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 
 
-def _def(name: str, doc: str, arity: tuple[int, int] | int, rule, cuda=None, numpy=None, **kw) -> None:
+def _def(
+    name: str, doc: str, arity: tuple[int, int] | int, rule, cuda=None, numpy=None, **kw
+) -> None:
     if isinstance(arity, int):
         arity = (arity, arity)
     OPS[name] = OpDef(name, doc, arity, rule, cuda, numpy, **kw)
@@ -58,7 +60,11 @@ def _def(name: str, doc: str, arity: tuple[int, int] | int, rule, cuda=None, num
 
 def make(name: str, args: list[Expr], type_: Type, loc: Location, attrs: tuple = ()) -> Expr:
     """An Op node, folded to a Const when every operand is a constant."""
-    if all(isinstance(a, Const) for a in args) and OPS[name].numpy is not None and not type_.is_tile:
+    if (
+        all(isinstance(a, Const) for a in args)
+        and OPS[name].numpy is not None
+        and not type_.is_tile
+    ):
         dtype = type_.dtype
         with np.errstate(all="ignore"):
             values = [np.array(a.value, dtype=a.type.dtype.np) for a in args]
@@ -165,6 +171,15 @@ def rule_where(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
     cond, a, b = args
     cond = ty.to_bool(cond, loc)
     a, b = ty.resolve_weak(a, b)
+    if a.type.is_pointer or b.type.is_pointer:
+        if a.type.dtype != b.type.dtype:
+            raise CompileError(
+                f"where() between {a.type.dtype} and {b.type.dtype}: pointers must have the same type",
+                loc,
+            )
+        shape = ty.broadcast_shapes(cond.type.shape, a.type.shape, loc, "where()")
+        shape = ty.broadcast_shapes(shape, b.type.shape, loc, "where()")
+        return make(name, [cond, a, b], Type(a.type.dtype, shape), loc)
     dtype = ty.common_dtype(a, b)
     shape = ty.broadcast_shapes(cond.type.shape, a.type.shape, loc, "where()")
     shape = ty.broadcast_shapes(shape, b.type.shape, loc, "where()")
@@ -195,11 +210,15 @@ def _elementwise_common(name: str, args: list[Expr], loc: Location) -> Expr:
 def _pointer_offset(name: str, ptr: Expr, off: Expr, loc: Location) -> Expr:
     if isinstance(off.type.dtype, PointerType) or not off.type.dtype.is_int:
         raise CompileError(
-            f"a pointer offset must be an integer, got {off.type}", loc, "cast the offset, e.g. (i32)x"
+            f"a pointer offset must be an integer, got {off.type}",
+            loc,
+            "cast the offset, e.g. (i32)x",
         )
     if ty.is_weak(off):
         off = ty.cast(off, ty.weak_literal_type(off.value))
-    shape = ty.broadcast_shapes(ptr.type.shape, off.type.shape, loc, f"pointer '{OPS[name].symbol}'")
+    shape = ty.broadcast_shapes(
+        ptr.type.shape, off.type.shape, loc, f"pointer '{OPS[name].symbol}'"
+    )
     if name == "sub":
         off = make("neg", [off], off.type, loc)
     return Op(type=Type(ptr.type.dtype, shape), loc=loc, op="add", args=(ptr, off))
@@ -288,36 +307,128 @@ for _name, _sym, _doc, _np in _ARITH:
         _cuda = _wrap(f"{{0}} {_sym} {{1}}")
     _def(_name, f"a {_sym} b: {_doc}", 2, rule_arith, _cuda, _np, prelude=False, symbol=_sym)
 
-for _name, _sym, _np in (("bitand", "&", np.bitwise_and), ("bitor", "|", np.bitwise_or), ("bitxor", "^", np.bitwise_xor)):
-    _def(_name, f"a {_sym} b: bitwise on integers, logical on bool", 2, rule_bitwise,
-         _wrap(f"{{0}} {_sym} {{1}}"), _np, prelude=False, symbol=_sym)
+for _name, _sym, _np in (
+    ("bitand", "&", np.bitwise_and),
+    ("bitor", "|", np.bitwise_or),
+    ("bitxor", "^", np.bitwise_xor),
+):
+    _def(
+        _name,
+        f"a {_sym} b: bitwise on integers, logical on bool",
+        2,
+        rule_bitwise,
+        _wrap(f"{{0}} {_sym} {{1}}"),
+        _np,
+        prelude=False,
+        symbol=_sym,
+    )
 
-for _name, _sym, _np in (("lt", "<", np.less), ("le", "<=", np.less_equal), ("gt", ">", np.greater),
-                         ("ge", ">=", np.greater_equal), ("eq", "==", np.equal), ("ne", "!=", np.not_equal)):
-    _def(_name, f"a {_sym} b: comparison, bool result", 2, rule_compare, f"({{0}} {_sym} {{1}})", _np,
-         prelude=False, symbol=_sym)
+for _name, _sym, _np in (
+    ("lt", "<", np.less),
+    ("le", "<=", np.less_equal),
+    ("gt", ">", np.greater),
+    ("ge", ">=", np.greater_equal),
+    ("eq", "==", np.equal),
+    ("ne", "!=", np.not_equal),
+):
+    _def(
+        _name,
+        f"a {_sym} b: comparison, bool result",
+        2,
+        rule_compare,
+        f"({{0}} {_sym} {{1}})",
+        _np,
+        prelude=False,
+        symbol=_sym,
+    )
 
-_def("land", "a && b: logical and of truth values (both sides evaluated on tiles)", 2, rule_logical,
-     "({0} && {1})", np.logical_and, prelude=False, symbol="&&")
-_def("lor", "a || b: logical or of truth values (both sides evaluated on tiles)", 2, rule_logical,
-     "({0} || {1})", np.logical_or, prelude=False, symbol="||")
-_def("lnot", "!a: logical not", 1, rule_logical, "(!{0})", np.logical_not, prelude=False, symbol="!")
-_def("neg", "-a: negation", 1, rule_unary_arith, _wrap("-{0}"), np.negative, prelude=False, symbol="-")
-_def("invert", "~a: bitwise not of integers", 1, rule_unary_arith, _wrap("~{0}"), np.invert,
-     prelude=False, symbol="~")
+_def(
+    "land",
+    "a && b: logical and of truth values (both sides evaluated on tiles)",
+    2,
+    rule_logical,
+    "({0} && {1})",
+    np.logical_and,
+    prelude=False,
+    symbol="&&",
+)
+_def(
+    "lor",
+    "a || b: logical or of truth values (both sides evaluated on tiles)",
+    2,
+    rule_logical,
+    "({0} || {1})",
+    np.logical_or,
+    prelude=False,
+    symbol="||",
+)
+_def(
+    "lnot", "!a: logical not", 1, rule_logical, "(!{0})", np.logical_not, prelude=False, symbol="!"
+)
+_def(
+    "neg",
+    "-a: negation",
+    1,
+    rule_unary_arith,
+    _wrap("-{0}"),
+    np.negative,
+    prelude=False,
+    symbol="-",
+)
+_def(
+    "invert",
+    "~a: bitwise not of integers",
+    1,
+    rule_unary_arith,
+    _wrap("~{0}"),
+    np.invert,
+    prelude=False,
+    symbol="~",
+)
 
 
 # ---------------------------------------------------------------- the table: named elementwise ops
 
-_def("where", "where(cond, a, b): a where cond else b, broadcast", 3, rule_where,
-     "({0} ? {1} : {2})", np.where)
-_def("maximum", "maximum(a, b): elementwise max; a NaN operand yields the other (fmax)", 2,
-     rule_numeric_common, "tx::maximum({0}, {1})", _maximum)
-_def("minimum", "minimum(a, b): elementwise min; a NaN operand yields the other (fmin)", 2,
-     rule_numeric_common, "tx::minimum({0}, {1})", _minimum)
-_def("cdiv", "cdiv(a, b): ceiling division of integers, (a + b - 1) / b", 2, rule_cdiv,
-     _wrap("({0} + {1} - 1) / {1}"), _cdiv)
-_def("abs", "abs(x): absolute value, integers and floats", 1, rule_numeric_common, "tx::abs({0})", _abs)
+_def(
+    "where",
+    "where(cond, a, b): a where cond else b, broadcast",
+    3,
+    rule_where,
+    "({0} ? {1} : {2})",
+    np.where,
+)
+_def(
+    "maximum",
+    "maximum(a, b): elementwise max; a NaN operand yields the other (fmax)",
+    2,
+    rule_numeric_common,
+    "tx::maximum({0}, {1})",
+    _maximum,
+)
+_def(
+    "minimum",
+    "minimum(a, b): elementwise min; a NaN operand yields the other (fmin)",
+    2,
+    rule_numeric_common,
+    "tx::minimum({0}, {1})",
+    _minimum,
+)
+_def(
+    "cdiv",
+    "cdiv(a, b): ceiling division of integers, (a + b - 1) / b",
+    2,
+    rule_cdiv,
+    _wrap("({0} + {1} - 1) / {1}"),
+    _cdiv,
+)
+_def(
+    "abs",
+    "abs(x): absolute value, integers and floats",
+    1,
+    rule_numeric_common,
+    "tx::abs({0})",
+    _abs,
+)
 
 _MATH = (
     ("exp", "e^x", np.exp),
@@ -336,18 +447,37 @@ _MATH = (
 )
 for _name, _doc, _np in _MATH:
     _def(_name, f"{_name}(x): {_doc}", 1, rule_float_math, f"tx::{_name}({{0}})", _in_f32(_np))
-_def("fma", "fma(a, b, c): a * b + c rounded once", 3, rule_float_math, "tx::fma({0}, {1}, {2})", _fma)
+_def(
+    "fma",
+    "fma(a, b, c): a * b + c rounded once",
+    3,
+    rule_float_math,
+    "tx::fma({0}, {1}, {2})",
+    _fma,
+)
 _def("pow", "pow(x, y): x^y", 2, rule_float_math, "tx::pow({0}, {1})", _in_f32(np.power))
 
 
 def _numpy_cast(x, to: DType):
+    """C casts as CUDA performs them: float to integer truncates and saturates, NaN gives 0."""
     if to.kind == "b":
         return x != 0
+    if to.is_int and (x.dtype.kind == "f" or x.dtype.name == "bfloat16"):
+        info = np.iinfo(to.np)
+        wide = np.nan_to_num(x.astype(np.float64), nan=0.0)
+        return np.clip(np.trunc(wide), info.min, info.max).astype(to.np)
     return x.astype(to.np)
 
 
-_def("cast", "(T)x: convert to dtype T (C cast); float to int truncates", 1, None,
-     "tx::cast<{T}>({0})", None, prelude=False)
+_def(
+    "cast",
+    "(T)x: convert to dtype T (C cast); float to int truncates",
+    1,
+    None,
+    "tx::cast<{T}>({0})",
+    None,
+    prelude=False,
+)
 
 
 # ---------------------------------------------------------------- structural ops (lower/builder.py)
@@ -357,11 +487,38 @@ _def("cast", "(T)x: convert to dtype T (C cast); float to int truncates", 1, Non
 
 _def("program_id", "program_id(axis): index of this program along grid axis 0, 1 or 2", 1, None)
 _def("num_programs", "num_programs(axis): number of programs along grid axis 0, 1 or 2", 1, None)
-_def("arange", "arange(start, end): i32 tile start..end-1; constants, end-start a power of two", 2, None)
-_def("load", "load(ptr, mask = all, other = 0): read a tile (or scalar) through pointers; masked-off lanes give other", (1, 3), None)
-_def("store", "store(ptr, value, mask = all): write value (converted to the pointee type) where mask holds", (2, 3), None)
-_def("full", "T x[N] = v; a typed tile declaration filled with v (zeros when no value)", 1, None, prelude=False)
-_def("broadcast", "a tile stretched along its dimensions of size 1 (inserted by broadcasting)", 1, None, prelude=False)
+_def(
+    "arange",
+    "arange(start, end): i32 tile start..end-1; constants, end-start a power of two",
+    2,
+    None,
+)
+_def(
+    "load",
+    "load(ptr, mask = all, other = 0): read a tile (or scalar) through pointers; masked-off lanes give other",
+    (1, 3),
+    None,
+)
+_def(
+    "store",
+    "store(ptr, value, mask = all): write value (converted to the pointee type) where mask holds",
+    (2, 3),
+    None,
+)
+_def(
+    "full",
+    "T x[N] = v; a typed tile declaration filled with v (zeros when no value)",
+    1,
+    None,
+    prelude=False,
+)
+_def(
+    "broadcast",
+    "a tile stretched along its dimensions of size 1 (inserted by broadcasting)",
+    1,
+    None,
+    prelude=False,
+)
 
 
 def numpy_cast(x, to: DType):
@@ -370,8 +527,8 @@ def numpy_cast(x, to: DType):
 
 def elementwise_numpy(op: Op, values: list) -> Any:
     """Apply an elementwise entry on NumPy values, with the result in the op's dtype."""
-    if op.op == "cast":
-        return numpy_cast(values[0], op.attr("to"))
     with np.errstate(all="ignore"):
+        if op.op == "cast":
+            return numpy_cast(values[0], op.attr("to"))
         result = OPS[op.op].numpy(*values)
     return np.asarray(result).astype(op.type.dtype.np, copy=False)

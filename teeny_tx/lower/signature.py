@@ -50,7 +50,9 @@ def kernel_signature(unit: Unit, fn: c_ast.FuncDef) -> tuple[ParamSpec, ...]:
             try:
                 name, quals = type_name(inner)
             except ValueError:
-                raise CompileError(f"parameter '{p.name}' must be a pointer to an element type", loc) from None
+                raise CompileError(
+                    f"parameter '{p.name}' must be a pointer to an element type", loc
+                ) from None
             dtype = None if name == "any" else element_dtype(name, loc)
             out.append(ParamSpec(p.name, "pointer", dtype, "const" in quals, loc))
             continue
@@ -63,7 +65,9 @@ def kernel_signature(unit: Unit, fn: c_ast.FuncDef) -> tuple[ParamSpec, ...]:
                 "kernel parameters are pointers (`const f32 *x`), scalars (`i32 n`) or constants (`const i32 BLOCK`)",
             ) from None
         dtype = element_dtype(name, loc)
-        out.append(ParamSpec(p.name, "constexpr" if "const" in quals else "scalar", dtype, False, loc))
+        out.append(
+            ParamSpec(p.name, "constexpr" if "const" in quals else "scalar", dtype, False, loc)
+        )
     names = [p.name for p in out]
     for i, n in enumerate(names):
         if n in names[:i]:
@@ -73,10 +77,22 @@ def kernel_signature(unit: Unit, fn: c_ast.FuncDef) -> tuple[ParamSpec, ...]:
 
 # C spellings of the element types, for the hint when a kernel uses one.
 _C_NAMES = {
-    "float": "f32", "double": "f64", "int": "i32", "long": "i64", "long long": "i64",
-    "short": "i16", "char": "i8", "signed char": "i8", "unsigned char": "u8", "unsigned short": "u16",
-    "unsigned": "u32", "unsigned int": "u32", "unsigned long": "u64", "unsigned long long": "u64",
-    "_Bool": "bool", "half": "f16",
+    "float": "f32",
+    "double": "f64",
+    "int": "i32",
+    "long": "i64",
+    "long long": "i64",
+    "short": "i16",
+    "char": "i8",
+    "signed char": "i8",
+    "unsigned char": "u8",
+    "unsigned short": "u16",
+    "unsigned": "u32",
+    "unsigned int": "u32",
+    "unsigned long": "u64",
+    "unsigned long long": "u64",
+    "_Bool": "bool",
+    "half": "f16",
 }
 
 

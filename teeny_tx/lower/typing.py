@@ -23,7 +23,9 @@ from ..errors import CompileError, Location
 from .ir import Const, Expr, Op, PointerType, Type
 
 
-def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...], loc: Location, what: str) -> tuple[int, ...]:
+def broadcast_shapes(
+    a: tuple[int, ...], b: tuple[int, ...], loc: Location, what: str
+) -> tuple[int, ...]:
     """T4: NumPy broadcasting of two static shapes, or a CompileError naming both."""
     if not a:
         return b
@@ -50,7 +52,9 @@ def cast(x: Expr, dtype: DType) -> Expr:
         return x
     if isinstance(x, Const):
         return Const(type=Type(dtype, x.type.shape), loc=x.loc, value=convert_value(x.value, dtype))
-    return Op(type=x.type.with_dtype(dtype), loc=x.loc, op="cast", args=(x,), attrs=(("to", dtype),))
+    return Op(
+        type=x.type.with_dtype(dtype), loc=x.loc, op="cast", args=(x,), attrs=(("to", dtype),)
+    )
 
 
 def convert_value(value: int | float | bool, dtype: DType) -> int | float | bool:
@@ -120,7 +124,9 @@ def common_dtype(a: Expr, b: Expr) -> DType:
 def numeric(x: Expr, loc: Location, what: str) -> Expr:
     """T3: arithmetic sees bool as i32; pointers are refused."""
     if isinstance(x.type.dtype, PointerType):
-        raise CompileError(f"{what} is not defined on pointers", loc, "only ptr + int and ptr - int are")
+        raise CompileError(
+            f"{what} is not defined on pointers", loc, "only ptr + int and ptr - int are"
+        )
     if x.type.dtype.kind == "b":
         return cast(x, I32)
     return x
@@ -131,7 +137,9 @@ def require_float(x: Expr, loc: Location, what: str) -> None:
     dtype = x.type.dtype
     if isinstance(dtype, PointerType) or not dtype.is_float:
         raise CompileError(
-            f"{what} needs a float operand, got {x.type}", loc, f"convert first, e.g. {what}((f32)x)"
+            f"{what} needs a float operand, got {x.type}",
+            loc,
+            f"convert first, e.g. {what}((f32)x)",
         )
 
 

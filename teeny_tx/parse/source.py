@@ -61,7 +61,11 @@ class Unit:
             return Location(self.filename, 1, 1, None)
         line = int(coord.line)
         col = int(coord.column or 1)
-        text = self.lines[line - 1] if coord.file == self.filename and 0 < line <= len(self.lines) else None
+        text = (
+            self.lines[line - 1]
+            if coord.file == self.filename and 0 < line <= len(self.lines)
+            else None
+        )
         return Location(coord.file or self.filename, line, col, text)
 
     def kernels(self) -> list[str]:
@@ -125,7 +129,7 @@ def _syntax_error(message: str, filename: str, text: str) -> CompileError:
         detail = "preprocessor directives (#define, #include, ...) are not supported"
         hint = "pass constants as `const` kernel parameters; helpers live in the same file"
     elif detail.startswith("before:"):
-        token = detail[len("before:"):].strip()
+        token = detail[len("before:") :].strip()
         detail = f"syntax error before '{token}'"
         hint = "check for a missing ';', ')' or '}' just before it, or an unknown type name"
     return CompileError(detail, Location(m["file"], line, col, source), hint)

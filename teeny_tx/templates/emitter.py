@@ -73,7 +73,11 @@ class Emitter:
             else:
                 params.append(f"{ctype(p.type.dtype)} {p.name}")
         constexprs = [
-            {"ctype": ctype(p.type.dtype), "name": p.name, "value": p.type.dtype.literal(dict(k.constexprs)[p.name])}
+            {
+                "ctype": ctype(p.type.dtype),
+                "name": p.name,
+                "value": p.type.dtype.literal(dict(k.constexprs)[p.source_name]),
+            }
             for p in k.params
             if p.constexpr
         ]
@@ -81,22 +85,30 @@ class Emitter:
             {"name": name, "cuda": layout.cuda, "doc": layout.describe()}
             for layout, name in self.layout_names.items()
         ]
-        return environment().get_template("kernel.cu.j2").render(
-            file=k.file,
-            name=k.name,
-            specialisation=describe_specialisation(k),
-            threads=k.num_threads,
-            params=params,
-            constexprs=constexprs,
-            layouts=layouts,
-            body=self.lines,
+        return (
+            environment()
+            .get_template("kernel.cu.j2")
+            .render(
+                file=k.file,
+                name=k.name,
+                specialisation=describe_specialisation(k),
+                threads=k.num_threads,
+                params=params,
+                constexprs=constexprs,
+                layouts=layouts,
+                body=self.lines,
+            )
         )
 
     def out(self, text: str) -> None:
         """Code lines of the current statement; each after the first re-states its #line so
         every line of CUDA maps to the DSL line it came from."""
         for line in text.splitlines():
-            if self.line_directive_used and line.strip() not in ("}", "} else {", "{"):
+            if (
+                self.line_directive_used
+                and self.last_line
+                and line.strip() not in ("}", "} else {", "{")
+            ):
                 self.lines.append(f"#line {self.last_line[1]}")
             self.line_directive_used = True
             self.lines.append(INDENT * self.depth + line if line else "")
@@ -172,8 +184,11 @@ class Emitter:
         if s.cond is not None and self.needs_hoist(s.cond):
             from ..errors import CompileError
 
-            raise CompileError("a loop condition cannot load from memory yet", s.cond.loc,
-                               "load into a variable before the loop and update it at the end of the body")
+            raise CompileError(
+                "a loop condition cannot load from memory yet",
+                s.cond.loc,
+                "load into a variable before the loop and update it at the end of the body",
+            )
         cond = self.ex(s.cond) if s.cond is not None else ""
         if s.kind == "while":
             self.out(f"while ({cond or 'true'}) {{")
@@ -185,9 +200,13 @@ class Emitter:
             self.loop_body(s.body, None)
             self.out(f"}} while ({cond or 'true'});")
             return
-        simple_init = len(s.init) <= 1 and all(isinstance(i, ir.Declare) and not i.type.is_tile for i in s.init)
-        simple_step = all(isinstance(t, ir.Assign) and not t.value.type.is_tile and not self.needs_hoist(t.value)
-                          for t in s.step)
+        simple_init = len(s.init) <= 1 and all(
+            isinstance(i, ir.Declare) and not i.type.is_tile for i in s.init
+        )
+        simple_step = all(
+            isinstance(t, ir.Assign) and not t.value.type.is_tile and not self.needs_hoist(t.value)
+            for t in s.step
+        )
         if simple_init and simple_step:
             init = ""
             if s.init:
@@ -254,9 +273,15 @@ class Emitter:
             other_text = self.ex(other) if other is not None else None
             self.out(self.snippets.load_vec(layout, vec, dst, self.ex(ptr), mask_name, other_text))
         else:
-            self.out(self.snippets.load_lanes(layout, dst, self.ex(ptr),
-                                              self.ex(mask) if mask is not None else None,
-                                              self.ex(other) if other is not None else None))
+            self.out(
+                self.snippets.load_lanes(
+                    layout,
+                    dst,
+                    self.ex(ptr),
+                    self.ex(mask) if mask is not None else None,
+                    self.ex(other) if other is not None else None,
+                )
+            )
 
     def emit_store(self, e: Op) -> None:
         ptr, value = e.args[0], e.args[1]
@@ -279,7 +304,11 @@ class Emitter:
             self.out(self.snippets.store_vec(layout, vec, self.ex(ptr), value_name, mask_name))
             return
         conds = [c for c in (guard, self.ex(mask) if mask is not None else None) if c]
-        self.out(self.snippets.store_lanes(layout, self.ex(ptr), self.ex(value), " && ".join(conds) or None))
+        self.out(
+            self.snippets.store_lanes(
+                layout, self.ex(ptr), self.ex(value), " && ".join(conds) or None
+            )
+        )
 
     def materialise(self, e: Expr, layout: str, dtype: DType | None = None) -> str:
         """A tile's registers as a named array (a variable's own, or a new temporary)."""
@@ -305,7 +334,11 @@ class Emitter:
         if e.op == "load" and id(e) not in self.temps:
             name = self.fresh("load")
             if e.type.is_tile:
-                self.out(self.snippets.declare_tile(ctype(e.type.dtype), name, self.layout_names[e.layout]))
+                self.out(
+                    self.snippets.declare_tile(
+                        ctype(e.type.dtype), name, self.layout_names[e.layout]
+                    )
+                )
             else:
                 self.out(f"{ctype(e.type.dtype)} {name};")
             self.emit_load(e, name)
@@ -354,7 +387,7 @@ def describe_specialisation(k: ir.Kernel) -> str:
     parts = []
     for p in k.params:
         if p.constexpr:
-            parts.append(f"{p.name}={dict(k.constexprs)[p.name]}")
+            parts.append(f"{p.name}={dict(k.constexprs)[p.source_name or p.name]}")
         elif p.type.is_pointer:
             parts.append(f"{p.name}: {p.type.dtype.elem}* (align {p.align})")
         elif p.div16:

@@ -41,7 +41,9 @@ def test_gpu_agrees_with_interpreter(case, dtype):
         np.testing.assert_array_equal(got, host)
     else:
         ulps = {"f32": 4e-6, "f16": 1e-3, "bf16": 8e-3}[dtype]
-        np.testing.assert_allclose(got.astype(np.float64), host.astype(np.float64), rtol=ulps, atol=ulps)
+        np.testing.assert_allclose(
+            got.astype(np.float64), host.astype(np.float64), rtol=ulps, atol=ulps
+        )
 
 
 @pytest.mark.parametrize("block,num_warps", [(64, 4), (256, 1), (2048, 8), (4096, 4)])
