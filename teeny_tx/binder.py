@@ -38,7 +38,7 @@ class Binder:
         self.runtime = tuple(p for p in params if p.kind != "constexpr")
         self.constexpr_names = tuple(p.name for p in params if p.kind == "constexpr")
         self._pointer_slots = tuple(i for i, p in enumerate(self.runtime) if p.kind == "pointer")
-        self._slots = tuple(_slot(p) for p in self.runtime)
+        self._bind_device = self._fast_path()
 
     # ------------------------------------------------------------ checks shared by all modes
 
@@ -79,53 +79,88 @@ class Binder:
     def bind_device(
         self, args: tuple, constexprs: dict[str, Any], num_warps: int
     ) -> tuple[tuple, list, bool]:
-        """(key, launch values, 64-bit indices) for a GPU launch. Runs on every launch: one
-        pass over the arguments, attribute reads and table look-ups only."""
-        if len(args) != len(self.runtime) or len(constexprs) != len(self.constexpr_names):
-            self.check_call(args, constexprs, num_warps)
-        key: list = [num_warps]
-        values: list = []
-        big = False
-        for slot, a in zip(self._slots, args):
-            name, elem, lo, hi = slot
-            if lo is None and type(a) is _CupyArray and a._c_contiguous:  # the common case, inlined
-                ptr = a.data.ptr
-                dtype = _CUPY_NAMES.get(a.dtype) or device_pointer(a, name)[1]
-                if elem is not None and dtype != elem:
-                    raise self._dtype_error(self.runtime[len(values)], dtype)
-                key += (dtype, _ALIGN[ptr & 15])
-                values.append(a)  # CuPy passes its own arrays' pointers without our help
-                if not big and a.nbytes > _INDEX_BYTES[dtype]:
-                    big = True
-            elif lo is None:  # any other pointer: torch tensors, __cuda_array_interface__, DLPack
-                ptr, dtype = device_pointer(a, name)
-                if elem is not None and dtype != elem:
-                    raise self._dtype_error(self.runtime[len(values)], dtype)
-                key += (dtype, _ALIGN[ptr & 15])
-                values.append(pointer_arg(ptr))
-                if not big and extent_bytes(a) > _INDEX_BYTES[dtype]:
-                    big = True
-            elif lo is False:  # a float scalar
-                if type(a) is not float and not self._is_number(a):
-                    raise LaunchError(
-                        f"argument '{name}' ({self.runtime[len(values)].describe()}) must be a number, got {_what(a)}"
-                    )
-                key.append(None)
-                values.append(elem(a))
-            else:  # an integer scalar
-                if (type(a) is not int and not isinstance(a, np.integer)) or not lo <= a <= hi:
-                    big = self._check_int(len(values), a) or big
-                key.append(a % 16 == 0)
-                values.append(elem(a) if lo <= a <= hi else a)
-        for n in self.constexpr_names:
-            try:
-                key.append(constexprs[n])
-            except KeyError:
-                self.check_call(args, constexprs, num_warps)
-        key.append(big)
-        if big:
-            values = list(self._widen(values))
-        return tuple(key), values, big
+        """(key, launch values, 64-bit indices) for a GPU launch; see :meth:`_fast_path`."""
+        return self._bind_device(args, constexprs, num_warps)
+
+    def _fast_path(self):
+        """Generate this signature's launch binder: straight-line Python, one statement group
+        per parameter, so a launch pays attribute reads and table look-ups only (the same
+        technique as Triton's generated launcher). Anything unusual drops to the slow checks."""
+        lines = [
+            "def bind(args, constexprs, num_warps):",
+            f"    if len(args) != {len(self.runtime)} or len(constexprs) != {len(self.constexpr_names)}:",
+            "        self.check_call(args, constexprs, num_warps)",
+            f"    {''.join(f'a{i}, ' for i in range(len(self.runtime)))}= args",
+            "    big = False",
+        ]
+        key, values = ["num_warps"], []
+        for i, p in enumerate(self.runtime):
+            a = f"a{i}"
+            if p.kind == "pointer":
+                check = (
+                    f"    if d{i} != {p.dtype.name!r}: raise self._dtype_error(self.runtime[{i}], d{i})"
+                    if p.dtype is not None
+                    else None
+                )
+                lines += [
+                    f"    if type({a}) is CupyArray and {a}._c_contiguous:",
+                    f"        p{i} = {a}.data.ptr",
+                    f"        d{i} = NAMES.get({a}.dtype) or device_pointer({a}, {p.name!r})[1]",
+                    f"        v{i} = {a}",
+                    f"        big = big or {a}.nbytes > INDEX_BYTES[d{i}]",
+                    "    else:",
+                    f"        p{i}, d{i} = device_pointer({a}, {p.name!r})",
+                    f"        v{i} = pointer_arg(p{i})",
+                    f"        big = big or extent_bytes({a}) > INDEX_BYTES[d{i}]",
+                ]
+                if check:
+                    lines.append(check)
+                key += [f"d{i}", f"ALIGN[p{i} & 15]"]
+                values.append(f"v{i}")
+            elif p.dtype.is_float:
+                lines.append(
+                    f"    if type({a}) is not float and not is_number({a}): self._not_a_number({i}, {a})"
+                )
+                key.append("None")
+                values.append(f"T{i}({a})")
+            else:
+                lo, hi = _range(p.dtype)
+                lines += [
+                    f"    if type({a}) is not int or not {lo} <= {a} <= {hi}:",
+                    f"        big = self._check_int({i}, {a}) or big",
+                ]
+                key.append(f"{a} % 16 == 0")
+                values.append(f"T{i}({a}) if {lo} <= {a} <= {hi} else {a}")
+        if self.constexpr_names:
+            lines += ["    try:"]
+            lines += [f"        c{j} = constexprs[{n!r}]" for j, n in enumerate(self.constexpr_names)]
+            lines += ["    except KeyError:", "        self.check_call(args, constexprs, num_warps)"]
+            key += [f"c{j}" for j in range(len(self.constexpr_names))]
+        lines += [
+            f"    values = [{', '.join(values)}]",
+            "    if big:",
+            "        values = list(self._widen(values))",
+            f"    return ({', '.join(key)}, big), values, big",
+        ]
+        scope = {
+            "self": self,
+            "CupyArray": _CupyArray,
+            "NAMES": _CUPY_NAMES,
+            "INDEX_BYTES": _INDEX_BYTES,
+            "ALIGN": _ALIGN,
+            "device_pointer": device_pointer,
+            "extent_bytes": extent_bytes,
+            "pointer_arg": pointer_arg,
+            "is_number": self._is_number,
+        }
+        scope.update({f"T{i}": _slot(p)[1] for i, p in enumerate(self.runtime) if p.kind == "scalar"})
+        self.fast_path_source = "\n".join(lines) + "\n"
+        exec(compile(self.fast_path_source, f"<teeny_tx binder for {self.kernel}>", "exec"), scope)
+        return scope["bind"]
+
+    def _not_a_number(self, slot: int, a: Any) -> None:
+        p = self.runtime[slot]
+        raise LaunchError(f"argument '{p.name}' ({p.describe()}) must be a number, got {_what(a)}")
 
     def _widen(self, values: list):
         """64-bit indices: `i32` scalars travel as i64."""
@@ -143,6 +178,9 @@ class Binder:
             raise LaunchError(
                 f"argument '{p.name}' ({p.describe()}) must be an integer, got {_what(a)}"
             )
+        lo, hi = _range(p.dtype)
+        if lo <= a <= hi:
+            return False
         if p.dtype.name == "i32" and -(2**63) <= a < 2**63:
             return True
         raise LaunchError(f"argument '{p.name}' = {a} does not fit {p.dtype}")

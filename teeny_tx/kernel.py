@@ -107,46 +107,42 @@ class Kernel:
         self.params = kernel_signature(module.unit, module.unit.functions[name])
         self.binder = Binder(name, self.params)
         self._specs: dict[tuple, Specialization] = {}
-        self._loaded: dict[tuple, launch.LoadedKernel] = {}
-        self._block: dict[tuple, tuple[int, int, int]] = {}
-        self._grids: dict[tuple, tuple[int, int, int]] = {}
+        self._compiled: dict[tuple, tuple] = {}  # key -> (bound launch method, block)
+        self._launchers: dict[tuple, Callable[..., None]] = {}
 
     def __repr__(self) -> str:
         return f"<teeny_tx kernel {self.name}({', '.join(p.describe() for p in self.params)})>"
 
     def __getitem__(self, grid) -> Callable[..., None]:
-        if callable(grid):
-            return lambda *args, num_warps=4, stream=None, **constexprs: self._run(
-                _grid3(grid, {**constexprs, "num_warps": num_warps}),
-                args,
-                num_warps,
-                stream,
-                constexprs,
-            )
-        grid3 = self._grids.get(grid) if type(grid) is tuple else None
-        if grid3 is None:
-            grid3 = _grid3(grid, {})
-            if type(grid) is tuple and len(self._grids) < 4096:
-                self._grids[grid] = grid3
-        return lambda *args, num_warps=4, stream=None, **constexprs: self._run(
-            grid3, args, num_warps, stream, constexprs
-        )
+        """The launcher for ``grid`` (kept per grid tuple: indexing costs one dict look-up)."""
+        launcher = self._launchers.get(grid) if type(grid) is tuple else None
+        if launcher is None:
+            launcher = self._launcher(grid)
+            if type(grid) is tuple and len(self._launchers) < 4096:
+                self._launchers[grid] = launcher
+        return launcher
 
-    def _run(self, grid: tuple, args: tuple, num_warps: int, stream: Any, constexprs: dict) -> None:
-        key, values, _ = self.binder.bind_device(args, constexprs, num_warps)
-        loaded = self._loaded.get(key)
-        if loaded is None:
-            loaded = self._specialise(key, args, constexprs, num_warps).loaded
-            self._loaded[key] = loaded
-        loaded.launch(grid, self._block[key], values, 0, stream)
+    def _launcher(self, grid) -> Callable[..., None]:
+        fixed = None if callable(grid) else _grid3(grid, {})
+        bind = self.binder.bind_device
+        compiled = self._compiled
 
-    def _specialise(self, key: tuple, args, constexprs, num_warps) -> Specialization:
+        def launch(*args, num_warps: int = 4, stream: Any = None, **constexprs) -> None:
+            key, values, _ = bind(args, constexprs, num_warps)
+            entry = compiled.get(key)
+            if entry is None:
+                entry = self._compile(key, args, constexprs, num_warps)
+            grid3 = fixed or _grid3(grid, {**constexprs, "num_warps": num_warps})
+            entry[0](grid3, entry[1], values, 0, stream)
+
+        return launch
+
+    def _compile(self, key: tuple, args, constexprs, num_warps) -> tuple:
         self.binder.check_call(args, constexprs, num_warps)
         spec = specialise(self.module.unit, self.name, self.binder, key)
-        spec.loaded  # compile now, so errors surface at the first launch  # noqa: B018
         self._specs[key] = spec
-        self._block[key] = spec.block
-        return spec
+        entry = self._compiled[key] = (spec.loaded.launch, spec.block)
+        return entry
 
     def specialize(self, *args, num_warps: int = 4, **constexprs) -> Specialization:
         """Compile (without launching) for these arguments: arrays, or dtype names for pointers."""

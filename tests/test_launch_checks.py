@@ -223,3 +223,15 @@ def test_callable_grid_sees_the_constexprs(k):
 
 def test_numpy_integer_grid_sizes_are_accepted():
     assert _grid3((np.int64(4), np.int32(2)), {}) == (4, 2, 1)
+
+
+def test_numpy_integer_scalars_bind_like_python_ints():
+    """np.int64(5) for an i32 parameter is an in-range integer, not a 64-bit-index request."""
+    import numpy as np
+
+    import teeny_tx as tx
+
+    k = tx.compile("kernels/vector_add.c").vector_add
+    a = k.binder.bind_host(("f32", "f32", "f32", np.int64(4096)), {"BLOCK": 1024}, 4, describe=True)
+    b = k.binder.bind_host(("f32", "f32", "f32", 4096), {"BLOCK": 1024}, 4, describe=True)
+    assert a == b and a[-1] is False
