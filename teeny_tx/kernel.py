@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ._prelude import DEVICE_HEADER
+from ._prelude import FILES
 from .binder import Binder
 from .errors import CompileError, LaunchError, TeenyError
 from .lower import ir
@@ -32,7 +32,7 @@ from .parse import Unit, parse
 from .runtime import cache, launch, nvrtc
 from .templates.emitter import emit_cuda
 
-HEADERS = {"teeny_tx.cuh": DEVICE_HEADER}
+HEADERS = {name: text for name, text in sorted(FILES.items()) if name.endswith(".cuh")}
 
 
 @dataclass

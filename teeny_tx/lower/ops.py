@@ -532,3 +532,7 @@ def elementwise_numpy(op: Op, values: list) -> Any:
             return numpy_cast(values[0], op.attr("to"))
         result = OPS[op.op].numpy(*values)
     return np.asarray(result).astype(op.type.dtype.np, copy=False)
+
+
+# Op families defined in modules of their own register into OPS when ops is imported.
+from . import ops_random  # noqa: E402,F401

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from pycparser import c_ast, c_parser
 
-from .._prelude import PRELUDE
+from .._prelude import FILES
 from ..errors import CompileError, Location
 
 PRELUDE_NAME = "<teeny_tx prelude>"
@@ -25,6 +25,12 @@ _COMMENT_OR_STRING = re.compile(
     r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""", re.DOTALL
 )
 _PYCPARSER_ERROR = re.compile(r"^(?P<file>.*?):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$", re.DOTALL)
+
+
+def prelude_text() -> str:
+    """The language's declarations: ``language.h``, then every other ``.h`` of the prelude."""
+    names = ["language.h"] + sorted(n for n in FILES if n.endswith(".h") and n != "language.h")
+    return "\n".join(FILES[n] for n in names)
 
 
 def strip_comments(text: str) -> str:
@@ -83,7 +89,7 @@ def _returns(fn: c_ast.FuncDef) -> str | None:
 def parse(text: str, filename: str) -> Unit:
     """Parse a kernel file's text joined to the prelude; syntax errors point into the file."""
     text = text.replace("\r\n", "\n")  # files saved with Windows line ends: pycparser rejects \r
-    joined = f'{strip_comments(PRELUDE)}\n# 1 "{filename}"\n{strip_comments(text)}'
+    joined = f'{strip_comments(prelude_text())}\n# 1 "{filename}"\n{strip_comments(text)}'
     try:
         ast = c_parser.CParser().parse(joined, PRELUDE_NAME)
     except c_parser.ParseError as exc:

@@ -1,0 +1,1 @@
+"""Random numbers (Philox): being written. Registers its ops into ``ops.OPS``."""
