@@ -6,12 +6,12 @@ extern "C" __global__ void __launch_bounds__(128)
 axpby(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ y, float alpha, float beta, int n)
 {
     constexpr int BLOCK = 1024;
-    using L0 = tx::Blocked1D<1024, 8, 128>;  // [1024]: 8 contiguous per thread x 128 threads, 8 per thread
+    using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
     // tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
 #line 4 "kernels/axpby.c"
     int offs[L0::REGS];
 #line 4
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = (((int)blockIdx.x * BLOCK) + L0::coord(i));
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = (((int)blockIdx.x * BLOCK) + L0::coord(i, 0));
     // tile mask = offs < n;
 #line 5 "kernels/axpby.c"
     bool mask[L0::REGS];

@@ -7,12 +7,12 @@ gelu(float* out, const float* __restrict__ in, int n)
 {
     constexpr int APPROXIMATE = 0;
     constexpr int BLOCK = 1024;
-    using L0 = tx::Blocked1D<1024, 4, 128>;  // [1024]: 4 contiguous per thread x 128 threads, 8 per thread
+    using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<4>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 4 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
     // tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
 #line 19 "kernels/activations.c"
     int offs[L0::REGS];
 #line 19
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = (((int)blockIdx.x * BLOCK) + L0::coord(i));
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = (((int)blockIdx.x * BLOCK) + L0::coord(i, 0));
     // tile mask = offs < n;
 #line 20 "kernels/activations.c"
     bool mask[L0::REGS];

@@ -6,7 +6,7 @@ extern "C" __global__ void __launch_bounds__(256)
 vector_add(const __half* __restrict__ a, const __half* __restrict__ b, __half* out, int n)
 {
     constexpr int BLOCK = 2048;
-    using L0 = tx::Blocked1D<2048, 8, 256>;  // [2048]: 8 contiguous per thread x 256 threads, 8 per thread
+    using L0 = tx::Blocked<tx::Ints<2048>, tx::Ints<8>, tx::Ints<32>, tx::Ints<8>, tx::Ints<0>>;  // [2048]: 8 per thread, 32 lanes, 8 warps, order [0]; 8 per thread
     // i32 pid = program_id(0);
 #line 4 "kernels/vector_add.c"
     int pid = (int)blockIdx.x;
@@ -14,7 +14,7 @@ vector_add(const __half* __restrict__ a, const __half* __restrict__ b, __half* o
 #line 5 "kernels/vector_add.c"
     int offs[L0::REGS];
 #line 5
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = ((pid * BLOCK) + L0::coord(i));
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = ((pid * BLOCK) + L0::coord(i, 0));
     // tile mask = offs < n;
 #line 6 "kernels/vector_add.c"
     bool mask[L0::REGS];

@@ -6,7 +6,7 @@ extern "C" __global__ void __launch_bounds__(128)
 vector_add(const float* __restrict__ a, const float* __restrict__ b, float* out, long long n)
 {
     constexpr long long BLOCK = 1024LL;
-    using L0 = tx::Blocked1D<1024, 4, 128>;  // [1024]: 4 contiguous per thread x 128 threads, 8 per thread
+    using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<4>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 4 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
     // i32 pid = program_id(0);
 #line 4 "kernels/vector_add.c"
     long long pid = (long long)blockIdx.x;
@@ -14,7 +14,7 @@ vector_add(const float* __restrict__ a, const float* __restrict__ b, float* out,
 #line 5 "kernels/vector_add.c"
     long long offs[L0::REGS];
 #line 5
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = ((pid * BLOCK) + L0::coord(i));
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = ((pid * BLOCK) + L0::coord(i, 0));
     // tile mask = offs < n;
 #line 6 "kernels/vector_add.c"
     bool mask[L0::REGS];

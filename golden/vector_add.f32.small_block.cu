@@ -6,7 +6,7 @@ extern "C" __global__ void __launch_bounds__(128)
 vector_add(const float* __restrict__ a, const float* __restrict__ b, float* out, int n)
 {
     constexpr int BLOCK = 64;
-    using L0 = tx::Blocked1D<64, 1, 128>;  // [64]: 1 contiguous per thread x 128 threads, 1 per thread, threads past the end hold copies
+    using L0 = tx::Blocked<tx::Ints<64>, tx::Ints<1>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [64]: 1 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
     // i32 pid = program_id(0);
 #line 4 "kernels/vector_add.c"
     int pid = (int)blockIdx.x;
@@ -14,7 +14,7 @@ vector_add(const float* __restrict__ a, const float* __restrict__ b, float* out,
 #line 5 "kernels/vector_add.c"
     int offs[L0::REGS];
 #line 5
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = ((pid * BLOCK) + L0::coord(i));
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = ((pid * BLOCK) + L0::coord(i, 0));
     // tile mask = offs < n;
 #line 6 "kernels/vector_add.c"
     bool mask[L0::REGS];

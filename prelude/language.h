@@ -41,6 +41,22 @@ tile cdiv(tile a, tile b);          /* ceiling division of integers: (a + b - 1)
 tile load(tile ptr, ...);           /* load(ptr, mask = all, other = 0): masked-off lanes read other */
 void store(tile ptr, tile value, ...); /* store(ptr, value, mask = all); value converts to *ptr's type */
 
+/* ---- shapes (static; a dimension's size is a constant power of two) ------------------------ */
+tile expand_dims(tile x, i32 axis);  /* insert a dimension of size 1 at axis                    */
+tile broadcast_to(tile x, ...);     /* broadcast_to(x, d0, d1, ...): stretch size-1 dimensions */
+tile reshape(tile x, ...);          /* reshape(x, d0, d1, ...): same elements, row-major       */
+tile trans(tile x);                 /* transpose of a 2-D tile                                  */
+tile permute(tile x, ...);          /* permute(x, d0, d1, ...): result axis k is source axis dk */
+
+/* ---- reductions (axis and keep_dims are constants; no axis reduces the whole tile) -------- */
+tile sum(tile x, ...);              /* sum(x, axis, keep_dims); f16/bf16 give f32, i8/i16 give i32 */
+tile max(tile x, ...);              /* max(x, axis, keep_dims); NaN operands are skipped        */
+tile min(tile x, ...);              /* min(x, axis, keep_dims); NaN operands are skipped        */
+tile xor_sum(tile x, ...);          /* xor_sum(x, axis, keep_dims) of integers                  */
+tile argmax(tile x, i32 axis, ...); /* i32 index of the maximum along axis; ties: lowest index  */
+tile argmin(tile x, i32 axis, ...); /* i32 index of the minimum along axis; ties: lowest index  */
+tile reduce(tile x, i32 axis, ...); /* reduce(x, axis, combine): combine is a helper T f(T, T)  */
+
 /* ---- selection ---------------------------------------------------------------------------- */
 tile where(tile cond, tile a, tile b); /* a where cond else b, broadcast                      */
 tile maximum(tile a, tile b);       /* elementwise max; a NaN operand yields the other (fmax)  */

@@ -11,22 +11,116 @@
 namespace tx {
 
 // ---- layouts ------------------------------------------------------------------------------
-// Blocked1D<N, SPT, THREADS>: a tile of N elements; each thread holds SPT contiguous elements
-// per repetition, the block's THREADS threads cover SPT * THREADS elements, repeated to cover
-// N. When N is smaller than one repetition, threads wrap around and hold copies (owner() says
-// which copy writes).
-template <int N, int SPT, int THREADS>
-struct Blocked1D {
-    static constexpr int TILE = SPT * THREADS;
-    static constexpr int REGS = N >= TILE ? SPT * (N / TILE) : (SPT < N ? SPT : N);
-    static constexpr int WRAP = N >= TILE ? TILE : N;
-    __device__ __forceinline__ static int coord(int r) {
-        return (r / SPT) * TILE + (int(threadIdx.x) * SPT) % WRAP + r % SPT;
+// Blocked<Shape, SizePerThread, ThreadsPerWarp, WarpsPerBlock, Order> (Triton's blocked
+// layout): along dimension d each thread holds SizePerThread[d] contiguous elements, the warp's
+// lanes and the block's warps are laid side by side (Order[0] is the fastest-varying dimension),
+// and the pattern repeats until the tile is covered. A tile smaller than one repetition wraps:
+// the threads past its end hold copies (owner() says which copy is the original). A dimension of
+// size 1 is held once by every thread: that is how a row or column broadcasts for free.
+// Registers are numbered dimension by dimension in Order, contiguous elements fastest.
+template <int... V>
+struct Ints {
+    static constexpr int N = sizeof...(V);
+    static constexpr int v[N] = {V...};
+};
+
+template <class Shape, class SPT, class TPW, class WPC, class Order>
+struct Blocked {
+    static constexpr int RANK = Shape::N;
+    __host__ __device__ static constexpr int order(int k) { return Order::v[k]; }
+    __host__ __device__ static constexpr int size(int d) { return Shape::v[d]; }
+    __host__ __device__ static constexpr int spt(int d) { return SPT::v[d]; }
+    __host__ __device__ static constexpr int tile(int d) { return SPT::v[d] * TPW::v[d] * WPC::v[d]; }
+    // registers along dimension d
+    __host__ __device__ static constexpr int regs(int d) {
+        return size(d) >= tile(d) ? spt(d) * (size(d) / tile(d)) : (spt(d) < size(d) ? spt(d) : size(d));
     }
-    __device__ __forceinline__ static bool owner() {
-        return N >= TILE || int(threadIdx.x) * SPT < N;
+    __host__ __device__ static constexpr int count() {
+        int n = 1;
+        for (int d = 0; d < RANK; ++d) n *= regs(d);
+        return n;
+    }
+    static constexpr int REGS = count();
+    // register r's index along dimension d
+    __host__ __device__ static constexpr int reg_coord(int r, int d) {
+        for (int k = 0; k < RANK; ++k) {
+            int dim = Order::v[k];
+            if (dim == d) return r % regs(dim);
+            r /= regs(dim);
+        }
+        return 0;
+    }
+    // this thread's position along dimension d (lane part, warp part)
+    __device__ static int lane_coord(int d) {
+        int lane = int(threadIdx.x) % 32;
+        for (int k = 0; k < RANK; ++k) {
+            int dim = Order::v[k];
+            if (dim == d) return lane % TPW::v[dim];
+            lane /= TPW::v[dim];
+        }
+        return 0;
+    }
+    __device__ static int warp_coord(int d) {
+        int warp = int(threadIdx.x) / 32;
+        for (int k = 0; k < RANK; ++k) {
+            int dim = Order::v[k];
+            if (dim == d) return warp % WPC::v[dim];
+            warp /= WPC::v[dim];
+        }
+        return 0;
+    }
+    __device__ static int thread_coord(int d) { return warp_coord(d) * TPW::v[d] + lane_coord(d); }
+    __host__ __device__ static constexpr int warps(int d) { return WPC::v[d]; }
+    __host__ __device__ static constexpr int lanes(int d) { return TPW::v[d]; }
+    // the lane-id distance between neighbours along dimension d
+    __host__ __device__ static constexpr int lane_stride(int d) {
+        int stride = 1;
+        for (int k = 0; k < RANK; ++k) {
+            int dim = Order::v[k];
+            if (dim == d) return stride;
+            stride *= TPW::v[dim];
+        }
+        return stride;
+    }
+    __host__ __device__ static constexpr int total() {
+        int n = 1;
+        for (int d = 0; d < RANK; ++d) n *= size(d);
+        return n;
+    }
+    static constexpr int SIZE = total();
+    // the tile coordinate along dimension d of register r
+    __device__ static int coord(int r, int d) {
+        int rc = reg_coord(r, d);
+        int base = thread_coord(d) * spt(d);
+        return size(d) >= tile(d) ? (rc / spt(d)) * tile(d) + base + rc % spt(d) : base % size(d) + rc;
+    }
+    __device__ static int coord(int r) { return coord(r, RANK - 1); }
+    // whether this thread's copy of its elements is the original (no wrapped duplicate)
+    __device__ static bool owner() {
+        bool own = true;
+        for (int d = 0; d < RANK; ++d) own = own && (size(d) >= tile(d) || thread_coord(d) * spt(d) < size(d));
+        return own;
+    }
+    // the row-major index of register r's element in the tile
+    __device__ static int flat(int r) {
+        int index = 0;
+        for (int d = 0; d < RANK; ++d) index = index * size(d) + coord(r, d);
+        return index;
     }
 };
+
+// The register of From (a broadcast of To: same blocked layout, some dimensions of size 1)
+// that holds the element of To's register r.
+template <class From, class To>
+__host__ __device__ constexpr int remap(int r) {
+    int index = 0, stride = 1;
+    for (int k = 0; k < From::RANK; ++k) {
+        int dim = From::order(k);
+        if (From::regs(dim) > 1) index += To::reg_coord(r, dim) * stride;
+        stride *= From::regs(dim);
+    }
+    return index;
+}
 
 // ---- conversions --------------------------------------------------------------------------
 template <typename To, typename From>
@@ -159,4 +253,78 @@ __device__ __forceinline__ void store_vec(T* p, const T* src) {
     *reinterpret_cast<Vec<T, VEC>*>(p) = v;
 }
 
+// ---- reductions ---------------------------------------------------------------------------
+// A value with its index, for argmax/argmin: ties keep the lower index.
+template <typename T>
+struct ValueIndex {
+    T value;
+    int index;
+};
+
+template <typename T> __device__ __forceinline__ T shfl_xor(T x, int mask) { return __shfl_xor_sync(0xffffffffu, x, mask); }
+__device__ __forceinline__ bool shfl_xor(bool x, int mask) { return __shfl_xor_sync(0xffffffffu, int(x), mask) != 0; }
+template <typename T>
+__device__ __forceinline__ ValueIndex<T> shfl_xor(ValueIndex<T> x, int mask) {
+    return {shfl_xor(x.value, mask), __shfl_xor_sync(0xffffffffu, x.index, mask)};
+}
+
+// Reduce `in` (layout LI) along dimension D into `out` (layout LO: LI with D of size 1):
+// registers in order, then lanes (butterfly shuffles, every lane gets the result), then warps
+// through `smem` (every thread reads every warp's partial, in warp order). Only distinct copies
+// are combined: threads that hold wrapped duplicates along D are left out of the count.
+template <class LI, class LO, int D, typename T, typename F>
+__device__ __forceinline__ void reduce(T* out, const T* in, F combine, void* smem) {
+#pragma unroll
+    for (int r = 0; r < LI::REGS; ++r) {
+        int o = remap<LO, LI>(r);
+        out[o] = LI::reg_coord(r, D) == 0 ? in[r] : combine(out[o], in[r]);
+    }
+    // distinct threads along D: a tile narrower than one repetition wraps onto copies
+    constexpr int spt = LI::spt(D);
+    constexpr int held = LI::size(D) / spt < 1 ? 1 : LI::size(D) / spt;
+    constexpr int lanes = LI::lanes(D) < held ? LI::lanes(D) : held;
+    constexpr int lane_stride = LI::lane_stride(D);
+#pragma unroll
+    for (int offset = 1; offset < lanes; offset *= 2) {
+#pragma unroll
+        for (int o = 0; o < LO::REGS; ++o) out[o] = combine(out[o], shfl_xor(out[o], offset * lane_stride));
+    }
+    constexpr int held_by_warps = held / LI::lanes(D) < 1 ? 1 : held / LI::lanes(D);
+    constexpr int warps = LI::warps(D) < held_by_warps ? LI::warps(D) : held_by_warps;
+    if constexpr (warps > 1) {
+        T* partial = static_cast<T*>(smem);
+        constexpr int n = LO::SIZE;
+        if (LI::lane_coord(D) == 0 && LI::warp_coord(D) < warps) {
+#pragma unroll
+            for (int o = 0; o < LO::REGS; ++o) partial[LI::warp_coord(D) * n + LO::flat(o)] = out[o];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int o = 0; o < LO::REGS; ++o) {
+            T acc = partial[LO::flat(o)];
+#pragma unroll
+            for (int w = 1; w < warps; ++w) acc = combine(acc, partial[w * n + LO::flat(o)]);
+            out[o] = acc;
+        }
+        __syncthreads();
+    }
+}
+
+// Move a tile between layouts (or shapes) through shared memory: every original element is
+// written at its row-major index in the source, then each destination register reads the source
+// index `source(r)` gives it.
+template <class LS, class LD, typename T, typename Index>
+__device__ __forceinline__ void relayout(T* dst, const T* src, void* smem, Index source) {
+    T* buffer = static_cast<T*>(smem);
+    if (LS::owner()) {
+#pragma unroll
+        for (int r = 0; r < LS::REGS; ++r) buffer[LS::flat(r)] = src[r];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < LD::REGS; ++r) dst[r] = buffer[source(r)];
+    __syncthreads();
+}
+
 }  // namespace tx
+#include "random.cuh"

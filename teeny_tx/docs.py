@@ -1,9 +1,10 @@
 """The operation reference, generated from the op table and the prelude.
 
-Input: ``lower.ops.OPS`` (each entry's one-line doc) and the embedded prelude text
-(``teeny_tx._prelude.PRELUDE``: each operation's prototype, and the ``/* ---- family ---- */``
-section it sits in). Output: :func:`reference_markdown`, the Markdown committed as
-``docs/reference.md``; ``python -m teeny_tx.docs > docs/reference.md`` regenerates it.
+Input: ``lower.ops.OPS`` (each entry's one-line doc) and the embedded prelude's declarations
+(``language.h``, then every other ``.h`` of the prelude, as the parser reads them: each
+operation's prototype, and the ``/* ---- family ---- */`` section it sits in). Output:
+:func:`reference_markdown`, the Markdown committed as ``docs/reference.md``;
+``python -m teeny_tx.docs > docs/reference.md`` regenerates it.
 
 Families: the prelude's sections, in prelude order, for operations with a prototype; then C
 operators (entries with a ``symbol``); then conversions and implicit operations (the rest).
@@ -16,9 +17,9 @@ import re
 import sys
 from dataclasses import dataclass
 
-from ._prelude import PRELUDE
 from .lower.ops import OPS, OpDef
 from .parse import parse, strip_comments
+from .parse.source import prelude_text
 
 GENERATOR = "python -m teeny_tx.docs > docs/reference.md"
 
@@ -44,11 +45,12 @@ class Family:
     ops: tuple[str, ...]
 
 
-def prelude_prototypes(prelude: str = PRELUDE) -> dict[str, tuple[str, str]]:
+def prelude_prototypes(prelude: str | None = None) -> dict[str, tuple[str, str]]:
     """Operation name → (prototype text as written, prelude section header), in prelude order.
 
     Each prototype must sit on one line; :func:`check_prototypes` catches one that does not.
     """
+    prelude = prelude_text() if prelude is None else prelude
     found: dict[str, tuple[str, str]] = {}
     section = ""
     for raw, line in zip(prelude.splitlines(), strip_comments(prelude).splitlines(), strict=True):
@@ -123,12 +125,13 @@ def reference_markdown() -> str:
     lines = [
         "# Operation reference",
         "",
-        f"<!-- Generated from teeny_tx/lower/ops.py and prelude/language.h by `{GENERATOR}`;",
+        f"<!-- Generated from teeny_tx/lower/ops.py and prelude/*.h by `{GENERATOR}`;",
         "     do not edit. tests/test_docs.py checks it is current. -->",
         "",
         "Every operation of the language, one line each. Prototypes are quoted from",
-        '`prelude/language.h`, where `tile` means "a tile or a scalar" and `...` marks optional',
-        "arguments; the text after the prototype is the op table's doc (`teeny_tx/lower/ops.py`).",
+        '`prelude/language.h` and the other `prelude/*.h`, where `tile` means "a tile or a scalar"',
+        "and `...` marks optional arguments; the text after the prototype is the op table's doc",
+        "(`teeny_tx/lower/ops.py`, and `ops_<family>.py` for families in modules of their own).",
         "The guide is `docs/language.md`.",
     ]
     for family in families():

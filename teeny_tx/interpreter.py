@@ -179,10 +179,74 @@ class _Compiler:
         shape, dtype = e.type.shape, e.type.dtype.np
         return lambda s: np.full(shape, f(s), dtype=dtype)
 
-    def op_broadcast(self, e: ir.Op) -> Eval:
+    # shapes: the same values (or pointer offsets) rearranged
+
+    def reshaped(self, e: ir.Op, fn: Callable[[np.ndarray], np.ndarray]) -> Eval:
         (f,) = (self.expr(a) for a in e.args)
+
+        def run(s: _State) -> Value:
+            v = f(s)
+            return Pointer(v.buf, fn(v.off), v.arg) if isinstance(v, Pointer) else fn(v)
+
+        return run
+
+    def op_broadcast(self, e: ir.Op) -> Eval:
         shape = e.type.shape
-        return lambda s: np.broadcast_to(f(s), shape)
+        return self.reshaped(e, lambda a: np.broadcast_to(a, shape))
+
+    def op_expand_dims(self, e: ir.Op) -> Eval:
+        axis = e.attr("axis")
+        return self.reshaped(e, lambda a: np.expand_dims(a, axis))
+
+    def op_reshape(self, e: ir.Op) -> Eval:
+        shape = e.type.shape
+        return self.reshaped(e, lambda a: np.reshape(a, shape))
+
+    def op_permute(self, e: ir.Op) -> Eval:
+        dims = e.attr("dims")
+        return self.reshaped(e, lambda a: np.transpose(a, dims))
+
+    def op_convert_layout(self, e: ir.Op) -> Eval:
+        return self.expr(e.args[0])
+
+    # reductions: the op's combine function applied along one axis
+
+    _REDUCE = {
+        "sum": lambda x, axis, dtype: np.sum(x, axis=axis, dtype=dtype),
+        "max": lambda x, axis, dtype: np.fmax.reduce(x, axis=axis),
+        "min": lambda x, axis, dtype: np.fmin.reduce(x, axis=axis),
+        "xor_sum": lambda x, axis, dtype: np.bitwise_xor.reduce(x, axis=axis),
+        "argmax": lambda x, axis, dtype: np.argmax(x, axis=axis),
+        "argmin": lambda x, axis, dtype: np.argmin(x, axis=axis),
+    }
+
+    def op_reduce(self, e: ir.Op) -> Eval:
+        (f,) = (self.expr(a) for a in e.args)
+        axis, keep, kind = e.attr("axis"), e.attr("keep_dims"), e.attr("kind")
+        dtype = e.type.dtype.np
+        reduce = self._REDUCE.get(kind) or self.folder(e.attr("combine"))
+
+        def run(s: _State) -> Value:
+            with np.errstate(all="ignore"):
+                out = np.asarray(reduce(f(s), axis, dtype)).astype(dtype, copy=False)
+            return np.expand_dims(out, axis) if keep else out
+
+        return run
+
+    def folder(self, combine: ir.Expr) -> Callable:
+        """A user combiner folded left to right along the axis, vectorised over the others."""
+        fn = self.expr(combine)
+
+        def fold(x: np.ndarray, axis: int, dtype) -> np.ndarray:
+            state = _State(())
+            parts = np.moveaxis(x, axis, 0)
+            acc = parts[0]
+            for part in parts[1:]:
+                state.env["a"], state.env["b"] = acc, part
+                acc = np.asarray(fn(state)).astype(dtype, copy=False)
+            return acc
+
+        return fold
 
     def op_add(self, e: ir.Op) -> Eval:
         if not e.type.is_pointer:

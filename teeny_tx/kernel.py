@@ -23,7 +23,7 @@ import numpy as np
 
 from ._prelude import FILES
 from .binder import Binder
-from .errors import CompileError, LaunchError, TeenyError
+from .errors import CompileError, LaunchError, ResourceError, TeenyError
 from .lower import ir
 from .lower.builder import build_kernel
 from .lower.layout import assign_layouts
@@ -31,6 +31,9 @@ from .lower.signature import kernel_signature
 from .parse import Unit, parse
 from .runtime import cache, launch, nvrtc
 from .templates.emitter import emit_cuda
+
+# Dynamic shared memory a block may opt into, by target (CUDA's documented limits).
+SHARED_LIMIT = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448, "sm_90a": 232448}
 
 HEADERS = {name: text for name, text in sorted(FILES.items()) if name.endswith(".cuh")}
 
@@ -42,6 +45,7 @@ class Specialization:
     kernel: ir.Kernel
     cuda_source: str
     key: tuple
+    shared_mem: int = 0  # bytes of dynamic shared memory per block
     arch: str = field(default_factory=nvrtc.target_arch)
 
     @property
@@ -51,10 +55,6 @@ class Specialization:
     @property
     def block(self) -> tuple[int, int, int]:
         return (self.kernel.num_threads, 1, 1)
-
-    @property
-    def shared_mem(self) -> int:
-        return 0
 
     @cached_property
     def cubin(self) -> bytes:
@@ -74,7 +74,14 @@ class Specialization:
 def specialise(unit: Unit, name: str, binder: Binder, key: tuple) -> Specialization:
     kernel = build_kernel(unit, name, binder.spec(key))
     annotated, layouts = assign_layouts(kernel)
-    return Specialization(annotated, emit_cuda(annotated, layouts), key)
+    source, shared = emit_cuda(annotated, layouts)
+    limit = SHARED_LIMIT.get(nvrtc.target_arch(), SHARED_LIMIT["sm_90"])
+    if shared > limit:
+        raise ResourceError(
+            f"kernel {name} needs {shared} bytes of shared memory per block for its reductions and "
+            f"layout changes; {nvrtc.target_arch()} allows {limit}. Use smaller tiles or fewer warps."
+        )
+    return Specialization(annotated, source, key, shared)
 
 
 def _grid3(grid: Any, meta: dict[str, Any]) -> tuple[int, int, int]:
@@ -133,7 +140,7 @@ class Kernel:
             if entry is None:
                 entry = self._compile(key, args, constexprs, num_warps)
             grid3 = fixed or _grid3(grid, {**constexprs, "num_warps": num_warps})
-            entry[0](grid3, entry[1], values, 0, stream)
+            entry[0](grid3, entry[1], values, entry[2], stream)
 
         return launch
 
@@ -141,7 +148,7 @@ class Kernel:
         self.binder.check_call(args, constexprs, num_warps)
         spec = specialise(self.module.unit, self.name, self.binder, key)
         self._specs[key] = spec
-        entry = self._compiled[key] = (spec.loaded.launch, spec.block)
+        entry = self._compiled[key] = (spec.loaded.launch, spec.block, spec.shared_mem)
         return entry
 
     def specialize(self, *args, num_warps: int = 4, **constexprs) -> Specialization:
@@ -207,11 +214,15 @@ class Module:
 
 
 def compile(source: str | os.PathLike, name: str | None = None) -> Module:  # noqa: A001
-    """Parse a kernel file (a path) or kernel text (a string with a newline, or with ``name``).
+    """Parse a kernel file (a path) or kernel text (a string with a newline, or one that names
+    no file); ``name`` is what errors and ``#line`` directives call it.
 
     Specialisations are checked and compiled at their first launch or ``cuda_source`` call.
     """
-    if isinstance(source, os.PathLike) or (name is None and "\n" not in str(source)):
+    is_path = isinstance(source, os.PathLike) or (
+        "\n" not in source and (name is None or os.path.exists(source))
+    )
+    if is_path:
         path = Path(source)
         try:
             text = path.read_text(encoding="utf-8")

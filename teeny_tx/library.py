@@ -20,6 +20,7 @@ import numpy as np
 
 from .dtypes import DTYPES
 from .kernel import Module, compile
+from .lower import ops_random
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "kernels"
@@ -47,6 +48,17 @@ def _gelu_exact(x):
 
 def _gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def dropout_reference(x, p, seed):
+    """kernels/dropout.c: x / (1 - p) where rand(seed, i) > p (element i), else 0; float64."""
+    keep = ops_random.rand(seed, np.arange(np.size(x))) > np.float32(p)
+    return np.where(keep, x / (1.0 - np.float64(np.float32(p))), 0.0)
+
+
+def _dropout_scalars(rng: np.random.Generator) -> tuple[float, int]:
+    """p (an f32 value) and a seed spanning all 64 bits, negative ones included."""
+    return float(np.float32(rng.uniform(0.05, 0.95))), int(rng.integers(-(2**63), 2**63 - 1))
 
 
 @dataclass(frozen=True)
@@ -131,6 +143,15 @@ CASES: tuple[Case, ...] = (
             float(np.float32(rng.uniform(0.1, 1.5))),
         ),
     ),
+    Case("dropout", "dropout.c", "dropout", 1, dropout_reference, scalars=_dropout_scalars),
+    Case(
+        "dropout_backward",
+        "dropout.c",
+        "dropout_backward",
+        1,
+        dropout_reference,
+        scalars=_dropout_scalars,
+    ),
 )
 
 
@@ -202,6 +223,14 @@ GOLDEN: tuple[Golden, ...] = (
         "leaky_relu.f16", "activations.c", "leaky_relu", ("f16", "f16", 0.1, 1000), {"BLOCK": 1024}
     ),
     Golden("clamp.f32", "activations.c", "clamp", ("f32", "f32", -1.0, 1.0, 1000), {"BLOCK": 1024}),
+    Golden("dropout.f32", "dropout.c", "dropout", ("f32", "f32", 0.1, 1234, 1000), {"BLOCK": 1024}),
+    Golden(
+        "dropout_backward.bf16",
+        "dropout.c",
+        "dropout_backward",
+        ("bf16", "bf16", 0.1, 1234, 1000),
+        {"BLOCK": 1024},
+    ),
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import teeny_tx
@@ -38,3 +39,36 @@ def compile_error(text: str, *args, name: str = "k", **constexprs) -> teeny_tx.C
 def nvrtc_compile(source: str, name: str) -> bytes:
     """Compile generated CUDA for sm_90 (no GPU needed) and return the cubin."""
     return nvrtc.compile_to_cubin(source, name=name, arch="sm_90", headers=HEADERS)
+
+
+# Every op into its own output; `base` shifts the offsets (negative ones too); `wide` only
+# forces 64-bit indices when its value does not fit 32 bits.
+EVERY_RANDOM_OP = """
+kernel every(f32 *u, f32 *z, u32 *w, u32 *w4, i64 seed, i32 base, i32 n, i32 wide,
+             const i32 BLOCK)
+{
+    tile i = program_id(0) * BLOCK + arange(0, BLOCK);
+    tile mask = i < n;
+    tile offs = base + i;
+    store(u + i, rand(seed, offs), mask);
+    store(z + i, randn(seed, offs), mask);
+    store(w + i, randint(seed, offs), mask);
+    store(w4 + 4 * i, randint4x(seed, offs, 0), mask);
+    store(w4 + 4 * i + 1, randint4x(seed, offs, 1), mask);
+    store(w4 + 4 * i + 2, randint4x(seed, offs, 2), mask);
+    store(w4 + 4 * i + 3, randint4x(seed, offs, 3), mask);
+}
+"""
+
+
+def every_random_op(n: int, seed: int, base: int, wide: int = 0, block: int = 1024):
+    """Run EVERY_RANDOM_OP on the interpreter: (rand, randn, randint, the four words as [n, 4])."""
+    out = (
+        np.full(n, np.nan, np.float32),
+        np.full(n, np.nan, np.float32),
+        np.zeros(n, np.uint32),
+        np.zeros((n, 4), np.uint32),
+    )
+    k = teeny_tx.compile(EVERY_RANDOM_OP, name=KERNEL_FILE).every
+    k.interpret[(teeny_tx.cdiv(n, block),)](*out, seed, base, n, wide, BLOCK=block)
+    return out

@@ -1,4 +1,4 @@
-"""Contiguity and divisibility of integer and pointer tiles (Triton's AxisInfo, 1-D).
+"""Contiguity and divisibility of integer and pointer tiles along their last axis (Triton's AxisInfo).
 
 Input: a layout-annotated ``ir.Kernel``. Output: :func:`vector_width`, how many neighbouring
 lanes of a load or store may travel as one access. A value's :class:`Info` says, for aligned
@@ -17,7 +17,7 @@ from math import gcd
 
 from . import ir
 from .ir import Const, Expr, Op, PointerType, Var
-from .layout import walk_exprs
+from .layout import Layout, walk_exprs
 
 BIG = 1 << 30
 
@@ -66,7 +66,7 @@ class AxisInfo:
         self._exprs = list(walk_exprs(kernel.body))
 
     def info(self, e: Expr) -> Info:
-        n = e.type.shape[0] if e.type.shape else BIG
+        n = e.type.shape[-1] if e.type.shape else BIG
         if isinstance(e, Const):
             return Info(1, BIG, _pow2_div(int(e.value)) if not isinstance(e.value, float) else 1)
         if isinstance(e, Var):
@@ -78,6 +78,21 @@ class AxisInfo:
             return Info(1, BIG if not e.type.is_tile else 1, 1)
         i = rule(e)
         return Info(min(i.contig, n), min(i.const, n), i.div)
+
+    def op_expand_dims(self, e: Op) -> Info:
+        x = self.info(e.args[0])
+        if e.attr("axis") < len(e.args[0].type.shape):
+            return x
+        return Info(1, BIG, x.div if x.contig == 1 else 1)  # a new last axis of size 1
+
+    def op_broadcast(self, e: Op) -> Info:
+        x = self.info(e.args[0])
+        if e.args[0].type.shape[-1] == 1 and e.type.shape[-1] > 1:
+            return Info(1, BIG, x.div)
+        return x
+
+    def op_convert_layout(self, e: Op) -> Info:
+        return self.info(e.args[0])
 
     def op_arange(self, e: Op) -> Info:
         return Info(e.type.shape[0], 1, _pow2_div(e.attr("start")))
@@ -113,12 +128,14 @@ class AxisInfo:
         a = self.info(e.args[0])
         return Info(1, a.const, a.div)
 
-    def vector_width(self, ptr: Expr, spt: int) -> int:
-        """Lanes per access for a load/store through ``ptr`` (a power of two, 16 bytes at most)."""
-        if not ptr.type.is_tile:
+    def vector_width(self, ptr: Expr, layout: Layout) -> int:
+        """Lanes per access for a load/store through ``ptr`` (a power of two, 16 bytes at most):
+        contiguous, aligned elements that one thread holds in consecutive registers."""
+        if not ptr.type.is_tile or layout.dims[-1] != layout.fastest:
             return 1
         elem = ptr.type.dtype.elem.itemsize
         i = self.info(ptr)
+        spt = min(layout.blocked.spt[layout.fastest], layout.regs_along(layout.fastest))
         width = min(spt, i.contig, max(i.div // elem, 1), 16 // elem)
         return 1 << (width.bit_length() - 1) if width >= 1 else 1
 

@@ -120,7 +120,7 @@ _CUDA_NAMES = frozenset(
         "tx",
     }
 )
-_EMITTER_NAMES = re.compile(r"i|L\d+|(load|mask|value)_\d+")
+_EMITTER_NAMES = re.compile(r"i|L\d+|tx_smem|(load|mask|value|red|pairs|converted|permuted|reshaped)_\d+")
 
 
 @dataclass(frozen=True)
@@ -779,6 +779,7 @@ class Builder:
                     f"load() other of shape {list(other.type.shape)} does not fit pointers of shape {list(shape)}",
                     self.loc(args[2]),
                 )
+            other = ty.broadcast_to(other, shape)
         if mask is not None and other is None:
             other = Const(type=Type(elem), loc=loc, value=ty.convert_value(0, elem))
         operands = (
@@ -804,6 +805,13 @@ class Builder:
             )
         shape = ptr.type.shape
         value = ty.cast(self.expr(args[1]), ptr.type.dtype.elem)
+        if value.type.is_tile and value.type.shape != shape and shape and len(value.type.shape) <= len(shape):
+            try:
+                fits = ty.broadcast_shapes(shape, value.type.shape, loc, "store()") == shape
+            except CompileError:
+                fits = False
+            if fits:
+                value = ty.broadcast_to(value, shape)
         if value.type.is_tile and value.type.shape != shape:
             raise CompileError(
                 f"shape mismatch in store(): value {list(value.type.shape)} through pointers {list(shape)}",
@@ -821,6 +829,157 @@ class Builder:
             attrs=(("masked", len(args) > 2),),
         )
 
+    # ------------------------------------------------------------ shapes
+
+    def tile_arg(self, node, what: str) -> Expr:
+        x = self.expr(node)
+        if not x.type.is_tile or x.type.is_pointer and False:
+            raise CompileError(f"{what}() needs a tile, got {x.type}", self.loc(node))
+        return x
+
+    def axis_arg(self, node, rank: int, what: str, extra: int = 0) -> int:
+        axis = self.constant(node, f"the axis of {what}()")
+        if not isinstance(axis, int) or not -(rank + extra) <= axis < rank + extra:
+            raise CompileError(
+                f"{what}() axis {axis} is out of range for a tile of rank {rank}", self.loc(node)
+            )
+        return axis % (rank + extra)
+
+    def dims_args(self, nodes, what: str) -> tuple[int, ...]:
+        dims = tuple(self.constant(n, f"the sizes of {what}()") for n in nodes)
+        for n, d in zip(nodes, dims):
+            if not isinstance(d, int) or d <= 0 or d & (d - 1):
+                raise CompileError(f"{what}() sizes must be positive powers of two, got {d}", self.loc(n))
+        return dims
+
+    def call_expand_dims(self, args, loc: Location) -> Expr:
+        x = self.tile_arg(args[0], "expand_dims")
+        rank = len(x.type.shape)
+        axis = self.axis_arg(args[1], rank, "expand_dims", extra=1)
+        shape = x.type.shape[:axis] + (1,) + x.type.shape[axis:]
+        return Op(type=x.type.with_shape(shape), loc=loc, op="expand_dims", args=(x,), attrs=(("axis", axis),))
+
+    def call_broadcast_to(self, args, loc: Location) -> Expr:
+        x = self.tile_arg(args[0], "broadcast_to")
+        shape = self.dims_args(args[1:], "broadcast_to")
+        if ty.broadcast_shapes(shape, x.type.shape, loc, "broadcast_to()") != shape:
+            raise CompileError(f"broadcast_to(): {list(x.type.shape)} does not broadcast to {list(shape)}", loc)
+        return ty.broadcast_to(x, shape)
+
+    def call_reshape(self, args, loc: Location) -> Expr:
+        x = self.tile_arg(args[0], "reshape")
+        shape = self.dims_args(args[1:], "reshape")
+        if Type(x.type.dtype, shape).numel != x.type.numel:
+            raise CompileError(
+                f"reshape() from {list(x.type.shape)} to {list(shape)} changes the number of elements", loc
+            )
+        return Op(type=x.type.with_shape(shape), loc=loc, op="reshape", args=(x,))
+
+    def call_trans(self, args, loc: Location) -> Expr:
+        x = self.tile_arg(args[0], "trans")
+        if len(x.type.shape) != 2:
+            raise CompileError(f"trans() needs a 2-D tile, got {x.type}", loc, "use permute() for other ranks")
+        return self._permute(x, (1, 0), loc)
+
+    def call_permute(self, args, loc: Location) -> Expr:
+        x = self.tile_arg(args[0], "permute")
+        dims = tuple(self.constant(n, "the axes of permute()") for n in args[1:])
+        if sorted(dims) != list(range(len(x.type.shape))):
+            raise CompileError(f"permute() axes {list(dims)} are not a permutation of the tile's axes", loc)
+        return self._permute(x, dims, loc)
+
+    def _permute(self, x: Expr, dims: tuple[int, ...], loc: Location) -> Expr:
+        shape = tuple(x.type.shape[d] for d in dims)
+        return Op(type=x.type.with_shape(shape), loc=loc, op="permute", args=(x,), attrs=(("dims", dims),))
+
+    # ------------------------------------------------------------ reductions
+
+    def call_sum(self, args, loc: Location) -> Expr:
+        return self._reduction("sum", args, loc)
+
+    def call_max(self, args, loc: Location) -> Expr:
+        return self._reduction("max", args, loc)
+
+    def call_min(self, args, loc: Location) -> Expr:
+        return self._reduction("min", args, loc)
+
+    def call_xor_sum(self, args, loc: Location) -> Expr:
+        return self._reduction("xor_sum", args, loc)
+
+    def call_argmax(self, args, loc: Location) -> Expr:
+        return self._reduction("argmax", args, loc)
+
+    def call_argmin(self, args, loc: Location) -> Expr:
+        return self._reduction("argmin", args, loc)
+
+    def call_reduce(self, args, loc: Location) -> Expr:
+        return self._reduction("reduce", args[:2], loc, combine_node=args[2])
+
+    _COMBINE = {"sum": "add", "max": "maximum", "min": "minimum", "xor_sum": "bitxor"}
+
+    def _reduction(self, kind: str, args, loc: Location, combine_node=None) -> Expr:
+        x = self.tile_arg(args[0], kind)
+        if x.type.is_pointer:
+            raise CompileError(f"{kind}() of pointers is not defined", loc)
+        rank = len(x.type.shape)
+        axis = self.axis_arg(args[1], rank, kind) if len(args) > 1 and combine_node is None or len(args) > 1 else None
+        keep = bool(self.constant(args[2], f"keep_dims of {kind}()")) if len(args) > 2 else False
+        dtype = x.type.dtype
+        if kind == "sum":
+            if dtype.is_float and dtype.bits < 32:
+                dtype = F32
+            elif dtype.kind == "b" or (dtype.is_int and dtype.bits < 32):
+                dtype = DTYPES["u32"] if dtype.kind == "u" else self.index if dtype.kind == "b" else DTYPES["i32"]
+        if kind == "xor_sum":
+            ty.require_int(x, loc, "xor_sum")
+        x = ty.cast(x, dtype)
+        a = Var(type=Type(dtype), loc=loc, name="a")
+        b = Var(type=Type(dtype), loc=loc, name="b")
+        if kind in self._COMBINE:
+            combine = self.apply(self._COMBINE[kind], [a, b], loc)
+        elif kind in ("argmax", "argmin"):
+            combine = self.apply("gt" if kind == "argmax" else "lt", [b, a], loc)
+        else:
+            combine = self.combiner(combine_node, dtype, loc)
+        axes = [axis] if axis is not None else list(range(rank))[::-1]
+        if kind in ("argmax", "argmin") and axis is None:
+            raise CompileError(f"{kind}() needs an axis", loc)
+        for ax in axes:
+            shape = x.type.shape[:ax] + ((1,) if keep else ()) + x.type.shape[ax + 1 :]
+            out_dtype = self.index if kind in ("argmax", "argmin") else dtype
+            x = Op(
+                type=Type(out_dtype, shape),
+                loc=loc,
+                op="reduce",
+                args=(x,),
+                attrs=(("kind", kind), ("axis", ax), ("keep_dims", keep), ("combine", combine)),
+            )
+        return x
+
+    def combiner(self, node, dtype, loc: Location) -> Expr:
+        """A helper `T f(T a, T b) { return ...; }` as an expression of two scalars a, b."""
+        if not isinstance(node, c_ast.ID) or node.name not in self.unit.functions:
+            raise CompileError(
+                "reduce() needs the name of a helper function of this file as its combiner",
+                self.loc(node),
+                "e.g. `tile add(tile a, tile b) { return a + b; }` then reduce(x, 0, add)",
+            )
+        fn = self.unit.functions[node.name]
+        if len(fn.body.block_items or []) != 1:
+            raise CompileError(
+                f"combiner '{node.name}' must be a single `return` of an expression", self.loc(fn.decl)
+            )
+        a = Var(type=Type(dtype), loc=loc, name="a")
+        b = Var(type=Type(dtype), loc=loc, name="b")
+        before = len(self.blocks[-1])
+        result = self.inline(node.name, [a, b], loc, statement=False)
+        if len(self.blocks[-1]) != before:
+            raise CompileError(f"combiner '{node.name}' must not declare variables", self.loc(fn.decl))
+        result = ty.cast(result, dtype)
+        if result.type.is_tile:
+            raise CompileError(f"combiner '{node.name}' must combine two scalars into one", loc)
+        return result
+
     def mask(self, node, shape: tuple[int, ...], what: str) -> Expr:
         mask = ty.to_bool(self.expr(node), self.loc(node))
         if mask.type.shape != shape and (mask.type.is_tile or not shape):
@@ -833,7 +992,7 @@ class Builder:
                     f"{what}() mask of shape {list(mask.type.shape)} does not match pointers of shape {list(shape)}",
                     self.loc(node),
                 )
-        return mask
+        return ty.broadcast_to(mask, shape)
 
     # ------------------------------------------------------------ helper functions
 
@@ -849,7 +1008,7 @@ class Builder:
             s = "" if len(params) == 1 else "s"
             got = len(arg_nodes)
             raise CompileError(f"{name}() takes {len(params)} argument{s}, got {got}", loc)
-        args = [self.expr(a) for a in arg_nodes]
+        args = [a if isinstance(a, Expr) else self.expr(a) for a in arg_nodes]
         items = list(fn.body.block_items or [])
         ret = items.pop() if items and isinstance(items[-1], c_ast.Return) else None
         returns_void = _return_type_name(fn) in ("void", "kernel")

@@ -1,14 +1,23 @@
 """The layout pass: which thread holds which elements of every tile.
 
-Input: a typed ``ir.Kernel``. Output: the same kernel with a :class:`Blocked` layout on every
-tile-valued node and tile declaration. A blocked layout (Triton's) gives each thread
-``size_per_thread`` contiguous elements, lays the block's threads side by side and repeats the
-pattern until the tile is covered; a tile smaller than one repetition wraps, and the threads
-past its end hold copies.
+Input: a typed ``ir.Kernel``. Output: the same kernel with a :class:`Layout` on every tile-valued
+node and tile declaration, with ``convert_layout`` ops where a variable is used in a layout other
+than its own, and the layouts in first-use order.
 
-The size per thread is chosen so that one thread's elements make a 16-byte access for the
-narrowest dtype that tile shape moves through memory. Layouts change speed, never meaning: the
-interpreter runs the IR before this pass.
+A :class:`Blocked` layout (Triton's) gives each thread ``spt[d]`` contiguous elements along
+dimension d, lays a warp's lanes (``tpw``) and the block's warps (``wpc``) side by side, fastest
+dimension ``order[0]`` first, and repeats that pattern until the tile is covered. It does not
+depend on the tile's size: a :class:`Layout` is a blocked layout applied to one shape, padded to
+the blocked layout's rank. A dimension of size 1 is held once by every thread, so a row
+``[M, 1]`` or a column ``[1, N]`` broadcasts against ``[M, N]`` in registers, and a reduction
+along a dimension gives the same layout with that dimension of size 1 (Triton's slice layout).
+
+The pass chooses one blocked layout per rank (rank 2: from the largest 2-D tile the kernel moves
+through memory) and sends each expression the layout its consumer wants, top down; arange, full
+and elementwise chains are computed directly in the wanted layout. A variable has one layout,
+fixed by how it is used (``expand_dims`` of a 1-D tile into 2-D makes it a slice of the 2-D
+layout); reading it elsewhere goes through shared memory. Layouts change speed, never meaning:
+the interpreter runs the IR before this pass.
 """
 
 from __future__ import annotations
@@ -18,104 +27,366 @@ from dataclasses import dataclass
 
 from ..errors import CompileError
 from . import ir
-from .ir import Expr, Op, PointerType
+from .ir import Expr, Op, PointerType, Var
 
 
 @dataclass(frozen=True)
 class Blocked:
-    """A 1-D blocked layout over ``shape``: ``spt`` elements per thread, ``threads`` threads."""
-
-    shape: tuple[int, ...]
-    spt: int
-    threads: int
+    spt: tuple[int, ...]
+    tpw: tuple[int, ...]
+    wpc: tuple[int, ...]
+    order: tuple[int, ...]
 
     @property
-    def tile(self) -> int:
-        return self.spt * self.threads
+    def rank(self) -> int:
+        return len(self.spt)
+
+    def tile(self, d: int) -> int:
+        return self.spt[d] * self.tpw[d] * self.wpc[d]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A blocked layout over one tile: ``shape`` is padded to the blocked rank; ``dims`` maps
+    the value's axes to the blocked layout's dimensions (the others have size 1)."""
+
+    blocked: Blocked
+    shape: tuple[int, ...]
+    dims: tuple[int, ...]
+
+    def regs_along(self, d: int) -> int:
+        size, tile, spt = self.shape[d], self.blocked.tile(d), self.blocked.spt[d]
+        return spt * (size // tile) if size >= tile else min(spt, size)
 
     @property
     def regs(self) -> int:
-        n = self.shape[0]
-        return self.spt * (n // self.tile) if n >= self.tile else min(self.spt, n)
+        n = 1
+        for d in range(self.blocked.rank):
+            n *= self.regs_along(d)
+        return n
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
 
     @property
     def replicated(self) -> bool:
-        return self.shape[0] < self.tile
+        """Whether some threads hold copies of other threads' elements."""
+        return self.threads_covered < self.blocked_threads
+
+    @property
+    def blocked_threads(self) -> int:
+        n = 1
+        for d in range(self.blocked.rank):
+            n *= self.blocked.tpw[d] * self.blocked.wpc[d]
+        return n
+
+    @property
+    def threads_covered(self) -> int:
+        """Threads holding distinct elements."""
+        n = 1
+        for d in range(self.blocked.rank):
+            n *= max(1, min(self.blocked.tpw[d] * self.blocked.wpc[d], self.shape[d] // self.blocked.spt[d]))
+        return n
+
+    @property
+    def fastest(self) -> int:
+        """The blocked dimension whose elements are contiguous in a thread's registers."""
+        return self.blocked.order[0]
+
+    @property
+    def key(self) -> tuple:
+        """Layouts with equal keys are the same C++ type."""
+        return (self.blocked, self.shape)
 
     @property
     def cuda(self) -> str:
-        return f"tx::Blocked1D<{self.shape[0]}, {self.spt}, {self.threads}>"
+        b = self.blocked
+
+        def ints(v):
+            return f"tx::Ints<{', '.join(map(str, v))}>"
+
+        return f"tx::Blocked<{ints(self.shape)}, {ints(b.spt)}, {ints(b.tpw)}, {ints(b.wpc)}, {ints(b.order)}>"
 
     def describe(self) -> str:
-        copies = ", threads past the end hold copies" if self.replicated else ""
-        return f"[{self.shape[0]}]: {self.spt} contiguous per thread x {self.threads} threads, {self.regs} per thread{copies}"
+        b = self.blocked
+        x = "x".join
+        copies = ", some threads hold copies" if self.threads_covered < self.blocked_threads else ""
+        return (
+            f"[{', '.join(map(str, self.shape))}]: {x(map(str, b.spt))} per thread, "
+            f"{x(map(str, b.tpw))} lanes, {x(map(str, b.wpc))} warps, order {list(b.order)}; "
+            f"{self.regs} per thread{copies}"
+        )
+
+    def with_shape(self, shape: tuple[int, ...], dims: tuple[int, ...]) -> Layout:
+        """The same blocked layout over another value (``shape`` in value axes)."""
+        padded = [1] * self.blocked.rank
+        for axis, d in enumerate(dims):
+            padded[d] = shape[axis]
+        return Layout(self.blocked, tuple(padded), dims)
+
+    def value_shape(self) -> tuple[int, ...]:
+        return tuple(self.shape[d] for d in self.dims)
 
 
-def assign_layouts(kernel: ir.Kernel) -> tuple[ir.Kernel, dict[tuple[int, ...], Blocked]]:
-    """Annotate every tile of ``kernel``; also return the layouts by shape, in first-use order."""
-    widths: dict[tuple[int, ...], int] = {}
-    for e in walk_exprs(kernel.body):
-        if isinstance(e, Op) and e.op in ("load", "store"):
-            elem = e.args[0].type.dtype.elem
-            shape = e.args[0].type.shape
-            if shape:
-                widths[shape] = min(widths.get(shape, 16), elem.itemsize)
-    layouts: dict[tuple[int, ...], Blocked] = {}
+def default_blocked(shape: tuple[int, ...], num_warps: int, elem_bytes: int) -> Blocked:
+    """Triton's default: 16-byte runs along the last axis, lanes fill the fastest dimensions,
+    warps the slowest; lanes or warps left over hold copies."""
+    rank = len(shape)
+    order = tuple(reversed(range(rank)))
+    spt = [1] * rank
+    last = rank - 1
+    spt[last] = max(1, min(16 // max(elem_bytes, 1), shape[last]))
+    if rank == 1:
+        spt[0] = max(1, min(spt[0], shape[0] // (32 * num_warps)))
+    tpw = [1] * rank
+    left = 32
+    for d in order:
+        t = min(left, max(1, shape[d] // spt[d]))
+        tpw[d] = t
+        left //= t
+    tpw[order[-1]] *= left
+    wpc = [1] * rank
+    left = num_warps
+    for d in reversed(order):
+        w = min(left, max(1, shape[d] // (spt[d] * tpw[d])))
+        wpc[d] = w
+        left //= w
+    wpc[order[0]] *= left
+    return Blocked(tuple(spt), tuple(tpw), tuple(wpc), order)
 
-    def layout_for(shape: tuple[int, ...], loc) -> Blocked:
-        if shape not in layouts:
-            if len(shape) != 1:
-                raise CompileError(
-                    f"tiles of rank {len(shape)} are not supported yet (only 1-D tiles)", loc
+
+class LayoutPass:
+    def __init__(self, kernel: ir.Kernel):
+        self.kernel = kernel
+        self.width: dict[int, int] = {}  # rank -> narrowest element moved through memory
+        self.largest: dict[int, tuple[int, ...]] = {}  # rank -> largest shape moved
+        for e in walk_exprs(kernel.body):
+            if isinstance(e, Op) and e.op in ("load", "store") and e.args[0].type.is_tile:
+                shape = e.args[0].type.shape
+                rank = len(shape)
+                self.width[rank] = min(self.width.get(rank, 16), e.args[0].type.dtype.elem.itemsize)
+                if _numel(shape) > _numel(self.largest.get(rank, ())):
+                    self.largest[rank] = shape
+        self.blocked_by_rank: dict[int, Blocked] = {}
+        self.blocked_1d: dict[int, Blocked] = {}
+        self.vars: dict[str, Layout] = {}
+        self.layouts: dict[tuple, Layout] = {}
+        self._decide_variables()
+
+    # ------------------------------------------------------------ choices
+
+    def blocked(self, shape: tuple[int, ...]) -> Blocked:
+        rank = len(shape)
+        width = self.width.get(rank, 4)
+        if rank == 1:
+            if shape[0] not in self.blocked_1d:
+                self.blocked_1d[shape[0]] = default_blocked(shape, self.kernel.num_warps, width)
+            return self.blocked_1d[shape[0]]
+        if rank not in self.blocked_by_rank:
+            anchor = self.largest.get(rank, shape)
+            self.blocked_by_rank[rank] = default_blocked(anchor, self.kernel.num_warps, width)
+        return self.blocked_by_rank[rank]
+
+    def default(self, shape: tuple[int, ...]) -> Layout:
+        return Layout(self.blocked(shape), shape, tuple(range(len(shape))))
+
+    def _decide_variables(self) -> None:
+        """A variable's layout: a slice of the 2-D layout when it is expanded into 2-D,
+        else what its first value naturally has, else the default for its shape."""
+        demands: dict[str, Layout] = {}
+        for e in walk_exprs(self.kernel.body):
+            if isinstance(e, Op) and e.op == "expand_dims" and isinstance(e.args[0], Var):
+                var = e.args[0]
+                if var.name not in demands and len(e.type.shape) > len(var.type.shape):
+                    full = self.default(e.type.shape)
+                    axis = e.attr("axis")
+                    dims = tuple(d for d in range(len(e.type.shape)) if d != axis)
+                    demands[var.name] = full.with_shape(var.type.shape, dims)
+        for s in walk_stmts(self.kernel.body):
+            if isinstance(s, ir.Declare) and s.type.is_tile and s.name not in self.vars:
+                layout = demands.get(s.name)
+                if layout is None and s.init is not None:
+                    layout = self.natural(s.init)
+                if layout is None or layout.value_shape() != s.type.shape:
+                    layout = self.default(s.type.shape)
+                self.vars[s.name] = layout
+
+    def natural(self, e: Expr) -> Layout | None:
+        """The layout ``e`` has when nothing asks for one (None: any layout will do)."""
+        if not e.type.is_tile:
+            return None
+        if isinstance(e, Var):
+            return self.vars.get(e.name)
+        if not isinstance(e, Op):
+            return None
+        if e.op in ("arange", "full"):
+            return None
+        if e.op == "reduce":
+            inner = self.natural(e.args[0]) or self.default(e.args[0].type.shape)
+            return self.reduced(inner, e)
+        if e.op == "expand_dims":
+            inner = self.natural(e.args[0])
+            if inner is not None and len(inner.dims) < inner.blocked.rank:
+                missing = [d for d in range(inner.blocked.rank) if d not in inner.dims][0]
+                dims = list(inner.dims)
+                dims.insert(e.attr("axis"), missing)
+                if dims == sorted(dims):
+                    return inner.with_shape(e.type.shape, tuple(dims))
+            return None
+        if e.op in ("permute", "reshape"):
+            return None
+        for a in e.args:
+            inner = self.natural(a) if a.type.is_tile else None
+            if inner is not None and len(inner.dims) == len(e.type.shape):
+                return inner.with_shape(e.type.shape, inner.dims)
+        return None
+
+    def reduced(self, inner: Layout, e: Op) -> Layout:
+        axis = e.attr("axis")
+        shape = list(inner.shape)
+        shape[inner.dims[axis]] = 1
+        dims = inner.dims if e.attr("keep_dims") else inner.dims[:axis] + inner.dims[axis + 1 :]
+        return Layout(inner.blocked, tuple(shape), dims)
+
+    # ------------------------------------------------------------ annotation, top down
+
+    def annotate(self, e: Expr, want: Layout | None) -> Expr:
+        if not e.type.is_tile:
+            if isinstance(e, Op) and e.args:
+                if e.op == "reduce":
+                    inner = self.natural(e.args[0]) or self.default(e.args[0].type.shape)
+                    return self._reduce(e, inner)
+                return dataclasses.replace(e, args=tuple(self.annotate(a, None) for a in e.args))
+            return e
+        layout = want or self.natural(e) or self.default(e.type.shape)
+        self.layouts.setdefault(layout.key, layout)
+        if isinstance(e, Var):
+            own = self.vars.get(e.name) or self.default(e.type.shape)
+            if own.key != layout.key:
+                return Op(type=e.type, loc=e.loc, op="convert_layout",
+                          args=(dataclasses.replace(e, layout=own),), layout=layout)
+            return dataclasses.replace(e, layout=own)
+        assert isinstance(e, Op)
+        if e.op == "reduce":
+            inner = Layout(layout.blocked, _restore(layout, e), _restore_dims(layout, e))
+            return self._reduce(e, inner)
+        if e.op == "expand_dims":
+            axis = e.attr("axis")
+            dims = layout.dims[:axis] + layout.dims[axis + 1 :]
+            inner = layout.with_shape(e.args[0].type.shape, dims)
+            return dataclasses.replace(e, layout=layout, args=(self.annotate(e.args[0], inner),))
+        if e.op in ("permute", "reshape"):
+            source = self.natural(e.args[0]) or self.default(e.args[0].type.shape)
+            return dataclasses.replace(e, layout=layout, args=(self.annotate(e.args[0], source),))
+        args = []
+        for a in e.args:
+            if a.type.is_tile:
+                args.append(self.annotate(a, layout.with_shape(a.type.shape, layout.dims)))
+            else:
+                args.append(self.annotate(a, None))
+        return dataclasses.replace(e, layout=layout, args=tuple(args))
+
+    def _reduce(self, e: Op, inner: Layout) -> Expr:
+        self.layouts.setdefault(inner.key, inner)
+        out = self.reduced(inner, e)
+        self.layouts.setdefault(out.key, out)
+        arg = self.annotate(e.args[0], inner)
+        return dataclasses.replace(e, layout=out, args=(arg,))
+
+    def run(self) -> tuple[ir.Kernel, dict[tuple, Layout]]:
+        body = self.stmts(self.kernel.body)
+        return dataclasses.replace(self.kernel, body=body), self.layouts
+
+    def stmts(self, stmts) -> tuple[ir.Stmt, ...]:
+        out = []
+        for s in stmts:
+            if isinstance(s, ir.Declare):
+                layout = self.vars.get(s.name) if s.type.is_tile else None
+                if layout is not None:
+                    self.layouts.setdefault(layout.key, layout)
+                s = dataclasses.replace(
+                    s, init=self.annotate(s.init, layout) if s.init is not None else None, layout=layout
                 )
-            n, threads = shape[0], kernel.num_threads
-            spt = 16 // widths.get(shape, 4)
-            spt = max(1, min(spt, n // threads if n >= threads else 1))
-            layouts[shape] = Blocked(shape, spt, threads)
-        return layouts[shape]
+            elif isinstance(s, ir.Assign):
+                layout = self.vars.get(s.name) if s.value.type.is_tile else None
+                s = dataclasses.replace(s, value=self.annotate(s.value, layout))
+            elif isinstance(s, ir.Eval):
+                s = dataclasses.replace(s, expr=self._store(s.expr))
+            elif isinstance(s, ir.If):
+                s = dataclasses.replace(s, cond=self.annotate(s.cond, None), then=self.stmts(s.then),
+                                        orelse=self.stmts(s.orelse))
+            elif isinstance(s, ir.Loop):
+                s = dataclasses.replace(
+                    s,
+                    init=self.stmts(s.init),
+                    cond=self.annotate(s.cond, None) if s.cond is not None else None,
+                    step=self.stmts(s.step),
+                    body=self.stmts(s.body),
+                )
+            out.append(s)
+        return tuple(out)
 
-    def annotate(e: Expr) -> Expr:
-        changes = {}
-        if isinstance(e, Op) and e.args:
-            changes["args"] = tuple(annotate(a) for a in e.args)
-        if e.type.is_tile:
-            changes["layout"] = layout_for(e.type.shape, e.loc)
-        return dataclasses.replace(e, **changes) if changes else e
+    def _store(self, e: Expr) -> Expr:
+        if not (isinstance(e, Op) and e.op == "store" and e.args[0].type.is_tile):
+            return self.annotate(e, None)
+        ptr = e.args[0]
+        layout = self.natural(ptr) or self.natural(e.args[1]) or self.default(ptr.type.shape)
+        self.layouts.setdefault(layout.key, layout)
+        args = tuple(self.annotate(a, layout.with_shape(a.type.shape, layout.dims)) if a.type.is_tile
+                     else self.annotate(a, None) for a in e.args)
+        return dataclasses.replace(e, args=args, layout=layout)
 
-    body = map_stmts(kernel.body, annotate, layout_for)
-    return dataclasses.replace(kernel, body=body), layouts
+
+def _restore(layout: Layout, e: Op) -> tuple[int, ...]:
+    """The padded shape of a reduction's operand, from the reduction's layout."""
+    shape = list(layout.shape)
+    shape[_reduced_dim(layout, e)] = e.args[0].type.shape[e.attr("axis")]
+    return tuple(shape)
 
 
-def map_stmts(stmts, fe, layout_for) -> tuple[ir.Stmt, ...]:
-    out = []
+def _restore_dims(layout: Layout, e: Op) -> tuple[int, ...]:
+    if e.attr("keep_dims"):
+        return layout.dims
+    dims = list(layout.dims)
+    dims.insert(e.attr("axis"), _reduced_dim(layout, e))
+    return tuple(dims)
+
+
+def _reduced_dim(layout: Layout, e: Op) -> int:
+    if e.attr("keep_dims"):
+        return layout.dims[e.attr("axis")]
+    missing = [d for d in range(layout.blocked.rank) if d not in layout.dims]
+    if not missing:
+        raise CompileError("cannot place this reduction's input in a layout", e.loc)
+    return missing[0]
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1 if shape else 0
+    for s in shape:
+        n *= s
+    return n
+
+
+def assign_layouts(kernel: ir.Kernel) -> tuple[ir.Kernel, dict[tuple, Layout]]:
+    """Annotate every tile of ``kernel``; also return its layouts by C++ type, in first-use order."""
+    return LayoutPass(kernel).run()
+
+
+def walk_stmts(stmts):
     for s in stmts:
-        if isinstance(s, ir.Declare):
-            s = dataclasses.replace(
-                s,
-                init=fe(s.init) if s.init is not None else None,
-                layout=layout_for(s.type.shape, s.loc) if s.type.is_tile else None,
-            )
-        elif isinstance(s, ir.Assign):
-            s = dataclasses.replace(s, value=fe(s.value))
-        elif isinstance(s, ir.Eval):
-            s = dataclasses.replace(s, expr=fe(s.expr))
-        elif isinstance(s, ir.If):
-            s = dataclasses.replace(
-                s,
-                cond=fe(s.cond),
-                then=map_stmts(s.then, fe, layout_for),
-                orelse=map_stmts(s.orelse, fe, layout_for),
-            )
+        yield s
+        if isinstance(s, ir.If):
+            yield from walk_stmts(s.then)
+            yield from walk_stmts(s.orelse)
         elif isinstance(s, ir.Loop):
-            s = dataclasses.replace(
-                s,
-                init=map_stmts(s.init, fe, layout_for),
-                cond=fe(s.cond) if s.cond is not None else None,
-                step=map_stmts(s.step, fe, layout_for),
-                body=map_stmts(s.body, fe, layout_for),
-            )
-        out.append(s)
-    return tuple(out)
+            yield from walk_stmts(s.init)
+            yield from walk_stmts(s.body)
+            yield from walk_stmts(s.step)
 
 
 def walk_exprs(stmts):
@@ -128,7 +399,9 @@ def walk_exprs(stmts):
             roots = [s.value]
         elif isinstance(s, ir.Eval):
             roots = [s.expr]
-        elif isinstance(s, ir.If) or isinstance(s, ir.Loop) and s.cond is not None:
+        elif isinstance(s, ir.If):
+            roots = [s.cond]
+        elif isinstance(s, ir.Loop) and s.cond is not None:
             roots = [s.cond]
         for r in roots:
             yield from _walk(r)

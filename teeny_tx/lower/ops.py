@@ -78,6 +78,8 @@ def make(name: str, args: list[Expr], type_: Type, loc: Location, attrs: tuple =
             value = int(value)
         weak = all(a.weak for a in args)
         return Const(type=type_, loc=loc, value=value, weak=weak)
+    if type_.is_tile:
+        args = [ty.broadcast_to(a, type_.shape) for a in args]
     return Op(type=type_, loc=loc, op=name, args=tuple(args), attrs=attrs)
 
 
@@ -505,6 +507,18 @@ _def(
     (2, 3),
     None,
 )
+_def("expand_dims", "expand_dims(x, axis): insert a dimension of size 1 at axis (a constant)", 2, None)
+_def("broadcast_to", "broadcast_to(x, d0, ...): stretch dimensions of size 1 to the given sizes", (2, 4), None)
+_def("reshape", "reshape(x, d0, ...): the same elements, row-major, in a new static shape", (2, 4), None)
+_def("trans", "trans(x): the transpose of a 2-D tile", 1, None)
+_def("permute", "permute(x, d0, ...): dimensions reordered (result axis k is source axis dk)", (3, 4), None)
+_def("sum", "sum(x, axis = all, keep_dims = 0): sum; f16/bf16 accumulate and return f32, narrow ints i32", (1, 3), None)
+_def("max", "max(x, axis = all, keep_dims = 0): maximum; NaN operands are skipped (fmax)", (1, 3), None)
+_def("min", "min(x, axis = all, keep_dims = 0): minimum; NaN operands are skipped (fmin)", (1, 3), None)
+_def("xor_sum", "xor_sum(x, axis = all, keep_dims = 0): bitwise xor of integers", (1, 3), None)
+_def("argmax", "argmax(x, axis, keep_dims = 0): i32 index of the maximum; ties give the lowest index", (2, 3), None)
+_def("argmin", "argmin(x, axis, keep_dims = 0): i32 index of the minimum; ties give the lowest index", (2, 3), None)
+_def("reduce", "reduce(x, axis, combine): reduce with a helper `T combine(T a, T b)` of the file (associative)", 3, None)
 _def(
     "full",
     "T x[N] = v; a typed tile declaration filled with v (zeros when no value)",
@@ -519,6 +533,7 @@ _def(
     None,
     prelude=False,
 )
+_def("convert_layout", "the same tile in another layout (inserted by the layout pass)", 1, None, prelude=False)
 
 
 def numpy_cast(x, to: DType):

@@ -159,3 +159,17 @@ def to_bool(x: Expr, loc: Location) -> Expr:
 def index_dtype(index64: bool) -> DType:
     """The dtype `i32` stands for in index arithmetic of this specialisation."""
     return I64 if index64 else I32
+
+
+def broadcast_to(x: Expr, shape: tuple[int, ...]) -> Expr:
+    """T4 made explicit: a tile operand stretched to ``shape`` (scalars stay scalars). Missing
+    leading dimensions become ``expand_dims``, stretched ones a ``broadcast`` op, so every
+    elementwise op sees operands of its own shape."""
+    if not x.type.is_tile or x.type.shape == shape:
+        return x
+    while len(x.type.shape) < len(shape):
+        x = Op(type=x.type.with_shape((1,) + x.type.shape), loc=x.loc, op="expand_dims", args=(x,),
+               attrs=(("axis", 0),))
+    if x.type.shape == shape:
+        return x
+    return Op(type=x.type.with_shape(shape), loc=x.loc, op="broadcast", args=(x,))

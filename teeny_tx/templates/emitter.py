@@ -5,7 +5,10 @@ source, deterministic for a given input. Each DSL statement becomes one block of
 by a ``#line`` directive into the kernel file and the DSL line as a comment. Tiles become
 per-thread register arrays indexed by the layout's registers; elementwise expressions render
 inline, one loop per statement; loads and stores become 16-byte accesses where the axis info
-proves contiguity and alignment.
+proves contiguity and alignment. Values in layouts that differ only by broadcast dimensions
+index each other's registers through ``tx::remap``; reductions and layout changes go through
+the device header's ``tx::reduce`` and ``tx::relayout`` and one shared-memory scratch buffer,
+sized here to the largest use.
 
 Python decides (names, widths, which snippet); the templates lay out the text.
 """
@@ -13,6 +16,7 @@ Python decides (names, widths, which snippet); the templates lay out the text.
 from __future__ import annotations
 
 from collections import defaultdict
+from contextlib import contextmanager
 from functools import cache
 
 import jinja2
@@ -21,7 +25,7 @@ from ..dtypes import DType
 from ..lower import ir
 from ..lower.axisinfo import AxisInfo
 from ..lower.ir import Const, Expr, Op, PointerType, Var
-from ..lower.layout import Blocked
+from ..lower.layout import Layout
 from ..lower.ops import OPS
 
 INDENT = "    "
@@ -47,18 +51,47 @@ def ctype(dtype) -> str:
 
 
 class Emitter:
-    def __init__(self, kernel: ir.Kernel, layouts: dict[tuple[int, ...], Blocked]):
+    def __init__(self, kernel: ir.Kernel, layouts: dict[tuple, Layout]):
         self.kernel = kernel
-        self.layout_names = {layout: f"L{i}" for i, layout in enumerate(layouts.values())}
+        self.layouts = layouts
+        self.layout_names = {key: f"L{i}" for i, key in enumerate(layouts)}
         self.axis = AxisInfo(kernel)
         self.snippets = environment().get_template("ops.cu.j2").module
         self.counters: dict[str, int] = defaultdict(int)
-        self.temps: dict[int, str] = {}
+        self.temps: dict[int, tuple[str, Layout | None, str]] = {}
         self.lines: list[str] = []
         self.depth = 1
         self.last_line: tuple[str, int] | None = None
         self.line_directive_used = False
         self.loop_steps: list[list[ir.Stmt] | None] = []
+        self.loop: Layout | None = None  # the layout whose registers `i` counts
+        self.shared_bytes = 0
+
+    def L(self, layout: Layout) -> str:
+        return self.layout_names[layout.key]
+
+    @contextmanager
+    def registers_of(self, layout: Layout):
+        """Render expressions inside a tile loop over ``layout``'s registers."""
+        outer, self.loop = self.loop, layout
+        try:
+            yield self.L(layout)
+        finally:
+            self.loop = outer
+
+    def index(self, layout: Layout) -> str:
+        """Register `i` of the current loop, as a register of ``layout`` (a broadcast of it)."""
+        if self.loop is None or layout.key == self.loop.key:
+            return "i"
+        return f"tx::remap<{self.L(layout)}, {self.L(self.loop)}>(i)"
+
+    def tile_loop(self, layout: Layout, render, step: int = 1) -> str:
+        with self.registers_of(layout) as name:
+            return self.snippets.tile_loop(name, render(), step)
+
+    def scratch(self, nbytes: int) -> str:
+        self.shared_bytes = max(self.shared_bytes, nbytes)
+        return "tx_smem"
 
     # ------------------------------------------------------------ output
 
@@ -82,8 +115,8 @@ class Emitter:
             if p.constexpr
         ]
         layouts = [
-            {"name": name, "cuda": layout.cuda, "doc": layout.describe()}
-            for layout, name in self.layout_names.items()
+            {"name": self.layout_names[key], "cuda": layout.cuda, "doc": layout.describe()}
+            for key, layout in self.layouts.items()
         ]
         return (
             environment()
@@ -96,6 +129,7 @@ class Emitter:
                 params=params,
                 constexprs=constexprs,
                 layouts=layouts,
+                shared_bytes=self.shared_bytes,
                 body=self.lines,
             )
         )
@@ -141,24 +175,23 @@ class Emitter:
             self.hoist(s.init)
             self.out(f"{ctype(s.type.dtype)} {s.name} = {self.ex(s.init)};")
             return
-        layout = self.layout_names[s.layout]
-        self.out(self.snippets.declare_tile(ctype(s.type.dtype), s.name, layout))
-        self.fill(s.name, s.init, layout)
+        self.out(self.snippets.declare_tile(ctype(s.type.dtype), s.name, self.L(s.layout)))
+        self.fill(s.name, s.init, s.layout)
 
     def stmt_Assign(self, s: ir.Assign) -> None:
         if not s.value.type.is_tile:
             self.hoist(s.value)
             self.out(f"{s.name} = {self.ex(s.value)};")
             return
-        self.fill(s.name, s.value, self.layout_names[s.value.layout])
+        self.fill(s.name, s.value, s.value.layout)
 
-    def fill(self, name: str, value: Expr, layout: str) -> None:
+    def fill(self, name: str, value: Expr, layout: Layout) -> None:
         if isinstance(value, Op) and value.op == "load":
             self.hoist_args(value)
             self.emit_load(value, name)
             return
         self.hoist(value)
-        self.out(self.snippets.tile_loop(layout, f"{name}[i] = {self.ex(value)};"))
+        self.out(self.tile_loop(layout, lambda: f"{name}[i] = {self.ex(value)};"))
 
     def stmt_Eval(self, s: ir.Eval) -> None:
         e = s.expr
@@ -266,22 +299,24 @@ class Emitter:
                 value = f"{self.ex(mask)} ? {value} : {self.ex(other)}"
             self.out(f"{dst} = {value};")
             return
-        layout = self.layout_names[e.layout]
-        vec = self.axis.vector_width(ptr, e.layout.spt)
+        layout = e.layout
+        vec = self.axis.vector_width(ptr, layout)
         if vec > 1 and (other is None or not other.type.is_tile):
             mask_name = self.materialise(mask, layout) if mask is not None else None
-            other_text = self.ex(other) if other is not None else None
-            self.out(self.snippets.load_vec(layout, vec, dst, self.ex(ptr), mask_name, other_text))
-        else:
-            self.out(
-                self.snippets.load_lanes(
-                    layout,
-                    dst,
-                    self.ex(ptr),
-                    self.ex(mask) if mask is not None else None,
-                    self.ex(other) if other is not None else None,
-                )
+            with self.registers_of(layout) as name:
+                other_text = self.ex(other) if other is not None else None
+                text = self.snippets.load_vec(name, vec, dst, self.ex(ptr), mask_name, other_text)
+            self.out(text)
+            return
+        with self.registers_of(layout) as name:
+            text = self.snippets.load_lanes(
+                name,
+                dst,
+                self.ex(ptr),
+                self.ex(mask) if mask is not None else None,
+                self.ex(other) if other is not None else None,
             )
+        self.out(text)
 
     def emit_store(self, e: Op) -> None:
         ptr, value = e.args[0], e.args[1]
@@ -294,86 +329,166 @@ class Emitter:
             text = f"*({self.ex(ptr)}) = {self.ex(value)};"
             self.out(f"if ({self.ex(mask)}) {text}" if mask is not None else text)
             return
-        blocked: Blocked = ptr.layout
-        layout = self.layout_names[blocked]
-        vec = self.axis.vector_width(ptr, blocked.spt)
-        guard = f"{layout}::owner()" if blocked.replicated else None
+        layout: Layout = e.layout
+        vec = self.axis.vector_width(ptr, layout)
+        guard = f"{self.L(layout)}::owner()" if layout.replicated else None
         if vec > 1 and guard is None:
             value_name = self.materialise(value, layout, ptr.type.dtype.elem)
             mask_name = self.materialise(mask, layout) if mask is not None else None
-            self.out(self.snippets.store_vec(layout, vec, self.ex(ptr), value_name, mask_name))
+            with self.registers_of(layout) as name:
+                text = self.snippets.store_vec(name, vec, self.ex(ptr), value_name, mask_name)
+            self.out(text)
             return
-        conds = [c for c in (guard, self.ex(mask) if mask is not None else None) if c]
-        self.out(
-            self.snippets.store_lanes(
-                layout, self.ex(ptr), self.ex(value), " && ".join(conds) or None
-            )
-        )
+        with self.registers_of(layout) as name:
+            conds = [c for c in (guard, self.ex(mask) if mask is not None else None) if c]
+            text = self.snippets.store_lanes(name, self.ex(ptr), self.ex(value), " && ".join(conds) or None)
+        self.out(text)
 
-    def materialise(self, e: Expr, layout: str, dtype: DType | None = None) -> str:
-        """A tile's registers as a named array (a variable's own, or a new temporary)."""
-        if isinstance(e, Var) and e.type.is_tile:
+    def materialise(self, e: Expr, layout: Layout, dtype: DType | None = None) -> str:
+        """A tile's registers in ``layout`` as a named array (a variable's own, or a new one)."""
+        if isinstance(e, Var) and e.type.is_tile and e.layout is not None and e.layout.key == layout.key:
             return e.name
+        if id(e) in self.temps and self.temps[id(e)][1] is not None and self.temps[id(e)][1].key == layout.key and not self.temps[id(e)][2]:
+            return self.temps[id(e)][0]
         name = self.fresh("mask" if e.type.dtype.kind == "b" and dtype is None else "value")
-        self.out(self.snippets.declare_tile(ctype(dtype or e.type.dtype), name, layout))
-        self.out(self.snippets.tile_loop(layout, f"{name}[i] = {self.ex(e)};"))
+        self.out(self.snippets.declare_tile(ctype(dtype or e.type.dtype), name, self.L(layout)))
+        self.out(self.tile_loop(layout, lambda: f"{name}[i] = {self.ex(e)};"))
         return name
+
+    # ------------------------------------------------------------ reductions and layout changes
+
+    def emit_reduce(self, e: Op) -> None:
+        """``tx::reduce`` over one dimension into a temporary in the reduced layout."""
+        source = e.args[0]
+        inner: Layout = source.layout
+        out: Layout = e.layout
+        axis = e.attr("axis")
+        dim = inner.dims[axis]
+        kind = e.attr("kind")
+        dtype = source.type.dtype
+        name = self.fresh("red")
+        if kind in ("argmax", "argmin"):
+            pair = f"tx::ValueIndex<{ctype(dtype)}>"
+            values = self.fresh("pairs")
+            src = self.materialise(source, inner)
+            self.out(f"{pair} {values}[{self.L(inner)}::REGS];")
+            self.out(self.tile_loop(inner, lambda: f"{values}[i] = {{{src}[i], {self.L(inner)}::coord(i, {dim})}};"))
+            better = ">" if kind == "argmax" else "<"
+            combine = (
+                f"[]({pair} a, {pair} b) {{ return (b.value {better} a.value || "
+                f"(b.value == a.value && b.index < a.index)) ? b : a; }}"
+            )
+            elem, size, src = pair, 2 * max(dtype.itemsize, 4), values
+            suffix = ".index"
+        else:
+            src = self.materialise(source, inner)
+            with self.registers_of(out):
+                body = self.ex(e.attr("combine"))
+            t = ctype(dtype)
+            combine = f"[]({t} a, {t} b) {{ return {body}; }}"
+            elem, size, suffix = t, dtype.itemsize, ""
+        warps = _warps_along(inner, dim)
+        smem = self.scratch(warps * out.size * size) if warps > 1 else "nullptr"
+        self.out(f"{elem} {name}[{self.L(out)}::REGS];")
+        self.out(f"tx::reduce<{self.L(inner)}, {self.L(out)}, {dim}>({name}, {src}, {combine}, {smem});")
+        self.temps[id(e)] = (name, out, suffix)
+
+    def emit_relayout(self, e: Op) -> None:
+        """convert_layout, permute, reshape: through shared memory, each destination register
+        reading the source element it needs."""
+        source = e.args[0]
+        src_layout: Layout = source.layout
+        dst: Layout = e.layout
+        src = self.materialise(source, src_layout)
+        name = self.fresh({"convert_layout": "converted", "permute": "permuted"}.get(e.op, "reshaped"))
+        coords = [f"{self.L(dst)}::coord(r, {d})" for d in dst.dims]
+        if e.op == "permute":
+            perm = e.attr("dims")
+            source_coords = [None] * len(perm)
+            for k, axis in enumerate(perm):
+                source_coords[axis] = coords[k]
+            flat = _row_major(source_coords, source.type.shape)
+        elif e.op == "reshape":
+            flat = _row_major(coords, e.type.shape)
+        else:
+            flat = _row_major(coords, e.type.shape)
+        smem = self.scratch(src_layout.size * e.type.dtype.itemsize)
+        t = ctype(e.type.dtype)
+        self.out(f"{t} {name}[{self.L(dst)}::REGS];")
+        self.out(
+            f"tx::relayout<{self.L(src_layout)}, {self.L(dst)}>({name}, {src}, {smem}, "
+            f"[](int r) {{ return {flat}; }});"
+        )
+        self.temps[id(e)] = (name, dst, "")
 
     # ------------------------------------------------------------ expressions
 
+    _HOISTED = ("load", "reduce", "convert_layout", "permute", "reshape")
+
     def needs_hoist(self, e: Expr) -> bool:
         if isinstance(e, Op):
-            return e.op == "load" or any(self.needs_hoist(a) for a in e.args)
+            return e.op in self._HOISTED or any(self.needs_hoist(a) for a in e.args)
         return False
 
     def hoist(self, e: Expr | None) -> None:
-        """Give every load inside ``e`` its own temporary, before the statement uses it."""
-        if e is None or not isinstance(e, Op):
+        """Give every load, reduction and layout change inside ``e`` its own temporary,
+        before the statement uses it."""
+        if e is None or not isinstance(e, Op) or id(e) in self.temps:
             return
         self.hoist_args(e)
-        if e.op == "load" and id(e) not in self.temps:
+        if e.op == "load":
             name = self.fresh("load")
             if e.type.is_tile:
-                self.out(
-                    self.snippets.declare_tile(
-                        ctype(e.type.dtype), name, self.layout_names[e.layout]
-                    )
-                )
+                self.out(self.snippets.declare_tile(ctype(e.type.dtype), name, self.L(e.layout)))
             else:
                 self.out(f"{ctype(e.type.dtype)} {name};")
             self.emit_load(e, name)
-            self.temps[id(e)] = name
+            self.temps[id(e)] = (name, e.layout, "")
+        elif e.op == "reduce":
+            self.emit_reduce(e)
+        elif e.op in ("convert_layout", "permute", "reshape"):
+            self.emit_relayout(e)
 
     def hoist_args(self, e: Op) -> None:
         for a in e.args:
             self.hoist(a)
 
     def ex(self, e: Expr) -> str:
-        """The C expression of ``e`` at register ``i`` (tiles) or as a whole (scalars)."""
+        """The C expression of ``e`` at register ``i`` of the current loop (tiles), or whole."""
         if id(e) in self.temps:
-            return f"{self.temps[id(e)]}[i]" if e.type.is_tile else self.temps[id(e)]
+            name, layout, suffix = self.temps[id(e)]
+            if layout is None:
+                return name
+            if not e.type.is_tile:
+                return f"{name}[0]{suffix}"
+            return f"{name}[{self.index(layout)}]{suffix}"
         if isinstance(e, Const):
             if e.name is not None:
                 return e.name
             return e.type.dtype.literal(e.value)
         if isinstance(e, Var):
-            return f"{e.name}[i]" if e.type.is_tile else e.name
+            return f"{e.name}[{self.index(e.layout)}]" if e.type.is_tile else e.name
         method = getattr(self, f"ex_{e.op}", None)
         if method is not None:
             return method(e)
         if e.type.is_pointer or (e.args and e.args[0].type.is_pointer):
             a, b = (self.ex(x) for x in e.args)
             return f"({a} + {b})"
-        fmt = OPS[e.op].cuda_format(e.type.dtype if e.op != "mod" else e.type.dtype)
+        fmt = OPS[e.op].cuda_format(e.type.dtype)
         return fmt.format(*(self.ex(a) for a in e.args), T=ctype(e.type.dtype))
 
     def ex_arange(self, e: Op) -> str:
-        layout = self.layout_names[e.layout]
         start = e.attr("start")
-        coord = f"{layout}::coord(i)"
+        coord = f"{self.L(self.loop)}::coord(i, {e.layout.dims[0]})"
         return coord if start == 0 else f"({start} + {coord})"
 
     def ex_full(self, e: Op) -> str:
+        return self.ex(e.args[0])
+
+    def ex_expand_dims(self, e: Op) -> str:
+        return self.ex(e.args[0])
+
+    def ex_broadcast(self, e: Op) -> str:
         return self.ex(e.args[0])
 
     def ex_program_id(self, e: Op) -> str:
@@ -381,6 +496,20 @@ class Emitter:
 
     def ex_num_programs(self, e: Op) -> str:
         return f"({ctype(e.type.dtype)})gridDim.{'xyz'[e.attr('axis')]}"
+
+
+def _warps_along(layout: Layout, dim: int) -> int:
+    """Warps holding distinct parts of ``layout`` along ``dim`` (the device header's rule)."""
+    b = layout.blocked
+    held = max(1, layout.shape[dim] // b.spt[dim])
+    return min(b.wpc[dim], max(1, held // b.tpw[dim]))
+
+
+def _row_major(coords: list[str], shape: tuple[int, ...]) -> str:
+    text = coords[0]
+    for c, size in zip(coords[1:], shape[1:]):
+        text = f"({text}) * {size} + {c}"
+    return text
 
 
 def describe_specialisation(k: ir.Kernel) -> str:
@@ -398,5 +527,7 @@ def describe_specialisation(k: ir.Kernel) -> str:
     return ", ".join(parts)
 
 
-def emit_cuda(kernel: ir.Kernel, layouts: dict[tuple[int, ...], Blocked]) -> str:
-    return Emitter(kernel, layouts).render()
+def emit_cuda(kernel: ir.Kernel, layouts: dict[tuple, Layout]) -> tuple[str, int]:
+    """The CUDA source of ``kernel`` and the bytes of dynamic shared memory it needs."""
+    emitter = Emitter(kernel, layouts)
+    return emitter.render(), emitter.shared_bytes
