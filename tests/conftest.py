@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -72,3 +74,49 @@ def every_random_op(n: int, seed: int, base: int, wide: int = 0, block: int = 10
     k = teeny_tx.compile(EVERY_RANDOM_OP, name=KERNEL_FILE).every
     k.interpret[(teeny_tx.cdiv(n, block),)](*out, seed, base, n, wide, BLOCK=block)
     return out
+
+
+# ---------------------------------------------------------------- tiles.c (CPU and GPU tests)
+
+TILES_FILE = Path(__file__).parent / "kernels" / "tiles.c"
+
+
+@pytest.fixture(scope="module")
+def tiles():
+    """tests/kernels/tiles.c, compiled (parsed; specialisations compile on use)."""
+    return teeny_tx.compile(TILES_FILE, name="tests/kernels/tiles.c")
+
+TILE_OPS = ("sum", "max", "min", "argmax", "argmin", "xor_sum", "prod")
+REFERENCE = {
+    "sum": np.sum,
+    "max": np.max,
+    "min": np.min,
+    "argmax": np.argmax,
+    "argmin": np.argmin,
+    "xor_sum": np.bitwise_xor.reduce,
+    "prod": np.prod,
+}
+
+
+def reduction_case(op: str, shape, rng):
+    """Inputs a reduction can be checked on exactly: integers for xor, values near 1 for prod,
+    distinct values for arg-reductions, and a repeated maximum to check ties."""
+    if op == "xor_sum":
+        return rng.integers(-(2**20), 2**20, size=shape).astype(np.int32)
+    if op == "prod":
+        return rng.uniform(0.9, 1.1, size=shape).astype(np.float32)
+    x = rng.standard_normal(shape).astype(np.float32)
+    if op in ("argmax", "argmin") and shape[-1] > 2:
+        x[..., -1] = x.max() if op == "argmax" else x.min()  # a tie: the lower index must win
+        x[..., 1] = x[..., -1]
+    return x
+
+
+def reduction_expected(op: str, x: np.ndarray, axis):
+    return REFERENCE[op](
+        x.astype(np.float64) if op not in ("xor_sum", "argmax", "argmin") else x, axis=axis
+    )
+
+
+def reduction_dtype(op: str):
+    return np.int32 if op in ("argmax", "argmin", "xor_sum") else np.float32

@@ -1,0 +1,82 @@
+"""2-D tiles, shape operations and reductions on the GPU, against NumPy and the interpreter."""
+
+import numpy as np
+import pytest
+
+import teeny_tx as tx
+
+from ..conftest import TILE_OPS, reduction_case, reduction_dtype, reduction_expected
+
+cp = pytest.importorskip("cupy")
+
+
+@pytest.mark.parametrize("num_warps", [1, 4, 8])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("op", TILE_OPS)
+@pytest.mark.parametrize("shape", [(4, 8), (16, 64), (32, 128), (64, 256)])
+def test_reduce_2d_on_gpu(tiles, op, axis, shape, num_warps):
+    rng = np.random.default_rng(hash((op, axis, shape, num_warps)) % 2**32)
+    x = reduction_case(op, shape, rng)
+    out = cp.zeros(shape[1 - axis], dtype=reduction_dtype(op))
+    tiles.reduce2d[(1,)](
+        out,
+        cp.asarray(x),
+        shape[0],
+        shape[1],
+        shape[1],
+        OP=TILE_OPS.index(op),
+        AXIS=axis,
+        BM=shape[0],
+        BN=shape[1],
+        num_warps=num_warps,
+    )
+    np.testing.assert_allclose(
+        cp.asnumpy(out), reduction_expected(op, x, axis), rtol=2e-5, atol=2e-5
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize(
+    "n,block,num_warps", [(1, 16, 4), (7, 16, 1), (1001, 1024, 4), (2**20 + 3, 4096, 8)]
+)
+def test_ragged_sum_and_max_1d(tiles, n, block, num_warps, dtype):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n).astype(dtype)
+    programs = tx.cdiv(n, block)
+    padded = np.zeros(programs * block, dtype=np.float64)
+    padded[:n] = x
+    for op, ref in (
+        (0, padded.reshape(programs, block).sum(1)),
+        (1, padded.reshape(programs, block).max(1)),
+    ):
+        out = cp.zeros(programs, dtype=np.float32)
+        tiles.reduce1d[(programs,)](out, cp.asarray(x), n, OP=op, BLOCK=block, num_warps=num_warps)
+        np.testing.assert_allclose(cp.asnumpy(out), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_keep_dims_and_whole_tile_reduction(tiles):
+    x = np.random.default_rng(1).standard_normal((16, 32)).astype(np.float32)
+    out = cp.zeros((16, 32), dtype=cp.float32)
+    tiles.keepdims[(1,)](out, cp.asarray(x), BM=16, BN=32)
+    centred = x.astype(np.float64) - x.max(1, keepdims=True)
+    np.testing.assert_allclose(
+        cp.asnumpy(out), centred / np.abs(centred).sum(), rtol=1e-5, atol=1e-7
+    )
+
+
+@pytest.mark.parametrize("num_warps", [1, 4, 8])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+def test_trans_and_reshape(tiles, dtype, num_warps):
+    x = (np.random.default_rng(2).standard_normal((32, 64)) * 100).astype(dtype)
+    out = cp.zeros((64, 32), dtype=dtype)
+    flat = cp.zeros(32 * 64, dtype=dtype)
+    tiles.shapes[(1,)](out, flat, cp.asarray(x), BM=32, BN=64, num_warps=num_warps)
+    np.testing.assert_array_equal(cp.asnumpy(out), x.T)
+    np.testing.assert_array_equal(cp.asnumpy(flat), x.reshape(-1))
+
+
+def test_outer_product_through_a_layout_change(tiles):
+    v = np.random.default_rng(3).standard_normal(64).astype(np.float32)
+    out = cp.zeros((64, 64), dtype=cp.float32)
+    tiles.outer[(1,)](out, cp.asarray(v), B=64)
+    np.testing.assert_allclose(cp.asnumpy(out), np.outer(v, v), rtol=1e-6)

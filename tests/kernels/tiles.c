@@ -1,0 +1,65 @@
+/* Test kernels for 2-D tiles, shape operations and reductions. OP selects the reduction:
+ * 0 sum, 1 max, 2 min, 3 argmax, 4 argmin, 5 xor_sum, 6 a user combiner (product). */
+
+tile times(tile a, tile b)
+{
+    return a * b;
+}
+
+tile reduce_op(tile x, const i32 OP, const i32 AXIS)
+{
+    return OP == 0 ? sum(x, AXIS) : OP == 1 ? max(x, AXIS) : OP == 2 ? min(x, AXIS)
+         : OP == 3 ? argmax(x, AXIS) : OP == 4 ? argmin(x, AXIS) : OP == 5 ? xor_sum(x, AXIS)
+         : reduce(x, AXIS, times);
+}
+
+/* out[r] = reduce over columns of in[r, :] (AXIS 1), or out[c] over rows (AXIS 0). */
+kernel reduce2d(any *out, const any *in, i32 M, i32 N, i32 stride, const i32 OP, const i32 AXIS,
+                const i32 BM, const i32 BN)
+{
+    tile rows = arange(0, BM);
+    tile cols = arange(0, BN);
+    tile mask = (expand_dims(rows, 1) < M) & (expand_dims(cols, 0) < N);
+    tile x = load(in + expand_dims(rows, 1) * stride + expand_dims(cols, 0), mask, 0);
+    tile r = reduce_op(x, OP, AXIS);
+    if (AXIS == 1) {
+        store(out + rows, r, rows < M);
+    } else {
+        store(out + cols, r, cols < N);
+    }
+}
+
+/* out[pid] = reduce of the whole 1-D block pid of in. */
+kernel reduce1d(any *out, const any *in, i32 n, const i32 OP, const i32 BLOCK)
+{
+    tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    tile x = load(in + offs, offs < n, 0);
+    store(out + program_id(0), reduce_op(x, OP, 0));
+}
+
+/* out = x - max over each row (keep_dims), then divided by the sum of the whole tile. */
+kernel keepdims(f32 *out, const f32 *in, const i32 BM, const i32 BN)
+{
+    tile offs = expand_dims(arange(0, BM), 1) * BN + expand_dims(arange(0, BN), 0);
+    tile x = load(in + offs);
+    tile centred = x - max(x, 1, 1);
+    store(out + offs, centred / sum(abs(centred)));
+}
+
+/* out[BN, BM] = trans(in[BM, BN]); flat[BM * BN] = reshape(in). */
+kernel shapes(any *out, any *flat, const any *in, const i32 BM, const i32 BN)
+{
+    tile x = load(in + expand_dims(arange(0, BM), 1) * BN + expand_dims(arange(0, BN), 0));
+    tile t = trans(x);
+    store(out + expand_dims(arange(0, BN), 1) * BM + expand_dims(arange(0, BM), 0), t);
+    store(flat + arange(0, BM * BN), reshape(x, BM * BN));
+}
+
+/* A 1-D tile used both as a row index and as a column index (a layout conversion). */
+kernel outer(f32 *out, const f32 *v, const i32 B)
+{
+    tile i = arange(0, B);
+    tile x = load(v + i);
+    tile grid = expand_dims(x, 1) * expand_dims(x, 0);
+    store(out + expand_dims(i, 1) * B + expand_dims(i, 0), grid);
+}
