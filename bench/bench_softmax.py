@@ -200,7 +200,7 @@ def check_rows(
         diff = (o - r).norm(dim=1)
         norm = r.norm(dim=1)
         rel = torch.where(norm > 0, diff / norm.clamp_min(1e-300), diff * float("inf"))
-        rel = torch.nan_to_num(rel, nan=0.0)  # 0 · inf: an exact zero row where zero is due
+        rel = torch.nan_to_num(rel, nan=0.0, posinf=float("inf"))  # nan: 0 · inf, a zero row
         k = int(rel.argmax())
         if float(rel[k]) > worst:
             worst = float(rel[k])

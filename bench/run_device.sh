@@ -4,12 +4,16 @@
 #   bash bench/run_device.sh [STEP...]      STEP: all (default) | tests | bench | NAME
 #
 # NAME picks one benchmark: bench/bench_NAME.py, given as NAME, bench_NAME, bench_NAME.py or
-# bench/bench_NAME.py. Call it with carry [".whl"] (the pycparser wheel; the device has none).
-# Each step logs to $OUT/<step>.log and goes on after a failure; each benchmark writes its table
-# to $OUT/<NAME>.md; all tables are printed at the end. Exit status: 0 only if every step passed.
-# $OUT comes back from the device (at most 8 files); outside the device tool it defaults to
-# /tmp/teeny_tx_device_out. Time limits (s): TESTS_TIMEOUT (240) and BENCH_TIMEOUT (180) per step,
-# RUN_BUDGET (570) for the whole script: a step that would start past it is skipped.
+# bench/bench_NAME.py; several may be given (bash bench/run_device.sh softmax layernorm).
+# Call it with carry [".whl"] (the pycparser wheel; the device has none).
+# Each step logs to $OUT/<step>.log (one file per step) and goes on after a failure; each
+# benchmark's table goes to $TABLES/<NAME>.md, and all tables, in step order, to one file,
+# $OUT/tables.md, printed at the end. Exit status: 0 only if every step passed.
+# $OUT comes back from the device (at most 8 files: setup.log, tables.md, tests.log and one log
+# per benchmark, so at most 5 benchmarks with tests, 6 without); outside the device tool it
+# defaults to /tmp/teeny_tx_device_out. Time limits (s): TESTS_TIMEOUT (240) and BENCH_TIMEOUT
+# (180) per step, RUN_BUDGET (570) for the whole script: a step that would start past it is
+# skipped.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore PIP_NO_INPUT=1
@@ -17,6 +21,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-/tmp/teeny_tx_device_out}
 mkdir -p "$OUT"
+TABLES=${TABLES:-/tmp/teeny_tx_tables}  # per-benchmark tables; only their concatenation returns
+rm -rf "$TABLES" && mkdir -p "$TABLES"
 export TEENY_TX_CACHE_DIR=${TEENY_TX_CACHE_DIR:-/tmp/txcache}
 export PYTHONPATH="/tmp/site:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 TESTS_TIMEOUT=${TESTS_TIMEOUT:-240}
@@ -45,6 +51,19 @@ for arg in "$@"; do
       fi ;;
   esac
 done
+
+declare -A seen=()
+unique=()
+for f in "${benches[@]}"; do
+  [ -n "${seen[$f]:-}" ] && continue
+  seen[$f]=1
+  unique+=("$f")
+done
+n_files=$((2 + run_tests + ${#unique[@]}))
+if [ "$n_files" -gt 8 ]; then
+  echo "WARNING: this run leaves $n_files files in \$OUT and only 8 come back:" \
+    "name fewer benchmarks per call" >&2
+fi
 
 # ---- setup: wheels, generated prelude module, machine and versions (logged) -----------------
 setup() {
@@ -160,17 +179,18 @@ if [ "$run_tests" -eq 1 ]; then
   fi
 fi
 
-declare -A seen=()
-for f in "${benches[@]}"; do
-  [ -n "${seen[$f]:-}" ] && continue
-  seen[$f]=1
+for f in "${unique[@]}"; do
   name=$(basename "$f" .py); name=${name#bench_}
-  step "$name" "$BENCH_TIMEOUT" python3 "$f" --out "$OUT/$name.md"
+  step "$name" "$BENCH_TIMEOUT" python3 "$f" --out "$TABLES/$name.md"
 done
 
+: > "$OUT/tables.md"
+for name in "${order[@]}"; do
+  [ -s "$TABLES/$name.md" ] && { cat "$TABLES/$name.md"; echo; } >> "$OUT/tables.md"
+done
 echo
-echo "======== tables"
-for f in "$OUT"/*.md; do [ -e "$f" ] && { echo; cat "$f"; }; done
+echo "======== tables ($OUT/tables.md)"
+cat "$OUT/tables.md"
 echo
 echo "======== summary ($(date -u +%FT%TZ))"
 failed=0
