@@ -57,6 +57,20 @@ tile argmax(tile x, i32 axis, ...); /* i32 index of the maximum along axis; ties
 tile argmin(tile x, i32 axis, ...); /* i32 index of the minimum along axis; ties: lowest index  */
 tile reduce(tile x, i32 axis, ...); /* reduce(x, axis, combine): combine is a helper T f(T, T)  */
 
+/* ---- atomics (read-modify-write of global memory; each returns the old values) ------------ */
+/* Optional trailing constants: mask, then the memory order (ACQ_REL by default, as in Triton:  */
+/* RELAXED, ACQUIRE, RELEASE, ACQ_REL) and the scope (SCOPE_GPU by default; SCOPE_CTA, SCOPE_SYS). */
+/* Masked-off lanes do nothing and return 0. A scalar atomic runs once per program.            */
+extern const i32 RELAXED, ACQUIRE, RELEASE, ACQ_REL, SCOPE_CTA, SCOPE_GPU, SCOPE_SYS;
+tile atomic_add(tile ptr, tile val, ...);   /* *ptr += val: f16, bf16, f32, f64, i32, u32, i64, u64 */
+tile atomic_max(tile ptr, tile val, ...);   /* *ptr = max(*ptr, val): integers and floats       */
+tile atomic_min(tile ptr, tile val, ...);   /* *ptr = min(*ptr, val): integers and floats       */
+tile atomic_and(tile ptr, tile val, ...);   /* *ptr &= val: 32- and 64-bit integers             */
+tile atomic_or(tile ptr, tile val, ...);    /* *ptr |= val: 32- and 64-bit integers             */
+tile atomic_xor(tile ptr, tile val, ...);   /* *ptr ^= val: 32- and 64-bit integers             */
+tile atomic_xchg(tile ptr, tile val, ...);  /* *ptr = val                                        */
+tile atomic_cas(tile ptr, tile cmp, tile val, ...); /* *ptr = *ptr == cmp ? val : *ptr          */
+
 /* ---- selection ---------------------------------------------------------------------------- */
 tile where(tile cond, tile a, tile b); /* a where cond else b, broadcast                      */
 tile maximum(tile a, tile b);       /* elementwise max; a NaN operand yields the other (fmax)  */

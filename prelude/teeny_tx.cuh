@@ -253,6 +253,95 @@ __device__ __forceinline__ void store_vec(T* p, const T* src) {
     *reinterpret_cast<Vec<T, VEC>*>(p) = v;
 }
 
+// ---- atomics --------------------------------------------------------------------------------
+// Each function updates one address and returns its old value. The read-modify-write itself is
+// device-scope and relaxed; the memory order and scope of an atomic op are fences around the
+// tile's accesses (fence_before / fence_after), so ACQ_REL, the default, orders the tile's
+// atomics after earlier writes and before later reads. Float max/min, 16-bit exchange and all
+// compare-and-swap of floats go through a compare-and-swap loop on the bits.
+enum { RELAXED = 0, ACQUIRE = 1, RELEASE = 2, ACQ_REL = 3, SCOPE_CTA = 10, SCOPE_GPU = 11, SCOPE_SYS = 12 };
+
+template <int SCOPE> __device__ __forceinline__ void fence() {
+    if constexpr (SCOPE == SCOPE_CTA) __threadfence_block();
+    else if constexpr (SCOPE == SCOPE_GPU) __threadfence();
+    else __threadfence_system();
+}
+template <int ORDER, int SCOPE> __device__ __forceinline__ void fence_before() {
+    if constexpr (ORDER == RELEASE || ORDER == ACQ_REL) fence<SCOPE>();
+}
+template <int ORDER, int SCOPE> __device__ __forceinline__ void fence_after() {
+    if constexpr (ORDER == ACQUIRE || ORDER == ACQ_REL) fence<SCOPE>();
+}
+
+template <int BYTES> struct Bits;
+template <> struct Bits<2> { using type = unsigned short; };
+template <> struct Bits<4> { using type = unsigned int; };
+template <> struct Bits<8> { using type = unsigned long long; };
+template <typename To, typename From> __device__ __forceinline__ To bit_cast(From x) {
+    To y;
+    memcpy(&y, &x, sizeof(To));
+    return y;
+}
+
+// *p = f(*p), atomically, by compare-and-swap on the bits; returns the old value.
+template <typename T, typename F> __device__ __forceinline__ T atomic_update(T* p, F f) {
+    using U = typename Bits<sizeof(T)>::type;
+    U* q = reinterpret_cast<U*>(p);
+    U old = *q, assumed;
+    do {
+        assumed = old;
+        old = atomicCAS(q, assumed, bit_cast<U>(f(bit_cast<T>(assumed))));
+    } while (old != assumed);
+    return bit_cast<T>(old);
+}
+
+template <typename T> __device__ __forceinline__ T atomic_add(T* p, T v) { return atomicAdd(p, v); }
+__device__ __forceinline__ long long atomic_add(long long* p, long long v) {
+    return (long long)atomicAdd(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+}
+template <typename T> __device__ __forceinline__ T atomic_max(T* p, T v) { return atomicMax(p, v); }
+template <typename T> __device__ __forceinline__ T atomic_min(T* p, T v) { return atomicMin(p, v); }
+#define TX_FLOAT_MINMAX(T)                                                                      \
+    __device__ __forceinline__ T atomic_max(T* p, T v) { return atomic_update(p, [v](T x) { return maximum(x, v); }); } \
+    __device__ __forceinline__ T atomic_min(T* p, T v) { return atomic_update(p, [v](T x) { return minimum(x, v); }); }
+TX_FLOAT_MINMAX(float)
+TX_FLOAT_MINMAX(double)
+TX_FLOAT_MINMAX(__half)
+TX_FLOAT_MINMAX(__nv_bfloat16)
+#undef TX_FLOAT_MINMAX
+template <typename T> __device__ __forceinline__ T atomic_and(T* p, T v) { return atomicAnd(p, v); }
+template <typename T> __device__ __forceinline__ T atomic_or(T* p, T v) { return atomicOr(p, v); }
+template <typename T> __device__ __forceinline__ T atomic_xor(T* p, T v) { return atomicXor(p, v); }
+#define TX_SIGNED64(name, intrinsic)                                                            \
+    __device__ __forceinline__ long long name(long long* p, long long v) {                      \
+        return (long long)intrinsic(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v); \
+    }
+TX_SIGNED64(atomic_and, atomicAnd)
+TX_SIGNED64(atomic_or, atomicOr)
+TX_SIGNED64(atomic_xor, atomicXor)
+#undef TX_SIGNED64
+template <typename T> __device__ __forceinline__ T atomic_xchg(T* p, T v) {
+    return atomic_update(p, [v](T) { return v; });
+}
+__device__ __forceinline__ int atomic_xchg(int* p, int v) { return atomicExch(p, v); }
+__device__ __forceinline__ unsigned atomic_xchg(unsigned* p, unsigned v) { return atomicExch(p, v); }
+__device__ __forceinline__ float atomic_xchg(float* p, float v) { return atomicExch(p, v); }
+template <typename T> __device__ __forceinline__ T atomic_cas(T* p, T cmp, T v) {
+    using U = typename Bits<sizeof(T)>::type;
+    return bit_cast<T>(atomicCAS(reinterpret_cast<U*>(p), bit_cast<U>(cmp), bit_cast<U>(v)));
+}
+
+// A scalar atomic runs once per program (thread 0); every thread receives the old value.
+template <typename T, typename F> __device__ __forceinline__ T once(F f, void* smem) {
+    T* slot = static_cast<T*>(smem);
+    __syncthreads();
+    if (threadIdx.x == 0) *slot = f();
+    __syncthreads();
+    T old = *slot;
+    __syncthreads();
+    return old;
+}
+
 // ---- reductions ---------------------------------------------------------------------------
 // A value with its index, for argmax/argmin: ties keep the lower index.
 template <typename T>

@@ -58,7 +58,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .library import CASES
+    from .library import CASES, ROW_CASES
     from .runtime.launch import has_gpu
 
     gpu = has_gpu() and not args.interpret
@@ -81,6 +81,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(
                 f"  {case.name:<12} {dtype:<5} n={','.join(map(str, sizes))}  {status}  ({time.perf_counter() - start:.2f} s)"
             )
+    for case in ROW_CASES:
+        shapes = ROW_SHAPES + (LONG_ROWS if case.long_rows else ())
+        for dtype in case.dtypes:
+            start = time.perf_counter()
+            try:
+                worst = max(_run_row_case(case, dtype, r, c, rng, gpu) for r, c in shapes)
+                status = f"ok   max|err|/scale {worst:.2e}"
+            except (AssertionError, TeenyError) as exc:
+                failures += 1
+                status = f"FAIL {exc}"
+            size = ",".join(f"{r}x{c}" for r, c in shapes)
+            took = time.perf_counter() - start
+            print(f"  {case.name:<22} {dtype:<5} {size}  {status}  ({took:.2f} s)")
     if not gpu:
         from .kernel import HEADERS
         from .library import GOLDEN
@@ -111,6 +124,22 @@ def _run_case(case, dtype: str, n: int, rng, gpu: bool) -> float:
         host = np.full(n, np.nan, dtype=xs[0].dtype)
         case.launch(grid, case.args(host, xs, scalars, n), interpret=True)
     return case.check(host, xs, scalars, dtype)
+
+
+# [rows, cols] of the teeny_tx.nn demo; rows longer than one tile where a function loops.
+ROW_SHAPES = ((1, 1), (7, 1001), (64, 4097))
+LONG_ROWS = ((3, 65537),)
+
+
+def _run_row_case(case, dtype: str, rows: int, cols: int, rng, gpu: bool) -> float:
+    args = case.make(rng, rows, cols, dtype)
+    if gpu:
+        import cupy as cp
+
+        outs = [cp.asnumpy(out) for out in case.run([cp.asarray(a) for a in args])]
+    else:
+        outs = case.run(args, interpret=True)
+    return case.check(outs, args, rows, cols)
 
 
 def cmd_golden(args: argparse.Namespace) -> int:
@@ -155,7 +184,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", help="write here instead of stdout")
     c.set_defaults(run=cmd_compile)
     d = sub.add_parser(
-        "demo", help="compile the bundled kernels, run them (GPU, else interpreter), verify"
+        "demo",
+        help="compile the bundled kernels and teeny_tx.nn, run them (GPU, else NumPy), verify",
     )
     d.add_argument(
         "--interpret", action="store_true", help="use the NumPy interpreter even with a GPU"

@@ -311,6 +311,52 @@ class _Compiler:
 
         return store
 
+    _ATOMIC = {
+        "add": lambda old, v: old + v,
+        "max": lambda old, v: np.fmax(old, v) if old.dtype.kind == "f" or old.dtype.name == "bfloat16" else np.maximum(old, v),
+        "min": lambda old, v: np.fmin(old, v) if old.dtype.kind == "f" or old.dtype.name == "bfloat16" else np.minimum(old, v),
+        "and": np.bitwise_and,
+        "or": np.bitwise_or,
+        "xor": np.bitwise_xor,
+        "xchg": lambda old, v: v,
+    }
+
+    def op_atomic(self, e: ir.Op) -> Eval:
+        """Lanes in order, one read-modify-write each: duplicate addresses see each other."""
+        kind = e.attr("kind")
+        n_values = 2 if kind == "cas" else 1
+        ptr = self.expr(e.args[0])
+        values = [self.expr(a) for a in e.args[1 : 1 + n_values]]
+        mask = self.expr(e.args[1 + n_values]) if e.attr("masked") else None
+        shape, loc, dtype = e.type.shape, e.loc, e.type.dtype.np
+        update = self._ATOMIC.get(kind)
+
+        def atomic(s: _State) -> Value:
+            p = ptr(s)
+            off = np.broadcast_to(p.off, shape)
+            vals = [np.broadcast_to(np.asarray(v(s)).astype(dtype, copy=False), shape) for v in values]
+            m = np.ones(shape, bool) if mask is None else np.broadcast_to(mask(s), shape)
+            error = _out_of_bounds(f"atomic_{kind}", p, off, m, s, loc)
+            if error is not None:
+                raise error
+            if not p.buf.flags.writeable:
+                raise _error(f"atomic_{kind} on the read-only array '{p.arg.name}'", loc)
+            old = np.zeros(shape, dtype)
+            flat_old, flat_off, flat_m = old.reshape(-1), off.reshape(-1), m.reshape(-1)
+            flat_vals = [v.reshape(-1) for v in vals]
+            with np.errstate(all="ignore"):
+                for lane in np.flatnonzero(flat_m):
+                    current = p.buf[flat_off[lane]]
+                    flat_old[lane] = current
+                    if kind == "cas":
+                        new = flat_vals[1][lane] if current == flat_vals[0][lane] else current
+                    else:
+                        new = update(np.asarray(current), np.asarray(flat_vals[0][lane]))
+                    p.buf[flat_off[lane]] = new
+            return old if shape else old[()]
+
+        return atomic
+
     # statements: each returns None to go on, or one of _BREAK, _CONTINUE, _RETURN
 
     def block(self, stmts: tuple[ir.Stmt, ...]) -> Callable[[_State], str | None]:

@@ -1,10 +1,13 @@
 """The bundled kernel library: where each kernel lives, how to call it, what it must compute.
 
 Input: the kernel files under ``kernels/`` of the source tree. Output: :data:`CASES`, one
-:class:`Case` per bundled kernel and variant, each able to make random inputs, launch (on the
-GPU or the interpreter) and check against a float64 NumPy reference; and :data:`GOLDEN`, the
-canonical specialisations whose generated CUDA is committed under ``golden/``. The demo, the
-golden test, the interpreter tests and the GPU tests all read these tables.
+:class:`Case` per bundled elementwise kernel and variant, each able to make random inputs,
+launch (on the GPU or the interpreter) and check against a float64 NumPy reference;
+:data:`ROW_CASES`, one :class:`RowCase` per ``teeny_tx.nn`` row operation (softmax, norms,
+cross-entropy on [rows, cols] data), run through its wrapper and checked the same way; and
+:data:`GOLDEN`, the canonical specialisations whose generated CUDA is committed under
+``golden/``. The demo, the golden test, the interpreter tests and the GPU tests all read these
+tables.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import DTYPES
+from .dtypes import DTYPES, from_numpy
 from .kernel import Module, compile
 from .lower import ops_random
 
@@ -155,6 +158,247 @@ CASES: tuple[Case, ...] = (
 )
 
 
+# ---------------------------------------------------------------- teeny_tx.nn row operations
+
+# Tolerances of the row operations by output dtype: |got - ref| <= tol * (|ref| + max |ref|),
+# i.e. relative to each element and to the output's scale (sums and differences of rounded
+# terms are accurate to the scale of the terms, not of a small result).
+ROW_TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}
+
+
+def softmax_reference(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def log_softmax_reference(x):
+    shifted = x - x.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def softmax_backward_reference(y, dy):
+    return y * (dy - (y * dy).sum(axis=1, keepdims=True))
+
+
+def log_softmax_backward_reference(y, dy):
+    return dy - np.exp(y) * dy.sum(axis=1, keepdims=True)
+
+
+def layer_norm_reference(x, w, b, eps=1e-5):
+    mean = x.mean(axis=1)
+    rstd = 1.0 / np.sqrt(((x - mean[:, None]) ** 2).mean(axis=1) + np.float32(eps))
+    return (x - mean[:, None]) * rstd[:, None] * w + b, mean, rstd
+
+
+def layer_norm_backward_reference(dy, x, w, mean, rstd):
+    xhat = (x - mean[:, None]) * rstd[:, None]
+    g = w * dy
+    c1 = (g * xhat).mean(axis=1, keepdims=True)
+    c2 = g.mean(axis=1, keepdims=True)
+    return rstd[:, None] * (g - xhat * c1 - c2), (dy * xhat).sum(axis=0), dy.sum(axis=0)
+
+
+def rms_norm_reference(x, w, eps=1e-6):
+    rstd = 1.0 / np.sqrt((x * x).mean(axis=1) + np.float32(eps))
+    return x * rstd[:, None] * w, rstd
+
+
+def rms_norm_backward_reference(dy, x, w, rstd):
+    xhat = x * rstd[:, None]
+    g = w * dy
+    dx = rstd[:, None] * (g - xhat * (g * xhat).mean(axis=1, keepdims=True))
+    return dx, (dy * xhat).sum(axis=0)
+
+
+def _picked(logits, targets, ignore_index):
+    kept = targets != ignore_index
+    return kept, logits[np.arange(len(targets)), np.where(kept, targets, 0)]
+
+
+def cross_entropy_reference(logits, targets, ignore_index=-100):
+    """(mean loss over the rows not ignored, per-row logsumexp); NaN when all are ignored."""
+    mx = logits.max(axis=1)
+    lse = mx + np.log(np.exp(logits - mx[:, None]).sum(axis=1))
+    kept, picked = _picked(logits, targets, ignore_index)
+    with np.errstate(invalid="ignore"):
+        loss = np.where(kept, lse - picked, 0.0).sum() / kept.sum()
+    return np.float64(loss), lse
+
+
+def cross_entropy_backward_reference(logits, targets, lse, ignore_index=-100, grad=1.0):
+    kept, _ = _picked(logits, targets, ignore_index)
+    onehot = np.zeros_like(logits)
+    onehot[np.arange(len(targets)), np.where(kept, targets, 0)] = 1.0
+    d = (np.exp(logits - lse[:, None]) - onehot) * (grad / max(kept.sum(), 1))
+    return np.where(kept[:, None], d, 0.0)
+
+
+def _rows(rng, rows, cols, dtype, scale=1.0, shift=0.0):
+    data = scale * rng.standard_normal((rows, cols)) + shift
+    return data.astype(np.float32).astype(DTYPES[dtype].np)
+
+
+def _weight(rng, cols, dtype):
+    return (1.0 + 0.5 * rng.standard_normal(cols)).astype(np.float32).astype(DTYPES[dtype].np)
+
+
+def _f64(a):
+    return a.astype(np.float64)
+
+
+def _targets(rng, rows, cols, ignore_index=-100):
+    """Classes in [0, cols); about a quarter of the rows, and row 0 when there are several,
+    are ignore_index; the last row never is."""
+    t = rng.integers(0, cols, rows, dtype=np.int64)
+    ignored = rng.random(rows) < 0.25
+    ignored[0], ignored[-1] = rows > 1, False
+    t[ignored] = ignore_index
+    return t
+
+
+def _make_softmax(rng, rows, cols, dtype):
+    return (_rows(rng, rows, cols, dtype, 2.0),)
+
+
+def _make_probabilities(forward):
+    def make(rng, rows, cols, dtype):
+        y = forward(_f64(_rows(rng, rows, cols, dtype, 2.0))).astype(DTYPES[dtype].np)
+        return y, _rows(rng, rows, cols, dtype)
+
+    return make
+
+
+def _make_layer_norm(rng, rows, cols, dtype):
+    x = _rows(rng, rows, cols, dtype, 2.0, 0.5)
+    return x, _weight(rng, cols, dtype), _rows(rng, 1, cols, dtype, 0.5)[0]
+
+
+def _make_layer_norm_backward(rng, rows, cols, dtype):
+    x, w, b = _make_layer_norm(rng, rows, cols, dtype)
+    _, mean, rstd = layer_norm_reference(_f64(x), _f64(w), _f64(b))
+    return _rows(rng, rows, cols, dtype), x, w, mean.astype(np.float32), rstd.astype(np.float32)
+
+
+def _make_rms_norm(rng, rows, cols, dtype):
+    return _rows(rng, rows, cols, dtype, 2.0, 0.5), _weight(rng, cols, dtype)
+
+
+def _make_rms_norm_backward(rng, rows, cols, dtype):
+    x, w = _make_rms_norm(rng, rows, cols, dtype)
+    _, rstd = rms_norm_reference(_f64(x), _f64(w))
+    return _rows(rng, rows, cols, dtype), x, w, rstd.astype(np.float32)
+
+
+def _make_cross_entropy(rng, rows, cols, dtype):
+    return _rows(rng, rows, cols, dtype, 2.0), _targets(rng, rows, cols)
+
+
+def _make_cross_entropy_backward(rng, rows, cols, dtype):
+    logits, targets = _make_cross_entropy(rng, rows, cols, dtype)
+    _, lse = cross_entropy_reference(_f64(logits), targets)
+    return logits, targets, lse.astype(np.float32)
+
+
+def _dx_terms(dy, w, rstd) -> float:
+    """The size of the terms of a norm's dx: rstd * w * dy."""
+    return float(np.max(np.abs(dy * w * rstd[:, None]), initial=0.0))
+
+
+@dataclass(frozen=True)
+class RowCase:
+    """One ``teeny_tx.nn`` function on random [rows, cols] data, against float64 NumPy.
+
+    ``make(rng, rows, cols, dtype)`` gives the host arguments in the function's order (2-D
+    data of ``dtype``, weights, f32 statistics, int64 targets); ``reference`` maps their
+    float64 copies (integers unchanged) to the float64 outputs. ``long_rows``: the function
+    takes rows longer than one tile (it has looped kernels)."""
+
+    name: str
+    make: Callable[[np.random.Generator, int, int, str], tuple]
+    reference: Callable[..., Any]
+    long_rows: bool = True
+    dtypes: tuple[str, ...] = ("f32", "f16", "bf16")
+    terms: Callable[..., tuple[float, ...]] | None = None  # see check()
+
+    def run(self, args, interpret: bool = False, **kwargs) -> tuple:
+        """The wrapper's outputs, always as a tuple."""
+        from . import nn
+
+        out = getattr(nn, self.name)(*args, interpret=interpret, **kwargs)
+        return out if isinstance(out, tuple) else (out,)
+
+    @staticmethod
+    def floats(args) -> list:
+        """The arguments with float arrays in float64 (integers unchanged)."""
+        return [_f64(a) if from_numpy(a.dtype).is_float else a for a in args]
+
+    def expected(self, args, **kwargs) -> tuple:
+        out = self.reference(*self.floats(args), **kwargs)
+        return out if isinstance(out, tuple) else (out,)
+
+    def check(self, outs, args, rows: int, cols: int, **kwargs) -> float:
+        """Assert each output (host arrays) matches the reference within the tolerance of its
+        dtype; return the largest error relative to the output's scale. The scale is the
+        largest |reference|, or the size of the terms the output is a difference of where
+        ``terms`` (float64 arguments in, one size per output) says more: a norm's dx over one
+        column is a difference of O(1) terms that is nearly 0."""
+        expected = self.expected(args, **kwargs)
+        terms = self.terms(*self.floats(args)) if self.terms else (0.0,) * len(expected)
+        worst = 0.0
+        for i, (out, ref, term) in enumerate(zip(outs, expected, terms, strict=True)):
+            got = np.asarray(out)
+            tol = ROW_TOLERANCE[from_numpy(got.dtype).name]
+            got = got.astype(np.float64)
+            if got.shape != np.shape(ref):
+                raise AssertionError(
+                    f"{self.name} output {i}: shape {got.shape}, expected {np.shape(ref)}"
+                )
+            scale = float(np.max(np.abs(ref), initial=term, where=~np.isnan(ref)))
+            err = np.abs(got - ref)
+            bad = ~(err <= tol * (np.abs(ref) + scale)) & ~(np.isnan(got) & np.isnan(ref))
+            if bad.any():
+                at = np.unravel_index(np.argmax(bad), bad.shape) if bad.ndim else ()
+                raise AssertionError(
+                    f"{self.name} output {i} [{rows}x{cols}]: element {tuple(map(int, at))} is "
+                    f"{got[at]!r}, expected {ref[at]!r} (tolerance {tol:g} of |ref| + {scale:.3g})"
+                )
+            if scale > 0:
+                worst = max(worst, float(np.nanmax(err, initial=0.0)) / scale)
+        return worst
+
+
+ROW_CASES: tuple[RowCase, ...] = (
+    RowCase("softmax", _make_softmax, softmax_reference),
+    RowCase("log_softmax", _make_softmax, log_softmax_reference),
+    RowCase("softmax_backward", _make_probabilities(softmax_reference), softmax_backward_reference),
+    RowCase(
+        "log_softmax_backward",
+        _make_probabilities(log_softmax_reference),
+        log_softmax_backward_reference,
+    ),
+    RowCase("layer_norm", _make_layer_norm, layer_norm_reference, long_rows=False),
+    RowCase(
+        "layer_norm_backward",
+        _make_layer_norm_backward,
+        layer_norm_backward_reference,
+        long_rows=False,
+        terms=lambda dy, x, w, mean, rstd: (_dx_terms(dy, w, rstd), 0.0, 0.0),
+    ),
+    RowCase("rms_norm", _make_rms_norm, rms_norm_reference, long_rows=False),
+    RowCase(
+        "rms_norm_backward",
+        _make_rms_norm_backward,
+        rms_norm_backward_reference,
+        long_rows=False,
+        terms=lambda dy, x, w, rstd: (_dx_terms(dy, w, rstd), 0.0),
+    ),
+    RowCase("cross_entropy", _make_cross_entropy, cross_entropy_reference),
+    RowCase(
+        "cross_entropy_backward", _make_cross_entropy_backward, cross_entropy_backward_reference
+    ),
+)
+
+
 @dataclass(frozen=True)
 class Golden:
     """A canonical specialisation whose CUDA is committed as ``golden/<stem>.cu``."""
@@ -230,6 +474,110 @@ GOLDEN: tuple[Golden, ...] = (
         "dropout_backward",
         ("bf16", "bf16", 0.1, 1234, 1000),
         {"BLOCK": 1024},
+    ),
+    # teeny_tx.nn: each kernel once, as the wrappers launch it (BLOCK and num_warps from
+    # nn.row_config; rows of 1000, 4096 or 32000 columns, contiguous)
+    *(
+        Golden(stem, "softmax.c", kernel, (dtype, dtype, cols, cols, cols), {"BLOCK": block}, warps)
+        for stem, kernel, dtype, cols, block, warps in (
+            ("softmax.f32", "softmax", "f32", 1000, 1024, 4),
+            ("log_softmax.bf16", "log_softmax", "bf16", 4096, 4096, 16),
+            ("softmax_looped.f16", "softmax_looped", "f16", 32000, 4096, 16),
+            ("log_softmax_looped.f32", "log_softmax_looped", "f32", 32000, 4096, 16),
+        )
+    ),
+    *(
+        Golden(stem, "softmax.c", kernel, (dtype,) * 3 + (cols,) * 4, {"BLOCK": block}, warps)
+        for stem, kernel, dtype, cols, block, warps in (
+            ("softmax_backward.f16", "softmax_backward", "f16", 1000, 1024, 4),
+            ("log_softmax_backward.bf16", "log_softmax_backward", "bf16", 4096, 4096, 16),
+            ("softmax_backward_looped.f32", "softmax_backward_looped", "f32", 32000, 4096, 16),
+            (
+                "log_softmax_backward_looped.bf16",
+                "log_softmax_backward_looped",
+                "bf16",
+                32000,
+                4096,
+                16,
+            ),
+        )
+    ),
+    Golden(
+        "layer_norm_fwd.f16",
+        "layernorm.c",
+        "layer_norm_fwd",
+        ("f16", "f32", "f32", "f16", "f16", "f16", 4096, 4096, 4096, 1e-5),
+        {"BLOCK": 4096},
+        16,
+    ),
+    Golden(
+        "layer_norm_bwd_dx.bf16",
+        "layernorm.c",
+        "layer_norm_bwd_dx",
+        ("bf16", "f32", "f32", "bf16", "bf16", "f32", "f32", "f32")
+        + (8192, 4096, 4096, 4096, 4096, 16),
+        {"BLOCK": 4096},
+        16,
+    ),
+    Golden(
+        "layer_norm_bwd_dwdb.f32",
+        "layernorm.c",
+        "layer_norm_bwd_dwdb",
+        ("f32", "f32", "f32", "f32", 512, 4096),
+        {"BLOCK_P": 32, "BLOCK_N": 128},
+    ),
+    Golden(
+        "rms_norm_fwd.bf16",
+        "rmsnorm.c",
+        "rms_norm_fwd",
+        ("bf16", "f32", "bf16", "bf16", 4096, 4096, 4096, 1e-6),
+        {"BLOCK": 4096},
+        16,
+    ),
+    Golden(
+        "rms_norm_bwd_dx.f16",
+        "rmsnorm.c",
+        "rms_norm_bwd_dx",
+        ("f16", "f32", "f16", "f16", "f16", "f32", 8192, 1000, 1000, 1000, 1000, 16),
+        {"BLOCK": 1024},
+        4,
+    ),
+    Golden(
+        "rms_norm_bwd_dw.f16",
+        "rmsnorm.c",
+        "rms_norm_bwd_dw",
+        ("f16", "f32", 512, 1000),
+        {"BLOCK_P": 32, "BLOCK_N": 128},
+    ),
+    Golden(
+        "cross_entropy_fwd.bf16",
+        "cross_entropy.c",
+        "cross_entropy_fwd",
+        ("f32", "f32", "bf16", "i64", 32000, 32000, -100),
+        {"BLOCK": 4096},
+        16,
+    ),
+    Golden(
+        "cross_entropy_mean.f32",
+        "cross_entropy.c",
+        "cross_entropy_mean",
+        ("f32", "f32", "f32", "i64", 8192, -100),
+        {"BLOCK": 1024},
+    ),
+    Golden(
+        "cross_entropy_count.f32",
+        "cross_entropy.c",
+        "cross_entropy_count",
+        ("f32", "i64", 8192, -100),
+        {"BLOCK": 1024},
+    ),
+    Golden(
+        "cross_entropy_bwd.bf16",
+        "cross_entropy.c",
+        "cross_entropy_bwd",
+        ("bf16", "bf16", "i64", "f32", "f32", 32000, 32000, 32000, -100, 1.0),
+        {"BLOCK": 4096},
+        16,
     ),
 )
 

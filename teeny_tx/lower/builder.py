@@ -52,6 +52,9 @@ _BINARY = {
 }
 _UNARY = {"-": "neg", "!": "lnot", "~": "invert"}
 _FLOAT_CONSTANTS = {"INF": float("inf"), "NAN": float("nan")}
+# Memory orders and scopes of atomics (weak integer constants, as in the prelude).
+ORDERS = {"RELAXED": 0, "ACQUIRE": 1, "RELEASE": 2, "ACQ_REL": 3}
+SCOPES = {"SCOPE_CTA": 10, "SCOPE_GPU": 11, "SCOPE_SYS": 12}
 
 # Names with a meaning of their own in the generated CUDA: C++ keywords C lacks, CUDA's built-in
 # variables and the device header's namespace (a kernel or parameter named so is refused), and
@@ -482,9 +485,9 @@ class Builder:
 
     def stmt_FuncCall(self, node: c_ast.FuncCall) -> None:
         name = node.name.name if isinstance(node.name, c_ast.ID) else None
-        if name == "store" or name in self.unit.functions:
+        if name == "store" or name in self.unit.functions or (name or "").startswith("atomic_"):
             result = self.expr_FuncCall(node, statement=True)
-            if result is not None and isinstance(result, Op) and result.op == "store":
+            if result is not None and isinstance(result, Op) and result.op in ("store", "atomic"):
                 self.emit(ir.Eval(loc=self.loc(node), expr=result))
             return
         raise CompileError(
@@ -629,6 +632,9 @@ class Builder:
                     name=sym.const.name,
                 )
             return Var(type=sym.type, loc=loc, name=sym.name)
+        if node.name in ORDERS or node.name in SCOPES:
+            value = ORDERS.get(node.name, SCOPES.get(node.name))
+            return Const(type=Type(self.index), loc=loc, value=value, weak=True)
         if node.name in _FLOAT_CONSTANTS:
             return Const(type=Type(F32), loc=loc, value=_FLOAT_CONSTANTS[node.name], weak=True)
         if node.name in ("true", "false"):
@@ -828,6 +834,87 @@ class Builder:
             args=tuple(operands),
             attrs=(("masked", len(args) > 2),),
         )
+
+    # ------------------------------------------------------------ atomics
+
+    _ATOMIC_TYPES = {
+        "add": ("f16", "bf16", "f32", "f64", "i32", "u32", "i64", "u64"),
+        "max": ("f16", "bf16", "f32", "f64", "i32", "u32", "i64", "u64"),
+        "min": ("f16", "bf16", "f32", "f64", "i32", "u32", "i64", "u64"),
+        "and": ("i32", "u32", "i64", "u64"),
+        "or": ("i32", "u32", "i64", "u64"),
+        "xor": ("i32", "u32", "i64", "u64"),
+        "xchg": ("f16", "bf16", "f32", "f64", "i32", "u32", "i64", "u64"),
+        "cas": ("f16", "bf16", "f32", "f64", "i32", "u32", "i64", "u64"),
+    }
+
+    def call_atomic(self, kind: str, args, loc: Location) -> Expr:
+        ptr = self.expr(args[0])
+        if not ptr.type.is_pointer:
+            raise CompileError(f"atomic_{kind}() needs pointers, got {ptr.type}", self.loc(args[0]))
+        if ptr.type.dtype.const:
+            raise CompileError(
+                f"atomic_{kind}() through a read-only pointer",
+                self.loc(args[0]),
+                "the parameter is declared `const`; drop `const` to write through it",
+            )
+        elem = ptr.type.dtype.elem
+        if elem.name not in self._ATOMIC_TYPES[kind]:
+            raise CompileError(
+                f"atomic_{kind}() does not support {elem} data",
+                loc,
+                f"supported: {', '.join(self._ATOMIC_TYPES[kind])}",
+            )
+        shape = ptr.type.shape
+        n_values = 2 if kind == "cas" else 1
+        values = []
+        for node in args[1 : 1 + n_values]:
+            v = ty.cast(self.expr(node), elem)
+            if v.type.is_tile and ty.broadcast_shapes(shape, v.type.shape, loc, f"atomic_{kind}()") != shape:
+                raise CompileError(
+                    f"shape mismatch in atomic_{kind}(): value {list(v.type.shape)} through pointers {list(shape)}",
+                    self.loc(node),
+                )
+            if v.type.is_tile and not shape:
+                raise CompileError(f"atomic_{kind}() of a tile through a scalar pointer", self.loc(node))
+            values.append(ty.broadcast_to(v, shape))
+        rest = list(args[1 + n_values :])
+        mask = None
+        if kind != "cas" and rest:
+            mask = self.mask(rest.pop(0), shape, f"atomic_{kind}")
+        order = self.constant(rest.pop(0), "the memory order") if rest else ORDERS["ACQ_REL"]
+        scope = self.constant(rest.pop(0), "the scope") if rest else SCOPES["SCOPE_GPU"]
+        if order not in ORDERS.values():
+            raise CompileError("the memory order must be RELAXED, ACQUIRE, RELEASE or ACQ_REL", loc)
+        if scope not in SCOPES.values():
+            raise CompileError("the scope must be SCOPE_CTA, SCOPE_GPU or SCOPE_SYS", loc)
+        operands = (ptr, *values) + ((mask,) if mask is not None else ())
+        attrs = (("kind", kind), ("masked", mask is not None), ("order", order), ("scope", scope))
+        return Op(type=Type(elem, shape), loc=loc, op="atomic", args=operands, attrs=attrs)
+
+    def call_atomic_add(self, args, loc):
+        return self.call_atomic("add", args, loc)
+
+    def call_atomic_max(self, args, loc):
+        return self.call_atomic("max", args, loc)
+
+    def call_atomic_min(self, args, loc):
+        return self.call_atomic("min", args, loc)
+
+    def call_atomic_and(self, args, loc):
+        return self.call_atomic("and", args, loc)
+
+    def call_atomic_or(self, args, loc):
+        return self.call_atomic("or", args, loc)
+
+    def call_atomic_xor(self, args, loc):
+        return self.call_atomic("xor", args, loc)
+
+    def call_atomic_xchg(self, args, loc):
+        return self.call_atomic("xchg", args, loc)
+
+    def call_atomic_cas(self, args, loc):
+        return self.call_atomic("cas", args, loc)
 
     # ------------------------------------------------------------ shapes
 

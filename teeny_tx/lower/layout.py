@@ -225,6 +225,8 @@ class LayoutPass:
             return None
         if e.op in ("arange", "full"):
             return None
+        if e.op == "atomic":
+            return self.natural(e.args[0])
         if e.op == "reduce":
             inner = self.natural(e.args[0]) or self.default(e.args[0].type.shape)
             return self.reduced(inner, e)
@@ -331,6 +333,8 @@ class LayoutPass:
         return tuple(out)
 
     def _store(self, e: Expr) -> Expr:
+        if isinstance(e, Op) and e.op == "atomic":
+            return self.annotate(e, None)
         if not (isinstance(e, Op) and e.op == "store" and e.args[0].type.is_tile):
             return self.annotate(e, None)
         ptr = e.args[0]

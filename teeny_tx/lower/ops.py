@@ -519,6 +519,17 @@ _def("xor_sum", "xor_sum(x, axis = all, keep_dims = 0): bitwise xor of integers"
 _def("argmax", "argmax(x, axis, keep_dims = 0): i32 index of the maximum; ties give the lowest index", (2, 3), None)
 _def("argmin", "argmin(x, axis, keep_dims = 0): i32 index of the minimum; ties give the lowest index", (2, 3), None)
 _def("reduce", "reduce(x, axis, combine): reduce with a helper `T combine(T a, T b)` of the file (associative)", 3, None)
+for _name, _what in (
+    ("add", "*ptr += val; returns the old values"),
+    ("max", "*ptr = max(*ptr, val); returns the old values"),
+    ("min", "*ptr = min(*ptr, val); returns the old values"),
+    ("and", "*ptr &= val (integers); returns the old values"),
+    ("or", "*ptr |= val (integers); returns the old values"),
+    ("xor", "*ptr ^= val (integers); returns the old values"),
+    ("xchg", "*ptr = val; returns the old values"),
+):
+    _def(f"atomic_{_name}", f"atomic_{_name}(ptr, val, mask, order, scope): {_what}", (2, 5), None)
+_def("atomic_cas", "atomic_cas(ptr, cmp, val, order, scope): *ptr = val where *ptr == cmp; returns the old values", (3, 5), None)
 _def(
     "full",
     "T x[N] = v; a typed tile declaration filled with v (zeros when no value)",

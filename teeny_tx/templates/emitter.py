@@ -197,6 +197,8 @@ class Emitter:
         e = s.expr
         if isinstance(e, Op) and e.op == "store":
             self.emit_store(e)
+        elif isinstance(e, Op) and e.op == "atomic":
+            self.hoist(e)
 
     def stmt_If(self, s: ir.If) -> None:
         self.hoist(s.cond)
@@ -215,13 +217,8 @@ class Emitter:
 
     def stmt_Loop(self, s: ir.Loop) -> None:
         if s.cond is not None and self.needs_hoist(s.cond):
-            from ..errors import CompileError
-
-            raise CompileError(
-                "a loop condition cannot load from memory yet",
-                s.cond.loc,
-                "load into a variable before the loop and update it at the end of the body",
-            )
+            self.loop_with_memory_condition(s)
+            return
         cond = self.ex(s.cond) if s.cond is not None else ""
         if s.kind == "while":
             self.out(f"while ({cond or 'true'}) {{")
@@ -256,6 +253,34 @@ class Emitter:
         self.block(s.init)
         self.out(f"for (; {cond}; ) {{")
         self.loop_body(s.body, list(s.step))
+        self.depth += 1
+        self.block(s.step)
+        self.depth -= 1
+        self.out("}")
+        self.depth -= 1
+        self.out("}")
+
+    def loop_with_memory_condition(self, s: ir.Loop) -> None:
+        """A condition that loads or updates memory is evaluated at the top of every iteration."""
+        if s.kind == "do":
+            from ..errors import CompileError
+
+            raise CompileError(
+                "a do-while condition cannot access memory yet",
+                s.cond.loc,
+                "write it as a while loop",
+            )
+        self.out("{")
+        self.depth += 1
+        self.block(s.init)
+        self.out("while (true) {")
+        self.depth += 1
+        saved = dict(self.temps)
+        self.hoist(s.cond)
+        self.out(f"if (!({self.ex(s.cond)})) break;")
+        self.temps = saved
+        self.depth -= 1
+        self.loop_body(s.body, list(s.step) or None)
         self.depth += 1
         self.block(s.step)
         self.depth -= 1
@@ -325,9 +350,9 @@ class Emitter:
         self.hoist(value)
         if mask is not None:
             self.hoist(mask)
-        if not ptr.type.is_tile:
-            text = f"*({self.ex(ptr)}) = {self.ex(value)};"
-            self.out(f"if ({self.ex(mask)}) {text}" if mask is not None else text)
+        if not ptr.type.is_tile:  # a scalar: one thread writes it for the program
+            conds = " && ".join(["threadIdx.x == 0"] + ([self.ex(mask)] if mask is not None else []))
+            self.out(f"if ({conds}) *({self.ex(ptr)}) = {self.ex(value)};")
             return
         layout: Layout = e.layout
         vec = self.axis.vector_width(ptr, layout)
@@ -354,6 +379,44 @@ class Emitter:
         self.out(self.snippets.declare_tile(ctype(dtype or e.type.dtype), name, self.L(layout)))
         self.out(self.tile_loop(layout, lambda: f"{name}[i] = {self.ex(e)};"))
         return name
+
+    # ------------------------------------------------------------ atomics
+
+    def emit_atomic(self, e: Op) -> None:
+        """One device atomic per original lane (copies held by other threads skip it), between
+        the fences its memory order asks for; the old values land in a temporary."""
+        kind, order, scope = e.attr("kind"), e.attr("order"), e.attr("scope")
+        n_values = 2 if kind == "cas" else 1
+        ptr, values = e.args[0], e.args[1 : 1 + n_values]
+        mask = e.args[1 + n_values] if e.attr("masked") else None
+        t = ctype(e.type.dtype)
+        name = self.fresh("old")
+        fences = f"<tx::{_ORDER_NAMES[order]}, tx::{_SCOPE_NAMES[scope]}>"
+        if not e.type.is_tile:
+            call = f"tx::atomic_{kind}({', '.join(self.ex(a) for a in (ptr, *values))})"
+            if mask is not None:
+                call = f"{self.ex(mask)} ? {call} : {e.type.dtype.literal(0)}"
+            smem = self.scratch(max(e.type.dtype.itemsize, 4))
+            self.out(f"tx::fence_before{fences}();")
+            self.out(f"{t} {name} = tx::once<{t}>([&]() {{ return {call}; }}, {smem});")
+            self.out(f"tx::fence_after{fences}();")
+            self.temps[id(e)] = (name, None, "")
+            return
+        layout: Layout = e.layout
+        self.out(self.snippets.declare_tile(t, name, self.L(layout)))
+        self.out(f"tx::fence_before{fences}();")
+
+        def lane() -> str:
+            conds = [c for c in ("{}::owner()".format(self.L(layout)) if layout.replicated else None,
+                                 self.ex(mask) if mask is not None else None) if c]
+            call = f"tx::atomic_{kind}({', '.join(self.ex(a) for a in (ptr, *values))})"
+            if conds:
+                call = f"({' && '.join(conds)}) ? {call} : {e.type.dtype.literal(0)}"
+            return f"{name}[i] = {call};"
+
+        self.out(self.tile_loop(layout, lane))
+        self.out(f"tx::fence_after{fences}();")
+        self.temps[id(e)] = (name, layout, "")
 
     # ------------------------------------------------------------ reductions and layout changes
 
@@ -423,7 +486,7 @@ class Emitter:
 
     # ------------------------------------------------------------ expressions
 
-    _HOISTED = ("load", "reduce", "convert_layout", "permute", "reshape")
+    _HOISTED = ("load", "reduce", "convert_layout", "permute", "reshape", "atomic")
 
     def needs_hoist(self, e: Expr) -> bool:
         if isinstance(e, Op):
@@ -448,6 +511,8 @@ class Emitter:
             self.emit_reduce(e)
         elif e.op in ("convert_layout", "permute", "reshape"):
             self.emit_relayout(e)
+        elif e.op == "atomic":
+            self.emit_atomic(e)
 
     def hoist_args(self, e: Op) -> None:
         for a in e.args:
@@ -496,6 +561,10 @@ class Emitter:
 
     def ex_num_programs(self, e: Op) -> str:
         return f"({ctype(e.type.dtype)})gridDim.{'xyz'[e.attr('axis')]}"
+
+
+_ORDER_NAMES = {0: "RELAXED", 1: "ACQUIRE", 2: "RELEASE", 3: "ACQ_REL"}
+_SCOPE_NAMES = {10: "SCOPE_CTA", 11: "SCOPE_GPU", 12: "SCOPE_SYS"}
 
 
 def _warps_along(layout: Layout, dim: int) -> int:

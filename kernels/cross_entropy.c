@@ -1,0 +1,97 @@
+/* Cross-entropy of rows of logits against class indices, forward and backward, with
+ * ignore_index and the mean over the rows that are not ignored.
+ *
+ * logits [rows, n_cols] (f16, bf16 or f32, last dimension contiguous, row stride in elements);
+ * targets [rows] i64; per-row loss and lse [rows] f32. Everything is computed in f32.
+ *
+ *   cross_entropy_fwd:   lse = logsumexp(logits[row]); loss = lse - logits[row, target], 0 for a
+ *                        row whose target is ignore_index, NaN for a target outside [0, n_cols)
+ *   cross_entropy_mean:  loss_mean = sum(loss) / count, count = rows not ignored (one program;
+ *                        0 / 0 = NaN when every row is ignored, as torch)
+ *   cross_entropy_count: count alone, for the backward
+ *   cross_entropy_bwd:   dlogits = (exp(logits - lse) - onehot(target)) * grad / count, 0 on
+ *                        ignored rows; program (row, chunk) writes BLOCK columns of one row
+ */
+
+/* logsumexp of a row of n_cols elements, read in chunks of BLOCK (online softmax): each lane
+ * keeps a running maximum m and a sum s of exp(x - m), rescaled when m grows. Loops step by
+ * chunk number so that the compiler sees aligned chunks (vector loads). */
+f32 row_logsumexp(tile row, i32 n_cols, const i32 BLOCK)
+{
+    tile cols = arange(0, BLOCK);
+    f32 m[BLOCK] = -INF;
+    f32 s[BLOCK] = 0;
+    for (i32 c = 0; c * BLOCK < n_cols; c++) {
+        tile offs = c * BLOCK + cols;
+        tile x = (f32)load(row + offs, offs < n_cols, -INF);
+        tile m_new = maximum(m, x);
+        tile shift = where(m_new == -INF, 0.0f, m_new);
+        s = s * exp(m - shift) + exp(x - shift);
+        m = m_new;
+    }
+    f32 mx = max(m);
+    return mx + log(sum(s * exp(m - mx)));
+}
+
+/* The number of targets[0 .. n_rows) that are not ignore_index, read BLOCK at a time. */
+f32 count_kept(const i64 *targets, i32 n_rows, i64 ignore_index, const i32 BLOCK)
+{
+    tile lanes = arange(0, BLOCK);
+    i32 kept[BLOCK] = 0;
+    for (i32 c = 0; c * BLOCK < n_rows; c++) {
+        tile rows = c * BLOCK + lanes;
+        tile t = load(targets + rows, rows < n_rows, ignore_index);
+        kept += (i32)(t != ignore_index);
+    }
+    return (f32)sum(kept);
+}
+
+kernel cross_entropy_fwd(f32 *loss, f32 *lse, const any *logits, const i64 *targets, i32 n_cols,
+                         i32 stride, i64 ignore_index, const i32 BLOCK)
+{
+    i32 row = program_id(0);
+    tile x = logits + row * stride;
+    f32 l = row_logsumexp(x, n_cols, BLOCK);
+    i64 t = load(targets + row);
+    bool inside = t >= 0 && t < n_cols;
+    f32 picked = (f32)load(x + t, inside, 0.0f);
+    store(lse + row, l);
+    store(loss + row, t == ignore_index ? 0.0f : (inside ? l - picked : NAN));
+}
+
+kernel cross_entropy_mean(f32 *loss_mean, f32 *count, const f32 *loss, const i64 *targets,
+                          i32 n_rows, i64 ignore_index, const i32 BLOCK)
+{
+    tile lanes = arange(0, BLOCK);
+    f32 total[BLOCK] = 0;
+    for (i32 c = 0; c * BLOCK < n_rows; c++) {
+        tile rows = c * BLOCK + lanes;
+        total += load(loss + rows, rows < n_rows, 0.0f);
+    }
+    f32 n = count_kept(targets, n_rows, ignore_index, BLOCK);
+    store(count, n);
+    store(loss_mean, sum(total) / n);
+}
+
+kernel cross_entropy_count(f32 *count, const i64 *targets, i32 n_rows, i64 ignore_index,
+                           const i32 BLOCK)
+{
+    store(count, count_kept(targets, n_rows, ignore_index, BLOCK));
+}
+
+kernel cross_entropy_bwd(any *dlogits, const any *logits, const i64 *targets, const f32 *lse,
+                         const f32 *count, i32 n_cols, i32 stride, i32 d_stride,
+                         i64 ignore_index, f32 grad, const i32 BLOCK)
+{
+    i32 row = program_id(0);
+    tile cols = program_id(1) * BLOCK + arange(0, BLOCK);
+    tile mask = cols < n_cols;
+    i64 t = load(targets + row);
+    if (t == ignore_index) {
+        store(dlogits + row * d_stride + cols, 0.0f, mask);
+        return;
+    }
+    tile x = (f32)load(logits + row * stride + cols, mask, 0.0f);
+    tile p = exp(x - load(lse + row));
+    store(dlogits + row * d_stride + cols, (p - (f32)(cols == t)) * (grad / load(count)), mask);
+}

@@ -1,0 +1,172 @@
+/* Softmax and log-softmax over the rows of a 2-D array, forward and backward.
+ *
+ * Rows are the first dimension; the last is contiguous; each array has its own row stride (in
+ * elements). Data are f16, bf16 or f32; every kernel computes in f32 and rounds once when it
+ * stores. One program handles one row. The plain kernels hold the whole row in one tile
+ * (BLOCK >= n_cols, a power of two); the _looped kernels take any row length, reading it in
+ * chunks of BLOCK columns.
+ *
+ *   softmax:      y = exp(x - max(x)) / sum(exp(x - max(x)))
+ *   log_softmax:  y = x - logsumexp(x)
+ *   backward:     dx = y * (dy - sum(y * dy))        for softmax
+ *                 dx = dy - exp(y) * sum(dy)          for log_softmax (y = log-probabilities)
+ *
+ * Loops step by chunk number, offset c * BLOCK: the compiler then knows each chunk starts on a
+ * multiple of BLOCK and uses vector loads.
+ */
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+/* logsumexp of a row of n_cols elements, read in chunks of BLOCK (online softmax). Each lane
+ * keeps a running maximum m and a sum s of exp(x - m), rescaled when m grows; the lanes are
+ * combined once at the end. A lane whose maximum is still -INF adds nothing (0, not NaN). */
+f32 row_logsumexp(tile row, i32 n_cols, const i32 BLOCK)
+{
+    tile cols = arange(0, BLOCK);
+    f32 m[BLOCK] = -INF;
+    f32 s[BLOCK] = 0;
+    for (i32 c = 0; c * BLOCK < n_cols; c++) {
+        tile offs = c * BLOCK + cols;
+        tile x = (f32)load(row + offs, offs < n_cols, -INF);
+        tile m_new = maximum(m, x);
+        tile shift = where(m_new == -INF, 0.0f, m_new);
+        s = s * exp(m - shift) + exp(x - shift);
+        m = m_new;
+    }
+    f32 mx = max(m);
+    return mx + log(sum(s * exp(m - mx)));
+}
+
+/* sum(a * b) over a row of n_cols elements, in chunks of BLOCK. */
+f32 row_dot(tile a, tile b, i32 n_cols, const i32 BLOCK)
+{
+    tile cols = arange(0, BLOCK);
+    f32 acc[BLOCK] = 0;
+    for (i32 c = 0; c * BLOCK < n_cols; c++) {
+        tile offs = c * BLOCK + cols;
+        tile mask = offs < n_cols;
+        acc += (f32)load(a + offs, mask, 0.0f) * (f32)load(b + offs, mask, 0.0f);
+    }
+    return sum(acc);
+}
+
+/* sum(a) over a row of n_cols elements, in chunks of BLOCK. */
+f32 row_sum(tile a, i32 n_cols, const i32 BLOCK)
+{
+    tile cols = arange(0, BLOCK);
+    f32 acc[BLOCK] = 0;
+    for (i32 c = 0; c * BLOCK < n_cols; c++) {
+        tile offs = c * BLOCK + cols;
+        acc += (f32)load(a + offs, offs < n_cols, 0.0f);
+    }
+    return sum(acc);
+}
+
+/* ---- forward, one tile per row ------------------------------------------------------------ */
+
+kernel softmax(any *out, const any *in, i32 n_cols, i32 in_stride, i32 out_stride, const i32 BLOCK)
+{
+    i32 row = program_id(0);
+    tile cols = arange(0, BLOCK);
+    tile mask = cols < n_cols;
+    tile x = (f32)load(in + row * in_stride + cols, mask, -INF);
+    tile e = exp(x - max(x));
+    store(out + row * out_stride + cols, e / sum(e), mask);
+}
+
+kernel log_softmax(any *out, const any *in, i32 n_cols, i32 in_stride, i32 out_stride,
+                   const i32 BLOCK)
+{
+    i32 row = program_id(0);
+    tile cols = arange(0, BLOCK);
+    tile mask = cols < n_cols;
+    tile x = (f32)load(in + row * in_stride + cols, mask, -INF);
+    tile shifted = x - max(x);
+    store(out + row * out_stride + cols, shifted - log(sum(exp(shifted))), mask);
+}
+
+/* ---- forward, any row length: one pass for logsumexp, one to write ------------------------ */
+
+kernel softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i32 out_stride,
+                      const i32 BLOCK)
+{
+    i32 row = program_id(0);
+    tile cols = arange(0, BLOCK);
+    f32 lse = row_logsumexp(in + row * in_stride, n_cols, BLOCK);
+    for (i32 c = 0; c * BLOCK < n_cols; c++) {
+        tile offs = c * BLOCK + cols;
+        tile mask = offs < n_cols;
+        tile x = (f32)load(in + row * in_stride + offs, mask, 0.0f);
+        store(out + row * out_stride + offs, exp(x - lse), mask);
+    }
+}
+
+kernel log_softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i32 out_stride,
+                          const i32 BLOCK)
+{
+    i32 row = program_id(0);
+    tile cols = arange(0, BLOCK);
+    f32 lse = row_logsumexp(in + row * in_stride, n_cols, BLOCK);
+    for (i32 c = 0; c * BLOCK < n_cols; c++) {
+        tile offs = c * BLOCK + cols;
+        tile mask = offs < n_cols;
+        tile x = (f32)load(in + row * in_stride + offs, mask, 0.0f);
+        store(out + row * out_stride + offs, x - lse, mask);
+    }
+}
+
+/* ---- backward, one tile per row ----------------------------------------------------------- */
+
+kernel softmax_backward(any *dx, const any *y, const any *dy, i32 n_cols, i32 y_stride,
+                        i32 dy_stride, i32 dx_stride, const i32 BLOCK)
+{
+    i32 row = program_id(0);
+    tile cols = arange(0, BLOCK);
+    tile mask = cols < n_cols;
+    tile p = (f32)load(y + row * y_stride + cols, mask, 0.0f);
+    tile g = (f32)load(dy + row * dy_stride + cols, mask, 0.0f);
+    store(dx + row * dx_stride + cols, p * (g - sum(p * g)), mask);
+}
+
+kernel log_softmax_backward(any *dx, const any *y, const any *dy, i32 n_cols, i32 y_stride,
+                            i32 dy_stride, i32 dx_stride, const i32 BLOCK)
+{
+    i32 row = program_id(0);
+    tile cols = arange(0, BLOCK);
+    tile mask = cols < n_cols;
+    tile logp = (f32)load(y + row * y_stride + cols, mask, 0.0f);
+    tile g = (f32)load(dy + row * dy_stride + cols, mask, 0.0f);
+    store(dx + row * dx_stride + cols, g - exp(logp) * sum(g), mask);
+}
+
+/* ---- backward, any row length: one pass for the row's sum, one to write ------------------- */
+
+kernel softmax_backward_looped(any *dx, const any *y, const any *dy, i32 n_cols, i32 y_stride,
+                               i32 dy_stride, i32 dx_stride, const i32 BLOCK)
+{
+    i32 row = program_id(0);
+    tile cols = arange(0, BLOCK);
+    f32 dot = row_dot(y + row * y_stride, dy + row * dy_stride, n_cols, BLOCK);
+    for (i32 c = 0; c * BLOCK < n_cols; c++) {
+        tile offs = c * BLOCK + cols;
+        tile mask = offs < n_cols;
+        tile p = (f32)load(y + row * y_stride + offs, mask, 0.0f);
+        tile g = (f32)load(dy + row * dy_stride + offs, mask, 0.0f);
+        store(dx + row * dx_stride + offs, p * (g - dot), mask);
+    }
+}
+
+kernel log_softmax_backward_looped(any *dx, const any *y, const any *dy, i32 n_cols,
+                                   i32 y_stride, i32 dy_stride, i32 dx_stride, const i32 BLOCK)
+{
+    i32 row = program_id(0);
+    tile cols = arange(0, BLOCK);
+    f32 total = row_sum(dy + row * dy_stride, n_cols, BLOCK);
+    for (i32 c = 0; c * BLOCK < n_cols; c++) {
+        tile offs = c * BLOCK + cols;
+        tile mask = offs < n_cols;
+        tile logp = (f32)load(y + row * y_stride + offs, mask, 0.0f);
+        tile g = (f32)load(dy + row * dy_stride + offs, mask, 0.0f);
+        store(dx + row * dx_stride + offs, g - exp(logp) * total, mask);
+    }
+}

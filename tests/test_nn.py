@@ -1,0 +1,271 @@
+"""teeny_tx.nn on the NumPy interpreter, through its wrappers (interpret=True), against the
+float64 NumPy references of teeny_tx.library.ROW_CASES; argument checks; the launch heuristic;
+and every kernel of the nn files through NVRTC for sm_90 at the launches the wrappers make."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import teeny_tx as tx
+from teeny_tx import nn
+from teeny_tx.dtypes import DTYPES
+from teeny_tx.library import ROW_CASES, cross_entropy_reference
+
+from .conftest import nvrtc_compile
+
+CASES = {c.name: c for c in ROW_CASES}
+COLS = (1, 17, 1000, 4097)
+LONG = 65537  # longer than one tile: the looped kernels (softmax family, cross-entropy)
+
+
+def _params():
+    """f32: every case at rows 1, 3, 100 x COLS, long rows at 1 and 3 rows; f16 and bf16: rows
+    3 and 100 at 17 and 4097 columns, long rows at 3; two cases at 1000 rows."""
+    out = []
+    for case in ROW_CASES:
+        shapes = [("f32", r, c) for r in (1, 3, 100) for c in COLS]
+        shapes += [(d, r, c) for d in ("f16", "bf16") for r in (3, 100) for c in (17, 4097)]
+        if case.long_rows:
+            shapes += [("f32", 1, LONG), ("f32", 3, LONG), ("f16", 3, LONG), ("bf16", 3, LONG)]
+        out += [pytest.param(case, *s, id=f"{case.name}-{s[0]}-{s[1]}x{s[2]}") for s in shapes]
+    out.append(pytest.param(CASES["softmax"], "f32", 1000, 1000, id="softmax-f32-1000x1000"))
+    out.append(
+        pytest.param(
+            CASES["layer_norm_backward"], "f32", 1000, 17, id="layer_norm_backward-f32-1000x17"
+        )
+    )
+    return out
+
+
+def _run(case, dtype: str, rows: int, cols: int, seed: int = 0, wrap=None, **kwargs) -> float:
+    rng = np.random.default_rng(hash((case.name, dtype, rows, cols, seed)) % 2**32)
+    args = case.make(rng, rows, cols, dtype)
+    run_args = [wrap(a) for a in args] if wrap else args
+    outs = case.run(run_args, interpret=True, **kwargs)
+    return case.check(outs, args, rows, cols, **kwargs)
+
+
+@pytest.mark.parametrize("case,dtype,rows,cols", _params())
+def test_wrapper_on_interpreter(case, dtype, rows, cols):
+    _run(case, dtype, rows, cols)
+
+
+def _strided(a: np.ndarray) -> np.ndarray:
+    """A 2-D array as the view [:, :cols] of a wider one (row stride cols + 7, NaN padding)."""
+    if a.ndim != 2:
+        return a
+    wide = np.full((a.shape[0], a.shape[1] + 7), np.nan, dtype=a.dtype)
+    wide[:, : a.shape[1]] = a
+    return wide[:, : a.shape[1]]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("case", ROW_CASES, ids=lambda c: c.name)
+def test_strided_rows(case, dtype):
+    _run(case, dtype, 5, 1000, wrap=_strided)
+    if case.long_rows:
+        _run(case, dtype, 2, 5000 + LONG // 4, wrap=_strided)
+
+
+def test_strided_outputs_do_not_touch_padding():
+    x = _strided(np.random.default_rng(0).standard_normal((4, 33)).astype(np.float32))
+    y = nn.softmax(x, interpret=True)
+    assert y.shape == (4, 33) and np.isnan(x.base[:, 33:]).all()
+    np.testing.assert_allclose(y.sum(axis=1), 1.0, rtol=1e-6)
+
+
+def test_norm_eps_and_grad_keywords():
+    _run(CASES["layer_norm"], "f32", 3, 17, eps=0.25)
+    _run(CASES["rms_norm"], "f32", 3, 17, eps=0.25)
+    _run(CASES["cross_entropy_backward"], "f32", 3, 1000, grad=2.5)
+
+
+# ---------------------------------------------------------------- cross-entropy edge cases
+
+
+def _logits(rows: int, cols: int) -> np.ndarray:
+    return np.random.default_rng(rows * cols).standard_normal((rows, cols)).astype(np.float32)
+
+
+def test_cross_entropy_every_row_ignored_gives_nan_loss_and_zero_gradient():
+    logits = _logits(4, 100)
+    targets = np.full(4, -100, np.int64)
+    loss, lse = nn.cross_entropy(logits, targets, interpret=True)
+    assert loss.shape == () and loss.dtype == np.float32 and np.isnan(loss)
+    np.testing.assert_allclose(
+        lse, cross_entropy_reference(logits.astype(np.float64), targets)[1], rtol=1e-6
+    )
+    d = nn.cross_entropy_backward(logits, targets, lse, interpret=True)
+    assert not d.any()
+
+
+def test_cross_entropy_custom_ignore_index():
+    logits = _logits(6, 50)
+    targets = np.array([3, 7, 3, 0, 49, 3], np.int64)  # class 3 is the ignored one here
+    loss, lse = nn.cross_entropy(logits, targets, ignore_index=3, interpret=True)
+    ref_loss, ref_lse = cross_entropy_reference(logits.astype(np.float64), targets, ignore_index=3)
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-6)
+    d = nn.cross_entropy_backward(logits, targets, lse, ignore_index=3, interpret=True)
+    assert not d[[0, 2, 5]].any() and d[[1, 3, 4]].all()
+    np.testing.assert_allclose(d[1:2].sum(), 0.0, atol=1e-6)
+
+
+def test_cross_entropy_target_out_of_range_gives_nan():
+    logits = _logits(3, 10)
+    losses_only = nn.cross_entropy(logits, np.array([1, 10, 2], np.int64), interpret=True)[0]
+    assert np.isnan(losses_only)
+    assert np.isnan(nn.cross_entropy(logits, np.array([-1, 2, 2], np.int64), interpret=True)[0])
+
+
+def test_empty_batch():
+    x = np.zeros((0, 17), np.float32)
+    assert nn.softmax(x, interpret=True).shape == (0, 17)
+    y, mean, rstd = nn.layer_norm(
+        x, np.ones(17, np.float32), np.zeros(17, np.float32), interpret=True
+    )
+    assert y.shape == (0, 17) and mean.shape == rstd.shape == (0,)
+    dx, dw, db = nn.layer_norm_backward(x, x, np.ones(17, np.float32), mean, rstd, interpret=True)
+    assert dx.shape == (0, 17) and not dw.any() and not db.any()
+    loss, lse = nn.cross_entropy(x, np.zeros(0, np.int64), interpret=True)
+    assert np.isnan(loss) and lse.shape == (0,)
+
+
+# ---------------------------------------------------------------- argument checks
+
+
+def _f32(*shape):
+    return np.zeros(shape, np.float32)
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: nn.softmax(_f32(2, 3, 4), interpret=True), r"softmax: x must be 2-D"),
+        (
+            lambda: nn.softmax(_f32(4, 8)[:, ::2], interpret=True),
+            r"last dimension must be contiguous",
+        ),
+        (
+            lambda: nn.softmax(np.zeros((2, 3)), interpret=True),
+            r"x has dtype float64; this takes f32",
+        ),
+        (lambda: nn.softmax(_f32(2, 3)), r"NumPy array; pass CuPy arrays or torch CUDA tensors"),
+        (
+            lambda: nn.softmax_backward(_f32(2, 3), _f32(2, 4), interpret=True),
+            r"dy has shape \(2, 4\) but y has \(2, 3\)",
+        ),
+        (
+            lambda: nn.softmax_backward(_f32(2, 3), np.zeros((2, 3), np.float16), interpret=True),
+            r"dy is f16 but y is f32",
+        ),
+        (
+            lambda: nn.layer_norm(_f32(2, 3), _f32(4), _f32(3), interpret=True),
+            r"weight must have shape \(3,\)",
+        ),
+        (
+            lambda: nn.layer_norm_backward(
+                _f32(2, 3), _f32(2, 3), _f32(3), _f32(3), _f32(2), interpret=True
+            ),
+            r"mean must have shape \(2,\)",
+        ),
+        (
+            lambda: nn.rms_norm_backward(
+                _f32(2, 3), _f32(2, 3), _f32(3), np.zeros(2, np.float16), interpret=True
+            ),
+            r"rstd has dtype float16; this takes f32",
+        ),
+        (
+            lambda: nn.rms_norm(_f32(2, 6), _f32(12)[::2], interpret=True),
+            r"weight must be contiguous",
+        ),
+        (
+            lambda: nn.layer_norm(_f32(1, 70000), _f32(70000), _f32(70000), interpret=True),
+            r"longer than 65536",
+        ),
+        (
+            lambda: nn.cross_entropy(_f32(2, 3), np.zeros(2, np.int32), interpret=True),
+            r"targets has dtype int32; this takes i64",
+        ),
+        (
+            lambda: nn.cross_entropy(_f32(2, 3), np.zeros(3, np.int64), interpret=True),
+            r"targets must have shape \(2,\)",
+        ),
+        (
+            lambda: nn.cross_entropy_backward(
+                _f32(2, 3), np.zeros(2, np.int64), _f32(3), interpret=True
+            ),
+            r"lse must have shape \(2,\)",
+        ),
+        (lambda: nn.softmax([[1.0]], interpret=True), r"list; interpret=True runs on NumPy arrays"),
+    ],
+)
+def test_bad_arguments_raise_launch_errors(call, match):
+    with pytest.raises(tx.LaunchError, match=match):
+        call()
+
+
+# ---------------------------------------------------------------- the launch heuristic
+
+
+@pytest.mark.parametrize(
+    "cols,expected",
+    [
+        (1, (1, 1, False)),
+        (17, (32, 1, False)),
+        (1000, (1024, 4, False)),
+        (4097, (8192, 16, False)),
+        (16384, (16384, 16, False)),
+        (16385, (4096, 16, True)),
+        (65537, (4096, 16, True)),
+    ],
+)
+def test_row_config(cols, expected):
+    c = nn.row_config(cols)
+    assert (c.block, c.num_warps, c.looped) == expected
+
+
+def test_partial_programs_cover_every_row_once():
+    for rows in (1, 3, 100, 527, 528, 529, 10_000):
+        programs, per = nn.partial_programs(rows, 132)
+        assert programs <= 4 * 132 and (programs - 1) * per < rows <= programs * per
+
+
+# ---------------------------------------------------------------- NVRTC, as the wrappers launch
+
+
+def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatch):
+    """Record the launches the wrappers make over row lengths that take every branch of
+    row_config (dtypes in turn), then compile each kernel once per (BLOCK, num_warps)."""
+    launches = {}
+
+    def record(self, kernel, grid, args, num_warps, **constexprs):
+        key = (kernel.name, num_warps, tuple(sorted(constexprs.items())))
+        launches.setdefault(key, (kernel, args, num_warps, constexprs))
+
+    monkeypatch.setattr(nn._Arrays, "launch", record)
+    dtypes = ("bf16", "f16", "f32")
+    for i, (case, cols) in enumerate((c, n) for c in ROW_CASES for n in (1, 17, 1000, 4097, LONG)):
+        if cols == LONG and not case.long_rows:
+            continue
+        dtype = dtypes[i % 3]
+        args = case.make(np.random.default_rng(i), 3, cols, dtype)
+        case.run(args, interpret=True)
+    compiled = set()
+    for kernel, args, num_warps, constexprs in launches.values():
+        spec = kernel.specialize(*args, num_warps=num_warps, **constexprs)
+        assert nvrtc_compile(spec.cuda_source, kernel.name).startswith(b"\x7fELF")
+        compiled.add(kernel.name)
+    files = ("softmax.c", "layernorm.c", "rmsnorm.c", "cross_entropy.c")
+    every = {name for f in files for name in tx.compile(f"kernels/{f}").kernels}
+    assert compiled == every
+
+
+def test_reference_dtypes_are_the_wrappers():
+    """The outputs keep the input's dtype; statistics are f32."""
+    x = np.ones((2, 5), DTYPES["bf16"].np)
+    w = np.ones(5, np.float16)
+    y, mean, rstd = nn.layer_norm(x, w, w, interpret=True)
+    assert (y.dtype, mean.dtype, rstd.dtype) == (x.dtype, np.float32, np.float32)
+    dx, dw, db = nn.layer_norm_backward(x, x, w, mean, rstd, interpret=True)
+    assert (dx.dtype, dw.dtype, db.dtype) == (x.dtype, w.dtype, w.dtype)
