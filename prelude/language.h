@@ -57,6 +57,12 @@ tile argmax(tile x, i32 axis, ...); /* i32 index of the maximum along axis; ties
 tile argmin(tile x, i32 axis, ...); /* i32 index of the minimum along axis; ties: lowest index  */
 tile reduce(tile x, i32 axis, ...); /* reduce(x, axis, combine): combine is a helper T f(T, T)  */
 
+/* ---- scans (inclusive, along an axis; reverse = 1 scans from the end) ------------------------ */
+tile cumsum(tile x, ...);           /* cumsum(x, axis = 0, reverse = 0); dtype as sum()         */
+tile cumprod(tile x, ...);          /* cumprod(x, axis = 0, reverse = 0)                        */
+tile associative_scan(tile x, i32 axis, ...); /* (x, axis, combine, reverse = 0): combine a helper */
+tile flip(tile x, ...);             /* flip(x, axis = 0): reverse the order along an axis       */
+
 /* ---- atomics (read-modify-write of global memory; each returns the old values) ------------ */
 /* Optional trailing constants: mask, then the memory order (ACQ_REL by default, as in Triton:  */
 /* RELAXED, ACQUIRE, RELEASE, ACQ_REL) and the scope (SCOPE_GPU by default; SCOPE_CTA, SCOPE_SYS). */

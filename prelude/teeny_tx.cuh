@@ -71,6 +71,16 @@ struct Blocked {
     }
     __device__ static int thread_coord(int d) { return warp_coord(d) * TPW::v[d] + lane_coord(d); }
     __host__ __device__ static constexpr int warps(int d) { return WPC::v[d]; }
+    // the distance in register numbers between neighbours along dimension d
+    __host__ __device__ static constexpr int reg_stride(int d) {
+        int stride = 1;
+        for (int k = 0; k < RANK; ++k) {
+            int dim = Order::v[k];
+            if (dim == d) return stride;
+            stride *= regs(dim);
+        }
+        return stride;
+    }
     __host__ __device__ static constexpr int lanes(int d) { return TPW::v[d]; }
     // the lane-id distance between neighbours along dimension d
     __host__ __device__ static constexpr int lane_stride(int d) {
@@ -396,6 +406,88 @@ __device__ __forceinline__ void reduce(T* out, const T* in, F combine, void* sme
             out[o] = acc;
         }
         __syncthreads();
+    }
+}
+
+// Inclusive scan of `in` along dimension D (layout L; LO is L with D of size 1), left to right:
+// within each thread's contiguous run, then across lanes (shuffles up), then across warps
+// through `smem`, then across the repetitions of the layout, each element combined with the
+// running prefix in coordinate order. Only distinct copies count, as in reduce().
+template <class L, class LO, int D, typename T, typename F>
+__device__ __forceinline__ void scan(T* out, const T* in, F combine, void* smem) {
+    constexpr int run = L::spt(D) < L::size(D) ? L::spt(D) : L::size(D);
+    constexpr int reps = L::regs(D) / run;
+    constexpr int stride = L::reg_stride(D);
+    constexpr int held = L::size(D) / L::spt(D) < 1 ? 1 : L::size(D) / L::spt(D);
+    constexpr int lanes = L::lanes(D) < held ? L::lanes(D) : held;
+    constexpr int held_by_warps = held / L::lanes(D) < 1 ? 1 : held / L::lanes(D);
+    constexpr int warps = L::warps(D) < held_by_warps ? L::warps(D) : held_by_warps;
+    constexpr int lane_stride = L::lane_stride(D);
+#pragma unroll
+    for (int r = 0; r < L::REGS; ++r)
+        out[r] = L::reg_coord(r, D) % run == 0 ? in[r] : combine(out[r - stride], in[r]);
+    const int lane = L::lane_coord(D) % lanes;
+    const int warp = L::warp_coord(D) % warps;
+    T carry[LO::REGS];
+#pragma unroll
+    for (int rep = 0; rep < reps; ++rep) {
+        // this thread's run total for each line, its inclusive scan across lanes
+        T total[LO::REGS], inclusive[LO::REGS];
+#pragma unroll
+        for (int r = 0; r < L::REGS; ++r)
+            if (L::reg_coord(r, D) == rep * run + run - 1) total[remap<LO, L>(r)] = out[r];
+#pragma unroll
+        for (int o = 0; o < LO::REGS; ++o) inclusive[o] = total[o];
+#pragma unroll
+        for (int offset = 1; offset < lanes; offset *= 2) {
+#pragma unroll
+            for (int o = 0; o < LO::REGS; ++o) {
+                T up = __shfl_up_sync(0xffffffffu, inclusive[o], offset * lane_stride);
+                if (lane >= offset) inclusive[o] = combine(up, inclusive[o]);
+            }
+        }
+        // the exclusive prefix from the lanes before this one
+        T before[LO::REGS], rep_total[LO::REGS];
+#pragma unroll
+        for (int o = 0; o < LO::REGS; ++o) {
+            before[o] = __shfl_up_sync(0xffffffffu, inclusive[o], lane_stride);
+            rep_total[o] = __shfl_sync(0xffffffffu, inclusive[o],
+                                       int(threadIdx.x) % 32 + (lanes - 1 - lane) * lane_stride);
+        }
+        bool has_lane_prefix = lane > 0, has_warp_prefix = false;
+        T warp_prefix[LO::REGS];
+        if constexpr (warps > 1) {
+            T* partial = static_cast<T*>(smem);
+            constexpr int n = LO::SIZE;
+            if (lane == lanes - 1 && L::warp_coord(D) < warps) {
+#pragma unroll
+                for (int o = 0; o < LO::REGS; ++o) partial[L::warp_coord(D) * n + LO::flat(o)] = inclusive[o];
+            }
+            __syncthreads();
+#pragma unroll
+            for (int o = 0; o < LO::REGS; ++o) {
+                T acc = partial[LO::flat(o)];
+                for (int w = 1; w < warps; ++w) {
+                    if (w == warp) warp_prefix[o] = acc;
+                    acc = combine(acc, partial[w * n + LO::flat(o)]);
+                }
+                rep_total[o] = acc;
+            }
+            has_warp_prefix = warp > 0;
+            __syncthreads();
+        }
+#pragma unroll
+        for (int r = 0; r < L::REGS; ++r) {
+            if (L::reg_coord(r, D) / run != rep) continue;
+            int o = remap<LO, L>(r);
+            T value = out[r];
+            if (has_lane_prefix) value = combine(before[o], value);
+            if (has_warp_prefix) value = combine(warp_prefix[o], value);
+            if (rep > 0) value = combine(carry[o], value);
+            out[r] = value;
+        }
+#pragma unroll
+        for (int o = 0; o < LO::REGS; ++o) carry[o] = rep > 0 ? combine(carry[o], rep_total[o]) : rep_total[o];
     }
 }
 

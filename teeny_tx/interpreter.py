@@ -233,6 +233,34 @@ class _Compiler:
 
         return run
 
+    def op_scan(self, e: ir.Op) -> Eval:
+        (f,) = (self.expr(a) for a in e.args)
+        axis, kind, dtype = e.attr("axis"), e.attr("kind"), e.type.dtype.np
+        if kind == "sum":
+            scan = lambda x: np.cumsum(x, axis=axis, dtype=dtype)  # noqa: E731
+        elif kind == "prod":
+            scan = lambda x: np.cumprod(x, axis=axis, dtype=dtype)  # noqa: E731
+        else:
+            fn = self.expr(e.attr("combine"))
+
+            def scan(x):
+                state, parts = _State(()), np.moveaxis(x, axis, 0)
+                out = [parts[0]]
+                for part in parts[1:]:
+                    state.env["a"], state.env["b"] = out[-1], part
+                    out.append(np.asarray(fn(state)).astype(dtype, copy=False))
+                return np.moveaxis(np.stack(out), 0, axis)
+
+        def run(s: _State) -> Value:
+            with np.errstate(all="ignore"):
+                return np.asarray(scan(f(s))).astype(dtype, copy=False)
+
+        return run
+
+    def op_flip(self, e: ir.Op) -> Eval:
+        axis = e.attr("axis")
+        return self.reshaped(e, lambda a: np.flip(a, axis))
+
     def folder(self, combine: ir.Expr) -> Callable:
         """A user combiner folded left to right along the axis, vectorised over the others."""
         fn = self.expr(combine)

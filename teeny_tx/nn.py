@@ -56,7 +56,7 @@ def row_config(n_cols: int, max_block: int = MAX_ROW_BLOCK) -> RowConfig:
 def partial_programs(n_rows: int, sms: int) -> tuple[int, int]:
     """(programs, rows per program) of a norm backward: about 4 programs per SM, each summing
     dW (and dB) over a run of consecutive rows; the partials are programs x cols f32."""
-    per_program = cdiv(n_rows, max(1, min(n_rows, 4 * sms)))
+    per_program = max(1, cdiv(n_rows, max(1, min(n_rows, 4 * sms))))
     return cdiv(n_rows, per_program), per_program
 
 
@@ -171,7 +171,7 @@ class _Arrays:
         self.check_dtype(a, name, dtypes)
         rows, cols = (int(n) for n in a.shape)
         row_stride, col_stride = self.strides(a)
-        if cols > 1 and col_stride != 1:
+        if cols > 1 and rows > 0 and col_stride != 1:
             raise self.error(
                 f"{name}'s last dimension must be contiguous (stride 1), got strides "
                 f"{(row_stride, col_stride)} in elements; copy it first (x.contiguous(), "

@@ -52,8 +52,13 @@ def test_update_returns_old_values_in_lane_order(atomics, kind):
     dst = rng.integers(-1000, 1000, size=m).astype(np.int32)
     expect_dst, expect_old = dst.copy(), np.zeros(n, np.int32)
     apply = {
-        "add": np.add, "max": np.maximum, "min": np.minimum, "and": np.bitwise_and,
-        "or": np.bitwise_or, "xor": np.bitwise_xor, "xchg": lambda a, b: b,
+        "add": np.add,
+        "max": np.maximum,
+        "min": np.minimum,
+        "and": np.bitwise_and,
+        "or": np.bitwise_or,
+        "xor": np.bitwise_xor,
+        "xchg": lambda a, b: b,
     }[kind]
     for i in range(n):  # one program, lanes in order
         expect_old[i] = expect_dst[i % m]
@@ -79,19 +84,25 @@ def test_atomics_refuse_read_only_pointers_and_bad_types():
         tx.compile(src, name="kernels/k.c").k.cuda_source("f32")
 
 
-CUDA_CASES = [("update", ("i32", "i32", "i32", 100, 7), {"KIND": k, "BLOCK": 256}) for k in range(7)] + [
-    ("update", (dt, dt, dt, 100, 7), {"KIND": k, "BLOCK": 256})
-    for dt in ("f16", "bf16", "f32", "f64", "i64", "u32", "u64")
-    for k in (0, 1, 2, 6)
-] + [
-    ("histogram", ("i32", "i32", 100), {"BLOCK": 64}),
-    ("contended", ("f32", "f32", 100), {"BLOCK": 1024}),
-    ("scalar_sum", ("f32", "f32", "f32", 100), {"BLOCK": 1024}),
-    ("locked_increment", ("i32", "i32"), {"BLOCK": 32}),
-]
+CUDA_CASES = (
+    [("update", ("i32", "i32", "i32", 100, 7), {"KIND": k, "BLOCK": 256}) for k in range(7)]
+    + [
+        ("update", (dt, dt, dt, 100, 7), {"KIND": k, "BLOCK": 256})
+        for dt in ("f16", "bf16", "f32", "f64", "i64", "u32", "u64")
+        for k in (0, 1, 2, 6)
+    ]
+    + [
+        ("histogram", ("i32", "i32", 100), {"BLOCK": 64}),
+        ("contended", ("f32", "f32", 100), {"BLOCK": 1024}),
+        ("scalar_sum", ("f32", "f32", "f32", 100), {"BLOCK": 1024}),
+        ("locked_increment", ("i32", "i32"), {"BLOCK": 32}),
+    ]
+)
 
 
 @pytest.mark.parametrize("name,args,constexprs", CUDA_CASES)
 def test_atomic_kernels_compile_for_sm90(atomics, name, args, constexprs):
     source = getattr(atomics, name).cuda_source(*args, **constexprs)
-    assert nvrtc.compile_to_cubin(source, name=name, arch="sm_90", headers=HEADERS)[:4] == b"\x7fELF"
+    assert (
+        nvrtc.compile_to_cubin(source, name=name, arch="sm_90", headers=HEADERS)[:4] == b"\x7fELF"
+    )

@@ -20,14 +20,13 @@ LONG = 65537  # longer than one tile: the looped kernels (softmax family, cross-
 
 
 def _params():
-    """f32: every case at rows 1, 3, 100 x COLS, long rows at 1 and 3 rows; f16 and bf16: rows
-    3 and 100 at 17 and 4097 columns, long rows at 3; two cases at 1000 rows."""
+    """Every case and dtype at rows 1, 3, 100 x COLS, and long rows at 1 and 3 rows where the
+    case has looped kernels; two cases at 1000 rows."""
     out = []
     for case in ROW_CASES:
-        shapes = [("f32", r, c) for r in (1, 3, 100) for c in COLS]
-        shapes += [(d, r, c) for d in ("f16", "bf16") for r in (3, 100) for c in (17, 4097)]
+        shapes = [(d, r, c) for d in case.dtypes for r in (1, 3, 100) for c in COLS]
         if case.long_rows:
-            shapes += [("f32", 1, LONG), ("f32", 3, LONG), ("f16", 3, LONG), ("bf16", 3, LONG)]
+            shapes += [(d, r, LONG) for d in case.dtypes for r in (1, 3)]
         out += [pytest.param(case, *s, id=f"{case.name}-{s[0]}-{s[1]}x{s[2]}") for s in shapes]
     out.append(pytest.param(CASES["softmax"], "f32", 1000, 1000, id="softmax-f32-1000x1000"))
     out.append(

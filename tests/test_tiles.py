@@ -100,3 +100,38 @@ def test_reductions_use_shuffles_and_shared_memory_only_across_warps(tiles):
 def test_too_much_shared_memory_is_refused_at_compile_time(tiles):
     with pytest.raises(tx.ResourceError, match="shared memory"):
         tiles.shapes.specialize("f64", "f64", "f64", BM=256, BN=256)
+
+
+SCANS = {0: np.cumsum, 1: np.cumprod, 2: np.maximum.accumulate}
+
+
+@pytest.mark.parametrize("reverse", [0, 1])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("kind", [0, 1, 2])
+def test_scans_on_interpreter(tiles, kind, axis, reverse):
+    x = np.random.default_rng(kind).uniform(0.9, 1.1, (8, 32)).astype(np.float32)
+    out = np.zeros_like(x)
+    tiles.scan2d.interpret[(1,)](out, x, KIND=kind, AXIS=axis, REVERSE=reverse, BM=8, BN=32)
+    xx = np.flip(x, axis) if reverse else x
+    expected = SCANS[kind](xx.astype(np.float64), axis=axis)
+    np.testing.assert_allclose(out, np.flip(expected, axis) if reverse else expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_flip_on_interpreter(tiles, axis):
+    x = np.arange(8 * 32, dtype=np.int32).reshape(8, 32)
+    out = np.zeros_like(x)
+    tiles.flip2d.interpret[(1,)](out, x, AXIS=axis, BM=8, BN=32)
+    np.testing.assert_array_equal(out, np.flip(x, axis))
+
+
+@pytest.mark.parametrize("warps", [1, 4, 8])
+@pytest.mark.parametrize("kind,axis,reverse", [(0, 1, 0), (1, 0, 1), (2, 1, 1), (0, 0, 0)])
+def test_scans_compile_for_sm90(tiles, kind, axis, reverse, warps):
+    source = tiles.scan2d.cuda_source(
+        "f32", "f32", KIND=kind, AXIS=axis, REVERSE=reverse, BM=32, BN=128, num_warps=warps
+    )
+    assert (
+        nvrtc.compile_to_cubin(source, name="scan2d", arch="sm_90", headers=HEADERS)[:4]
+        == b"\x7fELF"
+    )

@@ -1043,6 +1043,50 @@ class Builder:
             )
         return x
 
+    # ------------------------------------------------------------ scans
+
+    def call_cumsum(self, args, loc: Location) -> Expr:
+        return self._scan("sum", args, loc)
+
+    def call_cumprod(self, args, loc: Location) -> Expr:
+        return self._scan("prod", args, loc)
+
+    def call_associative_scan(self, args, loc: Location) -> Expr:
+        return self._scan("scan", [args[0], args[1], *args[3:]], loc, combine_node=args[2])
+
+    def _scan(self, kind: str, args, loc: Location, combine_node=None) -> Expr:
+        what = {"sum": "cumsum", "prod": "cumprod"}.get(kind, "associative_scan")
+        x = self.tile_arg(args[0], what)
+        if x.type.is_pointer:
+            raise CompileError(f"{what}() of pointers is not defined", loc)
+        rank = len(x.type.shape)
+        axis = self.axis_arg(args[1], rank, what) if len(args) > 1 else 0
+        reverse = bool(self.constant(args[2], f"reverse of {what}()")) if len(args) > 2 else False
+        dtype = x.type.dtype
+        if kind == "sum" and (dtype.kind == "b" or (dtype.is_int and dtype.bits < 32)):
+            dtype = DTYPES["u32"] if dtype.kind == "u" else DTYPES["i32"]
+        if kind == "sum" and dtype.is_float and dtype.bits < 32:
+            dtype = F32
+        x = ty.cast(x, dtype)
+        a = Var(type=Type(dtype), loc=loc, name="a")
+        b = Var(type=Type(dtype), loc=loc, name="b")
+        if kind == "scan":
+            combine = self.combiner(combine_node, dtype, loc)
+        else:
+            combine = self.apply("add" if kind == "sum" else "mul", [a, b], loc)
+        if reverse:
+            x = self._flip(x, axis, loc)
+        out = Op(type=x.type, loc=loc, op="scan", args=(x,), attrs=(("kind", kind), ("axis", axis), ("combine", combine)))
+        return self._flip(out, axis, loc) if reverse else out
+
+    def call_flip(self, args, loc: Location) -> Expr:
+        x = self.tile_arg(args[0], "flip")
+        axis = self.axis_arg(args[1], len(x.type.shape), "flip") if len(args) > 1 else 0
+        return self._flip(x, axis, loc)
+
+    def _flip(self, x: Expr, axis: int, loc: Location) -> Expr:
+        return Op(type=x.type, loc=loc, op="flip", args=(x,), attrs=(("axis", axis),))
+
     def combiner(self, node, dtype, loc: Location) -> Expr:
         """A helper `T f(T a, T b) { return ...; }` as an expression of two scalars a, b."""
         if not isinstance(node, c_ast.ID) or node.name not in self.unit.functions:

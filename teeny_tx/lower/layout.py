@@ -239,7 +239,7 @@ class LayoutPass:
                 if dims == sorted(dims):
                     return inner.with_shape(e.type.shape, tuple(dims))
             return None
-        if e.op in ("permute", "reshape"):
+        if e.op in ("permute", "reshape", "flip"):
             return None
         for a in e.args:
             inner = self.natural(a) if a.type.is_tile else None
@@ -276,12 +276,17 @@ class LayoutPass:
         if e.op == "reduce":
             inner = Layout(layout.blocked, _restore(layout, e), _restore_dims(layout, e))
             return self._reduce(e, inner)
+        if e.op == "scan":
+            shape = list(layout.shape)
+            shape[layout.dims[e.attr("axis")]] = 1
+            lines = Layout(layout.blocked, tuple(shape), layout.dims)
+            self.layouts.setdefault(lines.key, lines)
         if e.op == "expand_dims":
             axis = e.attr("axis")
             dims = layout.dims[:axis] + layout.dims[axis + 1 :]
             inner = layout.with_shape(e.args[0].type.shape, dims)
             return dataclasses.replace(e, layout=layout, args=(self.annotate(e.args[0], inner),))
-        if e.op in ("permute", "reshape"):
+        if e.op in ("permute", "reshape", "flip"):
             source = self.natural(e.args[0]) or self.default(e.args[0].type.shape)
             return dataclasses.replace(e, layout=layout, args=(self.annotate(e.args[0], source),))
         args = []

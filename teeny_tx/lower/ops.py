@@ -519,6 +519,10 @@ _def("xor_sum", "xor_sum(x, axis = all, keep_dims = 0): bitwise xor of integers"
 _def("argmax", "argmax(x, axis, keep_dims = 0): i32 index of the maximum; ties give the lowest index", (2, 3), None)
 _def("argmin", "argmin(x, axis, keep_dims = 0): i32 index of the minimum; ties give the lowest index", (2, 3), None)
 _def("reduce", "reduce(x, axis, combine): reduce with a helper `T combine(T a, T b)` of the file (associative)", 3, None)
+_def("cumsum", "cumsum(x, axis = 0, reverse = 0): inclusive running sum; dtype as sum()", (1, 3), None)
+_def("cumprod", "cumprod(x, axis = 0, reverse = 0): inclusive running product", (1, 3), None)
+_def("associative_scan", "associative_scan(x, axis, combine, reverse = 0): inclusive scan with a helper combiner", (3, 4), None)
+_def("flip", "flip(x, axis = 0): the tile reversed along an axis", (1, 2), None)
 for _name, _what in (
     ("add", "*ptr += val; returns the old values"),
     ("max", "*ptr = max(*ptr, val); returns the old values"),

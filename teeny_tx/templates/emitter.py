@@ -456,6 +456,31 @@ class Emitter:
         self.out(f"tx::reduce<{self.L(inner)}, {self.L(out)}, {dim}>({name}, {src}, {combine}, {smem});")
         self.temps[id(e)] = (name, out, suffix)
 
+    def emit_scan(self, e: Op) -> None:
+        """``tx::scan`` along one dimension into a temporary in the same layout."""
+        source = e.args[0]
+        layout: Layout = e.layout
+        dim = layout.dims[e.attr("axis")]
+        shape = list(layout.shape)
+        shape[dim] = 1
+        lines = Layout(layout.blocked, tuple(shape), layout.dims)
+        self.layouts.setdefault(lines.key, lines)
+        if lines.key not in self.layout_names:
+            raise AssertionError("scan line layout must be registered by the layout pass")
+        src = self.materialise(source, layout)
+        t = ctype(e.type.dtype)
+        with self.registers_of(layout):
+            body = self.ex(e.attr("combine"))
+        name = self.fresh("scan")
+        warps = _warps_along(layout, dim)
+        smem = self.scratch(warps * lines.size * e.type.dtype.itemsize) if warps > 1 else "nullptr"
+        self.out(f"{t} {name}[{self.L(layout)}::REGS];")
+        self.out(
+            f"tx::scan<{self.L(layout)}, {self.L(lines)}, {dim}>({name}, {src}, "
+            f"[]({t} a, {t} b) {{ return {body}; }}, {smem});"
+        )
+        self.temps[id(e)] = (name, layout, "")
+
     def emit_relayout(self, e: Op) -> None:
         """convert_layout, permute, reshape: through shared memory, each destination register
         reading the source element it needs."""
@@ -463,9 +488,14 @@ class Emitter:
         src_layout: Layout = source.layout
         dst: Layout = e.layout
         src = self.materialise(source, src_layout)
-        name = self.fresh({"convert_layout": "converted", "permute": "permuted"}.get(e.op, "reshaped"))
+        name = self.fresh({"convert_layout": "converted", "permute": "permuted", "flip": "flipped"}.get(e.op, "reshaped"))
         coords = [f"{self.L(dst)}::coord(r, {d})" for d in dst.dims]
-        if e.op == "permute":
+        if e.op == "flip":
+            axis = e.attr("axis")
+            mirrored = list(coords)
+            mirrored[axis] = f"({e.type.shape[axis] - 1} - {coords[axis]})"
+            flat = _row_major(mirrored, e.type.shape)
+        elif e.op == "permute":
             perm = e.attr("dims")
             source_coords = [None] * len(perm)
             for k, axis in enumerate(perm):
@@ -486,7 +516,7 @@ class Emitter:
 
     # ------------------------------------------------------------ expressions
 
-    _HOISTED = ("load", "reduce", "convert_layout", "permute", "reshape", "atomic")
+    _HOISTED = ("load", "reduce", "scan", "convert_layout", "permute", "reshape", "flip", "atomic")
 
     def needs_hoist(self, e: Expr) -> bool:
         if isinstance(e, Op):
@@ -509,7 +539,9 @@ class Emitter:
             self.temps[id(e)] = (name, e.layout, "")
         elif e.op == "reduce":
             self.emit_reduce(e)
-        elif e.op in ("convert_layout", "permute", "reshape"):
+        elif e.op == "scan":
+            self.emit_scan(e)
+        elif e.op in ("convert_layout", "permute", "reshape", "flip"):
             self.emit_relayout(e)
         elif e.op == "atomic":
             self.emit_atomic(e)

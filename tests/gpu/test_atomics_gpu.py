@@ -26,7 +26,9 @@ def test_histogram_many_programs(atomics):
     np.testing.assert_array_equal(cp.asnumpy(bins), np.bincount(values, minlength=37))
 
 
-@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.float32, np.float64, np.float16])
+@pytest.mark.parametrize(
+    "dtype", [np.int32, np.int64, np.uint32, np.float32, np.float64, np.float16]
+)
 def test_contention_on_one_address(atomics, dtype):
     rng = np.random.default_rng(1)
     n = 100_003
@@ -61,15 +63,25 @@ def test_update_final_values(atomics, kind):
     src = rng.integers(0, 1 << 20, size=n).astype(np.int32)
     dst = rng.integers(0, 1 << 20, size=m).astype(np.int32)
     d_dst, old = cp.asarray(dst), cp.zeros(n, cp.int32)
-    atomics.update[(tx.cdiv(n, 256),)](d_dst, cp.asarray(src), old, n, m, KIND=KINDS.index(kind), BLOCK=256)
+    atomics.update[(tx.cdiv(n, 256),)](
+        d_dst, cp.asarray(src), old, n, m, KIND=KINDS.index(kind), BLOCK=256
+    )
     got = cp.asnumpy(d_dst)
     groups = [src[i::m] for i in range(m)]
     if kind == "xchg":
         assert all(got[i] in set(groups[i].tolist()) for i in range(m))
         return
-    reduce = {"add": np.add, "max": np.maximum, "min": np.minimum, "and": np.bitwise_and,
-              "or": np.bitwise_or, "xor": np.bitwise_xor}[kind]
-    expect = np.array([reduce.reduce(np.concatenate([[dst[i]], groups[i]])) for i in range(m)], np.int32)
+    reduce = {
+        "add": np.add,
+        "max": np.maximum,
+        "min": np.minimum,
+        "and": np.bitwise_and,
+        "or": np.bitwise_or,
+        "xor": np.bitwise_xor,
+    }[kind]
+    expect = np.array(
+        [reduce.reduce(np.concatenate([[dst[i]], groups[i]])) for i in range(m)], np.int32
+    )
     np.testing.assert_array_equal(got, expect)
 
 

@@ -80,3 +80,49 @@ def test_outer_product_through_a_layout_change(tiles):
     out = cp.zeros((64, 64), dtype=cp.float32)
     tiles.outer[(1,)](out, cp.asarray(v), B=64)
     np.testing.assert_allclose(cp.asnumpy(out), np.outer(v, v), rtol=1e-6)
+
+
+SCANS = {0: np.cumsum, 1: np.cumprod, 2: np.maximum.accumulate}
+
+
+@pytest.mark.parametrize("num_warps", [1, 4, 8])
+@pytest.mark.parametrize("reverse", [0, 1])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("kind", [0, 1, 2])
+@pytest.mark.parametrize("shape", [(8, 32), (32, 128), (64, 256)])
+def test_scans_on_gpu(tiles, kind, axis, reverse, shape, num_warps):
+    x = np.random.default_rng(kind).uniform(0.99, 1.01, shape).astype(np.float32)
+    out = cp.zeros(shape, cp.float32)
+    tiles.scan2d[(1,)](
+        out,
+        cp.asarray(x),
+        KIND=kind,
+        AXIS=axis,
+        REVERSE=reverse,
+        BM=shape[0],
+        BN=shape[1],
+        num_warps=num_warps,
+    )
+    xx = np.flip(x, axis) if reverse else x
+    expected = SCANS[kind](xx.astype(np.float64), axis=axis)
+    expected = np.flip(expected, axis) if reverse else expected
+    np.testing.assert_allclose(cp.asnumpy(out), expected, rtol=1e-4)
+
+
+@pytest.mark.parametrize("n,block,num_warps", [(1, 16, 4), (1001, 1024, 4), (2**20 + 3, 4096, 8)])
+def test_long_cumsum_per_block(tiles, n, block, num_warps):
+    x = np.random.default_rng(n).integers(-100, 100, size=n).astype(np.int32)
+    out = cp.zeros(n, cp.int32)
+    tiles.scan1d[(tx.cdiv(n, block),)](out, cp.asarray(x), n, BLOCK=block, num_warps=num_warps)
+    padded = np.zeros(tx.cdiv(n, block) * block, np.int64)
+    padded[:n] = x
+    expected = np.cumsum(padded.reshape(-1, block), axis=1).reshape(-1)[:n]
+    np.testing.assert_array_equal(cp.asnumpy(out), expected)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_flip_on_gpu(tiles, axis):
+    x = np.arange(32 * 64, dtype=np.int32).reshape(32, 64)
+    out = cp.zeros_like(cp.asarray(x))
+    tiles.flip2d[(1,)](out, cp.asarray(x), AXIS=axis, BM=32, BN=64)
+    np.testing.assert_array_equal(cp.asnumpy(out), np.flip(x, axis))

@@ -63,3 +63,34 @@ kernel outer(f32 *out, const f32 *v, const i32 B)
     tile grid = expand_dims(x, 1) * expand_dims(x, 0);
     store(out + expand_dims(i, 1) * B + expand_dims(i, 0), grid);
 }
+
+tile maxc(tile a, tile b)
+{
+    return maximum(a, b);
+}
+
+/* Scans along AXIS of a [BM, BN] tile. KIND: 0 cumsum, 1 cumprod, 2 running max (a user
+ * combiner); REVERSE scans from the end. */
+kernel scan2d(any *out, const any *in, const i32 KIND, const i32 AXIS, const i32 REVERSE,
+              const i32 BM, const i32 BN)
+{
+    tile offs = expand_dims(arange(0, BM), 1) * BN + expand_dims(arange(0, BN), 0);
+    tile x = load(in + offs);
+    tile y = KIND == 0 ? cumsum(x, AXIS, REVERSE) : KIND == 1 ? cumprod(x, AXIS, REVERSE)
+           : associative_scan(x, AXIS, maxc, REVERSE);
+    store(out + offs, y);
+}
+
+/* A long 1-D running sum across programs' blocks (each block scanned on its own). */
+kernel scan1d(any *out, const any *in, i32 n, const i32 BLOCK)
+{
+    tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    tile mask = offs < n;
+    store(out + offs, cumsum(load(in + offs, mask, 0)), mask);
+}
+
+kernel flip2d(any *out, const any *in, const i32 AXIS, const i32 BM, const i32 BN)
+{
+    tile offs = expand_dims(arange(0, BM), 1) * BN + expand_dims(arange(0, BN), 0);
+    store(out + offs, flip(load(in + offs), AXIS));
+}

@@ -1,0 +1,278 @@
+"""teeny_tx.nn on the GPU: on CuPy arrays against the float64 references of ROW_CASES and
+against the interpreter; on torch tensors against torch's own functions (F.softmax,
+F.log_softmax, F.layer_norm, F.rms_norm or its formula in float64, F.cross_entropy; autograd
+for the backward passes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import teeny_tx as tx
+from teeny_tx import nn
+from teeny_tx.library import ROW_CASES, ROW_TOLERANCE
+
+cp = pytest.importorskip("cupy")
+
+ROWS = (1, 3, 1000)
+COLS = (1, 17, 1000, 4097)
+LONG = 65537  # the looped kernels: softmax family and cross-entropy
+DTYPES = ("f32", "f16", "bf16")
+
+
+def _shapes(long_rows: bool):
+    cols = COLS + ((LONG,) if long_rows else ())
+    return [(r, c) for r in ROWS for c in cols]
+
+
+def _case_params():
+    return [
+        pytest.param(case, dtype, r, c, id=f"{case.name}-{dtype}-{r}x{c}")
+        for case in ROW_CASES
+        for dtype in case.dtypes
+        for r, c in _shapes(case.long_rows)
+    ]
+
+
+def _host_args(case, dtype, rows, cols, seed=0):
+    rng = np.random.default_rng(hash((case.name, dtype, rows, cols, seed)) % 2**32)
+    return case.make(rng, rows, cols, dtype)
+
+
+def _strided(a):
+    """A 2-D CuPy array as the view [:, :cols] of a wider one (NaN padding)."""
+    if a.ndim != 2:
+        return a
+    wide = cp.full((a.shape[0], a.shape[1] + 7), np.nan, dtype=a.dtype)
+    wide[:, : a.shape[1]] = a
+    return wide[:, : a.shape[1]]
+
+
+# ---------------------------------------------------------------- CuPy
+
+
+@pytest.mark.parametrize("case,dtype,rows,cols", _case_params())
+def test_cupy_against_float64(case, dtype, rows, cols):
+    args = _host_args(case, dtype, rows, cols)
+    outs = case.run([cp.asarray(a) for a in args])
+    assert all(isinstance(o, cp.ndarray) for o in outs)
+    case.check([cp.asnumpy(o) for o in outs], args, rows, cols)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ROW_CASES, ids=lambda c: c.name)
+def test_cupy_strided_rows(case, dtype):
+    for rows, cols in [(5, 1000)] + ([(2, 21000)] if case.long_rows else []):
+        args = _host_args(case, dtype, rows, cols, seed=1)
+        outs = case.run([_strided(cp.asarray(a)) for a in args])
+        case.check([cp.asnumpy(o) for o in outs], args, rows, cols)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ROW_CASES, ids=lambda c: c.name)
+def test_cupy_agrees_with_interpreter(case, dtype):
+    rows, cols = 100, 4097
+    args = _host_args(case, dtype, rows, cols, seed=2)
+    gpu = [cp.asnumpy(o) for o in case.run([cp.asarray(a) for a in args])]
+    host = case.run(args, interpret=True)
+    for g, h in zip(gpu, host, strict=True):
+        assert g.dtype == h.dtype and g.shape == h.shape
+        g, h = g.astype(np.float64), h.astype(np.float64)
+        tol = ROW_TOLERANCE[dtype if h.ndim == 2 else "f32"]
+        scale = float(np.nanmax(np.abs(h), initial=0.0))
+        np.testing.assert_allclose(g, h, rtol=tol, atol=tol * scale, equal_nan=True)
+
+
+def test_cupy_mixed_with_numpy_is_refused():
+    x = cp.zeros((2, 3), cp.float32)
+    with pytest.raises(tx.LaunchError, match="one library"):
+        nn.layer_norm(x, np.ones(3, np.float32), np.zeros(3, np.float32))
+    with pytest.raises(tx.LaunchError, match="interpret=True runs on NumPy arrays"):
+        nn.softmax(x, interpret=True)
+
+
+# ---------------------------------------------------------------- torch, against torch
+
+
+@pytest.fixture(scope="module")
+def torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    return torch
+
+
+TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+
+
+def _params(long_rows: bool):
+    return [
+        pytest.param(dtype, r, c, id=f"{dtype}-{r}x{c}")
+        for dtype in DTYPES
+        for r, c in _shapes(long_rows)
+    ]
+
+
+def _randn(torch, rows, cols, dtype, scale=1.0, shift=0.0, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed + 7919 * rows + cols)
+    x = torch.randn(rows, cols, device="cuda", generator=g) * scale + shift
+    return x.to(getattr(torch, TORCH_DTYPES[dtype]))
+
+
+def _close(ours, theirs, dtype: str, what: str, terms: float = 0.0) -> None:
+    """ours == theirs within twice the tolerance of dtype, relative to each element and to
+    the larger of max |theirs| and ``terms`` (the size of the terms of a difference)."""
+    got, ref = ours.detach().double().cpu(), theirs.detach().double().cpu()
+    assert got.shape == ref.shape, f"{what}: shape {tuple(got.shape)}, expected {tuple(ref.shape)}"
+    tol = 2 * ROW_TOLERANCE[dtype]
+    finite = ref[~ref.isnan()]
+    scale = max(float(finite.abs().max()) if finite.numel() else 0.0, terms)
+    bad = ~((got - ref).abs() <= tol * (ref.abs() + scale)) & ~(got.isnan() & ref.isnan())
+    if bool(bad.any()):
+        at = tuple(int(i) for i in bad.nonzero()[0]) if bad.dim() else ()
+        raise AssertionError(
+            f"{what} [{dtype}]: element {at} is {got[at].item()!r}, torch {ref[at].item()!r} "
+            f"(tolerance {tol:g} of |ref| + {scale:.3g})"
+        )
+
+
+def _grad_of(torch, fn, inputs, dy):
+    leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
+    out = fn(*leaves)
+    return out.detach(), torch.autograd.grad(out, leaves, dy)
+
+
+@pytest.mark.parametrize("dtype,rows,cols", _params(True))
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_torch_softmax(torch, log, dtype, rows, cols):
+    F = torch.nn.functional
+    forward = F.log_softmax if log else F.softmax
+    ours_fwd, ours_bwd = (
+        (nn.log_softmax, nn.log_softmax_backward) if log else (nn.softmax, nn.softmax_backward)
+    )
+    x = _randn(torch, rows, cols, dtype, 2.0)
+    dy = _randn(torch, rows, cols, dtype, seed=1)
+    y = ours_fwd(x)
+    assert isinstance(y, torch.Tensor) and y.dtype == x.dtype and y.device == x.device
+    y_ref, (dx_ref,) = _grad_of(torch, lambda t: forward(t, dim=1), [x], dy)
+    _close(y, y_ref, dtype, "y")
+    _close(ours_bwd(y_ref, dy), dx_ref, dtype, "dx")
+
+
+@pytest.mark.parametrize("dtype,rows,cols", _params(False))
+def test_torch_layer_norm(torch, dtype, rows, cols):
+    F = torch.nn.functional
+    eps = 1e-5
+    x = _randn(torch, rows, cols, dtype, 2.0, 0.5)
+    w = _randn(torch, 1, cols, dtype, 0.5, 1.0, seed=2)[0]
+    b = _randn(torch, 1, cols, dtype, 0.5, seed=3)[0]
+    dy = _randn(torch, rows, cols, dtype, seed=4)
+    y, mean, rstd = nn.layer_norm(x, w, b, eps=eps)
+    assert mean.dtype == rstd.dtype == torch.float32
+    fn = lambda x_, w_, b_: F.layer_norm(x_, (cols,), w_, b_, eps)  # noqa: E731
+    y_ref, (dx_ref, dw_ref, db_ref) = _grad_of(torch, fn, [x, w, b], dy)
+    _close(y, y_ref, dtype, "y")
+    x64 = x.double()
+    _close(mean, x64.mean(dim=1), "f32", "mean")
+    _close(rstd, (x64.var(dim=1, unbiased=False) + eps).rsqrt(), "f32", "rstd")
+    dx, dw, db = nn.layer_norm_backward(dy, x, w, mean, rstd)
+    terms = float((dy.double() * w.double() * rstd.double()[:, None]).abs().max())
+    _close(dx, dx_ref, dtype, "dx", terms)
+    _close(dw, dw_ref, dtype, "dw")
+    _close(db, db_ref, dtype, "db")
+
+
+@pytest.mark.parametrize("dtype,rows,cols", _params(False))
+def test_torch_rms_norm(torch, dtype, rows, cols):
+    """Against F.rms_norm where this torch has it, always against its formula in float64."""
+    eps = 1e-6
+    x = _randn(torch, rows, cols, dtype, 2.0, 0.5)
+    w = _randn(torch, 1, cols, dtype, 0.5, 1.0, seed=2)[0]
+    dy = _randn(torch, rows, cols, dtype, seed=4)
+
+    def formula(x_, w_):
+        return x_ * torch.rsqrt(x_.pow(2).mean(dim=-1, keepdim=True) + eps) * w_
+
+    y, rstd = nn.rms_norm(x, w, eps=eps)
+    fused = getattr(torch.nn.functional, "rms_norm", None)
+    if fused is not None:
+        _close(y, fused(x, (cols,), w, eps), dtype, "y against F.rms_norm")
+    y_ref, (dx_ref, dw_ref) = _grad_of(torch, formula, [x.double(), w.double()], dy.double())
+    _close(y, y_ref, dtype, "y")
+    _close(rstd, (x.double().pow(2).mean(dim=1) + eps).rsqrt(), "f32", "rstd")
+    dx, dw = nn.rms_norm_backward(dy, x, w, rstd)
+    terms = float((dy.double() * w.double() * rstd.double()[:, None]).abs().max())
+    _close(dx, dx_ref, dtype, "dx", terms)
+    _close(dw, dw_ref, dtype, "dw")
+
+
+def _targets(torch, rows, cols, ignore_index=-100):
+    g = torch.Generator(device="cuda").manual_seed(rows + cols)
+    t = torch.randint(0, cols, (rows,), device="cuda", generator=g)
+    ignored = torch.rand(rows, device="cuda", generator=g) < 0.25
+    ignored[0], ignored[-1] = rows > 1, False
+    return torch.where(ignored, torch.full_like(t, ignore_index), t)
+
+
+@pytest.mark.parametrize("dtype,rows,cols", _params(True))
+def test_torch_cross_entropy(torch, dtype, rows, cols):
+    F = torch.nn.functional
+    logits = _randn(torch, rows, cols, dtype, 2.0)
+    targets = _targets(torch, rows, cols)
+    loss, lse = nn.cross_entropy(logits, targets)
+    assert loss.shape == () and loss.dtype == lse.dtype == torch.float32
+    leaf = logits.detach().clone().requires_grad_(True)
+    loss_ref = F.cross_entropy(leaf, targets, ignore_index=-100)
+    (d_ref,) = torch.autograd.grad(loss_ref, leaf)
+    _close(loss, loss_ref, dtype, "loss")
+    _close(lse, torch.logsumexp(logits.double(), dim=1), "f32", "lse")
+    d = nn.cross_entropy_backward(logits, targets, lse)
+    assert d.dtype == logits.dtype
+    _close(d, d_ref, dtype, "dlogits")
+    assert not bool(d[targets == -100].any()), "ignored rows must have zero gradient"
+
+
+def test_torch_cross_entropy_grad_and_ignore_index(torch):
+    F = torch.nn.functional
+    logits = _randn(torch, 64, 1000, "f32")
+    targets = _targets(torch, 64, 1000, ignore_index=5)
+    leaf = logits.clone().requires_grad_(True)
+    loss_ref = F.cross_entropy(leaf, targets, ignore_index=5)
+    (d_ref,) = torch.autograd.grad(loss_ref * 2.5, leaf)
+    loss, lse = nn.cross_entropy(logits, targets, ignore_index=5)
+    _close(loss, loss_ref, "f32", "loss")
+    _close(
+        nn.cross_entropy_backward(logits, targets, lse, ignore_index=5, grad=2.5), d_ref, "f32", "d"
+    )
+
+
+def test_torch_strided_views_and_empty_like(torch):
+    F = torch.nn.functional
+    big = _randn(torch, 300, 1100, "bf16")
+    x = big[:, :1000]
+    assert not x.is_contiguous()
+    _close(nn.softmax(x), F.softmax(x, dim=1), "bf16", "softmax of a view")
+    w, b = torch.ones(1000, device="cuda", dtype=torch.bfloat16), big[0, :1000] * 0
+    y, _, _ = nn.layer_norm(x, w, b)
+    _close(y, F.layer_norm(x, (1000,), w, b), "bf16", "layer_norm of a view")
+    loss, _ = nn.cross_entropy(x, _targets(torch, 300, 1000))
+    _close(loss, F.cross_entropy(x, _targets(torch, 300, 1000)), "bf16", "loss of a view")
+
+
+def test_torch_runs_on_the_current_stream(torch):
+    F = torch.nn.functional
+    x = _randn(torch, 1000, 4097, "f32")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = nn.softmax(x)
+        ref = F.softmax(x, dim=1)
+    side.synchronize()
+    _close(y, ref, "f32", "softmax on a side stream")
+
+
+def test_torch_host_tensor_is_refused(torch):
+    with pytest.raises(tx.LaunchError, match="CPU torch tensor"):
+        nn.softmax(torch.zeros(2, 3))
+    with pytest.raises(tx.LaunchError, match="one library"):
+        nn.softmax_backward(torch.zeros(2, 3, device="cuda"), cp.zeros((2, 3), cp.float32))
