@@ -16,57 +16,52 @@ cross_entropy_fwd(float* loss, float* lse, const __nv_bfloat16* __restrict__ log
 #line 53 "kernels/cross_entropy.c"
     const __nv_bfloat16* x = (logits + (row * stride));
     // tile cols = arange(0, BLOCK);
-#line 21 "kernels/cross_entropy.c"
+#line 22 "kernels/cross_entropy.c"
     int row_logsumexp_cols[L0::REGS];
-#line 21
+#line 22
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_cols[i] = L0::coord(i, 0);
     // f32 m[BLOCK] = -INF;
-#line 22 "kernels/cross_entropy.c"
+#line 23 "kernels/cross_entropy.c"
     float row_logsumexp_m[L0::REGS];
-#line 22
+#line 23
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_m[i] = -__int_as_float(0x7f800000);
     // f32 s[BLOCK] = 0;
-#line 23 "kernels/cross_entropy.c"
+#line 24 "kernels/cross_entropy.c"
     float row_logsumexp_s[L0::REGS];
-#line 23
+#line 24
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_s[i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 24 "kernels/cross_entropy.c"
+#line 25 "kernels/cross_entropy.c"
     for (int row_logsumexp_c = 0; ((row_logsumexp_c * BLOCK) < n_cols); row_logsumexp_c = (row_logsumexp_c + 1)) {
         // tile offs = c * BLOCK + cols;
-#line 25 "kernels/cross_entropy.c"
+#line 26 "kernels/cross_entropy.c"
         int row_logsumexp_offs[L0::REGS];
-#line 25
+#line 26
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_offs[i] = ((row_logsumexp_c * BLOCK) + row_logsumexp_cols[i]);
         // tile x = (f32)load(row + offs, offs < n_cols, -INF);
-#line 26 "kernels/cross_entropy.c"
-        float row_logsumexp_x[L0::REGS];
-#line 26
-        __nv_bfloat16 load_0[L0::REGS];
-#line 26
-        bool mask_0[L0::REGS];
-#line 26
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask_0[i] = (row_logsumexp_offs[i] < n_cols);
-#line 26
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], (x + row_logsumexp_offs[i]), &mask_0[i], __nv_bfloat16(-__int_as_float(0x7f800000)));
-#line 26
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_x[i] = tx::cast<float>(load_0[i]);
-        // tile m_new = maximum(m, x);
 #line 27 "kernels/cross_entropy.c"
-        float row_logsumexp_m_new[L0::REGS];
+        float row_logsumexp_x[L0::REGS];
 #line 27
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_m_new[i] = tx::maximum(row_logsumexp_m[i], row_logsumexp_x[i]);
-        // tile shift = where(m_new == -INF, 0.0f, m_new);
+        __nv_bfloat16 load_0[L0::REGS];
+#line 27
+        bool mask_0[L0::REGS];
+#line 27
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask_0[i] = (row_logsumexp_offs[i] < n_cols);
+#line 27
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], (x + row_logsumexp_offs[i]), &mask_0[i], __nv_bfloat16(-__int_as_float(0x7f800000)));
+#line 27
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_x[i] = tx::cast<float>(load_0[i]);
+        // tile e = exp(-abs(x - m));
 #line 28 "kernels/cross_entropy.c"
-        float row_logsumexp_shift[L0::REGS];
+        float row_logsumexp_e[L0::REGS];
 #line 28
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_shift[i] = ((row_logsumexp_m_new[i] == -__int_as_float(0x7f800000)) ? 0.0f : row_logsumexp_m_new[i]);
-        // s = s * exp(m - shift) + exp(x - shift);
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_e[i] = tx::exp((-tx::abs((row_logsumexp_x[i] - row_logsumexp_m[i]))));
+        // s = where(x > m, s * e + 1.0f, where(x == -INF, s, s + e));
 #line 29 "kernels/cross_entropy.c"
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_s[i] = ((row_logsumexp_s[i] * tx::exp((row_logsumexp_m[i] - row_logsumexp_shift[i]))) + tx::exp((row_logsumexp_x[i] - row_logsumexp_shift[i])));
-        // m = m_new;
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_s[i] = ((row_logsumexp_x[i] > row_logsumexp_m[i]) ? ((row_logsumexp_s[i] * row_logsumexp_e[i]) + 1.0f) : ((row_logsumexp_x[i] == -__int_as_float(0x7f800000)) ? row_logsumexp_s[i] : (row_logsumexp_s[i] + row_logsumexp_e[i])));
+        // m = maximum(m, x);
 #line 30 "kernels/cross_entropy.c"
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_m[i] = row_logsumexp_m_new[i];
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_m[i] = tx::maximum(row_logsumexp_m[i], row_logsumexp_x[i]);
     }
     // f32 mx = max(m);
 #line 32 "kernels/cross_entropy.c"

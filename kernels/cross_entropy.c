@@ -14,8 +14,9 @@
  */
 
 /* logsumexp of a row of n_cols elements, read in chunks of BLOCK (online softmax): each lane
- * keeps a running maximum m and a sum s of exp(x - m), rescaled when m grows. Loops step by
- * chunk number so that the compiler sees aligned chunks (vector loads). */
+ * keeps a running maximum m and the sum s of exp(x - m), with one exp per element (see
+ * kernels/softmax.c, which has the same helper). Loops step by chunk number so that the
+ * compiler sees aligned chunks (vector loads). */
 f32 row_logsumexp(tile row, i32 n_cols, const i32 BLOCK)
 {
     tile cols = arange(0, BLOCK);
@@ -24,10 +25,9 @@ f32 row_logsumexp(tile row, i32 n_cols, const i32 BLOCK)
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
         tile x = (f32)load(row + offs, offs < n_cols, -INF);
-        tile m_new = maximum(m, x);
-        tile shift = where(m_new == -INF, 0.0f, m_new);
-        s = s * exp(m - shift) + exp(x - shift);
-        m = m_new;
+        tile e = exp(-abs(x - m));
+        s = where(x > m, s * e + 1.0f, where(x == -INF, s, s + e));
+        m = maximum(m, x);
     }
     f32 mx = max(m);
     return mx + log(sum(s * exp(m - mx)));

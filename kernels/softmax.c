@@ -18,8 +18,10 @@
 /* ---- helpers ------------------------------------------------------------------------------ */
 
 /* logsumexp of a row of n_cols elements, read in chunks of BLOCK (online softmax). Each lane
- * keeps a running maximum m and a sum s of exp(x - m), rescaled when m grows; the lanes are
- * combined once at the end. A lane whose maximum is still -INF adds nothing (0, not NaN). */
+ * keeps a running maximum m and the sum s of exp(x - m) over the elements it has seen; the
+ * lanes are combined once at the end. One exp per element: e = exp(-|x - m|) is exp(m - x),
+ * the factor that rescales s, when x is a new maximum, else exp(x - m), the term to add. A -INF
+ * element (masked-off lanes too) adds nothing, so a lane that saw only -INF keeps s = 0. */
 f32 row_logsumexp(tile row, i32 n_cols, const i32 BLOCK)
 {
     tile cols = arange(0, BLOCK);
@@ -28,10 +30,9 @@ f32 row_logsumexp(tile row, i32 n_cols, const i32 BLOCK)
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
         tile x = (f32)load(row + offs, offs < n_cols, -INF);
-        tile m_new = maximum(m, x);
-        tile shift = where(m_new == -INF, 0.0f, m_new);
-        s = s * exp(m - shift) + exp(x - shift);
-        m = m_new;
+        tile e = exp(-abs(x - m));
+        s = where(x > m, s * e + 1.0f, where(x == -INF, s, s + e));
+        m = maximum(m, x);
     }
     f32 mx = max(m);
     return mx + log(sum(s * exp(m - mx)));
@@ -71,7 +72,7 @@ kernel softmax(any *out, const any *in, i32 n_cols, i32 in_stride, i32 out_strid
     tile mask = cols < n_cols;
     tile x = (f32)load(in + row * in_stride + cols, mask, -INF);
     tile e = exp(x - max(x));
-    store(out + row * out_stride + cols, e / sum(e), mask);
+    store(out + row * out_stride + cols, e * (1.0f / sum(e)), mask);
 }
 
 kernel log_softmax(any *out, const any *in, i32 n_cols, i32 in_stride, i32 out_stride,

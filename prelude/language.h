@@ -77,6 +77,12 @@ tile atomic_xor(tile ptr, tile val, ...);   /* *ptr ^= val: 32- and 64-bit integ
 tile atomic_xchg(tile ptr, tile val, ...);  /* *ptr = val                                        */
 tile atomic_cas(tile ptr, tile cmp, tile val, ...); /* *ptr = *ptr == cmp ? val : *ptr          */
 
+/* ---- debugging (device_print and device_assert are compiled in only with debug: ---------- */
+/* teeny_tx.compile(path, debug=True) or TEENY_TX_DEBUG=1; static_assert always)               */
+void static_assert(tile cond, ...);  /* static_assert(cond, "message"): a constant condition    */
+void device_print(tile prefix, ...); /* device_print("prefix", x, ...): every element, with pid */
+void device_assert(tile cond, ...);  /* device_assert(cond, "message"): trap where cond is false */
+
 /* ---- selection ---------------------------------------------------------------------------- */
 tile where(tile cond, tile a, tile b); /* a where cond else b, broadcast                      */
 tile maximum(tile a, tile b);       /* elementwise max; a NaN operand yields the other (fmax)  */

@@ -261,6 +261,33 @@ class _Compiler:
         axis = e.attr("axis")
         return self.reshaped(e, lambda a: np.flip(a, axis))
 
+    def op_device_print(self, e: ir.Op) -> Eval:
+        values = [self.expr(a) for a in e.args]
+        prefix = e.attr("prefix")
+
+        def show(s: _State) -> None:
+            arrays = [np.asarray(v(s)) for v in values]
+            pid = s.pid_tuple
+            if not e.type.is_tile:
+                print(f"pid {pid} {prefix} {' '.join(str(a[()]) for a in arrays)}")
+                return
+            for index in np.ndindex(*e.type.shape):
+                print(f"pid {pid} idx {index} {prefix} {' '.join(str(a[index]) for a in arrays)}")
+
+        return show
+
+    def op_device_assert(self, e: ir.Op) -> Eval:
+        (cond,) = (self.expr(a) for a in e.args)
+        message = e.attr("message") or e.attr("text")
+
+        def check(s: _State) -> None:
+            ok = np.asarray(cond(s))
+            if not ok.all():
+                where = "" if ok.ndim == 0 else f" at {tuple(int(i) for i in np.argwhere(~ok)[0])}"
+                raise _error(f"device_assert failed in program {s.pid_tuple}{where}: {message}", e.loc)
+
+        return check
+
     def folder(self, combine: ir.Expr) -> Callable:
         """A user combiner folded left to right along the axis, vectorised over the others."""
         fn = self.expr(combine)

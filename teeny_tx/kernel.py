@@ -11,6 +11,7 @@ cached on disk by ``runtime.cache``.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from collections.abc import Callable
@@ -71,8 +72,8 @@ class Specialization:
         return launch.LoadedKernel(self.cubin, self.entry)
 
 
-def specialise(unit: Unit, name: str, binder: Binder, key: tuple) -> Specialization:
-    kernel = build_kernel(unit, name, binder.spec(key))
+def specialise(unit: Unit, name: str, binder: Binder, key: tuple, debug: bool = False) -> Specialization:
+    kernel = build_kernel(unit, name, dataclasses.replace(binder.spec(key), debug=debug))
     annotated, layouts = assign_layouts(kernel)
     source, shared = emit_cuda(annotated, layouts)
     limit = SHARED_LIMIT.get(nvrtc.target_arch(), SHARED_LIMIT["sm_90"])
@@ -146,7 +147,7 @@ class Kernel:
 
     def _compile(self, key: tuple, args, constexprs, num_warps) -> tuple:
         self.binder.check_call(args, constexprs, num_warps)
-        spec = specialise(self.module.unit, self.name, self.binder, key)
+        spec = specialise(self.module.unit, self.name, self.binder, key, self.module.debug)
         self._specs[key] = spec
         entry = self._compiled[key] = (spec.loaded.launch, spec.block, spec.shared_mem)
         return entry
@@ -156,7 +157,7 @@ class Kernel:
         key = self.binder.bind_host(args, constexprs, num_warps, describe=True)
         spec = self._specs.get(key)
         if spec is None:
-            spec = specialise(self.module.unit, self.name, self.binder, key)
+            spec = specialise(self.module.unit, self.name, self.binder, key, self.module.debug)
             self._specs[key] = spec
         return spec
 
@@ -179,7 +180,8 @@ class _Interpret:
             k = self.kernel
             grid3 = _grid3(grid, {**constexprs, "num_warps": num_warps})
             key = k.binder.bind_host(args, constexprs, num_warps)
-            ir_kernel = build_kernel(k.module.unit, k.name, k.binder.spec(key))
+            spec = dataclasses.replace(k.binder.spec(key), debug=k.module.debug)
+            ir_kernel = build_kernel(k.module.unit, k.name, spec)
             from . import interpreter
 
             interpreter.run(
@@ -192,8 +194,9 @@ class _Interpret:
 class Module:
     """The kernels of one file: ``module.<kernel name>`` is a :class:`Kernel`."""
 
-    def __init__(self, unit: Unit):
+    def __init__(self, unit: Unit, debug: bool = False):
         self.unit = unit
+        self.debug = debug
         self.kernels = {name: Kernel(self, name) for name in unit.kernels()}
 
     def __getattr__(self, name: str) -> Kernel:
@@ -213,9 +216,12 @@ class Module:
         return f"<teeny_tx module {self.unit.filename}: {', '.join(self.kernels)}>"
 
 
-def compile(source: str | os.PathLike, name: str | None = None) -> Module:  # noqa: A001
+def compile(  # noqa: A001
+    source: str | os.PathLike, name: str | None = None, debug: bool | None = None
+) -> Module:
     """Parse a kernel file (a path) or kernel text (a string with a newline, or one that names
-    no file); ``name`` is what errors and ``#line`` directives call it.
+    no file); ``name`` is what errors and ``#line`` directives call it. ``debug`` compiles
+    device_print and device_assert in (default: the TEENY_TX_DEBUG environment variable).
 
     Specialisations are checked and compiled at their first launch or ``cuda_source`` call.
     """
@@ -238,4 +244,6 @@ def compile(source: str | os.PathLike, name: str | None = None) -> Module:  # no
             None,
             "an entry point is declared `kernel name(params) { ... }`",
         )
-    return Module(unit)
+    if debug is None:
+        debug = os.environ.get("TEENY_TX_DEBUG", "") not in ("", "0")
+    return Module(unit, debug)

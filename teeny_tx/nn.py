@@ -43,8 +43,8 @@ def row_config(n_cols: int, max_block: int = MAX_ROW_BLOCK) -> RowConfig:
 
     A row of up to ``max_block`` columns is one tile: BLOCK = the next power of two >= n_cols.
     A longer row is read in chunks of BLOCK = LOOP_BLOCK by the ``_looped`` kernels. num_warps =
-    BLOCK / 256 within [1, 16]: 8 elements per thread up to 4096 columns (Triton's softmax
-    tutorial's choice), then 16 warps and more elements per thread.
+    BLOCK / 256 within [1, 16], as Triton's softmax tutorial: at most 8 elements per thread up
+    to 4096 columns, then 16 warps and more elements per thread.
     """
     block = 1 << max(n_cols - 1, 0).bit_length()
     looped = block > max_block
@@ -86,7 +86,7 @@ class _Arrays:
         self.fn = fn
         first_name, first = next(iter(arrays.items()))
         self.kind = _kind(first)
-        wanted = "numpy" if interpret else ("cupy", "torch")
+        wanted = ("numpy",) if interpret else ("cupy", "torch")
         if self.kind not in wanted:
             raise self.error(f"{first_name} is a {_describe(first)}; {_where(interpret)}")
         for name, a in arrays.items():
@@ -96,13 +96,14 @@ class _Arrays:
                     "pass arrays of one library"
                 )
         self.first = first
+        if self.kind != "numpy":
+            for name, a in arrays.items():
+                if a.device != first.device:
+                    raise self.error(f"{name} is on {a.device} but {first_name} on {first.device}")
         if self.kind == "torch":
             import torch
 
             self.torch = torch
-            for name, a in arrays.items():
-                if a.device != first.device:
-                    raise self.error(f"{name} is on {a.device} but {first_name} on {first.device}")
 
     def error(self, message: str) -> LaunchError:
         return LaunchError(f"{self.fn}: {message}")
@@ -131,6 +132,7 @@ class _Arrays:
         return self.first.device
 
     def sms(self) -> int:
+        """Multiprocessors of the current device (enter :meth:`device` first)."""
         if self.kind == "numpy":
             return _H200_SMS
         from .runtime.launch import device_limits
@@ -312,9 +314,9 @@ def layer_norm_backward(
     arrays.vector(mean, "mean", rows, ("f32",), "x's rows")
     arrays.vector(rstd, "rstd", rows, ("f32",), "x's rows")
     config = _norm_config(arrays, cols)
-    programs, per_program = partial_programs(rows, arrays.sms())
     mod = module("layernorm.c")
     with arrays.device():
+        programs, per_program = partial_programs(rows, arrays.sms())
         dx = arrays.empty((rows, cols), arrays.dtype(dy), like=dy)
         w_dtype = arrays.dtype(weight)
         dw, db = (
@@ -382,9 +384,9 @@ def rms_norm_backward(
     arrays.vector(weight, "weight", cols, FLOATS, "x's columns")
     arrays.vector(rstd, "rstd", rows, ("f32",), "x's rows")
     config = _norm_config(arrays, cols)
-    programs, per_program = partial_programs(rows, arrays.sms())
     mod = module("rmsnorm.c")
     with arrays.device():
+        programs, per_program = partial_programs(rows, arrays.sms())
         dx = arrays.empty((rows, cols), arrays.dtype(dy), like=dy)
         dw = arrays.empty((cols,), arrays.dtype(weight), like=weight)
         dw_part = arrays.empty((max(programs, 1), cols), "f32")

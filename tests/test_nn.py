@@ -244,7 +244,9 @@ def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatc
 
     monkeypatch.setattr(nn._Arrays, "launch", record)
     dtypes = ("bf16", "f16", "f32")
-    for i, (case, cols) in enumerate((c, n) for c in ROW_CASES for n in (1, 17, 1000, 4097, LONG)):
+    for i, (case, cols) in enumerate(
+        (c, n) for c in ROW_CASES for n in (1, 17, 1000, 4096, 4097, LONG)
+    ):
         if cols == LONG and not case.long_rows:
             continue
         dtype = dtypes[i % 3]

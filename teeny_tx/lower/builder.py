@@ -136,6 +136,7 @@ class Spec:
     div16: tuple[str, ...] = ()
     num_warps: int = 4
     index64: bool = False
+    debug: bool = False  # compile device_print and device_assert in
 
 
 @dataclass
@@ -485,6 +486,11 @@ class Builder:
 
     def stmt_FuncCall(self, node: c_ast.FuncCall) -> None:
         name = node.name.name if isinstance(node.name, c_ast.ID) else None
+        if name in ("static_assert", "device_print", "device_assert"):
+            result = self.expr_FuncCall(node, statement=True)
+            if result is not None:
+                self.emit(ir.Eval(loc=self.loc(node), expr=result))
+            return
         if name == "store" or name in self.unit.functions or (name or "").startswith("atomic_"):
             result = self.expr_FuncCall(node, statement=True)
             if result is not None and isinstance(result, Op) and result.op in ("store", "atomic"):
@@ -834,6 +840,48 @@ class Builder:
             args=tuple(operands),
             attrs=(("masked", len(args) > 2),),
         )
+
+    # ------------------------------------------------------------ debugging
+
+    def string_arg(self, node, what: str) -> str:
+        if not (isinstance(node, c_ast.Constant) and node.type == "string"):
+            raise CompileError(f"{what} must be a string literal", self.loc(node))
+        return node.value[1:-1].encode().decode("unicode_escape")
+
+    def call_static_assert(self, args, loc: Location) -> None:
+        cond = self.constant(args[0], "the condition of static_assert()")
+        message = self.string_arg(args[1], "the message of static_assert()") if len(args) > 1 else ""
+        if not cond:
+            raise CompileError(
+                f"static_assert failed{': ' + message if message else ''}",
+                self.loc(args[0]),
+                f"with {', '.join(f'{k}={v}' for k, v in self.spec.constexprs)}" if self.spec.constexprs else None,
+            )
+        return None
+
+    def call_device_print(self, args, loc: Location) -> Expr | None:
+        prefix = self.string_arg(args[0], "the prefix of device_print()")
+        values = [self.expr(a) for a in args[1:]]
+        for v, node in zip(values, args[1:]):
+            if v.type.is_pointer:
+                raise CompileError("device_print() prints numbers, not pointers", self.loc(node))
+        if not self.spec.debug:
+            return None
+        values = [ty.cast(v, ty.weak_literal_type(v.value)) if ty.is_weak(v) else v for v in values]
+        shapes = {v.type.shape for v in values if v.type.is_tile}
+        if len(shapes) > 1:
+            raise CompileError("device_print() values must share one shape (or be scalars)", loc)
+        shape = next(iter(shapes), ())
+        values = [ty.broadcast_to(v, shape) for v in values]
+        return Op(type=Type(BOOL, shape), loc=loc, op="device_print", args=tuple(values), attrs=(("prefix", prefix),))
+
+    def call_device_assert(self, args, loc: Location) -> Expr | None:
+        cond = ty.to_bool(self.expr(args[0]), self.loc(args[0]))
+        message = self.string_arg(args[1], "the message of device_assert()") if len(args) > 1 else ""
+        if not self.spec.debug:
+            return None
+        return Op(type=Type(BOOL, cond.type.shape), loc=loc, op="device_assert", args=(cond,),
+                  attrs=(("message", message), ("text", loc.source_line.strip() if loc.source_line else "")))
 
     # ------------------------------------------------------------ atomics
 

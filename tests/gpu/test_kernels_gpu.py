@@ -112,3 +112,33 @@ def test_nvrtc_error_points_at_kernel_line():
     k = tx.compile("kernels/vector_add.c").vector_add
     spec = k.specialize("f32", "f32", "f32", 1000, BLOCK=1024)
     assert '#line 7 "kernels/vector_add.c"' in spec.cuda_source
+
+
+def test_device_assert_traps_on_the_gpu():
+    """A failing device_assert stops the kernel; the error surfaces at the next synchronise.
+    (It kills the CUDA context, so this runs in a subprocess.)"""
+    import subprocess
+    import sys
+
+    code = """
+import cupy as cp, numpy as np, teeny_tx as tx
+src = '''
+kernel k(f32 *out, const f32 *x, i32 n, const i32 BLOCK)
+{
+    tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    tile v = load(x + offs, offs < n, 1.0f);
+    device_assert(v > 0.0f, "inputs must be positive");
+    store(out + offs, v, offs < n);
+}
+'''
+m = tx.compile(src, name="kernels/k.c", debug=True)
+x = cp.ones(64, cp.float32); x[10] = -1
+m.k[(1,)](cp.zeros(64, cp.float32), x, 64, BLOCK=64)
+cp.cuda.runtime.deviceSynchronize()
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    assert (
+        "kernels/k.c:6: device_assert failed in program (0, 0, 0) at (10): inputs must be positive"
+        in run.stdout + run.stderr
+    )
