@@ -173,6 +173,8 @@ if [ "$run_tests" -eq 1 ]; then
   if [ -d tests/gpu ]; then
     pytest_args=(-q -rfE -p no:cacheprovider tests/gpu)
     python3 -c "import pytest_timeout" 2>/dev/null && pytest_args+=(--timeout=120)
+    # pytest-xdist (on the device image): GPU tests spend most of their time in NVRTC, per process
+    python3 -c "import xdist" 2>/dev/null && pytest_args+=(-n "${TESTS_WORKERS:-8}")
     step tests "$TESTS_TIMEOUT" python3 -m pytest "${pytest_args[@]}"
   else
     echo "no tests/gpu folder: tests step skipped"
