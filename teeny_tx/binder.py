@@ -23,6 +23,7 @@ from .lower.builder import Spec
 from .lower.signature import ParamSpec
 from .runtime.launch import pointer_arg
 from .runtime.memory import _NUMPY_NAMES as _CUPY_NAMES
+from .runtime.memory import TORCH_TENSOR, _torch_names
 from .runtime.memory import alignment_of, device_pointer, extent_bytes
 
 _CupyArray = cupy.ndarray
@@ -108,6 +109,11 @@ class Binder:
                     f"        d{i} = NAMES.get({a}.dtype) or device_pointer({a}, {p.name!r})[1]",
                     f"        v{i} = {a}",
                     f"        big = big or {a}.nbytes > INDEX_BYTES[d{i}]",
+                    f"    elif type({a}) is TORCH[0] and {a}.is_cuda and {a}.dtype in TORCH_NAMES:",
+                    f"        p{i} = {a}.data_ptr()",
+                    f"        d{i} = TORCH_NAMES[{a}.dtype]",
+                    f"        v{i} = pointer_arg(p{i})",
+                    f"        big = big or extent_bytes({a}) > INDEX_BYTES[d{i}]",
                     "    else:",
                     f"        p{i}, d{i} = device_pointer({a}, {p.name!r})",
                     f"        v{i} = pointer_arg(p{i})",
@@ -152,6 +158,8 @@ class Binder:
             "extent_bytes": extent_bytes,
             "pointer_arg": pointer_arg,
             "is_number": self._is_number,
+            "TORCH": TORCH_TENSOR,
+            "TORCH_NAMES": _torch_names,
         }
         scope.update({f"T{i}": _slot(p)[1] for i, p in enumerate(self.runtime) if p.kind == "scalar"})
         self.fast_path_source = "\n".join(lines) + "\n"

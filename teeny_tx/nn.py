@@ -123,13 +123,15 @@ class _Arrays:
         return tuple(s // a.itemsize for s in a.strides)
 
     def device(self):
+        """The array's device as CuPy's current one (nothing to do when it already is)."""
         if self.kind == "numpy":
             return contextlib.nullcontext()
         import cupy
 
-        if self.kind == "torch":
-            return cupy.cuda.Device(self.first.device.index)
-        return self.first.device
+        index = self.first.device.index if self.kind == "torch" else self.first.device.id
+        if index == cupy.cuda.runtime.getDevice():
+            return contextlib.nullcontext()
+        return cupy.cuda.Device(index)
 
     def sms(self) -> int:
         """Multiprocessors of the current device (enter :meth:`device` first)."""
@@ -159,9 +161,7 @@ class _Arrays:
         if self.kind == "numpy":
             kernel.interpret[grid](*args, num_warps=num_warps, **constexprs)
         else:
-            stream = (
-                self.torch.cuda.current_stream(self.first.device) if self.kind == "torch" else None
-            )
+            stream = _torch_stream(self.torch, self.first.device.index) if self.kind == "torch" else None
             kernel[grid](*args, num_warps=num_warps, stream=stream, **constexprs)
 
     # -------------------------------------------------------- argument checks
@@ -206,6 +206,13 @@ class _Arrays:
                 f"{name} has dtype {a.dtype}; this takes {', '.join(dtypes)} "
                 f"({', '.join(str(DTYPES[d].np) for d in dtypes)})"
             )
+
+
+def _torch_stream(torch: Any, device: int) -> int:
+    """torch's current stream on ``device`` as a raw handle (the call Triton's launcher uses;
+    torch.cuda.current_stream builds a Python object each time)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
 
 
 def _describe(a: Any) -> str:

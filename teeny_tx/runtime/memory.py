@@ -136,10 +136,21 @@ def _cupy_extent(array: cupy.ndarray) -> int:
 
 
 def _torch_pointer(tensor: Any) -> tuple[int, str]:
+    _seen_torch(type(tensor))
     if not tensor.is_cuda:
         raise LaunchError(f"host memory: got a CPU torch tensor {describe(tensor)}; {_HOST_HINT}")
     name = _torch_names.get(tensor.dtype) or _torch_name(tensor)
     return tensor.data_ptr(), name
+
+
+# torch.Tensor, once a tensor has been seen (torch is never imported here): the launch binder's
+# fast path compares argument types against TORCH_TENSOR[0].
+TORCH_TENSOR: list = [None]
+
+
+def _seen_torch(kind: type) -> None:
+    if TORCH_TENSOR[0] is None and kind.__name__ == "Tensor":
+        TORCH_TENSOR[0] = kind
 
 
 def _torch_name(tensor: Any) -> str:
@@ -154,6 +165,8 @@ def _torch_name(tensor: Any) -> str:
 
 def _torch_extent(tensor: Any) -> int:
     size = tensor.element_size()
+    if tensor.is_contiguous():
+        return tensor.numel() * size
     return _span(tensor.shape, [step * size for step in tensor.stride()], size)
 
 
