@@ -12,6 +12,7 @@ launch with :func:`row_config`, and launches the kernels of ``kernels/softmax.c`
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ class RowConfig:
     looped: bool
 
 
+@functools.cache
 def row_config(n_cols: int, max_block: int = MAX_ROW_BLOCK) -> RowConfig:
     """How one program handles a row of ``n_cols`` elements.
 
@@ -69,6 +71,19 @@ _H200_SMS = 132  # the interpreter splits work as on an H200, so both backends a
 
 
 def _kind(a: Any) -> str:
+    kind = _KINDS.get(type(a))
+    if kind is not None:
+        return kind if kind != "torch" or a.is_cuda else "torch-cpu"
+    kind = _classify(a)
+    if kind in ("numpy", "cupy", "torch", "torch-cpu"):
+        _KINDS[type(a)] = "torch" if kind.startswith("torch") else kind
+    return kind
+
+
+_KINDS: dict[type, str] = {}
+
+
+def _classify(a: Any) -> str:
     if isinstance(a, np.ndarray):
         return "numpy"
     if type(a).__module__.startswith("cupy"):

@@ -336,3 +336,19 @@ def test_a_parameter_named_i_is_not_shadowed_by_the_register_index():
     source = teeny_tx.compile(text, name=KERNEL_FILE).k.cuda_source("f32", 10, BLOCK=128)
     assert "int i_1)" in source, "the parameter is renamed in the CUDA signature"
     assert "(L0::coord(i, 0) + i_1)" in source
+
+
+def test_offsets_stepped_in_a_loop_keep_their_alignment():
+    """`off += BLOCK` keeps `off` a multiple of BLOCK: loads through off + arange stay 16-byte."""
+    text = """
+kernel copy(f32 *out, const f32 *in, i32 n, const i32 BLOCK)
+{
+    tile cols = arange(0, BLOCK);
+    for (i32 off = 0; off < n; off += BLOCK) {
+        tile offs = off + cols;
+        store(out + offs, load(in + offs, offs < n, 0.0f), offs < n);
+    }
+}
+"""
+    source = teeny_tx.compile(text, name=KERNEL_FILE).copy.cuda_source("f32", "f32", 4096, BLOCK=1024)
+    assert "tx::load_vec<4>" in source and "tx::store_vec<4>" in source

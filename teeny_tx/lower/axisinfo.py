@@ -55,14 +55,21 @@ class AxisInfo:
                 assigned.setdefault(s.name, []).insert(0, s.init)
             elif isinstance(s, ir.Assign):
                 assigned.setdefault(s.name, []).append(s.value)
-        # Two rounds: the first sees each variable's first value, the second all of them.
-        for _ in range(2):
+        # Optimistic fixpoint: a variable starts with what its first value has; each round
+        # meets that with every later assignment (computed from the current facts) until no
+        # fact changes. Facts only shrink, so this ends.
+        for name, values in assigned.items():
+            self.vars[name] = self.info(values[0])
+        for _ in range(8):
+            changed = False
             for name, values in assigned.items():
-                info = None
-                for v in values:
-                    i = self.info(v)
-                    info = i if info is None else _meet(info, i)
-                self.vars[name] = info
+                info = self.vars[name]
+                for v in values[1:]:
+                    info = _meet(info, self.info(v))
+                if info != self.vars[name]:
+                    self.vars[name], changed = info, True
+            if not changed:
+                break
         self._exprs = list(walk_exprs(kernel.body))
 
     def info(self, e: Expr) -> Info:
