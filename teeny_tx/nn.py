@@ -28,6 +28,7 @@ from .library import module
 MAX_ROW_BLOCK = 16384  # the longest row a softmax program keeps in registers as one tile
 MAX_NORM_BLOCK = 65536  # the norms have no looped kernels: one tile per row, up to this
 LOOP_BLOCK = 4096  # the chunk the looped kernels step by
+NORM_WARPS = 8  # norms keep more of a row per thread: fewer warps to combine, more blocks per SM
 PARTIAL_BLOCK_P, PARTIAL_BLOCK_N = 32, 128  # the tile that sums dW/dB partials
 FLOATS = ("f32", "f16", "bf16")
 
@@ -40,19 +41,19 @@ class RowConfig:
 
 
 @functools.cache
-def row_config(n_cols: int, max_block: int = MAX_ROW_BLOCK) -> RowConfig:
+def row_config(n_cols: int, max_block: int = MAX_ROW_BLOCK, max_warps: int = 16) -> RowConfig:
     """How one program handles a row of ``n_cols`` elements.
 
     A row of up to ``max_block`` columns is one tile: BLOCK = the next power of two >= n_cols.
     A longer row is read in chunks of BLOCK = LOOP_BLOCK by the ``_looped`` kernels. num_warps =
-    BLOCK / 256 within [1, 16], as Triton's softmax tutorial: at most 8 elements per thread up
-    to 4096 columns, then 16 warps and more elements per thread.
+    BLOCK / 256 within [1, max_warps], as Triton's softmax tutorial: at most 8 elements per
+    thread up to 256 * max_warps columns, then more elements per thread.
     """
     block = 1 << max(n_cols - 1, 0).bit_length()
     looped = block > max_block
     if looped:
         block = LOOP_BLOCK
-    return RowConfig(block, min(16, max(1, block // 256)), looped)
+    return RowConfig(block, min(max_warps, max(1, block // 256)), looped)
 
 
 def partial_programs(n_rows: int, sms: int) -> tuple[int, int]:
@@ -296,7 +297,7 @@ def log_softmax_backward(y: Any, dy: Any, *, interpret: bool = False) -> Any:
 
 
 def _norm_config(arrays: _Arrays, cols: int) -> RowConfig:
-    config = row_config(cols, MAX_NORM_BLOCK)
+    config = row_config(cols, MAX_NORM_BLOCK, NORM_WARPS)
     if config.looped:
         raise arrays.error(
             f"rows of {cols} columns are longer than {MAX_NORM_BLOCK}, the most one tile holds"
