@@ -23,8 +23,7 @@ from .lower.builder import Spec
 from .lower.signature import ParamSpec
 from .runtime.launch import pointer_arg
 from .runtime.memory import _NUMPY_NAMES as _CUPY_NAMES
-from .runtime.memory import TORCH_TENSOR, _torch_names
-from .runtime.memory import alignment_of, device_pointer, extent_bytes
+from .runtime.memory import TORCH_TENSOR, _torch_names, alignment_of, device_pointer, extent_bytes
 
 _CupyArray = cupy.ndarray
 
@@ -59,12 +58,14 @@ class Binder:
         if unknown:
             raise LaunchError(
                 f"{self.kernel}() got unknown keyword argument{'s' if len(unknown) > 1 else ''} "
-                f"{', '.join(map(repr, unknown))}; its constexprs are {', '.join(self.constexpr_names) or 'none'}"
+                f"{', '.join(map(repr, unknown))}; "
+                f"its constexprs are {', '.join(self.constexpr_names) or 'none'}"
             )
         missing = [n for n in self.constexpr_names if n not in constexprs]
         if missing:
             raise LaunchError(
-                f"{self.kernel}() needs constexpr {', '.join(missing)} by keyword, e.g. {missing[0]}=..."
+                f"{self.kernel}() needs constexpr {', '.join(missing)} by keyword, "
+                f"e.g. {missing[0]}=..."
             )
         for name in self.constexpr_names:
             value = constexprs[name]
@@ -89,7 +90,8 @@ class Binder:
         technique as Triton's generated launcher). Anything unusual drops to the slow checks."""
         lines = [
             "def bind(args, constexprs, num_warps):",
-            f"    if len(args) != {len(self.runtime)} or len(constexprs) != {len(self.constexpr_names)}:",
+            f"    if len(args) != {len(self.runtime)} "
+            f"or len(constexprs) != {len(self.constexpr_names)}:",
             "        self.check_call(args, constexprs, num_warps)",
             f"    {''.join(f'a{i}, ' for i in range(len(self.runtime)))}= args",
             "    big = False",
@@ -99,7 +101,8 @@ class Binder:
             a = f"a{i}"
             if p.kind == "pointer":
                 check = (
-                    f"    if d{i} != {p.dtype.name!r}: raise self._dtype_error(self.runtime[{i}], d{i})"
+                    f"    if d{i} != {p.dtype.name!r}: "
+                    f"raise self._dtype_error(self.runtime[{i}], d{i})"
                     if p.dtype is not None
                     else None
                 )
@@ -125,7 +128,8 @@ class Binder:
                 values.append(f"v{i}")
             elif p.dtype.is_float:
                 lines.append(
-                    f"    if type({a}) is not float and not is_number({a}): self._not_a_number({i}, {a})"
+                    f"    if type({a}) is not float and not is_number({a}): "
+                    f"self._not_a_number({i}, {a})"
                 )
                 key.append("None")
                 values.append(f"T{i}({a})")
@@ -139,8 +143,13 @@ class Binder:
                 values.append(f"T{i}({a}) if {lo} <= {a} <= {hi} else {a}")
         if self.constexpr_names:
             lines += ["    try:"]
-            lines += [f"        c{j} = constexprs[{n!r}]" for j, n in enumerate(self.constexpr_names)]
-            lines += ["    except KeyError:", "        self.check_call(args, constexprs, num_warps)"]
+            lines += [
+                f"        c{j} = constexprs[{n!r}]" for j, n in enumerate(self.constexpr_names)
+            ]
+            lines += [
+                "    except KeyError:",
+                "        self.check_call(args, constexprs, num_warps)",
+            ]
             key += [f"c{j}" for j in range(len(self.constexpr_names))]
         lines += [
             f"    values = [{', '.join(values)}]",
@@ -161,7 +170,9 @@ class Binder:
             "TORCH": TORCH_TENSOR,
             "TORCH_NAMES": _torch_names,
         }
-        scope.update({f"T{i}": _slot(p)[1] for i, p in enumerate(self.runtime) if p.kind == "scalar"})
+        scope.update(
+            {f"T{i}": _slot(p)[1] for i, p in enumerate(self.runtime) if p.kind == "scalar"}
+        )
         self.fast_path_source = "\n".join(lines) + "\n"
         exec(compile(self.fast_path_source, f"<teeny_tx binder for {self.kernel}>", "exec"), scope)
         return scope["bind"]
@@ -172,7 +183,7 @@ class Binder:
 
     def _widen(self, values: list):
         """64-bit indices: `i32` scalars travel as i64."""
-        for p, v in zip(self.runtime, values):
+        for p, v in zip(self.runtime, values, strict=True):
             yield np.int64(v) if p.kind == "scalar" and p.dtype.name == "i32" else v
 
     @staticmethod
@@ -196,7 +207,7 @@ class Binder:
     def _scalars(self, args: tuple) -> tuple[list, bool]:
         facts = []
         big = False
-        for i, (p, a) in enumerate(zip(self.runtime, args)):
+        for i, (p, a) in enumerate(zip(self.runtime, args, strict=True)):
             if p.kind != "scalar":
                 continue
             if p.dtype.is_int:
@@ -217,11 +228,12 @@ class Binder:
     def bind_host(
         self, args: tuple, constexprs: dict[str, Any], num_warps: int, describe: bool = False
     ) -> tuple:
-        """Arguments as the interpreter (NumPy arrays) or cuda_source (arrays or dtype names) give them."""
+        """Arguments as the interpreter (NumPy arrays) or cuda_source (arrays or dtype names)
+        give them."""
         self.check_call(args, constexprs, num_warps)
         key: list = [num_warps]
         big = False
-        for p, a in zip(self.runtime, args):
+        for p, a in zip(self.runtime, args, strict=True):
             if p.kind != "pointer":
                 continue
             if describe and isinstance(a, str):
@@ -268,7 +280,9 @@ class Binder:
                 if key[pos]:
                     div16.append(p.name)
                 pos += 1
-        constexprs = tuple(zip(self.constexpr_names, key[pos : pos + len(self.constexpr_names)]))
+        constexprs = tuple(
+            zip(self.constexpr_names, key[pos : pos + len(self.constexpr_names)], strict=True)
+        )
         return Spec(
             constexprs=constexprs,
             pointer_dtypes=tuple(pointer_dtypes),
@@ -280,7 +294,8 @@ class Binder:
 
     def _dtype_error(self, p: ParamSpec, got: str) -> LaunchError:
         return LaunchError(
-            f"argument '{p.name}': kernel {self.kernel} declares `{p.describe()}` but got a {got} array"
+            f"argument '{p.name}': kernel {self.kernel} declares `{p.describe()}` "
+            f"but got a {got} array"
             f"; pass {p.dtype} data or declare the parameter `any *`"
         )
 

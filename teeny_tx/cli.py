@@ -79,7 +79,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 failures += 1
                 status = f"FAIL {exc}"
             print(
-                f"  {case.name:<12} {dtype:<5} n={','.join(map(str, sizes))}  {status}  ({time.perf_counter() - start:.2f} s)"
+                f"  {case.name:<12} {dtype:<5} n={','.join(map(str, sizes))}  {status}  "
+                f"({time.perf_counter() - start:.2f} s)"
             )
     for case in ROW_CASES:
         shapes = ROW_SHAPES + (LONG_ROWS if case.long_rows else ())

@@ -284,7 +284,9 @@ class _Compiler:
             ok = np.asarray(cond(s))
             if not ok.all():
                 where = "" if ok.ndim == 0 else f" at {tuple(int(i) for i in np.argwhere(~ok)[0])}"
-                raise _error(f"device_assert failed in program {s.pid_tuple}{where}: {message}", e.loc)
+                raise _error(
+                    f"device_assert failed in program {s.pid_tuple}{where}: {message}", e.loc
+                )
 
         return check
 
@@ -368,8 +370,16 @@ class _Compiler:
 
     _ATOMIC = {
         "add": lambda old, v: old + v,
-        "max": lambda old, v: np.fmax(old, v) if old.dtype.kind == "f" or old.dtype.name == "bfloat16" else np.maximum(old, v),
-        "min": lambda old, v: np.fmin(old, v) if old.dtype.kind == "f" or old.dtype.name == "bfloat16" else np.minimum(old, v),
+        "max": lambda old, v: (
+            np.fmax(old, v)
+            if old.dtype.kind == "f" or old.dtype.name == "bfloat16"
+            else np.maximum(old, v)
+        ),
+        "min": lambda old, v: (
+            np.fmin(old, v)
+            if old.dtype.kind == "f" or old.dtype.name == "bfloat16"
+            else np.minimum(old, v)
+        ),
         "and": np.bitwise_and,
         "or": np.bitwise_or,
         "xor": np.bitwise_xor,
@@ -389,7 +399,9 @@ class _Compiler:
         def atomic(s: _State) -> Value:
             p = ptr(s)
             off = np.broadcast_to(p.off, shape)
-            vals = [np.broadcast_to(np.asarray(v(s)).astype(dtype, copy=False), shape) for v in values]
+            vals = [
+                np.broadcast_to(np.asarray(v(s)).astype(dtype, copy=False), shape) for v in values
+            ]
             m = np.ones(shape, bool) if mask is None else np.broadcast_to(mask(s), shape)
             error = _out_of_bounds(f"atomic_{kind}", p, off, m, s, loc)
             if error is not None:

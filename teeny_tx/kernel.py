@@ -34,7 +34,13 @@ from .runtime import cache, launch, nvrtc
 from .templates.emitter import emit_cuda
 
 # Dynamic shared memory a block may opt into, by target (CUDA's documented limits).
-SHARED_LIMIT = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448, "sm_90a": 232448}
+SHARED_LIMIT = {
+    "sm_80": 166912,
+    "sm_86": 101376,
+    "sm_89": 101376,
+    "sm_90": 232448,
+    "sm_90a": 232448,
+}
 
 HEADERS = {name: text for name, text in sorted(FILES.items()) if name.endswith(".cuh")}
 
@@ -72,7 +78,9 @@ class Specialization:
         return launch.LoadedKernel(self.cubin, self.entry)
 
 
-def specialise(unit: Unit, name: str, binder: Binder, key: tuple, debug: bool = False) -> Specialization:
+def specialise(
+    unit: Unit, name: str, binder: Binder, key: tuple, debug: bool = False
+) -> Specialization:
     kernel = build_kernel(unit, name, dataclasses.replace(binder.spec(key), debug=debug))
     annotated, layouts = assign_layouts(kernel)
     source, shared = emit_cuda(annotated, layouts)
@@ -80,7 +88,8 @@ def specialise(unit: Unit, name: str, binder: Binder, key: tuple, debug: bool = 
     if shared > limit:
         raise ResourceError(
             f"kernel {name} needs {shared} bytes of shared memory per block for its reductions and "
-            f"layout changes; {nvrtc.target_arch()} allows {limit}. Use smaller tiles or fewer warps."
+            f"layout changes; {nvrtc.target_arch()} allows {limit}. "
+            "Use smaller tiles or fewer warps."
         )
     return Specialization(annotated, source, key, shared)
 
@@ -92,7 +101,8 @@ def _grid3(grid: Any, meta: dict[str, Any]) -> tuple[int, int, int]:
         grid = (grid,)
     if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
         raise LaunchError(
-            f"the grid must be a tuple of 1 to 3 positive ints (or a callable giving one), got {grid!r}"
+            "the grid must be a tuple of 1 to 3 positive ints (or a callable giving one), "
+            f"got {grid!r}"
         )
     out = []
     for g in grid:
@@ -100,14 +110,15 @@ def _grid3(grid: Any, meta: dict[str, Any]) -> tuple[int, int, int]:
             raise LaunchError(f"grid sizes must be positive ints, got {tuple(grid)!r}")
         out.append(int(g))
     limits = (2**31 - 1, 65535, 65535)
-    for g, lim, axis in zip(out, limits, "xyz"):
+    for g, lim, axis in zip(out, limits, "xyz", strict=False):
         if g > lim:
             raise LaunchError(f"grid size {g} along {axis} exceeds the CUDA limit {lim}")
     return tuple(out + [1] * (3 - len(out)))
 
 
 class Kernel:
-    """A kernel of a module. Index with a grid to launch: ``k[(programs,)](*args, **constexprs)``."""
+    """A kernel of a module. Index with a grid to launch:
+    ``k[(programs,)](*args, **constexprs)``."""
 
     def __init__(self, module: Module, name: str):
         self.module = module
@@ -185,7 +196,9 @@ class _Interpret:
             from . import interpreter
 
             interpreter.run(
-                ir_kernel, grid3, {p.name: a for p, a in zip(ir_kernel.runtime_params, args)}
+                ir_kernel,
+                grid3,
+                {p.name: a for p, a in zip(ir_kernel.runtime_params, args, strict=True)},
             )
 
         return run

@@ -106,7 +106,8 @@ class Case:
         if not np.allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True):
             bad = np.argmax(np.abs(got - expected) - rtol * np.abs(expected))
             raise AssertionError(
-                f"{self.name} [{dtype}, n={got.size}]: element {bad} is {got[bad]!r}, expected {expected[bad]!r}"
+                f"{self.name} [{dtype}, n={got.size}]: element {bad} is {got[bad]!r}, "
+                f"expected {expected[bad]!r}"
             )
         return float(np.max(np.abs(got - expected))) if got.size else 0.0
 

@@ -177,7 +177,9 @@ class _Arrays:
         if self.kind == "numpy":
             kernel.interpret[grid](*args, num_warps=num_warps, **constexprs)
         else:
-            stream = _torch_stream(self.torch, self.first.device.index) if self.kind == "torch" else None
+            stream = (
+                _torch_stream(self.torch, self.first.device.index) if self.kind == "torch" else None
+            )
             kernel[grid](*args, num_warps=num_warps, stream=stream, **constexprs)
 
     # -------------------------------------------------------- argument checks

@@ -86,6 +86,7 @@ def tiles():
     """tests/kernels/tiles.c, compiled (parsed; specialisations compile on use)."""
     return teeny_tx.compile(TILES_FILE, name="tests/kernels/tiles.c")
 
+
 TILE_OPS = ("sum", "max", "min", "argmax", "argmin", "xor_sum", "prod")
 REFERENCE = {
     "sum": np.sum,

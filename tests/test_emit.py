@@ -296,7 +296,10 @@ def test_4_byte_alignment_is_not_vectorised():
 
 def test_replicated_layout_guards_stores_with_owner():
     small, large = cuda("vector_add_replicated"), cuda("vector_add_f32")
-    assert "tx::Blocked<tx::Ints<64>, tx::Ints<1>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>" in small and "some threads hold copies" in small
+    assert (
+        "tx::Blocked<tx::Ints<64>, tx::Ints<1>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>" in small
+        and "some threads hold copies" in small
+    )
     (store,) = [line for line in small.splitlines() if "*((out + offs[i])) =" in line]
     assert "if (L0::owner() && mask[i])" in store
     assert "owner()" not in large
@@ -350,5 +353,7 @@ kernel copy(f32 *out, const f32 *in, i32 n, const i32 BLOCK)
     }
 }
 """
-    source = teeny_tx.compile(text, name=KERNEL_FILE).copy.cuda_source("f32", "f32", 4096, BLOCK=1024)
+    source = teeny_tx.compile(text, name=KERNEL_FILE).copy.cuda_source(
+        "f32", "f32", 4096, BLOCK=1024
+    )
     assert "tx::load_vec<4>" in source and "tx::store_vec<4>" in source

@@ -1,4 +1,5 @@
-"""Contiguity and divisibility of integer and pointer tiles along their last axis (Triton's AxisInfo).
+"""Contiguity and divisibility of integer and pointer tiles along their last axis
+(Triton's AxisInfo).
 
 Input: a layout-annotated ``ir.Kernel``. Output: :func:`vector_width`, how many neighbouring
 lanes of a load or store may travel as one access. A value's :class:`Info` says, for aligned
@@ -126,7 +127,7 @@ class AxisInfo:
     def op_mul(self, e: Op) -> Info:
         a, b = (self.info(x) for x in e.args)
         contig = 1
-        for x, y, other in ((a, b, e.args[1]), (b, a, e.args[0])):
+        for x, _y, other in ((a, b, e.args[1]), (b, a, e.args[0])):
             if isinstance(other, Const) and other.value == 1:
                 contig = max(contig, x.contig)
         return Info(contig, min(a.const, b.const), min(a.div * b.div, BIG))

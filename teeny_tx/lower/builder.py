@@ -123,7 +123,9 @@ _CUDA_NAMES = frozenset(
         "tx",
     }
 )
-_EMITTER_NAMES = re.compile(r"i|L\d+|tx_smem|(load|mask|value|red|pairs|converted|permuted|reshaped)_\d+")
+_EMITTER_NAMES = re.compile(
+    r"i|L\d+|tx_smem|(load|mask|value|red|pairs|converted|permuted|reshaped)_\d+"
+)
 
 
 @dataclass(frozen=True)
@@ -263,7 +265,8 @@ class Builder:
         self, name: str, t: Type, typed: bool, const: Const | None = None, exact: str | None = None
     ) -> Symbol:
         """A new variable in the innermost scope; its IR name is made unique (a parameter
-        named like an emitter name, `i`, becomes `i_1` in the CUDA too) unless ``exact`` gives it."""
+        named like an emitter name, `i`, becomes `i_1` in the CUDA too) unless ``exact``
+        gives it."""
         if exact:
             self.used_names.add(exact)
             unique = exact
@@ -429,7 +432,8 @@ class Builder:
         if not value.type.is_tile:
             return Op(type=t, loc=loc, op="full", args=(value,))
         raise CompileError(
-            f"shape mismatch: '{name}' is {list(t.shape)} but the value is {list(value.type.shape)}",
+            f"shape mismatch: '{name}' is {list(t.shape)} "
+            f"but the value is {list(value.type.shape)}",
             loc,
             "a declared tile keeps its shape; reshape or broadcast the value",
         )
@@ -462,14 +466,16 @@ class Builder:
             if value.type.is_tile and value.type.shape != sym.type.shape:
                 what = "is carried around the loop and " if carried else ""
                 raise CompileError(
-                    f"tile '{name}' {what}changes shape from {list(sym.type.shape)} to {list(value.type.shape)}",
+                    f"tile '{name}' {what}changes shape "
+                    f"from {list(sym.type.shape)} to {list(value.type.shape)}",
                     loc,
                     "a variable keeps the shape it was declared with; use a new variable",
                 )
             if value.type.dtype != sym.type.dtype:
                 what = "is carried around the loop and " if carried else ""
                 raise CompileError(
-                    f"tile '{name}' {what}changes dtype from {sym.type.dtype} to {value.type.dtype}",
+                    f"tile '{name}' {what}changes dtype "
+                    f"from {sym.type.dtype} to {value.type.dtype}",
                     loc,
                     f"cast the value: {name} = ({sym.type.dtype})(...)",
                 )
@@ -788,7 +794,8 @@ class Builder:
                 and ty.broadcast_shapes(shape, other.type.shape, loc, "load() other") != shape
             ):
                 raise CompileError(
-                    f"load() other of shape {list(other.type.shape)} does not fit pointers of shape {list(shape)}",
+                    f"load() other of shape {list(other.type.shape)} "
+                    f"does not fit pointers of shape {list(shape)}",
                     self.loc(args[2]),
                 )
             other = ty.broadcast_to(other, shape)
@@ -817,7 +824,12 @@ class Builder:
             )
         shape = ptr.type.shape
         value = ty.cast(self.expr(args[1]), ptr.type.dtype.elem)
-        if value.type.is_tile and value.type.shape != shape and shape and len(value.type.shape) <= len(shape):
+        if (
+            value.type.is_tile
+            and value.type.shape != shape
+            and shape
+            and len(value.type.shape) <= len(shape)
+        ):
             try:
                 fits = ty.broadcast_shapes(shape, value.type.shape, loc, "store()") == shape
             except CompileError:
@@ -826,7 +838,8 @@ class Builder:
                 value = ty.broadcast_to(value, shape)
         if value.type.is_tile and value.type.shape != shape:
             raise CompileError(
-                f"shape mismatch in store(): value {list(value.type.shape)} through pointers {list(shape)}",
+                f"shape mismatch in store(): value {list(value.type.shape)} "
+                f"through pointers {list(shape)}",
                 self.loc(args[1]),
                 "the value must have the pointers' shape (or be a scalar)",
             )
@@ -850,19 +863,23 @@ class Builder:
 
     def call_static_assert(self, args, loc: Location) -> None:
         cond = self.constant(args[0], "the condition of static_assert()")
-        message = self.string_arg(args[1], "the message of static_assert()") if len(args) > 1 else ""
+        message = (
+            self.string_arg(args[1], "the message of static_assert()") if len(args) > 1 else ""
+        )
         if not cond:
             raise CompileError(
                 f"static_assert failed{': ' + message if message else ''}",
                 self.loc(args[0]),
-                f"with {', '.join(f'{k}={v}' for k, v in self.spec.constexprs)}" if self.spec.constexprs else None,
+                f"with {', '.join(f'{k}={v}' for k, v in self.spec.constexprs)}"
+                if self.spec.constexprs
+                else None,
             )
         return None
 
     def call_device_print(self, args, loc: Location) -> Expr | None:
         prefix = self.string_arg(args[0], "the prefix of device_print()")
         values = [self.expr(a) for a in args[1:]]
-        for v, node in zip(values, args[1:]):
+        for v, node in zip(values, args[1:], strict=True):
             if v.type.is_pointer:
                 raise CompileError("device_print() prints numbers, not pointers", self.loc(node))
         if not self.spec.debug:
@@ -873,15 +890,31 @@ class Builder:
             raise CompileError("device_print() values must share one shape (or be scalars)", loc)
         shape = next(iter(shapes), ())
         values = [ty.broadcast_to(v, shape) for v in values]
-        return Op(type=Type(BOOL, shape), loc=loc, op="device_print", args=tuple(values), attrs=(("prefix", prefix),))
+        return Op(
+            type=Type(BOOL, shape),
+            loc=loc,
+            op="device_print",
+            args=tuple(values),
+            attrs=(("prefix", prefix),),
+        )
 
     def call_device_assert(self, args, loc: Location) -> Expr | None:
         cond = ty.to_bool(self.expr(args[0]), self.loc(args[0]))
-        message = self.string_arg(args[1], "the message of device_assert()") if len(args) > 1 else ""
+        message = (
+            self.string_arg(args[1], "the message of device_assert()") if len(args) > 1 else ""
+        )
         if not self.spec.debug:
             return None
-        return Op(type=Type(BOOL, cond.type.shape), loc=loc, op="device_assert", args=(cond,),
-                  attrs=(("message", message), ("text", loc.source_line.strip() if loc.source_line else "")))
+        return Op(
+            type=Type(BOOL, cond.type.shape),
+            loc=loc,
+            op="device_assert",
+            args=(cond,),
+            attrs=(
+                ("message", message),
+                ("text", loc.source_line.strip() if loc.source_line else ""),
+            ),
+        )
 
     # ------------------------------------------------------------ atomics
 
@@ -918,13 +951,19 @@ class Builder:
         values = []
         for node in args[1 : 1 + n_values]:
             v = ty.cast(self.expr(node), elem)
-            if v.type.is_tile and ty.broadcast_shapes(shape, v.type.shape, loc, f"atomic_{kind}()") != shape:
+            if (
+                v.type.is_tile
+                and ty.broadcast_shapes(shape, v.type.shape, loc, f"atomic_{kind}()") != shape
+            ):
                 raise CompileError(
-                    f"shape mismatch in atomic_{kind}(): value {list(v.type.shape)} through pointers {list(shape)}",
+                    f"shape mismatch in atomic_{kind}(): value {list(v.type.shape)} "
+                    f"through pointers {list(shape)}",
                     self.loc(node),
                 )
             if v.type.is_tile and not shape:
-                raise CompileError(f"atomic_{kind}() of a tile through a scalar pointer", self.loc(node))
+                raise CompileError(
+                    f"atomic_{kind}() of a tile through a scalar pointer", self.loc(node)
+                )
             values.append(ty.broadcast_to(v, shape))
         rest = list(args[1 + n_values :])
         mask = None
@@ -968,7 +1007,7 @@ class Builder:
 
     def tile_arg(self, node, what: str) -> Expr:
         x = self.expr(node)
-        if not x.type.is_tile or x.type.is_pointer and False:
+        if not x.type.is_tile:
             raise CompileError(f"{what}() needs a tile, got {x.type}", self.loc(node))
         return x
 
@@ -982,9 +1021,11 @@ class Builder:
 
     def dims_args(self, nodes, what: str) -> tuple[int, ...]:
         dims = tuple(self.constant(n, f"the sizes of {what}()") for n in nodes)
-        for n, d in zip(nodes, dims):
+        for n, d in zip(nodes, dims, strict=True):
             if not isinstance(d, int) or d <= 0 or d & (d - 1):
-                raise CompileError(f"{what}() sizes must be positive powers of two, got {d}", self.loc(n))
+                raise CompileError(
+                    f"{what}() sizes must be positive powers of two, got {d}", self.loc(n)
+                )
         return dims
 
     def call_expand_dims(self, args, loc: Location) -> Expr:
@@ -992,13 +1033,21 @@ class Builder:
         rank = len(x.type.shape)
         axis = self.axis_arg(args[1], rank, "expand_dims", extra=1)
         shape = x.type.shape[:axis] + (1,) + x.type.shape[axis:]
-        return Op(type=x.type.with_shape(shape), loc=loc, op="expand_dims", args=(x,), attrs=(("axis", axis),))
+        return Op(
+            type=x.type.with_shape(shape),
+            loc=loc,
+            op="expand_dims",
+            args=(x,),
+            attrs=(("axis", axis),),
+        )
 
     def call_broadcast_to(self, args, loc: Location) -> Expr:
         x = self.tile_arg(args[0], "broadcast_to")
         shape = self.dims_args(args[1:], "broadcast_to")
         if ty.broadcast_shapes(shape, x.type.shape, loc, "broadcast_to()") != shape:
-            raise CompileError(f"broadcast_to(): {list(x.type.shape)} does not broadcast to {list(shape)}", loc)
+            raise CompileError(
+                f"broadcast_to(): {list(x.type.shape)} does not broadcast to {list(shape)}", loc
+            )
         return ty.broadcast_to(x, shape)
 
     def call_reshape(self, args, loc: Location) -> Expr:
@@ -1006,26 +1055,34 @@ class Builder:
         shape = self.dims_args(args[1:], "reshape")
         if Type(x.type.dtype, shape).numel != x.type.numel:
             raise CompileError(
-                f"reshape() from {list(x.type.shape)} to {list(shape)} changes the number of elements", loc
+                f"reshape() from {list(x.type.shape)} to {list(shape)} "
+                "changes the number of elements",
+                loc,
             )
         return Op(type=x.type.with_shape(shape), loc=loc, op="reshape", args=(x,))
 
     def call_trans(self, args, loc: Location) -> Expr:
         x = self.tile_arg(args[0], "trans")
         if len(x.type.shape) != 2:
-            raise CompileError(f"trans() needs a 2-D tile, got {x.type}", loc, "use permute() for other ranks")
+            raise CompileError(
+                f"trans() needs a 2-D tile, got {x.type}", loc, "use permute() for other ranks"
+            )
         return self._permute(x, (1, 0), loc)
 
     def call_permute(self, args, loc: Location) -> Expr:
         x = self.tile_arg(args[0], "permute")
         dims = tuple(self.constant(n, "the axes of permute()") for n in args[1:])
         if sorted(dims) != list(range(len(x.type.shape))):
-            raise CompileError(f"permute() axes {list(dims)} are not a permutation of the tile's axes", loc)
+            raise CompileError(
+                f"permute() axes {list(dims)} are not a permutation of the tile's axes", loc
+            )
         return self._permute(x, dims, loc)
 
     def _permute(self, x: Expr, dims: tuple[int, ...], loc: Location) -> Expr:
         shape = tuple(x.type.shape[d] for d in dims)
-        return Op(type=x.type.with_shape(shape), loc=loc, op="permute", args=(x,), attrs=(("dims", dims),))
+        return Op(
+            type=x.type.with_shape(shape), loc=loc, op="permute", args=(x,), attrs=(("dims", dims),)
+        )
 
     # ------------------------------------------------------------ reductions
 
@@ -1057,14 +1114,24 @@ class Builder:
         if x.type.is_pointer:
             raise CompileError(f"{kind}() of pointers is not defined", loc)
         rank = len(x.type.shape)
-        axis = self.axis_arg(args[1], rank, kind) if len(args) > 1 and combine_node is None or len(args) > 1 else None
+        axis = (
+            self.axis_arg(args[1], rank, kind)
+            if len(args) > 1 and combine_node is None or len(args) > 1
+            else None
+        )
         keep = bool(self.constant(args[2], f"keep_dims of {kind}()")) if len(args) > 2 else False
         dtype = x.type.dtype
         if kind == "sum":
             if dtype.is_float and dtype.bits < 32:
                 dtype = F32
             elif dtype.kind == "b" or (dtype.is_int and dtype.bits < 32):
-                dtype = DTYPES["u32"] if dtype.kind == "u" else self.index if dtype.kind == "b" else DTYPES["i32"]
+                dtype = (
+                    DTYPES["u32"]
+                    if dtype.kind == "u"
+                    else self.index
+                    if dtype.kind == "b"
+                    else DTYPES["i32"]
+                )
         if kind == "xor_sum":
             ty.require_int(x, loc, "xor_sum")
         x = ty.cast(x, dtype)
@@ -1124,7 +1191,13 @@ class Builder:
             combine = self.apply("add" if kind == "sum" else "mul", [a, b], loc)
         if reverse:
             x = self._flip(x, axis, loc)
-        out = Op(type=x.type, loc=loc, op="scan", args=(x,), attrs=(("kind", kind), ("axis", axis), ("combine", combine)))
+        out = Op(
+            type=x.type,
+            loc=loc,
+            op="scan",
+            args=(x,),
+            attrs=(("kind", kind), ("axis", axis), ("combine", combine)),
+        )
         return self._flip(out, axis, loc) if reverse else out
 
     def call_flip(self, args, loc: Location) -> Expr:
@@ -1146,14 +1219,17 @@ class Builder:
         fn = self.unit.functions[node.name]
         if len(fn.body.block_items or []) != 1:
             raise CompileError(
-                f"combiner '{node.name}' must be a single `return` of an expression", self.loc(fn.decl)
+                f"combiner '{node.name}' must be a single `return` of an expression",
+                self.loc(fn.decl),
             )
         a = Var(type=Type(dtype), loc=loc, name="a")
         b = Var(type=Type(dtype), loc=loc, name="b")
         before = len(self.blocks[-1])
         result = self.inline(node.name, [a, b], loc, statement=False)
         if len(self.blocks[-1]) != before:
-            raise CompileError(f"combiner '{node.name}' must not declare variables", self.loc(fn.decl))
+            raise CompileError(
+                f"combiner '{node.name}' must not declare variables", self.loc(fn.decl)
+            )
         result = ty.cast(result, dtype)
         if result.type.is_tile:
             raise CompileError(f"combiner '{node.name}' must combine two scalars into one", loc)
@@ -1161,16 +1237,20 @@ class Builder:
 
     def mask(self, node, shape: tuple[int, ...], what: str) -> Expr:
         mask = ty.to_bool(self.expr(node), self.loc(node))
-        if mask.type.shape != shape and (mask.type.is_tile or not shape):
-            if (
+        if (
+            mask.type.shape != shape
+            and (mask.type.is_tile or not shape)
+            and (
                 not shape
                 or ty.broadcast_shapes(shape, mask.type.shape, self.loc(node), f"{what}() mask")
                 != shape
-            ):
-                raise CompileError(
-                    f"{what}() mask of shape {list(mask.type.shape)} does not match pointers of shape {list(shape)}",
-                    self.loc(node),
-                )
+            )
+        ):
+            raise CompileError(
+                f"{what}() mask of shape {list(mask.type.shape)} "
+                f"does not match pointers of shape {list(shape)}",
+                self.loc(node),
+            )
         return ty.broadcast_to(mask, shape)
 
     # ------------------------------------------------------------ helper functions
@@ -1201,7 +1281,7 @@ class Builder:
         self.frames.append(_Frame(name))
         self.inlining.append(name)
         try:
-            for p, a in zip(params, args):
+            for p, a in zip(params, args, strict=True):
                 ploc = self.loc(p)
                 declared, typed = self.resolve_type(p.type, ploc)
                 value = a if declared is None else self.convert(a, declared, p.name, ploc)

@@ -89,7 +89,12 @@ class Layout:
         """Threads holding distinct elements."""
         n = 1
         for d in range(self.blocked.rank):
-            n *= max(1, min(self.blocked.tpw[d] * self.blocked.wpc[d], self.shape[d] // self.blocked.spt[d]))
+            n *= max(
+                1,
+                min(
+                    self.blocked.tpw[d] * self.blocked.wpc[d], self.shape[d] // self.blocked.spt[d]
+                ),
+            )
         return n
 
     @property
@@ -109,7 +114,10 @@ class Layout:
         def ints(v):
             return f"tx::Ints<{', '.join(map(str, v))}>"
 
-        return f"tx::Blocked<{ints(self.shape)}, {ints(b.spt)}, {ints(b.tpw)}, {ints(b.wpc)}, {ints(b.order)}>"
+        return (
+            f"tx::Blocked<{ints(self.shape)}, {ints(b.spt)}, {ints(b.tpw)}, "
+            f"{ints(b.wpc)}, {ints(b.order)}>"
+        )
 
     def describe(self) -> str:
         b = self.blocked
@@ -269,8 +277,13 @@ class LayoutPass:
         if isinstance(e, Var):
             own = self.vars.get(e.name) or self.default(e.type.shape)
             if own.key != layout.key:
-                return Op(type=e.type, loc=e.loc, op="convert_layout",
-                          args=(dataclasses.replace(e, layout=own),), layout=layout)
+                return Op(
+                    type=e.type,
+                    loc=e.loc,
+                    op="convert_layout",
+                    args=(dataclasses.replace(e, layout=own),),
+                    layout=layout,
+                )
             return dataclasses.replace(e, layout=own)
         assert isinstance(e, Op)
         if e.op == "reduce":
@@ -316,7 +329,9 @@ class LayoutPass:
                 if layout is not None:
                     self.layouts.setdefault(layout.key, layout)
                 s = dataclasses.replace(
-                    s, init=self.annotate(s.init, layout) if s.init is not None else None, layout=layout
+                    s,
+                    init=self.annotate(s.init, layout) if s.init is not None else None,
+                    layout=layout,
                 )
             elif isinstance(s, ir.Assign):
                 layout = self.vars.get(s.name) if s.value.type.is_tile else None
@@ -324,8 +339,12 @@ class LayoutPass:
             elif isinstance(s, ir.Eval):
                 s = dataclasses.replace(s, expr=self._store(s.expr))
             elif isinstance(s, ir.If):
-                s = dataclasses.replace(s, cond=self.annotate(s.cond, None), then=self.stmts(s.then),
-                                        orelse=self.stmts(s.orelse))
+                s = dataclasses.replace(
+                    s,
+                    cond=self.annotate(s.cond, None),
+                    then=self.stmts(s.then),
+                    orelse=self.stmts(s.orelse),
+                )
             elif isinstance(s, ir.Loop):
                 s = dataclasses.replace(
                     s,
@@ -345,8 +364,12 @@ class LayoutPass:
         ptr = e.args[0]
         layout = self.natural(ptr) or self.natural(e.args[1]) or self.default(ptr.type.shape)
         self.layouts.setdefault(layout.key, layout)
-        args = tuple(self.annotate(a, layout.with_shape(a.type.shape, layout.dims)) if a.type.is_tile
-                     else self.annotate(a, None) for a in e.args)
+        args = tuple(
+            self.annotate(a, layout.with_shape(a.type.shape, layout.dims))
+            if a.type.is_tile
+            else self.annotate(a, None)
+            for a in e.args
+        )
         return dataclasses.replace(e, args=args, layout=layout)
 
 
@@ -382,7 +405,8 @@ def _numel(shape: tuple[int, ...]) -> int:
 
 
 def assign_layouts(kernel: ir.Kernel) -> tuple[ir.Kernel, dict[tuple, Layout]]:
-    """Annotate every tile of ``kernel``; also return its layouts by C++ type, in first-use order."""
+    """Annotate every tile of ``kernel``; also return its layouts by C++ type, in first-use
+    order."""
     return LayoutPass(kernel).run()
 
 
@@ -408,9 +432,7 @@ def walk_exprs(stmts):
             roots = [s.value]
         elif isinstance(s, ir.Eval):
             roots = [s.expr]
-        elif isinstance(s, ir.If):
-            roots = [s.cond]
-        elif isinstance(s, ir.Loop) and s.cond is not None:
+        elif isinstance(s, ir.If) or isinstance(s, ir.Loop) and s.cond is not None:
             roots = [s.cond]
         for r in roots:
             yield from _walk(r)

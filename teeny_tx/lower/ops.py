@@ -176,7 +176,8 @@ def rule_where(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
     if a.type.is_pointer or b.type.is_pointer:
         if a.type.dtype != b.type.dtype:
             raise CompileError(
-                f"where() between {a.type.dtype} and {b.type.dtype}: pointers must have the same type",
+                f"where() between {a.type.dtype} and {b.type.dtype}: "
+                "pointers must have the same type",
                 loc,
             )
         shape = ty.broadcast_shapes(cond.type.shape, a.type.shape, loc, "where()")
@@ -497,7 +498,8 @@ _def(
 )
 _def(
     "load",
-    "load(ptr, mask = all, other = 0): read a tile (or scalar) through pointers; masked-off lanes give other",
+    "load(ptr, mask = all, other = 0): read a tile (or scalar) through pointers; "
+    "masked-off lanes give other",
     (1, 3),
     None,
 )
@@ -507,24 +509,100 @@ _def(
     (2, 3),
     None,
 )
-_def("expand_dims", "expand_dims(x, axis): insert a dimension of size 1 at axis (a constant)", 2, None)
-_def("broadcast_to", "broadcast_to(x, d0, ...): stretch dimensions of size 1 to the given sizes", (2, 4), None)
-_def("reshape", "reshape(x, d0, ...): the same elements, row-major, in a new static shape", (2, 4), None)
+_def(
+    "expand_dims",
+    "expand_dims(x, axis): insert a dimension of size 1 at axis (a constant)",
+    2,
+    None,
+)
+_def(
+    "broadcast_to",
+    "broadcast_to(x, d0, ...): stretch dimensions of size 1 to the given sizes",
+    (2, 4),
+    None,
+)
+_def(
+    "reshape",
+    "reshape(x, d0, ...): the same elements, row-major, in a new static shape",
+    (2, 4),
+    None,
+)
 _def("trans", "trans(x): the transpose of a 2-D tile", 1, None)
-_def("permute", "permute(x, d0, ...): dimensions reordered (result axis k is source axis dk)", (3, 4), None)
-_def("sum", "sum(x, axis = all, keep_dims = 0): sum; f16/bf16 accumulate and return f32, narrow ints i32", (1, 3), None)
-_def("max", "max(x, axis = all, keep_dims = 0): maximum; NaN operands are skipped (fmax)", (1, 3), None)
-_def("min", "min(x, axis = all, keep_dims = 0): minimum; NaN operands are skipped (fmin)", (1, 3), None)
+_def(
+    "permute",
+    "permute(x, d0, ...): dimensions reordered (result axis k is source axis dk)",
+    (3, 4),
+    None,
+)
+_def(
+    "sum",
+    "sum(x, axis = all, keep_dims = 0): sum; f16/bf16 accumulate and return f32, narrow ints i32",
+    (1, 3),
+    None,
+)
+_def(
+    "max",
+    "max(x, axis = all, keep_dims = 0): maximum; NaN operands are skipped (fmax)",
+    (1, 3),
+    None,
+)
+_def(
+    "min",
+    "min(x, axis = all, keep_dims = 0): minimum; NaN operands are skipped (fmin)",
+    (1, 3),
+    None,
+)
 _def("xor_sum", "xor_sum(x, axis = all, keep_dims = 0): bitwise xor of integers", (1, 3), None)
-_def("argmax", "argmax(x, axis, keep_dims = 0): i32 index of the maximum; ties give the lowest index", (2, 3), None)
-_def("argmin", "argmin(x, axis, keep_dims = 0): i32 index of the minimum; ties give the lowest index", (2, 3), None)
-_def("reduce", "reduce(x, axis, combine): reduce with a helper `T combine(T a, T b)` of the file (associative)", 3, None)
-_def("static_assert", 'static_assert(cond, "message"): refuse to compile where a constant condition is false', (1, 2), None)
-_def("device_print", 'device_print("prefix", x, ...): print every element with its program id (debug builds)', (1, 8), None)
-_def("device_assert", 'device_assert(cond, "message"): stop the kernel where cond is false (debug builds)', (1, 2), None)
-_def("cumsum", "cumsum(x, axis = 0, reverse = 0): inclusive running sum; dtype as sum()", (1, 3), None)
+_def(
+    "argmax",
+    "argmax(x, axis, keep_dims = 0): i32 index of the maximum; ties give the lowest index",
+    (2, 3),
+    None,
+)
+_def(
+    "argmin",
+    "argmin(x, axis, keep_dims = 0): i32 index of the minimum; ties give the lowest index",
+    (2, 3),
+    None,
+)
+_def(
+    "reduce",
+    "reduce(x, axis, combine): reduce with a helper `T combine(T a, T b)` of the file "
+    "(associative)",
+    3,
+    None,
+)
+_def(
+    "static_assert",
+    'static_assert(cond, "message"): refuse to compile where a constant condition is false',
+    (1, 2),
+    None,
+)
+_def(
+    "device_print",
+    'device_print("prefix", x, ...): print every element with its program id (debug builds)',
+    (1, 8),
+    None,
+)
+_def(
+    "device_assert",
+    'device_assert(cond, "message"): stop the kernel where cond is false (debug builds)',
+    (1, 2),
+    None,
+)
+_def(
+    "cumsum",
+    "cumsum(x, axis = 0, reverse = 0): inclusive running sum; dtype as sum()",
+    (1, 3),
+    None,
+)
 _def("cumprod", "cumprod(x, axis = 0, reverse = 0): inclusive running product", (1, 3), None)
-_def("associative_scan", "associative_scan(x, axis, combine, reverse = 0): inclusive scan with a helper combiner", (3, 4), None)
+_def(
+    "associative_scan",
+    "associative_scan(x, axis, combine, reverse = 0): inclusive scan with a helper combiner",
+    (3, 4),
+    None,
+)
 _def("flip", "flip(x, axis = 0): the tile reversed along an axis", (1, 2), None)
 for _name, _what in (
     ("add", "*ptr += val; returns the old values"),
@@ -536,7 +614,12 @@ for _name, _what in (
     ("xchg", "*ptr = val; returns the old values"),
 ):
     _def(f"atomic_{_name}", f"atomic_{_name}(ptr, val, mask, order, scope): {_what}", (2, 5), None)
-_def("atomic_cas", "atomic_cas(ptr, cmp, val, order, scope): *ptr = val where *ptr == cmp; returns the old values", (3, 5), None)
+_def(
+    "atomic_cas",
+    "atomic_cas(ptr, cmp, val, order, scope): *ptr = val where *ptr == cmp; returns the old values",
+    (3, 5),
+    None,
+)
 _def(
     "full",
     "T x[N] = v; a typed tile declaration filled with v (zeros when no value)",
@@ -551,7 +634,13 @@ _def(
     None,
     prelude=False,
 )
-_def("convert_layout", "the same tile in another layout (inserted by the layout pass)", 1, None, prelude=False)
+_def(
+    "convert_layout",
+    "the same tile in another layout (inserted by the layout pass)",
+    1,
+    None,
+    prelude=False,
+)
 
 
 def numpy_cast(x, to: DType):

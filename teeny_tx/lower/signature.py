@@ -62,7 +62,8 @@ def kernel_signature(unit: Unit, fn: c_ast.FuncDef) -> tuple[ParamSpec, ...]:
             raise CompileError(
                 f"parameter '{p.name}' has an unsupported type",
                 loc,
-                "kernel parameters are pointers (`const f32 *x`), scalars (`i32 n`) or constants (`const i32 BLOCK`)",
+                "kernel parameters are pointers (`const f32 *x`), scalars (`i32 n`) "
+                "or constants (`const i32 BLOCK`)",
             ) from None
         dtype = element_dtype(name, loc)
         out.append(

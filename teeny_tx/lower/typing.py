@@ -35,12 +35,13 @@ def broadcast_shapes(
     pa = (1,) * (rank - len(a)) + a
     pb = (1,) * (rank - len(b)) + b
     out = []
-    for x, y in zip(pa, pb):
+    for x, y in zip(pa, pb, strict=True):
         if x != y and 1 not in (x, y):
             raise CompileError(
                 f"shape mismatch in {what}: {list(a)} and {list(b)} do not broadcast",
                 loc,
-                "operands of an elementwise operation must have equal shapes, or 1 where they differ",
+                "operands of an elementwise operation must have equal shapes, "
+                "or 1 where they differ",
             )
         out.append(max(x, y))
     return tuple(out)
@@ -168,8 +169,13 @@ def broadcast_to(x: Expr, shape: tuple[int, ...]) -> Expr:
     if not x.type.is_tile or x.type.shape == shape:
         return x
     while len(x.type.shape) < len(shape):
-        x = Op(type=x.type.with_shape((1,) + x.type.shape), loc=x.loc, op="expand_dims", args=(x,),
-               attrs=(("axis", 0),))
+        x = Op(
+            type=x.type.with_shape((1,) + x.type.shape),
+            loc=x.loc,
+            op="expand_dims",
+            args=(x,),
+            attrs=(("axis", 0),),
+        )
     if x.type.shape == shape:
         return x
     return Op(type=x.type.with_shape(shape), loc=x.loc, op="broadcast", args=(x,))

@@ -211,9 +211,14 @@ class Emitter:
         pid_args = "blockIdx.x, blockIdx.y, blockIdx.z"
         formats = " ".join(_PRINTF[_printf_kind(a.type.dtype)][0] for a in e.args)
         if not e.type.is_tile:
-            values = ", ".join(_PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args)
+            values = ", ".join(
+                _PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args
+            )
             text = _c_string(f"{pid} {e.attr('prefix')} {formats}\n")
-            self.out(f"if (threadIdx.x == 0) printf({text}, {pid_args}{', ' + values if values else ''});")
+            self.out(
+                f"if (threadIdx.x == 0) printf({text}, "
+                f"{pid_args}{', ' + values if values else ''});"
+            )
             return
         layout: Layout = e.layout
         index = "idx (" + ", ".join("%d" for _ in layout.dims) + ")"
@@ -221,8 +226,13 @@ class Emitter:
 
         def lane() -> str:
             coords = ", ".join(f"{self.L(layout)}::coord(i, {d})" for d in layout.dims)
-            values = ", ".join(_PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args)
-            return f"if ({self.L(layout)}::owner()) printf({text}, {pid_args}, {coords}{', ' + values if values else ''});"
+            values = ", ".join(
+                _PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args
+            )
+            return (
+                f"if ({self.L(layout)}::owner()) printf({text}, {pid_args}, "
+                f"{coords}{', ' + values if values else ''});"
+            )
 
         self.out(self.tile_loop(layout, lane))
 
@@ -233,16 +243,24 @@ class Emitter:
         message = e.attr("message") or e.attr("text")
         if not cond.type.is_tile:
             text = _c_string(f"{where}: device_assert failed in program (%d, %d, %d): {message}\n")
-            self.out(f"if (!({self.ex(cond)})) {{ printf({text}, blockIdx.x, blockIdx.y, blockIdx.z); __trap(); }}")
+            self.out(
+                f"if (!({self.ex(cond)})) {{ "
+                f"printf({text}, blockIdx.x, blockIdx.y, blockIdx.z); __trap(); }}"
+            )
             return
         layout: Layout = cond.layout
         index = ", ".join("%d" for _ in layout.dims)
-        text = _c_string(f"{where}: device_assert failed in program (%d, %d, %d) at ({index}): {message}\n")
+        text = _c_string(
+            f"{where}: device_assert failed in program (%d, %d, %d) at ({index}): {message}\n"
+        )
 
         def lane() -> str:
             coords = ", ".join(f"{self.L(layout)}::coord(i, {d})" for d in layout.dims)
-            return (f"if (!({self.ex(cond)})) {{ printf({text}, blockIdx.x, blockIdx.y, blockIdx.z, {coords}); "
-                    "__trap(); }")
+            return (
+                f"if (!({self.ex(cond)})) {{ "
+                f"printf({text}, blockIdx.x, blockIdx.y, blockIdx.z, {coords}); "
+                "__trap(); }"
+            )
 
         self.out(self.tile_loop(layout, lane))
 
@@ -397,7 +415,9 @@ class Emitter:
         if mask is not None:
             self.hoist(mask)
         if not ptr.type.is_tile:  # a scalar: one thread writes it for the program
-            conds = " && ".join(["threadIdx.x == 0"] + ([self.ex(mask)] if mask is not None else []))
+            conds = " && ".join(
+                ["threadIdx.x == 0"] + ([self.ex(mask)] if mask is not None else [])
+            )
             self.out(f"if ({conds}) *({self.ex(ptr)}) = {self.ex(value)};")
             return
         layout: Layout = e.layout
@@ -412,14 +432,26 @@ class Emitter:
             return
         with self.registers_of(layout) as name:
             conds = [c for c in (guard, self.ex(mask) if mask is not None else None) if c]
-            text = self.snippets.store_lanes(name, self.ex(ptr), self.ex(value), " && ".join(conds) or None)
+            text = self.snippets.store_lanes(
+                name, self.ex(ptr), self.ex(value), " && ".join(conds) or None
+            )
         self.out(text)
 
     def materialise(self, e: Expr, layout: Layout, dtype: DType | None = None) -> str:
         """A tile's registers in ``layout`` as a named array (a variable's own, or a new one)."""
-        if isinstance(e, Var) and e.type.is_tile and e.layout is not None and e.layout.key == layout.key:
+        if (
+            isinstance(e, Var)
+            and e.type.is_tile
+            and e.layout is not None
+            and e.layout.key == layout.key
+        ):
             return e.name
-        if id(e) in self.temps and self.temps[id(e)][1] is not None and self.temps[id(e)][1].key == layout.key and not self.temps[id(e)][2]:
+        if (
+            id(e) in self.temps
+            and self.temps[id(e)][1] is not None
+            and self.temps[id(e)][1].key == layout.key
+            and not self.temps[id(e)][2]
+        ):
             return self.temps[id(e)][0]
         name = self.fresh("mask" if e.type.dtype.kind == "b" and dtype is None else "value")
         self.out(self.snippets.declare_tile(ctype(dtype or e.type.dtype), name, self.L(layout)))
@@ -453,8 +485,14 @@ class Emitter:
         self.out(f"tx::fence_before{fences}();")
 
         def lane() -> str:
-            conds = [c for c in ("{}::owner()".format(self.L(layout)) if layout.replicated else None,
-                                 self.ex(mask) if mask is not None else None) if c]
+            conds = [
+                c
+                for c in (
+                    f"{self.L(layout)}::owner()" if layout.replicated else None,
+                    self.ex(mask) if mask is not None else None,
+                )
+                if c
+            ]
             call = f"tx::atomic_{kind}({', '.join(self.ex(a) for a in (ptr, *values))})"
             if conds:
                 call = f"({' && '.join(conds)}) ? {call} : {e.type.dtype.literal(0)}"
@@ -481,7 +519,11 @@ class Emitter:
             values = self.fresh("pairs")
             src = self.materialise(source, inner)
             self.out(f"{pair} {values}[{self.L(inner)}::REGS];")
-            self.out(self.tile_loop(inner, lambda: f"{values}[i] = {{{src}[i], {self.L(inner)}::coord(i, {dim})}};"))
+            self.out(
+                self.tile_loop(
+                    inner, lambda: f"{values}[i] = {{{src}[i], {self.L(inner)}::coord(i, {dim})}};"
+                )
+            )
             better = ">" if kind == "argmax" else "<"
             combine = (
                 f"[]({pair} a, {pair} b) {{ return (b.value {better} a.value || "
@@ -499,7 +541,9 @@ class Emitter:
         warps = _warps_along(inner, dim)
         smem = self.scratch(warps * out.size * size) if warps > 1 else "nullptr"
         self.out(f"{elem} {name}[{self.L(out)}::REGS];")
-        self.out(f"tx::reduce<{self.L(inner)}, {self.L(out)}, {dim}>({name}, {src}, {combine}, {smem});")
+        self.out(
+            f"tx::reduce<{self.L(inner)}, {self.L(out)}, {dim}>({name}, {src}, {combine}, {smem});"
+        )
         self.temps[id(e)] = (name, out, suffix)
 
     def emit_scan(self, e: Op) -> None:
@@ -534,7 +578,11 @@ class Emitter:
         src_layout: Layout = source.layout
         dst: Layout = e.layout
         src = self.materialise(source, src_layout)
-        name = self.fresh({"convert_layout": "converted", "permute": "permuted", "flip": "flipped"}.get(e.op, "reshaped"))
+        name = self.fresh(
+            {"convert_layout": "converted", "permute": "permuted", "flip": "flipped"}.get(
+                e.op, "reshaped"
+            )
+        )
         coords = [f"{self.L(dst)}::coord(r, {d})" for d in dst.dims]
         if e.op == "flip":
             axis = e.attr("axis")
@@ -678,7 +726,7 @@ def _warps_along(layout: Layout, dim: int) -> int:
 
 def _row_major(coords: list[str], shape: tuple[int, ...]) -> str:
     text = coords[0]
-    for c, size in zip(coords[1:], shape[1:]):
+    for c, size in zip(coords[1:], shape[1:], strict=True):
         text = f"({text}) * {size} + {c}"
     return text
 
