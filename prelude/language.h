@@ -62,6 +62,9 @@ tile cumsum(tile x, ...);           /* cumsum(x, axis = 0, reverse = 0); dtype a
 tile cumprod(tile x, ...);          /* cumprod(x, axis = 0, reverse = 0)                        */
 tile associative_scan(tile x, i32 axis, ...); /* (x, axis, combine, reverse = 0): combine a helper */
 tile flip(tile x, ...);             /* flip(x, axis = 0): reverse the order along an axis       */
+tile cat(tile a, tile b, ...);      /* cat(a, b, axis = 0): a then b along axis (equal shapes)   */
+tile join(tile a, tile b);          /* a and b side by side in a new last dimension of size 2   */
+tile split(tile x, i32 k);          /* x[..., k] of a tile whose last dimension has size 2      */
 
 /* ---- atomics (read-modify-write of global memory; each returns the old values) ------------ */
 /* Optional trailing constants: mask, then the memory order (ACQ_REL by default, as in Triton:  */

@@ -507,5 +507,25 @@ __device__ __forceinline__ void relayout(T* dst, const T* src, void* smem, Index
     __syncthreads();
 }
 
+// Two tiles into one through shared memory (cat, join): each source element is written at the
+// row-major index of the result that `index_a(r)` / `index_b(r)` gives its register r, then each
+// result register reads its own element.
+template <class LA, class LB, class LD, typename T, typename IA, typename IB>
+__device__ __forceinline__ void gather2(T* dst, const T* a, const T* b, void* smem, IA index_a, IB index_b) {
+    T* buffer = static_cast<T*>(smem);
+    if (LA::owner()) {
+#pragma unroll
+        for (int r = 0; r < LA::REGS; ++r) buffer[index_a(r)] = a[r];
+    }
+    if (LB::owner()) {
+#pragma unroll
+        for (int r = 0; r < LB::REGS; ++r) buffer[index_b(r)] = b[r];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < LD::REGS; ++r) dst[r] = buffer[LD::flat(r)];
+    __syncthreads();
+}
+
 }  // namespace tx
 #include "random.cuh"

@@ -257,6 +257,19 @@ class _Compiler:
 
         return run
 
+    def op_cat(self, e: ir.Op) -> Eval:
+        a, b = (self.expr(x) for x in e.args)
+        axis = e.attr("axis")
+        return lambda s: np.concatenate([a(s), b(s)], axis=axis)
+
+    def op_join(self, e: ir.Op) -> Eval:
+        a, b = (self.expr(x) for x in e.args)
+        return lambda s: np.stack([a(s), b(s)], axis=-1)
+
+    def op_split(self, e: ir.Op) -> Eval:
+        index = e.attr("index")
+        return self.reshaped(e, lambda x: x[..., index])
+
     def op_flip(self, e: ir.Op) -> Eval:
         axis = e.attr("axis")
         return self.reshaped(e, lambda a: np.flip(a, axis))

@@ -143,24 +143,39 @@ class Kernel:
 
     def _launcher(self, grid) -> Callable[..., None]:
         fixed = None if callable(grid) else _grid3(grid, {})
-        bind = self.binder.bind_device
+        bind = self.binder._bind_device  # the generated binder itself: one call less
         compiled = self._compiled
+        get_device, convert_stream, driver_error = (
+            launch.get_device,
+            launch.convert_stream,
+            launch.DriverError,
+        )
 
-        def launch(*args, num_warps: int = 4, stream: Any = None, **constexprs) -> None:
+        def run(*args, num_warps: int = 4, stream: Any = None, **constexprs) -> None:
             key, values, _ = bind(args, constexprs, num_warps)
             entry = compiled.get(key)
             if entry is None:
                 entry = self._compile(key, args, constexprs, num_warps)
+            loaded, block, shared, functions = entry
+            device = get_device()
+            function = functions.get(device)
+            if function is None:
+                function = functions[device] = loaded.prepared(device, shared)
             grid3 = fixed or _grid3(grid, {**constexprs, "num_warps": num_warps})
-            entry[0](grid3, entry[1], values, entry[2], stream)
+            if stream is not None:
+                stream = convert_stream(stream)
+            try:
+                function(grid3, block, values, shared, stream)
+            except driver_error as err:
+                raise loaded.error(device, err, grid3, block, shared) from None
 
-        return launch
+        return run
 
     def _compile(self, key: tuple, args, constexprs, num_warps) -> tuple:
         self.binder.check_call(args, constexprs, num_warps)
         spec = specialise(self.module.unit, self.name, self.binder, key, self.module.debug)
         self._specs[key] = spec
-        entry = self._compiled[key] = (spec.loaded.launch, spec.block, spec.shared_mem)
+        entry = self._compiled[key] = (spec.loaded, spec.block, spec.shared_mem, {})
         return entry
 
     def specialize(self, *args, num_warps: int = 4, **constexprs) -> Specialization:

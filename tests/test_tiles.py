@@ -80,6 +80,8 @@ CUDA_CASES = [
     ("keepdims", ("f32", "f32"), {"BM": 16, "BN": 32}, 4),
     ("shapes", ("f16", "f16", "f16"), {"BM": 8, "BN": 32}, 4),
     ("outer", ("f32", "f32"), {"B": 64}, 4),
+    ("combine", ("f16",) * 5, {"AXIS": 0, "K": 1, "BM": 8, "BN": 16}, 4),
+    ("combine", ("i32",) * 5, {"AXIS": 1, "K": 0, "BM": 16, "BN": 32}, 1),
 ]
 
 
@@ -135,3 +137,17 @@ def test_scans_compile_for_sm90(tiles, kind, axis, reverse, warps):
         nvrtc.compile_to_cubin(source, name="scan2d", arch="sm_90", headers=HEADERS)[:4]
         == b"\x7fELF"
     )
+
+
+@pytest.mark.parametrize("k", [0, 1])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_cat_join_split_on_interpreter(tiles, axis, k):
+    rng = np.random.default_rng(axis * 2 + k)
+    a = rng.integers(-100, 100, (8, 16)).astype(np.int32)
+    b = rng.integers(-100, 100, (8, 16)).astype(np.int32)
+    out = np.zeros((16, 16) if axis == 0 else (8, 32), np.int32)
+    pairs, half = np.zeros((8, 16, 2), np.int32), np.zeros((8, 16), np.int32)
+    tiles.combine.interpret[(1,)](out, pairs, half, a, b, AXIS=axis, K=k, BM=8, BN=16)
+    np.testing.assert_array_equal(out, np.concatenate([a, b], axis=axis))
+    np.testing.assert_array_equal(pairs, np.stack([a, b], axis=-1))
+    np.testing.assert_array_equal(half, (a, b)[k])

@@ -123,9 +123,24 @@ _CUDA_NAMES = frozenset(
         "tx",
     }
 )
-_EMITTER_NAMES = re.compile(
-    r"i|L\d+|tx_smem|(load|mask|value|red|pairs|converted|permuted|reshaped)_\d+"
+# Names the emitter gives its temporaries (a local named so is renamed): a prefix and a number.
+_EMITTER_PREFIXES = (
+    "load",
+    "mask",
+    "value",
+    "red",
+    "pairs",
+    "scan",
+    "old",
+    "converted",
+    "permuted",
+    "reshaped",
+    "flipped",
+    "half",
+    "joined",
+    "catted",
 )
+_EMITTER_NAMES = re.compile(rf"i|L\d+|tx_smem|({'|'.join(_EMITTER_PREFIXES)})_\d+")
 
 
 @dataclass(frozen=True)
@@ -1199,6 +1214,51 @@ class Builder:
             attrs=(("kind", kind), ("axis", axis), ("combine", combine)),
         )
         return self._flip(out, axis, loc) if reverse else out
+
+    def _pair(self, args, what: str, loc: Location) -> tuple[Expr, Expr]:
+        a, b = self.tile_arg(args[0], what), self.tile_arg(args[1], what)
+        a, b = ty.resolve_weak(a, b)
+        if a.type.shape != b.type.shape:
+            raise CompileError(
+                f"shape mismatch in {what}(): {list(a.type.shape)} and {list(b.type.shape)}",
+                loc,
+                "both tiles must have the same shape",
+            )
+        if a.type.is_pointer or b.type.is_pointer:
+            raise CompileError(f"{what}() of pointers is not supported", loc)
+        dtype = ty.common_dtype(a, b)
+        return ty.cast(a, dtype), ty.cast(b, dtype)
+
+    def call_cat(self, args, loc: Location) -> Expr:
+        a, b = self._pair(args, "cat", loc)
+        axis = self.axis_arg(args[2], len(a.type.shape), "cat") if len(args) > 2 else 0
+        shape = list(a.type.shape)
+        shape[axis] *= 2
+        return Op(
+            type=a.type.with_shape(tuple(shape)),
+            loc=loc,
+            op="cat",
+            args=(a, b),
+            attrs=(("axis", axis),),
+        )
+
+    def call_join(self, args, loc: Location) -> Expr:
+        a, b = self._pair(args, "join", loc)
+        return Op(type=a.type.with_shape(a.type.shape + (2,)), loc=loc, op="join", args=(a, b))
+
+    def call_split(self, args, loc: Location) -> Expr:
+        x = self.tile_arg(args[0], "split")
+        k = self.constant(args[1], "the half split() takes")
+        if not x.type.shape or x.type.shape[-1] != 2:
+            raise CompileError(f"split() needs a last dimension of size 2, got {x.type}", loc)
+        if k not in (0, 1):
+            raise CompileError(f"split(x, k) takes k = 0 or 1, got {k}", self.loc(args[1]))
+        shape = x.type.shape[:-1]
+        if not shape:
+            raise CompileError("split() of a [2] tile gives scalars: use where() or sum()", loc)
+        return Op(
+            type=x.type.with_shape(shape), loc=loc, op="split", args=(x,), attrs=(("index", k),)
+        )
 
     def call_flip(self, args, loc: Location) -> Expr:
         x = self.tile_arg(args[0], "flip")

@@ -247,7 +247,7 @@ class LayoutPass:
                 if dims == sorted(dims):
                     return inner.with_shape(e.type.shape, tuple(dims))
             return None
-        if e.op in ("permute", "reshape", "flip"):
+        if e.op in ("permute", "reshape", "flip", "cat", "join", "split"):
             return None
         for a in e.args:
             inner = self.natural(a) if a.type.is_tile else None
@@ -299,9 +299,11 @@ class LayoutPass:
             dims = layout.dims[:axis] + layout.dims[axis + 1 :]
             inner = layout.with_shape(e.args[0].type.shape, dims)
             return dataclasses.replace(e, layout=layout, args=(self.annotate(e.args[0], inner),))
-        if e.op in ("permute", "reshape", "flip"):
-            source = self.natural(e.args[0]) or self.default(e.args[0].type.shape)
-            return dataclasses.replace(e, layout=layout, args=(self.annotate(e.args[0], source),))
+        if e.op in ("permute", "reshape", "flip", "cat", "join", "split"):
+            args = tuple(
+                self.annotate(a, self.natural(a) or self.default(a.type.shape)) for a in e.args
+            )
+            return dataclasses.replace(e, layout=layout, args=args)
         args = []
         for a in e.args:
             if a.type.is_tile:

@@ -603,6 +603,19 @@ _def(
     (3, 4),
     None,
 )
+_def(
+    "cat",
+    "cat(a, b, axis = 0): a followed by b along an axis; shapes equal, so sizes stay powers of two",
+    (2, 3),
+    None,
+)
+_def("join", "join(a, b): a and b side by side in a new last dimension of size 2", 2, None)
+_def(
+    "split",
+    "split(x, k): x[..., k], k = 0 or 1, of a tile whose last dimension is 2 (C has no tuples)",
+    2,
+    None,
+)
 _def("flip", "flip(x, axis = 0): the tile reversed along an axis", (1, 2), None)
 for _name, _what in (
     ("add", "*ptr += val; returns the old values"),

@@ -136,6 +136,18 @@ class LoadedKernel:
         except _driver.CUDADriverError as err:
             raise LaunchError(self._failure(device, err, grid, block, shared_mem)) from None
 
+    def prepared(self, device: int, shared_mem: int) -> Any:
+        """The CuPy function on ``device``, loaded and allowed ``shared_mem`` bytes: what a
+        launcher that caches per device calls directly (launch() does the same per call)."""
+        loaded = self._devices.get(device) or self._load(device)
+        if shared_mem > loaded.shared_limit:
+            self._allow_shared_memory(device, loaded, shared_mem)
+        return loaded.function
+
+    def error(self, device: int, err: Exception, grid: Any, block: Any, shared: int) -> LaunchError:
+        """The LaunchError for a failed launch, with the kernel's resource use."""
+        return LaunchError(self._failure(device, err, grid, block, shared))
+
     def attributes(self, device: int | None = None) -> KernelAttributes:
         """Registers, static shared and local memory, and block size limit of this kernel."""
         device = _runtime.getDevice() if device is None else device
@@ -259,6 +271,15 @@ _stream_kinds: dict[type, Any] = {
     _stream.ExternalStream: _same,
     int: _handle,
 }
+
+
+def convert_stream(stream: Any) -> Any:
+    """A stream argument (CuPy, torch, raw handle, __cuda_stream__) as CuPy's launcher takes it."""
+    return (_stream_kinds.get(type(stream)) or _stream_kind(stream))(stream)
+
+
+get_device = _runtime.getDevice
+DriverError = _driver.CUDADriverError
 
 
 def pointer_arg(ptr: int) -> Any:

@@ -579,9 +579,12 @@ class Emitter:
         dst: Layout = e.layout
         src = self.materialise(source, src_layout)
         name = self.fresh(
-            {"convert_layout": "converted", "permute": "permuted", "flip": "flipped"}.get(
-                e.op, "reshaped"
-            )
+            {
+                "convert_layout": "converted",
+                "permute": "permuted",
+                "flip": "flipped",
+                "split": "half",
+            }.get(e.op, "reshaped")
         )
         coords = [f"{self.L(dst)}::coord(r, {d})" for d in dst.dims]
         if e.op == "flip":
@@ -595,9 +598,9 @@ class Emitter:
             for k, axis in enumerate(perm):
                 source_coords[axis] = coords[k]
             flat = _row_major(source_coords, source.type.shape)
-        elif e.op == "reshape":
-            flat = _row_major(coords, e.type.shape)
-        else:
+        elif e.op == "split":
+            flat = _row_major([*coords, str(e.attr("index"))], source.type.shape)
+        else:  # convert_layout, reshape: the same row-major index
             flat = _row_major(coords, e.type.shape)
         smem = self.scratch(src_layout.size * e.type.dtype.itemsize)
         t = ctype(e.type.dtype)
@@ -608,9 +611,45 @@ class Emitter:
         )
         self.temps[id(e)] = (name, dst, "")
 
+    def emit_gather2(self, e: Op) -> None:
+        """cat, join: both sources written into the result's row-major order in shared memory."""
+        a, b = e.args
+        dst: Layout = e.layout
+        names = [self.materialise(x, x.layout) for x in (a, b)]
+        lambdas = []
+        for k, x in enumerate((a, b)):
+            coords = [f"{self.L(x.layout)}::coord(r, {d})" for d in x.layout.dims]
+            if e.op == "join":
+                coords.append(str(k))
+            elif k == 1:
+                axis = e.attr("axis")
+                coords[axis] = f"({x.type.shape[axis]} + {coords[axis]})"
+            lambdas.append(f"[](int r) {{ return {_row_major(coords, e.type.shape)}; }}")
+        smem = self.scratch(dst.size * e.type.dtype.itemsize)
+        name = self.fresh("joined" if e.op == "join" else "catted")
+        t = ctype(e.type.dtype)
+        self.out(f"{t} {name}[{self.L(dst)}::REGS];")
+        self.out(
+            f"tx::gather2<{self.L(a.layout)}, {self.L(b.layout)}, {self.L(dst)}>({name}, "
+            f"{names[0]}, {names[1]}, {smem}, {lambdas[0]}, {lambdas[1]});"
+        )
+        self.temps[id(e)] = (name, dst, "")
+
     # ------------------------------------------------------------ expressions
 
-    _HOISTED = ("load", "reduce", "scan", "convert_layout", "permute", "reshape", "flip", "atomic")
+    _HOISTED = (
+        "load",
+        "reduce",
+        "scan",
+        "convert_layout",
+        "permute",
+        "reshape",
+        "flip",
+        "split",
+        "cat",
+        "join",
+        "atomic",
+    )
 
     def needs_hoist(self, e: Expr) -> bool:
         if isinstance(e, Op):
@@ -635,7 +674,9 @@ class Emitter:
             self.emit_reduce(e)
         elif e.op == "scan":
             self.emit_scan(e)
-        elif e.op in ("convert_layout", "permute", "reshape", "flip"):
+        elif e.op in ("cat", "join"):
+            self.emit_gather2(e)
+        elif e.op in ("convert_layout", "permute", "reshape", "flip", "split"):
             self.emit_relayout(e)
         elif e.op == "atomic":
             self.emit_atomic(e)

@@ -126,3 +126,29 @@ def test_flip_on_gpu(tiles, axis):
     out = cp.zeros_like(cp.asarray(x))
     tiles.flip2d[(1,)](out, cp.asarray(x), AXIS=axis, BM=32, BN=64)
     np.testing.assert_array_equal(cp.asnumpy(out), np.flip(x, axis))
+
+
+@pytest.mark.parametrize("num_warps", [1, 4])
+@pytest.mark.parametrize("k", [0, 1])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_cat_join_split_on_gpu(tiles, axis, k, num_warps):
+    rng = np.random.default_rng(axis * 2 + k)
+    a = rng.integers(-100, 100, (16, 32)).astype(np.int32)
+    b = rng.integers(-100, 100, (16, 32)).astype(np.int32)
+    out = cp.zeros((32, 32) if axis == 0 else (16, 64), cp.int32)
+    pairs, half = cp.zeros((16, 32, 2), cp.int32), cp.zeros((16, 32), cp.int32)
+    tiles.combine[(1,)](
+        out,
+        pairs,
+        half,
+        cp.asarray(a),
+        cp.asarray(b),
+        AXIS=axis,
+        K=k,
+        BM=16,
+        BN=32,
+        num_warps=num_warps,
+    )
+    np.testing.assert_array_equal(cp.asnumpy(out), np.concatenate([a, b], axis=axis))
+    np.testing.assert_array_equal(cp.asnumpy(pairs), np.stack([a, b], axis=-1))
+    np.testing.assert_array_equal(cp.asnumpy(half), (a, b)[k])

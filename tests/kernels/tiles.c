@@ -94,3 +94,22 @@ kernel flip2d(any *out, const any *in, const i32 AXIS, const i32 BM, const i32 B
     tile offs = expand_dims(arange(0, BM), 1) * BN + expand_dims(arange(0, BN), 0);
     store(out + offs, flip(load(in + offs), AXIS));
 }
+
+/* out = cat(a, b, AXIS) of two [BM, BN] tiles; pairs = join(a, b); halves = split(pairs, K). */
+kernel combine(any *out, any *pairs, any *half, const any *a, const any *b, const i32 AXIS,
+               const i32 K, const i32 BM, const i32 BN)
+{
+    tile rows = expand_dims(arange(0, BM), 1);
+    tile cols = expand_dims(arange(0, BN), 0);
+    tile x = load(a + rows * BN + cols);
+    tile y = load(b + rows * BN + cols);
+    tile both = cat(x, y, AXIS);
+    if (AXIS == 0) {
+        store(out + expand_dims(arange(0, 2 * BM), 1) * BN + cols, both);
+    } else {
+        store(out + rows * (2 * BN) + expand_dims(arange(0, 2 * BN), 0), both);
+    }
+    tile p = join(x, y);
+    store(pairs + expand_dims(rows * BN + cols, 2) * 2 + expand_dims(expand_dims(arange(0, 2), 0), 0), p);
+    store(half + rows * BN + cols, split(p, K));
+}
