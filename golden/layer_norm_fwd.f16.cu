@@ -31,47 +31,47 @@ layer_norm_fwd(__half* y, float* mean, float* rstd, const __half* __restrict__ x
     _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], ((x + (row * x_stride)) + cols[i]), &mask[i], __half(0.0f));
 #line 26
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) v[i] = tx::cast<float>(load_0[i]);
-    // tile wv = (f32)load(w + cols, mask, 0.0f);  /* issued before the reductions wait */
-#line 27 "kernels/layernorm.c"
-    float wv[L0::REGS];
-#line 27
-    __half load_1[L0::REGS];
-#line 27
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], (w + cols[i]), &mask[i], __half(0.0f));
-#line 27
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) wv[i] = tx::cast<float>(load_1[i]);
-    // tile bv = (f32)load(b + cols, mask, 0.0f);
-#line 28 "kernels/layernorm.c"
-    float bv[L0::REGS];
-#line 28
-    __half load_2[L0::REGS];
-#line 28
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_2[i], (b + cols[i]), &mask[i], __half(0.0f));
-#line 28
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) bv[i] = tx::cast<float>(load_2[i]);
     // f32 mu = sum(v) / n_cols;
-#line 29 "kernels/layernorm.c"
+#line 27 "kernels/layernorm.c"
     float red_0[L1::REGS];
-#line 29
+#line 27
     tx::reduce<L0, L1, 0>(red_0, v, [](float a, float b) { return (a + b); }, tx_smem);
-#line 29
+#line 27
     float mu = (red_0[0] / tx::cast<float>(n_cols));
     // tile centred = where(mask, v - mu, 0.0f);
-#line 30 "kernels/layernorm.c"
+#line 28 "kernels/layernorm.c"
     float centred[L0::REGS];
-#line 30
+#line 28
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) centred[i] = (mask[i] ? (v[i] - mu) : 0.0f);
     // f32 r = rsqrt(sum(centred * centred) / n_cols + eps);
-#line 31 "kernels/layernorm.c"
+#line 29 "kernels/layernorm.c"
     float value_0[L0::REGS];
-#line 31
+#line 29
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (centred[i] * centred[i]);
-#line 31
+#line 29
     float red_1[L1::REGS];
-#line 31
+#line 29
     tx::reduce<L0, L1, 0>(red_1, value_0, [](float a, float b) { return (a + b); }, tx_smem);
-#line 31
+#line 29
     float r = tx::rsqrt(((red_1[0] / tx::cast<float>(n_cols)) + eps));
+    // tile wv = (f32)load(w + cols, mask, 0.0f);
+#line 30 "kernels/layernorm.c"
+    float wv[L0::REGS];
+#line 30
+    __half load_1[L0::REGS];
+#line 30
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], (w + cols[i]), &mask[i], __half(0.0f));
+#line 30
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) wv[i] = tx::cast<float>(load_1[i]);
+    // tile bv = (f32)load(b + cols, mask, 0.0f);
+#line 31 "kernels/layernorm.c"
+    float bv[L0::REGS];
+#line 31
+    __half load_2[L0::REGS];
+#line 31
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_2[i], (b + cols[i]), &mask[i], __half(0.0f));
+#line 31
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) bv[i] = tx::cast<float>(load_2[i]);
     // store(y + row * y_stride + cols, centred * r * wv + bv, mask);
 #line 32 "kernels/layernorm.c"
     __half value_1[L0::REGS];

@@ -31,26 +31,26 @@ rms_norm_fwd(__nv_bfloat16* y, float* rstd, const __nv_bfloat16* __restrict__ x,
     _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], ((x + (row * x_stride)) + cols[i]), &mask[i], __nv_bfloat16(0.0f));
 #line 24
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) v[i] = tx::cast<float>(load_0[i]);
-    // tile wv = (f32)load(w + cols, mask, 0.0f);  /* issued before the reduction waits */
-#line 25 "kernels/rmsnorm.c"
-    float wv[L0::REGS];
-#line 25
-    __nv_bfloat16 load_1[L0::REGS];
-#line 25
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], (w + cols[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 25
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) wv[i] = tx::cast<float>(load_1[i]);
     // f32 r = rsqrt(sum(v * v) / n_cols + eps);
-#line 26 "kernels/rmsnorm.c"
+#line 25 "kernels/rmsnorm.c"
     float value_0[L0::REGS];
-#line 26
+#line 25
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (v[i] * v[i]);
-#line 26
+#line 25
     float red_0[L1::REGS];
-#line 26
+#line 25
     tx::reduce<L0, L1, 0>(red_0, value_0, [](float a, float b) { return (a + b); }, tx_smem);
-#line 26
+#line 25
     float r = tx::rsqrt(((red_0[0] / tx::cast<float>(n_cols)) + eps));
+    // tile wv = (f32)load(w + cols, mask, 0.0f);
+#line 26 "kernels/rmsnorm.c"
+    float wv[L0::REGS];
+#line 26
+    __nv_bfloat16 load_1[L0::REGS];
+#line 26
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], (w + cols[i]), &mask[i], __nv_bfloat16(0.0f));
+#line 26
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) wv[i] = tx::cast<float>(load_1[i]);
     // store(y + row * y_stride + cols, v * r * wv, mask);
 #line 27 "kernels/rmsnorm.c"
     __nv_bfloat16 value_1[L0::REGS];

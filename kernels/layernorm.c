@@ -24,11 +24,11 @@ kernel layer_norm_fwd(any *y, f32 *mean, f32 *rstd, const any *x, const any *w, 
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
     tile v = (f32)load(x + row * x_stride + cols, mask, 0.0f);
-    tile wv = (f32)load(w + cols, mask, 0.0f);  /* issued before the reductions wait */
-    tile bv = (f32)load(b + cols, mask, 0.0f);
     f32 mu = sum(v) / n_cols;
     tile centred = where(mask, v - mu, 0.0f);
     f32 r = rsqrt(sum(centred * centred) / n_cols + eps);
+    tile wv = (f32)load(w + cols, mask, 0.0f);
+    tile bv = (f32)load(b + cols, mask, 0.0f);
     store(y + row * y_stride + cols, centred * r * wv + bv, mask);
     store(mean + row, mu);
     store(rstd + row, r);

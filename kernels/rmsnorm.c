@@ -22,8 +22,8 @@ kernel rms_norm_fwd(any *y, f32 *rstd, const any *x, const any *w, i32 n_cols, i
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
     tile v = (f32)load(x + row * x_stride + cols, mask, 0.0f);
-    tile wv = (f32)load(w + cols, mask, 0.0f);  /* issued before the reduction waits */
     f32 r = rsqrt(sum(v * v) / n_cols + eps);
+    tile wv = (f32)load(w + cols, mask, 0.0f);
     store(y + row * y_stride + cols, v * r * wv, mask);
     store(rstd + row, r);
 }
