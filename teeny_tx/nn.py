@@ -509,3 +509,36 @@ def cross_entropy_backward(
         grid = (rows, cdiv(cols, config.block))
         arrays.launch(mod.cross_entropy_bwd, grid, args, config.num_warps, BLOCK=config.block)
     return dlogits
+
+
+# ---------------------------------------------------------------- dropout
+
+DROPOUT_BLOCK = 1024
+
+
+def _dropout(fn: str, x: Any, p: float, seed: int, interpret: bool) -> Any:
+    arrays = _Arrays(fn, {"x" if fn == "dropout" else "dy": x}, interpret)
+    arrays.check_dtype(x, "x" if fn == "dropout" else "dy", FLOATS)
+    contiguous = x.is_contiguous() if arrays.kind == "torch" else x.flags.c_contiguous
+    if not contiguous:
+        raise arrays.error("the input must be contiguous; copy it first")
+    if not 0.0 <= p < 1.0:
+        raise arrays.error(f"p must be in [0, 1), got {p}")
+    n = int(np.prod(x.shape))
+    kernel = getattr(module("dropout.c"), fn)
+    with arrays.device():
+        out = arrays.empty(tuple(x.shape), arrays.dtype(x), like=x)
+        args = (out, x, float(p), int(seed), n)
+        arrays.launch(kernel, (cdiv(n, DROPOUT_BLOCK),), args, 4, BLOCK=DROPOUT_BLOCK)
+    return out
+
+
+def dropout(x: Any, p: float, seed: int, *, interpret: bool = False) -> Any:
+    """x / (1 - p) where a Philox uniform of (seed, element index) exceeds p, else 0; any shape
+    (contiguous). The same seed regenerates the same mask in :func:`dropout_backward`."""
+    return _dropout("dropout", x, p, seed, interpret)
+
+
+def dropout_backward(dy: Any, p: float, seed: int, *, interpret: bool = False) -> Any:
+    """dx = dy / (1 - p) where the forward kept the element, else 0 (same seed, same mask)."""
+    return _dropout("dropout_backward", dy, p, seed, interpret)

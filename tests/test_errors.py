@@ -318,3 +318,32 @@ def test_helper_errors():
     check(compile_error(text), 1, 6, "helper 'f' must end with `return <value>;`")
     text = "kernel g(f32 *o)\n{\n    return;\n}\n" + kernel_text("    g(out);")
     check(compile_error(text), 7, 5, "'g' is a kernel and cannot be called")
+
+
+REDUCTION_ERRORS = [
+    ("tile x = load(a + arange(0, BLOCK)); f32 s = sum(x, 1);", "sum() axis 1 is out of range"),
+    ("tile x = load(a + arange(0, BLOCK)); tile i = argmax(x);", "argmax() takes 2 to 3 arguments"),
+    (
+        "tile x = load(a + arange(0, BLOCK)); f32 s = reduce(x, 0, n);",
+        "reduce() needs the name of a helper",
+    ),
+    (
+        "tile x = load(a + arange(0, BLOCK)); tile y = cat(x, arange(0, 2 * BLOCK));",
+        "shape mismatch in cat()",
+    ),
+    (
+        "tile x = load(a + arange(0, BLOCK)); tile y = split(x, 0);",
+        "split() needs a last dimension of size 2",
+    ),
+    (
+        "tile x = load(a + arange(0, BLOCK)); tile y = cumsum(x, 3);",
+        "cumsum() axis 3 is out of range",
+    ),
+]
+
+
+@pytest.mark.parametrize("body,message", REDUCTION_ERRORS)
+def test_reduction_and_shape_errors_point_at_the_call(body, message):
+    err = compile_error(kernel_text(body))
+    assert message in str(err)
+    assert "kernels/t.c:" in str(err) and "^" in str(err)

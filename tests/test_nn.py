@@ -270,3 +270,25 @@ def test_reference_dtypes_are_the_wrappers():
     assert (y.dtype, mean.dtype, rstd.dtype) == (x.dtype, np.float32, np.float32)
     dx, dw, db = nn.layer_norm_backward(x, x, w, mean, rstd, interpret=True)
     assert (dx.dtype, dw.dtype, db.dtype) == (x.dtype, w.dtype, w.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("shape", [(1,), (1001,), (37, 129)])
+def test_dropout_wrappers_on_the_interpreter(shape, dtype):
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape).astype(np.float32).astype(DTYPES[dtype].np)
+    y = nn.dropout(x, 0.3, 1234, interpret=True)
+    dx = nn.dropout_backward(np.ones_like(x), 0.3, 1234, interpret=True)  # the mask / (1 - p)
+    keep = dx.astype(np.float64) != 0
+    if x.size > 1000:
+        assert 0.65 < keep.mean() < 0.75
+    np.testing.assert_allclose(dx.astype(np.float64)[keep], 1 / 0.7, rtol=1e-2)
+    expected = x.astype(np.float64) * dx.astype(np.float64)
+    np.testing.assert_allclose(y.astype(np.float64), expected, rtol=1e-2, atol=1e-6)
+
+
+def test_dropout_refuses_bad_arguments():
+    with pytest.raises(tx.LaunchError, match="p must be in"):
+        nn.dropout(np.ones(4, np.float32), 1.0, 0, interpret=True)
+    with pytest.raises(tx.LaunchError, match="contiguous"):
+        nn.dropout(np.ones((4, 4), np.float32)[:, ::2], 0.5, 0, interpret=True)

@@ -281,3 +281,15 @@ def test_torch_host_tensor_is_refused(torch):
         nn.softmax(torch.zeros(2, 3))
     with pytest.raises(tx.LaunchError, match="one library"):
         nn.softmax_backward(torch.zeros(2, 3, device="cuda"), cp.zeros((2, 3), cp.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_dropout_wrappers_match_the_interpreter(dtype):
+    """Philox is bit-identical on both backends, so the GPU mask equals the interpreter's."""
+    x = np.random.default_rng(5).standard_normal((257, 129)).astype(dtype)
+    gpu = cp.asnumpy(nn.dropout(cp.asarray(x), 0.25, 99))
+    host = nn.dropout(x, 0.25, 99, interpret=True)
+    np.testing.assert_array_equal(gpu != 0, host != 0)
+    np.testing.assert_allclose(gpu.astype(np.float64), host.astype(np.float64), rtol=1e-3)
+    back = cp.asnumpy(nn.dropout_backward(cp.ones_like(cp.asarray(x)), 0.25, 99))
+    np.testing.assert_array_equal(back != 0, host != 0)
