@@ -18,7 +18,7 @@ from math import gcd
 
 from . import ir
 from .ir import Const, Expr, Op, PointerType, Var
-from .layout import Layout, walk_exprs
+from .layout import Layout, walk_exprs, walk_stmts
 
 BIG = 1 << 30
 
@@ -51,7 +51,7 @@ class AxisInfo:
             else:
                 self.vars[p.name] = Info(1, BIG, 16 if p.div16 else 1)
         assigned: dict[str, list[Expr]] = {}
-        for s in _stmts(kernel.body):
+        for s in walk_stmts(kernel.body):
             if isinstance(s, ir.Declare) and s.init is not None:
                 assigned.setdefault(s.name, []).insert(0, s.init)
             elif isinstance(s, ir.Assign):
@@ -146,15 +146,3 @@ class AxisInfo:
         spt = min(layout.blocked.spt[layout.fastest], layout.regs_along(layout.fastest))
         width = min(spt, i.contig, max(i.div // elem, 1), 16 // elem)
         return 1 << (width.bit_length() - 1) if width >= 1 else 1
-
-
-def _stmts(stmts):
-    for s in stmts:
-        yield s
-        if isinstance(s, ir.If):
-            yield from _stmts(s.then)
-            yield from _stmts(s.orelse)
-        elif isinstance(s, ir.Loop):
-            yield from _stmts(s.init)
-            yield from _stmts(s.body)
-            yield from _stmts(s.step)
