@@ -38,7 +38,9 @@ class Binder:
         self.runtime = tuple(p for p in params if p.kind != "constexpr")
         self.constexpr_names = tuple(p.name for p in params if p.kind == "constexpr")
         self._pointer_slots = tuple(i for i, p in enumerate(self.runtime) if p.kind == "pointer")
-        self._bind_device = self._fast_path()
+        # bind_device(args, constexprs, num_warps) -> (key, launch values, 64-bit indices):
+        # generated per signature by _fast_path, called on every GPU launch.
+        self.bind_device = self._fast_path()
 
     # ------------------------------------------------------------ checks shared by all modes
 
@@ -77,12 +79,6 @@ class Binder:
             raise LaunchError(f"num_warps must be 1, 2, 4, 8, 16 or 32, got {num_warps!r}")
 
     # ------------------------------------------------------------ device launches (hot path)
-
-    def bind_device(
-        self, args: tuple, constexprs: dict[str, Any], num_warps: int
-    ) -> tuple[tuple, list, bool]:
-        """(key, launch values, 64-bit indices) for a GPU launch; see :meth:`_fast_path`."""
-        return self._bind_device(args, constexprs, num_warps)
 
     def _fast_path(self):
         """Generate this signature's launch binder: straight-line Python, one statement group

@@ -143,7 +143,7 @@ class Kernel:
 
     def _launcher(self, grid) -> Callable[..., None]:
         fixed = None if callable(grid) else _grid3(grid, {})
-        bind = self.binder._bind_device  # the generated binder itself: one call less
+        bind = self.binder.bind_device
         compiled = self._compiled
         get_device, convert_stream, driver_error = (
             launch.get_device,

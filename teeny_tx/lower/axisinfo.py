@@ -18,7 +18,7 @@ from math import gcd
 
 from . import ir
 from .ir import Const, Expr, Op, PointerType, Var
-from .layout import Layout, walk_exprs, walk_stmts
+from .layout import Layout, walk_stmts
 
 BIG = 1 << 30
 
@@ -71,7 +71,6 @@ class AxisInfo:
                     self.vars[name], changed = info, True
             if not changed:
                 break
-        self._exprs = list(walk_exprs(kernel.body))
 
     def info(self, e: Expr) -> Info:
         n = e.type.shape[-1] if e.type.shape else BIG

@@ -243,7 +243,6 @@ class Builder:
             constexprs=tuple(sorted(constexprs.items())),
             num_warps=self.spec.num_warps,
             index64=self.spec.index64,
-            source_lines=tuple(self.unit.lines),
         )
 
     # ------------------------------------------------------------ helpers

@@ -11,7 +11,7 @@ has run (None before: the interpreter never looks at it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..dtypes import DType
@@ -202,7 +202,6 @@ class Kernel:
     constexprs: tuple[tuple[str, Any], ...]
     num_warps: int
     index64: bool = False
-    source_lines: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def runtime_params(self) -> tuple[Param, ...]:

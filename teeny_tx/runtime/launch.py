@@ -25,9 +25,6 @@ from cupy_backends.cuda.api import runtime as _runtime
 
 from teeny_tx.errors import LaunchError, ResourceError
 
-# Dynamic shared memory a launch may use without opting in (less the kernel's static share).
-DEFAULT_SHARED_LIMIT = 48 * 1024
-
 
 @dataclass(frozen=True)
 class DeviceLimits:
