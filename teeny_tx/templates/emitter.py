@@ -22,6 +22,7 @@ from functools import cache
 import jinja2
 
 from ..dtypes import DType
+from ..errors import CompileError
 from ..lower import ir
 from ..lower.axisinfo import AxisInfo
 from ..lower.ir import Const, Expr, Op, PointerType, Var
@@ -327,8 +328,6 @@ class Emitter:
     def loop_with_memory_condition(self, s: ir.Loop) -> None:
         """A condition that loads or updates memory is evaluated at the top of every iteration."""
         if s.kind == "do":
-            from ..errors import CompileError
-
             raise CompileError(
                 "a do-while condition cannot access memory yet",
                 s.cond.loc,
