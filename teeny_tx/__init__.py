@@ -11,6 +11,7 @@ from .errors import (
     InterpreterError,
     LaunchError,
     NvrtcError,
+    RegisterSpillWarning,
     ResourceError,
     TeenyError,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "LaunchError",
     "Module",
     "NvrtcError",
+    "RegisterSpillWarning",
     "ResourceError",
     "Specialization",
     "TeenyError",

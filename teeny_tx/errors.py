@@ -72,3 +72,7 @@ class ResourceError(TeenyError):
 
 class InterpreterError(TeenyError):
     """The NumPy interpreter caught an illegal access (an unmasked out-of-bounds load or store)."""
+
+
+class RegisterSpillWarning(UserWarning):
+    """A specialisation compiled, but ptxas spilled registers to (slow) local memory."""

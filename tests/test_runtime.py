@@ -105,13 +105,13 @@ def cache_env(tmp_path, monkeypatch):
     monkeypatch.setenv("TEENY_TX_CACHE_DIR", str(tmp_path / "cache"))
     cache.clear_memo()
     calls = []
-    real = nvrtc.compile_to_cubin
+    real = nvrtc.compile_with_log
 
     def counting(*args, **kwargs):
         calls.append(kwargs["name"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(nvrtc, "compile_to_cubin", counting)
+    monkeypatch.setattr(nvrtc, "compile_with_log", counting)
     yield types.SimpleNamespace(dir=tmp_path / "cache", calls=calls)
     cache.clear_memo()
 
@@ -360,3 +360,20 @@ def test_stream_kinds():
     assert launch._stream_kind(torch_like)(torch_like).ptr == 77
     with pytest.raises(LaunchError, match="stream must be None"):
         launch._stream_kind("default")
+
+
+def test_tiles_that_outgrow_the_registers_are_reported(tmp_path, monkeypatch):
+    """ptxas's spill report becomes a RegisterSpillWarning naming the kernel and the fix."""
+    import warnings
+
+    import teeny_tx
+    from teeny_tx.errors import RegisterSpillWarning
+
+    monkeypatch.setenv("TEENY_TX_CACHE_DIR", str(tmp_path))
+    cache.clear_memo()
+    kernel = teeny_tx.compile("kernels/vector_add.c", name="kernels/vector_add.c").vector_add
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RegisterSpillWarning)
+        assert kernel.specialize("f32", "f32", "f32", 1000, BLOCK=1024, num_warps=4).cubin
+    with pytest.warns(RegisterSpillWarning, match="kernel 'vector_add' spills .* raise num_warps"):
+        assert kernel.specialize("f32", "f32", "f32", 1000, BLOCK=4096, num_warps=1).cubin

@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from teeny_tx.errors import RegisterSpillWarning
 from teeny_tx.runtime import nvrtc
 from teeny_tx.runtime.nvrtc import DEFAULT_OPTIONS
 
@@ -82,9 +83,20 @@ def load_or_compile(
     path = _cache_path(key)
     cubin = _read(path) if path is not None else None
     if cubin is None:
-        cubin = nvrtc.compile_to_cubin(
+        result = nvrtc.compile_with_log(
             source, name=name, arch=arch, options=options, headers=headers
         )
+        cubin = result.cubin
+        spilled = nvrtc.spilled_bytes(result.log)
+        if spilled:
+            warnings.warn(
+                RegisterSpillWarning(
+                    f"kernel '{name}' spills {spilled} bytes per thread from registers to local "
+                    f"memory ({arch}): its tiles hold more elements per thread than the registers "
+                    "do; raise num_warps or use smaller tiles"
+                ),
+                stacklevel=3,
+            )
         if path is not None:
             _write(path, cubin)
     _memo[memo_key] = cubin

@@ -40,6 +40,9 @@ DEFAULT_OPTIONS: tuple[str, ...] = (
     "-fmad=true",
     # Let the optimiser vectorise more device code (wider loads/stores); no numeric effect.
     "--extra-device-vectorization",
+    # ptxas reports registers and spills in the log: tiles that outgrow the registers are
+    # reported (see spilled_bytes); the binary is the same.
+    "--ptxas-options=-v",
 )
 
 _ARCH = re.compile(r"sm_\d+[af]?")
@@ -219,3 +222,11 @@ def repair_cubin(image: bytes) -> bytes:
     if tables is not None and max(tables) == len(image) + 1 == elf_extent(image):
         return image + b"\x00"
     return image
+
+
+_SPILLS = re.compile(r"(\d+) bytes spill stores")
+
+
+def spilled_bytes(log: str) -> int:
+    """Bytes per thread ptxas spilled from registers to local memory (0 when none)."""
+    return max((int(m) for m in _SPILLS.findall(log)), default=0)
