@@ -326,19 +326,29 @@ def layer_norm(
     return y, mean, rstd
 
 
-def layer_norm_backward(
-    dy: Any, x: Any, weight: Any, mean: Any, rstd: Any, *, interpret: bool = False
-) -> tuple[Any, Any, Any]:
-    """(dx, dweight, dbias) of :func:`layer_norm`, from the forward's ``mean`` and ``rstd``."""
-    named = {"dy": dy, "x": x, "weight": weight, "mean": mean, "rstd": rstd}
-    arrays = _Arrays("layer_norm_backward", named, interpret)
+def _norm_backward_args(
+    fn: str, dy: Any, x: Any, weight: Any, stats: dict[str, Any], interpret: bool
+):
+    """The checks both norm backwards make: dy like x, weight per column, f32 statistics per row.
+    Returns (arrays, rows, cols, x row stride, dy row stride, launch configuration)."""
+    arrays = _Arrays(fn, {"dy": dy, "x": x, "weight": weight, **stats}, interpret)
     rows, cols, x_stride = arrays.matrix(x, "x")
     _, _, dy_stride = arrays.matrix(dy, "dy")
     arrays.same(dy, "dy", x, "x")
     arrays.vector(weight, "weight", cols, FLOATS, "x's columns")
-    arrays.vector(mean, "mean", rows, ("f32",), "x's rows")
-    arrays.vector(rstd, "rstd", rows, ("f32",), "x's rows")
-    config = _norm_config(arrays, cols)
+    for name, stat in stats.items():
+        arrays.vector(stat, name, rows, ("f32",), "x's rows")
+    return arrays, rows, cols, x_stride, dy_stride, _norm_config(arrays, cols)
+
+
+def layer_norm_backward(
+    dy: Any, x: Any, weight: Any, mean: Any, rstd: Any, *, interpret: bool = False
+) -> tuple[Any, Any, Any]:
+    """(dx, dweight, dbias) of :func:`layer_norm`, from the forward's ``mean`` and ``rstd``."""
+    stats = {"mean": mean, "rstd": rstd}
+    arrays, rows, cols, x_stride, dy_stride, config = _norm_backward_args(
+        "layer_norm_backward", dy, x, weight, stats, interpret
+    )
     mod = module("layernorm.c")
     with arrays.device():
         programs, per_program = partial_programs(rows, arrays.sms())
@@ -401,14 +411,9 @@ def rms_norm_backward(
     dy: Any, x: Any, weight: Any, rstd: Any, *, interpret: bool = False
 ) -> tuple[Any, Any]:
     """(dx, dweight) of :func:`rms_norm`, from the forward's ``rstd``."""
-    named = {"dy": dy, "x": x, "weight": weight, "rstd": rstd}
-    arrays = _Arrays("rms_norm_backward", named, interpret)
-    rows, cols, x_stride = arrays.matrix(x, "x")
-    _, _, dy_stride = arrays.matrix(dy, "dy")
-    arrays.same(dy, "dy", x, "x")
-    arrays.vector(weight, "weight", cols, FLOATS, "x's columns")
-    arrays.vector(rstd, "rstd", rows, ("f32",), "x's rows")
-    config = _norm_config(arrays, cols)
+    arrays, rows, cols, x_stride, dy_stride, config = _norm_backward_args(
+        "rms_norm_backward", dy, x, weight, {"rstd": rstd}, interpret
+    )
     mod = module("rmsnorm.c")
     with arrays.device():
         programs, per_program = partial_programs(rows, arrays.sms())
