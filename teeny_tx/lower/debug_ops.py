@@ -1,0 +1,77 @@
+"""Debugging operations: static_assert, and device_print/device_assert in debug builds.
+
+Input: pycparser argument nodes of a call, through the builder's expression methods. Output:
+typed IR nodes (``ir.Op``) with checked shapes and dtypes, or a CompileError at the argument.
+A mixin of :class:`~teeny_tx.lower.builder.Builder`: ``call_<op>`` is found by the op's name.
+"""
+
+from __future__ import annotations
+
+from pycparser import c_ast
+
+from ..dtypes import BOOL
+from ..errors import CompileError, Location
+from . import typing as ty
+from .ir import Expr, Op, Type
+
+
+class DebugOps:
+    def string_arg(self, node, what: str) -> str:
+        if not (isinstance(node, c_ast.Constant) and node.type == "string"):
+            raise CompileError(f"{what} must be a string literal", self.loc(node))
+        return node.value[1:-1].encode().decode("unicode_escape")
+
+    def call_static_assert(self, args, loc: Location) -> None:
+        cond = self.constant(args[0], "the condition of static_assert()")
+        message = (
+            self.string_arg(args[1], "the message of static_assert()") if len(args) > 1 else ""
+        )
+        if not cond:
+            raise CompileError(
+                f"static_assert failed{': ' + message if message else ''}",
+                self.loc(args[0]),
+                f"with {', '.join(f'{k}={v}' for k, v in self.spec.constexprs)}"
+                if self.spec.constexprs
+                else None,
+            )
+        return None
+
+    def call_device_print(self, args, loc: Location) -> Expr | None:
+        prefix = self.string_arg(args[0], "the prefix of device_print()")
+        values = [self.expr(a) for a in args[1:]]
+        for v, node in zip(values, args[1:], strict=True):
+            if v.type.is_pointer:
+                raise CompileError("device_print() prints numbers, not pointers", self.loc(node))
+        if not self.spec.debug:
+            return None
+        values = [ty.cast(v, ty.weak_literal_type(v.value)) if ty.is_weak(v) else v for v in values]
+        shapes = {v.type.shape for v in values if v.type.is_tile}
+        if len(shapes) > 1:
+            raise CompileError("device_print() values must share one shape (or be scalars)", loc)
+        shape = next(iter(shapes), ())
+        values = [ty.broadcast_to(v, shape) for v in values]
+        return Op(
+            type=Type(BOOL, shape),
+            loc=loc,
+            op="device_print",
+            args=tuple(values),
+            attrs=(("prefix", prefix),),
+        )
+
+    def call_device_assert(self, args, loc: Location) -> Expr | None:
+        cond = ty.to_bool(self.expr(args[0]), self.loc(args[0]))
+        message = (
+            self.string_arg(args[1], "the message of device_assert()") if len(args) > 1 else ""
+        )
+        if not self.spec.debug:
+            return None
+        return Op(
+            type=Type(BOOL, cond.type.shape),
+            loc=loc,
+            op="device_assert",
+            args=(cond,),
+            attrs=(
+                ("message", message),
+                ("text", loc.source_line.strip() if loc.source_line else ""),
+            ),
+        )
