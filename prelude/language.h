@@ -66,6 +66,14 @@ tile cat(tile a, tile b, ...);      /* cat(a, b, axis = 0): a then b along axis 
 tile join(tile a, tile b);          /* a and b side by side in a new last dimension of size 2   */
 tile split(tile x, i32 k);          /* x[..., k] of a tile whose last dimension has size 2      */
 
+/* ---- matrix products ------------------------------------------------------------------------ */
+/* dot(a, b, acc = 0, input_precision = IEEE): a [M, K] @ b [K, N] + acc, M, N, K >= 16 (or     */
+/* batches [B, M, K] @ [B, K, N]); f16/bf16 accumulate in f32, i8 in i32; f32 inputs are IEEE    */
+/* unless TF32 (inputs rounded to TF32) or TF32X3 (three TF32 products, near f32) is asked for.  */
+/* The NumPy interpreter runs it today; the tensor-core CUDA lowering is not written yet.        */
+extern const i32 IEEE, TF32, TF32X3;
+tile dot(tile a, tile b, ...);
+
 /* ---- atomics (read-modify-write of global memory; each returns the old values) ------------ */
 /* Optional trailing constants: mask, then the memory order (ACQ_REL by default, as in Triton:  */
 /* RELAXED, ACQUIRE, RELEASE, ACQ_REL) and the scope (SCOPE_GPU by default; SCOPE_CTA, SCOPE_SYS). */

@@ -270,6 +270,29 @@ class _Compiler:
         index = e.attr("index")
         return self.reshaped(e, lambda x: x[..., index])
 
+    def op_dot(self, e: ir.Op) -> Eval:
+        """a @ b + acc, products exact in f64 (inputs rounded first for TF32), then the dtype."""
+        a, b, acc = (self.expr(x) for x in e.args)
+        precision, dtype = e.attr("precision"), e.type.dtype.np
+
+        def run(s: _State) -> Value:
+            x, y = np.asarray(a(s)), np.asarray(b(s))
+            if x.dtype.kind in "iu":
+                product = np.matmul(x.astype(np.int64), y.astype(np.int64))
+                return (product + np.asarray(acc(s), np.int64)).astype(dtype)
+            x64, y64 = x.astype(np.float64), y.astype(np.float64)
+            if precision == "TF32":
+                product = np.matmul(_tf32(x64), _tf32(y64))
+            elif precision == "TF32X3":
+                xb, yb = _tf32(x64), _tf32(y64)
+                xs, ys = _tf32(x64 - xb), _tf32(y64 - yb)
+                product = np.matmul(xb, yb) + np.matmul(xb, ys) + np.matmul(xs, yb)
+            else:
+                product = np.matmul(x64, y64)
+            return (product + np.asarray(acc(s), np.float64)).astype(dtype)
+
+        return run
+
     def op_flip(self, e: ir.Op) -> Eval:
         axis = e.attr("axis")
         return self.reshaped(e, lambda a: np.flip(a, axis))
@@ -508,6 +531,13 @@ class _Compiler:
 
     def stmt_Return(self, x: ir.Return):
         return lambda s: _RETURN
+
+
+def _tf32(x: np.ndarray) -> np.ndarray:
+    """f32 values rounded to TF32 (10 mantissa bits, round to nearest even), as f64."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000
+    return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
 def _method(compiler: _Compiler, prefix: str, name: str, loc: Location):

@@ -27,6 +27,7 @@ from ..parse import Unit
 from . import ir
 from . import typing as ty
 from .debug_ops import DebugOps
+from .dot_ops import PRECISIONS, DotOps
 from .ir import Const, Expr, Op, PointerType, Type, Var
 from .memory_ops import ORDERS, SCOPES, MemoryOps
 from .ops import OPS
@@ -174,7 +175,7 @@ class _Frame:
     scopes: list[dict[str, Symbol]] = field(default_factory=lambda: [{}])
 
 
-class Builder(MemoryOps, ShapeOps, ReductionOps, DebugOps):
+class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     def __init__(self, unit: Unit, kernel: str, spec: Spec):
         self.unit = unit
         self.fn = unit.functions[kernel]
@@ -659,8 +660,8 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DebugOps):
                     name=sym.const.name,
                 )
             return Var(type=sym.type, loc=loc, name=sym.name)
-        if node.name in ORDERS or node.name in SCOPES:
-            value = ORDERS.get(node.name, SCOPES.get(node.name))
+        if node.name in ORDERS or node.name in SCOPES or node.name in PRECISIONS:
+            value = ORDERS.get(node.name, SCOPES.get(node.name, PRECISIONS.get(node.name)))
             return Const(type=Type(self.index), loc=loc, value=value, weak=True)
         if node.name in _FLOAT_CONSTANTS:
             return Const(type=Type(F32), loc=loc, value=_FLOAT_CONSTANTS[node.name], weak=True)

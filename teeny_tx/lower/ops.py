@@ -591,6 +591,13 @@ _def(
     None,
 )
 _def(
+    "dot",
+    "dot(a, b, acc = 0, input_precision = IEEE): a @ b + acc; f16/bf16 into f32, i8 into i32; "
+    "f32 is IEEE unless TF32 or TF32X3 is asked for (interpreter only so far)",
+    (2, 4),
+    None,
+)
+_def(
     "cumsum",
     "cumsum(x, axis = 0, reverse = 0): inclusive running sum; dtype as sum()",
     (1, 3),

@@ -648,6 +648,7 @@ class Emitter:
         "cat",
         "join",
         "atomic",
+        "dot",
     )
 
     def needs_hoist(self, e: Expr) -> bool:
@@ -679,6 +680,13 @@ class Emitter:
             self.emit_relayout(e)
         elif e.op == "atomic":
             self.emit_atomic(e)
+        elif e.op == "dot":
+            raise CompileError(
+                "dot() has no CUDA lowering yet: it runs on the NumPy interpreter "
+                "(kernel.interpret[grid](...))",
+                e.loc,
+                "the tensor-core lowering (mma.sync, then wgmma on Hopper) is issue 4's work",
+            )
 
     def hoist_args(self, e: Op) -> None:
         for a in e.args:
