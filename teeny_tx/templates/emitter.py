@@ -21,13 +21,16 @@ from functools import cache
 
 import jinja2
 
-from ..dtypes import DType
 from ..errors import CompileError
 from ..lower import ir
 from ..lower.axisinfo import AxisInfo
-from ..lower.ir import Const, Expr, Op, PointerType, Var
+from ..lower.ir import Const, Expr, Op, Var
 from ..lower.layout import Layout
 from ..lower.ops import OPS
+from .cuda_types import ctype
+from .emit_debug import DebugEmitter
+from .emit_memory import MemoryEmitter
+from .emit_tiles import TileEmitter
 
 INDENT = "    "
 
@@ -44,14 +47,7 @@ def environment() -> jinja2.Environment:
     )
 
 
-def ctype(dtype) -> str:
-    """The CUDA spelling of an element or pointer type."""
-    if isinstance(dtype, PointerType):
-        return f"{'const ' if dtype.const else ''}{dtype.elem.cuda}*"
-    return dtype.cuda
-
-
-class Emitter:
+class Emitter(MemoryEmitter, TileEmitter, DebugEmitter):
     def __init__(self, kernel: ir.Kernel, layouts: dict[tuple, Layout]):
         self.kernel = kernel
         self.layouts = layouts
@@ -203,68 +199,6 @@ class Emitter:
         elif isinstance(e, Op) and e.op in ("device_print", "device_assert"):
             getattr(self, f"emit_{e.op}")(e)
 
-    # ------------------------------------------------------------ debugging (debug builds only)
-
-    def emit_device_print(self, e: Op) -> None:
-        for a in e.args:
-            self.hoist(a)
-        pid = "pid (%d, %d, %d)"
-        pid_args = "blockIdx.x, blockIdx.y, blockIdx.z"
-        formats = " ".join(_PRINTF[_printf_kind(a.type.dtype)][0] for a in e.args)
-        if not e.type.is_tile:
-            values = ", ".join(
-                _PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args
-            )
-            text = _c_string(f"{pid} {e.attr('prefix')} {formats}\n")
-            self.out(
-                f"if (threadIdx.x == 0) printf({text}, "
-                f"{pid_args}{', ' + values if values else ''});"
-            )
-            return
-        layout: Layout = e.layout
-        index = "idx (" + ", ".join("%d" for _ in layout.dims) + ")"
-        text = _c_string(f"{pid} {index} {e.attr('prefix')} {formats}\n")
-
-        def lane() -> str:
-            coords = ", ".join(f"{self.L(layout)}::coord(i, {d})" for d in layout.dims)
-            values = ", ".join(
-                _PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args
-            )
-            return (
-                f"if ({self.L(layout)}::owner()) printf({text}, {pid_args}, "
-                f"{coords}{', ' + values if values else ''});"
-            )
-
-        self.out(self.tile_loop(layout, lane))
-
-    def emit_device_assert(self, e: Op) -> None:
-        cond = e.args[0]
-        self.hoist(cond)
-        where = f"{e.loc.file}:{e.loc.line}"
-        message = e.attr("message") or e.attr("text")
-        if not cond.type.is_tile:
-            text = _c_string(f"{where}: device_assert failed in program (%d, %d, %d): {message}\n")
-            self.out(
-                f"if (!({self.ex(cond)})) {{ "
-                f"printf({text}, blockIdx.x, blockIdx.y, blockIdx.z); __trap(); }}"
-            )
-            return
-        layout: Layout = cond.layout
-        index = ", ".join("%d" for _ in layout.dims)
-        text = _c_string(
-            f"{where}: device_assert failed in program (%d, %d, %d) at ({index}): {message}\n"
-        )
-
-        def lane() -> str:
-            coords = ", ".join(f"{self.L(layout)}::coord(i, {d})" for d in layout.dims)
-            return (
-                f"if (!({self.ex(cond)})) {{ "
-                f"printf({text}, blockIdx.x, blockIdx.y, blockIdx.z, {coords}); "
-                "__trap(); }"
-            )
-
-        self.out(self.tile_loop(layout, lane))
-
     def stmt_If(self, s: ir.If) -> None:
         self.hoist(s.cond)
         self.out(f"if ({self.ex(s.cond)}) {{")
@@ -375,265 +309,6 @@ class Emitter:
     def stmt_Return(self, s) -> None:
         self.out("return;")
 
-    # ------------------------------------------------------------ memory
-
-    def emit_load(self, e: Op, dst: str) -> None:
-        ptr = e.args[0]
-        mask = e.args[1] if e.attr("masked") else None
-        other = e.args[2] if mask is not None else None
-        if not e.type.is_tile:
-            value = f"*({self.ex(ptr)})"
-            if mask is not None:
-                value = f"{self.ex(mask)} ? {value} : {self.ex(other)}"
-            self.out(f"{dst} = {value};")
-            return
-        layout = e.layout
-        vec = self.axis.vector_width(ptr, layout)
-        if vec > 1 and (other is None or not other.type.is_tile):
-            mask_name = self.materialise(mask, layout) if mask is not None else None
-            with self.registers_of(layout) as name:
-                other_text = self.ex(other) if other is not None else None
-                text = self.snippets.load_vec(name, vec, dst, self.ex(ptr), mask_name, other_text)
-            self.out(text)
-            return
-        with self.registers_of(layout) as name:
-            text = self.snippets.load_lanes(
-                name,
-                dst,
-                self.ex(ptr),
-                self.ex(mask) if mask is not None else None,
-                self.ex(other) if other is not None else None,
-            )
-        self.out(text)
-
-    def emit_store(self, e: Op) -> None:
-        ptr, value = e.args[0], e.args[1]
-        mask = e.args[2] if e.attr("masked") else None
-        self.hoist(ptr)
-        self.hoist(value)
-        if mask is not None:
-            self.hoist(mask)
-        if not ptr.type.is_tile:  # a scalar: one thread writes it for the program
-            conds = " && ".join(
-                ["threadIdx.x == 0"] + ([self.ex(mask)] if mask is not None else [])
-            )
-            self.out(f"if ({conds}) *({self.ex(ptr)}) = {self.ex(value)};")
-            return
-        layout: Layout = e.layout
-        vec = self.axis.vector_width(ptr, layout)
-        guard = f"{self.L(layout)}::owner()" if layout.replicated else None
-        if vec > 1 and guard is None:
-            value_name = self.materialise(value, layout, ptr.type.dtype.elem)
-            mask_name = self.materialise(mask, layout) if mask is not None else None
-            with self.registers_of(layout) as name:
-                text = self.snippets.store_vec(name, vec, self.ex(ptr), value_name, mask_name)
-            self.out(text)
-            return
-        with self.registers_of(layout) as name:
-            conds = [c for c in (guard, self.ex(mask) if mask is not None else None) if c]
-            text = self.snippets.store_lanes(
-                name, self.ex(ptr), self.ex(value), " && ".join(conds) or None
-            )
-        self.out(text)
-
-    def materialise(self, e: Expr, layout: Layout, dtype: DType | None = None) -> str:
-        """A tile's registers in ``layout`` as a named array (a variable's own, or a new one)."""
-        if (
-            isinstance(e, Var)
-            and e.type.is_tile
-            and e.layout is not None
-            and e.layout.key == layout.key
-        ):
-            return e.name
-        if (
-            id(e) in self.temps
-            and self.temps[id(e)][1] is not None
-            and self.temps[id(e)][1].key == layout.key
-            and not self.temps[id(e)][2]
-        ):
-            return self.temps[id(e)][0]
-        name = self.fresh("mask" if e.type.dtype.kind == "b" and dtype is None else "value")
-        self.out(self.snippets.declare_tile(ctype(dtype or e.type.dtype), name, self.L(layout)))
-        self.out(self.tile_loop(layout, lambda: f"{name}[i] = {self.ex(e)};"))
-        return name
-
-    # ------------------------------------------------------------ atomics
-
-    def emit_atomic(self, e: Op) -> None:
-        """One device atomic per original lane (copies held by other threads skip it), between
-        the fences its memory order asks for; the old values land in a temporary."""
-        kind, order, scope = e.attr("kind"), e.attr("order"), e.attr("scope")
-        n_values = 2 if kind == "cas" else 1
-        ptr, values = e.args[0], e.args[1 : 1 + n_values]
-        mask = e.args[1 + n_values] if e.attr("masked") else None
-        t = ctype(e.type.dtype)
-        name = self.fresh("old")
-        fences = f"<tx::{_ORDER_NAMES[order]}, tx::{_SCOPE_NAMES[scope]}>"
-        if not e.type.is_tile:
-            call = f"tx::atomic_{kind}({', '.join(self.ex(a) for a in (ptr, *values))})"
-            if mask is not None:
-                call = f"{self.ex(mask)} ? {call} : {e.type.dtype.literal(0)}"
-            smem = self.scratch(max(e.type.dtype.itemsize, 4))
-            self.out(f"tx::fence_before{fences}();")
-            self.out(f"{t} {name} = tx::once<{t}>([&]() {{ return {call}; }}, {smem});")
-            self.out(f"tx::fence_after{fences}();")
-            self.temps[id(e)] = (name, None, "")
-            return
-        layout: Layout = e.layout
-        self.out(self.snippets.declare_tile(t, name, self.L(layout)))
-        self.out(f"tx::fence_before{fences}();")
-
-        def lane() -> str:
-            conds = [
-                c
-                for c in (
-                    f"{self.L(layout)}::owner()" if layout.replicated else None,
-                    self.ex(mask) if mask is not None else None,
-                )
-                if c
-            ]
-            call = f"tx::atomic_{kind}({', '.join(self.ex(a) for a in (ptr, *values))})"
-            if conds:
-                call = f"({' && '.join(conds)}) ? {call} : {e.type.dtype.literal(0)}"
-            return f"{name}[i] = {call};"
-
-        self.out(self.tile_loop(layout, lane))
-        self.out(f"tx::fence_after{fences}();")
-        self.temps[id(e)] = (name, layout, "")
-
-    # ------------------------------------------------------------ reductions and layout changes
-
-    def emit_reduce(self, e: Op) -> None:
-        """``tx::reduce`` over one dimension into a temporary in the reduced layout."""
-        source = e.args[0]
-        inner: Layout = source.layout
-        out: Layout = e.layout
-        axis = e.attr("axis")
-        dim = inner.dims[axis]
-        kind = e.attr("kind")
-        dtype = source.type.dtype
-        name = self.fresh("red")
-        if kind in ("argmax", "argmin"):
-            pair = f"tx::ValueIndex<{ctype(dtype)}>"
-            values = self.fresh("pairs")
-            src = self.materialise(source, inner)
-            self.out(f"{pair} {values}[{self.L(inner)}::REGS];")
-            self.out(
-                self.tile_loop(
-                    inner, lambda: f"{values}[i] = {{{src}[i], {self.L(inner)}::coord(i, {dim})}};"
-                )
-            )
-            better = ">" if kind == "argmax" else "<"
-            combine = (
-                f"[]({pair} a, {pair} b) {{ return (b.value {better} a.value || "
-                f"(b.value == a.value && b.index < a.index)) ? b : a; }}"
-            )
-            elem, size, src = pair, 2 * max(dtype.itemsize, 4), values
-            suffix = ".index"
-        else:
-            src = self.materialise(source, inner)
-            with self.registers_of(out):
-                body = self.ex(e.attr("combine"))
-            t = ctype(dtype)
-            combine = f"[]({t} a, {t} b) {{ return {body}; }}"
-            elem, size, suffix = t, dtype.itemsize, ""
-        warps = _warps_along(inner, dim)
-        smem = self.scratch(warps * out.size * size) if warps > 1 else "nullptr"
-        self.out(f"{elem} {name}[{self.L(out)}::REGS];")
-        self.out(
-            f"tx::reduce<{self.L(inner)}, {self.L(out)}, {dim}>({name}, {src}, {combine}, {smem});"
-        )
-        self.temps[id(e)] = (name, out, suffix)
-
-    def emit_scan(self, e: Op) -> None:
-        """``tx::scan`` along one dimension into a temporary in the same layout."""
-        source = e.args[0]
-        layout: Layout = e.layout
-        dim = layout.dims[e.attr("axis")]
-        shape = list(layout.shape)
-        shape[dim] = 1
-        lines = Layout(layout.blocked, tuple(shape), layout.dims)
-        self.layouts.setdefault(lines.key, lines)
-        if lines.key not in self.layout_names:
-            raise AssertionError("scan line layout must be registered by the layout pass")
-        src = self.materialise(source, layout)
-        t = ctype(e.type.dtype)
-        with self.registers_of(layout):
-            body = self.ex(e.attr("combine"))
-        name = self.fresh("scan")
-        warps = _warps_along(layout, dim)
-        smem = self.scratch(warps * lines.size * e.type.dtype.itemsize) if warps > 1 else "nullptr"
-        self.out(f"{t} {name}[{self.L(layout)}::REGS];")
-        self.out(
-            f"tx::scan<{self.L(layout)}, {self.L(lines)}, {dim}>({name}, {src}, "
-            f"[]({t} a, {t} b) {{ return {body}; }}, {smem});"
-        )
-        self.temps[id(e)] = (name, layout, "")
-
-    def emit_relayout(self, e: Op) -> None:
-        """convert_layout, permute, reshape: through shared memory, each destination register
-        reading the source element it needs."""
-        source = e.args[0]
-        src_layout: Layout = source.layout
-        dst: Layout = e.layout
-        src = self.materialise(source, src_layout)
-        name = self.fresh(
-            {
-                "convert_layout": "converted",
-                "permute": "permuted",
-                "flip": "flipped",
-                "split": "half",
-            }.get(e.op, "reshaped")
-        )
-        coords = [f"{self.L(dst)}::coord(r, {d})" for d in dst.dims]
-        if e.op == "flip":
-            axis = e.attr("axis")
-            mirrored = list(coords)
-            mirrored[axis] = f"({e.type.shape[axis] - 1} - {coords[axis]})"
-            flat = _row_major(mirrored, e.type.shape)
-        elif e.op == "permute":
-            perm = e.attr("dims")
-            source_coords = [None] * len(perm)
-            for k, axis in enumerate(perm):
-                source_coords[axis] = coords[k]
-            flat = _row_major(source_coords, source.type.shape)
-        elif e.op == "split":
-            flat = _row_major([*coords, str(e.attr("index"))], source.type.shape)
-        else:  # convert_layout, reshape: the same row-major index
-            flat = _row_major(coords, e.type.shape)
-        smem = self.scratch(src_layout.size * e.type.dtype.itemsize)
-        t = ctype(e.type.dtype)
-        self.out(f"{t} {name}[{self.L(dst)}::REGS];")
-        self.out(
-            f"tx::relayout<{self.L(src_layout)}, {self.L(dst)}>({name}, {src}, {smem}, "
-            f"[](int r) {{ return {flat}; }});"
-        )
-        self.temps[id(e)] = (name, dst, "")
-
-    def emit_gather2(self, e: Op) -> None:
-        """cat, join: both sources written into the result's row-major order in shared memory."""
-        a, b = e.args
-        dst: Layout = e.layout
-        names = [self.materialise(x, x.layout) for x in (a, b)]
-        lambdas = []
-        for k, x in enumerate((a, b)):
-            coords = [f"{self.L(x.layout)}::coord(r, {d})" for d in x.layout.dims]
-            if e.op == "join":
-                coords.append(str(k))
-            elif k == 1:
-                axis = e.attr("axis")
-                coords[axis] = f"({x.type.shape[axis]} + {coords[axis]})"
-            lambdas.append(f"[](int r) {{ return {_row_major(coords, e.type.shape)}; }}")
-        smem = self.scratch(dst.size * e.type.dtype.itemsize)
-        name = self.fresh("joined" if e.op == "join" else "catted")
-        t = ctype(e.type.dtype)
-        self.out(f"{t} {name}[{self.L(dst)}::REGS];")
-        self.out(
-            f"tx::gather2<{self.L(a.layout)}, {self.L(b.layout)}, {self.L(dst)}>({name}, "
-            f"{names[0]}, {names[1]}, {smem}, {lambdas[0]}, {lambdas[1]});"
-        )
-        self.temps[id(e)] = (name, dst, "")
-
     # ------------------------------------------------------------ expressions
 
     _HOISTED = (
@@ -735,48 +410,6 @@ class Emitter:
 
     def ex_num_programs(self, e: Op) -> str:
         return f"({ctype(e.type.dtype)})gridDim.{'xyz'[e.attr('axis')]}"
-
-
-# printf conversions: (format, how to pass the value)
-_PRINTF = {
-    "float": ("%f", "(double)tx::widen({})"),
-    "int": ("%d", "(int)({})"),
-    "uint": ("%u", "(unsigned)({})"),
-    "long": ("%lld", "(long long)({})"),
-    "ulong": ("%llu", "(unsigned long long)({})"),
-}
-
-
-def _printf_kind(dtype: DType) -> str:
-    if dtype.is_float:
-        return "float"
-    if dtype.bits == 64:
-        return "long" if dtype.kind == "i" else "ulong"
-    return "uint" if dtype.kind == "u" else "int"
-
-
-def _c_string(text: str) -> str:
-    """A C string literal of ``text`` (escapes quotes, backslashes and newlines)."""
-    body = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{body}"'
-
-
-_ORDER_NAMES = {0: "RELAXED", 1: "ACQUIRE", 2: "RELEASE", 3: "ACQ_REL"}
-_SCOPE_NAMES = {10: "SCOPE_CTA", 11: "SCOPE_GPU", 12: "SCOPE_SYS"}
-
-
-def _warps_along(layout: Layout, dim: int) -> int:
-    """Warps holding distinct parts of ``layout`` along ``dim`` (the device header's rule)."""
-    b = layout.blocked
-    held = max(1, layout.shape[dim] // b.spt[dim])
-    return min(b.wpc[dim], max(1, held // b.tpw[dim]))
-
-
-def _row_major(coords: list[str], shape: tuple[int, ...]) -> str:
-    text = coords[0]
-    for c, size in zip(coords[1:], shape[1:], strict=True):
-        text = f"({text}) * {size} + {c}"
-    return text
 
 
 def describe_specialisation(k: ir.Kernel) -> str:

@@ -1,0 +1,96 @@
+"""device_print and device_assert of debug builds, as printf and __trap.
+
+Input: layout-annotated IR nodes of one statement. Output: CUDA lines through the Emitter's
+``out`` (and temporaries registered for the expressions that use them). A mixin of
+:class:`~teeny_tx.templates.emitter.Emitter`.
+"""
+
+from __future__ import annotations
+
+from ..dtypes import DType
+from ..lower.ir import Op
+from ..lower.layout import Layout
+
+_PRINTF = {
+    "float": ("%f", "(double)tx::widen({})"),
+    "int": ("%d", "(int)({})"),
+    "uint": ("%u", "(unsigned)({})"),
+    "long": ("%lld", "(long long)({})"),
+    "ulong": ("%llu", "(unsigned long long)({})"),
+}
+
+
+def _printf_kind(dtype: DType) -> str:
+    if dtype.is_float:
+        return "float"
+    if dtype.bits == 64:
+        return "long" if dtype.kind == "i" else "ulong"
+    return "uint" if dtype.kind == "u" else "int"
+
+
+def _c_string(text: str) -> str:
+    """A C string literal of ``text`` (escapes quotes, backslashes and newlines)."""
+    body = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{body}"'
+
+
+class DebugEmitter:
+    def emit_device_print(self, e: Op) -> None:
+        for a in e.args:
+            self.hoist(a)
+        pid = "pid (%d, %d, %d)"
+        pid_args = "blockIdx.x, blockIdx.y, blockIdx.z"
+        formats = " ".join(_PRINTF[_printf_kind(a.type.dtype)][0] for a in e.args)
+        if not e.type.is_tile:
+            values = ", ".join(
+                _PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args
+            )
+            text = _c_string(f"{pid} {e.attr('prefix')} {formats}\n")
+            self.out(
+                f"if (threadIdx.x == 0) printf({text}, "
+                f"{pid_args}{', ' + values if values else ''});"
+            )
+            return
+        layout: Layout = e.layout
+        index = "idx (" + ", ".join("%d" for _ in layout.dims) + ")"
+        text = _c_string(f"{pid} {index} {e.attr('prefix')} {formats}\n")
+
+        def lane() -> str:
+            coords = ", ".join(f"{self.L(layout)}::coord(i, {d})" for d in layout.dims)
+            values = ", ".join(
+                _PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args
+            )
+            return (
+                f"if ({self.L(layout)}::owner()) printf({text}, {pid_args}, "
+                f"{coords}{', ' + values if values else ''});"
+            )
+
+        self.out(self.tile_loop(layout, lane))
+
+    def emit_device_assert(self, e: Op) -> None:
+        cond = e.args[0]
+        self.hoist(cond)
+        where = f"{e.loc.file}:{e.loc.line}"
+        message = e.attr("message") or e.attr("text")
+        if not cond.type.is_tile:
+            text = _c_string(f"{where}: device_assert failed in program (%d, %d, %d): {message}\n")
+            self.out(
+                f"if (!({self.ex(cond)})) {{ "
+                f"printf({text}, blockIdx.x, blockIdx.y, blockIdx.z); __trap(); }}"
+            )
+            return
+        layout: Layout = cond.layout
+        index = ", ".join("%d" for _ in layout.dims)
+        text = _c_string(
+            f"{where}: device_assert failed in program (%d, %d, %d) at ({index}): {message}\n"
+        )
+
+        def lane() -> str:
+            coords = ", ".join(f"{self.L(layout)}::coord(i, {d})" for d in layout.dims)
+            return (
+                f"if (!({self.ex(cond)})) {{ "
+                f"printf({text}, blockIdx.x, blockIdx.y, blockIdx.z, {coords}); "
+                "__trap(); }"
+            )
+
+        self.out(self.tile_loop(layout, lane))
