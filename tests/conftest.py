@@ -79,6 +79,14 @@ def every_random_op(n: int, seed: int, base: int, wide: int = 0, block: int = 10
 # ---------------------------------------------------------------- tiles.c (CPU and GPU tests)
 
 TILES_FILE = Path(__file__).parent / "kernels" / "tiles.c"
+ATOMICS_FILE = Path(__file__).parent / "kernels" / "atomics.c"
+ATOMIC_KINDS = ("add", "max", "min", "and", "or", "xor", "xchg")
+
+
+@pytest.fixture(scope="module")
+def atomics():
+    """tests/kernels/atomics.c, compiled (parsed; specialisations compile on use)."""
+    return teeny_tx.compile(ATOMICS_FILE, name="tests/kernels/atomics.c")
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,5 @@
 """Atomics on the interpreter (lanes in order, exact), and their CUDA through NVRTC."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -9,13 +7,7 @@ import teeny_tx as tx
 from teeny_tx.kernel import HEADERS
 from teeny_tx.runtime import nvrtc
 
-FILE = Path(__file__).parent / "kernels" / "atomics.c"
-KINDS = ("add", "max", "min", "and", "or", "xor", "xchg")
-
-
-@pytest.fixture(scope="module")
-def atomics():
-    return tx.compile(FILE, name="tests/kernels/atomics.c")
+from .conftest import ATOMIC_KINDS as KINDS
 
 
 def test_histogram(atomics):

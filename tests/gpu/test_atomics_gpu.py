@@ -1,20 +1,13 @@
 """Atomics on the GPU under contention: exact for integers, within rounding for floats."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import teeny_tx as tx
 
+from ..conftest import ATOMIC_KINDS as KINDS
+
 cp = pytest.importorskip("cupy")
-FILE = Path(__file__).parent.parent / "kernels" / "atomics.c"
-KINDS = ("add", "max", "min", "and", "or", "xor", "xchg")
-
-
-@pytest.fixture(scope="module")
-def atomics():
-    return tx.compile(FILE, name="tests/kernels/atomics.c")
 
 
 def test_histogram_many_programs(atomics):
