@@ -529,3 +529,4 @@ __device__ __forceinline__ void gather2(T* dst, const T* a, const T* b, void* sm
 
 }  // namespace tx
 #include "random.cuh"
+#include "mma.cuh"

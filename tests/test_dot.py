@@ -1,6 +1,6 @@
 """dot() on the interpreter: shapes, accumulation dtypes, explicit f32 precision (IEEE, TF32,
-TF32x3), batched products, and its errors. Its CUDA lowering is not written yet (issue 4):
-cuda_source refuses it with a clear message."""
+TF32x3), batched products, and its errors. The CUDA lowering's own tests are in
+tests/test_dot_lowering.py and tests/gpu/test_dot_gpu.py."""
 
 import numpy as np
 import pytest
@@ -135,7 +135,14 @@ def test_dot_errors_point_at_the_call(body, message):
     assert message in str(err.value)
 
 
-def test_cuda_lowering_is_refused_with_a_clear_message(mod):
-    with pytest.raises(tx.CompileError, match=r"dot\(\) has no CUDA lowering yet") as err:
-        mod.matmul.cuda_source("f16", "f16", "f16", 64, 64, 64, PRECISION=20, BM=32, BN=32, BK=16)
-    assert "kernels/matmul.c:14" in str(err.value) and "issue 4" in str(err.value)
+def test_cuda_lowering_uses_tensor_cores(mod):
+    src = mod.matmul.cuda_source(
+        "f32", "f16", "f16", 64, 64, 64, PRECISION=20, BM=32, BN=32, BK=16, num_stages=3
+    )
+    assert "tx::mma<" in src and "tx::MmaF16" in src and "tx::cp_async16(" in src
+
+
+def test_batched_dot_is_refused_on_the_gpu_with_a_clear_message(mod):
+    with pytest.raises(tx.CompileError, match="batched") as err:
+        mod.batched.cuda_source("f32", "f16", "f16", B=2, S=16)
+    assert "kernels/matmul.c:" in str(err.value)

@@ -6,6 +6,9 @@ lanes of a load or store may travel as one access. A value's :class:`Info` says,
 groups of lanes: ``contig`` lanes hold consecutive values, ``const`` lanes hold equal values,
 and the first value of each group is divisible by ``div`` (bytes, for pointers).
 
+Comparisons and logical ops keep
+constancy (a mask is often constant over each 16-byte group).
+
 Facts come from ``arange``, constants, constexprs, pointer alignment and integer arguments
 divisible by 16 (both part of the specialisation key); a variable assigned several times gets
 what all its values share.
@@ -77,13 +80,16 @@ class AxisInfo:
         if isinstance(e, Const):
             return Info(1, BIG, _pow2_div(int(e.value)) if not isinstance(e.value, float) else 1)
         if isinstance(e, Var):
-            return self.vars.get(e.name, Info(1, BIG if not e.type.is_tile else 1, 1))
-        if not isinstance(e, Op):
+            i = self.vars.get(e.name, Info(1, BIG if not e.type.is_tile else 1, 1))
+        elif not isinstance(e, Op):
             return Info()
-        rule = getattr(self, f"op_{e.op}", None)
-        if rule is None:
-            return Info(1, BIG if not e.type.is_tile else 1, 1)
-        i = rule(e)
+        else:
+            rule = getattr(self, f"op_{e.op}", None)
+            if rule is None:
+                return Info(1, BIG if not e.type.is_tile else 1, 1)
+            i = rule(e)
+        if n == 1:  # a last axis of size 1 broadcasts: every lane along it holds one value
+            return Info(1, BIG, i.div)
         return Info(min(i.contig, n), min(i.const, n), i.div)
 
     def op_expand_dims(self, e: Op) -> Info:
@@ -130,6 +136,32 @@ class AxisInfo:
             if isinstance(other, Const) and other.value == 1:
                 contig = max(contig, x.contig)
         return Info(contig, min(a.const, b.const), min(a.div * b.div, BIG))
+
+    def _compare(self, e: Op, contiguous_left: bool) -> Info:
+        """x < y (or x >= y) with x running through aligned consecutive values and y constant:
+        over groups of lanes that start at a multiple of both, the answer does not change."""
+        a, b = (self.info(x) for x in e.args)
+        x, y = (a, b) if contiguous_left else (b, a)
+        group = min(x.contig, y.const, gcd(x.div, y.div))
+        return Info(1, max(min(a.const, b.const), group), 1)
+
+    def op_lt(self, e: Op) -> Info:
+        return self._compare(e, True)
+
+    def op_ge(self, e: Op) -> Info:
+        return self._compare(e, True)
+
+    def op_gt(self, e: Op) -> Info:
+        return self._compare(e, False)
+
+    def op_le(self, e: Op) -> Info:
+        return self._compare(e, False)
+
+    def _logical(self, e: Op) -> Info:
+        a, b = (self.info(x) for x in e.args)
+        return Info(1, min(a.const, b.const), 1)
+
+    op_land = op_lor = op_bitand = op_bitor = _logical
 
     def op_neg(self, e: Op) -> Info:
         a = self.info(e.args[0])

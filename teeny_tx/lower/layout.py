@@ -46,15 +46,59 @@ class Blocked:
 
 
 @dataclass(frozen=True)
-class Layout:
-    """A blocked layout over one tile: ``shape`` is padded to the blocked rank; ``dims`` maps
-    the value's axes to the blocked layout's dimensions (the others have size 1)."""
+class Mma:
+    """The accumulator layout of ``mma.sync`` (``tx::Mma`` in mma.cuh): ``warps`` = (WM, WN)
+    warps tile the [M, N] result, each warp a grid of m16n8 fragments; in a fragment lane l
+    holds rows l/4 and l/4 + 8, columns 2(l%4) and 2(l%4) + 1. Warps past WM * WN hold copies."""
 
-    blocked: Blocked
+    warps: tuple[int, int]
+    num_warps: int
+    rank = 2
+    order = (1, 0)
+    spt = (1, 2)  # the contiguous run a thread holds along each dimension
+
+    def regs_along(self, shape: tuple[int, ...], d: int) -> int:
+        if shape[d] == 1:
+            return 1
+        return 2 * shape[d] // (self.warps[d] * (16 if d == 0 else 8))
+
+    @property
+    def copies(self) -> int:
+        return self.num_warps // (self.warps[0] * self.warps[1])
+
+
+def mma_warps(m: int, n: int, num_warps: int) -> tuple[int, int]:
+    """Warps along M and N for an [m, n] accumulator: square warp tiles where the shape allows,
+    each at least 16 x 16 (copies when the tile is too small for every warp)."""
+    wm, wn = 1, 1
+    while wm * wn < num_warps:
+        if m // wm >= n // wn and m // (wm * 2) >= 16:
+            wm *= 2
+        elif n // (wn * 2) >= 16:
+            wn *= 2
+        elif m // (wm * 2) >= 16:
+            wm *= 2
+        else:
+            break
+    return wm, wn
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A blocked (or Mma) layout over one tile: ``shape`` is padded to the layout's rank;
+    ``dims`` maps the value's axes to the layout's dimensions (the others have size 1)."""
+
+    blocked: Blocked | Mma
     shape: tuple[int, ...]
     dims: tuple[int, ...]
 
+    @property
+    def is_mma(self) -> bool:
+        return isinstance(self.blocked, Mma)
+
     def regs_along(self, d: int) -> int:
+        if self.is_mma:
+            return self.blocked.regs_along(self.shape, d)
         size, tile, spt = self.shape[d], self.blocked.tile(d), self.blocked.spt[d]
         return spt * (size // tile) if size >= tile else min(spt, size)
 
@@ -75,6 +119,8 @@ class Layout:
     @property
     def replicated(self) -> bool:
         """Whether some threads hold copies of other threads' elements."""
+        if self.is_mma:
+            return 1 in self.shape or self.blocked.copies > 1
         return self.threads_covered < self.blocked_threads
 
     @property
@@ -110,6 +156,9 @@ class Layout:
     @property
     def cuda(self) -> str:
         b = self.blocked
+        if self.is_mma:
+            shape = ", ".join(map(str, self.shape))
+            return f"tx::Mma<tx::Ints<{shape}>, {b.warps[0]}, {b.warps[1]}>"
 
         def ints(v):
             return f"tx::Ints<{', '.join(map(str, v))}>"
@@ -121,6 +170,12 @@ class Layout:
 
     def describe(self) -> str:
         b = self.blocked
+        if self.is_mma:
+            copies = ", some threads hold copies" if self.replicated else ""
+            return (
+                f"[{', '.join(map(str, self.shape))}]: mma.sync accumulator, "
+                f"{b.warps[0]}x{b.warps[1]} warps of m16n8 fragments; {self.regs} per thread{copies}"
+            )
         x = "x".join
         copies = ", some threads hold copies" if self.threads_covered < self.blocked_threads else ""
         return (
@@ -202,10 +257,44 @@ class LayoutPass:
     def default(self, shape: tuple[int, ...]) -> Layout:
         return Layout(self.blocked(shape), shape, tuple(range(len(shape))))
 
+    def operand(self, e: Expr) -> Layout:
+        """The layout a dot operand is loaded in: the default blocked layout of its own shape
+        (16-byte runs, no copies), whatever the kernel's other 2-D tiles use."""
+        shape = e.type.shape
+        blocked = default_blocked(shape, self.kernel.num_warps, e.type.dtype.itemsize)
+        return Layout(blocked, shape, tuple(range(len(shape))))
+
+    def mma(self, e: Op) -> Layout:
+        """The accumulator layout of a dot's result."""
+        if len(e.type.shape) != 2:
+            raise CompileError(
+                "a batched (3-D) dot() runs on the interpreter only",
+                e.loc,
+                "on the GPU, give each batch its own program: "
+                "a 2-D dot() per program_id along the batch axis",
+            )
+        m, n = e.type.shape
+        num_warps = self.kernel.num_warps
+        return Layout(Mma(mma_warps(m, n, num_warps), num_warps), (m, n), (0, 1))
+
     def _decide_variables(self) -> None:
-        """A variable's layout: a slice of the 2-D layout when it is expanded into 2-D,
-        else what its first value naturally has, else the default for its shape."""
+        """A variable's layout: a dot's accumulator layout when a dot's result is assigned to
+        it; a dot operand's own blocked layout when it feeds a dot; a slice of the 2-D layout
+        when it is expanded into 2-D; else what its first value naturally has, else the default
+        for its shape."""
         demands: dict[str, Layout] = {}
+        for e in walk_exprs(self.kernel.body):
+            if isinstance(e, Op) and e.op == "dot":
+                for x in e.args[:2]:
+                    if isinstance(x, Op) and x.op == "permute":
+                        x = x.args[0]
+                    if isinstance(x, Var):
+                        demands.setdefault(x.name, self.operand(x))
+        for s in walk_stmts(self.kernel.body):
+            value = s.init if isinstance(s, ir.Declare) else getattr(s, "value", None)
+            if isinstance(s, (ir.Declare, ir.Assign)) and value is not None and value.type.is_tile:
+                if isinstance(value, Op) and value.op == "dot":
+                    demands.setdefault(s.name, self.mma(value))
         for e in walk_exprs(self.kernel.body):
             if isinstance(e, Op) and e.op == "expand_dims" and isinstance(e.args[0], Var):
                 var = e.args[0]
@@ -235,9 +324,13 @@ class LayoutPass:
             return None
         if e.op == "atomic":
             return self.natural(e.args[0])
-        if e.op == "reduce":
-            inner = self.natural(e.args[0]) or self.default(e.args[0].type.shape)
-            return self.reduced(inner, e)
+        if e.op == "dot":
+            return self.mma(e)
+        if e.op in ("reduce", "scan"):
+            inner = self.natural(e.args[0])
+            if inner is None or inner.is_mma:  # reductions and scans run on blocked layouts
+                inner = self.default(e.args[0].type.shape)
+            return self.reduced(inner, e) if e.op == "reduce" else inner
         if e.op == "expand_dims":
             inner = self.natural(e.args[0])
             if inner is not None and len(inner.dims) < inner.blocked.rank:
@@ -268,7 +361,9 @@ class LayoutPass:
         if not e.type.is_tile:
             if isinstance(e, Op) and e.args:
                 if e.op == "reduce":
-                    inner = self.natural(e.args[0]) or self.default(e.args[0].type.shape)
+                    inner = self.natural(e.args[0])
+                    if inner is None or inner.is_mma:
+                        inner = self.default(e.args[0].type.shape)
                     return self._reduce(e, inner)
                 return dataclasses.replace(e, args=tuple(self.annotate(a, None) for a in e.args))
             return e
@@ -286,6 +381,19 @@ class LayoutPass:
                 )
             return dataclasses.replace(e, layout=own)
         assert isinstance(e, Op)
+        if e.op == "dot":
+            return self._dot(e, layout)
+        if e.op in ("reduce", "scan") and layout.is_mma:
+            # computed in a blocked layout, then moved into the accumulator's
+            inner = self.natural(e)
+            self.layouts.setdefault(inner.key, inner)
+            return Op(
+                type=e.type,
+                loc=e.loc,
+                op="convert_layout",
+                args=(self.annotate(e, inner),),
+                layout=layout,
+            )
         if e.op == "reduce":
             inner = Layout(layout.blocked, _restore(layout, e), _restore_dims(layout, e))
             return self._reduce(e, inner)
@@ -311,6 +419,32 @@ class LayoutPass:
             else:
                 args.append(self.annotate(a, None))
         return dataclasses.replace(e, layout=layout, args=tuple(args))
+
+    def _dot(self, e: Op, want: Layout) -> Expr:
+        """A dot computes in its accumulator layout; its operands stay in their own layouts
+        (a transposed operand is staged transposed, never moved), and a consumer that wants
+        another layout gets a conversion."""
+        own = self.mma(e)
+        self.layouts.setdefault(own.key, own)
+        operands = []
+        for x in e.args[:2]:
+            if isinstance(x, Op) and x.op == "permute":
+                inner = x.args[0]
+                inner = self.annotate(inner, self._operand_want(inner))
+                operands.append(dataclasses.replace(x, args=(inner,), layout=None))
+            else:
+                operands.append(self.annotate(x, self._operand_want(x)))
+        acc = e.args[2]
+        acc = self.annotate(acc, own if acc.type.is_tile else None)
+        result = dataclasses.replace(e, layout=own, args=(*operands, acc))
+        if want.key == own.key:
+            return result
+        return Op(type=e.type, loc=e.loc, op="convert_layout", args=(result,), layout=want)
+
+    def _operand_want(self, x: Expr) -> Layout:
+        if isinstance(x, Var):
+            return self.vars.get(x.name) or self.operand(x)
+        return self.operand(x)
 
     def _reduce(self, e: Op, inner: Layout) -> Expr:
         self.layouts.setdefault(inner.key, inner)
@@ -364,7 +498,11 @@ class LayoutPass:
         if not (isinstance(e, Op) and e.op == "store" and e.args[0].type.is_tile):
             return self.annotate(e, None)
         ptr = e.args[0]
-        layout = self.natural(ptr) or self.natural(e.args[1]) or self.default(ptr.type.shape)
+        value = self.natural(e.args[1])
+        if value is not None and value.is_mma:
+            layout = value  # an accumulator is stored from its own registers
+        else:
+            layout = self.natural(ptr) or value or self.default(ptr.type.shape)
         self.layouts.setdefault(layout.key, layout)
         args = tuple(
             self.annotate(a, layout.with_shape(a.type.shape, layout.dims))

@@ -29,6 +29,7 @@ from ..lower.layout import Layout
 from ..lower.ops import OPS
 from .cuda_types import ctype
 from .emit_debug import DebugEmitter
+from .emit_dot import DotEmitter
 from .emit_memory import MemoryEmitter
 from .emit_tiles import TileEmitter
 
@@ -47,7 +48,7 @@ def environment() -> jinja2.Environment:
     )
 
 
-class Emitter(MemoryEmitter, TileEmitter, DebugEmitter):
+class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
     def __init__(self, kernel: ir.Kernel, layouts: dict[tuple, Layout]):
         self.kernel = kernel
         self.layouts = layouts
@@ -62,7 +63,9 @@ class Emitter(MemoryEmitter, TileEmitter, DebugEmitter):
         self.line_directive_used = False
         self.loop_steps: list[list[ir.Stmt] | None] = []
         self.loop: Layout | None = None  # the layout whose registers `i` counts
-        self.shared_bytes = 0
+        self.shared_bytes = 0  # the scratch buffer
+        self.pipeline_bytes = 0  # the pipelined loops' stages, after the scratch
+        self.pipelined: dict[str, tuple[str, str]] = {}  # variable -> (shared pointer, tile)
 
     def L(self, layout: Layout) -> str:
         return self.layout_names[layout.key]
@@ -127,9 +130,22 @@ class Emitter(MemoryEmitter, TileEmitter, DebugEmitter):
                 constexprs=constexprs,
                 layouts=layouts,
                 shared_bytes=self.shared_bytes,
+                pipeline_offset=self.pipeline_offset,
+                pipeline_bytes=self.pipeline_bytes,
                 body=self.lines,
             )
         )
+
+    @property
+    def pipeline_offset(self) -> int:
+        """Where the pipeline stages start in dynamic shared memory: after the scratch."""
+        return -(-self.shared_bytes // 128) * 128
+
+    @property
+    def total_shared_bytes(self) -> int:
+        if not self.pipeline_bytes:
+            return self.shared_bytes
+        return self.pipeline_offset + self.pipeline_bytes
 
     def out(self, text: str) -> None:
         """Code lines of the current statement; each after the first re-states its #line so
@@ -168,6 +184,9 @@ class Emitter(MemoryEmitter, TileEmitter, DebugEmitter):
             getattr(self, f"stmt_{type(s).__name__}")(s)
 
     def stmt_Declare(self, s: ir.Declare) -> None:
+        if s.name in self.pipelined:
+            self.out(f"// {s.name}: in shared memory, stage tx_stage (copied by cp.async)")
+            return
         if not s.type.is_tile:
             self.hoist(s.init)
             self.out(f"{ctype(s.type.dtype)} {s.name} = {self.ex(s.init)};")
@@ -215,6 +234,11 @@ class Emitter(MemoryEmitter, TileEmitter, DebugEmitter):
         self.depth -= 1
 
     def stmt_Loop(self, s: ir.Loop) -> None:
+        self.hoist_invariant_conversions(s)
+        plan = self.plan_pipeline(s)
+        if plan:
+            self.emit_pipelined_loop(s, plan)
+            return
         if s.cond is not None and self.needs_hoist(s.cond):
             self.loop_with_memory_condition(s)
             return
@@ -336,6 +360,9 @@ class Emitter(MemoryEmitter, TileEmitter, DebugEmitter):
         before the statement uses it."""
         if e is None or not isinstance(e, Op) or id(e) in self.temps:
             return
+        if e.op == "dot":  # its operands are staged, not hoisted (a transposed one is free)
+            self.emit_dot(e)
+            return
         self.hoist_args(e)
         if e.op == "load":
             name = self.fresh("load")
@@ -355,13 +382,6 @@ class Emitter(MemoryEmitter, TileEmitter, DebugEmitter):
             self.emit_relayout(e)
         elif e.op == "atomic":
             self.emit_atomic(e)
-        elif e.op == "dot":
-            raise CompileError(
-                "dot() has no CUDA lowering yet: it runs on the NumPy interpreter "
-                "(kernel.interpret[grid](...))",
-                e.loc,
-                "the tensor-core lowering (mma.sync, then wgmma on Hopper) is issue 4's work",
-            )
 
     def hoist_args(self, e: Op) -> None:
         for a in e.args:
@@ -430,4 +450,4 @@ def describe_specialisation(k: ir.Kernel) -> str:
 def emit_cuda(kernel: ir.Kernel, layouts: dict[tuple, Layout]) -> tuple[str, int]:
     """The CUDA source of ``kernel`` and the bytes of dynamic shared memory it needs."""
     emitter = Emitter(kernel, layouts)
-    return emitter.render(), emitter.shared_bytes
+    return emitter.render(), emitter.total_shared_bytes

@@ -1,0 +1,288 @@
+// teeny_tx device support: matrix products on tensor cores (dot). Included by teeny_tx.cuh.
+//
+// A dot runs in three steps. Its operands reach shared memory, either copied there by cp.async
+// (a pipelined loop's loads) or written from registers by stage(). Each warp then reads its
+// fragments with ldmatrix. Finally it multiplies them with mma.sync into an accumulator held in
+// the Mma layout. Shared tiles swizzle their 16-byte chunks so ldmatrix and cp.async do not
+// conflict on banks. Instruction shapes: m16n8k16 for f16/bf16, m16n8k8 for TF32 and m16n8k32
+// for i8; each consumes 32 bytes of K per row.
+#pragma once
+
+namespace tx {
+
+// ---- the accumulator layout ---------------------------------------------------------------
+// Mma<Shape, WM, WN>: WM x WN warps tile an [M, N] accumulator; warps past WM * WN hold
+// copies. Each warp's [M / WM, N / WN] part is a grid of m16n8 fragments. In a fragment, lane l
+// holds rows l/4 and l/4 + 8, and columns 2(l%4) and 2(l%4) + 1. Registers count along N
+// fastest:
+//   rn = 2 * (n fragment) + column bit
+//   rm = 2 * (m fragment) + row bit
+//   r  = rm * regs(1) + rn
+// A dimension of size 1 is a slice: a row or column that broadcasts against the accumulator in
+// registers, as with Blocked.
+template <class Shape, int WM_, int WN_>
+struct Mma {
+    static constexpr int RANK = 2;
+    static constexpr int WM = WM_, WN = WN_, WARPS = WM_ * WN_;
+    __host__ __device__ static constexpr int size(int d) { return Shape::v[d]; }
+    __host__ __device__ static constexpr int order(int k) { return 1 - k; }
+    __host__ __device__ static constexpr int regs(int d) {
+        return size(d) == 1 ? 1 : d == 0 ? 2 * (size(0) / WM / 16) : 2 * (size(1) / WN / 8);
+    }
+    static constexpr int REGS = regs(0) * regs(1);
+    static constexpr int SIZE = size(0) * size(1);
+    __host__ __device__ static constexpr int reg_coord(int r, int d) { return d == 1 ? r % regs(1) : r / regs(1); }
+    __device__ static int lane() { return int(threadIdx.x) % 32; }
+    __device__ static int warp_m() { return (int(threadIdx.x) / 32) % WARPS / WN; }
+    __device__ static int warp_n() { return (int(threadIdx.x) / 32) % WN; }
+    __device__ static int coord(int r, int d) {
+        if (size(d) == 1) return 0;
+        int rc = reg_coord(r, d);
+        if (d == 0) return warp_m() * (size(0) / WM) + 16 * (rc >> 1) + 8 * (rc & 1) + lane() / 4;
+        return warp_n() * (size(1) / WN) + 8 * (rc >> 1) + 2 * (lane() % 4) + (rc & 1);
+    }
+    __device__ static int coord(int r) { return coord(r, 1); }
+    __device__ static bool owner() {
+        return int(threadIdx.x) / 32 < WARPS && (size(0) > 1 || (lane() / 4 == 0 && warp_m() == 0)) &&
+               (size(1) > 1 || (lane() % 4 == 0 && warp_n() == 0));
+    }
+    __device__ static int flat(int r) { return coord(r, 0) * size(1) + coord(r, 1); }
+};
+
+// ---- operand tiles in shared memory -------------------------------------------------------
+// SmemTile<T, ROWS, COLS>: ROWS x COLS elements, COLS contiguous, each row's 16-byte chunks
+// XOR-swizzled by row, so the 8 rows one ldmatrix (or one warp's cp.async) touches fall in 8
+// different bank groups. COLS * sizeof(T) is a multiple of 32 bytes.
+template <typename T, int ROWS, int COLS>
+struct SmemTile {
+    static constexpr int CHUNK = 16 / int(sizeof(T));  // elements per 16-byte chunk
+    static constexpr int CHUNKS = COLS / CHUNK;        // chunks per row
+    static constexpr int WAYS = CHUNKS < 8 ? CHUNKS : 8;
+    static constexpr int PHASE = CHUNKS < 8 ? 8 / CHUNKS : 1;  // rows that share a swizzle
+    static constexpr int ELEMS = ROWS * COLS;
+    static constexpr int BYTES = ELEMS * int(sizeof(T));
+    static_assert(COLS * sizeof(T) % 32 == 0, "a shared operand row is a multiple of 32 bytes");
+    __device__ static int offset(int row, int col) {
+        int chunk = (col / CHUNK) ^ ((row / PHASE) % WAYS);
+        return row * COLS + chunk * CHUNK + col % CHUNK;
+    }
+};
+
+__device__ __forceinline__ unsigned smem_address(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// Write the registers of a tile (layout L; its axes are layout dimensions DR and DC) into a
+// shared tile S, element (row, col) at S's (row, col), or at (col, row) when TRANSPOSE.
+template <class L, int DR, int DC, class S, bool TRANSPOSE, typename T>
+__device__ __forceinline__ void stage(T* smem, const T* regs) {
+    if (!L::owner()) return;
+#pragma unroll
+    for (int r = 0; r < L::REGS; ++r) {
+        int row = L::coord(r, DR), col = L::coord(r, DC);
+        smem[TRANSPOSE ? S::offset(col, row) : S::offset(row, col)] = regs[r];
+    }
+}
+
+// ---- asynchronous copies (global -> shared, no registers) -------------------------------
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int PENDING>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING)); }
+
+// One 16-byte chunk (VEC contiguous elements) of a load. The chunk is copied if all its lanes
+// are on, and zero-filled if all are off. At a ragged edge, where only some lanes are on, the
+// chunk is written element by element, with 0 for the lanes that are off.
+template <int VEC, typename T>
+__device__ __forceinline__ void copy_chunk(T* dst, const T* src, const bool* mask) {
+    bool all = true, any = false;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+        all = all && mask[j];
+        any = any || mask[j];
+    }
+    if (all || !any) {
+        cp_async16(dst, src, all);
+    } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) dst[j] = mask[j] ? src[j] : cast<T>(0.0f);
+    }
+}
+template <int VEC, typename T>
+__device__ __forceinline__ void copy_chunk(T* dst, const T* src) { cp_async16(dst, src, true); }
+
+// ---- fragments and instructions -----------------------------------------------------------
+__device__ __forceinline__ void ldmatrix_x4(unsigned* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_address(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_address(p)));
+}
+
+// f32 bits rounded to TF32 (10 mantissa bits), to nearest even: the interpreter's rounding.
+__device__ __forceinline__ unsigned tf32_round(unsigned x) { return (x + 0xFFFu + ((x >> 13) & 1u)) & 0xFFFFE000u; }
+
+// The instruction of each input type: T (the element), Acc (the accumulator), mma(c, a, b) on
+// one m16n8 fragment (c0..c3 as the Mma layout numbers them).
+#define TX_MMA_16816(NAME, TYPE, PTX)                                                                          \
+    struct NAME {                                                                                              \
+        using T = TYPE;                                                                                        \
+        using Acc = float;                                                                                     \
+        static constexpr bool TRANSPOSABLE = true;                                                             \
+        __device__ static void prepare(unsigned*, int) {}                                                      \
+        __device__ static void mma(float& c0, float& c1, float& c2, float& c3, const unsigned* a,              \
+                                   const unsigned* b) {                                                        \
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." PTX "." PTX ".f32 "                            \
+                         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"                    \
+                         : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)                                              \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                  \
+        }                                                                                                      \
+    };
+TX_MMA_16816(MmaF16, __half, "f16")
+TX_MMA_16816(MmaBF16, __nv_bfloat16, "bf16")
+#undef TX_MMA_16816
+
+__device__ __forceinline__ void mma_tf32(float& c0, float& c1, float& c2, float& c3, const unsigned* a,
+                                         const unsigned* b) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// TF32: f32 inputs rounded to TF32, one product.
+struct MmaTF32 {
+    using T = float;
+    using Acc = float;
+    static constexpr bool TRANSPOSABLE = false;
+    __device__ static void prepare(unsigned* x, int n) {
+#pragma unroll
+        for (int i = 0; i < n; ++i) x[i] = tf32_round(x[i]);
+    }
+    __device__ static void mma(float& c0, float& c1, float& c2, float& c3, const unsigned* a, const unsigned* b) {
+        mma_tf32(c0, c1, c2, c3, a, b);
+    }
+};
+
+// TF32X3: x = big + small with big = tf32(x), small = tf32(x - big); three products (the
+// small x small term is dropped), small terms first: close to f32 accuracy.
+struct MmaTF32x3 {
+    using T = float;
+    using Acc = float;
+    static constexpr bool TRANSPOSABLE = false;
+    __device__ static void prepare(unsigned*, int) {}
+    __device__ static void split(const unsigned* x, unsigned* big, unsigned* small, int n) {
+#pragma unroll
+        for (int i = 0; i < n; ++i) {
+            big[i] = tf32_round(x[i]);
+            small[i] = tf32_round(__float_as_uint(__uint_as_float(x[i]) - __uint_as_float(big[i])));
+        }
+    }
+    __device__ static void mma(float& c0, float& c1, float& c2, float& c3, const unsigned* a, const unsigned* b) {
+        unsigned ab[4], as[4], bb[2], bs[2];
+        split(a, ab, as, 4);
+        split(b, bb, bs, 2);
+        mma_tf32(c0, c1, c2, c3, as, bb);
+        mma_tf32(c0, c1, c2, c3, ab, bs);
+        mma_tf32(c0, c1, c2, c3, ab, bb);
+    }
+};
+
+struct MmaI8 {
+    using T = signed char;
+    using Acc = int;
+    static constexpr bool TRANSPOSABLE = false;
+    __device__ static void prepare(unsigned*, int) {}
+    __device__ static void mma(int& c0, int& c1, int& c2, int& c3, const unsigned* a, const unsigned* b) {
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+r"(c0), "+r"(c1), "+r"(c2), "+r"(c3)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+
+// The A and B fragments of one warp for the K step at kk (see mma below).
+template <class Acc, class Inst, class SA, bool A_KMAJOR, class SB, bool B_KMAJOR, int MT, int NT>
+__device__ __forceinline__ void load_fragments(unsigned (&a)[MT][4], unsigned (&b)[NT][2], const typename Inst::T* sA,
+                                               const typename Inst::T* sB, int m0, int n0, int kk) {
+    constexpr int CH = 16 / int(sizeof(typename Inst::T));  // elements per 16-byte chunk
+    const int lane = int(threadIdx.x) % 32;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        if (A_KMAJOR)
+            ldmatrix_x4(a[mt], sA + SA::offset(m0 + 16 * mt + lane % 8 + 8 * ((lane / 8) % 2), kk + CH * (lane / 16)));
+        else
+            ldmatrix_x4_trans(a[mt], sA + SA::offset(kk + lane % 8 + 8 * (lane / 16), m0 + 16 * mt + 8 * ((lane / 8) % 2)));
+        Inst::prepare(a[mt], 4);
+    }
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+        unsigned r[4];
+        if (B_KMAJOR)
+            ldmatrix_x4(r, sB + SB::offset(n0 + 16 * np + lane % 8 + 8 * (lane / 16), kk + CH * ((lane / 8) % 2)));
+        else
+            ldmatrix_x4_trans(r, sB + SB::offset(kk + lane % 8 + 8 * ((lane / 8) % 2), n0 + 16 * np + 8 * (lane / 16)));
+        Inst::prepare(r, 4);
+        b[2 * np][0] = r[0];
+        b[2 * np][1] = r[1];
+        b[2 * np + 1][0] = r[2];
+        b[2 * np + 1][1] = r[3];
+    }
+}
+
+// acc += A @ B on the block's tensor cores. A [M, K] and B [K, N] are in shared memory:
+//   A: SA holds [M][K] when A_KMAJOR, else [K][M] (read with ldmatrix.trans, 16-bit types only)
+//   B: SB holds [N][K] when B_KMAJOR, else [K][N] (likewise)
+// Each warp computes its part of the accumulator (layout Acc), 32 bytes of K per step; the
+// fragments of step s + 1 are loaded before the products of step s are issued (two fragment
+// buffers), so ldmatrix latency hides behind the tensor cores.
+template <class Acc, class Inst, class SA, bool A_KMAJOR, class SB, bool B_KMAJOR, int K>
+__device__ __forceinline__ void mma(typename Inst::Acc* acc, const typename Inst::T* sA, const typename Inst::T* sB) {
+    using T = typename Inst::T;
+    static_assert(Inst::TRANSPOSABLE || (A_KMAJOR && B_KMAJOR), "ldmatrix.trans moves 16-bit elements only");
+    constexpr int TM = Acc::size(0) / Acc::WM, TN = Acc::size(1) / Acc::WN;
+    constexpr int MT = TM / 16, NT = TN / 8;  // fragments per warp along M and N
+    constexpr int KS = 32 / int(sizeof(T));   // K per instruction
+    static_assert(TM % 16 == 0 && TN % 16 == 0 && K % KS == 0, "dot tile shape");
+    const int m0 = Acc::warp_m() * TM, n0 = Acc::warp_n() * TN;
+    unsigned a[2][MT][4], b[2][NT][2];
+    load_fragments<Acc, Inst, SA, A_KMAJOR, SB, B_KMAJOR, MT, NT>(a[0], b[0], sA, sB, m0, n0, 0);
+#pragma unroll
+    for (int step = 0; step < K / KS; ++step) {
+        const int cur = step % 2;
+        if (step + 1 < K / KS)
+            load_fragments<Acc, Inst, SA, A_KMAJOR, SB, B_KMAJOR, MT, NT>(a[cur ^ 1], b[cur ^ 1], sA, sB, m0, n0,
+                                                                          (step + 1) * KS);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                typename Inst::Acc* c = acc + (2 * mt) * Acc::regs(1) + 2 * nt;
+                Inst::mma(c[0], c[1], c[Acc::regs(1)], c[Acc::regs(1) + 1], a[cur][mt], b[cur][nt]);
+            }
+        }
+    }
+}
+
+// acc += A @ B in f32 FMAs (IEEE f32 dot: no tensor cores), A as [M][K] and B as [N][K] in
+// shared memory; each thread sums its own accumulator elements in order of k.
+template <class Acc, class SA, class SB, int K>
+__device__ __forceinline__ void dot_fma(float* acc, const float* sA, const float* sB) {
+#pragma unroll
+    for (int r = 0; r < Acc::REGS; ++r) {
+        const int m = Acc::coord(r, 0), n = Acc::coord(r, 1);
+        float s = acc[r];
+#pragma unroll 8
+        for (int k = 0; k < K; ++k) s = ::fmaf(sA[SA::offset(m, k)], sB[SB::offset(n, k)], s);
+        acc[r] = s;
+    }
+}
+
+}  // namespace tx
