@@ -2,10 +2,12 @@
 
 ``teeny_tx.compile(path)`` parses a kernel file; ``module.kernel[grid](*args, **constexprs)``
 launches it on a GPU through NVRTC and CuPy; ``module.kernel.interpret[grid](...)`` runs it
-on NumPy; ``module.kernel.cuda_source(...)`` shows the generated CUDA.
+on NumPy; ``module.kernel.cuda_source(...)`` shows the generated CUDA;
+``module.kernel.tune[grid](...)`` launches the best of its ``#pragma autotune`` configs.
 """
 
 from ._prelude import PRELUDE
+from .autotune import Autotuner, Config
 from .errors import (
     CompileError,
     InterpreterError,
@@ -27,6 +29,8 @@ def cdiv(a: int, b: int) -> int:
 
 __all__ = [
     "PRELUDE",
+    "Autotuner",
+    "Config",
     "CompileError",
     "InterpreterError",
     "Kernel",

@@ -1,9 +1,10 @@
 """Launch arguments → a specialisation key and the values to launch with.
 
 Input: a kernel's :class:`~teeny_tx.lower.signature.ParamSpec` list and the positional
-arguments, constexpr keywords and ``num_warps`` of a call. Output: the key
-(a printable tuple: pointer dtypes and alignments, integers divisible by 16, constexpr values,
-``num_warps``, 32/64-bit indices) and the launch values in parameter order.
+arguments, constexpr keywords, ``num_warps`` and ``num_stages`` of a call. Output: the key
+(a printable tuple: ``num_warps``, ``num_stages``, pointer dtypes and alignments, per integer
+argument 1 / 16 / None — equal to 1, divisible by 16, neither —, constexpr values, 32/64-bit
+indices) and the launch values in parameter order.
 
 One binder serves every use: a GPU launch (device arrays; the fast path runs on every launch
 and keeps to attribute reads), the interpreter (NumPy arrays) and ``cuda_source`` (arrays or
@@ -28,6 +29,7 @@ from .runtime.memory import TORCH_TENSOR, _torch_names, alignment_of, device_poi
 _CupyArray = cupy.ndarray
 
 INDEX_LIMIT = 2**31 - 1
+MAX_STAGES = 8
 _ALIGN = tuple(16 if low == 0 else low & -low for low in range(16))
 
 
@@ -38,13 +40,16 @@ class Binder:
         self.runtime = tuple(p for p in params if p.kind != "constexpr")
         self.constexpr_names = tuple(p.name for p in params if p.kind == "constexpr")
         self._pointer_slots = tuple(i for i, p in enumerate(self.runtime) if p.kind == "pointer")
-        # bind_device(args, constexprs, num_warps) -> (key, launch values, 64-bit indices):
+        # bind_device(args, constexprs, num_warps, num_stages=2)
+        #   -> (key, launch values, 64-bit indices):
         # generated per signature by _fast_path, called on every GPU launch.
         self.bind_device = self._fast_path()
 
     # ------------------------------------------------------------ checks shared by all modes
 
-    def check_call(self, args: tuple, constexprs: dict[str, Any], num_warps: Any) -> None:
+    def check_call(
+        self, args: tuple, constexprs: dict[str, Any], num_warps: Any, num_stages: Any = 2
+    ) -> None:
         if len(args) != len(self.runtime):
             names = ", ".join(p.name for p in self.runtime)
             raise LaunchError(
@@ -77,6 +82,11 @@ class Binder:
                 )
         if not isinstance(num_warps, int) or num_warps not in (1, 2, 4, 8, 16, 32):
             raise LaunchError(f"num_warps must be 1, 2, 4, 8, 16 or 32, got {num_warps!r}")
+        if type(num_stages) is not int or not 1 <= num_stages <= MAX_STAGES:
+            raise LaunchError(
+                f"num_stages must be an int from 1 to {MAX_STAGES} (software-pipelining depth "
+                f"of the loops feeding dot), got {num_stages!r}"
+            )
 
     # ------------------------------------------------------------ device launches (hot path)
 
@@ -85,14 +95,14 @@ class Binder:
         per parameter, so a launch pays attribute reads and table look-ups only (the same
         technique as Triton's generated launcher). Anything unusual drops to the slow checks."""
         lines = [
-            "def bind(args, constexprs, num_warps):",
+            "def bind(args, constexprs, num_warps, num_stages=2):",
             f"    if len(args) != {len(self.runtime)} "
             f"or len(constexprs) != {len(self.constexpr_names)}:",
-            "        self.check_call(args, constexprs, num_warps)",
+            "        self.check_call(args, constexprs, num_warps, num_stages)",
             f"    {''.join(f'a{i}, ' for i in range(len(self.runtime)))}= args",
             "    big = False",
         ]
-        key, values = ["num_warps"], []
+        key, values = ["num_warps", "num_stages"], []
         for i, p in enumerate(self.runtime):
             a = f"a{i}"
             if p.kind == "pointer":
@@ -135,7 +145,11 @@ class Binder:
                     f"    if type({a}) is not int or not {lo} <= {a} <= {hi}:",
                     f"        big = self._check_int({i}, {a}) or big",
                 ]
-                key.append(f"{a} % 16 == 0")
+                key.append(
+                    f"(1 if {a} == 1 else 16 if {a} % 16 == 0 else None)"
+                    if p.dtype.is_int
+                    else "None"
+                )
                 values.append(f"T{i}({a}) if {lo} <= {a} <= {hi} else {a}")
         if self.constexpr_names:
             lines += ["    try:"]
@@ -144,7 +158,7 @@ class Binder:
             ]
             lines += [
                 "    except KeyError:",
-                "        self.check_call(args, constexprs, num_warps)",
+                "        self.check_call(args, constexprs, num_warps, num_stages)",
             ]
             key += [f"c{j}" for j in range(len(self.constexpr_names))]
         lines += [
@@ -210,7 +224,7 @@ class Binder:
                 lo, hi = _range(p.dtype)
                 if not isinstance(a, (int, np.integer)) or isinstance(a, bool) or not lo <= a <= hi:
                     big = self._check_int(i, a) or big
-                facts.append(a % 16 == 0)
+                facts.append(1 if a == 1 else 16 if a % 16 == 0 else None)
             else:
                 if not self._is_number(a):
                     raise LaunchError(
@@ -222,12 +236,17 @@ class Binder:
     # ------------------------------------------------------------ interpreter and inspection
 
     def bind_host(
-        self, args: tuple, constexprs: dict[str, Any], num_warps: int, describe: bool = False
+        self,
+        args: tuple,
+        constexprs: dict[str, Any],
+        num_warps: int,
+        describe: bool = False,
+        num_stages: int = 2,
     ) -> tuple:
         """Arguments as the interpreter (NumPy arrays) or cuda_source (arrays or dtype names)
         give them."""
-        self.check_call(args, constexprs, num_warps)
-        key: list = [num_warps]
+        self.check_call(args, constexprs, num_warps, num_stages)
+        key: list = [num_warps, num_stages]
         big = False
         for p, a in zip(self.runtime, args, strict=True):
             if p.kind != "pointer":
@@ -262,19 +281,21 @@ class Binder:
     # ------------------------------------------------------------ key → specialisation
 
     def spec(self, key: tuple) -> Spec:
-        num_warps, index64 = key[0], key[-1]
-        pos = 1
+        num_warps, num_stages, index64 = key[0], key[1], key[-1]
+        pos = 2
         pointer_dtypes, align = [], []
         for i in self._pointer_slots:
             p = self.runtime[i]
             pointer_dtypes.append((p.name, DTYPES[key[pos]]))
             align.append((p.name, key[pos + 1]))
             pos += 2
-        div16 = []
+        div16, ones = [], []
         for p in self.runtime:
             if p.kind == "scalar":
-                if key[pos]:
+                if key[pos] == 16:
                     div16.append(p.name)
+                elif key[pos] == 1:
+                    ones.append(p.name)
                 pos += 1
         constexprs = tuple(
             zip(self.constexpr_names, key[pos : pos + len(self.constexpr_names)], strict=True)
@@ -284,7 +305,9 @@ class Binder:
             pointer_dtypes=tuple(pointer_dtypes),
             align=tuple(align),
             div16=tuple(div16),
+            ones=tuple(ones),
             num_warps=num_warps,
+            num_stages=num_stages,
             index64=index64,
         )
 

@@ -8,6 +8,8 @@ import pytest
 import teeny_tx
 from teeny_tx import kernel as kernel_module
 from teeny_tx.kernel import _grid3
+from teeny_tx.lower import ir
+from teeny_tx.lower.layout import walk_exprs
 from teeny_tx.runtime import launch
 
 from .conftest import KERNEL_FILE, kernel_text
@@ -235,3 +237,116 @@ def test_numpy_integer_scalars_bind_like_python_ints():
     a = k.binder.bind_host(("f32", "f32", "f32", np.int64(4096)), {"BLOCK": 1024}, 4, describe=True)
     b = k.binder.bind_host(("f32", "f32", "f32", 4096), {"BLOCK": 1024}, 4, describe=True)
     assert a == b and a[-1] is False
+
+
+@pytest.mark.parametrize("num_stages", [0, 9, 2.0, "2", True, None])
+def test_num_stages(k, num_stages):
+    message = (
+        "num_stages must be an int from 1 to 8 (software-pipelining depth of the loops feeding "
+        f"dot), got {num_stages!r}"
+    )
+    args = (OUT, A, 1, 2, 1.0)
+    assert launch_error(k.cuda_source, *args, BLOCK=16, num_stages=num_stages) == message
+    assert launch_error(k.interpret[(1,)], *args, BLOCK=16, num_stages=num_stages) == message
+    device_args = (FakeDeviceArray("<i4"), FakeDeviceArray(), 1, 2, 1.0)
+    assert launch_error(k[(1,)], *device_args, BLOCK=16, num_stages=num_stages) == message
+
+
+def test_num_stages_is_part_of_the_key_and_of_the_kernel():
+    k = teeny_tx.compile("kernels/vector_add.c").vector_add
+    two = k.specialize("f32", "f32", "f32", 4096, BLOCK=1024)
+    three = k.specialize("f32", "f32", "f32", 4096, BLOCK=1024, num_stages=3)
+    assert (two.kernel.num_stages, three.kernel.num_stages) == (2, 3)
+    assert two.key[:2] == (4, 2) and three.key[:2] == (4, 3)
+    assert k.binder.spec(three.key).num_stages == 3
+    grid = lambda meta: (meta["num_stages"],)  # noqa: E731
+    assert _grid3(grid, {"num_warps": 4, "num_stages": 3}) == (3, 1, 1)
+
+
+# ---------------------------------------------------------------- integers equal to 1
+
+STRIDED = kernel_text(
+    "    tile offs = program_id(0) * BLOCK + arange(0, BLOCK);\n"
+    "    tile mask = offs < n;\n"
+    "    store(out + offs, load(a + offs * stride, mask, 0.0f), mask);",
+    "f32 *out, const f32 *a, i32 n, i32 stride, const i32 BLOCK",
+)
+
+
+def test_integer_arguments_key_as_one_sixteen_or_none():
+    k = teeny_tx.compile(STRIDED, name=KERNEL_FILE).k
+    facts = {
+        (n, s): k.binder.bind_host(("f32", "f32", n, s), {"BLOCK": 128}, 4, describe=True)[6:8]
+        for n, s in [(1, 1), (32, 3), (np.int64(48), np.int32(1))]
+    }
+    assert facts == {(1, 1): (1, 1), (32, 3): (16, None), (48, 1): (16, 1)}
+    spec = k.binder.spec(k.binder.bind_host(("f32", "f32", 32, 1), {"BLOCK": 128}, 4, True))
+    assert (spec.div16, spec.ones) == (("n",), ("stride",))
+
+
+def test_device_and_host_binders_agree_on_integers_equal_to_one():
+    cupy = pytest.importorskip("cupy")
+    memory = cupy.cuda.UnownedMemory(0x7F0000001000, 1 << 20, None, device_id=0)
+    fake = cupy.ndarray((4096,), np.float32, memptr=cupy.cuda.MemoryPointer(memory, 0))
+    k = teeny_tx.compile(STRIDED, name=KERNEL_FILE).k
+    for n, stride in [(1, 1), (4096, 1), (4096, 3), (17, 32)]:
+        key, values, _ = k.binder.bind_device((fake, fake, n, stride), {"BLOCK": 128}, 4)
+        host = k.binder.bind_host(("f32", "f32", n, stride), {"BLOCK": 128}, 4, describe=True)
+        assert key == host
+        assert [int(v) for v in values[2:]] == [n, stride]  # still passed at launch
+
+
+def test_a_stride_equal_to_one_is_a_constant_and_vectorises():
+    k = teeny_tx.compile(STRIDED, name=KERNEL_FILE).k
+    one = k.specialize("f32", "f32", 4096, 1, BLOCK=1024)
+    three = k.cuda_source("f32", "f32", 4096, 3, BLOCK=1024)
+    assert "tx::load_vec<4>(" in one.cuda_source and "(offs[i] * 1)" in one.cuda_source
+    assert "tx::load_vec<" not in three and "* stride" in three
+    # the parameter stays in the signature: the launch values do not change
+    assert "int n, int stride)" in one.cuda_source and "int n, int stride)" in three
+    params = {p.source_name: p for p in one.kernel.runtime_params}
+    assert params["stride"].equal_to_1 and not params["n"].equal_to_1
+    assert one.kernel.body and all(
+        isinstance(e, ir.Const) and e.type.dtype.name == "i32" and not e.weak
+        for e in walk_exprs(one.kernel.body)
+        if isinstance(e, ir.Const) and e.value == 1 and e.name is None
+    )
+
+
+def test_a_parameter_equal_to_one_keeps_its_dtype():
+    """The constant 1 is strong (the parameter's dtype), so promotion is the runtime value's:
+    u8 * i32-parameter stays i32."""
+    text = kernel_text(
+        "    tile o = arange(0, BLOCK);\n    store(out + o, load(a + o) * n);",
+        "i32 *out, const u8 *a, i32 n, const i32 BLOCK",
+    )
+    k = teeny_tx.compile(text, name=KERNEL_FILE).k
+    assert k.specialize("i32", "u8", 1, BLOCK=16).cuda_source  # i32 result, no dtype error
+    a = np.full(16, 200, np.uint8)
+    for n in (1, 2):
+        out = np.zeros(16, np.int32)
+        k.interpret[(1,)](out, a, n, BLOCK=16)
+        assert (out == 200 * n).all()
+
+
+def test_an_assigned_parameter_equal_to_one_stays_a_variable():
+    text = kernel_text(
+        "    tile o = arange(0, BLOCK);\n    n = n + 1;\n    store(out + o, load(a + o) * n);",
+        "f32 *out, const f32 *a, i32 n, const i32 BLOCK",
+    )
+    k = teeny_tx.compile(text, name=KERNEL_FILE).k
+    spec = k.specialize("f32", "f32", 1, BLOCK=16)
+    assert not spec.kernel.runtime_params[2].equal_to_1
+    a, out = np.arange(16, dtype=np.float32), np.zeros(16, np.float32)
+    k.interpret[(1,)](out, a, 1, BLOCK=16)
+    assert (out == 2 * a).all()
+
+
+@pytest.mark.parametrize("stride", [1, 3])
+def test_the_interpreter_runs_a_stride_of_one_unchanged(stride):
+    k = teeny_tx.compile(STRIDED, name=KERNEL_FILE).k
+    n = 1000
+    a = np.random.default_rng(0).standard_normal(n * stride).astype(np.float32)
+    out = np.zeros(n, np.float32)
+    k.interpret[(teeny_tx.cdiv(n, 256),)](out, a, n, stride, BLOCK=256)
+    assert np.array_equal(out, a[::stride][:n])

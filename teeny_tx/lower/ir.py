@@ -181,13 +181,16 @@ class Return(Stmt):
 @dataclass(frozen=True)
 class Param:
     """A kernel parameter. ``constexpr`` parameters are folded into the body and vanish from
-    the CUDA signature; ``align`` (bytes) and ``div16`` are launch facts in the key."""
+    the CUDA signature; ``align`` (bytes), ``div16`` and ``equal_to_1`` are launch facts in the
+    key. An ``equal_to_1`` integer parameter stays in the signature (launches pass it) but the
+    body reads it as the constant 1."""
 
     name: str  # the name in the generated CUDA (a user name that collides is renamed)
     type: Type
     constexpr: bool = False
     align: int = 1
     div16: bool = False
+    equal_to_1: bool = False
     source_name: str = ""  # the name in the kernel file
 
 
@@ -202,6 +205,7 @@ class Kernel:
     constexprs: tuple[tuple[str, Any], ...]
     num_warps: int
     index64: bool = False
+    num_stages: int = 2  # software-pipelining depth of the loops that feed dot
 
     @property
     def runtime_params(self) -> tuple[Param, ...]:

@@ -1,8 +1,9 @@
 """Kernel text → pycparser AST, with coordinates in the user's file.
 
 Input: the text of a kernel file and the name to report it by. Output: a :class:`Unit` holding
-the AST of the kernel file's functions, the prelude's operation prototypes, and the means to
-turn a pycparser coordinate into a :class:`~teeny_tx.errors.Location` with the source line.
+the AST of the kernel file's functions, the prelude's operation prototypes, the
+``#pragma autotune`` declarations of its kernels (``parse/pragmas.py``), and the means to turn
+a pycparser coordinate into a :class:`~teeny_tx.errors.Location` with the source line.
 
 The prelude and the kernel are joined with a ``# 1 "file"`` line marker, so every coordinate
 pycparser reports for kernel code names the kernel file and its own line numbers. Comments are
@@ -18,6 +19,7 @@ from pycparser import c_ast, c_parser
 
 from .._prelude import FILES
 from ..errors import CompileError, Location
+from .pragmas import AutotuneDecl, parse_autotune
 
 PRELUDE_NAME = "<teeny_tx prelude>"
 
@@ -54,6 +56,7 @@ class Unit:
     ast: c_ast.FileAST
     functions: dict[str, c_ast.FuncDef] = field(default_factory=dict)
     prototypes: dict[str, c_ast.Decl] = field(default_factory=dict)
+    autotune: dict[str, AutotuneDecl] = field(default_factory=dict)  # kernel -> its pragmas
 
     @property
     def lines(self) -> list[str]:
@@ -89,14 +92,22 @@ def _returns(fn: c_ast.FuncDef) -> str | None:
 def parse(text: str, filename: str) -> Unit:
     """Parse a kernel file's text joined to the prelude; syntax errors point into the file."""
     text = text.replace("\r\n", "\n")  # files saved with Windows line ends: pycparser rejects \r
-    joined = f'{strip_comments(prelude_text())}\n# 1 "{filename}"\n{strip_comments(text)}'
+    stripped = strip_comments(text)
+    joined = f'{strip_comments(prelude_text())}\n# 1 "{filename}"\n{stripped}'
     try:
         ast = c_parser.CParser().parse(joined, PRELUDE_NAME)
     except c_parser.ParseError as exc:
         raise _syntax_error(str(exc), filename, text) from None
     unit = Unit(filename, text, ast)
+    pragmas: list[c_ast.Pragma] = []  # the autotune lines before the next definition
     for node in ast.ext:
         in_prelude = node.coord is not None and node.coord.file == PRELUDE_NAME
+        if isinstance(node, c_ast.Pragma) and not in_prelude:
+            pragmas.append(node)
+            continue
+        if pragmas:
+            _attach(unit, pragmas, node, stripped)
+            pragmas = []
         if isinstance(node, c_ast.FuncDef):
             name = node.decl.name
             if name in unit.functions:
@@ -110,6 +121,8 @@ def parse(text: str, filename: str) -> Unit:
                 unit.loc(node.coord),
                 "declare constants as `const` kernel parameters instead",
             )
+    if pragmas:
+        _attach(unit, pragmas, None, stripped)
     for name, fn in unit.functions.items():
         if name in unit.prototypes:
             raise CompileError(
@@ -118,6 +131,28 @@ def parse(text: str, filename: str) -> Unit:
                 "rename the function",
             )
     return unit
+
+
+def _attach(
+    unit: Unit, pragmas: list[c_ast.Pragma], node: c_ast.Node | None, stripped: str
+) -> None:
+    """Give the pragma lines before ``node`` to it: it must be a kernel definition."""
+    decl = node.decl if isinstance(node, c_ast.FuncDef) else None
+    name = decl.name if decl is not None else ""
+    autotune = parse_autotune(name, pragmas, unit.filename, unit.lines, stripped.split("\n"))
+    if decl is None or _returns(node) != "kernel":
+        raise CompileError(
+            "#pragma autotune must come directly before a kernel definition",
+            autotune.loc,
+            "move it to the lines just above `kernel name(...)`",
+        )
+    if not autotune.configs:
+        raise CompileError(
+            f"kernel {name} declares an autotune key but no config",
+            autotune.loc,
+            "add `#pragma autotune config(...)` lines, one per config to try",
+        )
+    unit.autotune[name] = autotune
 
 
 def _syntax_error(message: str, filename: str, text: str) -> CompileError:
