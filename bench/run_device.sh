@@ -12,8 +12,9 @@
 # $OUT comes back from the device (at most 8 files: setup.log, tables.md, tests.log and one log
 # per benchmark, so at most 5 benchmarks with tests, 6 without); outside the device tool it
 # defaults to /tmp/teeny_tx_device_out. Time limits (s): TESTS_TIMEOUT (240) and BENCH_TIMEOUT
-# (180) per step, RUN_BUDGET (570) for the whole script: a step that would start past it is
-# skipped.
+# (180) per step, MATMUL_TIMEOUT (400) for the matmul step (it compiles many tile shapes: ours
+# and those of Triton's autotuner), RUN_BUDGET (570) for the whole script: a step that would
+# start past it is skipped.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore PIP_NO_INPUT=1
@@ -27,6 +28,7 @@ export TEENY_TX_CACHE_DIR=${TEENY_TX_CACHE_DIR:-/tmp/txcache}
 export PYTHONPATH="/tmp/site:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 TESTS_TIMEOUT=${TESTS_TIMEOUT:-240}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-180}
+MATMUL_TIMEOUT=${MATMUL_TIMEOUT:-400}
 RUN_BUDGET=${RUN_BUDGET:-570}  # seconds for the whole script: the device tool stops a run at 600
 SECONDS=0
 
@@ -171,7 +173,7 @@ setup 2>&1 | tee "$OUT/setup.log"
 
 if [ "$run_tests" -eq 1 ]; then
   if [ -d tests/gpu ]; then
-    pytest_args=(-q -rfE -p no:cacheprovider tests/gpu)
+    pytest_args=(-q -rfE -p no:cacheprovider ${TESTS_PATH:-tests/gpu})
     python3 -c "import pytest_timeout" 2>/dev/null && pytest_args+=(--timeout=120)
     # pytest-xdist (on the device image): GPU tests spend most of their time in NVRTC, per process
     python3 -c "import xdist" 2>/dev/null && pytest_args+=(-n "${TESTS_WORKERS:-8}")
@@ -183,7 +185,9 @@ fi
 
 for f in "${unique[@]}"; do
   name=$(basename "$f" .py); name=${name#bench_}
-  step "$name" "$BENCH_TIMEOUT" python3 "$f" --out "$TABLES/$name.md"
+  limit=$BENCH_TIMEOUT
+  [ "$name" = matmul ] && limit=$MATMUL_TIMEOUT
+  step "$name" "$limit" python3 "$f" --out "$TABLES/$name.md"
 done
 
 : > "$OUT/tables.md"

@@ -8,29 +8,29 @@ leaky_relu(__half* out, const __half* __restrict__ in, float slope, int n)
     constexpr int BLOCK = 1024;
     using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
     // tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
-#line 41 "kernels/activations.c"
+#line 30 "kernels/activations.c"
     int offs[L0::REGS];
-#line 41
+#line 30
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = (((int)blockIdx.x * BLOCK) + L0::coord(i, 0));
     // tile mask = offs < n;
-#line 42 "kernels/activations.c"
+#line 31 "kernels/activations.c"
     bool mask[L0::REGS];
-#line 42
+#line 31
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (offs[i] < n);
     // tile x = (f32)load(in + offs, mask, 0.0f);
-#line 43 "kernels/activations.c"
+#line 32 "kernels/activations.c"
     float x[L0::REGS];
-#line 43
+#line 32
     __half load_0[L0::REGS];
-#line 43
+#line 32
     _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], (in + offs[i]), &mask[i], __half(0.0f));
-#line 43
+#line 32
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) x[i] = tx::cast<float>(load_0[i]);
     // store(out + offs, where(x >= 0.0f, x, slope * x), mask);
-#line 44 "kernels/activations.c"
+#line 33 "kernels/activations.c"
     __half value_0[L0::REGS];
-#line 44
+#line 33
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = tx::cast<__half>(((x[i] >= 0.0f) ? x[i] : (slope * x[i])));
-#line 44
+#line 33
     _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>((out + offs[i]), &value_0[i], &mask[i]);
 }

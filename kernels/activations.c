@@ -1,19 +1,8 @@
 /* Fused elementwise activations: out = f(x), for f16, bf16 and f32 data.
- * Each computes in f32 and rounds once when it stores into out's dtype. */
+ * Each computes in f32 and rounds once when it stores into out's dtype. gelu_exact and
+ * gelu_tanh are helpers of the prelude (prelude/activations.h), shared with kernels/matmul.c. */
 
-/* GELU, exact form: x * Phi(x) with the normal CDF written through erf. */
-tile gelu_exact(tile x)
-{
-    return 0.5f * x * (1.0f + erf(x * 0.7071067811865476f));
-}
-
-/* GELU, tanh approximation (as in GPT-2 and PyTorch's approximate='tanh'). */
-tile gelu_tanh(tile x)
-{
-    tile inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanh(inner));
-}
-
+/* GELU: exact (erf) or, with APPROXIMATE, the tanh approximation. */
 kernel gelu(any *out, const any *in, i32 n, const i32 APPROXIMATE, const i32 BLOCK)
 {
     tile offs = program_id(0) * BLOCK + arange(0, BLOCK);

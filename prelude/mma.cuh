@@ -50,21 +50,27 @@ struct Mma {
 };
 
 // ---- operand tiles in shared memory -------------------------------------------------------
-// SmemTile<T, ROWS, COLS>: ROWS x COLS elements, COLS contiguous, each row's 16-byte chunks
-// XOR-swizzled by row, so the 8 rows one ldmatrix (or one warp's cp.async) touches fall in 8
-// different bank groups. COLS * sizeof(T) is a multiple of 32 bytes.
+// SmemTile<T, ROWS, COLS>: ROWS x COLS elements, COLS contiguous, stored as panels of at most
+// 128 bytes of columns (PW elements): panel p holds columns [p * PW, (p + 1) * PW) of every
+// row. Within a panel, each row's 16-byte chunks are XOR-swizzled by row, so the 8 rows that
+// one ldmatrix (or one warp's cp.async) touches fall in 8 different bank groups. With 128-byte
+// panels and a 1024-byte aligned tile this is the 128-byte swizzle that wgmma reads.
+// COLS * sizeof(T) is a multiple of 32 bytes.
 template <typename T, int ROWS, int COLS>
 struct SmemTile {
-    static constexpr int CHUNK = 16 / int(sizeof(T));  // elements per 16-byte chunk
-    static constexpr int CHUNKS = COLS / CHUNK;        // chunks per row
+    static constexpr int CHUNK = 16 / int(sizeof(T));                       // elements per chunk
+    static constexpr int PW = COLS * int(sizeof(T)) > 128 ? 128 / int(sizeof(T)) : COLS;  // panel width
+    static constexpr int CHUNKS = PW / CHUNK;                               // chunks per panel row
     static constexpr int WAYS = CHUNKS < 8 ? CHUNKS : 8;
     static constexpr int PHASE = CHUNKS < 8 ? 8 / CHUNKS : 1;  // rows that share a swizzle
+    static constexpr int NROWS = ROWS;
     static constexpr int ELEMS = ROWS * COLS;
     static constexpr int BYTES = ELEMS * int(sizeof(T));
     static_assert(COLS * sizeof(T) % 32 == 0, "a shared operand row is a multiple of 32 bytes");
+    static_assert(COLS % PW == 0, "whole panels");
     __device__ static int offset(int row, int col) {
-        int chunk = (col / CHUNK) ^ ((row / PHASE) % WAYS);
-        return row * COLS + chunk * CHUNK + col % CHUNK;
+        int chunk = (col % PW / CHUNK) ^ ((row / PHASE) % WAYS);
+        return col / PW * (ROWS * PW) + row * PW + chunk * CHUNK + col % CHUNK;
     }
 };
 
@@ -269,6 +275,54 @@ __device__ __forceinline__ void mma(typename Inst::Acc* acc, const typename Inst
             }
         }
     }
+}
+
+// ---- Hopper: warpgroup MMA (sm_90a) ------------------------------------------------------
+// wgmma reads both operands straight from shared memory through 64-bit descriptors: the start
+// address, the byte distances between 8-row core-matrix groups and between 128-byte panels,
+// and the 128-byte swizzle. Each warpgroup (4 warps) computes 64 rows of the accumulator: its
+// layout is Mma<[16 * warps, N], warps, 1>, the same registers mma.sync would hold.
+__device__ __forceinline__ unsigned long long gmma_desc(const void* p, int lbo, int sbo) {
+    unsigned long long address = smem_address(p);
+    return ((address & 0x3FFFF) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) |
+           ((unsigned long long)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+
+// The descriptor of one operand for the 16-deep K step at k0, rows mn0.. of its MN extent.
+// K-major (tile [MN][K]): 8-row groups 1024 bytes apart, the K step inside a 128-byte row.
+// MN-major (tile [K][MN]): 64-wide panels ROWS * 128 bytes apart, 8-row K groups 1024 apart.
+template <class S, bool KMAJOR, typename T>
+__device__ __forceinline__ unsigned long long operand_desc(const T* tile, int mn0, int k0) {
+    if (KMAJOR) return gmma_desc(tile + k0 / S::PW * (S::NROWS * S::PW) + mn0 * S::PW + k0 % S::PW, 16, 1024);
+    return gmma_desc(tile + mn0 / S::PW * (S::NROWS * S::PW) + k0 * S::PW, S::NROWS * 128, 1024);
+}
+
+__device__ __forceinline__ void fence_async_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory"); }
+
+// acc += A @ B by warpgroups: Instr(acc, desc_a, desc_b) is the kernel's wgmma instruction
+// (m64nNk16, generated with the kernel); one per 16 of K, then wait until at most PENDING
+// groups run on (1 in a pipelined loop: the next iteration's copies overlap the products; the
+// loop waits for all after its last iteration).
+template <class Acc, class SA, bool A_KMAJOR, class SB, bool B_KMAJOR, int K, int PENDING, typename T,
+          typename Instr>
+__device__ __forceinline__ void wgmma(float* acc, const T* sA, const T* sB, Instr instr) {
+    const int m0 = (int(threadIdx.x) / 128) * 64;
+    wgmma_fence();
+#pragma unroll
+    for (int k0 = 0; k0 < K; k0 += 16)
+        instr(acc, operand_desc<SA, A_KMAJOR>(sA, m0, k0), operand_desc<SB, B_KMAJOR>(sB, 0, k0));
+    wgmma_commit();
+    wgmma_wait<PENDING>();
+}
+
+// A pointer into shared memory rounded up to a 1024-byte boundary (the 128-byte swizzle's
+// period), for tiles wgmma reads.
+__device__ __forceinline__ unsigned char* align1024(unsigned char* p) {
+    return p + ((1024 - (smem_address(p) & 1023)) & 1023);
 }
 
 // acc += A @ B in f32 FMAs (IEEE f32 dot: no tensor cores), A as [M][K] and B as [N][K] in

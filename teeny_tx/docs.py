@@ -7,8 +7,10 @@ operation's prototype, and the ``/* ---- family ---- */`` section it sits in). O
 ``python -m teeny_tx.docs > docs/reference.md`` regenerates it.
 
 Families: the prelude's sections, in prelude order, for operations with a prototype; then C
-operators (entries with a ``symbol``); then conversions and implicit operations (the rest).
-The text is a pure function of the table and the prelude: the same inputs render the same bytes.
+operators (entries with a ``symbol``); then conversions and implicit operations (the rest);
+then the helper functions the prelude defines with a body (``prelude/activations.h``...), each
+with the comment above it. The text is a pure function of the table and the prelude: the same
+inputs render the same bytes.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import re
 import sys
 from dataclasses import dataclass
 
+from ._prelude import FILES
 from .lower.ops import OPS, OpDef
 from .parse import parse, strip_comments
-from .parse.source import prelude_text
+from .parse.source import PRELUDE_NAME, prelude_text
 
 GENERATOR = "python -m teeny_tx.docs > docs/reference.md"
 
@@ -36,6 +39,11 @@ _INTROS = {
     CONVERSIONS: "Written as a C cast or a declaration, or inserted by the compiler; none is "
     "called by name.",
 }
+_HELPERS_INTRO = (
+    "Functions written in the language, defined in the prelude's `prelude/*.h` with a body: "
+    "inlined at each call like a kernel file's helpers (a kernel file cannot define one of the "
+    "same name)."
+)
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,34 @@ def op_line(op: OpDef, prototype: str | None) -> str:
     return f"- `{op.name}`: {description}"
 
 
+def prelude_helpers() -> list[tuple[str, str, str]]:
+    """(signature as written, the comment just above it as one line, its prelude file) of each
+    helper function the prelude defines with a body, in prelude order."""
+    lines = prelude_text().split("\n")
+    unit = parse("kernel k(void) {}", "<docs>")
+    out = []
+    for fn in unit.functions.values():
+        if fn.decl.coord.file != PRELUDE_NAME:
+            continue
+        at = fn.decl.coord.line - 1
+        first = at
+        if lines[at - 1].rstrip().endswith("*/"):
+            first = at - 1
+            while not lines[first].lstrip().startswith("/*"):
+                first -= 1
+        words = []
+        for raw in lines[first:at]:
+            text = raw.strip().removeprefix("/*").removesuffix("*/").strip()
+            words += text.removeprefix("* ").removeprefix("*").split()
+        file = next(
+            name
+            for name, body in FILES.items()
+            if name.endswith(".h") and lines[at] in body.split("\n")
+        )
+        out.append((" ".join(lines[at].split()), " ".join(words), f"prelude/{file}"))
+    return out
+
+
 def reference_markdown() -> str:
     """The operation reference as Markdown (``docs/reference.md``)."""
     found = prelude_prototypes()
@@ -143,6 +179,10 @@ def reference_markdown() -> str:
         for name in family.ops:
             proto = found[name][0] if name in found else None
             lines.append(op_line(OPS[name], proto))
+    helpers = prelude_helpers()
+    if helpers:
+        lines += ["", "## Helpers", "", _HELPERS_INTRO, ""]
+        lines += [f"- `{signature}` — {doc} (`{file}`)" for signature, doc, file in helpers]
     return "\n".join(lines) + "\n"
 
 

@@ -1,9 +1,11 @@
 """The user-facing objects: a compiled module, its kernels, their specialisations and launches.
 
 Input: a kernel file (path or text). Output: a :class:`Module` whose attributes are
-:class:`Kernel` objects. ``kernel[grid](*args, num_warps=4, stream=None, **constexprs)``
-launches on the GPU; ``kernel.interpret[grid](...)`` runs the same kernel on NumPy;
-``kernel.specialize(...)`` and ``kernel.cuda_source(...)`` compile without launching.
+:class:`Kernel` objects. ``kernel[grid](*args, num_warps=4, num_stages=2, stream=None,
+**constexprs)`` launches on the GPU; ``kernel.interpret[grid](...)`` runs the same kernel on
+NumPy; ``kernel.specialize(...)`` and ``kernel.cuda_source(...)`` compile without launching;
+``kernel.tune[grid](...)`` launches the best of the configs its ``#pragma autotune`` lines
+declare (``autotune.py``).
 
 A specialisation is built once per key (see ``binder.py``) and kept in memory; its cubin is
 cached on disk by ``runtime.cache``.
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,11 +29,14 @@ from .binder import Binder
 from .errors import CompileError, LaunchError, ResourceError, TeenyError
 from .lower import ir
 from .lower.builder import build_kernel
-from .lower.layout import assign_layouts
+from .lower.layout import assign_layouts, walk_exprs
 from .lower.signature import kernel_signature
 from .parse import Unit, parse
 from .runtime import cache, launch, nvrtc
 from .templates.emitter import emit_cuda
+
+if TYPE_CHECKING:
+    from .autotune import Autotuner
 
 # Dynamic shared memory a block may opt into, by target (CUDA's documented limits).
 SHARED_LIMIT = {
@@ -82,16 +87,22 @@ def specialise(
     unit: Unit, name: str, binder: Binder, key: tuple, debug: bool = False
 ) -> Specialization:
     kernel = build_kernel(unit, name, dataclasses.replace(binder.spec(key), debug=debug))
-    annotated, layouts = assign_layouts(kernel)
+    # kernels with dot() take Hopper's features (wgmma) where the device has them
+    arch = nvrtc.target_arch(hopper_features=_has_dot(kernel))
+    annotated, layouts = assign_layouts(kernel, wgmma=arch == "sm_90a")
     source, shared = emit_cuda(annotated, layouts)
-    limit = SHARED_LIMIT.get(nvrtc.target_arch(), SHARED_LIMIT["sm_90"])
+    limit = SHARED_LIMIT.get(arch, SHARED_LIMIT["sm_90"])
     if shared > limit:
         raise ResourceError(
-            f"kernel {name} needs {shared} bytes of shared memory per block for its reductions and "
-            f"layout changes; {nvrtc.target_arch()} allows {limit}. "
-            "Use smaller tiles or fewer warps."
+            f"kernel {name} needs {shared} bytes of shared memory per block for its reductions, "
+            f"layout changes and pipeline stages; {arch} allows {limit}. "
+            "Use smaller tiles, fewer num_stages or fewer warps."
         )
-    return Specialization(annotated, source, key, shared)
+    return Specialization(annotated, source, key, shared, arch)
+
+
+def _has_dot(kernel: ir.Kernel) -> bool:
+    return any(isinstance(e, ir.Op) and e.op == "dot" for e in walk_exprs(kernel.body))
 
 
 def _grid3(grid: Any, meta: dict[str, Any]) -> tuple[int, int, int]:
@@ -128,6 +139,12 @@ class Kernel:
         self._specs: dict[tuple, Specialization] = {}
         self._compiled: dict[tuple, tuple] = {}  # key -> (bound launch method, block)
         self._launchers: dict[tuple, Callable[..., None]] = {}
+        self._tuner: Autotuner | None = None
+        decl = module.unit.autotune.get(name)
+        if decl is not None:  # its names are checked now, at compile time
+            from .autotune import from_pragmas
+
+            self._tuner = from_pragmas(self, decl)
 
     def __repr__(self) -> str:
         return f"<teeny_tx kernel {self.name}({', '.join(p.describe() for p in self.params)})>"
@@ -151,17 +168,21 @@ class Kernel:
             launch.DriverError,
         )
 
-        def run(*args, num_warps: int = 4, stream: Any = None, **constexprs) -> None:
-            key, values, _ = bind(args, constexprs, num_warps)
+        def run(
+            *args, num_warps: int = 4, num_stages: int = 2, stream: Any = None, **constexprs
+        ) -> None:
+            key, values, _ = bind(args, constexprs, num_warps, num_stages)
             entry = compiled.get(key)
             if entry is None:
-                entry = self._compile(key, args, constexprs, num_warps)
+                entry = self._compile(key, args, constexprs, num_warps, num_stages)
             loaded, block, shared, functions = entry
             device = get_device()
             function = functions.get(device)
             if function is None:
                 function = functions[device] = loaded.prepared(device, shared)
-            grid3 = fixed or _grid3(grid, {**constexprs, "num_warps": num_warps})
+            grid3 = fixed or _grid3(
+                grid, {**constexprs, "num_warps": num_warps, "num_stages": num_stages}
+            )
             if stream is not None:
                 stream = convert_stream(stream)
             try:
@@ -171,25 +192,41 @@ class Kernel:
 
         return run
 
-    def _compile(self, key: tuple, args, constexprs, num_warps) -> tuple:
-        self.binder.check_call(args, constexprs, num_warps)
+    def _compile(self, key: tuple, args, constexprs, num_warps, num_stages) -> tuple:
+        self.binder.check_call(args, constexprs, num_warps, num_stages)
         spec = specialise(self.module.unit, self.name, self.binder, key, self.module.debug)
         self._specs[key] = spec
         entry = self._compiled[key] = (spec.loaded, spec.block, spec.shared_mem, {})
         return entry
 
-    def specialize(self, *args, num_warps: int = 4, **constexprs) -> Specialization:
+    def specialize(
+        self, *args, num_warps: int = 4, num_stages: int = 2, **constexprs
+    ) -> Specialization:
         """Compile (without launching) for these arguments: arrays, or dtype names for pointers."""
-        key = self.binder.bind_host(args, constexprs, num_warps, describe=True)
+        key = self.binder.bind_host(args, constexprs, num_warps, True, num_stages)
         spec = self._specs.get(key)
         if spec is None:
             spec = specialise(self.module.unit, self.name, self.binder, key, self.module.debug)
             self._specs[key] = spec
         return spec
 
-    def cuda_source(self, *args, num_warps: int = 4, **constexprs) -> str:
+    def cuda_source(self, *args, num_warps: int = 4, num_stages: int = 2, **constexprs) -> str:
         """The CUDA C++ this kernel becomes for these arguments (arrays or dtype names)."""
-        return self.specialize(*args, num_warps=num_warps, **constexprs).cuda_source
+        spec = self.specialize(*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        return spec.cuda_source
+
+    @property
+    def tune(self) -> Autotuner:
+        """``kernel.tune[grid](*args, **constexprs)``: launch the config chosen for these
+        arguments by the autotuner that the kernel's ``#pragma autotune`` lines declare (see
+        ``autotune.py``)."""
+        if self._tuner is None:
+            raise LaunchError(
+                f"kernel {self.name} declares no autotune configs: put `#pragma autotune "
+                "config(...)` lines (and `#pragma autotune key(...)`) directly before it, or "
+                "build teeny_tx.Autotuner(kernel, configs, key=...)"
+            )
+        return self._tuner
 
     @property
     def interpret(self) -> _Interpret:
@@ -202,10 +239,10 @@ class _Interpret:
         self.kernel = kernel
 
     def __getitem__(self, grid):
-        def run(*args, num_warps: int = 4, **constexprs) -> None:
+        def run(*args, num_warps: int = 4, num_stages: int = 2, **constexprs) -> None:
             k = self.kernel
-            grid3 = _grid3(grid, {**constexprs, "num_warps": num_warps})
-            key = k.binder.bind_host(args, constexprs, num_warps)
+            grid3 = _grid3(grid, {**constexprs, "num_warps": num_warps, "num_stages": num_stages})
+            key = k.binder.bind_host(args, constexprs, num_warps, num_stages=num_stages)
             spec = dataclasses.replace(k.binder.spec(key), debug=k.module.debug)
             ir_kernel = build_kernel(k.module.unit, k.name, spec)
             from . import interpreter

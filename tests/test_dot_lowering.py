@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import teeny_tx as tx
+from teeny_tx.kernel import HEADERS
+from teeny_tx.runtime import nvrtc
 from tests.conftest import nvrtc_compile
 
 ROW = (256, 256, 256, 256, 1, 256, 1, 256)  # M N K sam sak sbk sbn scm: row-major operands
@@ -25,17 +27,47 @@ CASES = [
     ("mm", ("f32", "f32", "f32"), ROW, dict(PRECISION=22), ("a_t",), "tx::MmaTF32x3"),
     ("mm", ("f32", "f32", "f32"), ROW, dict(PRECISION=20), ("a_t",), "tx::dot_fma"),
     # column-major A: not contiguous along its last axis, so staged from registers
-    ("mm", ("f32", "f16", "f16"), (256, 256, 256, 1, 256, 256, 1, 256), dict(PRECISION=20), ("b_t",), "tx::MmaF16"),
+    (
+        "mm",
+        ("f32", "f16", "f16"),
+        (256, 256, 256, 1, 256, 256, 1, 256),
+        dict(PRECISION=20),
+        ("b_t",),
+        "tx::MmaF16",
+    ),
     ("imm", ("i32", "i8", "i8"), (256, 256, 256), {}, ("a_t", "bt_t"), "tx::MmaI8"),
-    ("mm_nt", ("f32", "f16", "f16"), (256, 256, 256), dict(PRECISION=20), ("a_t", "bt_t"), "tx::MmaF16"),
-    ("mm_tn", ("f32", "f16", "f16"), (256, 256, 256), dict(PRECISION=20), ("at_t", "b_t"), "tx::MmaF16"),
+    (
+        "mm_nt",
+        ("f32", "f16", "f16"),
+        (256, 256, 256),
+        dict(PRECISION=20),
+        ("a_t", "bt_t"),
+        "tx::MmaF16",
+    ),
+    (
+        "mm_tn",
+        ("f32", "f16", "f16"),
+        (256, 256, 256),
+        dict(PRECISION=20),
+        ("at_t", "b_t"),
+        "tx::MmaF16",
+    ),
     ("mm_tn", ("f32", "f32", "f32"), (256, 256, 256), dict(PRECISION=21), (), "tx::MmaTF32"),
-    ("mm_staged", ("f32", "f16", "f16"), (256, 256, 256), dict(PRECISION=20), ("b_t",), "tx::MmaF16"),
+    (
+        "mm_staged",
+        ("f32", "f16", "f16"),
+        (256, 256, 256),
+        dict(PRECISION=20),
+        ("b_t",),
+        "tx::MmaF16",
+    ),
     ("mm_stats", ("f32", "f32", "f16", "f16"), (256, 128, 256), {}, ("a_t", "b_t"), "tx::MmaF16"),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1][1]}-{c[3].get('PRECISION', '')}")
+@pytest.mark.parametrize(
+    "case", CASES, ids=lambda c: f"{c[0]}-{c[1][1]}-{c[3].get('PRECISION', '')}"
+)
 def test_each_path_is_chosen_and_compiles(dot_kernels, case):
     name, dtypes, scalars, constexprs, pipelined, instruction = case
     tiles = dict(BM=64, BN=128 if name == "mm_stats" else 64, BK=32)
@@ -60,7 +92,9 @@ def test_transposed_operands_are_not_moved_through_registers(dot_kernels):
 
 
 def test_one_stage_means_no_pipeline(dot_kernels):
-    src = dot_kernels.mm.cuda_source(*("f32", "f16", "f16"), *ROW, PRECISION=20, BM=64, BN=64, BK=32, num_stages=1)
+    src = dot_kernels.mm.cuda_source(
+        *("f32", "f16", "f16"), *ROW, PRECISION=20, BM=64, BN=64, BK=32, num_stages=1
+    )
     assert "cp_async" not in src and "tx::stage<" in src
     nvrtc_compile(src, "mm")
 
@@ -90,4 +124,40 @@ def test_the_interpreter_agrees_with_numpy(dot_kernels, kernel):
         c, da, db, m, n, k, PRECISION=20, BM=32, BN=16, BK=16
     )
     scale = 2.0 if kernel == "mm_staged" else 1.0
-    np.testing.assert_allclose(c, scale * (a.astype(np.float64) @ b.astype(np.float64)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        c, scale * (a.astype(np.float64) @ b.astype(np.float64)), rtol=1e-5, atol=1e-5
+    )
+
+
+WGMMA_CASES = [
+    # kernel, dtypes, scalars, tiles (BM = 16 * num_warps), num_warps, A and B K-major
+    ("mm", ("f32", "f16", "f16"), ROW, (128, 256, 64), 8, "kt"),
+    ("mm", ("f16", "bf16", "bf16"), ROW, (64, 128, 64), 4, "kt"),
+    ("mm_nt", ("f32", "f16", "f16"), (256, 256, 256), (64, 64, 64), 4, "kk"),
+    ("mm_tn", ("f32", "bf16", "bf16"), (256, 256, 256), (64, 64, 64), 4, "tt"),
+    ("mm_staged", ("f32", "f16", "f16"), (256, 256, 256), (64, 64, 64), 4, "kt"),
+]
+
+
+@pytest.mark.parametrize("case", WGMMA_CASES, ids=lambda c: f"{c[0]}-{c[1][1]}-{c[3]}")
+def test_hopper_warpgroup_mma(monkeypatch, case):
+    """On sm_90a, dots whose tile is 16 rows per warp use wgmma from shared memory."""
+    monkeypatch.setenv("TEENY_TX_ARCH", "sm_90a")
+    name, dtypes, scalars, (bm, bn, bk), warps, majors = case
+    kernels = tx.compile("tests/kernels/dot.c", name="tests/kernels/dot.c")  # fresh: no memo
+    src = getattr(kernels, name).cuda_source(
+        *dtypes, *scalars, PRECISION=20, BM=bm, BN=bn, BK=bk, num_warps=warps, num_stages=3
+    )
+    dtype = dtypes[1]
+    assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{dtype}.{dtype}" in src
+    assert f"tx_wgmma_m64n{bn}k16_{dtype}_{majors}" in src and "tx::fence_async_proxy();" in src
+    nvrtc.compile_to_cubin(src, name=name, arch="sm_90a", headers=HEADERS)
+
+
+def test_shapes_wgmma_cannot_take_fall_back_to_mma_sync(monkeypatch):
+    monkeypatch.setenv("TEENY_TX_ARCH", "sm_90a")
+    kernels = tx.compile("tests/kernels/dot.c", name="tests/kernels/dot.c")
+    src = kernels.mm.cuda_source(  # BM = 128 is not 16 rows per warp with 4 warps
+        "f32", "f16", "f16", *ROW, PRECISION=20, BM=128, BN=128, BK=64, num_warps=4
+    )
+    assert "wgmma" not in src and "tx::MmaF16" in src

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import teeny_tx
+from teeny_tx._prelude import FILES as PRELUDE_FILES
 from teeny_tx.parse import parse, strip_comments
 
 from .conftest import KERNEL_FILE, compile_error, kernel_text
@@ -37,12 +38,26 @@ kernel second(f32 *out, i32 n, const i32 BLOCK)
 
 def test_several_kernels_and_helpers():
     unit = parse(MULTI, KERNEL_FILE)
-    assert list(unit.functions) == ["twice", "first", "half", "second"]
+    own = [name for name, fn in unit.functions.items() if fn.decl.coord.file == KERNEL_FILE]
+    assert own == ["twice", "first", "half", "second"]  # after the prelude's helpers
+    assert {"gelu_exact", "group_pid_m"} <= set(unit.functions) - set(own)
     assert unit.kernels() == ["first", "second"]
     assert "arange" in unit.prototypes and "load" in unit.prototypes
     module = teeny_tx.compile(MULTI, name=KERNEL_FILE)
     assert sorted(module.kernels) == ["first", "second"]
     assert [p.name for p in module.second.params] == ["out", "n", "BLOCK"]
+
+
+def test_errors_in_prelude_helpers_name_their_file():
+    """A prelude helper's lines are located in its own file (prelude/activations.h), with the
+    line's text, not at a line of the joined prelude."""
+    text = "kernel k(f32 *out)\n{\n    store(out, gelu_exact(out));\n}\n"
+    with pytest.raises(teeny_tx.CompileError) as err:
+        teeny_tx.compile(text, name=KERNEL_FILE).k.cuda_source("f32")
+    loc = err.value.loc
+    line = PRELUDE_FILES["activations.h"].split("\n")[loc.line - 1]
+    assert loc.file == "prelude/activations.h" and loc.source_line == line
+    assert "return 0.5f * x" in line
 
 
 def test_bundled_kernel_file_parses():

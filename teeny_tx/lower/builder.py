@@ -1,7 +1,8 @@
 """pycparser AST of one kernel → the typed IR of one specialisation.
 
 Input: a parsed :class:`~teeny_tx.parse.Unit`, the kernel's name and a :class:`Spec` (constexpr
-values, pointer dtypes and alignments, ``num_warps``, 32/64-bit indices). Output: an
+values, pointer dtypes and alignments, integer arguments equal to 1 or divisible by 16,
+``num_warps``, ``num_stages``, 32/64-bit indices). Output: an
 ``ir.Kernel`` whose every value has a dtype and a static shape, constexprs folded, helper
 functions inlined, names made unique. Every error names the file, line and column.
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,9 +23,11 @@ from typing import Any
 
 from pycparser import c_ast
 
+from .._prelude import FILES
 from ..dtypes import BOOL, DTYPES, F32, DType
 from ..errors import CompileError, Location
 from ..parse import Unit
+from ..parse.source import PRELUDE_NAME, prelude_text
 from . import ir
 from . import typing as ty
 from .debug_ops import DebugOps
@@ -153,7 +157,9 @@ class Spec:
     pointer_dtypes: tuple[tuple[str, DType], ...] = ()
     align: tuple[tuple[str, int], ...] = ()
     div16: tuple[str, ...] = ()
+    ones: tuple[str, ...] = ()  # integer parameters whose argument is 1: bound as the constant
     num_warps: int = 4
+    num_stages: int = 2
     index64: bool = False
     debug: bool = False  # compile device_print and device_assert in
 
@@ -200,6 +206,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         constexprs = dict(self.spec.constexprs)
         pointer_dtypes = dict(self.spec.pointer_dtypes)
         align = dict(self.spec.align)
+        assigned = _assigned_names(self.fn.body)
         params = []
         for p in kernel_signature(self.unit, self.fn):
             if p.name in _CUDA_NAMES:
@@ -232,9 +239,20 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
                 )
             else:
                 t = Type(self.value_dtype(p.dtype))
-                sym = self.declare_symbol(p.name, t, typed=True)
+                # An integer argument equal to 1 (Triton's specialisation) reads as the constant
+                # 1 of the parameter's dtype, unless the kernel assigns the parameter; it stays
+                # in the CUDA signature, so launches pass the same values.
+                one = p.name in self.spec.ones and p.name not in assigned
+                const = Const(type=t, loc=p.loc, value=1) if one else None
+                sym = self.declare_symbol(p.name, t, typed=True, const=const)
                 params.append(
-                    ir.Param(sym.name, t, div16=p.name in self.spec.div16, source_name=p.name)
+                    ir.Param(
+                        sym.name,
+                        t,
+                        div16=p.name in self.spec.div16,
+                        equal_to_1=one,
+                        source_name=p.name,
+                    )
                 )
         self.stmt(self.fn.body, new_scope=False)
         return ir.Kernel(
@@ -244,13 +262,14 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             body=tuple(self.blocks[0]),
             constexprs=tuple(sorted(constexprs.items())),
             num_warps=self.spec.num_warps,
+            num_stages=self.spec.num_stages,
             index64=self.spec.index64,
         )
 
     # ------------------------------------------------------------ helpers
 
     def loc(self, node) -> Location:
-        return self.unit.loc(node.coord if hasattr(node, "coord") else node)
+        return _prelude_file_loc(self.unit.loc(node.coord if hasattr(node, "coord") else node))
 
     def value_dtype(self, dtype: DType) -> DType:
         """`i32` in value positions is the specialisation's index type."""
@@ -656,7 +675,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
                     type=sym.const.type,
                     loc=loc,
                     value=sym.const.value,
-                    weak=True,
+                    weak=sym.const.weak,
                     name=sym.const.name,
                 )
             return Var(type=sym.type, loc=loc, name=sym.name)
@@ -838,6 +857,31 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         if result is None and not statement:
             raise CompileError(f"helper '{name}' returns no value", loc)
         return result
+
+
+@functools.cache
+def _prelude_starts() -> tuple[tuple[int, str], ...]:
+    """(first line in the joined prelude text, file name) of each prelude ``.h``, last first."""
+    text = prelude_text()
+    headers = [(name, body) for name, body in FILES.items() if name.endswith(".h")]
+    return tuple(
+        sorted(((text.count("\n", 0, text.find(b)) + 1, n) for n, b in headers), reverse=True)
+    )
+
+
+def _prelude_file_loc(loc: Location) -> Location:
+    """A location in the joined prelude text as one in its own file (``prelude/matmul.h:20``,
+    with the line's text), so errors and ``#line`` directives in prelude helpers name their
+    file and stay put when another prelude file grows."""
+    if loc.file != PRELUDE_NAME:
+        return loc
+    for start, name in _prelude_starts():
+        if loc.line >= start:
+            line = loc.line - start + 1
+            lines = FILES[name].split("\n")
+            text = lines[line - 1] if line <= len(lines) else None
+            return Location(f"prelude/{name}", line, loc.col, text)
+    return loc
 
 
 def _reserved(name: str) -> bool:

@@ -53,6 +53,7 @@ class Mma:
 
     warps: tuple[int, int]
     num_warps: int
+    version: int = 2  # 2: mma.sync (sm_80+); 3: wgmma, warps along M only (sm_90a)
     rank = 2
     order = (1, 0)
     spt = (1, 2)  # the contiguous run a thread holds along each dimension
@@ -65,6 +66,27 @@ class Mma:
     @property
     def copies(self) -> int:
         return self.num_warps // (self.warps[0] * self.warps[1])
+
+
+def wgmma_fits(e: Op, num_warps: int) -> bool:
+    """Whether a dot can run as Hopper warpgroup MMAs: f16/bf16, one warpgroup per 64 rows
+    (M = 16 * num_warps), N a multiple of 64 up to 256, and operands whose shared tiles are
+    whole 128-byte swizzle panels (K a multiple of 64 where K is contiguous)."""
+    a, b = e.args[:2]
+    if a.type.dtype.name not in ("f16", "bf16") or len(e.type.shape) != 2:
+        return False
+    m, n = e.type.shape
+    k = a.type.shape[1]
+    a_kmajor = not (isinstance(a, Op) and a.op == "permute")
+    b_kmajor = isinstance(b, Op) and b.op == "permute"
+    return (
+        num_warps % 4 == 0
+        and m == 16 * num_warps
+        and n % 64 == 0
+        and n <= 256
+        and k % 16 == 0
+        and (k % 64 == 0 or not (a_kmajor or b_kmajor))
+    )
 
 
 def mma_warps(m: int, n: int, num_warps: int) -> tuple[int, int]:
@@ -172,9 +194,11 @@ class Layout:
         b = self.blocked
         if self.is_mma:
             copies = ", some threads hold copies" if self.replicated else ""
+            kind = "wgmma" if b.version == 3 else "mma.sync"
             return (
-                f"[{', '.join(map(str, self.shape))}]: mma.sync accumulator, "
-                f"{b.warps[0]}x{b.warps[1]} warps of m16n8 fragments; {self.regs} per thread{copies}"
+                f"[{', '.join(map(str, self.shape))}]: {kind} accumulator, "
+                f"{b.warps[0]}x{b.warps[1]} warps of m16n8 fragments; "
+                f"{self.regs} per thread{copies}"
             )
         x = "x".join
         copies = ", some threads hold copies" if self.threads_covered < self.blocked_threads else ""
@@ -223,8 +247,9 @@ def default_blocked(shape: tuple[int, ...], num_warps: int, elem_bytes: int) -> 
 
 
 class LayoutPass:
-    def __init__(self, kernel: ir.Kernel):
+    def __init__(self, kernel: ir.Kernel, wgmma: bool = False):
         self.kernel = kernel
+        self.wgmma = wgmma
         self.width: dict[int, int] = {}  # rank -> narrowest element moved through memory
         self.largest: dict[int, tuple[int, ...]] = {}  # rank -> largest shape moved
         for e in walk_exprs(kernel.body):
@@ -275,6 +300,8 @@ class LayoutPass:
             )
         m, n = e.type.shape
         num_warps = self.kernel.num_warps
+        if self.wgmma and wgmma_fits(e, num_warps):
+            return Layout(Mma((num_warps, 1), num_warps, 3), (m, n), (0, 1))
         return Layout(Mma(mma_warps(m, n, num_warps), num_warps), (m, n), (0, 1))
 
     def _decide_variables(self) -> None:
@@ -292,9 +319,12 @@ class LayoutPass:
                         demands.setdefault(x.name, self.operand(x))
         for s in walk_stmts(self.kernel.body):
             value = s.init if isinstance(s, ir.Declare) else getattr(s, "value", None)
-            if isinstance(s, (ir.Declare, ir.Assign)) and value is not None and value.type.is_tile:
-                if isinstance(value, Op) and value.op == "dot":
-                    demands.setdefault(s.name, self.mma(value))
+            if (
+                isinstance(s, (ir.Declare, ir.Assign))
+                and isinstance(value, Op)
+                and value.op == "dot"
+            ):
+                demands.setdefault(s.name, self.mma(value))
         for e in walk_exprs(self.kernel.body):
             if isinstance(e, Op) and e.op == "expand_dims" and isinstance(e.args[0], Var):
                 var = e.args[0]
@@ -544,10 +574,11 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def assign_layouts(kernel: ir.Kernel) -> tuple[ir.Kernel, dict[tuple, Layout]]:
+def assign_layouts(kernel: ir.Kernel, wgmma: bool = False) -> tuple[ir.Kernel, dict[tuple, Layout]]:
     """Annotate every tile of ``kernel``; also return its layouts by C++ type, in first-use
-    order."""
-    return LayoutPass(kernel).run()
+    order. ``wgmma``: the target has Hopper's warpgroup MMA (sm_90a), and dots that fit it
+    use it."""
+    return LayoutPass(kernel, wgmma).run()
 
 
 def walk_stmts(stmts):

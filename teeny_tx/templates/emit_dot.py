@@ -14,9 +14,10 @@ there in one of two ways:
 - **Staged.** Any other operand is written from its registers into the scratch buffer just
   before the dot.
 
-The warps then multiply with ``ldmatrix`` + ``mma.sync`` (``tx::mma``), or with f32 FMAs for
-IEEE f32 (``tx::dot_fma``). A ``trans`` of an operand costs nothing: it only flips which of the
-operand's axes is K.
+The warps then multiply with ``ldmatrix`` + ``mma.sync`` (``tx::mma``), with Hopper's
+warpgroup MMAs reading shared memory through descriptors (``tx::wgmma``, sm_90a, when the
+layout pass chose the wgmma accumulator), or with f32 FMAs for IEEE f32 (``tx::dot_fma``).
+A ``trans`` of an operand costs nothing: it only flips which of the operand's axes is K.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ class DotEmitter:
                 e.loc,
                 "pad the tiles (masked loads fill the padding with zeros)",
             )
+        wgmma = layout.blocked.version == 3
         t = ctype(dtype)
         self.hoist(acc)
         out = self.fresh("acc")
@@ -107,8 +109,8 @@ class DotEmitter:
                 tiles.append(tile)
                 kmajor.append(as_loaded)
                 continue
-            # staged from registers: 16-bit operands as they are (ldmatrix.trans reads either
-            # way), others with K contiguous
+            # staged from registers: 16-bit operands as they are (ldmatrix.trans and wgmma
+            # read either way), others with K contiguous
             self.hoist(src)
             regs = self.materialise(src, src.layout)
             flip = dtype.itemsize != 2 and not as_loaded
@@ -118,8 +120,9 @@ class DotEmitter:
             tile = self.fresh(f"Tile{role.upper()}")
             ptr = self.fresh(f"smem_{role}")
             d0, d1 = src.layout.dims
+            base = f"tx::align1024({self.scratch(0)})" if wgmma else self.scratch(0)
             self.out(f"using {tile} = tx::SmemTile<{t}, {rows}, {cols}>;")
-            self.out(f"{t}* {ptr} = reinterpret_cast<{t}*>({self.scratch(0)} + {offset});")
+            self.out(f"{t}* {ptr} = reinterpret_cast<{t}*>({base} + {offset});")
             self.out(
                 f"tx::stage<{self.L(src.layout)}, {d0}, {d1}, {tile}, "
                 f"{'true' if flip else 'false'}>({ptr}, {regs});"
@@ -130,24 +133,52 @@ class DotEmitter:
             kmajor.append(as_loaded or flip)
             staged = True
         if staged:
-            self.scratch(offset)
+            self.scratch(offset + (1024 if wgmma else 0))
+            if wgmma:
+                self.out("tx::fence_async_proxy();  // shared stores, then wgmma reads them")
             self.out("__syncthreads();")
         acc_layout = self.L(layout)
-        if inst is None:
+        flags = ["true" if x else "false" for x in kmajor]
+        operands = f"{tiles[0]}, {flags[0]}, {tiles[1]}, {flags[1]}, {k}"
+        if wgmma:
+            instr = self.wgmma_instruction(dtype.name, n, kmajor)
+            issue = (
+                f"[](float* d, unsigned long long a, unsigned long long b) {{ {instr}(d, a, b); }}"
+            )
+            pending = 0 if staged else self.wgmma_pending
+            self.out(
+                f"tx::wgmma<{acc_layout}, {operands}, {pending}>"
+                f"({out}, {ptrs[0]}, {ptrs[1]}, {issue});"
+            )
+        elif inst is None:
             if not all(kmajor):
                 raise CompileError(  # the planner pipelines f32 operands only with K contiguous
                     "internal: an IEEE f32 dot operand is not K-major", e.loc
                 )
-            self.out(f"tx::dot_fma<{acc_layout}, {tiles[0]}, {tiles[1]}, {k}>({out}, {ptrs[0]}, {ptrs[1]});")
+            fma = f"tx::dot_fma<{acc_layout}, {tiles[0]}, {tiles[1]}, {k}>"
+            self.out(f"{fma}({out}, {ptrs[0]}, {ptrs[1]});")
         else:
-            flags = ["true" if x else "false" for x in kmajor]
-            self.out(
-                f"tx::mma<{acc_layout}, {inst}, {tiles[0]}, {flags[0]}, {tiles[1]}, {flags[1]}, {k}>"
-                f"({out}, {ptrs[0]}, {ptrs[1]});"
-            )
+            self.out(f"tx::mma<{acc_layout}, {inst}, {operands}>({out}, {ptrs[0]}, {ptrs[1]});")
         if staged:
             self.out("__syncthreads();")
         self.temps[id(e)] = (out, layout, "")
+
+    def wgmma_instruction(self, dtype: str, n: int, kmajor: list[bool]) -> str:
+        """The name of a device function issuing one wgmma m64nNk16 (rendered once per kernel
+        before it): accumulator registers in the Mma layout's order, A and B descriptors."""
+        trans = "".join("k" if x else "t" for x in kmajor)
+        name = f"tx_wgmma_m64n{n}k16_{dtype}_{trans}"
+        if name not in self.preamble:
+            quarter = n // 4  # registers per accumulator row half (the Mma layout's regs(1))
+            regs = [((i >> 1) & 1) * quarter + 2 * (i >> 2) + (i & 1) for i in range(n // 2)]
+            rows = [
+                ", ".join(f"%{i}" for i in range(start, min(start + 16, len(regs))))
+                for start in range(0, len(regs), 16)
+            ]
+            self.preamble[name] = self.snippets.wgmma_instruction(
+                name, n, dtype, int(not kmajor[0]), int(not kmajor[1]), rows, regs
+            )
+        return name
 
     # ------------------------------------------------------------ loops
 
@@ -215,7 +246,7 @@ class DotEmitter:
             if isinstance(e, Var):
                 uses[e.name] = uses.get(e.name, 0) + 1
             if isinstance(e, Op) and e.op == "dot":
-                for role, x in zip(("a", "b"), e.args[:2]):
+                for role, x in zip(("a", "b"), e.args[:2], strict=True):
                     src, transposed = _operand_source(x)
                     if isinstance(src, Var):
                         roles.setdefault(src.name, []).append((role, transposed))
@@ -229,7 +260,9 @@ class DotEmitter:
                 and len(t.type.shape) == 2
                 and t.name in roles
                 and uses.get(t.name) == len(roles[t.name])
-                and not any(isinstance(u, ir.Assign) and u.name == t.name for u in walk_stmts(s.body))
+                and not any(
+                    isinstance(u, ir.Assign) and u.name == t.name for u in walk_stmts(s.body)
+                )
             ):
                 continue
             load = t.init
@@ -260,7 +293,7 @@ class DotEmitter:
         self.depth += 1
         self.out(
             f"// software pipeline, {stages} stages: {names} copied global -> shared memory "
-            f"by cp.async, {stages - 1} iteration{'s' if stages > 2 else ''} ahead of the dot"
+            "by cp.async ahead of the dot"
         )
         offset = 0
         for p in plan:
@@ -269,13 +302,33 @@ class DotEmitter:
             p.tile, p.buffer = f"{p.var}_tile", f"{p.var}_stages"
             self.out(f"using {p.tile} = tx::SmemTile<{t}, {rows}, {cols}>;")
             self.out(f"{t}* const {p.buffer} = reinterpret_cast<{t}*>(tx_pipeline + {offset});")
-            offset += stages * rows * cols * p.load.type.dtype.itemsize
-        self.pipeline_bytes = max(self.pipeline_bytes, offset)
-        # prologue: the first stages - 1 iterations' copies
+            offset += -(-stages * rows * cols * p.load.type.dtype.itemsize // 1024) * 1024
+        self.pipeline_bytes = max(self.pipeline_bytes, offset + 1024)  # + alignment to 1024
+        dots = [e for e in walk_exprs(s.body) if isinstance(e, Op) and e.op == "dot"]
+        async_reads = any(e.layout.blocked.version == 3 for e in dots)
+        # wgmma may run on while the next iteration starts when each dot reads only pipelined
+        # operands: the copies then run one stage less ahead, to leave its stage alone
+        names = {p.var for p in plan}
+        overlap = (
+            async_reads
+            and stages >= 3
+            and all(
+                e.layout.blocked.version == 3
+                and all(
+                    _operand_source(x)[0].name in names
+                    for x in e.args[:2]
+                    if isinstance(_operand_source(x)[0], Var)
+                )
+                and all(isinstance(_operand_source(x)[0], Var) for x in e.args[:2])
+                for e in dots
+            )
+        )
+        ahead = stages - 2 if overlap else stages - 1
+        # prologue: the first `ahead` iterations' copies
         self.out("{")
         self.depth += 1
         self.out(f"{kt} {k} = {self.ex(init.init)};")
-        self.out(f"for (int stage = 0; stage < {stages - 1}; ++stage) {{")
+        self.out(f"for (int stage = 0; stage < {ahead}; ++stage) {{")
         self.depth += 1
         self.emit_copies(plan, self.ex(s.cond), "stage")
         self.out("tx::cp_async_commit();")
@@ -285,17 +338,18 @@ class DotEmitter:
         self.depth -= 1
         self.out("}")
         self.out("int tx_stage = 0;  // the stage this iteration's dot reads")
-        self.out(
-            f"for ({kt} {k} = {self.ex(init.init)}; {self.ex(s.cond)}; {k} = {self.ex(step.value)}) {{"
-        )
+        head = f"{kt} {k} = {self.ex(init.init)}; {self.ex(s.cond)}; {k} = {self.ex(step.value)}"
+        self.out(f"for ({head}) {{")
         self.depth += 1
-        self.out(f"tx::cp_async_wait<{stages - 2}>();  // this iteration's stage has landed")
+        self.out(f"tx::cp_async_wait<{ahead - 1}>();  // this iteration's stage has landed")
+        if async_reads:
+            self.out("tx::fence_async_proxy();  // ... where wgmma reads it")
         self.out("__syncthreads();")
         self.out("{")
         self.depth += 1
         inc = self.ex(step.value.args[1])
-        self.out(f"const {kt} k_ahead = {k} + {stages - 1} * ({inc});")
-        self.out(f"const int stage_ahead = tx_stage == 0 ? {stages - 1} : tx_stage - 1;")
+        self.out(f"const {kt} k_ahead = {k} + {ahead} * ({inc});")
+        self.out(f"const int stage_ahead = (tx_stage + {ahead}) % {stages};")
         self.out(f"const {kt} {k} = k_ahead;")
         self.emit_copies(plan, self.ex(s.cond), "stage_ahead")
         self.depth -= 1
@@ -304,13 +358,17 @@ class DotEmitter:
         for p in plan:
             self.pipelined[p.var] = (f"{p.buffer} + tx_stage * {p.tile}::ELEMS", p.tile)
         self.depth -= 1
+        self.wgmma_pending = 1 if overlap else 0
         self.loop_body(s.body, None)
+        self.wgmma_pending = 0
         for p in plan:
             del self.pipelined[p.var]
         self.depth += 1
         self.out(f"tx_stage = tx_stage == {stages - 1} ? 0 : tx_stage + 1;")
         self.depth -= 1
         self.out("}")
+        if overlap:
+            self.out("tx::wgmma_wait<0>();  // the last iteration's products")
         self.out("tx::cp_async_wait<0>();")
         self.out("__syncthreads();")
         self.depth -= 1

@@ -66,6 +66,8 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
         self.shared_bytes = 0  # the scratch buffer
         self.pipeline_bytes = 0  # the pipelined loops' stages, after the scratch
         self.pipelined: dict[str, tuple[str, str]] = {}  # variable -> (shared pointer, tile)
+        self.preamble: dict[str, str] = {}  # device functions rendered before the kernel
+        self.wgmma_pending = 0  # wgmma groups a dot may leave running (a pipelined loop's)
 
     def L(self, layout: Layout) -> str:
         return self.layout_names[layout.key]
@@ -131,6 +133,7 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
                 layouts=layouts,
                 shared_bytes=self.shared_bytes,
                 pipeline_offset=self.pipeline_offset,
+                preamble=list(self.preamble.values()),
                 pipeline_bytes=self.pipeline_bytes,
                 body=self.lines,
             )
@@ -139,7 +142,7 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
     @property
     def pipeline_offset(self) -> int:
         """Where the pipeline stages start in dynamic shared memory: after the scratch."""
-        return -(-self.shared_bytes // 128) * 128
+        return -(-self.shared_bytes // 16) * 16
 
     @property
     def total_shared_bytes(self) -> int:

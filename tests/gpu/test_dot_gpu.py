@@ -55,8 +55,23 @@ def test_mm_row_major(dot_kernels, dtype, precision, shape, tiles, warps, stages
     c = cp.zeros((m, n), np.float32)
     bm, bn, bk = tiles
     dot_kernels.mm[(tx.cdiv(m, bm), tx.cdiv(n, bn))](
-        c, cp.asarray(a), cp.asarray(b), m, n, k, k, 1, n, 1, n,
-        PRECISION=PREC[precision], BM=bm, BN=bn, BK=bk, num_warps=warps, num_stages=stages,
+        c,
+        cp.asarray(a),
+        cp.asarray(b),
+        m,
+        n,
+        k,
+        k,
+        1,
+        n,
+        1,
+        n,
+        PRECISION=PREC[precision],
+        BM=bm,
+        BN=bn,
+        BK=bk,
+        num_warps=warps,
+        num_stages=stages,
     )
     assert rel_err(c.get(), ref) < TOL[precision if dtype == "f32" else dtype]
 
@@ -69,8 +84,21 @@ def test_tf32_is_distinguishable_from_ieee(dot_kernels):
     for p in PREC:
         c = cp.zeros((m, n), np.float32)
         dot_kernels.mm[(4, 4)](
-            c, cp.asarray(a), cp.asarray(b), m, n, k, k, 1, n, 1, n,
-            PRECISION=PREC[p], BM=64, BN=64, BK=16,
+            c,
+            cp.asarray(a),
+            cp.asarray(b),
+            m,
+            n,
+            k,
+            k,
+            1,
+            n,
+            1,
+            n,
+            PRECISION=PREC[p],
+            BM=64,
+            BN=64,
+            BK=16,
         )
         errs[p] = rel_err(c.get(), ref)
     assert errs["IEEE"] < 1e-6 and errs["TF32X3"] < 1e-5
@@ -111,15 +139,29 @@ def test_mm_strided_operands(dot_kernels, dtype, layout):
     item = da.itemsize
     c = cp.zeros((m, n), np.float32)
     dot_kernels.mm[(tx.cdiv(m, 64), tx.cdiv(n, 64))](
-        c, da, db, m, n, k, da.strides[0] // item, da.strides[1] // item,
-        db.strides[0] // item, db.strides[1] // item, n,
-        PRECISION=PREC["TF32X3" if dtype == "f32" else "IEEE"], BM=64, BN=64, BK=16,
+        c,
+        da,
+        db,
+        m,
+        n,
+        k,
+        da.strides[0] // item,
+        da.strides[1] // item,
+        db.strides[0] // item,
+        db.strides[1] // item,
+        n,
+        PRECISION=PREC["TF32X3" if dtype == "f32" else "IEEE"],
+        BM=64,
+        BN=64,
+        BK=16,
     )
     assert rel_err(c.get(), ref) < 1e-5
 
 
 @pytest.mark.parametrize("kernel", ["mm_nt", "mm_tn", "mm_staged"])
-@pytest.mark.parametrize("dtype,precision", [("f16", "IEEE"), ("bf16", "IEEE"), ("f32", "TF32X3"), ("f32", "IEEE")])
+@pytest.mark.parametrize(
+    "dtype,precision", [("f16", "IEEE"), ("bf16", "IEEE"), ("f32", "TF32X3"), ("f32", "IEEE")]
+)
 def test_transposed_and_staged_operands(dot_kernels, kernel, dtype, precision):
     m, n, k = 130, 70, 100
     a, b = rand((m, k), dtype, 9), rand((k, n), dtype, 10)
@@ -157,3 +199,73 @@ def test_epilogue_reduces_the_accumulator(dot_kernels):
     row = ref.sum(1)
     np.testing.assert_allclose(sums.get(), row, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(c.get(), ref - row[:, None] / n, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "kernel,dtype,tiles,warps",
+    [
+        ("mm", "f16", (64, 256, 64), 4),  # wgmma where the device has it (M = 16 * warps)
+        ("mm", "bf16", (128, 128, 128), 8),
+        ("mm_nt", "f16", (64, 64, 64), 4),  # B K-major
+        ("mm_tn", "bf16", (64, 128, 64), 4),  # A MN-major
+        ("mm_staged", "f16", (64, 64, 64), 4),  # A staged from registers
+    ],
+)
+def test_warpgroup_shapes(dot_kernels, kernel, dtype, tiles, warps):
+    m, n, k = 300, 260, 333
+    a, b = rand((m, k), dtype, 15), rand((k, n), dtype, 16)
+    scale = 2.0 if kernel == "mm_staged" else 1.0
+    ref = scale * (a.astype(np.float64) @ b.astype(np.float64))
+    da = cp.asarray(np.ascontiguousarray(a.T) if kernel == "mm_tn" else a)
+    db = cp.asarray(np.ascontiguousarray(b.T) if kernel == "mm_nt" else b)
+    c = cp.zeros((m, n), np.float32)
+    bm, bn, bk = tiles
+    args = (m, n, k, k, 1, n, 1, n) if kernel == "mm" else (m, n, k)
+    getattr(dot_kernels, kernel)[(tx.cdiv(m, bm), tx.cdiv(n, bn))](
+        c, da, db, *args, PRECISION=20, BM=bm, BN=bn, BK=bk, num_warps=warps, num_stages=3
+    )
+    assert rel_err(c.get(), ref) < 2e-6
+
+
+def _cuobjdump():
+    import shutil
+    from pathlib import Path
+
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import triton
+
+        candidate = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        return str(candidate) if candidate.exists() else None
+    except ImportError:
+        return None
+
+
+def test_hopper_sass_has_warpgroup_mma(dot_kernels, tmp_path):
+    """On an H100/H200 the f16 matmul compiles for sm_90a and its SASS issues HGMMA."""
+    import subprocess
+
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("not a compute capability 9.0 device")
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or Triton) on this machine")
+    spec = dot_kernels.mm.specialize(
+        "f32",
+        "f16",
+        "f16",
+        *(4096, 4096, 4096, 4096, 1, 4096, 1, 4096),
+        PRECISION=20,
+        BM=128,
+        BN=256,
+        BK=64,
+        num_warps=8,
+        num_stages=4,
+    )
+    assert spec.arch == "sm_90a"
+    path = tmp_path / "mm.cubin"
+    path.write_bytes(spec.cubin)
+    sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True).stdout
+    assert "HGMMA.64x256x16.F32" in sass and "LDGSTS" in sass

@@ -1,0 +1,418 @@
+"""Matrix products: matmul with a fused epilogue, batched matmul, a linear layer and its backward.
+
+Input: CuPy arrays or torch CUDA tensors (f16, bf16 or f32; the two factors of a product share
+one dtype), or NumPy arrays with ``interpret=True``. Any strides: row- or column-major, views
+at an offset, transposes (``x.T``), sliced rows. Output: new arrays of the input's library on
+its device, as :mod:`teeny_tx.nn` allocates them (contiguous, row-major). Each function checks
+its arguments (``LaunchError``), picks the tiles with :func:`matmul_config` unless ``config``
+is given, and launches the kernels of ``kernels/matmul.c``; nothing waits for the device.
+
+Numerics: products accumulate in f32; the epilogue (alpha, bias, activation) runs in f32 and
+the output is rounded once to its dtype (the inputs' unless ``out_dtype`` says). f32 inputs
+are multiplied in IEEE f32 unless ``precision`` asks for ``'tf32'`` (inputs rounded to TF32's
+10-bit mantissa, about 1e-3 relative error, the fast tensor-core path) or ``'tf32x3'`` (three
+TF32 products, close to f32): never a silent TF32, unlike torch's ``allow_tf32``. f16 and bf16
+inputs take only ``'ieee'`` (their products are exact in f32).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import cdiv
+from .kernel import Kernel
+from .library import module
+from .lower.dot_ops import PRECISIONS
+from .nn import _H200_SMS, FLOATS, _Arrays, _torch_stream
+
+ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "relu": 3, "silu": 4}  # the kernel's ACT
+DB_BLOCK_T, DB_BLOCK_N = 32, 128  # linear_db: rows summed at a time, columns per program
+MAX_BATCH = 65535  # grid axis 1 (the batch) is limited to this by CUDA
+
+
+class MatmulConfig(NamedTuple):
+    """A launch of the matmul kernel: its tile (BM x BN, stepping BK), the grouping of program
+    order (GROUP_M), warps per program, and software-pipelining depth of the K loop."""
+
+    bm: int
+    bn: int
+    bk: int
+    group_m: int
+    num_warps: int
+    num_stages: int
+
+
+# Candidate tiles from the largest: (BM, BN, num_warps, num_stages), for the H200. IEEE f32
+# runs on the FMA units with the accumulator in registers: 128x256 there needs more registers
+# than a thread has (ptxas spills, and takes 25 s), 128x128 with 8 warps does not.
+_TILES = ((128, 256, 8, 3), (128, 128, 4, 4), (64, 128, 4, 4), (64, 64, 4, 4))
+_FMA_TILES = ((128, 128, 8, 3), (64, 64, 4, 3))
+_SMALL = 64  # an M or N up to this takes the 64 x 64 tile
+
+
+@functools.cache
+def matmul_config(
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    *,
+    precision: str = "ieee",
+    batch: int = 1,
+    sms: int = _H200_SMS,
+) -> MatmulConfig:
+    """Tiles for a product [M, K] @ [K, N] (``batch`` of them) of ``dtype`` inputs (``'f16'``,
+    ``'bf16'``, ``'f32'``) on a GPU of ``sms`` multiprocessors (the H200's 132 by default).
+
+    BK = 64 for f16/bf16, 32 for f32 (the same bytes per row of a tile); GROUP_M = 8. The tile
+    is the largest of 128x256 (8 warps, 3 stages), 128x128, 64x128 and 64x64 (4 warps, 4
+    stages) that still gives at least 3/4 of a wave of programs; an M or N of at most 64 takes
+    64x64 whatever the count. The stages of 128x256x64 f16 take 3 x 48 KiB of shared memory.
+    f32 with ``precision='ieee'`` (FMA units, not tensor cores) chooses from 128x128 (8 warps, 3
+    stages) and 64x64 (4 warps, 3 stages) the same way.
+    """
+    tiles = _FMA_TILES if dtype == "f32" and precision.lower() == "ieee" else _TILES
+    tiles = tiles[-1:] if min(m, n) <= _SMALL else tiles
+    fill = (t for t in tiles if cdiv(m, t[0]) * cdiv(n, t[1]) * batch * 4 >= 3 * sms)
+    bm, bn, warps, stages = next(fill, tiles[-1])
+    return MatmulConfig(bm, bn, 32 if dtype == "f32" else 64, 8, warps, stages)
+
+
+# ---------------------------------------------------------------- launches
+
+
+@functools.cache
+def _takes_num_stages(code: Any) -> bool:
+    """Whether a launcher (by its code object) has a ``num_stages`` option."""
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    return "num_stages" in names
+
+
+def _launch(
+    arrays: _Arrays,
+    kernel: Kernel,
+    grid: tuple,
+    args: tuple,
+    num_warps: int,
+    num_stages: int,
+    **constexprs,
+) -> None:
+    """Queue ``kernel`` (run it, on the interpreter); a grid with a 0 is nothing to do.
+    ``num_stages`` goes to launchers that take it."""
+    if 0 in grid:
+        return
+    options: dict[str, Any] = {"num_warps": num_warps}
+    if arrays.kind == "numpy":
+        runner = kernel.interpret[grid]
+    else:
+        runner = kernel[grid]
+        if arrays.kind == "torch":
+            options["stream"] = _torch_stream(arrays.torch, arrays.first.device.index)
+    if _takes_num_stages(runner.__code__):
+        options["num_stages"] = num_stages
+    runner(*args, **options, **constexprs)
+
+
+class _Product(NamedTuple):
+    """One matmul launch: sizes, and element strides (batch, rows, columns) of A, B and C."""
+
+    m: int
+    n: int
+    k: int
+    batch: int
+    a: tuple[int, int, int]
+    b: tuple[int, int, int]
+    c: tuple[int, int, int]
+
+
+def _run_matmul(
+    arrays: _Arrays,
+    out: Any,
+    a: Any,
+    b: Any,
+    p: _Product,
+    config: MatmulConfig,
+    *,
+    bias: Any = None,
+    activation: str | None = None,
+    alpha: float = 1.0,
+    precision: int = PRECISIONS["IEEE"],
+) -> None:
+    """out = act(alpha * a @ b + bias) through kernels/matmul.c's matmul, for the shapes and
+    strides ``p`` gives (so a transpose is only a swap of strides). An operand contiguous
+    along its first axis is loaded transposed (A_T, B_T): every load runs along memory."""
+    (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
+    grid = (cdiv(p.m, config.bm) * cdiv(p.n, config.bn), p.batch)
+    args = (out, a, b, a if bias is None else bias, p.m, p.n, p.k)
+    args += (sam, sak, sbk, sbn, scm, scn, sab, sbb, scb, float(alpha))
+    _launch(
+        arrays,
+        module("matmul.c").matmul,
+        grid,
+        args,
+        config.num_warps,
+        config.num_stages,
+        HAS_BIAS=int(bias is not None),
+        ACT=ACTIVATIONS[activation],
+        PRECISION=precision,
+        A_T=int(sam == 1 and sak != 1),
+        B_T=int(sbk == 1 and sbn != 1),
+        BM=config.bm,
+        BN=config.bn,
+        BK=config.bk,
+        GROUP_M=config.group_m,
+    )
+
+
+# ---------------------------------------------------------------- argument checks
+
+
+def _operand(arrays: _Arrays, x: Any, name: str, what: str) -> tuple[tuple[int, ...], tuple]:
+    """(shape, strides in elements) of a float array of rank len(what), ``what`` naming its
+    dimensions (``"MK"`` for [M, K])."""
+    if len(x.shape) != len(what):
+        dims = ", ".join(what)
+        raise arrays.error(f"{name} must be {len(what)}-D [{dims}], got shape {tuple(x.shape)}")
+    arrays.check_dtype(x, name, FLOATS)
+    return tuple(int(d) for d in x.shape), arrays.strides(x)
+
+
+def _same_dtype(arrays: _Arrays, a: Any, a_name: str, b: Any, b_name: str) -> str:
+    da, db = arrays.dtype(a), arrays.dtype(b)
+    if da != db:
+        raise arrays.error(
+            f"{a_name} is {da} but {b_name} is {db}; the factors of a product must have one "
+            "dtype: convert one of them"
+        )
+    return da
+
+
+def _inner(arrays: _Arrays, a_name: str, a_shape, b_name: str, b_shape, k: int, k2: int) -> None:
+    if k != k2:
+        raise arrays.error(
+            f"inner dimensions differ: {a_name} has shape {tuple(a_shape)} and {b_name} "
+            f"{tuple(b_shape)} ({k} != {k2})"
+        )
+
+
+def _bias(arrays: _Arrays, bias: Any, n: int, what: str) -> None:
+    if bias is not None:
+        arrays.vector(bias, "bias", n, FLOATS, what)
+
+
+def _precision(arrays: _Arrays, precision: str | None, dtype: str) -> int:
+    name = "ieee" if precision is None else str(precision).lower()
+    if name.upper() not in PRECISIONS:
+        raise arrays.error(f"precision must be 'ieee', 'tf32' or 'tf32x3', got {precision!r}")
+    if name != "ieee" and dtype != "f32":
+        raise arrays.error(
+            f"precision={precision!r} applies to f32 inputs only; {dtype} inputs take 'ieee'"
+        )
+    return PRECISIONS[name.upper()]
+
+
+def _activation(arrays: _Arrays, activation: str | None) -> str | None:
+    if activation not in ACTIVATIONS:
+        names = ", ".join(repr(a) for a in ACTIVATIONS)
+        raise arrays.error(f"activation must be one of {names}, got {activation!r}")
+    return activation
+
+
+_DTYPE_NAMES = {"float32": "f32", "float": "f32", "float16": "f16", "half": "f16"}
+_DTYPE_NAMES["bfloat16"] = "bf16"
+
+
+def _out_dtype(arrays: _Arrays, out_dtype: Any, dtype: str) -> str:
+    """A dtype name of FLOATS from None (``dtype``), a name (``'f32'``, ``'float16'``), or a
+    NumPy, CuPy or torch dtype."""
+    if out_dtype is None:
+        return dtype
+    text = str(out_dtype).removeprefix("torch.")
+    if not isinstance(out_dtype, str):
+        with contextlib.suppress(TypeError):  # torch dtypes are not NumPy's
+            text = np.dtype(out_dtype).name
+    name = _DTYPE_NAMES.get(text, text)
+    if name not in FLOATS:
+        raise arrays.error(f"out_dtype must be one of {', '.join(FLOATS)}, got {out_dtype!r}")
+    return name
+
+
+def _config(arrays: _Arrays, config, m: int, n: int, k: int, dtype: str, prec: int, batch=1):
+    """``config`` as a MatmulConfig, or matmul_config's choice when it is None."""
+    if config is None:
+        precision = {v: name.lower() for name, v in PRECISIONS.items()}[prec]
+        return matmul_config(m, n, k, dtype, precision=precision, batch=batch)
+    if len(config) != len(MatmulConfig._fields):
+        fields = ", ".join(MatmulConfig._fields)
+        raise arrays.error(f"config must be a MatmulConfig ({fields}), got {config!r}")
+    return MatmulConfig(*config)
+
+
+# ---------------------------------------------------------------- public functions
+
+
+def matmul(
+    a: Any,
+    b: Any,
+    *,
+    bias: Any = None,
+    activation: str | None = None,
+    alpha: float = 1.0,
+    out_dtype: Any = None,
+    precision: str | None = None,
+    config: MatmulConfig | tuple | None = None,
+    interpret: bool = False,
+) -> Any:
+    """C = activation(alpha * a @ b + bias): ``a`` [M, K], ``b`` [K, N], ``bias`` [N] (any float
+    dtype, contiguous) or None; ``activation`` None, ``'gelu'`` (exact, erf), ``'gelu_tanh'``,
+    ``'relu'`` or ``'silu'``; C [M, N] of ``out_dtype`` (default: the inputs' dtype).
+    ``precision`` for f32 inputs: ``'ieee'`` (default), ``'tf32'`` or ``'tf32x3'``.
+    ``config``: a :class:`MatmulConfig` (or its 6-tuple) instead of :func:`matmul_config`'s."""
+    named = {"a": a, "b": b} | ({} if bias is None else {"bias": bias})
+    arrays = _Arrays("matmul", named, interpret)
+    (m, k), (sam, sak) = _operand(arrays, a, "a", "MK")
+    (k2, n), (sbk, sbn) = _operand(arrays, b, "b", "KN")
+    dtype = _same_dtype(arrays, a, "a", b, "b")
+    _inner(arrays, "a", a.shape, "b", b.shape, k, k2)
+    _bias(arrays, bias, n, "b's columns")
+    act = _activation(arrays, activation)
+    prec = _precision(arrays, precision, dtype)
+    odt = _out_dtype(arrays, out_dtype, dtype)
+    cfg = _config(arrays, config, m, n, k, dtype, prec)
+    with arrays.device():
+        c = arrays.empty((m, n), odt)
+        p = _Product(m, n, k, 1, (0, sam, sak), (0, sbk, sbn), (0, n, 1))
+        _run_matmul(arrays, c, a, b, p, cfg, bias=bias, activation=act, alpha=alpha, precision=prec)
+    return c
+
+
+def bmm(
+    a: Any,
+    b: Any,
+    *,
+    alpha: float = 1.0,
+    out_dtype: Any = None,
+    precision: str | None = None,
+    config: MatmulConfig | tuple | None = None,
+    interpret: bool = False,
+) -> Any:
+    """C[i] = alpha * a[i] @ b[i] for ``a`` [B, M, K] and ``b`` [B, K, N] (torch.bmm); C
+    [B, M, N] of ``out_dtype`` (default: the inputs'). ``precision`` as :func:`matmul`'s."""
+    arrays = _Arrays("bmm", {"a": a, "b": b}, interpret)
+    (batch, m, k), (sab, sam, sak) = _operand(arrays, a, "a", "BMK")
+    (batch_b, k2, n), (sbb, sbk, sbn) = _operand(arrays, b, "b", "BKN")
+    dtype = _same_dtype(arrays, a, "a", b, "b")
+    if batch != batch_b:
+        raise arrays.error(
+            f"batch sizes differ: a has shape {tuple(a.shape)} and b {tuple(b.shape)}"
+        )
+    _inner(arrays, "a", a.shape, "b", b.shape, k, k2)
+    if batch > MAX_BATCH:
+        raise arrays.error(f"a batch of {batch} products exceeds {MAX_BATCH}, CUDA's grid limit")
+    prec = _precision(arrays, precision, dtype)
+    odt = _out_dtype(arrays, out_dtype, dtype)
+    cfg = _config(arrays, config, m, n, k, dtype, prec, batch)
+    with arrays.device():
+        c = arrays.empty((batch, m, n), odt)
+        p = _Product(m, n, k, batch, (sab, sam, sak), (sbb, sbk, sbn), (m * n, n, 1))
+        _run_matmul(arrays, c, a, b, p, cfg, alpha=alpha, precision=prec)
+    return c
+
+
+def linear(
+    x: Any,
+    w: Any,
+    bias: Any = None,
+    activation: str | None = None,
+    *,
+    out_dtype: Any = None,
+    precision: str | None = None,
+    config: MatmulConfig | tuple | None = None,
+    interpret: bool = False,
+) -> Any:
+    """y = activation(x @ w.T + bias), torch's ``F.linear`` convention: ``x`` [T, in], ``w``
+    [out, in], ``bias`` [out] or None; y [T, out]. A row-major ``w`` is read along its rows
+    (the kernel loads w^T's tiles transposed). Other arguments as :func:`matmul`'s."""
+    named = {"x": x, "w": w} | ({} if bias is None else {"bias": bias})
+    arrays = _Arrays("linear", named, interpret)
+    (t, n_in), (sxt, sxi) = _operand(arrays, x, "x", ("T", "in"))
+    (n_out, n_in2), (swo, swi) = _operand(arrays, w, "w", ("out", "in"))
+    dtype = _same_dtype(arrays, x, "x", w, "w")
+    _inner(arrays, "x", x.shape, "w", w.shape, n_in, n_in2)
+    _bias(arrays, bias, n_out, "w's rows")
+    act = _activation(arrays, activation)
+    prec = _precision(arrays, precision, dtype)
+    odt = _out_dtype(arrays, out_dtype, dtype)
+    cfg = _config(arrays, config, t, n_out, n_in, dtype, prec)
+    with arrays.device():
+        y = arrays.empty((t, n_out), odt)
+        p = _Product(t, n_out, n_in, 1, (0, sxt, sxi), (0, swi, swo), (0, n_out, 1))
+        _run_matmul(arrays, y, x, w, p, cfg, bias=bias, activation=act, precision=prec)
+    return y
+
+
+def linear_backward(
+    dy: Any,
+    x: Any,
+    w: Any,
+    need_bias_grad: bool = True,
+    *,
+    precision: str | None = None,
+    config: MatmulConfig | tuple | None = None,
+    interpret: bool = False,
+) -> tuple[Any, Any, Any]:
+    """(dx, dw, db) of ``y = x @ w.T + b`` (:func:`linear` without activation) from ``dy``
+    [T, out]: dx = dy @ w [T, in], dw = dy.T @ x [out, in], db = dy summed over T [out] (None
+    unless ``need_bias_grad``). All of the inputs' dtype, accumulated in f32. dw reads dy and x
+    row by row (dy.T's tiles are loaded transposed); db sums in f32, in row chunks spread over
+    the GPU and then added up (no atomics: the same result every run). ``config`` applies to
+    both products."""
+    arrays = _Arrays("linear_backward", {"dy": dy, "x": x, "w": w}, interpret)
+    (t, n_out), (sdt, sdo) = _operand(arrays, dy, "dy", ("T", "out"))
+    (t2, n_in), (sxt, sxi) = _operand(arrays, x, "x", ("T", "in"))
+    (n_out2, n_in2), (swo, swi) = _operand(arrays, w, "w", ("out", "in"))
+    dtype = _same_dtype(arrays, dy, "dy", x, "x")
+    _same_dtype(arrays, dy, "dy", w, "w")
+    if (t2, n_out2, n_in2) != (t, n_out, n_in):
+        raise arrays.error(
+            f"shapes disagree: dy {tuple(dy.shape)} is [T, out], x {tuple(x.shape)} must be "
+            f"[T, in] and w {tuple(w.shape)} [out, in]"
+        )
+    prec = _precision(arrays, precision, dtype)
+    dx_config = _config(arrays, config, t, n_in, n_out, dtype, prec)
+    dw_config = _config(arrays, config, n_out, n_in, t, dtype, prec)
+    with arrays.device():
+        dx = arrays.empty((t, n_in), dtype)
+        dw = arrays.empty((n_out, n_in), dtype)
+        p = _Product(t, n_in, n_out, 1, (0, sdt, sdo), (0, swo, swi), (0, n_in, 1))
+        _run_matmul(arrays, dx, dy, w, p, dx_config, precision=prec)
+        p = _Product(n_out, n_in, t, 1, (0, sdo, sdt), (0, sxt, sxi), (0, n_in, 1))
+        _run_matmul(arrays, dw, dy, x, p, dw_config, precision=prec)
+        db = _column_sums(arrays, dy, t, n_out, sdt, sdo, dtype) if need_bias_grad else None
+    return dx, dw, db
+
+
+def _column_sums(arrays: _Arrays, x: Any, rows: int, cols: int, s_row: int, s_col: int, dtype):
+    """x [rows, cols] summed over its rows, in f32, into a new [cols] array of ``dtype``: row
+    chunks over about 4 programs per SM, their f32 partial sums added by a second launch."""
+    kernel = module("matmul.c").linear_db
+    col_programs = cdiv(cols, DB_BLOCK_N)
+    parts = max(1, min(cdiv(4 * arrays.sms(), max(col_programs, 1)), cdiv(rows, DB_BLOCK_T)))
+    chunk = max(DB_BLOCK_T, cdiv(cdiv(rows, parts), DB_BLOCK_T) * DB_BLOCK_T)
+    parts = max(1, cdiv(rows, chunk))
+    out = arrays.empty((cols,), dtype)
+    blocks = {"BT": DB_BLOCK_T, "BN": DB_BLOCK_N}
+    if parts == 1:
+        args = (out, x, rows, cols, s_row, s_col, max(rows, 1))
+        _launch(arrays, kernel, (col_programs, 1), args, 4, 2, **blocks)
+        return out
+    partial = arrays.empty((parts, cols), "f32")
+    args = (partial, x, rows, cols, s_row, s_col, chunk)
+    _launch(arrays, kernel, (col_programs, parts), args, 4, 2, **blocks)
+    args = (out, partial, parts, cols, cols, 1, parts)
+    _launch(arrays, kernel, (col_programs, 1), args, 4, 2, **blocks)
+    return out
