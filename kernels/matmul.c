@@ -29,6 +29,18 @@
  *   linear_db:  db[j] = sum over rows t of dy[t, j]            (f32 partial sums by row chunks)
  */
 
+/* Tile configs, timed on first use of each (M, N, K, dtypes, epilogue) by kernel.tune (what
+ * teeny_tx.linalg launches). On the H200 the 16-rows-per-warp tiles (BM = 16 * num_warps) of
+ * f16/bf16 run on wgmma; the others, and TF32, on mma.sync; BK = 32 configs serve f32, whose
+ * BK = 64 tiles do not fit in shared memory and are pruned. */
+#pragma autotune key(M, N, K)
+#pragma autotune config(BM=128, BN=256, BK=64, num_warps=8, num_stages=4)
+#pragma autotune config(BM=128, BN=256, BK=64, num_warps=8, num_stages=3)
+#pragma autotune config(BM=128, BN=128, BK=64, num_warps=8, num_stages=4)
+#pragma autotune config(BM=64, BN=256, BK=64, num_warps=4, num_stages=4)
+#pragma autotune config(BM=128, BN=128, BK=32, num_warps=4, num_stages=4)
+#pragma autotune config(BM=64, BN=128, BK=32, num_warps=4, num_stages=4)
+#pragma autotune config(BM=64, BN=64, BK=32, num_warps=4, num_stages=3)
 kernel matmul(any *c, const any *a, const any *b, const any *bias, i32 M, i32 N, i32 K,
               i32 sam, i32 sak, i32 sbk, i32 sbn, i32 scm, i32 scn, i32 sab, i32 sbb, i32 scb,
               f32 alpha, const i32 HAS_BIAS, const i32 ACT, const i32 PRECISION, const i32 A_T,

@@ -101,7 +101,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         from .runtime import nvrtc
 
         for g in GOLDEN[:3]:
-            nvrtc.compile_to_cubin(g.render(), name=g.kernel, arch="sm_90", headers=HEADERS)
+            nvrtc.compile_to_cubin(g.render(), name=g.kernel, arch=g.arch, headers=HEADERS)
         print("  generated CUDA compiles for sm_90 with NVRTC (no GPU needed)")
     print("all bundled kernels verified" if not failures else f"{failures} case(s) FAILED")
     return 1 if failures else 0

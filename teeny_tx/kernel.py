@@ -7,8 +7,9 @@ NumPy; ``kernel.specialize(...)`` and ``kernel.cuda_source(...)`` compile withou
 ``kernel.tune[grid](...)`` launches the best of the configs its ``#pragma autotune`` lines
 declare (``autotune.py``).
 
-A specialisation is built once per key (see ``binder.py``) and kept in memory; its cubin is
-cached on disk by ``runtime.cache``.
+A specialisation is built once per key (see ``binder.py``) and target architecture (the one
+``runtime.nvrtc.target_arch`` gives: ``$TEENY_TX_ARCH``, else the device) and kept in memory;
+its cubin is cached on disk by ``runtime.cache``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class Specialization:
     key: tuple
     shared_mem: int = 0  # bytes of dynamic shared memory per block
     arch: str = field(default_factory=nvrtc.target_arch)
+    hopper_features: bool = False  # the kernel has dot(): its target was chosen asking for them
 
     @property
     def entry(self) -> str:
@@ -88,7 +90,8 @@ def specialise(
 ) -> Specialization:
     kernel = build_kernel(unit, name, dataclasses.replace(binder.spec(key), debug=debug))
     # kernels with dot() take Hopper's features (wgmma) where the device has them
-    arch = nvrtc.target_arch(hopper_features=_has_dot(kernel))
+    hopper = _has_dot(kernel)
+    arch = nvrtc.target_arch(hopper_features=hopper)
     annotated, layouts = assign_layouts(kernel, wgmma=arch == "sm_90a")
     source, shared = emit_cuda(annotated, layouts)
     limit = SHARED_LIMIT.get(arch, SHARED_LIMIT["sm_90"])
@@ -98,7 +101,7 @@ def specialise(
             f"layout changes and pipeline stages; {arch} allows {limit}. "
             "Use smaller tiles, fewer num_stages or fewer warps."
         )
-    return Specialization(annotated, source, key, shared, arch)
+    return Specialization(annotated, source, key, shared, arch, hopper)
 
 
 def _has_dot(kernel: ir.Kernel) -> bool:
@@ -136,8 +139,11 @@ class Kernel:
         self.name = name
         self.params = kernel_signature(module.unit, module.unit.functions[name])
         self.binder = Binder(name, self.params)
-        self._specs: dict[tuple, Specialization] = {}
-        self._compiled: dict[tuple, tuple] = {}  # key -> (bound launch method, block)
+        self._specs: dict[tuple, Specialization] = {}  # (*key, target arch) -> specialisation
+        self._hopper: dict[tuple, bool] = {}  # key -> whether its kernel asks for Hopper features
+        # key -> (loaded kernel, block, shared memory, functions by device); the device and
+        # $TEENY_TX_ARCH are taken as fixed from a key's first launch on
+        self._compiled: dict[tuple, tuple] = {}
         self._launchers: dict[tuple, Callable[..., None]] = {}
         self._tuner: Autotuner | None = None
         decl = module.unit.autotune.get(name)
@@ -194,21 +200,31 @@ class Kernel:
 
     def _compile(self, key: tuple, args, constexprs, num_warps, num_stages) -> tuple:
         self.binder.check_call(args, constexprs, num_warps, num_stages)
-        spec = specialise(self.module.unit, self.name, self.binder, key, self.module.debug)
-        self._specs[key] = spec
+        spec = self._specialization(key)
         entry = self._compiled[key] = (spec.loaded, spec.block, spec.shared_mem, {})
         return entry
+
+    def _specialization(self, key: tuple) -> Specialization:
+        """The specialisation of ``key`` for the target specialise() chooses now: memoised per
+        ``(*key, arch)``, so a changed ``$TEENY_TX_ARCH`` (or device) builds its own. Whether
+        the kernel asks for Hopper features (has dot()) depends on the key only, so after the
+        first build the arch costs one ``target_arch`` call to know."""
+        hopper = self._hopper.get(key)
+        if hopper is not None:
+            spec = self._specs.get((*key, nvrtc.target_arch(hopper_features=hopper)))
+            if spec is not None:
+                return spec
+        spec = specialise(self.module.unit, self.name, self.binder, key, self.module.debug)
+        self._hopper[key] = spec.hopper_features
+        self._specs[(*key, spec.arch)] = spec
+        return spec
 
     def specialize(
         self, *args, num_warps: int = 4, num_stages: int = 2, **constexprs
     ) -> Specialization:
         """Compile (without launching) for these arguments: arrays, or dtype names for pointers."""
         key = self.binder.bind_host(args, constexprs, num_warps, True, num_stages)
-        spec = self._specs.get(key)
-        if spec is None:
-            spec = specialise(self.module.unit, self.name, self.binder, key, self.module.debug)
-            self._specs[key] = spec
-        return spec
+        return self._specialization(key)
 
     def cuda_source(self, *args, num_warps: int = 4, num_stages: int = 2, **constexprs) -> str:
         """The CUDA C++ this kernel becomes for these arguments (arrays or dtype names)."""

@@ -12,7 +12,9 @@ tables.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from math import erf
@@ -400,9 +402,26 @@ ROW_CASES: tuple[RowCase, ...] = (
 )
 
 
+@contextmanager
+def target_arch(arch: str) -> Iterator[None]:
+    """Compile for ``arch`` inside the block: ``$TEENY_TX_ARCH`` set to it, then restored."""
+    previous = os.environ.get("TEENY_TX_ARCH")
+    os.environ["TEENY_TX_ARCH"] = arch
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("TEENY_TX_ARCH", None)
+        else:
+            os.environ["TEENY_TX_ARCH"] = previous
+
+
 @dataclass(frozen=True)
 class Golden:
-    """A canonical specialisation whose CUDA is committed as ``golden/<stem>.cu``."""
+    """A canonical specialisation whose CUDA is committed as ``golden/<stem>.cu``.
+
+    ``arch`` is the target it is lowered for (``sm_90``: the portable path; ``sm_90a``:
+    Hopper's wgmma for dot), whatever the machine rendering it has or lacks for a GPU."""
 
     stem: str
     file: str
@@ -410,6 +429,8 @@ class Golden:
     args: tuple
     constexprs: dict[str, Any]
     num_warps: int = 4
+    num_stages: int = 2
+    arch: str = "sm_90"
 
     @property
     def path(self) -> Path:
@@ -417,7 +438,25 @@ class Golden:
 
     def render(self) -> str:
         k = getattr(module(self.file), self.kernel)
-        return k.cuda_source(*self.args, num_warps=self.num_warps, **self.constexprs)
+        with target_arch(self.arch):
+            return k.cuda_source(
+                *self.args, num_warps=self.num_warps, num_stages=self.num_stages, **self.constexprs
+            )
+
+
+# kernels/matmul.c's matmul: PRECISION constants of dot() and the arguments of a product
+# C [M, N] = A [M, K] @ B [K, N] of row-major arrays (no batch, alpha 1)
+_IEEE, _TF32 = 20, 21
+
+
+def _matmul_args(dtype: str, m: int, n: int, k: int, b_t: bool = False) -> tuple:
+    sbk, sbn = (1, k) if b_t else (n, 1)  # B_T: B is W^T of a row-major W [N, K]
+    return (dtype,) * 4 + (m, n, k, k, 1, sbk, sbn, n, 1, 0, 0, 0, 1.0)
+
+
+def _matmul_constexprs(bm: int, bn: int, bk: int, **flags: int) -> dict[str, Any]:
+    base = {"HAS_BIAS": 0, "ACT": 0, "PRECISION": _IEEE, "A_T": 0, "B_T": 0}
+    return base | flags | {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8}
 
 
 GOLDEN: tuple[Golden, ...] = (
@@ -579,6 +618,46 @@ GOLDEN: tuple[Golden, ...] = (
         ("bf16", "bf16", "i64", "f32", "f32", 32000, 32000, 32000, -100, 1.0),
         {"BLOCK": 4096},
         16,
+    ),
+    # kernels/matmul.c: the portable lowering (ldmatrix + mma.sync, cp.async pipeline) for
+    # sm_90, and Hopper's (wgmma) for sm_90a
+    Golden(
+        "matmul.f16.sm90",
+        "matmul.c",
+        "matmul",
+        _matmul_args("f16", 4096, 4096, 4096),
+        _matmul_constexprs(128, 128, 32),
+        num_warps=4,
+        num_stages=3,
+    ),
+    Golden(
+        "matmul.f16.bias_gelu.sm90a",
+        "matmul.c",
+        "matmul",
+        _matmul_args("f16", 4096, 4096, 4096),
+        _matmul_constexprs(128, 256, 64, HAS_BIAS=1, ACT=1),
+        num_warps=8,
+        num_stages=4,
+        arch="sm_90a",
+    ),
+    Golden(  # a linear layer y = x @ w.T: x [4096, 1024], w [4096, 1024], both row-major
+        "matmul.bf16.linear.sm90a",
+        "matmul.c",
+        "matmul",
+        _matmul_args("bf16", 4096, 4096, 1024, b_t=True),
+        _matmul_constexprs(128, 256, 64, B_T=1),
+        num_warps=8,
+        num_stages=4,
+        arch="sm_90a",
+    ),
+    Golden(
+        "matmul.f32.tf32.sm90",
+        "matmul.c",
+        "matmul",
+        _matmul_args("f32", 4096, 4096, 4096),
+        _matmul_constexprs(128, 128, 32, PRECISION=_TF32),
+        num_warps=4,
+        num_stages=3,
     ),
 )
 

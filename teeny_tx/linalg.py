@@ -32,6 +32,10 @@ from .nn import _H200_SMS, FLOATS, _Arrays, _torch_stream
 ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "relu": 3, "silu": 4}  # the kernel's ACT
 DB_BLOCK_T, DB_BLOCK_N = 32, 128  # linear_db: rows summed at a time, columns per program
 MAX_BATCH = 65535  # grid axis 1 (the batch) is limited to this by CUDA
+TUNE = True  # False: every launch takes matmul_config's tiles (the GPU tests of many shapes)
+GROUP_M = 8  # tuned launches: rows of tiles per group of programs (L2 reuse)
+ALIGN_MIN_ELEMENTS = 1 << 16  # operands at least this large get 16-byte aligned rows (_aligned)
+_ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4}
 
 
 class MatmulConfig(NamedTuple):
@@ -145,27 +149,74 @@ def _run_matmul(
     """out = act(alpha * a @ b + bias) through kernels/matmul.c's matmul, for the shapes and
     strides ``p`` gives (so a transpose is only a swap of strides). An operand contiguous
     along its first axis is loaded transposed (A_T, B_T): every load runs along memory."""
+    if p.batch == 1 and arrays.kind != "numpy":
+        a, p = _aligned(arrays, a, p, "a")
+        b, p = _aligned(arrays, b, p, "b")
     (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
-    grid = (cdiv(p.m, config.bm) * cdiv(p.n, config.bn), p.batch)
     args = (out, a, b, a if bias is None else bias, p.m, p.n, p.k)
     args += (sam, sak, sbk, sbn, scm, scn, sab, sbb, scb, float(alpha))
-    _launch(
-        arrays,
-        module("matmul.c").matmul,
-        grid,
-        args,
-        config.num_warps,
-        config.num_stages,
+    constexprs = dict(
         HAS_BIAS=int(bias is not None),
         ACT=ACTIVATIONS[activation],
         PRECISION=precision,
         A_T=int(sam == 1 and sak != 1),
         B_T=int(sbk == 1 and sbn != 1),
+    )
+    kernel = module("matmul.c").matmul
+    if config is None:  # tuned: the kernel's pragma configs, timed once per shape
+        if 0 in (p.m, p.n, p.batch):
+            return
+        options = {}
+        if arrays.kind == "torch":
+            options["stream"] = _torch_stream(arrays.torch, arrays.first.device.index)
+        grid = lambda meta: (cdiv(p.m, meta["BM"]) * cdiv(p.n, meta["BN"]), p.batch)  # noqa: E731
+        kernel.tune[grid](*args, **options, **constexprs, GROUP_M=GROUP_M)
+        return
+    grid = (cdiv(p.m, config.bm) * cdiv(p.n, config.bn), p.batch)
+    _launch(
+        arrays,
+        kernel,
+        grid,
+        args,
+        config.num_warps,
+        config.num_stages,
+        **constexprs,
         BM=config.bm,
         BN=config.bn,
         BK=config.bk,
         GROUP_M=config.group_m,
     )
+
+
+def _aligned(arrays: _Arrays, x: Any, p: _Product, which: str) -> tuple[Any, _Product]:
+    """``x``, or a copy of it whose rows start on 16-byte boundaries, with ``p``'s strides
+    updated. The pipelined (cp.async) path of the kernel needs 16-byte runs along the operand's
+    contiguous axis; a large operand with an odd leading dimension (4095 x 4097) is copied once
+    into a padded buffer rather than multiplied through the slow path."""
+    batch, s0, s1 = getattr(p, which)
+    item = _ITEMSIZE[arrays.dtype(x)]
+    size = x.numel() if arrays.kind == "torch" else x.size
+    if size < ALIGN_MIN_ELEMENTS or 1 not in (s0, s1):
+        return x, p
+    other = s0 if s1 == 1 else s1
+    pointer = x.data_ptr() if arrays.kind == "torch" else x.data.ptr
+    if (other * item) % 16 == 0 and pointer % 16 == 0:
+        return x, p
+    view = x if s1 == 1 else _transpose(arrays, x)  # contiguous along its last axis
+    rows, cols = view.shape
+    lead = -(-cols * item // 16) * 16 // item
+    padded = arrays.empty((rows, lead), arrays.dtype(x))[:, :cols]
+    if arrays.kind == "torch":
+        padded.copy_(view)
+    else:
+        padded[...] = view
+    strides = (batch, lead, 1) if s1 == 1 else (batch, 1, lead)
+    x = padded if s1 == 1 else _transpose(arrays, padded)
+    return x, p._replace(**{which: strides})
+
+
+def _transpose(arrays: _Arrays, x: Any) -> Any:
+    return x.t() if arrays.kind == "torch" else x.T
 
 
 # ---------------------------------------------------------------- argument checks
@@ -242,8 +293,13 @@ def _out_dtype(arrays: _Arrays, out_dtype: Any, dtype: str) -> str:
 
 
 def _config(arrays: _Arrays, config, m: int, n: int, k: int, dtype: str, prec: int, batch=1):
-    """``config`` as a MatmulConfig, or matmul_config's choice when it is None."""
+    """``config`` as a MatmulConfig; when it is None, None on the GPU for tensor-core
+    products (the kernel's ``#pragma autotune`` configs are timed on first use of each shape),
+    else matmul_config's choice (the interpreter; IEEE f32, whose FMA configs compile slowly)."""
     if config is None:
+        tensor_cores = dtype != "f32" or prec != PRECISIONS["IEEE"]
+        if TUNE and arrays.kind != "numpy" and tensor_cores:
+            return None
         precision = {v: name.lower() for name, v in PRECISIONS.items()}[prec]
         return matmul_config(m, n, k, dtype, precision=precision, batch=batch)
     if len(config) != len(MatmulConfig._fields):

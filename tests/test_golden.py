@@ -1,17 +1,25 @@
 """Golden files: the generated CUDA of every bundled kernel at its canonical specialisations.
 
 A change to the emitter or templates shows up here as a readable diff; re-bless on purpose
-with `teeny-tx golden --bless`. Every golden file must also compile with NVRTC for sm_90
-(no GPU needed) and, for Hopper builds, sm_90a.
+with `teeny-tx golden --bless`. Each golden is lowered for its own target (Golden.arch: sm_90,
+the portable path, or sm_90a, Hopper's wgmma), the same on every machine, and must compile with
+NVRTC for it (no GPU needed); the sm_90 ones also for sm_90a, for Hopper builds.
 """
 
 import difflib
+import os
 
 import pytest
 
+import teeny_tx as tx
 from teeny_tx.kernel import HEADERS
-from teeny_tx.library import GOLDEN, bless
+from teeny_tx.library import GOLDEN, KERNELS, bless, target_arch
 from teeny_tx.runtime import nvrtc
+
+# each golden with the targets it must compile for: its own, and sm_90a for the portable ones
+TARGETS = [
+    (g, arch) for g in GOLDEN for arch in ([g.arch] if g.arch != "sm_90" else ["sm_90", "sm_90a"])
+]
 
 
 @pytest.mark.parametrize("golden", GOLDEN, ids=lambda g: g.stem)
@@ -33,8 +41,7 @@ def test_render_is_deterministic():
     assert golden.render() == golden.render()
 
 
-@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
-@pytest.mark.parametrize("golden", GOLDEN, ids=lambda g: g.stem)
+@pytest.mark.parametrize(("golden", "arch"), TARGETS, ids=lambda x: getattr(x, "stem", x))
 def test_golden_compiles_with_nvrtc(golden, arch):
     cubin = nvrtc.compile_to_cubin(
         golden.path.read_text(), name=golden.kernel, arch=arch, headers=HEADERS
@@ -51,3 +58,64 @@ def test_golden_files_are_portable():
         text = g.path.read_text()
         assert "/work/" not in text and "/home/" not in text, f"{g.path} embeds an absolute path"
         assert f'"kernels/{g.file}"' in text
+
+
+def test_matmul_goldens_cover_both_lowerings():
+    matmuls = {g.stem: g for g in GOLDEN if g.kernel == "matmul"}
+    assert {g.arch for g in matmuls.values()} == {"sm_90", "sm_90a"}
+    for g in matmuls.values():
+        text = g.path.read_text()
+        if g.arch == "sm_90a":
+            assert "wgmma.mma_async" in text, g.stem
+        else:
+            assert "wgmma" not in text and "tx::Mma" in text, g.stem
+
+
+@pytest.mark.parametrize("outside", [None, "sm_90", "sm_90a", "sm_80"])
+def test_render_ignores_the_machine_target(monkeypatch, outside):
+    """A golden renders for its own arch whatever TEENY_TX_ARCH (or the GPU) would choose, and
+    leaves TEENY_TX_ARCH as it found it."""
+    if outside is None:
+        monkeypatch.delenv("TEENY_TX_ARCH", raising=False)
+    else:
+        monkeypatch.setenv("TEENY_TX_ARCH", outside)
+    for g in GOLDEN:
+        if g.kernel == "matmul":
+            assert g.render() == g.path.read_text(), g.stem
+    assert os.environ.get("TEENY_TX_ARCH") == outside
+
+
+def test_target_arch_restores_the_environment(monkeypatch):
+    monkeypatch.delenv("TEENY_TX_ARCH", raising=False)
+    with target_arch("sm_90a"):
+        assert nvrtc.target_arch(hopper_features=True) == "sm_90a"
+    assert "TEENY_TX_ARCH" not in os.environ
+    monkeypatch.setenv("TEENY_TX_ARCH", "sm_80")
+    with pytest.raises(RuntimeError), target_arch("sm_90a"):
+        raise RuntimeError
+    assert os.environ["TEENY_TX_ARCH"] == "sm_80"
+
+
+def test_specialisations_are_memoised_per_target(monkeypatch):
+    """cuda_source follows a TEENY_TX_ARCH changed within one process: a specialisation built
+    for one target is not reused for another (the memo key holds the arch)."""
+    matmul = tx.compile(KERNELS / "matmul.c", name="kernels/matmul.c").matmul  # fresh: no memo
+    golden = next(g for g in GOLDEN if g.stem == "matmul.f16.bias_gelu.sm90a")
+
+    def source(arch):
+        monkeypatch.setenv("TEENY_TX_ARCH", arch)
+        spec = matmul.specialize(
+            *golden.args,
+            num_warps=golden.num_warps,
+            num_stages=golden.num_stages,
+            **golden.constexprs,
+        )
+        assert spec.arch == arch
+        return spec.cuda_source
+
+    portable = source("sm_90")
+    hopper = source("sm_90a")
+    assert hopper != portable
+    assert "wgmma.mma_async" in hopper and "wgmma" not in portable
+    assert source("sm_90") == portable  # each target's specialisation stays memoised
+    assert hopper == golden.path.read_text()
