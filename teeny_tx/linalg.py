@@ -150,6 +150,9 @@ def _run_matmul(
     strides ``p`` gives (so a transpose is only a swap of strides). An operand contiguous
     along its first axis is loaded transposed (A_T, B_T): every load runs along memory."""
     if p.batch == 1 and arrays.kind != "numpy":
+        if arrays.dtype(a) == "f32":  # 32-bit operands are pipelined only with K contiguous
+            a, p = _k_contiguous(arrays, a, p, "a")
+            b, p = _k_contiguous(arrays, b, p, "b")
         a, p = _aligned(arrays, a, p, "a")
         b, p = _aligned(arrays, b, p, "b")
     (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
@@ -189,22 +192,23 @@ def _run_matmul(
 
 
 def _aligned(arrays: _Arrays, x: Any, p: _Product, which: str) -> tuple[Any, _Product]:
-    """``x``, or a copy of it whose rows start on 16-byte boundaries, with ``p``'s strides
-    updated. The pipelined (cp.async) path of the kernel needs 16-byte runs along the operand's
-    contiguous axis; a large operand with an odd leading dimension (4095 x 4097) is copied once
-    into a padded buffer rather than multiplied through the slow path."""
+    """``x``, or a copy of it whose leading dimension is a multiple of 16 elements, with
+    ``p``'s strides updated. The kernel's pipelined (cp.async) path needs 16-byte runs along the
+    operand's contiguous axis, which the specialisation proves from strides divisible by 16: a
+    large operand with an odd leading dimension (4095 x 4097) is copied once into a padded
+    buffer rather than multiplied through the slow path."""
     batch, s0, s1 = getattr(p, which)
-    item = _ITEMSIZE[arrays.dtype(x)]
     size = x.numel() if arrays.kind == "torch" else x.size
     if size < ALIGN_MIN_ELEMENTS or 1 not in (s0, s1):
         return x, p
     other = s0 if s1 == 1 else s1
     pointer = x.data_ptr() if arrays.kind == "torch" else x.data.ptr
-    if (other * item) % 16 == 0 and pointer % 16 == 0:
+    # the kernel proves 16-byte runs from strides divisible by 16 (the specialisation key)
+    if other % 16 == 0 and pointer % 16 == 0:
         return x, p
     view = x if s1 == 1 else _transpose(arrays, x)  # contiguous along its last axis
     rows, cols = view.shape
-    lead = -(-cols * item // 16) * 16 // item
+    lead = -(-cols // 16) * 16
     padded = arrays.empty((rows, lead), arrays.dtype(x))[:, :cols]
     if arrays.kind == "torch":
         padded.copy_(view)
@@ -213,6 +217,30 @@ def _aligned(arrays: _Arrays, x: Any, p: _Product, which: str) -> tuple[Any, _Pr
     strides = (batch, lead, 1) if s1 == 1 else (batch, 1, lead)
     x = padded if s1 == 1 else _transpose(arrays, padded)
     return x, p._replace(**{which: strides})
+
+
+def _k_contiguous(arrays: _Arrays, x: Any, p: _Product, which: str) -> tuple[Any, _Product]:
+    """``x``, or a copy with K as its contiguous axis (A row-major, B column-major). The
+    tensor cores read 32-bit operands only K-major (ldmatrix.trans moves 16-bit elements), so
+    an f32 operand laid out the other way would be staged through registers every step; one
+    transposing copy costs far less on large products."""
+    batch, s0, s1 = getattr(p, which)
+    k_stride = s1 if which == "a" else s0
+    size = x.numel() if arrays.kind == "torch" else x.size
+    if k_stride == 1 or size < ALIGN_MIN_ELEMENTS:
+        return x, p
+    rows, cols = x.shape
+    if which == "a":  # [M, K] row-major
+        copy = arrays.empty((rows, cols), "f32")
+        strides = (batch, cols, 1)
+    else:  # [K, N] as the transpose of a row-major [N, K]
+        copy = _transpose(arrays, arrays.empty((cols, rows), "f32"))
+        strides = (batch, 1, rows)
+    if arrays.kind == "torch":
+        copy.copy_(x)
+    else:
+        copy[...] = x
+    return copy, p._replace(**{which: strides})
 
 
 def _transpose(arrays: _Arrays, x: Any) -> Any:
