@@ -24,10 +24,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import cdiv
+from .dtypes import DTYPES
 from .kernel import Kernel
 from .library import module
 from .lower.dot_ops import PRECISIONS
-from .nn import _H200_SMS, FLOATS, _Arrays, _torch_stream
+from .nn import _H200_SMS, _TORCH_DTYPES, FLOATS, _Arrays, _torch_stream
 
 ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "relu": 3, "silu": 4}  # the kernel's ACT
 DB_BLOCK_T, DB_BLOCK_N = 32, 128  # linear_db: rows summed at a time, columns per program
@@ -145,16 +146,18 @@ def _run_matmul(
     activation: str | None = None,
     alpha: float = 1.0,
     precision: int = PRECISIONS["IEEE"],
-) -> None:
+) -> _Recipe | None:
     """out = act(alpha * a @ b + bias) through kernels/matmul.c's matmul, for the shapes and
     strides ``p`` gives (so a transpose is only a swap of strides). An operand contiguous
     along its first axis is loaded transposed (A_T, B_T): every load runs along memory."""
+    given = (a, b)
     if p.batch == 1 and arrays.kind != "numpy":
         if arrays.dtype(a) == "f32":  # 32-bit operands are pipelined only with K contiguous
             a, p = _k_contiguous(arrays, a, p, "a")
             b, p = _k_contiguous(arrays, b, p, "b")
         a, p = _aligned(arrays, a, p, "a")
         b, p = _aligned(arrays, b, p, "b")
+    copied = (a, b) != given
     (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
     args = (out, a, b, a if bias is None else bias, p.m, p.n, p.k)
     args += (sam, sak, sbk, sbn, scm, scn, sab, sbb, scb, float(alpha))
@@ -166,15 +169,18 @@ def _run_matmul(
         B_T=int(sbk == 1 and sbn != 1),
     )
     kernel = module("matmul.c").matmul
+    if 0 in (p.m, p.n, p.batch):
+        return None
     if config is None:  # tuned: the kernel's pragma configs, timed once per shape
-        if 0 in (p.m, p.n, p.batch):
-            return
         options = {}
         if arrays.kind == "torch":
             options["stream"] = _torch_stream(arrays.torch, arrays.first.device.index)
         grid = lambda meta: (cdiv(p.m, meta["BM"]) * cdiv(p.n, meta["BN"]), p.batch)  # noqa: E731
-        kernel.tune[grid](*args, **options, **constexprs, GROUP_M=GROUP_M)
-        return
+        best = kernel.tune[grid].best(*args, **options, **constexprs, GROUP_M=GROUP_M)
+        tiles = best.kwargs
+        config = MatmulConfig(
+            tiles["BM"], tiles["BN"], tiles["BK"], GROUP_M, best.num_warps, best.num_stages
+        )
     grid = (cdiv(p.m, config.bm) * cdiv(p.n, config.bn), p.batch)
     _launch(
         arrays,
@@ -189,6 +195,17 @@ def _run_matmul(
         BK=config.bk,
         GROUP_M=config.group_m,
     )
+    return _Recipe(config, constexprs, p, copied)
+
+
+class _Recipe(NamedTuple):
+    """How a matmul call was launched: its tiles, constexprs, final strides, and whether an
+    operand was copied first (such calls are not replayed by a plan)."""
+
+    config: MatmulConfig
+    constexprs: dict
+    product: _Product
+    copied: bool
 
 
 def _aligned(arrays: _Arrays, x: Any, p: _Product, which: str) -> tuple[Any, _Product]:
@@ -241,6 +258,72 @@ def _k_contiguous(arrays: _Arrays, x: Any, p: _Product, which: str) -> tuple[Any
     else:
         copy[...] = x
     return copy, p._replace(**{which: strides})
+
+
+# ---------------------------------------------------------------- repeated calls
+
+# A call whose arrays have the shapes, strides, dtypes, devices and 16-byte alignment of an
+# earlier one is replayed without its checks or tuner look-up: the earlier call proved the
+# arguments good and chose the launch (a plan; host cost is what a small product pays).
+_PLANS: dict[tuple, Any] = {}
+MAX_PLANS = 1024
+
+
+def _signature(x: Any) -> tuple | None:
+    """What a plan depends on in an array; None for anything but CuPy arrays and torch
+    tensors (no plan)."""
+    if x is None:
+        return ()
+    module_name = type(x).__module__
+    if module_name.startswith("cupy"):
+        return ("cupy", x.shape, x.strides, x.dtype.char, x.data.ptr % 16, x.device.id)
+    if module_name.startswith("torch") and x.is_cuda:
+        return ("torch", tuple(x.shape), x.stride(), x.dtype, x.data_ptr() % 16, x.device)
+    return None
+
+
+def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
+    """A function (a, b, bias, alpha) -> c that repeats ``recipe``'s launch on new arrays of
+    the same signature, or returns None (the caller then takes the checked path) when the
+    current device is not theirs."""
+    config, p = recipe.config, recipe.product
+    (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
+    sizes = (p.m, p.n, p.k, sam, sak, sbk, sbn, scm, scn, sab, sbb, scb)
+    launch = module("matmul.c").matmul[(cdiv(p.m, config.bm) * cdiv(p.n, config.bn), p.batch)]
+    constexprs = dict(
+        recipe.constexprs, BM=config.bm, BN=config.bn, BK=config.bk, GROUP_M=config.group_m
+    )
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    if arrays.kind == "torch":
+        torch = arrays.torch
+        device = arrays.first.device
+        torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
+        current = torch.cuda.current_device
+
+        def replay(a, b, bias, alpha):
+            if current() != device.index:
+                return None
+            c = torch.empty(shape, dtype=torch_dtype, device=device)
+            stream = _torch_stream(torch, device.index)
+            args = (c, a, b, a if bias is None else bias, *sizes, float(alpha))
+            launch(*args, stream=stream, **options, **constexprs)
+            return c
+
+        return replay
+    import cupy
+
+    device_id = arrays.first.device.id
+    np_dtype = DTYPES[dtype].np
+    get_device = cupy.cuda.runtime.getDevice
+
+    def replay(a, b, bias, alpha):
+        if get_device() != device_id:
+            return None
+        c = cupy.empty(shape, np_dtype)
+        launch(c, a, b, a if bias is None else bias, *sizes, float(alpha), **options, **constexprs)
+        return c
+
+    return replay
 
 
 def _transpose(arrays: _Arrays, x: Any) -> Any:
@@ -356,6 +439,14 @@ def matmul(
     ``'relu'`` or ``'silu'``; C [M, N] of ``out_dtype`` (default: the inputs' dtype).
     ``precision`` for f32 inputs: ``'ieee'`` (default), ``'tf32'`` or ``'tf32x3'``.
     ``config``: a :class:`MatmulConfig` (or its 6-tuple) instead of :func:`matmul_config`'s."""
+    key = None
+    if config is None and not interpret:
+        key = (_signature(a), _signature(b), _signature(bias), activation, out_dtype, precision)
+        plan = _PLANS.get(key)
+        if plan is not None and None not in key[:2]:
+            c = plan(a, b, bias, alpha)
+            if c is not None:
+                return c
     named = {"a": a, "b": b} | ({} if bias is None else {"bias": bias})
     arrays = _Arrays("matmul", named, interpret)
     (m, k), (sam, sak) = _operand(arrays, a, "a", "MK")
@@ -370,7 +461,13 @@ def matmul(
     with arrays.device():
         c = arrays.empty((m, n), odt)
         p = _Product(m, n, k, 1, (0, sam, sak), (0, sbk, sbn), (0, n, 1))
-        _run_matmul(arrays, c, a, b, p, cfg, bias=bias, activation=act, alpha=alpha, precision=prec)
+        recipe = _run_matmul(
+            arrays, c, a, b, p, cfg, bias=bias, activation=act, alpha=alpha, precision=prec
+        )
+    if key is not None and None not in key[:2] and recipe is not None and not recipe.copied:
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = _plan(arrays, recipe, (m, n), odt)
     return c
 
 

@@ -18,7 +18,12 @@ from teeny_tx.runtime import nvrtc
 
 cp = pytest.importorskip("cupy")
 
-TUNED = ("test_matmul_1024", "test_matmul_ragged_4095_4097_1000", "test_bias_gelu_epilogue")
+TUNED = (
+    "test_matmul_1024",
+    "test_matmul_ragged_4095_4097_1000",
+    "test_bias_gelu_epilogue",
+    "test_repeated_calls_replay_a_plan",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -317,3 +322,19 @@ def test_f16_matmul_uses_mma_sync_and_cp_async(monkeypatch):
     assert "mma.sync" in source and "cp.async" in source
     ptx = _ptx(source)
     assert b"mma.sync.aligned" in ptx and b"cp.async" in ptx and b"ldmatrix" in ptx
+
+
+def test_repeated_calls_replay_a_plan():
+    """A second call with arrays of the same signature skips the checks and the tuner (a
+    plan), and still computes its own product; a new signature takes the checked path."""
+    linalg._PLANS.clear()
+    results = []
+    for seed in (10, 11):
+        (a, da), (b, db) = _pair((200, 96), "f16", seed), _pair((96, 136), "f16", seed + 1)
+        results.append((linalg.matmul(da, db, alpha=0.5), a, b))
+    assert len(linalg._PLANS) == 1
+    for got, a, b in results:
+        check(got, a, b, "f16", alpha=0.5)
+    (a, da), (b, db) = _pair((200, 96), "f16", 12, layout="col"), _pair((96, 136), "f16", 13)
+    check(linalg.matmul(da, db), a, b, "f16")
+    assert len(linalg._PLANS) == 2
