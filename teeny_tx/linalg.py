@@ -157,7 +157,7 @@ def _run_matmul(
             b, p = _k_contiguous(arrays, b, p, "b")
         a, p = _aligned(arrays, a, p, "a")
         b, p = _aligned(arrays, b, p, "b")
-    copied = (a, b) != given
+    copied = a is not given[0] or b is not given[1]  # identity: arrays have no truth value
     (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
     args = (out, a, b, a if bias is None else bias, p.m, p.n, p.k)
     args += (sam, sak, sbk, sbn, scm, scn, sab, sbb, scb, float(alpha))
