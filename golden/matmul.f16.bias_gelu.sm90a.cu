@@ -48,10 +48,10 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 1024 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 1024);  // 197632 bytes of pipeline stages
     // i32 num_m = cdiv(M, BM);
-#line 49 "kernels/matmul.c"
+#line 51 "kernels/matmul.c"
     int num_m = ((M + BM - 1) / BM);
     // i32 num_n = cdiv(N, BN);
-#line 50 "kernels/matmul.c"
+#line 52 "kernels/matmul.c"
     int num_n = ((N + BN - 1) / BN);
     // i32 group_pid_m(i32 pid, i32 num_m, i32 num_n, i32 group_m)
 #line 19 "prelude/matmul.h"
@@ -66,7 +66,7 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
 #line 23 "prelude/matmul.h"
     int group_pid_m_rows = tx::minimum((num_m - group_pid_m_first_m), GROUP_M);
     // i32 pid_m = group_pid_m(program_id(0), num_m, num_n, GROUP_M);
-#line 51 "kernels/matmul.c"
+#line 53 "kernels/matmul.c"
     int pid_m = (group_pid_m_first_m + ((group_pid_m_pid % group_pid_m_width) % group_pid_m_rows));
     // i32 group_pid_n(i32 pid, i32 num_m, i32 num_n, i32 group_m)
 #line 28 "prelude/matmul.h"
@@ -81,134 +81,134 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
 #line 32 "prelude/matmul.h"
     int group_pid_n_rows = tx::minimum((num_m - group_pid_n_first_m), GROUP_M);
     // i32 pid_n = group_pid_n(program_id(0), num_m, num_n, GROUP_M);
-#line 52 "kernels/matmul.c"
+#line 54 "kernels/matmul.c"
     int pid_n = ((group_pid_n_pid % group_pid_n_width) / group_pid_n_rows);
     // i32 batch = program_id(1);
-#line 53 "kernels/matmul.c"
+#line 55 "kernels/matmul.c"
     int batch = (int)blockIdx.y;
     // tile rm = pid_m * BM + arange(0, BM);
-#line 54 "kernels/matmul.c"
+#line 56 "kernels/matmul.c"
     int rm[L0::REGS];
-#line 54
+#line 56
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) rm[i] = ((pid_m * BM) + L0::coord(i, 0));
     // tile rn = pid_n * BN + arange(0, BN);
-#line 55 "kernels/matmul.c"
+#line 57 "kernels/matmul.c"
     int rn[L1::REGS];
-#line 55
+#line 57
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) rn[i] = ((pid_n * BN) + L1::coord(i, 1));
     // tile rk = arange(0, BK);
-#line 56 "kernels/matmul.c"
+#line 58 "kernels/matmul.c"
     int rk[L2::REGS];
-#line 56
+#line 58
     _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) rk[i] = L2::coord(i, 1);
     // tile am = A_T ? expand_dims(rm, 0) : expand_dims(rm, 1);     /* [1, BM] or [BM, 1] */
-#line 57 "kernels/matmul.c"
+#line 59 "kernels/matmul.c"
     int am[L0::REGS];
-#line 57
+#line 59
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) am[i] = rm[i];
     // tile ak = A_T ? expand_dims(rk, 1) : expand_dims(rk, 0);     /* [BK, 1] or [1, BK] */
-#line 58 "kernels/matmul.c"
+#line 60 "kernels/matmul.c"
     int ak[L2::REGS];
-#line 58
+#line 60
     _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) ak[i] = rk[i];
     // tile bk = B_T ? expand_dims(rk, 0) : expand_dims(rk, 1);     /* [1, BK] or [BK, 1] */
-#line 59 "kernels/matmul.c"
+#line 61 "kernels/matmul.c"
     int bk[L3::REGS];
-#line 59
+#line 61
     int converted_0[L3::REGS];
-#line 59
+#line 61
     tx::relayout<L2, L3>(converted_0, rk, tx_smem, [](int r) { return L3::coord(r, 0); });
-#line 59
+#line 61
     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) bk[i] = converted_0[i];
     // tile bn = B_T ? expand_dims(rn, 1) : expand_dims(rn, 0);     /* [BN, 1] or [1, BN] */
-#line 60 "kernels/matmul.c"
+#line 62 "kernels/matmul.c"
     int bn[L1::REGS];
-#line 60
+#line 62
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) bn[i] = rn[i];
     // f32 acc[BM][BN] = 0;
-#line 61 "kernels/matmul.c"
+#line 63 "kernels/matmul.c"
     float acc[L4::REGS];
-#line 61
+#line 63
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) acc[i] = 0.0f;
     // for (i32 k = 0; k < K; k += BK) {
-#line 62 "kernels/matmul.c"
+#line 64 "kernels/matmul.c"
     int converted_1[L6::REGS];
-#line 62
+#line 64
     tx::relayout<L0, L6>(converted_1, am, tx_smem, [](int r) { return (L6::coord(r, 0)) * 1 + L6::coord(r, 1); });
-#line 62
+#line 64
     int converted_2[L7::REGS];
-#line 62
+#line 64
     tx::relayout<L2, L7>(converted_2, ak, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
     {
-#line 62
+#line 64
         // software pipeline, 4 stages: a_t, b_t copied global -> shared memory by cp.async ahead of the dot
-#line 62
+#line 64
         using a_t_tile = tx::SmemTile<__half, 128, 64>;
-#line 62
+#line 64
         __half* const a_t_stages = reinterpret_cast<__half*>(tx_pipeline + 0);
-#line 62
+#line 64
         using b_t_tile = tx::SmemTile<__half, 64, 256>;
-#line 62
+#line 64
         __half* const b_t_stages = reinterpret_cast<__half*>(tx_pipeline + 65536);
         {
-#line 62
+#line 64
             int k = 0;
-#line 62
+#line 64
             for (int stage = 0; stage < 2; ++stage) {
-#line 62
+#line 64
                 if ((k < K)) {
-#line 62
+#line 64
                     _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 8) tx::cp_async16(a_t_stages + stage * a_t_tile::ELEMS + a_t_tile::offset(L5::coord(i, 0), L5::coord(i, 1)), (((a + (batch * sab)) + (converted_1[tx::remap<L6, L5>(i)] * sam)) + ((converted_2[tx::remap<L7, L5>(i)] + k) * 1)), ((converted_1[tx::remap<L6, L5>(i)] < M) & ((converted_2[tx::remap<L7, L5>(i)] + k) < K)));
-#line 62
+#line 64
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; i += 8) tx::cp_async16(b_t_stages + stage * b_t_tile::ELEMS + b_t_tile::offset(L8::coord(i, 0), L8::coord(i, 1)), (((b + (batch * sbb)) + ((bk[tx::remap<L3, L8>(i)] + k) * sbk)) + (bn[tx::remap<L1, L8>(i)] * 1)), (((bk[tx::remap<L3, L8>(i)] + k) < K) & (bn[tx::remap<L1, L8>(i)] < N)));
                 }
-#line 62
+#line 64
                 tx::cp_async_commit();
-#line 62
+#line 64
                 k = (k + BK);
             }
         }
-#line 62
+#line 64
         int tx_stage = 0;  // the stage this iteration's dot reads
-#line 62
+#line 64
         for (int k = 0; (k < K); k = (k + BK)) {
-#line 62
+#line 64
             tx::cp_async_wait<1>();  // this iteration's stage has landed
-#line 62
+#line 64
             tx::fence_async_proxy();  // ... where wgmma reads it
-#line 62
+#line 64
             __syncthreads();
             {
-#line 62
+#line 64
                 const int k_ahead = k + 2 * (BK);
-#line 62
+#line 64
                 const int stage_ahead = (tx_stage + 2) % 4;
-#line 62
+#line 64
                 const int k = k_ahead;
-#line 62
+#line 64
                 if ((k < K)) {
-#line 62
+#line 64
                     _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 8) tx::cp_async16(a_t_stages + stage_ahead * a_t_tile::ELEMS + a_t_tile::offset(L5::coord(i, 0), L5::coord(i, 1)), (((a + (batch * sab)) + (converted_1[tx::remap<L6, L5>(i)] * sam)) + ((converted_2[tx::remap<L7, L5>(i)] + k) * 1)), ((converted_1[tx::remap<L6, L5>(i)] < M) & ((converted_2[tx::remap<L7, L5>(i)] + k) < K)));
-#line 62
+#line 64
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; i += 8) tx::cp_async16(b_t_stages + stage_ahead * b_t_tile::ELEMS + b_t_tile::offset(L8::coord(i, 0), L8::coord(i, 1)), (((b + (batch * sbb)) + ((bk[tx::remap<L3, L8>(i)] + k) * sbk)) + (bn[tx::remap<L1, L8>(i)] * 1)), (((bk[tx::remap<L3, L8>(i)] + k) < K) & (bn[tx::remap<L1, L8>(i)] < N)));
                 }
             }
-#line 62
+#line 64
             tx::cp_async_commit();
             // tile a_t = load(a + batch * sab + am * sam + (ak + k) * sak, (am < M) & (ak + k < K), 0);
-#line 63 "kernels/matmul.c"
+#line 65 "kernels/matmul.c"
             // a_t: in shared memory, stage tx_stage (copied by cp.async)
             // tile b_t = load(b + batch * sbb + (bk + k) * sbk + bn * sbn, (bk + k < K) & (bn < N), 0);
-#line 64 "kernels/matmul.c"
+#line 66 "kernels/matmul.c"
             // b_t: in shared memory, stage tx_stage (copied by cp.async)
             // acc = dot(A_T ? trans(a_t) : a_t, B_T ? trans(b_t) : b_t, acc, PRECISION);
-#line 65 "kernels/matmul.c"
+#line 67 "kernels/matmul.c"
             float acc_0[L4::REGS];
-#line 65
+#line 67
             _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) acc_0[i] = acc[i];
-#line 65
+#line 67
             tx::wgmma<L4, a_t_tile, true, b_t_tile, false, 64, 1>(acc_0, a_t_stages + tx_stage * a_t_tile::ELEMS, b_t_stages + tx_stage * b_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n256k16_f16_kt(d, a, b); });
-#line 65
+#line 67
             _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) acc[i] = acc_0[i];
             tx_stage = tx_stage == 3 ? 0 : tx_stage + 1;
         }
@@ -217,67 +217,67 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
         __syncthreads();
     }
     // tile out = acc * alpha;
-#line 67 "kernels/matmul.c"
+#line 69 "kernels/matmul.c"
     float out[L4::REGS];
-#line 67
+#line 69
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) out[i] = (acc[i] * alpha);
     // out += (f32)load(bias + rn, rn < N, 0);
-#line 69 "kernels/matmul.c"
+#line 71 "kernels/matmul.c"
     int converted_3[L9::REGS];
-#line 69
+#line 71
     tx::relayout<L1, L9>(converted_3, rn, tx_smem, [](int r) { return L9::coord(r, 1); });
-#line 69
+#line 71
     int converted_4[L9::REGS];
-#line 69
+#line 71
     tx::relayout<L1, L9>(converted_4, rn, tx_smem, [](int r) { return L9::coord(r, 1); });
-#line 69
+#line 71
     __half load_0[L9::REGS];
-#line 69
+#line 71
     bool mask_0[L9::REGS];
-#line 69
+#line 71
     _Pragma("unroll") for (int i = 0; i < L9::REGS; ++i) mask_0[i] = (converted_4[i] < N);
-#line 69
+#line 71
     _Pragma("unroll") for (int i = 0; i < L9::REGS; i += 2) tx::load_vec<2>(&load_0[i], (bias + converted_3[i]), &mask_0[i], __half(0.0f));
-#line 69
+#line 71
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) out[i] = (out[i] + tx::cast<float>(load_0[tx::remap<L9, L4>(i)]));
     // out = gelu_exact(out);
-#line 72 "kernels/matmul.c"
+#line 74 "kernels/matmul.c"
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) out[i] = ((0.5f * out[i]) * (1.0f + tx::erf((out[i] * 0.70710677f))));
     // tile cm = expand_dims(rm, 1);
-#line 80 "kernels/matmul.c"
+#line 82 "kernels/matmul.c"
     int cm[L0::REGS];
-#line 80
+#line 82
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cm[i] = rm[i];
     // tile cn = expand_dims(rn, 0);
-#line 81 "kernels/matmul.c"
+#line 83 "kernels/matmul.c"
     int cn[L1::REGS];
-#line 81
+#line 83
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) cn[i] = rn[i];
     // store(c + batch * scb + cm * scm + cn * scn, out, (cm < M) & (cn < N));
-#line 82 "kernels/matmul.c"
+#line 84 "kernels/matmul.c"
     int converted_5[L10::REGS];
-#line 82
+#line 84
     tx::relayout<L0, L10>(converted_5, cm, tx_smem, [](int r) { return (L10::coord(r, 0)) * 1 + L10::coord(r, 1); });
-#line 82
+#line 84
     int converted_6[L9::REGS];
-#line 82
+#line 84
     tx::relayout<L1, L9>(converted_6, cn, tx_smem, [](int r) { return (L9::coord(r, 0)) * 256 + L9::coord(r, 1); });
-#line 82
+#line 84
     int converted_7[L10::REGS];
-#line 82
+#line 84
     tx::relayout<L0, L10>(converted_7, cm, tx_smem, [](int r) { return (L10::coord(r, 0)) * 1 + L10::coord(r, 1); });
-#line 82
+#line 84
     int converted_8[L9::REGS];
-#line 82
+#line 84
     tx::relayout<L1, L9>(converted_8, cn, tx_smem, [](int r) { return (L9::coord(r, 0)) * 256 + L9::coord(r, 1); });
-#line 82
+#line 84
     __half value_0[L4::REGS];
-#line 82
+#line 84
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) value_0[i] = tx::cast<__half>(out[i]);
-#line 82
+#line 84
     bool mask_1[L4::REGS];
-#line 82
+#line 84
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) mask_1[i] = ((converted_7[tx::remap<L10, L4>(i)] < M) & (converted_8[tx::remap<L9, L4>(i)] < N));
-#line 82
+#line 84
     _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 2) tx::store_vec<2>((((c + (batch * scb)) + (converted_5[tx::remap<L10, L4>(i)] * scm)) + (converted_6[tx::remap<L9, L4>(i)] * 1)), &value_0[i], &mask_1[i]);
 }

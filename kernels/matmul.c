@@ -31,13 +31,15 @@
 
 /* Tile configs, timed on first use of each (M, N, K, dtypes, epilogue) by kernel.tune (what
  * teeny_tx.linalg launches). On the H200 the 16-rows-per-warp tiles (BM = 16 * num_warps) of
- * f16/bf16 run on wgmma; the others, and TF32, on mma.sync; BK = 32 configs serve f32, whose
- * BK = 64 tiles do not fit in shared memory and are pruned. */
+ * f16/bf16 (BK = 64) and of TF32 with K-contiguous operands (BK = 32) run on wgmma, the
+ * others on mma.sync; f32's BK = 64 tiles do not fit in shared memory and are pruned. */
 #pragma autotune key(M, N, K)
 #pragma autotune config(BM=128, BN=256, BK=64, num_warps=8, num_stages=4)
 #pragma autotune config(BM=128, BN=256, BK=64, num_warps=8, num_stages=3)
 #pragma autotune config(BM=128, BN=128, BK=64, num_warps=8, num_stages=4)
 #pragma autotune config(BM=64, BN=256, BK=64, num_warps=4, num_stages=4)
+#pragma autotune config(BM=128, BN=256, BK=32, num_warps=8, num_stages=4)
+#pragma autotune config(BM=128, BN=128, BK=32, num_warps=8, num_stages=4)
 #pragma autotune config(BM=128, BN=128, BK=32, num_warps=4, num_stages=4)
 #pragma autotune config(BM=64, BN=128, BK=32, num_warps=4, num_stages=4)
 #pragma autotune config(BM=64, BN=64, BK=32, num_warps=4, num_stages=3)

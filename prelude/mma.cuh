@@ -90,6 +90,7 @@ __device__ __forceinline__ void stage(T* smem, const T* regs) {
     }
 }
 
+
 // ---- asynchronous copies (global -> shared, no registers) -------------------------------
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
@@ -304,7 +305,7 @@ template <int PENDING>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory"); }
 
 // acc += A @ B by warpgroups: Instr(acc, desc_a, desc_b) is the kernel's wgmma instruction
-// (m64nNk16, generated with the kernel); one per 16 of K, then wait until at most PENDING
+// (m64nNk16, or m64nNk8 for TF32, generated with the kernel); one per 32 bytes of K, then wait until at most PENDING
 // groups run on (1 in a pipelined loop: the next iteration's copies overlap the products; the
 // loop waits for all after its last iteration).
 template <class Acc, class SA, bool A_KMAJOR, class SB, bool B_KMAJOR, int K, int PENDING, typename T,
@@ -313,10 +314,34 @@ __device__ __forceinline__ void wgmma(float* acc, const T* sA, const T* sB, Inst
     const int m0 = (int(threadIdx.x) / 128) * 64;
     wgmma_fence();
 #pragma unroll
-    for (int k0 = 0; k0 < K; k0 += 16)
+    for (int k0 = 0; k0 < K; k0 += 32 / int(sizeof(T)))  // 32 bytes of K per instruction
         instr(acc, operand_desc<SA, A_KMAJOR>(sA, m0, k0), operand_desc<SB, B_KMAJOR>(sB, 0, k0));
     wgmma_commit();
     wgmma_wait<PENDING>();
+}
+
+// TF32 operands are rounded to nearest even in shared memory before wgmma reads them (wgmma
+// would ignore the low mantissa bits): each thread rounds the 16-byte chunks it copied.
+__device__ __forceinline__ void tf32_round_chunk(float* chunk) {
+    uint4 v = *reinterpret_cast<uint4*>(chunk);
+    v.x = tf32_round(v.x);
+    v.y = tf32_round(v.y);
+    v.z = tf32_round(v.z);
+    v.w = tf32_round(v.w);
+    *reinterpret_cast<uint4*>(chunk) = v;
+}
+template <typename T> __device__ __forceinline__ T tf32_value(T x) { return x; }
+__device__ __forceinline__ float tf32_value(float x) { return __uint_as_float(tf32_round(__float_as_uint(x))); }
+
+// stage(), with f32 values rounded to TF32 on the way (for wgmma's TF32 reads).
+template <class L, int DR, int DC, class S, bool TRANSPOSE>
+__device__ __forceinline__ void stage_tf32(float* smem, const float* regs) {
+    if (!L::owner()) return;
+#pragma unroll
+    for (int r = 0; r < L::REGS; ++r) {
+        int row = L::coord(r, DR), col = L::coord(r, DC);
+        smem[TRANSPOSE ? S::offset(col, row) : S::offset(row, col)] = tf32_value(regs[r]);
+    }
 }
 
 // A pointer into shared memory rounded up to a 1024-byte boundary (the 128-byte swizzle's

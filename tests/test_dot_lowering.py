@@ -161,3 +161,20 @@ def test_shapes_wgmma_cannot_take_fall_back_to_mma_sync(monkeypatch):
         "f32", "f16", "f16", *ROW, PRECISION=20, BM=128, BN=128, BK=64, num_warps=4
     )
     assert "wgmma" not in src and "tx::MmaF16" in src
+
+
+def test_tf32_warpgroup_mma_rounds_in_shared_memory(monkeypatch):
+    """TF32 with both operands K-contiguous runs on wgmma (m64nNk8, no transpose bits): each
+    thread rounds the chunks it copied to TF32 (nearest even) before the warpgroups read them."""
+    monkeypatch.setenv("TEENY_TX_ARCH", "sm_90a")
+    kernels = tx.compile("tests/kernels/dot.c", name="tests/kernels/dot.c")
+    src = kernels.mm_nt.cuda_source(
+        "f32", "f32", "f32", 256, 256, 256, PRECISION=21, BM=64, BN=128, BK=32, num_stages=3
+    )
+    assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in src
+    assert src.count("tx::tf32_round_chunk(") == 2  # both operands, each iteration
+    nvrtc.compile_to_cubin(src, name="mm_nt", arch="sm_90a", headers=HEADERS)
+    mma_sync = kernels.mm_tn.cuda_source(  # A transposed: not K-contiguous, so mma.sync
+        "f32", "f32", "f32", 256, 256, 256, PRECISION=21, BM=64, BN=128, BK=32
+    )
+    assert "wgmma" not in mma_sync and "tx::MmaTF32" in mma_sync

@@ -69,23 +69,31 @@ class Mma:
 
 
 def wgmma_fits(e: Op, num_warps: int) -> bool:
-    """Whether a dot can run as Hopper warpgroup MMAs: f16/bf16, one warpgroup per 64 rows
+    """Whether a dot can run as Hopper warpgroup MMAs: f16/bf16, or f32 with TF32 and both
+    operands K-contiguous (wgmma transposes 16-bit operands only); one warpgroup per 64 rows
     (M = 16 * num_warps), N a multiple of 64 up to 256, and operands whose shared tiles are
-    whole 128-byte swizzle panels (K a multiple of 64 where K is contiguous)."""
+    whole 128-byte swizzle panels (K a multiple of 128 bytes where K is contiguous)."""
     a, b = e.args[:2]
-    if a.type.dtype.name not in ("f16", "bf16") or len(e.type.shape) != 2:
+    dtype = a.type.dtype.name
+    if len(e.type.shape) != 2:
+        return False
+    a_kmajor = not (isinstance(a, Op) and a.op == "permute")
+    b_kmajor = isinstance(b, Op) and b.op == "permute"
+    if dtype == "f32":
+        if e.attr("precision") != "TF32" or not (a_kmajor and b_kmajor):
+            return False
+    elif dtype not in ("f16", "bf16"):
         return False
     m, n = e.type.shape
     k = a.type.shape[1]
-    a_kmajor = not (isinstance(a, Op) and a.op == "permute")
-    b_kmajor = isinstance(b, Op) and b.op == "permute"
+    panel = 128 // a.type.dtype.itemsize
     return (
         num_warps % 4 == 0
         and m == 16 * num_warps
         and n % 64 == 0
         and n <= 256
         and k % 16 == 0
-        and (k % 64 == 0 or not (a_kmajor or b_kmajor))
+        and (k % panel == 0 or not (a_kmajor or b_kmajor))
     )
 
 

@@ -123,8 +123,9 @@ class DotEmitter:
             base = f"tx::align1024({self.scratch(0)})" if wgmma else self.scratch(0)
             self.out(f"using {tile} = tx::SmemTile<{t}, {rows}, {cols}>;")
             self.out(f"{t}* {ptr} = reinterpret_cast<{t}*>({base} + {offset});")
+            stage = "tx::stage_tf32" if wgmma and dtype.name == "f32" else "tx::stage"
             self.out(
-                f"tx::stage<{self.L(src.layout)}, {d0}, {d1}, {tile}, "
+                f"{stage}<{self.L(src.layout)}, {d0}, {d1}, {tile}, "
                 f"{'true' if flip else 'false'}>({ptr}, {regs});"
             )
             offset += rows * cols * dtype.itemsize
@@ -164,10 +165,14 @@ class DotEmitter:
         self.temps[id(e)] = (out, layout, "")
 
     def wgmma_instruction(self, dtype: str, n: int, kmajor: list[bool]) -> str:
-        """The name of a device function issuing one wgmma m64nNk16 (rendered once per kernel
-        before it): accumulator registers in the Mma layout's order, A and B descriptors."""
+        """The name of a device function issuing one wgmma m64nNk16 (m64nNk8 for TF32; rendered
+        once per kernel before it): accumulator registers in the Mma layout's order, A and B
+        descriptors."""
         trans = "".join("k" if x else "t" for x in kmajor)
-        name = f"tx_wgmma_m64n{n}k16_{dtype}_{trans}"
+        if dtype == "f32":
+            dtype = "tf32"
+        k = 8 if dtype == "tf32" else 16
+        name = f"tx_wgmma_m64n{n}k{k}_{dtype}_{trans}"
         if name not in self.preamble:
             quarter = n // 4  # registers per accumulator row half (the Mma layout's regs(1))
             regs = [((i >> 1) & 1) * quarter + 2 * (i >> 2) + (i & 1) for i in range(n // 2)]
@@ -176,7 +181,7 @@ class DotEmitter:
                 for start in range(0, len(regs), 16)
             ]
             self.preamble[name] = self.snippets.wgmma_instruction(
-                name, n, dtype, int(not kmajor[0]), int(not kmajor[1]), rows, regs
+                name, n, k, dtype, int(not kmajor[0]), int(not kmajor[1]), rows, regs
             )
         return name
 
@@ -342,6 +347,16 @@ class DotEmitter:
         self.out(f"for ({head}) {{")
         self.depth += 1
         self.out(f"tx::cp_async_wait<{ahead - 1}>();  // this iteration's stage has landed")
+        tf32 = {
+            _operand_source(x)[0].name
+            for e in dots
+            if e.layout.blocked.version == 3 and e.attr("precision") == "TF32"
+            for x in e.args[:2]
+            if isinstance(_operand_source(x)[0], Var)
+        }
+        for p in plan:
+            if p.var in tf32:
+                self.emit_tf32_rounding(p)
         if async_reads:
             self.out("tx::fence_async_proxy();  // ... where wgmma reads it")
         self.out("__syncthreads();")
@@ -373,6 +388,17 @@ class DotEmitter:
         self.out("__syncthreads();")
         self.depth -= 1
         self.out("}")
+
+    def emit_tf32_rounding(self, p: PipelinedLoad) -> None:
+        """Round this thread's chunks of ``p``'s current stage to TF32 (wgmma reads TF32 by
+        ignoring the low mantissa bits; the language rounds to nearest even)."""
+        with self.registers_of(p.load.layout) as name:
+            chunk = (
+                f"{p.buffer} + tx_stage * {p.tile}::ELEMS + "
+                f"{p.tile}::offset({name}::coord(i, 0), {name}::coord(i, 1))"
+            )
+            call = f"tx::tf32_round_chunk({chunk});"
+            self.out(self.snippets.tile_loop(name, call, p.vec) + "  // TF32, to nearest even")
 
     def emit_copies(self, plan: list[PipelinedLoad], cond: str, stage: str) -> None:
         """The cp.async copies of one iteration (the one the loop variable names) into

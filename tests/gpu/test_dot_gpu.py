@@ -269,3 +269,21 @@ def test_hopper_sass_has_warpgroup_mma(dot_kernels, tmp_path):
     path.write_bytes(spec.cubin)
     sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True).stdout
     assert "HGMMA.64x256x16.F32" in sass and "LDGSTS" in sass
+
+
+def test_tf32_on_warpgroups_rounds_like_mma_sync(dot_kernels):
+    """TF32 through wgmma (64 x 128 tiles, 4 warps) and through mma.sync (32 x 32 tiles) round
+    the same inputs to nearest even: the results differ only by f32 accumulation order."""
+    m, n, k = 300, 260, 333
+    a, b = rand((m, k), "f32", 17), rand((k, n), "f32", 18)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    da, dbt = cp.asarray(a), cp.asarray(np.ascontiguousarray(b.T))
+    out = []
+    for bm, bn, bk in ((64, 128, 32), (32, 32, 16)):
+        c = cp.zeros((m, n), np.float32)
+        dot_kernels.mm_nt[(tx.cdiv(m, bm), tx.cdiv(n, bn))](
+            c, da, dbt, m, n, k, PRECISION=PREC["TF32"], BM=bm, BN=bn, BK=bk, num_stages=3
+        )
+        out.append(c.get())
+    assert 1e-4 < rel_err(out[0], ref) < 2e-3
+    assert rel_err(out[0], out[1].astype(np.float64)) < 1e-5
