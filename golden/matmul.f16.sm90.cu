@@ -130,6 +130,8 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
         using b_t_tile = tx::SmemTile<__half, 32, 128>;
 #line 64
         __half* const b_t_stages = reinterpret_cast<__half*>(tx_pipeline + 24576);
+#line 64
+        // prologue: the copies of the first 2 iterations
         {
 #line 64
             int k = 0;
@@ -148,6 +150,8 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
                 k = (k + BK);
             }
         }
+#line 64
+        // main loop: wait for this iteration's stage, issue the copies 2 iterations ahead, then the body (its dot reads the stage)
 #line 64
         int tx_stage = 0;  // the stage this iteration's dot reads
 #line 64

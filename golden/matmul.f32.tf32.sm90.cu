@@ -126,6 +126,8 @@ matmul(float* c, const float* __restrict__ a, const float* __restrict__ b, const
         using a_t_tile = tx::SmemTile<float, 128, 32>;
 #line 64
         float* const a_t_stages = reinterpret_cast<float*>(tx_pipeline + 0);
+#line 64
+        // prologue: the copies of the first 2 iterations
         {
 #line 64
             int k = 0;
@@ -142,6 +144,8 @@ matmul(float* c, const float* __restrict__ a, const float* __restrict__ b, const
                 k = (k + BK);
             }
         }
+#line 64
+        // main loop: wait for this iteration's stage, issue the copies 2 iterations ahead, then the body (its dot reads the stage)
 #line 64
         int tx_stage = 0;  // the stage this iteration's dot reads
 #line 64

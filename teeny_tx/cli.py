@@ -9,6 +9,7 @@ usage errors exit with status 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,6 +31,8 @@ def _value(text: str):
 def cmd_compile(args: argparse.Namespace) -> int:
     from . import compile as tx_compile
 
+    if args.arch:
+        os.environ["TEENY_TX_ARCH"] = args.arch
     module = tx_compile(Path(args.file), name=args.file)
     defines = {}
     for d in args.define or []:
@@ -48,7 +51,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
             else:
                 positional.append(defines.pop(p.name, 1 if p.dtype.is_int else 1.0))
         constexprs = {n: defines[n] for n in kernel.binder.constexpr_names if n in defines}
-        chunks.append(kernel.cuda_source(*positional, num_warps=args.num_warps, **constexprs))
+        options = {"num_warps": args.num_warps, "num_stages": args.num_stages}
+        chunks.append(kernel.cuda_source(*positional, **options, **constexprs))
     text = "\n".join(chunks)
     if args.output:
         Path(args.output).write_text(text)
@@ -95,6 +99,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
             size = ",".join(f"{r}x{c}" for r, c in shapes)
             took = time.perf_counter() - start
             print(f"  {case.name:<22} {dtype:<5} {size}  {status}  ({took:.2f} s)")
+    for dtype, precision in (("f16", None), ("bf16", None), ("f32", "tf32"), ("f32", None)):
+        start = time.perf_counter()
+        try:
+            worst = _run_matmul_case(dtype, precision, rng, gpu)
+            status = f"ok   max|err|/scale {worst:.2e}"
+        except (AssertionError, TeenyError) as exc:
+            failures += 1
+            status = f"FAIL {exc}"
+        took = time.perf_counter() - start
+        name = f"matmul+bias+gelu {precision or ''}".strip()
+        shape = "x".join(map(str, MATMUL_SHAPE[gpu]))
+        print(f"  {name:<22} {dtype:<5} {shape}  {status}  ({took:.2f} s)")
     if not gpu:
         from .kernel import HEADERS
         from .library import GOLDEN
@@ -125,6 +141,38 @@ def _run_case(case, dtype: str, n: int, rng, gpu: bool) -> float:
         host = np.full(n, np.nan, dtype=xs[0].dtype)
         case.launch(grid, case.args(host, xs, scalars, n), interpret=True)
     return case.check(host, xs, scalars, dtype)
+
+
+# M, N, K of the teeny_tx.linalg demo, on the interpreter (False) and on the GPU (True).
+MATMUL_SHAPE = {False: (70, 33, 64), True: (1001, 517, 333)}
+
+
+def _run_matmul_case(dtype: str, precision: str | None, rng, gpu: bool) -> float:
+    """linalg.matmul with bias and GELU against float64; the error over the largest |ref|,
+    within the tolerance of the output dtype (TF32: its 10-bit inputs)."""
+    from math import erf
+
+    from . import linalg
+    from .dtypes import DTYPES
+
+    m, n, k = MATMUL_SHAPE[gpu]
+    a = rng.standard_normal((m, k)).astype(np.float32).astype(DTYPES[dtype].np)
+    b = rng.standard_normal((k, n)).astype(np.float32).astype(DTYPES[dtype].np)
+    bias = rng.standard_normal(n).astype(np.float32)
+    z = a.astype(np.float64) @ b.astype(np.float64) + bias
+    ref = 0.5 * z * (1.0 + np.vectorize(erf)(z / np.sqrt(2.0)))
+    kwargs = dict(bias=bias, activation="gelu", out_dtype="f32", precision=precision)
+    if gpu:
+        import cupy as cp
+
+        got = cp.asnumpy(
+            linalg.matmul(cp.asarray(a), cp.asarray(b), **{**kwargs, "bias": cp.asarray(bias)})
+        )
+    else:
+        got = linalg.matmul(a, b, **kwargs, interpret=True)
+    worst = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
+    assert worst < (2e-3 if precision == "tf32" else 1e-5), f"error {worst:.2e}"
+    return worst
 
 
 # [rows, cols] of the teeny_tx.nn demo; rows longer than one tile where a function loops.
@@ -182,6 +230,12 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("-k", "--kernel", help="only this kernel of the file")
     c.add_argument("--num-warps", type=int, default=4)
+    c.add_argument(
+        "--num-stages", type=int, default=2, help="software-pipelining depth of loops feeding dot"
+    )
+    c.add_argument(
+        "--arch", help="target, e.g. sm_90 (mma.sync) or sm_90a (wgmma); default: $TEENY_TX_ARCH"
+    )
     c.add_argument("-o", "--output", help="write here instead of stdout")
     c.set_defaults(run=cmd_compile)
     d = sub.add_parser(

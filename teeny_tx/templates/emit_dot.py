@@ -180,8 +180,12 @@ class DotEmitter:
                 ", ".join(f"%{i}" for i in range(start, min(start + 16, len(regs))))
                 for start in range(0, len(regs), 16)
             ]
+            outputs = [
+                ", ".join(f'"+f"(d[{r}])' for r in regs[start : start + 8])
+                for start in range(0, len(regs), 8)
+            ]
             self.preamble[name] = self.snippets.wgmma_instruction(
-                name, n, k, dtype, int(not kmajor[0]), int(not kmajor[1]), rows, regs
+                name, n, k, dtype, int(not kmajor[0]), int(not kmajor[1]), rows, outputs, len(regs)
             )
         return name
 
@@ -330,6 +334,9 @@ class DotEmitter:
         )
         ahead = stages - 2 if overlap else stages - 1
         # prologue: the first `ahead` iterations' copies
+        self.out(
+            f"// prologue: the copies of the first {ahead} iteration{'s' if ahead > 1 else ''}"
+        )
         self.out("{")
         self.depth += 1
         self.out(f"{kt} {k} = {self.ex(init.init)};")
@@ -342,6 +349,10 @@ class DotEmitter:
         self.out("}")
         self.depth -= 1
         self.out("}")
+        self.out(
+            f"// main loop: wait for this iteration's stage, issue the copies {ahead} "
+            f"iteration{'s' if ahead > 1 else ''} ahead, then the body (its dot reads the stage)"
+        )
         self.out("int tx_stage = 0;  // the stage this iteration's dot reads")
         head = f"{kt} {k} = {self.ex(init.init)}; {self.ex(s.cond)}; {k} = {self.ex(step.value)}"
         self.out(f"for ({head}) {{")
