@@ -161,7 +161,9 @@ def _run_matmul_case(dtype: str, precision: str | None, rng, gpu: bool) -> float
     bias = rng.standard_normal(n).astype(np.float32)
     z = a.astype(np.float64) @ b.astype(np.float64) + bias
     ref = 0.5 * z * (1.0 + np.vectorize(erf)(z / np.sqrt(2.0)))
-    kwargs = dict(bias=bias, activation="gelu", out_dtype="f32", precision=precision)
+    # matmul_config's tiles: the autotuner would compile and time all of the kernel's configs
+    config = linalg.matmul_config(m, n, k, dtype, precision=precision or "ieee")
+    kwargs = dict(bias=bias, activation="gelu", out_dtype="f32", precision=precision, config=config)
     if gpu:
         import cupy as cp
 
