@@ -90,13 +90,6 @@ def matmul_config(
 # ---------------------------------------------------------------- launches
 
 
-@functools.cache
-def _takes_num_stages(code: Any) -> bool:
-    """Whether a launcher (by its code object) has a ``num_stages`` option."""
-    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-    return "num_stages" in names
-
-
 def _launch(
     arrays: _Arrays,
     kernel: Kernel,
@@ -106,19 +99,16 @@ def _launch(
     num_stages: int,
     **constexprs,
 ) -> None:
-    """Queue ``kernel`` (run it, on the interpreter); a grid with a 0 is nothing to do.
-    ``num_stages`` goes to launchers that take it."""
+    """Queue ``kernel`` (run it, on the interpreter); a grid with a 0 is nothing to do."""
     if 0 in grid:
         return
-    options: dict[str, Any] = {"num_warps": num_warps}
+    options: dict[str, Any] = {"num_warps": num_warps, "num_stages": num_stages}
     if arrays.kind == "numpy":
         runner = kernel.interpret[grid]
     else:
         runner = kernel[grid]
         if arrays.kind == "torch":
             options["stream"] = _torch_stream(arrays.torch, arrays.first.device.index)
-    if _takes_num_stages(runner.__code__):
-        options["num_stages"] = num_stages
     runner(*args, **options, **constexprs)
 
 

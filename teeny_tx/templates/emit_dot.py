@@ -222,7 +222,7 @@ class DotEmitter:
         ``for (k = init; cond; k = k + inc)`` with no break, continue or return, and at the top
         of its body tile loads used only as dot operands, from addresses of k and values the
         loop does not change, 16 bytes at a time, zeros where masked."""
-        stages = getattr(self.kernel, "num_stages", 2)
+        stages = self.kernel.num_stages
         if stages < 2 or s.kind != "for" or s.cond is None or len(s.init) != 1 or len(s.step) != 1:
             return None
         init, step = s.init[0], s.step[0]
@@ -294,14 +294,14 @@ class DotEmitter:
         return plan or None
 
     def emit_pipelined_loop(self, s: ir.Loop, plan: list[PipelinedLoad]) -> None:
-        stages = getattr(self.kernel, "num_stages", 2)
+        stages = self.kernel.num_stages
         init, step = s.init[0], s.step[0]
         k, kt = init.name, ctype(init.type.dtype)
-        names = ", ".join(p.var for p in plan)
+        listed = ", ".join(p.var for p in plan)
         self.out("{")
         self.depth += 1
         self.out(
-            f"// software pipeline, {stages} stages: {names} copied global -> shared memory "
+            f"// software pipeline, {stages} stages: {listed} copied global -> shared memory "
             "by cp.async ahead of the dot"
         )
         offset = 0
@@ -318,19 +318,12 @@ class DotEmitter:
         # wgmma may run on while the next iteration starts when each dot reads only pipelined
         # operands: the copies then run one stage less ahead, to leave its stage alone
         names = {p.var for p in plan}
+        sources = [_operand_source(x)[0] for e in dots for x in e.args[:2]]
         overlap = (
             async_reads
             and stages >= 3
-            and all(
-                e.layout.blocked.version == 3
-                and all(
-                    _operand_source(x)[0].name in names
-                    for x in e.args[:2]
-                    if isinstance(_operand_source(x)[0], Var)
-                )
-                and all(isinstance(_operand_source(x)[0], Var) for x in e.args[:2])
-                for e in dots
-            )
+            and all(e.layout.blocked.version == 3 for e in dots)
+            and all(isinstance(x, Var) and x.name in names for x in sources)
         )
         ahead = stages - 2 if overlap else stages - 1
         # prologue: the first `ahead` iterations' copies
