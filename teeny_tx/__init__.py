@@ -7,7 +7,6 @@ on NumPy; ``module.kernel.cuda_source(...)`` shows the generated CUDA;
 """
 
 from ._prelude import PRELUDE
-from .autotune import Autotuner, Config
 from .errors import (
     CompileError,
     InterpreterError,
@@ -18,6 +17,7 @@ from .errors import (
     TeenyError,
 )
 from .kernel import Kernel, Module, Specialization, compile
+from .runtime.autotune import Autotuner, Config
 
 __version__ = "0.1.0"
 

@@ -61,9 +61,37 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def checkout_cases(command: str):
+    """``tests/cases.py`` of the teeny_tx source checkout this runs in (the current directory
+    or one above it, or the tree of an editable install), imported; exit with a clear message
+    where there is none: the golden files and test tables are not installed with the package."""
+    import importlib.util
+
+    here = Path.cwd().resolve()
+    for root in (*(here, *here.parents), Path(__file__).resolve().parents[1]):
+        cases = root / "tests" / "cases.py"
+        if cases.is_file() and (root / "golden").is_dir() and (root / "kernels").is_dir():
+            name = "teeny_tx_checkout_cases"
+            if name in sys.modules:
+                return sys.modules[name]
+            spec = importlib.util.spec_from_file_location(name, cases)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+            return module
+    raise SystemExit(
+        f"teeny-tx {command}: run it in a teeny_tx source checkout. The golden files (golden/) "
+        "and the tables that render them (tests/cases.py) are part of the repository, not of "
+        f"the installed package, and neither {here} nor a directory above it holds them."
+    )
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .library import CASES, ROW_CASES
     from .runtime.launch import has_gpu
+
+    cases = checkout_cases("demo")
+    CASES, ROW_CASES = cases.CASES, cases.ROW_CASES
 
     gpu = has_gpu() and not args.interpret
     where = "GPU" if gpu else "NumPy interpreter (no GPU found)"
@@ -113,10 +141,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"  {name:<22} {dtype:<5} {shape}  {status}  ({took:.2f} s)")
     if not gpu:
         from .kernel import HEADERS
-        from .library import GOLDEN
         from .runtime import nvrtc
 
-        for g in GOLDEN[:3]:
+        for g in cases.GOLDEN[:3]:
             nvrtc.compile_to_cubin(g.render(), name=g.kernel, arch=g.arch, headers=HEADERS)
         print("  generated CUDA compiles for sm_90 with NVRTC (no GPU needed)")
     print("all bundled kernels verified" if not failures else f"{failures} case(s) FAILED")
@@ -152,8 +179,8 @@ def _run_matmul_case(dtype: str, precision: str | None, rng, gpu: bool) -> float
     within the tolerance of the output dtype (TF32: its 10-bit inputs)."""
     from math import erf
 
-    from . import linalg
     from .dtypes import DTYPES
+    from .library import linalg
 
     m, n, k = MATMUL_SHAPE[gpu]
     a = rng.standard_normal((m, k)).astype(np.float32).astype(DTYPES[dtype].np)
@@ -194,7 +221,8 @@ def _run_row_case(case, dtype: str, rows: int, cols: int, rng, gpu: bool) -> flo
 
 
 def cmd_golden(args: argparse.Namespace) -> int:
-    from .library import GOLDEN, bless
+    cases = checkout_cases("golden")
+    GOLDEN, bless = cases.GOLDEN, cases.bless
 
     if args.bless:
         changed = bless()

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._prelude import FILES
-from .binder import Binder
 from .errors import CompileError, LaunchError, ResourceError, TeenyError
 from .lower import ir
 from .lower.builder import build_kernel
@@ -34,10 +33,11 @@ from .lower.layout import assign_layouts, walk_exprs
 from .lower.signature import kernel_signature
 from .parse import Unit, parse
 from .runtime import cache, launch, nvrtc
+from .runtime.binder import Binder
 from .templates.emitter import emit_cuda
 
 if TYPE_CHECKING:
-    from .autotune import Autotuner
+    from .runtime.autotune import Autotuner
 
 # Dynamic shared memory a block may opt into, by target (CUDA's documented limits).
 SHARED_LIMIT = {
@@ -148,7 +148,7 @@ class Kernel:
         self._tuner: Autotuner | None = None
         decl = module.unit.autotune.get(name)
         if decl is not None:  # its names are checked now, at compile time
-            from .autotune import from_pragmas
+            from .runtime.autotune import from_pragmas
 
             self._tuner = from_pragmas(self, decl)
 
@@ -261,9 +261,9 @@ class _Interpret:
             key = k.binder.bind_host(args, constexprs, num_warps, num_stages=num_stages)
             spec = dataclasses.replace(k.binder.spec(key), debug=k.module.debug)
             ir_kernel = build_kernel(k.module.unit, k.name, spec)
-            from . import interpreter
+            from . import interp
 
-            interpreter.run(
+            interp.run(
                 ir_kernel,
                 grid3,
                 {p.name: a for p, a in zip(ir_kernel.runtime_params, args, strict=True)},

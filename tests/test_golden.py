@@ -13,8 +13,9 @@ import pytest
 
 import teeny_tx as tx
 from teeny_tx.kernel import HEADERS
-from teeny_tx.library import GOLDEN, KERNELS, bless, target_arch
 from teeny_tx.runtime import nvrtc
+
+from .cases import GOLDEN, KERNELS, bless, target_arch
 
 # each golden with the targets it must compile for: its own, and sm_90a for the portable ones
 TARGETS = [

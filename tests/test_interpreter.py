@@ -13,9 +13,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from teeny_tx import interpreter
 from teeny_tx.dtypes import from_numpy
 from teeny_tx.errors import InterpreterError, LaunchError
+from teeny_tx.interp import interpreter
 from teeny_tx.lower.builder import Spec, build_kernel
 from teeny_tx.parse import parse
 

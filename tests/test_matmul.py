@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 import teeny_tx as tx
-from teeny_tx import linalg
 from teeny_tx.dtypes import DTYPES
-from teeny_tx.library import module
+from teeny_tx.library import linalg, module
 from teeny_tx.lower import ir
 from teeny_tx.lower.builder import build_kernel
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import teeny_tx as tx
-from teeny_tx import nn
 from teeny_tx.dtypes import DTYPES
-from teeny_tx.library import ROW_CASES, cross_entropy_reference
+from teeny_tx.library import nn
 
+from .cases import ROW_CASES, cross_entropy_reference
 from .conftest import nvrtc_compile
 
 CASES = {c.name: c for c in ROW_CASES}

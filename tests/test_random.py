@@ -17,10 +17,10 @@ import pytest
 import teeny_tx
 from teeny_tx.dtypes import DTYPES
 from teeny_tx.kernel import HEADERS
-from teeny_tx.library import CASES, dropout_reference
 from teeny_tx.lower import ops_random as rng
 from teeny_tx.lower.ir import Const
 
+from .cases import CASES, dropout_reference
 from .conftest import (
     EVERY_RANDOM_OP,
     KERNEL_FILE,

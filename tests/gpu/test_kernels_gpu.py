@@ -5,7 +5,8 @@ import pytest
 
 import teeny_tx as tx
 from teeny_tx.dtypes import DTYPES
-from teeny_tx.library import CASES
+
+from ..cases import CASES
 
 cp = pytest.importorskip("cupy")
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from teeny_tx import linalg
 from teeny_tx.dtypes import DTYPES
 from teeny_tx.kernel import HEADERS
-from teeny_tx.library import module
+from teeny_tx.library import linalg, module
 from teeny_tx.runtime import nvrtc
 
 cp = pytest.importorskip("cupy")

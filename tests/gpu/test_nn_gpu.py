@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import teeny_tx as tx
-from teeny_tx import nn
 from teeny_tx.dtypes import from_numpy
-from teeny_tx.library import ROW_CASES, ROW_TOLERANCE
+from teeny_tx.library import nn
+
+from ..cases import ROW_CASES, ROW_TOLERANCE
 
 cp = pytest.importorskip("cupy")
 

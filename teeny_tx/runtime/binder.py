@@ -18,13 +18,13 @@ from typing import Any
 import cupy
 import numpy as np
 
-from .dtypes import DTYPES, DType, from_numpy
-from .errors import LaunchError
-from .lower.builder import Spec
-from .lower.signature import ParamSpec
-from .runtime.launch import pointer_arg
-from .runtime.memory import _NUMPY_NAMES as _CUPY_NAMES
-from .runtime.memory import TORCH_TENSOR, _torch_names, alignment_of, device_pointer, extent_bytes
+from ..dtypes import DTYPES, DType, from_numpy
+from ..errors import LaunchError
+from ..lower.builder import Spec
+from ..lower.signature import ParamSpec
+from .launch import pointer_arg
+from .memory import _NUMPY_NAMES as _CUPY_NAMES
+from .memory import TORCH_TENSOR, _torch_names, alignment_of, device_pointer, extent_bytes
 
 _CupyArray = cupy.ndarray
 

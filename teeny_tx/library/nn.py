@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from . import cdiv
-from .dtypes import DTYPES, from_numpy
-from .errors import LaunchError
-from .kernel import Kernel
-from .library import module
+from .. import cdiv
+from ..dtypes import DTYPES, from_numpy
+from ..errors import LaunchError
+from ..kernel import Kernel
+from .loader import module
 
 MAX_ROW_BLOCK = 16384  # the longest row a softmax program keeps in registers as one tile
 MAX_NORM_BLOCK = 65536  # the norms have no looped kernels: one tile per row, up to this
@@ -153,7 +153,7 @@ class _Arrays:
         """Multiprocessors of the current device (enter :meth:`device` first)."""
         if self.kind == "numpy":
             return _H200_SMS
-        from .runtime.launch import device_limits
+        from ..runtime.launch import device_limits
 
         return device_limits().multiprocessor_count
 

@@ -16,16 +16,15 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache
 from math import erf
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .dtypes import DTYPES, from_numpy
-from .kernel import Module, compile
-from .lower import ops_random
+from teeny_tx.dtypes import DTYPES, from_numpy
+from teeny_tx.library import module
+from teeny_tx.lower import ops_random
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "kernels"
@@ -39,12 +38,6 @@ TOLERANCE = {
     "bf16": (1.6e-2, 1.6e-2),
     "f64": (1e-12, 1e-12),
 }
-
-
-@cache
-def module(file: str) -> Module:
-    """A bundled kernel file, compiled under its repository-relative name (stable #line paths)."""
-    return compile(KERNELS / file, name=f"kernels/{file}")
 
 
 def _gelu_exact(x):
@@ -325,7 +318,7 @@ class RowCase:
 
     def run(self, args, interpret: bool = False, **kwargs) -> tuple:
         """The wrapper's outputs, always as a tuple."""
-        from . import nn
+        from teeny_tx.library import nn
 
         out = getattr(nn, self.name)(*args, interpret=interpret, **kwargs)
         return out if isinstance(out, tuple) else (out,)

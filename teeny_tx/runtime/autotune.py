@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from ._prelude import PRELUDE_SHA256
-from .dtypes import from_numpy
-from .errors import (
+from .._prelude import PRELUDE_SHA256
+from ..dtypes import from_numpy
+from ..errors import (
     CompileError,
     LaunchError,
     Location,
@@ -53,10 +53,10 @@ from .errors import (
     ResourceError,
     TeenyError,
 )
-from .kernel import Kernel, Specialization, _grid3
-from .parse.pragmas import AutotuneDecl
-from .runtime import cache, launch, nvrtc
-from .runtime.memory import device_pointer
+from ..kernel import Kernel, Specialization, _grid3
+from ..parse.pragmas import AutotuneDecl
+from . import cache, launch, nvrtc
+from .memory import device_pointer
 
 # Bump when the cache file's recipe or contents change, so old files are never read.
 AUTOTUNE_FORMAT = 1

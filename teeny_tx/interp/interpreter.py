@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import DType
-from .errors import CompileError, InterpreterError, LaunchError, Location
-from .lower import ir
-from .lower.ops import OPS, elementwise_numpy
-from .lower.typing import convert_value
+from ..dtypes import DType
+from ..errors import CompileError, InterpreterError, LaunchError, Location
+from ..lower import ir
+from ..lower.ops import OPS, elementwise_numpy
+from ..lower.typing import convert_value
 
 Value = Any
 Eval = Callable[["_State"], Value]

@@ -23,11 +23,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import cdiv
-from .dtypes import DTYPES
-from .kernel import Kernel
-from .library import module
-from .lower.dot_ops import PRECISIONS
+from .. import cdiv
+from ..dtypes import DTYPES
+from ..kernel import Kernel
+from ..lower.dot_ops import PRECISIONS
+from .loader import module
 from .nn import _H200_SMS, _TORCH_DTYPES, FLOATS, _Arrays, _torch_stream
 
 ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "relu": 3, "silu": 4}  # the kernel's ACT
