@@ -18,13 +18,9 @@ from .errors import (
 )
 from .kernel import Kernel, Module, Specialization, compile
 from .runtime.autotune import Autotuner, Config
+from .runtime.grid import cdiv
 
 __version__ = "0.1.0"
-
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division of integers: the number of programs of size ``b`` covering ``a``."""
-    return -(-a // b)
 
 
 __all__ = [

@@ -151,7 +151,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _run_case(case, dtype: str, n: int, rng, gpu: bool) -> float:
-    from . import cdiv
+    from .runtime.grid import cdiv
 
     xs, scalars = case.make(n, dtype, rng)
     grid = (cdiv(n, 1024),)

@@ -20,7 +20,8 @@ import sys
 from dataclasses import dataclass
 
 from ._prelude import FILES
-from .lower.ops import OPS, OpDef
+from .lower.op_table import OpDef
+from .lower.ops import OPS
 from .parse import parse, strip_comments
 from .parse.source import PRELUDE_NAME, prelude_text
 

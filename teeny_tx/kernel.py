@@ -23,8 +23,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ._prelude import FILES
 from .errors import CompileError, LaunchError, ResourceError, TeenyError
 from .lower import ir
@@ -34,6 +32,7 @@ from .lower.signature import kernel_signature
 from .parse import Unit, parse
 from .runtime import cache, launch, nvrtc
 from .runtime.binder import Binder
+from .runtime.grid import as_grid3
 from .templates.emitter import emit_cuda
 
 if TYPE_CHECKING:
@@ -108,28 +107,6 @@ def _has_dot(kernel: ir.Kernel) -> bool:
     return any(isinstance(e, ir.Op) and e.op == "dot" for e in walk_exprs(kernel.body))
 
 
-def _grid3(grid: Any, meta: dict[str, Any]) -> tuple[int, int, int]:
-    if callable(grid):
-        grid = grid(meta)
-    if isinstance(grid, int):
-        grid = (grid,)
-    if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
-        raise LaunchError(
-            "the grid must be a tuple of 1 to 3 positive ints (or a callable giving one), "
-            f"got {grid!r}"
-        )
-    out = []
-    for g in grid:
-        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g <= 0:
-            raise LaunchError(f"grid sizes must be positive ints, got {tuple(grid)!r}")
-        out.append(int(g))
-    limits = (2**31 - 1, 65535, 65535)
-    for g, lim, axis in zip(out, limits, "xyz", strict=False):
-        if g > lim:
-            raise LaunchError(f"grid size {g} along {axis} exceeds the CUDA limit {lim}")
-    return tuple(out + [1] * (3 - len(out)))
-
-
 class Kernel:
     """A kernel of a module. Index with a grid to launch:
     ``k[(programs,)](*args, **constexprs)``."""
@@ -165,7 +142,7 @@ class Kernel:
         return launcher
 
     def _launcher(self, grid) -> Callable[..., None]:
-        fixed = None if callable(grid) else _grid3(grid, {})
+        fixed = None if callable(grid) else as_grid3(grid, {})
         bind = self.binder.bind_device
         compiled = self._compiled
         get_device, convert_stream, driver_error = (
@@ -186,7 +163,7 @@ class Kernel:
             function = functions.get(device)
             if function is None:
                 function = functions[device] = loaded.prepared(device, shared)
-            grid3 = fixed or _grid3(
+            grid3 = fixed or as_grid3(
                 grid, {**constexprs, "num_warps": num_warps, "num_stages": num_stages}
             )
             if stream is not None:
@@ -257,7 +234,7 @@ class _Interpret:
     def __getitem__(self, grid):
         def run(*args, num_warps: int = 4, num_stages: int = 2, **constexprs) -> None:
             k = self.kernel
-            grid3 = _grid3(grid, {**constexprs, "num_warps": num_warps, "num_stages": num_stages})
+            grid3 = as_grid3(grid, {**constexprs, "num_warps": num_warps, "num_stages": num_stages})
             key = k.binder.bind_host(args, constexprs, num_warps, num_stages=num_stages)
             spec = dataclasses.replace(k.binder.spec(key), debug=k.module.debug)
             ir_kernel = build_kernel(k.module.unit, k.name, spec)

@@ -7,10 +7,10 @@ import pytest
 
 import teeny_tx
 from teeny_tx import kernel as kernel_module
-from teeny_tx.kernel import _grid3
 from teeny_tx.lower import ir
 from teeny_tx.lower.layout import walk_exprs
 from teeny_tx.runtime import launch
+from teeny_tx.runtime.grid import as_grid3 as _grid3
 
 from .conftest import KERNEL_FILE, kernel_text
 

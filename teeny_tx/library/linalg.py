@@ -23,12 +23,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import cdiv
 from ..dtypes import DTYPES
 from ..kernel import Kernel
 from ..lower.dot_ops import PRECISIONS
+from ..runtime.grid import cdiv
+from .arrays import FLOATS, INTERPRETER_SMS, TORCH_DTYPES, torch_stream
+from .arrays import Arrays as _Arrays
 from .loader import module
-from .nn import _H200_SMS, _TORCH_DTYPES, FLOATS, _Arrays, _torch_stream
 
 ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "relu": 3, "silu": 4}  # the kernel's ACT
 DB_BLOCK_T, DB_BLOCK_N = 32, 128  # linear_db: rows summed at a time, columns per program
@@ -68,7 +69,7 @@ def matmul_config(
     *,
     precision: str = "ieee",
     batch: int = 1,
-    sms: int = _H200_SMS,
+    sms: int = INTERPRETER_SMS,
 ) -> MatmulConfig:
     """Tiles for a product [M, K] @ [K, N] (``batch`` of them) of ``dtype`` inputs (``'f16'``,
     ``'bf16'``, ``'f32'``) on a GPU of ``sms`` multiprocessors (the H200's 132 by default).
@@ -108,7 +109,7 @@ def _launch(
     else:
         runner = kernel[grid]
         if arrays.kind == "torch":
-            options["stream"] = _torch_stream(arrays.torch, arrays.first.device.index)
+            options["stream"] = torch_stream(arrays.torch, arrays.first.device.index)
     runner(*args, **options, **constexprs)
 
 
@@ -164,7 +165,7 @@ def _run_matmul(
     if config is None:  # tuned: the kernel's pragma configs, timed once per shape
         options = {}
         if arrays.kind == "torch":
-            options["stream"] = _torch_stream(arrays.torch, arrays.first.device.index)
+            options["stream"] = torch_stream(arrays.torch, arrays.first.device.index)
         grid = lambda meta: (cdiv(p.m, meta["BM"]) * cdiv(p.n, meta["BN"]), p.batch)  # noqa: E731
         best = kernel.tune[grid].best(*args, **options, **constexprs, GROUP_M=GROUP_M)
         tiles = best.kwargs
@@ -287,14 +288,14 @@ def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
     if arrays.kind == "torch":
         torch = arrays.torch
         device = arrays.first.device
-        torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
+        torch_dtype = getattr(torch, TORCH_DTYPES[dtype])
         current = torch.cuda.current_device
 
         def replay(a, b, bias, alpha):
             if current() != device.index:
                 return None
             c = torch.empty(shape, dtype=torch_dtype, device=device)
-            stream = _torch_stream(torch, device.index)
+            stream = torch_stream(torch, device.index)
             args = (c, a, b, a if bias is None else bias, *sizes, float(alpha))
             launch(*args, stream=stream, **options, **constexprs)
             return c

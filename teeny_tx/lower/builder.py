@@ -37,7 +37,7 @@ from .memory_ops import ORDERS, SCOPES, MemoryOps
 from .ops import OPS
 from .reduction_ops import ReductionOps
 from .shape_ops import ShapeOps
-from .signature import element_dtype, kernel_signature
+from .signature import Spec, element_dtype, kernel_signature
 
 _BINARY = {
     "+": "add",
@@ -147,21 +147,6 @@ _EMITTER_PREFIXES = (
     "catted",
 )
 _EMITTER_NAMES = re.compile(rf"i|L\d+|tx_smem|({'|'.join(_EMITTER_PREFIXES)})_\d+")
-
-
-@dataclass(frozen=True)
-class Spec:
-    """What one specialisation fixes: the key's contents, as the launcher computed them."""
-
-    constexprs: tuple[tuple[str, Any], ...] = ()
-    pointer_dtypes: tuple[tuple[str, DType], ...] = ()
-    align: tuple[tuple[str, int], ...] = ()
-    div16: tuple[str, ...] = ()
-    ones: tuple[str, ...] = ()  # integer parameters whose argument is 1: bound as the constant
-    num_warps: int = 4
-    num_stages: int = 2
-    index64: bool = False
-    debug: bool = False  # compile device_print and device_assert in
 
 
 @dataclass

@@ -14,7 +14,6 @@ an emitter method instead (``cuda=None``) and give the interpreter a function of
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,64 +22,8 @@ from ..dtypes import BOOL, DType
 from ..errors import CompileError, Location
 from . import typing as ty
 from .ir import Const, Expr, Op, PointerType, Type
-
-
-@dataclass(frozen=True)
-class OpDef:
-    name: str
-    doc: str
-    arity: tuple[int, int]
-    rule: Callable[..., Expr]
-    cuda: str | Callable[[DType], str] | None = None
-    numpy: Callable[..., Any] | None = None
-    prelude: bool = True
-    symbol: str | None = None  # the C operator, for operator entries
-
-    @property
-    def elementwise(self) -> bool:
-        return self.cuda is not None
-
-    def cuda_format(self, dtype: DType) -> str:
-        return self.cuda(dtype) if callable(self.cuda) else self.cuda
-
-
-OPS: dict[str, OpDef] = {}
-
-
-def _def(
-    name: str, doc: str, arity: tuple[int, int] | int, rule, cuda=None, numpy=None, **kw
-) -> None:
-    if isinstance(arity, int):
-        arity = (arity, arity)
-    OPS[name] = OpDef(name, doc, arity, rule, cuda, numpy, **kw)
-
-
-# ---------------------------------------------------------------- building typed nodes
-
-
-def make(name: str, args: list[Expr], type_: Type, loc: Location, attrs: tuple = ()) -> Expr:
-    """An Op node, folded to a Const when every operand is a constant."""
-    if (
-        all(isinstance(a, Const) for a in args)
-        and OPS[name].numpy is not None
-        and not type_.is_tile
-    ):
-        dtype = type_.dtype
-        with np.errstate(all="ignore"):
-            values = [np.array(a.value, dtype=a.type.dtype.np) for a in args]
-            result = OPS[name].numpy(*values)
-        value = np.asarray(result).astype(dtype.np).item()
-        if dtype.is_float:
-            value = float(value)
-        elif dtype.kind == "b":
-            value = bool(value)
-        else:
-            value = int(value)
-        weak = all(a.weak for a in args)
-        return Const(type=type_, loc=loc, value=value, weak=weak)
-    if type_.is_tile:
-        args = [ty.broadcast_to(a, type_.shape) for a in args]
-    return Op(type=type_, loc=loc, op=name, args=tuple(args), attrs=attrs)
+from .op_table import OPS, make
+from .op_table import define as _def
 
 
 def _small_int(d: DType) -> bool:
@@ -676,5 +619,6 @@ def elementwise_numpy(op: Op, values: list) -> Any:
     return np.asarray(result).astype(op.type.dtype.np, copy=False)
 
 
-# Op families defined in modules of their own register into OPS when ops is imported.
+# Op families defined in modules of their own register into OPS when ops is imported (last, so
+# the table keeps its order: the reference page lists the entries as they are defined).
 from . import ops_random  # noqa: E402,F401

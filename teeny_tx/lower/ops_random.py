@@ -30,7 +30,8 @@ from ..dtypes import F32, I32, U32, U64
 from ..errors import CompileError, Location
 from . import typing as ty
 from .ir import Const, Expr, PointerType, Type
-from .ops import _def, make
+from .op_table import define as _def
+from .op_table import make
 
 # ---------------------------------------------------------------- NumPy twin of random.cuh
 

@@ -8,6 +8,7 @@ a compile-time constant (Triton's ``tl.constexpr``). The launcher binds argument
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pycparser import c_ast
 
@@ -107,3 +108,18 @@ def element_dtype(name: str, loc: Location) -> DType:
         loc,
         f"use {hint}" if hint else f"element types are {', '.join(DTYPES)}",
     )
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What one specialisation fixes: the key's contents, as the launcher computed them."""
+
+    constexprs: tuple[tuple[str, Any], ...] = ()
+    pointer_dtypes: tuple[tuple[str, DType], ...] = ()
+    align: tuple[tuple[str, int], ...] = ()
+    div16: tuple[str, ...] = ()
+    ones: tuple[str, ...] = ()  # integer parameters whose argument is 1: bound as the constant
+    num_warps: int = 4
+    num_stages: int = 2
+    index64: bool = False
+    debug: bool = False  # compile device_print and device_assert in

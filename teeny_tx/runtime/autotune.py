@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -53,10 +53,13 @@ from ..errors import (
     ResourceError,
     TeenyError,
 )
-from ..kernel import Kernel, Specialization, _grid3
 from ..parse.pragmas import AutotuneDecl
 from . import cache, launch, nvrtc
+from .grid import as_grid3
 from .memory import device_pointer
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel, Specialization
 
 # Bump when the cache file's recipe or contents change, so old files are never read.
 AUTOTUNE_FORMAT = 1
@@ -320,7 +323,7 @@ class Autotuner:
         if grid is None:
             raise LaunchError(f"launching kernel {self.kernel.name} needs a grid: tuner[grid]")
         if callable(grid):
-            grid = _grid3(grid, self._meta(c, args, constexprs))
+            grid = as_grid3(grid, self._meta(c, args, constexprs))
         self.kernel[grid](
             *args,
             num_warps=c.num_warps,
@@ -427,7 +430,7 @@ class TunedLaunch:
         self.tuner = tuner
         self.grid = grid
         if grid is not None and not callable(grid):
-            _grid3(grid, {})  # a bad fixed grid fails here, as kernel[grid] does
+            as_grid3(grid, {})  # a bad fixed grid fails here, as kernel[grid] does
 
     def __call__(self, *args, stream: Any = None, **constexprs) -> None:
         tuner = self.tuner
@@ -454,7 +457,7 @@ class _TunedInterpret:
             config = tuner._first.get(key)
             if config is None:
                 config = tuner._first[key] = self.first(args, constexprs)
-            launch_grid = _grid3(grid, tuner._meta(config, args, constexprs))
+            launch_grid = as_grid3(grid, tuner._meta(config, args, constexprs))
             tuner.kernel.interpret[launch_grid](
                 *args,
                 num_warps=config.num_warps,

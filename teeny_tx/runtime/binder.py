@@ -20,11 +20,16 @@ import numpy as np
 
 from ..dtypes import DTYPES, DType, from_numpy
 from ..errors import LaunchError
-from ..lower.builder import Spec
-from ..lower.signature import ParamSpec
+from ..lower.signature import ParamSpec, Spec
 from .launch import pointer_arg
-from .memory import _NUMPY_NAMES as _CUPY_NAMES
-from .memory import TORCH_TENSOR, _torch_names, alignment_of, device_pointer, extent_bytes
+from .memory import (
+    NUMPY_NAMES,
+    TORCH_DTYPE_NAMES,
+    TORCH_TENSOR,
+    alignment_of,
+    device_pointer,
+    extent_bytes,
+)
 
 _CupyArray = cupy.ndarray
 
@@ -170,7 +175,7 @@ class Binder:
         scope = {
             "self": self,
             "CupyArray": _CupyArray,
-            "NAMES": _CUPY_NAMES,
+            "NAMES": NUMPY_NAMES,
             "INDEX_BYTES": _INDEX_BYTES,
             "ALIGN": _ALIGN,
             "device_pointer": device_pointer,
@@ -178,7 +183,7 @@ class Binder:
             "pointer_arg": pointer_arg,
             "is_number": self._is_number,
             "TORCH": TORCH_TENSOR,
-            "TORCH_NAMES": _torch_names,
+            "TORCH_NAMES": TORCH_DTYPE_NAMES,
         }
         scope.update(
             {f"T{i}": _slot(p)[1] for i, p in enumerate(self.runtime) if p.kind == "scalar"}

@@ -24,7 +24,7 @@ from teeny_tx.errors import LaunchError
 Reader = Callable[[Any], tuple[int, str]]
 Extent = Callable[[Any], int]
 
-_NUMPY_NAMES: dict[numpy.dtype, str] = {
+NUMPY_NAMES: dict[numpy.dtype, str] = {
     numpy.dtype(numpy.bool_): "bool",
     numpy.dtype(numpy.int8): "i8",
     numpy.dtype(numpy.int16): "i16",
@@ -41,7 +41,7 @@ _NUMPY_NAMES: dict[numpy.dtype, str] = {
 }
 # __cuda_array_interface__ typestrs; bf16 has none (it reads as the ambiguous "<V2").
 _TYPESTR_NAMES: dict[str, str] = {
-    dtype.str: name for dtype, name in _NUMPY_NAMES.items() if name != "bf16"
+    dtype.str: name for dtype, name in NUMPY_NAMES.items() if name != "bf16"
 } | {"|b1": "bool", "<b1": "bool"}
 _TORCH_NAMES = {
     "bool": "bool",
@@ -58,7 +58,7 @@ _TORCH_NAMES = {
     "float32": "f32",
     "float64": "f64",
 }
-_torch_names: dict[Any, str] = {}  # torch.dtype → name, filled when the first tensor arrives
+TORCH_DTYPE_NAMES: dict[Any, str] = {}  # torch.dtype → name, filled when the first tensor arrives
 
 _DLPACK_CUDA = 2
 _DLPACK_DEVICES = {
@@ -122,7 +122,7 @@ def _has_plain_attr(obj: Any, field: str) -> bool:
 
 
 def _cupy_pointer(array: cupy.ndarray) -> tuple[int, str]:
-    name = _NUMPY_NAMES.get(array.dtype)
+    name = NUMPY_NAMES.get(array.dtype)
     if name is None:
         _unsupported_dtype(array, array.dtype)
     return array.data.ptr, name
@@ -139,7 +139,7 @@ def _torch_pointer(tensor: Any) -> tuple[int, str]:
     _seen_torch(type(tensor))
     if not tensor.is_cuda:
         raise LaunchError(f"host memory: got a CPU torch tensor {describe(tensor)}; {_HOST_HINT}")
-    name = _torch_names.get(tensor.dtype) or _torch_name(tensor)
+    name = TORCH_DTYPE_NAMES.get(tensor.dtype) or _torch_name(tensor)
     return tensor.data_ptr(), name
 
 
@@ -159,7 +159,7 @@ def _torch_name(tensor: Any) -> str:
     name = _TORCH_NAMES.get(spelling)
     if name is None:
         _unsupported_dtype(tensor, tensor.dtype)
-    _torch_names[tensor.dtype] = name
+    TORCH_DTYPE_NAMES[tensor.dtype] = name
     return name
 
 

@@ -1,0 +1,202 @@
+"""Array libraries of the kernel library's wrappers: one call's arrays, checks and launches.
+
+Input: the arrays a wrapper of ``teeny_tx.nn`` or ``teeny_tx.linalg`` is called with (CuPy arrays,
+torch CUDA tensors, or NumPy arrays with ``interpret=True``). Output: an :class:`Arrays` that
+checks they are of one library and device, reads shapes, strides and dtypes, allocates outputs
+of that library and launches kernels on its current stream (torch's, CuPy's) or on the
+interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import DTYPES, from_numpy
+from ..errors import LaunchError
+from ..kernel import Kernel
+
+FLOATS = ("f32", "f16", "bf16")
+
+
+TORCH_NAMES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "int64": "i64"}
+TORCH_DTYPES = {name: spelling for spelling, name in TORCH_NAMES.items()}
+INTERPRETER_SMS = 132  # the interpreter splits work as on an H200, so both backends agree
+
+
+def _kind(a: Any) -> str:
+    kind = _KINDS.get(type(a))
+    if kind is not None:
+        return kind if kind != "torch" or a.is_cuda else "torch-cpu"
+    kind = _classify(a)
+    if kind in ("numpy", "cupy", "torch", "torch-cpu"):
+        _KINDS[type(a)] = "torch" if kind.startswith("torch") else kind
+    return kind
+
+
+_KINDS: dict[type, str] = {}
+
+
+def _classify(a: Any) -> str:
+    if isinstance(a, np.ndarray):
+        return "numpy"
+    if type(a).__module__.startswith("cupy"):
+        return "cupy"
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(a, torch.Tensor):
+        return "torch" if a.is_cuda else "torch-cpu"
+    return type(a).__name__
+
+
+class Arrays:
+    """The array library of one call: shapes, strides, allocation, device and launches."""
+
+    def __init__(self, fn: str, arrays: dict[str, Any], interpret: bool):
+        self.fn = fn
+        first_name, first = next(iter(arrays.items()))
+        self.kind = _kind(first)
+        wanted = ("numpy",) if interpret else ("cupy", "torch")
+        if self.kind not in wanted:
+            raise self.error(f"{first_name} is a {describe(first)}; {where(interpret)}")
+        for name, a in arrays.items():
+            if _kind(a) != self.kind:
+                raise self.error(
+                    f"{name} is a {describe(a)} but {first_name} is a {describe(first)}; "
+                    "pass arrays of one library"
+                )
+        self.first = first
+        if self.kind != "numpy":
+            for name, a in arrays.items():
+                if a.device != first.device:
+                    raise self.error(f"{name} is on {a.device} but {first_name} on {first.device}")
+        if self.kind == "torch":
+            import torch
+
+            self.torch = torch
+
+    def error(self, message: str) -> LaunchError:
+        return LaunchError(f"{self.fn}: {message}")
+
+    def dtype(self, a: Any) -> str | None:
+        if self.kind == "torch":
+            return TORCH_NAMES.get(str(a.dtype).removeprefix("torch."))
+        d = from_numpy(a.dtype)
+        return d.name if d is not None else None
+
+    def strides(self, a: Any) -> tuple[int, ...]:
+        """Strides in elements."""
+        if self.kind == "torch":
+            return tuple(a.stride())
+        if any(s % a.itemsize for s in a.strides):
+            raise self.error(f"strides {a.strides} are not whole elements")
+        return tuple(s // a.itemsize for s in a.strides)
+
+    def device(self):
+        """The array's device as CuPy's current one (nothing to do when it already is)."""
+        if self.kind == "numpy":
+            return contextlib.nullcontext()
+        import cupy
+
+        index = self.first.device.index if self.kind == "torch" else self.first.device.id
+        if index == cupy.cuda.runtime.getDevice():
+            return contextlib.nullcontext()
+        return cupy.cuda.Device(index)
+
+    def sms(self) -> int:
+        """Multiprocessors of the current device (enter :meth:`device` first)."""
+        if self.kind == "numpy":
+            return INTERPRETER_SMS
+        from ..runtime.launch import device_limits
+
+        return device_limits().multiprocessor_count
+
+    def empty(self, shape: tuple[int, ...], dtype: str, like: Any = None) -> Any:
+        """A new array; ``like`` (same shape and dtype) makes torch allocate with empty_like."""
+        if self.kind == "numpy":
+            return np.empty(shape, DTYPES[dtype].np)
+        if self.kind == "cupy":
+            import cupy
+
+            return cupy.empty(shape, DTYPES[dtype].np)
+        if like is not None:
+            return self.torch.empty_like(like)
+        torch_dtype = getattr(self.torch, TORCH_DTYPES[dtype])
+        return self.torch.empty(shape, dtype=torch_dtype, device=self.first.device)
+
+    def launch(self, kernel: Kernel, grid: tuple, args: tuple, num_warps: int, **constexprs):
+        """Queue ``kernel`` (run it, on the interpreter); a grid with a 0 is nothing to do."""
+        if 0 in grid:
+            return
+        if self.kind == "numpy":
+            kernel.interpret[grid](*args, num_warps=num_warps, **constexprs)
+        else:
+            stream = (
+                torch_stream(self.torch, self.first.device.index) if self.kind == "torch" else None
+            )
+            kernel[grid](*args, num_warps=num_warps, stream=stream, **constexprs)
+
+    # -------------------------------------------------------- argument checks
+
+    def matrix(self, a: Any, name: str, dtypes: tuple[str, ...] = FLOATS) -> tuple[int, int, int]:
+        """(rows, cols, row stride) of a 2-D argument whose last dimension is contiguous."""
+        if len(a.shape) != 2:
+            raise self.error(f"{name} must be 2-D [rows, cols], got shape {tuple(a.shape)}")
+        self.check_dtype(a, name, dtypes)
+        rows, cols = (int(n) for n in a.shape)
+        row_stride, col_stride = self.strides(a)
+        if cols > 1 and rows > 0 and col_stride != 1:
+            raise self.error(
+                f"{name}'s last dimension must be contiguous (stride 1), got strides "
+                f"{(row_stride, col_stride)} in elements; copy it first (x.contiguous(), "
+                "cupy.ascontiguousarray(x))"
+            )
+        return rows, cols, row_stride
+
+    def vector(self, a: Any, name: str, length: int, dtypes: tuple[str, ...], what: str) -> None:
+        """Check a contiguous 1-D argument of ``length`` elements (``what`` names the length)."""
+        if tuple(a.shape) != (length,):
+            raise self.error(f"{name} must have shape ({length},) ({what}), got {tuple(a.shape)}")
+        self.check_dtype(a, name, dtypes)
+        if length > 1 and self.strides(a) != (1,):
+            raise self.error(f"{name} must be contiguous, got stride {self.strides(a)[0]}")
+
+    def same(self, a: Any, name: str, like: Any, like_name: str) -> None:
+        """Check that ``a`` has the shape and dtype of ``like``."""
+        if tuple(a.shape) != tuple(like.shape):
+            raise self.error(
+                f"{name} has shape {tuple(a.shape)} but {like_name} has {tuple(like.shape)}"
+            )
+        if self.dtype(a) != self.dtype(like):
+            raise self.error(
+                f"{name} is {self.dtype(a)} but {like_name} is {self.dtype(like)}; they must match"
+            )
+
+    def check_dtype(self, a: Any, name: str, dtypes: tuple[str, ...]) -> None:
+        if self.dtype(a) not in dtypes:
+            raise self.error(
+                f"{name} has dtype {a.dtype}; this takes {', '.join(dtypes)} "
+                f"({', '.join(str(DTYPES[d].np) for d in dtypes)})"
+            )
+
+
+def torch_stream(torch: Any, device: int) -> int:
+    """torch's current stream on ``device`` as a raw handle (the call Triton's launcher uses;
+    torch.cuda.current_stream builds a Python object each time)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+
+
+def describe(a: Any) -> str:
+    kind = _kind(a)
+    return {"torch-cpu": "CPU torch tensor", "numpy": "NumPy array", "cupy": "CuPy array"}.get(
+        kind, "torch CUDA tensor" if kind == "torch" else kind
+    )
+
+
+def where(interpret: bool) -> str:
+    if interpret:
+        return "interpret=True runs on NumPy arrays"
+    return "pass CuPy arrays or torch CUDA tensors, or NumPy arrays with interpret=True"
