@@ -67,7 +67,15 @@ class NvrtcError(TeenyError):
 
 
 class ResourceError(TeenyError):
-    """A specialisation needs more of the device (shared memory, registers) than it has."""
+    """A specialisation needs more of the device (shared memory, registers) than it has.
+
+    ``needed`` and ``limit`` are the bytes of shared memory per block it needs and the target
+    allows, where that is the resource (None otherwise)."""
+
+    def __init__(self, message: str, needed: int | None = None, limit: int | None = None):
+        self.needed = needed
+        self.limit = limit
+        super().__init__(message)
 
 
 class InterpreterError(TeenyError):
@@ -75,4 +83,9 @@ class InterpreterError(TeenyError):
 
 
 class RegisterSpillWarning(UserWarning):
-    """A specialisation compiled, but ptxas spilled registers to (slow) local memory."""
+    """A specialisation compiled, but ptxas spilled registers to (slow) local memory:
+    ``spilled`` bytes per thread."""
+
+    def __init__(self, message: str, spilled: int = 0):
+        self.spilled = spilled
+        super().__init__(message)

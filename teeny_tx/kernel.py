@@ -98,7 +98,9 @@ def specialise(
         raise ResourceError(
             f"kernel {name} needs {shared} bytes of shared memory per block for its reductions, "
             f"layout changes and pipeline stages; {arch} allows {limit}. "
-            "Use smaller tiles, fewer num_stages or fewer warps."
+            "Use smaller tiles, fewer num_stages or fewer warps.",
+            needed=shared,
+            limit=limit,
         )
     return Specialization(annotated, source, key, shared, arch, hopper)
 

@@ -19,7 +19,8 @@ import pytest
 import teeny_tx
 from teeny_tx import Autotuner, Config, LaunchError
 from teeny_tx.runtime import cache
-from teeny_tx.runtime.autotune import _register_problem, cubin_resources
+from teeny_tx.runtime.autotune import _register_problem
+from teeny_tx.runtime.elf import cubin_resources
 
 from .conftest import KERNEL_FILE, compile_error
 

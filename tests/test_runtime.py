@@ -12,7 +12,7 @@ import numpy
 import pytest
 
 from teeny_tx.errors import LaunchError, NvrtcError
-from teeny_tx.runtime import cache, launch, memory, nvrtc
+from teeny_tx.runtime import cache, elf, launch, memory, nvrtc
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -42,7 +42,7 @@ extern "C" __global__ void broken(float *out)
 def test_compiles_fp16_bf16_kernel_to_cubin(arch):
     cubin = nvrtc.compile_to_cubin(HALF_KERNEL, name="halves", arch=arch)
     assert cubin.startswith(ELF_MAGIC)
-    assert nvrtc.elf_extent(cubin) == len(cubin)
+    assert elf.elf_extent(cubin) == len(cubin)
 
 
 def test_nvrtc_error_points_at_kernel_line():

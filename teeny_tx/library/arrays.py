@@ -18,6 +18,7 @@ import numpy as np
 from ..dtypes import DTYPES, from_numpy
 from ..errors import LaunchError
 from ..kernel import Kernel
+from ..runtime.streams import torch_stream
 
 FLOATS = ("f32", "f16", "bf16")
 
@@ -180,13 +181,6 @@ class Arrays:
                 f"{name} has dtype {a.dtype}; this takes {', '.join(dtypes)} "
                 f"({', '.join(str(DTYPES[d].np) for d in dtypes)})"
             )
-
-
-def torch_stream(torch: Any, device: int) -> int:
-    """torch's current stream on ``device`` as a raw handle (the call Triton's launcher uses;
-    torch.cuda.current_stream builds a Python object each time)."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
 
 
 def describe(a: Any) -> str:

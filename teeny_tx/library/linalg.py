@@ -27,7 +27,8 @@ from ..dtypes import DTYPES
 from ..kernel import Kernel
 from ..lower.dot_ops import PRECISIONS
 from ..runtime.grid import cdiv
-from .arrays import FLOATS, INTERPRETER_SMS, TORCH_DTYPES, torch_stream
+from ..runtime.streams import torch_stream
+from .arrays import FLOATS, INTERPRETER_SMS, TORCH_DTYPES
 from .arrays import Arrays as _Arrays
 from .loader import module
 

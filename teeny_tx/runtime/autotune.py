@@ -24,16 +24,12 @@ without timing.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import hashlib
 import json
 import os
-import re
 import statistics
-import struct
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -55,8 +51,11 @@ from ..errors import (
 )
 from ..parse.pragmas import AutotuneDecl
 from . import cache, launch, nvrtc
+from .elf import cubin_resources
+from .files import atomic_write
 from .grid import as_grid3
 from .memory import device_pointer
+from .streams import torch_stream
 
 if TYPE_CHECKING:
     from ..kernel import Kernel, Specialization
@@ -590,20 +589,13 @@ def _torch_stream(args: tuple) -> int | None:
     for a in args:
         kind = type(a)
         if kind.__name__ == "Tensor" and kind.__module__.startswith("torch") and a.is_cuda:
-            torch = sys.modules["torch"]
-            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-            device = a.device.index
-            return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+            return torch_stream(sys.modules["torch"], a.device.index)
     return None
 
 
-_SHARED = re.compile(r"needs (\d+) bytes of (?:dynamic )?shared memory.*?allows (?:at most )?(\d+)")
-
-
 def _shared_reason(err: ResourceError) -> str:
-    m = _SHARED.search(str(err))
-    if m:
-        return f"shared memory {m[1]} > {m[2]} bytes"
+    if err.needed is not None and err.limit is not None:
+        return f"shared memory {err.needed} > {err.limit} bytes"
     return str(err)
 
 
@@ -613,14 +605,14 @@ def _register_problem(spec: Specialization) -> str | None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cubin = spec.cubin
-    spilled = None
+    spilled = 0
     for w in caught:
-        if issubclass(w.category, RegisterSpillWarning):
-            spilled = re.search(r"spills (\d+) bytes", str(w.message))
+        if isinstance(w.message, RegisterSpillWarning):
+            spilled = w.message.spilled
         else:  # not ours to swallow
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    if spilled and int(spilled[1]) > SPILL_TOLERANCE:
-        return f"spills {spilled[1]} bytes per thread to local memory"
+    if spilled > SPILL_TOLERANCE:
+        return f"spills {spilled} bytes per thread to local memory"
     registers, frame = cubin_resources(cubin)
     if registers > MAX_REGISTERS:
         return f"needs {registers} registers per thread (at most {MAX_REGISTERS})"
@@ -628,38 +620,6 @@ def _register_problem(spec: Specialization) -> str | None:
     if frame > SPILL_TOLERANCE and registers >= cap:
         return f"uses all {registers} registers and a {frame}-byte stack frame (spills)"
     return None
-
-
-_EIATTR_FRAME_SIZE, _EIATTR_REGCOUNT = 0x11, 0x2F
-
-
-def cubin_resources(cubin: bytes) -> tuple[int, int]:
-    """(registers per thread, stack frame bytes) that a cubin's ``.nv.info`` section records
-    for its kernel ((0, 0) when it cannot be read): ptxas's ``EIATTR_REGCOUNT`` and
-    ``EIATTR_FRAME_SIZE`` attributes, each a (symbol, value) pair of u32."""
-    found = {_EIATTR_FRAME_SIZE: 0, _EIATTR_REGCOUNT: 0}
-    try:
-        (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-        names_at = struct.unpack_from("<Q", cubin, shoff + shstrndx * shentsize + 0x18)[0]
-        for entry in range(shoff, shoff + shnum * shentsize, shentsize):
-            (name,) = struct.unpack_from("<I", cubin, entry)
-            offset, size = struct.unpack_from("<QQ", cubin, entry + 0x18)
-            end = cubin.index(b"\0", names_at + name)
-            if cubin[names_at + name : end] != b".nv.info":
-                continue
-            pos = offset
-            while pos + 4 <= offset + size:
-                fmt, attr, length = struct.unpack_from("<BBH", cubin, pos)
-                if fmt != 4:  # EIFMT_SVAL carries `length` bytes; the others fit in 4
-                    pos += 4
-                    continue
-                if attr in found and length == 8:
-                    found[attr] = max(found[attr], struct.unpack_from("<I", cubin, pos + 8)[0])
-                pos += 4 + length
-    except (struct.error, ValueError):
-        return 0, 0
-    return found[_EIATTR_REGCOUNT], found[_EIATTR_FRAME_SIZE]
 
 
 def _read(path: Path, configs: tuple[Config, ...]) -> Choice | None:
@@ -692,17 +652,9 @@ _warned: set[Path] = set()
 def _write(path: Path, record: dict) -> None:
     """Write ``record`` atomically (a temporary file, then a rename), as the cubin cache does;
     a directory that cannot be written costs a warning and a re-tune in the next process."""
-    temp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.stem[:16]}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            json.dump(record, file, indent=1, sort_keys=True)
-        os.replace(temp, path)
+        atomic_write(path, json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
     except OSError as err:
-        if temp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
         if path.parent not in _warned:
             _warned.add(path.parent)
             warnings.warn(

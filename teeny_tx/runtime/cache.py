@@ -13,17 +13,17 @@ directory that cannot be written only costs the recompile.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from teeny_tx.errors import RegisterSpillWarning
 from teeny_tx.runtime import nvrtc
+from teeny_tx.runtime.elf import elf_extent
+from teeny_tx.runtime.files import atomic_write
 from teeny_tx.runtime.nvrtc import DEFAULT_OPTIONS
 
 # Bump when the key's recipe or the file layout changes, so old files are never read.
@@ -93,7 +93,8 @@ def load_or_compile(
                 RegisterSpillWarning(
                     f"kernel '{name}' spills {spilled} bytes per thread from registers to local "
                     f"memory ({arch}): its tiles hold more elements per thread than the registers "
-                    "do; raise num_warps or use smaller tiles"
+                    "do; raise num_warps or use smaller tiles",
+                    spilled=spilled,
                 ),
                 stacklevel=3,
             )
@@ -123,27 +124,15 @@ def _read(path: Path) -> bytes | None:
         data = path.read_bytes()
     except OSError:
         return None
-    return data if nvrtc.elf_extent(data) == len(data) else None
+    return data if elf_extent(data) == len(data) else None
 
 
 def _write(path: Path, cubin: bytes) -> None:
     """Write ``cubin`` atomically: a temporary file in the same directory, then a rename."""
-    temp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.stem[:16]}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as file:
-            file.write(cubin)
-        os.replace(temp, path)
+        atomic_write(path, cubin)
     except OSError as err:
-        if temp is not None:
-            _remove_quietly(temp)
         _warn_once(path.parent.parent, err)
-
-
-def _remove_quietly(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
 
 
 def _warn_once(directory: Path, err: OSError) -> None:

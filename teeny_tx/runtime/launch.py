@@ -180,7 +180,9 @@ class LoadedKernel:
             raise ResourceError(
                 f"kernel '{self.symbol}' needs {shared_mem} bytes of dynamic shared memory "
                 f"(plus {static} static) per block; {limits.name} allows at most "
-                f"{limits.max_shared_per_block_optin} bytes per block"
+                f"{limits.max_shared_per_block_optin} bytes per block",
+                needed=static + shared_mem,
+                limit=limits.max_shared_per_block_optin,
             )
         _driver.funcSetAttribute(
             loaded.function.ptr, _driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem

@@ -16,7 +16,6 @@ import importlib.util
 import logging
 import os
 import re
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 from cupy_backends.cuda.libs import nvrtc as _nvrtc
 
 from teeny_tx.errors import NvrtcError
+from teeny_tx.runtime.elf import repair_cubin
 
 _log = logging.getLogger(__name__)
 
@@ -175,53 +175,6 @@ def _failure_log(program: int, err: Exception) -> str:
         searched = ", ".join(str(path) for path in _include_candidates())
         log += f"\n(no CUDA include directory with cuda_fp16.h was found; searched: {searched})"
     return log
-
-
-# ELF64 header fields: e_phoff, e_shoff at 0x20; e_phentsize, e_phnum, e_shentsize, e_shnum at 0x36.
-_ELF_MAGIC = b"\x7fELF"
-_ELF_HEADER_SIZE = 64
-_SECTION_HEADER_SIZE = 64  # sh_type at +4, sh_offset and sh_size at +0x18
-_SHT_NOBITS = 8
-
-
-def _header_table_ends(image: bytes) -> tuple[int, int] | None:
-    """Ends of the program and section header tables of a 64-bit little-endian ELF image."""
-    if len(image) < _ELF_HEADER_SIZE or image[:4] != _ELF_MAGIC or image[4:6] != b"\x02\x01":
-        return None
-    phoff, shoff = struct.unpack_from("<QQ", image, 0x20)
-    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", image, 0x36)
-    return phoff + phentsize * phnum, shoff + shentsize * shnum
-
-
-def elf_extent(image: bytes) -> int | None:
-    """Bytes a 64-bit little-endian ELF image must span (end of its last header table or
-    section), or None if ``image`` is not one."""
-    tables = _header_table_ends(image)
-    if tables is None:
-        return None
-    (shoff,) = struct.unpack_from("<Q", image, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", image, 0x3A)
-    ends = [_ELF_HEADER_SIZE, *tables]
-    if shentsize >= _SECTION_HEADER_SIZE:
-        last = min(shoff + shentsize * shnum, len(image) - _SECTION_HEADER_SIZE + 1)
-        for entry in range(shoff, last, shentsize):
-            (kind,) = struct.unpack_from("<I", image, entry + 4)
-            offset, size = struct.unpack_from("<QQ", image, entry + 0x18)
-            if kind != _SHT_NOBITS:  # .bss-like sections occupy no file space
-                ends.append(offset + size)
-    return max(ends)
-
-
-def repair_cubin(image: bytes) -> bytes:
-    """Restore the last byte that CuPy's ``getCUBIN`` strips as if it were a string's NUL.
-
-    NVRTC's cubins end with a header table, whose last byte is the high byte of a small
-    integer (an alignment or entry size): the missing byte is a zero. Other images pass as is.
-    """
-    tables = _header_table_ends(image)
-    if tables is not None and max(tables) == len(image) + 1 == elf_extent(image):
-        return image + b"\x00"
-    return image
 
 
 _SPILLS = re.compile(r"(\d+) bytes spill stores")

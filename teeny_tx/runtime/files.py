@@ -1,0 +1,28 @@
+"""Files teeny_tx writes (the cubin cache, the autotuner's choices): whole or not at all.
+
+Input: a path and its bytes. Output: the file, replaced atomically, so that processes
+compiling or tuning the same kernel at once never read a half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename
+    (``os.replace``: atomic on POSIX and Windows). Creates the directory; raises OSError, with
+    no temporary file left behind, when it cannot write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=f".{path.stem[:16]}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
