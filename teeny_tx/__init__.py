@@ -4,6 +4,8 @@
 launches it on a GPU through NVRTC and CuPy; ``module.kernel.interpret[grid](...)`` runs it
 on NumPy; ``module.kernel.cuda_source(...)`` shows the generated CUDA;
 ``module.kernel.tune[grid](...)`` launches the best of its ``#pragma autotune`` configs.
+``teeny_tx.Target`` names what the CUDA is compiled for (``compile(path, target="sm_90a")``;
+default: ``$TEENY_TX_ARCH``, read once per ``compile``, else the device).
 """
 
 from ._prelude import PRELUDE
@@ -19,6 +21,7 @@ from .errors import (
 from .kernel import Kernel, Module, Specialization, compile
 from .runtime.autotune import Autotuner, Config
 from .runtime.grid import cdiv
+from .target import Target
 
 __version__ = "0.1.0"
 
@@ -36,6 +39,7 @@ __all__ = [
     "RegisterSpillWarning",
     "ResourceError",
     "Specialization",
+    "Target",
     "TeenyError",
     "cdiv",
     "compile",

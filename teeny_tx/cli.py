@@ -9,12 +9,9 @@ usage errors exit with status 2.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 from .errors import TeenyError
 
@@ -31,9 +28,7 @@ def _value(text: str):
 def cmd_compile(args: argparse.Namespace) -> int:
     from . import compile as tx_compile
 
-    if args.arch:
-        os.environ["TEENY_TX_ARCH"] = args.arch
-    module = tx_compile(Path(args.file), name=args.file)
+    module = tx_compile(Path(args.file), name=args.file, target=args.arch or None)
     defines = {}
     for d in args.define or []:
         name, sep, value = d.partition("=")
@@ -61,7 +56,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def checkout_cases(command: str):
+def checkout_cases(command: str) -> Any:
     """``tests/cases.py`` of the teeny_tx source checkout this runs in (the current directory
     or one above it, or the tree of an editable install), imported; exit with a clear message
     where there is none: the golden files and test tables are not installed with the package."""
@@ -88,136 +83,9 @@ def checkout_cases(command: str):
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .runtime.launch import has_gpu
+    from .demo import run
 
-    cases = checkout_cases("demo")
-    CASES, ROW_CASES = cases.CASES, cases.ROW_CASES
-
-    gpu = has_gpu() and not args.interpret
-    where = "GPU" if gpu else "NumPy interpreter (no GPU found)"
-    print(f"teeny-tx demo: compiling the bundled kernels and running them on the {where}")
-    rng = np.random.default_rng(args.seed)
-    sizes = (1, 1001, 2**20 + 3)
-    failures = 0
-    for case in CASES:
-        for dtype in case.dtypes:
-            start = time.perf_counter()
-            errors = []
-            try:
-                for n in sizes:
-                    errors.append(_run_case(case, dtype, n, rng, gpu))
-                status = f"ok   max|err| {max(errors):.2e}"
-            except (AssertionError, TeenyError) as exc:
-                failures += 1
-                status = f"FAIL {exc}"
-            print(
-                f"  {case.name:<12} {dtype:<5} n={','.join(map(str, sizes))}  {status}  "
-                f"({time.perf_counter() - start:.2f} s)"
-            )
-    for case in ROW_CASES:
-        shapes = ROW_SHAPES + (LONG_ROWS if case.long_rows else ())
-        for dtype in case.dtypes:
-            start = time.perf_counter()
-            try:
-                worst = max(_run_row_case(case, dtype, r, c, rng, gpu) for r, c in shapes)
-                status = f"ok   max|err|/scale {worst:.2e}"
-            except (AssertionError, TeenyError) as exc:
-                failures += 1
-                status = f"FAIL {exc}"
-            size = ",".join(f"{r}x{c}" for r, c in shapes)
-            took = time.perf_counter() - start
-            print(f"  {case.name:<22} {dtype:<5} {size}  {status}  ({took:.2f} s)")
-    for dtype, precision in (("f16", None), ("bf16", None), ("f32", "tf32"), ("f32", None)):
-        start = time.perf_counter()
-        try:
-            worst = _run_matmul_case(dtype, precision, rng, gpu)
-            status = f"ok   max|err|/scale {worst:.2e}"
-        except (AssertionError, TeenyError) as exc:
-            failures += 1
-            status = f"FAIL {exc}"
-        took = time.perf_counter() - start
-        name = f"matmul+bias+gelu {precision or ''}".strip()
-        shape = "x".join(map(str, MATMUL_SHAPE[gpu]))
-        print(f"  {name:<22} {dtype:<5} {shape}  {status}  ({took:.2f} s)")
-    if not gpu:
-        from .kernel import HEADERS
-        from .runtime import nvrtc
-
-        for g in cases.GOLDEN[:3]:
-            nvrtc.compile_to_cubin(g.render(), name=g.kernel, arch=g.arch, headers=HEADERS)
-        print("  generated CUDA compiles for sm_90 with NVRTC (no GPU needed)")
-    print("all bundled kernels verified" if not failures else f"{failures} case(s) FAILED")
-    return 1 if failures else 0
-
-
-def _run_case(case, dtype: str, n: int, rng, gpu: bool) -> float:
-    from .runtime.grid import cdiv
-
-    xs, scalars = case.make(n, dtype, rng)
-    grid = (cdiv(n, 1024),)
-    if gpu:
-        import cupy as cp
-
-        from .dtypes import DTYPES
-
-        dx = [cp.asarray(x) for x in xs]
-        out = cp.full(n, np.nan, dtype=DTYPES[dtype].np)
-        case.launch(grid, case.args(out, dx, scalars, n))
-        host = cp.asnumpy(out)
-    else:
-        host = np.full(n, np.nan, dtype=xs[0].dtype)
-        case.launch(grid, case.args(host, xs, scalars, n), interpret=True)
-    return case.check(host, xs, scalars, dtype)
-
-
-# M, N, K of the teeny_tx.linalg demo, on the interpreter (False) and on the GPU (True).
-MATMUL_SHAPE = {False: (70, 33, 64), True: (1001, 517, 333)}
-
-
-def _run_matmul_case(dtype: str, precision: str | None, rng, gpu: bool) -> float:
-    """linalg.matmul with bias and GELU against float64; the error over the largest |ref|,
-    within the tolerance of the output dtype (TF32: its 10-bit inputs)."""
-    from math import erf
-
-    from .dtypes import DTYPES
-    from .library import linalg
-
-    m, n, k = MATMUL_SHAPE[gpu]
-    a = rng.standard_normal((m, k)).astype(np.float32).astype(DTYPES[dtype].np)
-    b = rng.standard_normal((k, n)).astype(np.float32).astype(DTYPES[dtype].np)
-    bias = rng.standard_normal(n).astype(np.float32)
-    z = a.astype(np.float64) @ b.astype(np.float64) + bias
-    ref = 0.5 * z * (1.0 + np.vectorize(erf)(z / np.sqrt(2.0)))
-    # matmul_config's tiles: the autotuner would compile and time all of the kernel's configs
-    config = linalg.matmul_config(m, n, k, dtype, precision=precision or "ieee")
-    kwargs = dict(bias=bias, activation="gelu", out_dtype="f32", precision=precision, config=config)
-    if gpu:
-        import cupy as cp
-
-        got = cp.asnumpy(
-            linalg.matmul(cp.asarray(a), cp.asarray(b), **{**kwargs, "bias": cp.asarray(bias)})
-        )
-    else:
-        got = linalg.matmul(a, b, **kwargs, interpret=True)
-    worst = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
-    assert worst < (2e-3 if precision == "tf32" else 1e-5), f"error {worst:.2e}"
-    return worst
-
-
-# [rows, cols] of the teeny_tx.nn demo; rows longer than one tile where a function loops.
-ROW_SHAPES = ((1, 1), (7, 1001), (64, 4097))
-LONG_ROWS = ((3, 65537),)
-
-
-def _run_row_case(case, dtype: str, rows: int, cols: int, rng, gpu: bool) -> float:
-    args = case.make(rng, rows, cols, dtype)
-    if gpu:
-        import cupy as cp
-
-        outs = [cp.asnumpy(out) for out in case.run([cp.asarray(a) for a in args])]
-    else:
-        outs = case.run(args, interpret=True)
-    return case.check(outs, args, rows, cols)
+    return run(seed=args.seed, interpret=args.interpret)
 
 
 def cmd_golden(args: argparse.Namespace) -> int:
@@ -277,7 +145,9 @@ def parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(run=cmd_demo)
-    g = sub.add_parser("golden", help="check the golden CUDA files (or --bless them)")
+    g = sub.add_parser(
+        "golden", help="check the golden CUDA files (or --bless them); in a source checkout only"
+    )
     g.add_argument("--bless", action="store_true", help="rewrite golden/ from the current compiler")
     g.set_defaults(run=cmd_golden)
     r = sub.add_parser("docs", help="print the operation reference (docs/reference.md)")

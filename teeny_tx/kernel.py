@@ -7,9 +7,11 @@ NumPy; ``kernel.specialize(...)`` and ``kernel.cuda_source(...)`` compile withou
 ``kernel.tune[grid](...)`` launches the best of the configs its ``#pragma autotune`` lines
 declare (``autotune.py``).
 
-A specialisation is built once per key (see ``binder.py``) and target architecture (the one
-``runtime.nvrtc.target_arch`` gives: ``$TEENY_TX_ARCH``, else the device) and kept in memory;
-its cubin is cached on disk by ``runtime.cache``.
+A specialisation is built once per key (see ``runtime/binder.py``) and :class:`Target`, and
+kept in memory; its cubin is cached on disk by ``runtime.cache`` (keyed by ``target.arch``).
+The target is the one given to :func:`compile` or to ``specialize``/``cuda_source``, else the
+one ``$TEENY_TX_ARCH`` named when the module was compiled (read once, there), else the
+device's (:meth:`Target.for_device`: sm_90a for kernels with ``dot`` on a Hopper GPU).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,19 +35,11 @@ from .parse import Unit, parse
 from .runtime import cache, launch, nvrtc
 from .runtime.binder import Binder
 from .runtime.grid import as_grid3
+from .target import Target
 from .templates.emitter import emit_cuda
 
 if TYPE_CHECKING:
     from .runtime.autotune import Autotuner
-
-# Dynamic shared memory a block may opt into, by target (CUDA's documented limits).
-SHARED_LIMIT = {
-    "sm_80": 166912,
-    "sm_86": 101376,
-    "sm_89": 101376,
-    "sm_90": 232448,
-    "sm_90a": 232448,
-}
 
 HEADERS = {name: text for name, text in sorted(FILES.items()) if name.endswith(".cuh")}
 
@@ -57,9 +51,14 @@ class Specialization:
     kernel: ir.Kernel
     cuda_source: str
     key: tuple
+    target: Target
     shared_mem: int = 0  # bytes of dynamic shared memory per block
-    arch: str = field(default_factory=nvrtc.target_arch)
-    hopper_features: bool = False  # the kernel has dot(): its target was chosen asking for them
+    hopper_features: bool = False  # the kernel has dot(): a device target would ask for them
+
+    @property
+    def arch(self) -> str:
+        """The NVRTC architecture it compiles for (``target.arch``)."""
+        return self.target.arch
 
     @property
     def entry(self) -> str:
@@ -85,24 +84,31 @@ class Specialization:
 
 
 def specialise(
-    unit: Unit, name: str, binder: Binder, key: tuple, debug: bool = False
+    unit: Unit,
+    name: str,
+    binder: Binder,
+    key: tuple,
+    target: Target | None = None,
+    debug: bool = False,
 ) -> Specialization:
+    """Lower, lay out and emit the specialisation ``key`` of kernel ``name`` for ``target``
+    (None: the device's, asking for Hopper's features when the kernel has dot())."""
     kernel = build_kernel(unit, name, dataclasses.replace(binder.spec(key), debug=debug))
-    # kernels with dot() take Hopper's features (wgmma) where the device has them
     hopper = _has_dot(kernel)
-    arch = nvrtc.target_arch(hopper_features=hopper)
-    annotated, layouts = assign_layouts(kernel, wgmma=arch == "sm_90a")
+    if target is None:
+        target = Target.for_device(hopper_features=hopper)
+    annotated, layouts = assign_layouts(kernel, wgmma=target.wgmma)
     source, shared = emit_cuda(annotated, layouts)
-    limit = SHARED_LIMIT.get(arch, SHARED_LIMIT["sm_90"])
+    limit = target.max_shared_per_block
     if shared > limit:
         raise ResourceError(
             f"kernel {name} needs {shared} bytes of shared memory per block for its reductions, "
-            f"layout changes and pipeline stages; {arch} allows {limit}. "
+            f"layout changes and pipeline stages; {target.arch} allows {limit}. "
             "Use smaller tiles, fewer num_stages or fewer warps.",
             needed=shared,
             limit=limit,
         )
-    return Specialization(annotated, source, key, shared, arch, hopper)
+    return Specialization(annotated, source, key, target, shared, hopper)
 
 
 def _has_dot(kernel: ir.Kernel) -> bool:
@@ -183,32 +189,50 @@ class Kernel:
         entry = self._compiled[key] = (spec.loaded, spec.block, spec.shared_mem, {})
         return entry
 
-    def _specialization(self, key: tuple) -> Specialization:
-        """The specialisation of ``key`` for the target specialise() chooses now: memoised per
-        ``(*key, arch)``, so a changed ``$TEENY_TX_ARCH`` (or device) builds its own. Whether
-        the kernel asks for Hopper features (has dot()) depends on the key only, so after the
-        first build the arch costs one ``target_arch`` call to know."""
-        hopper = self._hopper.get(key)
-        if hopper is not None:
-            spec = self._specs.get((*key, nvrtc.target_arch(hopper_features=hopper)))
+    def _specialization(self, key: tuple, target: Target | str | None = None) -> Specialization:
+        """The specialisation of ``key`` for ``target`` (else the module's, else the device's):
+        memoised per ``(*key, arch)``, so each target builds its own. Whether the kernel asks
+        for Hopper features (has dot()) depends on the key only, so after the first build the
+        device's target is known without lowering again."""
+        chosen = Target.of(target) if target is not None else self.module.target
+        if chosen is None:
+            hopper = self._hopper.get(key)
+            if hopper is not None:
+                chosen = Target.for_device(hopper_features=hopper)
+        if chosen is not None:
+            spec = self._specs.get((*key, chosen.arch))
             if spec is not None:
                 return spec
-        spec = specialise(self.module.unit, self.name, self.binder, key, self.module.debug)
+        unit, debug = self.module.unit, self.module.debug
+        spec = specialise(unit, self.name, self.binder, key, chosen, debug)
         self._hopper[key] = spec.hopper_features
         self._specs[(*key, spec.arch)] = spec
         return spec
 
     def specialize(
-        self, *args, num_warps: int = 4, num_stages: int = 2, **constexprs
+        self,
+        *args,
+        num_warps: int = 4,
+        num_stages: int = 2,
+        target: Target | str | None = None,
+        **constexprs,
     ) -> Specialization:
-        """Compile (without launching) for these arguments: arrays, or dtype names for pointers."""
+        """Compile (without launching) for these arguments: arrays, or dtype names for pointers.
+        ``target`` (a :class:`Target` or a name such as ``"sm_90a"``) overrides the module's."""
         key = self.binder.bind_host(args, constexprs, num_warps, True, num_stages)
-        return self._specialization(key)
+        return self._specialization(key, target)
 
-    def cuda_source(self, *args, num_warps: int = 4, num_stages: int = 2, **constexprs) -> str:
+    def cuda_source(
+        self,
+        *args,
+        num_warps: int = 4,
+        num_stages: int = 2,
+        target: Target | str | None = None,
+        **constexprs,
+    ) -> str:
         """The CUDA C++ this kernel becomes for these arguments (arrays or dtype names)."""
-        spec = self.specialize(*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
-        return spec.cuda_source
+        options = {"num_warps": num_warps, "num_stages": num_stages, "target": target}
+        return self.specialize(*args, **options, **constexprs).cuda_source
 
     @property
     def tune(self) -> Autotuner:
@@ -252,11 +276,13 @@ class _Interpret:
 
 
 class Module:
-    """The kernels of one file: ``module.<kernel name>`` is a :class:`Kernel`."""
+    """The kernels of one file: ``module.<kernel name>`` is a :class:`Kernel`. ``target``: what
+    its specialisations compile for (None: each for the device, see :meth:`Target.for_device`)."""
 
-    def __init__(self, unit: Unit, debug: bool = False):
+    def __init__(self, unit: Unit, debug: bool = False, target: Target | None = None):
         self.unit = unit
         self.debug = debug
+        self.target = target
         self.kernels = {name: Kernel(self, name) for name in unit.kernels()}
 
     def __getattr__(self, name: str) -> Kernel:
@@ -277,11 +303,16 @@ class Module:
 
 
 def compile(  # noqa: A001
-    source: str | os.PathLike, name: str | None = None, debug: bool | None = None
+    source: str | os.PathLike,
+    name: str | None = None,
+    debug: bool | None = None,
+    target: Target | str | None = None,
 ) -> Module:
     """Parse a kernel file (a path) or kernel text (a string with a newline, or one that names
     no file); ``name`` is what errors and ``#line`` directives call it. ``debug`` compiles
     device_print and device_assert in (default: the TEENY_TX_DEBUG environment variable).
+    ``target`` (a :class:`Target` or a name such as ``"sm_90a"``) is what the module compiles
+    for; default: ``$TEENY_TX_ARCH`` as it is now (read here, once), else the device's.
 
     Specialisations are checked and compiled at their first launch or ``cuda_source`` call.
     """
@@ -306,4 +337,4 @@ def compile(  # noqa: A001
         )
     if debug is None:
         debug = os.environ.get("TEENY_TX_DEBUG", "") not in ("", "0")
-    return Module(unit, debug)
+    return Module(unit, debug, Target.of(target) if target is not None else Target.from_env())

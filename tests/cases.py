@@ -12,9 +12,7 @@ tables.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import erf
 from pathlib import Path
@@ -395,20 +393,6 @@ ROW_CASES: tuple[RowCase, ...] = (
 )
 
 
-@contextmanager
-def target_arch(arch: str) -> Iterator[None]:
-    """Compile for ``arch`` inside the block: ``$TEENY_TX_ARCH`` set to it, then restored."""
-    previous = os.environ.get("TEENY_TX_ARCH")
-    os.environ["TEENY_TX_ARCH"] = arch
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop("TEENY_TX_ARCH", None)
-        else:
-            os.environ["TEENY_TX_ARCH"] = previous
-
-
 @dataclass(frozen=True)
 class Golden:
     """A canonical specialisation whose CUDA is committed as ``golden/<stem>.cu``.
@@ -431,10 +415,8 @@ class Golden:
 
     def render(self) -> str:
         k = getattr(module(self.file), self.kernel)
-        with target_arch(self.arch):
-            return k.cuda_source(
-                *self.args, num_warps=self.num_warps, num_stages=self.num_stages, **self.constexprs
-            )
+        options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
+        return k.cuda_source(*self.args, **options, target=self.arch, **self.constexprs)
 
 
 # kernels/matmul.c's matmul: PRECISION constants of dot() and the arguments of a product

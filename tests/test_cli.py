@@ -1,8 +1,10 @@
 """The teeny-tx command line: compile's target and pipeline options, and the demo's matmul."""
 
+import os
+
 import numpy as np
 
-from teeny_tx import cli
+from teeny_tx import cli, demo
 
 DEFINES = (
     "c=f16 a=f16 b=f16 bias=f16 M=4096 N=4096 K=4096 sam=4096 sbk=4096 scm=4096 HAS_BIAS=0 "
@@ -14,7 +16,7 @@ for define in DEFINES.split():
 
 
 def test_compile_takes_the_target_and_the_pipeline_depth(tmp_path, monkeypatch):
-    # --arch sets TEENY_TX_ARCH for the process: setenv first, so monkeypatch restores it
+    # --arch is the module's target; TEENY_TX_ARCH (read, never written) does not override it
     monkeypatch.setenv("TEENY_TX_ARCH", "sm_90")
     out = tmp_path / "mm.cu"
     assert (
@@ -27,9 +29,10 @@ def test_compile_takes_the_target_and_the_pipeline_depth(tmp_path, monkeypatch):
     )
     text = out.read_text()
     assert "wgmma" not in text and "cp_async" not in text and "tx::MmaF16" in text
+    assert os.environ["TEENY_TX_ARCH"] == "sm_90"
 
 
 def test_demo_matmul_case_on_the_interpreter():
     rng = np.random.default_rng(0)
-    assert cli._run_matmul_case("bf16", None, rng, gpu=False) < 1e-5
-    assert 1e-5 < cli._run_matmul_case("f32", "tf32", rng, gpu=False) < 2e-3
+    assert demo._matmul("bf16", None, rng, gpu=False) < 1e-5
+    assert 1e-5 < demo._matmul("f32", "tf32", rng, gpu=False) < 2e-3

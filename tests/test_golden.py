@@ -15,7 +15,7 @@ import teeny_tx as tx
 from teeny_tx.kernel import HEADERS
 from teeny_tx.runtime import nvrtc
 
-from .cases import GOLDEN, KERNELS, bless, target_arch
+from .cases import GOLDEN, KERNELS, bless
 
 # each golden with the targets it must compile for: its own, and sm_90a for the portable ones
 TARGETS = [
@@ -86,29 +86,34 @@ def test_render_ignores_the_machine_target(monkeypatch, outside):
     assert os.environ.get("TEENY_TX_ARCH") == outside
 
 
-def test_target_arch_restores_the_environment(monkeypatch):
-    monkeypatch.delenv("TEENY_TX_ARCH", raising=False)
-    with target_arch("sm_90a"):
-        assert nvrtc.target_arch(hopper_features=True) == "sm_90a"
-    assert "TEENY_TX_ARCH" not in os.environ
-    monkeypatch.setenv("TEENY_TX_ARCH", "sm_80")
-    with pytest.raises(RuntimeError), target_arch("sm_90a"):
-        raise RuntimeError
-    assert os.environ["TEENY_TX_ARCH"] == "sm_80"
+def test_the_environment_is_read_once_per_module(monkeypatch):
+    """TEENY_TX_ARCH is read when a module is compiled; changing it later does not change what
+    that module's kernels compile for (an explicit target still does)."""
+    monkeypatch.setenv("TEENY_TX_ARCH", "sm_90a")
+    matmul = tx.compile(KERNELS / "matmul.c", name="kernels/matmul.c").matmul
+    golden = next(g for g in GOLDEN if g.stem == "matmul.f16.bias_gelu.sm90a")
+    options = {"num_warps": golden.num_warps, "num_stages": golden.num_stages}
+    monkeypatch.setenv("TEENY_TX_ARCH", "sm_90")
+    spec = matmul.specialize(*golden.args, **options, **golden.constexprs)
+    assert spec.arch == "sm_90a" and spec.target.wgmma
+    assert spec.cuda_source == golden.path.read_text()
+    portable = matmul.specialize(*golden.args, **options, target="sm_90", **golden.constexprs)
+    assert portable.arch == "sm_90" and "wgmma" not in portable.cuda_source
+    assert os.environ["TEENY_TX_ARCH"] == "sm_90"  # compiling never writes it
 
 
-def test_specialisations_are_memoised_per_target(monkeypatch):
-    """cuda_source follows a TEENY_TX_ARCH changed within one process: a specialisation built
-    for one target is not reused for another (the memo key holds the arch)."""
+def test_specialisations_are_memoised_per_target():
+    """A specialisation built for one target is not reused for another (the memo key holds the
+    arch)."""
     matmul = tx.compile(KERNELS / "matmul.c", name="kernels/matmul.c").matmul  # fresh: no memo
     golden = next(g for g in GOLDEN if g.stem == "matmul.f16.bias_gelu.sm90a")
 
     def source(arch):
-        monkeypatch.setenv("TEENY_TX_ARCH", arch)
         spec = matmul.specialize(
             *golden.args,
             num_warps=golden.num_warps,
             num_stages=golden.num_stages,
+            target=arch,
             **golden.constexprs,
         )
         assert spec.arch == arch

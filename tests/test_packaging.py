@@ -1,9 +1,13 @@
-"""Packaging: the build embeds prelude/ into the generated module teeny_tx/_prelude.py.
+"""Packaging: the build embeds prelude/ and kernels/ into the generated modules
+teeny_tx/_prelude.py and teeny_tx/_kernels.py, and a plain (non-editable) install works.
 
-Input: this checkout (prelude/, pyproject.toml, setup.py, teeny_tx/). Checks: a wheel built from
-it ships the module with the current prelude text, installs into a fresh venv and imports from
-there; the dev (editable) install is not stale. CPU only. The wheel is built without build
-isolation when the running Python has a usable setuptools, else pip fetches one (network).
+Input: this checkout (prelude/, kernels/, pyproject.toml, setup.py, teeny_tx/). Checks: a wheel
+built from it ships both modules with the current text; installed into a fresh venv (no
+`-e`), it runs `teeny-tx demo`, teeny_tx.nn and teeny_tx.linalg on the interpreter from another
+directory; the sdist holds what rebuilds them; the dev (editable) install is not stale. CPU
+only. The wheel is built without build isolation when the running Python has a usable
+setuptools, else pip fetches one (network). The fresh venv reuses this environment's
+dependencies (a .pth file naming its site-packages) instead of downloading them again.
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ from __future__ import annotations
 import configparser
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import venv
 import zipfile
 from pathlib import Path
@@ -22,6 +28,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PRELUDE_DIR = REPO / "prelude"
+KERNELS_DIR = REPO / "kernels"
 TOP_LEVEL_ARTEFACTS = {".git", "build", "dist"}
 CACHES = {"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
 
@@ -96,7 +103,10 @@ def _ignore_for_copy(directory: str, names: list[str]) -> set[str]:
     if here == REPO:
         skip |= TOP_LEVEL_ARTEFACTS & set(names)
     if here == REPO / "teeny_tx":
-        skip.add("_prelude.py")  # left by an editable install; the build must make its own
+        skip |= {
+            "_prelude.py",
+            "_kernels.py",
+        }  # left by an editable install; the build makes its own
     return skip
 
 
@@ -128,7 +138,7 @@ def test_wheel_contents(wheel: Path) -> None:
     sources = [p for p in package.rglob("*.py") if "__pycache__" not in p.parts]
     templates = list((package / "templates").rglob("*.j2"))
     expected = {p.relative_to(REPO).as_posix() for p in sources + templates}
-    expected.add("teeny_tx/_prelude.py")
+    expected |= {"teeny_tx/_prelude.py", "teeny_tx/_kernels.py"}
     assert sorted(expected - names) == [], "files of the package missing from the wheel"
     strays = sorted(n for n in names if not n.startswith(("teeny_tx/", dist_info + "/")))
     assert strays == [], "the wheel holds files outside the package"
@@ -138,9 +148,19 @@ def test_wheel_contents(wheel: Path) -> None:
 
 
 def install_wheel(wheel: Path, env: Path) -> Path:
-    """A fresh venv at ``env`` with ``wheel`` installed (no deps, no index); its python."""
+    """A fresh venv at ``env`` with ``wheel`` installed (no deps, no index); its python. The
+    venv sees this environment's site-packages after its own (a .pth file), so the dependencies
+    import without a download while teeny_tx comes from the wheel."""
     venv.EnvBuilder(with_pip=False).create(env)
     python = env / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ours = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
+    Path(purelib, "teeny_tx_test_deps.pth").write_text("".join(f"{p}\n" for p in ours))
     args = ["install", "-q", "--no-deps", "--no-index", str(wheel)]
     run = subprocess.run(  # this pip installs into the venv: fast, no pip copy needed (pip>=22.3)
         [sys.executable, "-m", "pip", "--python", str(python), *args],
@@ -157,8 +177,14 @@ def install_wheel(wheel: Path, env: Path) -> Path:
     return python
 
 
-def test_wheel_install_embeds_prelude(wheel: Path, tmp_path: Path) -> None:
-    python = install_wheel(wheel, tmp_path / "venv")
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The python of a fresh venv with the wheel installed (shared by the tests below)."""
+    return install_wheel(wheel, tmp_path_factory.mktemp("installed") / "venv")
+
+
+def test_wheel_install_embeds_prelude(installed: Path, tmp_path: Path) -> None:
+    python = installed
     got = probe(python, cwd=tmp_path)
     assert got["installed"], "teeny_tx is not importable from the venv it was installed into"
     assert "file" in got, f"teeny_tx/_prelude.py is missing from the wheel ({got['package_path']})"
@@ -185,3 +211,118 @@ def test_dev_install_is_current(tmp_path: Path) -> None:
         fix = f"Re-run `pip install -e .` in {REPO} (with {sys.executable})."
         pytest.fail(f"{problem}\n{fix}", pytrace=False)
     check_module(got)
+
+
+def kernels_on_disk() -> dict[str, str]:
+    """What the build must embed of kernels/: each *.c by file name, sorted."""
+    return {p.name: p.read_bytes().decode("utf-8") for p in sorted(KERNELS_DIR.glob("*.c"))}
+
+
+def test_dev_install_kernels_are_current() -> None:
+    """teeny_tx._kernels (what the library compiles) matches kernels/ (editing a kernel needs
+    a rebuild: `pip install -e .`)."""
+    from teeny_tx import _kernels
+
+    want = kernels_on_disk()
+    if want != _kernels.FILES:
+        report = stale_report(_kernels.FILES, want)
+        pytest.fail(
+            f"{_kernels.__file__} is stale: kernels/ changed since it was built.\n{report}\n"
+            f"Re-run `pip install -e .` in {REPO} (with {sys.executable}).",
+            pytrace=False,
+        )
+    digest = hashlib.sha256(json.dumps(want, sort_keys=True).encode("ascii")).hexdigest()
+    assert digest == _kernels.KERNELS_SHA256
+
+
+def test_the_library_compiles_the_embedded_text() -> None:
+    """The loader compiles the package's copy under the stable name kernels/<file>."""
+    from teeny_tx.library import KERNEL_FILES, kernel_text, module
+
+    assert set(KERNEL_FILES) == set(kernels_on_disk())
+    assert module("softmax.c").unit.filename == "kernels/softmax.c"
+    assert kernel_text("vector_add.c") == (KERNELS_DIR / "vector_add.c").read_text()
+    with pytest.raises(teeny_tx_error(), match="did you mean 'softmax.c'"):
+        kernel_text("softmax.cu")
+
+
+def teeny_tx_error() -> type:
+    from teeny_tx import TeenyError
+
+    return TeenyError
+
+
+USE = r"""
+import sys, numpy as np, teeny_tx
+from pathlib import Path
+import teeny_tx.linalg, teeny_tx.nn
+installed = Path(teeny_tx.__file__).resolve()
+assert installed.is_relative_to(Path(sys.argv[1]).resolve()), installed
+rng = np.random.default_rng(0)
+x = rng.standard_normal((5, 1001)).astype(np.float32)
+e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+y = teeny_tx.nn.softmax(x, interpret=True)
+assert np.allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+a = rng.standard_normal((33, 70)).astype(np.float32)
+b = rng.standard_normal((70, 17)).astype(np.float32)
+c = teeny_tx.linalg.matmul(a, b, interpret=True)
+assert np.allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+print("ok")
+"""
+
+
+def test_installed_wheel_runs_from_another_directory(installed: Path, tmp_path: Path) -> None:
+    """A plain install: the demo (interpreter path), teeny_tx.nn and teeny_tx.linalg run with
+    the kernels the wheel ships, from a directory that is not the checkout."""
+    python = installed
+    purelib = probe(python, cwd=tmp_path)["purelib"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TEENY_TX_ARCH")}
+    env["TEENY_TX_CACHE_DIR"] = str(tmp_path / "cache")
+    # NVRTC (cuda-toolkit's wheels) is found through site.getsitepackages(), which in the fresh
+    # venv is its own directory only: name this environment's copy as the toolkit root.
+    toolkits = [Path(p, "nvidia", "cu13") for p in sys.path if Path(p, "nvidia", "cu13").is_dir()]
+    if toolkits and not env.get("CUDA_PATH"):
+        env["CUDA_PATH"] = str(toolkits[0])
+    scripts = python.parent
+    use = subprocess.run(
+        [str(python), "-I", "-c", USE, purelib], cwd=elsewhere, capture_output=True, text=True
+    )
+    assert use.returncode == 0 and use.stdout.strip() == "ok", use.stdout + use.stderr
+    demo = subprocess.run(
+        [str(scripts / "teeny-tx"), "demo", "--interpret"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "all cases verified" in demo.stdout and "FAIL" not in demo.stdout
+    golden = subprocess.run(
+        [str(scripts / "teeny-tx"), "golden"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert golden.returncode != 0 and "run it in a teeny_tx source checkout" in golden.stderr
+
+
+def test_sdist_holds_the_embedded_sources(tmp_path: Path) -> None:
+    """The sdist carries prelude/ and kernels/, so a wheel built from it embeds both."""
+    src = tmp_path / "src"
+    shutil.copytree(REPO, src, ignore=_ignore_for_copy)
+    run = subprocess.run(
+        [sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "dist")],
+        cwd=src,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    (sdist,) = (tmp_path / "dist").glob("teeny*-0.1.0.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {f"kernels/{name}" for name in kernels_on_disk()} <= names
+    assert {f"prelude/{name}" for name in prelude_on_disk()} <= names
+    assert not {"teeny_tx/_prelude.py", "teeny_tx/_kernels.py"} & names  # generated, not shipped

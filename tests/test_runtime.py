@@ -82,15 +82,6 @@ def test_cupy_stripped_byte_is_restored():
     assert nvrtc.repair_cubin(b"not an elf") == b"not an elf"
 
 
-def test_target_arch(monkeypatch):
-    monkeypatch.setenv("TEENY_TX_ARCH", "sm_80")
-    assert nvrtc.target_arch() == "sm_80"
-    monkeypatch.delenv("TEENY_TX_ARCH")
-    if not launch.has_gpu():
-        assert nvrtc.target_arch() == "sm_90"
-        assert nvrtc.target_arch(hopper_features=True) == "sm_90"
-
-
 def test_nvrtc_version_is_a_pair():
     major, minor = nvrtc.nvrtc_version()
     assert major >= 12 and minor >= 0

@@ -21,7 +21,6 @@ from teeny_tx.runtime.nvrtc import (
     compile_to_cubin,
     compile_with_log,
     nvrtc_version,
-    target_arch,
 )
 
 __all__ = [
@@ -44,5 +43,4 @@ __all__ = [
     "load_or_compile",
     "nvrtc_version",
     "pointer_arg",
-    "target_arch",
 ]

@@ -50,6 +50,7 @@ from ..errors import (
     TeenyError,
 )
 from ..parse.pragmas import AutotuneDecl
+from ..target import Target
 from . import cache, launch, nvrtc
 from .elf import cubin_resources
 from .files import atomic_write
@@ -379,7 +380,8 @@ class Autotuner:
             else:
                 limits = launch.device_limits(index)
                 text = f"{limits.name} (sm_{limits.capability[0]}{limits.capability[1]})"
-            text = self._devices[index] = f"{text}, target {nvrtc.target_arch()}"
+            target = self.kernel.module.target or Target.for_device()
+            text = self._devices[index] = f"{text}, target {target.arch}"
         return text
 
     def _cache_path(self, key: tuple) -> Path | None:

@@ -64,33 +64,6 @@ def nvrtc_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def target_arch(hopper_features: bool = False) -> str:
-    """The architecture to compile for: ``$TEENY_TX_ARCH``, else the current device, else sm_90.
-
-    A compute-capability-9.0 device gives ``sm_90a`` (wgmma, TMA; not portable to later GPUs)
-    only when ``hopper_features`` is asked for, ``sm_90`` otherwise.
-    """
-    forced = os.environ.get("TEENY_TX_ARCH")
-    if forced:
-        return forced
-    capability = _current_capability()
-    if capability is None:
-        return "sm_90"
-    major, minor = capability
-    suffix = "a" if hopper_features and capability == (9, 0) else ""
-    return f"sm_{major}{minor}{suffix}"
-
-
-def _current_capability() -> tuple[int, int] | None:
-    """Compute capability of CuPy's current device; None without a GPU or a driver."""
-    # Deferred: launch imports cupy's device modules, which compiling never needs.
-    from teeny_tx.runtime.launch import device_limits, has_gpu
-
-    if not has_gpu():
-        return None
-    return device_limits().capability
-
-
 @functools.cache
 def cuda_include_dir() -> str | None:
     """The first directory holding the CUDA headers (cuda_fp16.h), or None if there is none."""

@@ -281,12 +281,11 @@ def _ptx(source: str) -> bytes:
         lib.destroyProgram(program)
 
 
-def test_f16_matmul_uses_mma_sync_and_cp_async(monkeypatch):
+def test_f16_matmul_uses_mma_sync_and_cp_async():
     """The f16 matmul as linalg launches it at 4096^3, for the portable target sm_90: tensor
     cores (mma.sync fed by ldmatrix) and a cp.async software pipeline in the K loop. (On this
     H200 the same launch compiles for sm_90a and uses wgmma: tests/gpu/test_dot_gpu.py checks
     its SASS.)"""
-    monkeypatch.setenv("TEENY_TX_ARCH", "sm_90")
     config = linalg.matmul_config(4096, 4096, 4096, "f16")
     source = module("matmul.c").matmul.cuda_source(
         "f16",
@@ -317,6 +316,7 @@ def test_f16_matmul_uses_mma_sync_and_cp_async(monkeypatch):
         GROUP_M=config.group_m,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
+        target="sm_90",
     )
     assert "mma.sync" in source and "cp.async" in source
     ptx = _ptx(source)

@@ -8,7 +8,8 @@ import numpy
 import pytest
 
 from teeny_tx.errors import LaunchError, ResourceError
-from teeny_tx.runtime import cache, launch, memory, nvrtc
+from teeny_tx.runtime import cache, launch, memory
+from teeny_tx.target import Target
 
 pytestmark = pytest.mark.gpu
 
@@ -43,7 +44,7 @@ def _own_cache(tmp_path, monkeypatch):
 
 
 def _kernel(source: str, symbol: str, arch: str | None = None) -> launch.LoadedKernel:
-    arch = arch or nvrtc.target_arch()
+    arch = arch or Target.for_device().arch
     return launch.LoadedKernel(cache.load_or_compile(source, name=symbol, arch=arch), symbol)
 
 
@@ -74,7 +75,7 @@ def test_launch_for_sm_90a_when_hopper(monkeypatch):
     monkeypatch.delenv("TEENY_TX_ARCH", raising=False)
     if launch.device_limits().capability != (9, 0):
         pytest.skip("sm_90a needs a compute-capability-9.0 device")
-    assert nvrtc.target_arch(hopper_features=True) == "sm_90a"
+    assert Target.for_device(hopper_features=True).arch == "sm_90a"
     b_host, s = _inputs()
     a, b = cupy.zeros(N, cupy.float32), cupy.asarray(b_host)
     kernel = _kernel(AXPI, "axpi", arch="sm_90a")
@@ -166,7 +167,7 @@ def test_device_limits(monkeypatch):
     assert launch.has_gpu()
     assert limits.max_shared_per_block_optin >= 48 * 1024
     assert limits.max_threads_per_block >= 1024 and limits.multiprocessor_count > 0
-    assert nvrtc.target_arch() == "sm_{}{}".format(*limits.capability)
+    assert Target.for_device().arch == "sm_{}{}".format(*limits.capability)
 
 
 def test_large_dynamic_shared_memory_opts_in():
