@@ -1,8 +1,11 @@
-"""Element types of the language and the rules that combine them.
+"""Element types of the language and the rules that combine them: the one dtype table.
 
-Input: the dtype names the prelude declares (``i32``, ``f16``, ...). Output: :class:`DType`
-objects that know their NumPy dtype and their CUDA spelling, and :func:`promote`, the
-numbered promotion rules every binary operation uses (both backends read them).
+Input: the dtype names the prelude declares (``i32``, ``f16``, ...). Output: :data:`DTYPES`,
+one :class:`DType` per element type holding every spelling of it (the language's name, the
+CUDA type, the NumPy dtype, the torch dtype's name, the C names a user might write), its kind,
+width and itemsize; lookups by NumPy dtype and torch name derived from it; and
+:func:`promote`, the numbered promotion rules every binary operation uses (both backends read
+them). Every other module reads dtypes from here.
 """
 
 from __future__ import annotations
@@ -15,16 +18,25 @@ import numpy as np
 
 @dataclass(frozen=True)
 class DType:
-    """A scalar element type. ``kind`` is 'b' (bool), 'i' (signed), 'u' (unsigned), 'f' (float)."""
+    """A scalar element type. ``kind`` is 'b' (bool), 'i' (signed), 'u' (unsigned), 'f' (float).
+
+    ``name``: the language's name (``f16``); ``cuda``: the CUDA C++ type (``__half``);
+    ``numpy``: the NumPy dtype (bf16: ml_dtypes'); ``torch``: the name of the torch dtype
+    (``torch.float16`` is ``"float16"``); ``c_names``: C spellings a kernel might use by
+    mistake (``float``, ``half``), for the hint of the error."""
 
     name: str
     kind: str
     bits: int
     cuda: str
+    numpy: np.dtype | None = None
+    torch: str | None = None
+    c_names: tuple[str, ...] = ()
 
     @property
     def np(self) -> np.dtype:
-        return _NUMPY[self.name]
+        assert self.numpy is not None, f"{self.name} has no NumPy dtype"
+        return self.numpy
 
     @property
     def itemsize(self) -> int:
@@ -78,40 +90,45 @@ def _float_text(value: float, bits: int) -> str:
     return text + suffix
 
 
-BOOL = DType("bool", "b", 8, "bool")
-I8 = DType("i8", "i", 8, "signed char")
-I16 = DType("i16", "i", 16, "short")
-I32 = DType("i32", "i", 32, "int")
-I64 = DType("i64", "i", 64, "long long")
-U8 = DType("u8", "u", 8, "unsigned char")
-U16 = DType("u16", "u", 16, "unsigned short")
-U32 = DType("u32", "u", 32, "unsigned int")
-U64 = DType("u64", "u", 64, "unsigned long long")
-F16 = DType("f16", "f", 16, "__half")
-BF16 = DType("bf16", "f", 16, "__nv_bfloat16")
-F32 = DType("f32", "f", 32, "float")
-F64 = DType("f64", "f", 64, "double")
+BOOL = DType("bool", "b", 8, "bool", np.dtype(np.bool_), "bool", ("_Bool",))
+I8 = DType("i8", "i", 8, "signed char", np.dtype(np.int8), "int8", ("char", "signed char"))
+I16 = DType("i16", "i", 16, "short", np.dtype(np.int16), "int16", ("short",))
+I32 = DType("i32", "i", 32, "int", np.dtype(np.int32), "int32", ("int",))
+I64 = DType("i64", "i", 64, "long long", np.dtype(np.int64), "int64", ("long", "long long"))
+U8 = DType("u8", "u", 8, "unsigned char", np.dtype(np.uint8), "uint8", ("unsigned char",))
+U16 = DType("u16", "u", 16, "unsigned short", np.dtype(np.uint16), "uint16", ("unsigned short",))
+U32 = DType(
+    "u32", "u", 32, "unsigned int", np.dtype(np.uint32), "uint32", ("unsigned", "unsigned int")
+)
+U64 = DType(
+    "u64",
+    "u",
+    64,
+    "unsigned long long",
+    np.dtype(np.uint64),
+    "uint64",
+    ("unsigned long", "unsigned long long"),
+)
+F16 = DType("f16", "f", 16, "__half", np.dtype(np.float16), "float16", ("half",))
+BF16 = DType("bf16", "f", 16, "__nv_bfloat16", np.dtype(ml_dtypes.bfloat16), "bfloat16")
+F32 = DType("f32", "f", 32, "float", np.dtype(np.float32), "float32", ("float",))
+F64 = DType("f64", "f", 64, "double", np.dtype(np.float64), "float64", ("double",))
 
 DTYPES: dict[str, DType] = {
     d.name: d for d in (BOOL, I8, I16, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F64)
 }
 
-_NUMPY: dict[str, np.dtype] = {
-    "bool": np.dtype(np.bool_),
-    "i8": np.dtype(np.int8),
-    "i16": np.dtype(np.int16),
-    "i32": np.dtype(np.int32),
-    "i64": np.dtype(np.int64),
-    "u8": np.dtype(np.uint8),
-    "u16": np.dtype(np.uint16),
-    "u32": np.dtype(np.uint32),
-    "u64": np.dtype(np.uint64),
-    "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-}
-_FROM_NUMPY = {v: k for k, v in _NUMPY.items()}
+# Lookups derived from the table (nothing else spells a dtype)
+_FROM_NUMPY: dict[np.dtype, str] = {d.numpy: d.name for d in DTYPES.values() if d.numpy}
+TORCH_NAMES: dict[str, str] = {d.torch: d.name for d in DTYPES.values() if d.torch}
+C_NAMES: dict[str, str] = {c: d.name for d in DTYPES.values() for c in d.c_names}
+
+
+def from_name(spelling: str) -> DType | None:
+    """The DType that ``spelling`` names in any of the table's spellings (``"f16"``,
+    ``"float16"``, ``"half"``), or None."""
+    name = spelling if spelling in DTYPES else TORCH_NAMES.get(spelling, C_NAMES.get(spelling))
+    return DTYPES[name] if name else None
 
 
 def from_numpy(dtype: np.dtype) -> DType | None:

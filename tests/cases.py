@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from teeny_tx.constants import CONSTANTS
 from teeny_tx.dtypes import DTYPES, from_numpy
 from teeny_tx.library import module
 from teeny_tx.lower import ops_random
@@ -421,7 +422,7 @@ class Golden:
 
 # kernels/matmul.c's matmul: PRECISION constants of dot() and the arguments of a product
 # C [M, N] = A [M, K] @ B [K, N] of row-major arrays (no batch, alpha 1)
-_IEEE, _TF32 = 20, 21
+_IEEE, _TF32 = CONSTANTS["IEEE"].value, CONSTANTS["TF32"].value
 
 
 def _matmul_args(dtype: str, m: int, n: int, k: int, b_t: bool = False) -> tuple:

@@ -151,8 +151,9 @@ class _Compiler:
         return lambda s: s.env[name]
 
     def expr_Op(self, e: ir.Op) -> Eval:
-        special = getattr(self, f"op_{e.op}", None)
-        return special(e) if special is not None else self.elementwise(e)
+        op = OPS.get(e.op)
+        method = op.interp_method if op is not None else None
+        return getattr(self, method)(e) if method is not None else self.elementwise(e)
 
     def elementwise(self, e: ir.Op) -> Eval:
         if e.op != "cast" and (e.op not in OPS or OPS[e.op].numpy is None):

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import DTYPES, from_numpy
+from ..dtypes import DTYPES, TORCH_NAMES, from_numpy
 from ..errors import LaunchError
 from ..kernel import Kernel
 from ..runtime.streams import torch_stream
@@ -23,8 +23,6 @@ from ..runtime.streams import torch_stream
 FLOATS = ("f32", "f16", "bf16")
 
 
-TORCH_NAMES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "int64": "i64"}
-TORCH_DTYPES = {name: spelling for spelling, name in TORCH_NAMES.items()}
 INTERPRETER_SMS = 132  # the interpreter splits work as on an H200, so both backends agree
 
 
@@ -124,7 +122,7 @@ class Arrays:
             return cupy.empty(shape, DTYPES[dtype].np)
         if like is not None:
             return self.torch.empty_like(like)
-        torch_dtype = getattr(self.torch, TORCH_DTYPES[dtype])
+        torch_dtype = getattr(self.torch, DTYPES[dtype].torch)
         return self.torch.empty(shape, dtype=torch_dtype, device=self.first.device)
 
     def launch(self, kernel: Kernel, grid: tuple, args: tuple, num_warps: int, **constexprs):

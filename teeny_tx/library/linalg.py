@@ -23,22 +23,24 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..dtypes import DTYPES
+from ..constants import PRECISIONS as _PRECISION_TABLE
+from ..constants import values
+from ..dtypes import DTYPES, from_name
 from ..kernel import Kernel
-from ..lower.dot_ops import PRECISIONS
 from ..runtime.grid import cdiv
 from ..runtime.streams import torch_stream
-from .arrays import FLOATS, INTERPRETER_SMS, TORCH_DTYPES
+from . import activations
+from .arrays import FLOATS, INTERPRETER_SMS
 from .arrays import Arrays as _Arrays
 from .loader import module
 
-ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "relu": 3, "silu": 4}  # the kernel's ACT
+PRECISIONS = values(_PRECISION_TABLE)  # dot()'s input_precision values
+ACTIVATIONS = {a.name: a.code for a in activations.ACTIVATIONS}  # the kernel's ACT
 DB_BLOCK_T, DB_BLOCK_N = 32, 128  # linear_db: rows summed at a time, columns per program
 MAX_BATCH = 65535  # grid axis 1 (the batch) is limited to this by CUDA
 TUNE = True  # False: every launch takes matmul_config's tiles (the GPU tests of many shapes)
 GROUP_M = 8  # tuned launches: rows of tiles per group of programs (L2 reuse)
 ALIGN_MIN_ELEMENTS = 1 << 16  # operands at least this large get 16-byte aligned rows (_aligned)
-_ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4}
 
 
 class MatmulConfig(NamedTuple):
@@ -289,7 +291,7 @@ def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
     if arrays.kind == "torch":
         torch = arrays.torch
         device = arrays.first.device
-        torch_dtype = getattr(torch, TORCH_DTYPES[dtype])
+        torch_dtype = getattr(torch, DTYPES[dtype].torch)
         current = torch.cuda.current_device
 
         def replay(a, b, bias, alpha):
@@ -376,10 +378,6 @@ def _activation(arrays: _Arrays, activation: str | None) -> str | None:
     return activation
 
 
-_DTYPE_NAMES = {"float32": "f32", "float": "f32", "float16": "f16", "half": "f16"}
-_DTYPE_NAMES["bfloat16"] = "bf16"
-
-
 def _out_dtype(arrays: _Arrays, out_dtype: Any, dtype: str) -> str:
     """A dtype name of FLOATS from None (``dtype``), a name (``'f32'``, ``'float16'``), or a
     NumPy, CuPy or torch dtype."""
@@ -389,7 +387,8 @@ def _out_dtype(arrays: _Arrays, out_dtype: Any, dtype: str) -> str:
     if not isinstance(out_dtype, str):
         with contextlib.suppress(TypeError):  # torch dtypes are not NumPy's
             text = np.dtype(out_dtype).name
-    name = _DTYPE_NAMES.get(text, text)
+    found = from_name(text)
+    name = found.name if found is not None else text
     if name not in FLOATS:
         raise arrays.error(f"out_dtype must be one of {', '.join(FLOATS)}, got {out_dtype!r}")
     return name

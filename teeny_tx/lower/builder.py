@@ -24,6 +24,7 @@ from typing import Any
 from pycparser import c_ast
 
 from .._prelude import FILES
+from ..constants import CONSTANTS
 from ..dtypes import BOOL, DTYPES, F32, DType
 from ..errors import CompileError, Location
 from ..parse import Unit
@@ -31,9 +32,9 @@ from ..parse.source import PRELUDE_NAME, prelude_text
 from . import ir
 from . import typing as ty
 from .debug_ops import DebugOps
-from .dot_ops import PRECISIONS, DotOps
+from .dot_ops import DotOps
 from .ir import Const, Expr, Op, PointerType, Type, Var
-from .memory_ops import ORDERS, SCOPES, MemoryOps
+from .memory_ops import MemoryOps
 from .ops import OPS
 from .reduction_ops import ReductionOps
 from .shape_ops import ShapeOps
@@ -664,8 +665,8 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
                     name=sym.const.name,
                 )
             return Var(type=sym.type, loc=loc, name=sym.name)
-        if node.name in ORDERS or node.name in SCOPES or node.name in PRECISIONS:
-            value = ORDERS.get(node.name, SCOPES.get(node.name, PRECISIONS.get(node.name)))
+        if node.name in CONSTANTS:
+            value = CONSTANTS[node.name].value
             return Const(type=Type(self.index), loc=loc, value=value, weak=True)
         if node.name in _FLOAT_CONSTANTS:
             return Const(type=Type(F32), loc=loc, value=_FLOAT_CONSTANTS[node.name], weak=True)
@@ -752,9 +753,8 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
                 loc,
                 op.doc,
             )
-        special = getattr(self, f"call_{name}", None)
-        if special is not None:
-            return special(arg_nodes, loc)
+        if op.builder_method is not None:  # typed here, from the argument nodes
+            return getattr(self, op.builder_method)(arg_nodes, loc)
         return self.apply(name, [self.expr(a) for a in arg_nodes], loc)
 
     # ------------------------------------------------------------ structural ops

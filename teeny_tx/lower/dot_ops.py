@@ -7,13 +7,15 @@ f32 inputs are IEEE unless TF32 or TF32X3 is asked for: never a silent TF32.
 
 from __future__ import annotations
 
+from ..constants import DEFAULT_PRECISION, name_of, names, values
+from ..constants import PRECISIONS as PRECISION_TABLE
 from ..dtypes import F32, I32
 from ..errors import CompileError, Location
 from . import typing as ty
 from .ir import Const, Expr, Op, Type
 
 # input_precision constants (weak integers in kernel text, as the prelude declares them)
-PRECISIONS = {"IEEE": 20, "TF32": 21, "TF32X3": 22}
+PRECISIONS = values(PRECISION_TABLE)
 _INPUTS = ("f16", "bf16", "f32", "i8")
 
 
@@ -63,16 +65,16 @@ class DotOps:
         else:
             acc = Const(type=Type(acc_dtype), loc=loc, value=0.0 if acc_dtype == F32 else 0)
         acc = ty.broadcast_to(acc, shape) if acc.type.is_tile else acc
-        precision = PRECISIONS["IEEE"]
+        precision = PRECISIONS[DEFAULT_PRECISION]
         if len(args) > 3:
             precision = self.constant(args[3], "the input precision of dot()")
             if precision not in PRECISIONS.values():
                 raise CompileError(
-                    "input_precision must be IEEE, TF32 or TF32X3", self.loc(args[3])
+                    f"input_precision must be {names(PRECISION_TABLE)}", self.loc(args[3])
                 )
-            if precision != PRECISIONS["IEEE"] and a.type.dtype != F32:
+            if precision != PRECISIONS[DEFAULT_PRECISION] and a.type.dtype != F32:
                 raise CompileError("TF32 and TF32X3 apply to f32 inputs only", self.loc(args[3]))
-        name = {v: k for k, v in PRECISIONS.items()}[precision]
+        name = name_of(PRECISION_TABLE, precision)
         return Op(
             type=Type(acc_dtype, shape),
             loc=loc,

@@ -7,14 +7,16 @@ A mixin of :class:`~teeny_tx.lower.builder.Builder`: ``call_<op>`` is found by t
 
 from __future__ import annotations
 
+from ..constants import DEFAULT_ORDER, DEFAULT_SCOPE, MEMORY_ORDERS, names, values
+from ..constants import SCOPES as SCOPE_TABLE
 from ..dtypes import BOOL
 from ..errors import CompileError, Location
 from . import typing as ty
 from .ir import Const, Expr, Op, Type
 
 # Memory orders and scopes of atomics (weak integer constants, as in the prelude).
-ORDERS = {"RELAXED": 0, "ACQUIRE": 1, "RELEASE": 2, "ACQ_REL": 3}
-SCOPES = {"SCOPE_CTA": 10, "SCOPE_GPU": 11, "SCOPE_SYS": 12}
+ORDERS = values(MEMORY_ORDERS)
+SCOPES = values(SCOPE_TABLE)
 
 
 class MemoryOps:
@@ -173,12 +175,12 @@ class MemoryOps:
         mask = None
         if kind != "cas" and rest:
             mask = self.mask(rest.pop(0), shape, f"atomic_{kind}")
-        order = self.constant(rest.pop(0), "the memory order") if rest else ORDERS["ACQ_REL"]
-        scope = self.constant(rest.pop(0), "the scope") if rest else SCOPES["SCOPE_GPU"]
+        order = self.constant(rest.pop(0), "the memory order") if rest else ORDERS[DEFAULT_ORDER]
+        scope = self.constant(rest.pop(0), "the scope") if rest else SCOPES[DEFAULT_SCOPE]
         if order not in ORDERS.values():
-            raise CompileError("the memory order must be RELAXED, ACQUIRE, RELEASE or ACQ_REL", loc)
+            raise CompileError(f"the memory order must be {names(MEMORY_ORDERS)}", loc)
         if scope not in SCOPES.values():
-            raise CompileError("the scope must be SCOPE_CTA, SCOPE_GPU or SCOPE_SYS", loc)
+            raise CompileError(f"the scope must be {names(SCOPE_TABLE)}", loc)
         operands = (ptr, *values) + ((mask,) if mask is not None else ())
         attrs = (("kind", kind), ("masked", mask is not None), ("order", order), ("scope", scope))
         return Op(type=Type(elem, shape), loc=loc, op="atomic", args=operands, attrs=attrs)

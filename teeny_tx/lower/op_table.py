@@ -19,21 +19,79 @@ from ..errors import Location
 from . import typing as ty
 from .ir import Const, Expr, Op, Type
 
+# The op families: what each kind of entry is, one line each (the reference and the emitter
+# group entries by them; every entry names one).
+FAMILIES: dict[str, str] = {
+    "operator": "C operators on scalars and tiles (the builder maps each symbol to its entry)",
+    "elementwise": "functions applied element by element, with a CUDA spelling and NumPy twin",
+    "cast": "conversions between dtypes (C casts, typed declarations)",
+    "random": "Philox counter-based random numbers, elementwise in (seed, offset)",
+    "grid": "the program's position in the launch grid",
+    "creation": "new tiles: ranges and fills",
+    "memory": "loads and stores through pointers, masked",
+    "atomic": "atomic read-modify-writes through pointers, with memory order and scope",
+    "shape": "tiles rearranged: new axes, broadcasts, reshapes, transposes, joins, splits",
+    "reduction": "reductions along an axis or over the whole tile",
+    "scan": "inclusive scans along an axis",
+    "dot": "matrix products on tensor cores",
+    "debug": "compile-time checks and debug-build printing and assertions",
+}
+
 
 @dataclass(frozen=True)
 class OpDef:
+    """One operation: a DSL entry (``prelude=True``: the prelude declares it), a C operator
+    (``symbol``), or an IR operation the builder inserts (``prelude=False``).
+
+    Who handles it, as fields (tests/test_facts.py checks each handler exists):
+
+    - ``rule``: the typing rule (operands -> typed node) of an elementwise entry; entries
+      without one are typed by the builder method ``builder_method`` (``call_<name>``);
+    - ``lowers_to``: the IR ops the builder produces for a call (default: the entry's own
+      name; ``()``: none, e.g. ``static_assert``); each is an entry of the table;
+    - ``interp_method``: the interpreter's method for the IR op (default ``op_<name>`` where
+      there is no ``numpy`` twin; NumPy entries run through the generic elementwise path);
+    - ``emit_method``: the emitter's method for the IR op (None where ``cuda`` spells it).
+    """
+
     name: str
     doc: str
     arity: tuple[int, int]
-    rule: Callable[..., Expr]
+    rule: Callable[..., Expr] | None
     cuda: str | Callable[[DType], str] | None = None
     numpy: Callable[..., Any] | None = None
     prelude: bool = True
     symbol: str | None = None  # the C operator, for operator entries
+    family: str = "elementwise"  # a key of FAMILIES
+    lowers_to: tuple[str, ...] | None = None
+    interp: str | None = None  # overrides the default interp_method
+    emit: str | None = None  # the emitter method, where cuda does not spell the op
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"op {self.name}: unknown family {self.family!r}")
 
     @property
     def elementwise(self) -> bool:
         return self.cuda is not None
+
+    @property
+    def ir_ops(self) -> tuple[str, ...]:
+        return (self.name,) if self.lowers_to is None else self.lowers_to
+
+    @property
+    def builder_method(self) -> str | None:
+        return f"call_{self.name}" if self.rule is None and self.prelude else None
+
+    @property
+    def interp_method(self) -> str | None:
+        if self.interp is not None:
+            return self.interp
+        return f"op_{self.name}" if self.numpy is None else None
+
+    @property
+    def emit_method(self) -> str | None:
+        return self.emit
 
     def cuda_format(self, dtype: DType) -> str:
         return self.cuda(dtype) if callable(self.cuda) else self.cuda
@@ -45,8 +103,11 @@ OPS: dict[str, OpDef] = {}
 def define(
     name: str, doc: str, arity: tuple[int, int] | int, rule, cuda=None, numpy=None, **kw
 ) -> None:
+    """Add an entry to OPS (C operators, those with a ``symbol``, are family "operator")."""
     if isinstance(arity, int):
         arity = (arity, arity)
+    if kw.get("symbol") and "family" not in kw:
+        kw["family"] = "operator"
     OPS[name] = OpDef(name, doc, arity, rule, cuda, numpy, **kw)
 
 

@@ -251,7 +251,18 @@ for _name, _sym, _doc, _np in _ARITH:
         _cuda = lambda d: "tx::fmod({0}, {1})" if d.is_float else _wrap("{0} % {1}")(d)  # noqa: E731
     else:
         _cuda = _wrap(f"{{0}} {_sym} {{1}}")
-    _def(_name, f"a {_sym} b: {_doc}", 2, rule_arith, _cuda, _np, prelude=False, symbol=_sym)
+    _interp = "op_add" if _name == "add" else None  # pointer arithmetic
+    _def(
+        _name,
+        f"a {_sym} b: {_doc}",
+        2,
+        rule_arith,
+        _cuda,
+        _np,
+        prelude=False,
+        symbol=_sym,
+        interp=_interp,
+    )
 
 for _name, _sym, _np in (
     ("bitand", "&", np.bitwise_and),
@@ -342,6 +353,7 @@ _def(
     rule_where,
     "({0} ? {1} : {2})",
     np.where,
+    interp="op_where",  # pointer operands
 )
 _def(
     "maximum",
@@ -423,21 +435,39 @@ _def(
     "tx::cast<{T}>({0})",
     None,
     prelude=False,
+    family="cast",
+    interp="elementwise",
 )
 
 
 # ---------------------------------------------------------------- structural ops (lower/builder.py)
 # Their typing needs constant arguments or the kernel's context, so their rules live in the
-# builder (which calls them by name); the emitter has a method of the same name and the
-# interpreter a function.
+# builder (OpDef.builder_method: call_<name>); each names the IR ops it lowers to
+# (lowers_to), and each IR op its interpreter and emitter methods (interp_method, emit).
 
-_def("program_id", "program_id(axis): index of this program along grid axis 0, 1 or 2", 1, None)
-_def("num_programs", "num_programs(axis): number of programs along grid axis 0, 1 or 2", 1, None)
+_def(
+    "program_id",
+    "program_id(axis): index of this program along grid axis 0, 1 or 2",
+    1,
+    None,
+    family="grid",
+    emit="ex_program_id",
+)
+_def(
+    "num_programs",
+    "num_programs(axis): number of programs along grid axis 0, 1 or 2",
+    1,
+    None,
+    family="grid",
+    emit="ex_num_programs",
+)
 _def(
     "arange",
     "arange(start, end): i32 tile start..end-1; constants, end-start a power of two",
     2,
     None,
+    family="creation",
+    emit="ex_arange",
 )
 _def(
     "load",
@@ -445,68 +475,104 @@ _def(
     "masked-off lanes give other",
     (1, 3),
     None,
+    family="memory",
+    emit="emit_load",
 )
 _def(
     "store",
     "store(ptr, value, mask = all): write value (converted to the pointee type) where mask holds",
     (2, 3),
     None,
+    family="memory",
+    emit="emit_store",
 )
 _def(
     "expand_dims",
     "expand_dims(x, axis): insert a dimension of size 1 at axis (a constant)",
     2,
     None,
+    family="shape",
+    emit="ex_expand_dims",
 )
 _def(
     "broadcast_to",
     "broadcast_to(x, d0, ...): stretch dimensions of size 1 to the given sizes",
     (2, 4),
     None,
+    family="shape",
+    lowers_to=("broadcast",),
 )
 _def(
     "reshape",
     "reshape(x, d0, ...): the same elements, row-major, in a new static shape",
     (2, 4),
     None,
+    family="shape",
+    emit="emit_relayout",
 )
-_def("trans", "trans(x): the transpose of a 2-D tile", 1, None)
+_def(
+    "trans",
+    "trans(x): the transpose of a 2-D tile",
+    1,
+    None,
+    family="shape",
+    lowers_to=("permute",),
+)
 _def(
     "permute",
     "permute(x, d0, ...): dimensions reordered (result axis k is source axis dk)",
     (3, 4),
     None,
+    family="shape",
+    emit="emit_relayout",
 )
 _def(
     "sum",
     "sum(x, axis = all, keep_dims = 0): sum; f16/bf16 accumulate and return f32, narrow ints i32",
     (1, 3),
     None,
+    family="reduction",
+    lowers_to=("reduce",),
 )
 _def(
     "max",
     "max(x, axis = all, keep_dims = 0): maximum; NaN operands are skipped (fmax)",
     (1, 3),
     None,
+    family="reduction",
+    lowers_to=("reduce",),
 )
 _def(
     "min",
     "min(x, axis = all, keep_dims = 0): minimum; NaN operands are skipped (fmin)",
     (1, 3),
     None,
+    family="reduction",
+    lowers_to=("reduce",),
 )
-_def("xor_sum", "xor_sum(x, axis = all, keep_dims = 0): bitwise xor of integers", (1, 3), None)
+_def(
+    "xor_sum",
+    "xor_sum(x, axis = all, keep_dims = 0): bitwise xor of integers",
+    (1, 3),
+    None,
+    family="reduction",
+    lowers_to=("reduce",),
+)
 _def(
     "argmax",
     "argmax(x, axis, keep_dims = 0): i32 index of the maximum; ties give the lowest index",
     (2, 3),
     None,
+    family="reduction",
+    lowers_to=("reduce",),
 )
 _def(
     "argmin",
     "argmin(x, axis, keep_dims = 0): i32 index of the minimum; ties give the lowest index",
     (2, 3),
     None,
+    family="reduction",
+    lowers_to=("reduce",),
 )
 _def(
     "reduce",
@@ -514,24 +580,32 @@ _def(
     "(associative)",
     3,
     None,
+    family="reduction",
+    emit="emit_reduce",
 )
 _def(
     "static_assert",
     'static_assert(cond, "message"): refuse to compile where a constant condition is false',
     (1, 2),
     None,
+    family="debug",
+    lowers_to=(),
 )
 _def(
     "device_print",
     'device_print("prefix", x, ...): print every element with its program id (debug builds)',
     (1, 8),
     None,
+    family="debug",
+    emit="emit_device_print",
 )
 _def(
     "device_assert",
     'device_assert(cond, "message"): stop the kernel where cond is false (debug builds)',
     (1, 2),
     None,
+    family="debug",
+    emit="emit_device_assert",
 )
 _def(
     "dot",
@@ -539,34 +613,65 @@ _def(
     "f32 is IEEE unless TF32 or TF32X3 is asked for (interpreter only so far)",
     (2, 4),
     None,
+    family="dot",
+    emit="emit_dot",
 )
 _def(
     "cumsum",
     "cumsum(x, axis = 0, reverse = 0): inclusive running sum; dtype as sum()",
     (1, 3),
     None,
+    family="scan",
+    lowers_to=("scan",),
 )
-_def("cumprod", "cumprod(x, axis = 0, reverse = 0): inclusive running product", (1, 3), None)
+_def(
+    "cumprod",
+    "cumprod(x, axis = 0, reverse = 0): inclusive running product",
+    (1, 3),
+    None,
+    family="scan",
+    lowers_to=("scan",),
+)
 _def(
     "associative_scan",
     "associative_scan(x, axis, combine, reverse = 0): inclusive scan with a helper combiner",
     (3, 4),
     None,
+    family="scan",
+    lowers_to=("scan",),
 )
 _def(
     "cat",
     "cat(a, b, axis = 0): a followed by b along an axis; shapes equal, so sizes stay powers of two",
     (2, 3),
     None,
+    family="shape",
+    emit="emit_gather2",
 )
-_def("join", "join(a, b): a and b side by side in a new last dimension of size 2", 2, None)
+_def(
+    "join",
+    "join(a, b): a and b side by side in a new last dimension of size 2",
+    2,
+    None,
+    family="shape",
+    emit="emit_gather2",
+)
 _def(
     "split",
     "split(x, k): x[..., k], k = 0 or 1, of a tile whose last dimension is 2 (C has no tuples)",
     2,
     None,
+    family="shape",
+    emit="emit_relayout",
 )
-_def("flip", "flip(x, axis = 0): the tile reversed along an axis", (1, 2), None)
+_def(
+    "flip",
+    "flip(x, axis = 0): the tile reversed along an axis",
+    (1, 2),
+    None,
+    family="shape",
+    emit="emit_relayout",
+)
 for _name, _what in (
     ("add", "*ptr += val; returns the old values"),
     ("max", "*ptr = max(*ptr, val); returns the old values"),
@@ -576,12 +681,15 @@ for _name, _what in (
     ("xor", "*ptr ^= val (integers); returns the old values"),
     ("xchg", "*ptr = val; returns the old values"),
 ):
-    _def(f"atomic_{_name}", f"atomic_{_name}(ptr, val, mask, order, scope): {_what}", (2, 5), None)
+    _doc = f"atomic_{_name}(ptr, val, mask, order, scope): {_what}"
+    _def(f"atomic_{_name}", _doc, (2, 5), None, family="atomic", lowers_to=("atomic",))
 _def(
     "atomic_cas",
     "atomic_cas(ptr, cmp, val, order, scope): *ptr = val where *ptr == cmp; returns the old values",
     (3, 5),
     None,
+    family="atomic",
+    lowers_to=("atomic",),
 )
 _def(
     "full",
@@ -589,6 +697,8 @@ _def(
     1,
     None,
     prelude=False,
+    family="creation",
+    emit="ex_full",
 )
 _def(
     "broadcast",
@@ -596,6 +706,8 @@ _def(
     1,
     None,
     prelude=False,
+    family="shape",
+    emit="ex_broadcast",
 )
 _def(
     "convert_layout",
@@ -603,6 +715,28 @@ _def(
     1,
     None,
     prelude=False,
+    family="shape",
+    emit="emit_relayout",
+)
+
+
+_def(
+    "atomic",
+    "an atomic read-modify-write (atomic_add() and the others lower to it)",
+    1,
+    None,
+    prelude=False,
+    family="atomic",
+    emit="emit_atomic",
+)
+_def(
+    "scan",
+    "an inclusive scan (cumsum(), cumprod() and associative_scan() lower to it)",
+    1,
+    None,
+    prelude=False,
+    family="scan",
+    emit="emit_scan",
 )
 
 

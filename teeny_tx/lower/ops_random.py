@@ -162,6 +162,7 @@ _def(
     rule_random,
     "tx::rand({0}, {1})",
     rand,
+    family="random",
 )
 _def(
     "randn",
@@ -170,6 +171,7 @@ _def(
     rule_random,
     "tx::randn({0}, {1})",
     randn,
+    family="random",
 )
 _def(
     "randint",
@@ -178,6 +180,7 @@ _def(
     rule_random,
     "tx::randint({0}, {1})",
     randint,
+    family="random",
 )
 _def(
     "randint4x",
@@ -186,4 +189,5 @@ _def(
     rule_randint4x,
     "tx::randint4x<{2}>({0}, {1})",
     randint4x,
+    family="random",
 )

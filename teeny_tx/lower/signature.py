@@ -12,7 +12,7 @@ from typing import Any
 
 from pycparser import c_ast
 
-from ..dtypes import DTYPES, DType
+from ..dtypes import C_NAMES, DTYPES, DType
 from ..errors import CompileError, Location
 from ..parse import Unit
 
@@ -77,32 +77,11 @@ def kernel_signature(unit: Unit, fn: c_ast.FuncDef) -> tuple[ParamSpec, ...]:
     return tuple(out)
 
 
-# C spellings of the element types, for the hint when a kernel uses one.
-_C_NAMES = {
-    "float": "f32",
-    "double": "f64",
-    "int": "i32",
-    "long": "i64",
-    "long long": "i64",
-    "short": "i16",
-    "char": "i8",
-    "signed char": "i8",
-    "unsigned char": "u8",
-    "unsigned short": "u16",
-    "unsigned": "u32",
-    "unsigned int": "u32",
-    "unsigned long": "u64",
-    "unsigned long long": "u64",
-    "_Bool": "bool",
-    "half": "f16",
-}
-
-
 def element_dtype(name: str, loc: Location) -> DType:
     """The element type a declaration names, or a CompileError with the name to use instead."""
     if name in DTYPES:
         return DTYPES[name]
-    hint = _C_NAMES.get(name)
+    hint = C_NAMES.get(name)
     raise CompileError(
         f"unknown element type '{name}'",
         loc,

@@ -16,48 +16,19 @@ from collections.abc import Callable
 from typing import Any
 
 import cupy
-import ml_dtypes
 import numpy
 
+from teeny_tx.dtypes import DTYPES, TORCH_NAMES
 from teeny_tx.errors import LaunchError
 
 Reader = Callable[[Any], tuple[int, str]]
 Extent = Callable[[Any], int]
 
-NUMPY_NAMES: dict[numpy.dtype, str] = {
-    numpy.dtype(numpy.bool_): "bool",
-    numpy.dtype(numpy.int8): "i8",
-    numpy.dtype(numpy.int16): "i16",
-    numpy.dtype(numpy.int32): "i32",
-    numpy.dtype(numpy.int64): "i64",
-    numpy.dtype(numpy.uint8): "u8",
-    numpy.dtype(numpy.uint16): "u16",
-    numpy.dtype(numpy.uint32): "u32",
-    numpy.dtype(numpy.uint64): "u64",
-    numpy.dtype(numpy.float16): "f16",
-    numpy.dtype(ml_dtypes.bfloat16): "bf16",
-    numpy.dtype(numpy.float32): "f32",
-    numpy.dtype(numpy.float64): "f64",
-}
+NUMPY_NAMES: dict[numpy.dtype, str] = {d.np: d.name for d in DTYPES.values()}
 # __cuda_array_interface__ typestrs; bf16 has none (it reads as the ambiguous "<V2").
 _TYPESTR_NAMES: dict[str, str] = {
     dtype.str: name for dtype, name in NUMPY_NAMES.items() if name != "bf16"
 } | {"|b1": "bool", "<b1": "bool"}
-_TORCH_NAMES = {
-    "bool": "bool",
-    "int8": "i8",
-    "int16": "i16",
-    "int32": "i32",
-    "int64": "i64",
-    "uint8": "u8",
-    "uint16": "u16",
-    "uint32": "u32",
-    "uint64": "u64",
-    "float16": "f16",
-    "bfloat16": "bf16",
-    "float32": "f32",
-    "float64": "f64",
-}
 TORCH_DTYPE_NAMES: dict[Any, str] = {}  # torch.dtype → name, filled when the first tensor arrives
 
 _DLPACK_CUDA = 2
@@ -156,7 +127,7 @@ def _seen_torch(kind: type) -> None:
 def _torch_name(tensor: Any) -> str:
     """Look a torch dtype up by its spelling once, then remember it by identity."""
     spelling = str(tensor.dtype).removeprefix("torch.")
-    name = _TORCH_NAMES.get(spelling)
+    name = TORCH_NAMES.get(spelling)
     if name is None:
         _unsupported_dtype(tensor, tensor.dtype)
     TORCH_DTYPE_NAMES[tensor.dtype] = name
@@ -214,7 +185,7 @@ def _unrelated(obj: Any) -> Any:
 
 
 def _unsupported_dtype(obj: Any, dtype: Any) -> None:
-    supported = ", ".join(_TORCH_NAMES.values())
+    supported = ", ".join(TORCH_NAMES.values())
     raise LaunchError(
         f"unsupported dtype {dtype} in {describe(obj)}; teeny_tx arrays hold {supported}"
     )

@@ -7,15 +7,16 @@ Input: layout-annotated IR nodes of one statement. Output: CUDA lines through th
 
 from __future__ import annotations
 
+from ..constants import MEMORY_ORDERS, SCOPES
 from ..dtypes import DType
 from ..lower.ir import Expr, Op, Var
 from ..lower.layout import Layout
 from .cuda_types import ctype
 
-_ORDER_NAMES = {0: "RELAXED", 1: "ACQUIRE", 2: "RELEASE", 3: "ACQ_REL"}
+_ORDER_NAMES = {c.value: c.name for c in MEMORY_ORDERS}
 
 
-_SCOPE_NAMES = {10: "SCOPE_CTA", 11: "SCOPE_GPU", 12: "SCOPE_SYS"}
+_SCOPE_NAMES = {c.value: c.name for c in SCOPES}
 
 
 class MemoryEmitter:
