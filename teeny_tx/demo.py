@@ -9,7 +9,7 @@ and why) and an exit status. The demo holds only its own small data; the thoroug
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from math import erf
@@ -129,14 +129,22 @@ def _matmul(dtype: str, precision: str | None, rng, gpu: bool) -> float:
     ref = _gelu(a.astype(np.float64) @ b.astype(np.float64) + bias)
     # matmul_config's tiles: the autotuner would compile and time all of the kernel's configs
     config = linalg.matmul_config(m, n, k, dtype, precision=precision or "ieee")
-    kwargs = dict(activation="gelu", out_dtype="f32", precision=precision, config=config)
     if gpu:
         import cupy as cp
 
-        got = linalg.matmul(cp.asarray(a), cp.asarray(b), bias=cp.asarray(bias), **kwargs)
+        a, b, bias = cp.asarray(a), cp.asarray(b), cp.asarray(bias)
+    got = linalg.matmul(
+        a,
+        b,
+        bias=bias,
+        activation="gelu",
+        out_dtype="f32",
+        precision=precision,
+        config=config,
+        interpret=not gpu,
+    )
+    if gpu:
         got = cp.asnumpy(got)
-    else:
-        got = linalg.matmul(a, b, bias=bias, **kwargs, interpret=True)
     worst = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
     assert worst < (2e-3 if precision == "tf32" else 1e-5), f"error {worst:.2e}"
     return worst
@@ -189,7 +197,7 @@ def _cases(rng: np.random.Generator, gpu: bool) -> list[tuple[str, str, Callable
     return cases
 
 
-def _worst(runs: list[Callable[[], float]]) -> float:
+def _worst(runs: Sequence[Callable[[], float]]) -> float:
     return max(run() for run in runs)
 
 

@@ -200,13 +200,13 @@ class Kernel:
             if hopper is not None:
                 chosen = Target.for_device(hopper_features=hopper)
         if chosen is not None:
-            spec = self._specs.get((*key, chosen.arch))
+            spec = self._specs.get(key + (chosen.arch,))
             if spec is not None:
                 return spec
         unit, debug = self.module.unit, self.module.debug
         spec = specialise(unit, self.name, self.binder, key, chosen, debug)
         self._hopper[key] = spec.hopper_features
-        self._specs[(*key, spec.arch)] = spec
+        self._specs[key + (spec.arch,)] = spec
         return spec
 
     def specialize(
@@ -231,8 +231,10 @@ class Kernel:
         **constexprs,
     ) -> str:
         """The CUDA C++ this kernel becomes for these arguments (arrays or dtype names)."""
-        options = {"num_warps": num_warps, "num_stages": num_stages, "target": target}
-        return self.specialize(*args, **options, **constexprs).cuda_source
+        spec = self.specialize(
+            *args, num_warps=num_warps, num_stages=num_stages, target=target, **constexprs
+        )
+        return spec.cuda_source
 
     @property
     def tune(self) -> Autotuner:

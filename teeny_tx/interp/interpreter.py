@@ -405,7 +405,7 @@ class _Compiler:
 
         return store
 
-    _ATOMIC = {
+    _ATOMIC: dict[str, Callable[[Any, Any], Any]] = {
         "add": lambda old, v: old + v,
         "max": lambda old, v: (
             np.fmax(old, v)

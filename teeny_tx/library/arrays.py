@@ -122,7 +122,7 @@ class Arrays:
             return cupy.empty(shape, DTYPES[dtype].np)
         if like is not None:
             return self.torch.empty_like(like)
-        torch_dtype = getattr(self.torch, DTYPES[dtype].torch)
+        torch_dtype = getattr(self.torch, str(DTYPES[dtype].torch))
         return self.torch.empty(shape, dtype=torch_dtype, device=self.first.device)
 
     def launch(self, kernel: Kernel, grid: tuple, args: tuple, num_warps: int, **constexprs):

@@ -294,7 +294,7 @@ def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
         torch_dtype = getattr(torch, DTYPES[dtype].torch)
         current = torch.cuda.current_device
 
-        def replay(a, b, bias, alpha):
+        def replay_torch(a, b, bias, alpha):
             if current() != device.index:
                 return None
             c = torch.empty(shape, dtype=torch_dtype, device=device)
@@ -303,7 +303,7 @@ def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
             launch(*args, stream=stream, **options, **constexprs)
             return c
 
-        return replay
+        return replay_torch
     import cupy
 
     device_id = arrays.first.device.id

@@ -12,10 +12,11 @@ from pycparser import c_ast
 from ..dtypes import BOOL
 from ..errors import CompileError, Location
 from . import typing as ty
+from .context import LoweringContext
 from .ir import Expr, Op, Type
 
 
-class DebugOps:
+class DebugOps(LoweringContext):
     def string_arg(self, node, what: str) -> str:
         if not (isinstance(node, c_ast.Constant) and node.type == "string"):
             raise CompileError(f"{what} must be a string literal", self.loc(node))

@@ -12,6 +12,7 @@ from ..constants import PRECISIONS as PRECISION_TABLE
 from ..dtypes import F32, I32
 from ..errors import CompileError, Location
 from . import typing as ty
+from .context import LoweringContext
 from .ir import Const, Expr, Op, Type
 
 # input_precision constants (weak integers in kernel text, as the prelude declares them)
@@ -19,7 +20,7 @@ PRECISIONS = values(PRECISION_TABLE)
 _INPUTS = ("f16", "bf16", "f32", "i8")
 
 
-class DotOps:
+class DotOps(LoweringContext):
     def call_dot(self, args, loc: Location) -> Expr:
         a, b = self.tile_arg(args[0], "dot"), self.tile_arg(args[1], "dot")
         for x, node in ((a, args[0]), (b, args[1])):

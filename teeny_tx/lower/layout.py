@@ -450,13 +450,13 @@ class LayoutPass:
                 self.annotate(a, self.natural(a) or self.default(a.type.shape)) for a in e.args
             )
             return dataclasses.replace(e, layout=layout, args=args)
-        args = []
+        annotated = []
         for a in e.args:
             if a.type.is_tile:
-                args.append(self.annotate(a, layout.with_shape(a.type.shape, layout.dims)))
+                annotated.append(self.annotate(a, layout.with_shape(a.type.shape, layout.dims)))
             else:
-                args.append(self.annotate(a, None))
-        return dataclasses.replace(e, layout=layout, args=tuple(args))
+                annotated.append(self.annotate(a, None))
+        return dataclasses.replace(e, layout=layout, args=tuple(annotated))
 
     def _dot(self, e: Op, want: Layout) -> Expr:
         """A dot computes in its accumulator layout; its operands stay in their own layouts

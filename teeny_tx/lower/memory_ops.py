@@ -12,6 +12,7 @@ from ..constants import SCOPES as SCOPE_TABLE
 from ..dtypes import BOOL
 from ..errors import CompileError, Location
 from . import typing as ty
+from .context import LoweringContext
 from .ir import Const, Expr, Op, Type
 
 # Memory orders and scopes of atomics (weak integer constants, as in the prelude).
@@ -19,7 +20,7 @@ ORDERS = values(MEMORY_ORDERS)
 SCOPES = values(SCOPE_TABLE)
 
 
-class MemoryOps:
+class MemoryOps(LoweringContext):
     def call_load(self, args, loc: Location) -> Expr:
         ptr = self.expr(args[0])
         if not ptr.type.is_pointer:

@@ -94,6 +94,7 @@ class OpDef:
         return self.emit
 
     def cuda_format(self, dtype: DType) -> str:
+        assert self.cuda is not None, f"{self.name} has no CUDA spelling"
         return self.cuda(dtype) if callable(self.cuda) else self.cuda
 
 
@@ -113,15 +114,14 @@ def define(
 
 def make(name: str, args: list[Expr], type_: Type, loc: Location, attrs: tuple = ()) -> Expr:
     """An Op node, folded to a Const when every operand is a constant."""
-    if (
-        all(isinstance(a, Const) for a in args)
-        and OPS[name].numpy is not None
-        and not type_.is_tile
-    ):
+    consts = [a for a in args if isinstance(a, Const)]
+    numpy = OPS[name].numpy
+    if len(consts) == len(args) and numpy is not None and not type_.is_tile:
         dtype = type_.dtype
+        assert isinstance(dtype, DType)
         with np.errstate(all="ignore"):
-            values = [np.array(a.value, dtype=a.type.dtype.np) for a in args]
-            result = OPS[name].numpy(*values)
+            values = [np.array(a.value, dtype=a.type.dtype.np) for a in consts]  # type: ignore[union-attr]
+            result = numpy(*values)
         value = np.asarray(result).astype(dtype.np).item()
         if dtype.is_float:
             value = float(value)
@@ -129,7 +129,7 @@ def make(name: str, args: list[Expr], type_: Type, loc: Location, attrs: tuple =
             value = bool(value)
         else:
             value = int(value)
-        weak = all(a.weak for a in args)
+        weak = all(a.weak for a in consts)
         return Const(type=type_, loc=loc, value=value, weak=weak)
     if type_.is_tile:
         args = [ty.broadcast_to(a, type_.shape) for a in args]

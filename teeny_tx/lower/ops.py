@@ -89,6 +89,7 @@ def rule_unary_arith(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
         ty.require_int(a, loc, "~")
     if isinstance(a, Const) and a.weak:
         folded = make(name, [a], a.type, loc)
+        assert isinstance(folded, Const)
         return Const(type=folded.type, loc=loc, value=folded.value, weak=True)
     return make(name, [a], a.type, loc)
 

@@ -12,10 +12,11 @@ from pycparser import c_ast
 from ..dtypes import DTYPES, F32
 from ..errors import CompileError, Location
 from . import typing as ty
+from .context import LoweringContext
 from .ir import Expr, Op, Type, Var
 
 
-class ReductionOps:
+class ReductionOps(LoweringContext):
     def call_sum(self, args, loc: Location) -> Expr:
         return self._reduction("sum", args, loc)
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from ..errors import CompileError, Location
 from . import typing as ty
+from .context import LoweringContext
 from .ir import Expr, Op, Type
 
 
-class ShapeOps:
+class ShapeOps(LoweringContext):
     def tile_arg(self, node, what: str) -> Expr:
         x = self.expr(node)
         if not x.type.is_tile:

@@ -18,6 +18,8 @@ T7. ``ptr + int`` and ``ptr - int`` give pointers; the integer may be a tile (a 
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from ..dtypes import BOOL, F32, I32, I64, DType, promote
 from ..errors import CompileError, Location
 from .ir import Const, Expr, Op, PointerType, Type
@@ -80,7 +82,7 @@ def weak_literal_type(value: int | float | bool) -> DType:
     return F32
 
 
-def is_weak(x: Expr) -> bool:
+def is_weak(x: Expr) -> TypeGuard[Const]:
     return isinstance(x, Const) and x.weak
 
 

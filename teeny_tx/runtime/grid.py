@@ -35,4 +35,5 @@ def as_grid3(grid: Any, meta: dict[str, Any]) -> tuple[int, int, int]:
     for g, lim, axis in zip(out, limits, "xyz", strict=False):
         if g > lim:
             raise LaunchError(f"grid size {g} along {axis} exceeds the CUDA limit {lim}")
-    return tuple(out + [1] * (3 - len(out)))
+    out += [1] * (3 - len(out))
+    return out[0], out[1], out[2]

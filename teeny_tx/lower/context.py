@@ -1,0 +1,60 @@
+"""What the builder's op modules (memory_ops, shape_ops, reduction_ops, dot_ops, debug_ops) use
+of the builder: declared once, so that each use is checked.
+
+Input: nothing (a declaration). Output: :class:`LoweringContext`, the base of every op mixin
+and so of :class:`~teeny_tx.lower.builder.Builder`, which implements the methods (the
+shape helpers are ShapeOps'). A mixin that needs more of the builder declares it here first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dtypes import DType
+from ..errors import Location
+from ..parse import Unit
+from . import ir
+from .ir import Expr
+from .signature import Spec
+
+
+class LoweringContext:
+    """The builder as its op mixins see it: the specialisation, the statement blocks being
+    built, and the helpers that type argument nodes."""
+
+    unit: Unit  # the parsed file
+    spec: Spec  # what this specialisation fixes
+    index: DType  # i32, or i64 for 64-bit indexing
+    blocks: list[list[ir.Stmt]]  # the statement lists being built, innermost last
+
+    def loc(self, node: Any) -> Location:
+        """The source location of a pycparser node."""
+        raise NotImplementedError
+
+    def expr(self, node: Any) -> Expr:
+        """The typed IR of an expression node."""
+        raise NotImplementedError
+
+    def constant(self, node: Any, what: str) -> Any:
+        """The compile-time value of an expression node (a located error where it has none)."""
+        raise NotImplementedError
+
+    def apply(self, name: str, args: list[Expr], loc: Location) -> Expr:
+        """The op-table entry ``name`` applied to typed operands (its typing rule)."""
+        raise NotImplementedError
+
+    def inline(self, name: str, arg_nodes: Any, loc: Location, statement: bool) -> Expr | None:
+        """A call of a helper function of the file, inlined."""
+        raise NotImplementedError
+
+    def tile_arg(self, node: Any, what: str) -> Expr:
+        """An argument that must be a tile (ShapeOps)."""
+        raise NotImplementedError
+
+    def axis_arg(self, node: Any, rank: int, what: str, extra: int = 0) -> int:
+        """A constant axis argument, checked against ``rank`` (ShapeOps)."""
+        raise NotImplementedError
+
+    def _flip(self, x: Expr, axis: int, loc: Location) -> Expr:
+        """``x`` reversed along ``axis`` (ShapeOps; the scans reuse it)."""
+        raise NotImplementedError
