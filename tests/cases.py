@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from math import erf
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import numpy as np
 from teeny_tx.constants import CONSTANTS
 from teeny_tx.dtypes import DTYPES, from_numpy
 from teeny_tx.library import module
+from teeny_tx.library.activations import BY_NAME
 from teeny_tx.lower import ops_random
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,12 +39,8 @@ TOLERANCE = {
 }
 
 
-def _gelu_exact(x):
-    return 0.5 * x * (1.0 + np.vectorize(erf)(x / np.sqrt(2.0)))
-
-
-def _gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+_gelu_exact = BY_NAME["gelu"].reference
+_gelu_tanh = BY_NAME["gelu_tanh"].reference
 
 
 def dropout_reference(x, p, seed):
