@@ -16,16 +16,15 @@ offsets, so pointer arithmetic and bounds checks behave as on device memory.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..dtypes import DType
 from ..errors import CompileError, InterpreterError, LaunchError, Location
 from ..lower import ir
 from ..lower.ops import OPS, elementwise_numpy
 from ..lower.typing import convert_value
+from .memory import Pointer, bind_pointer
 
 Value = Any
 Eval = Callable[["_State"], Value]
@@ -33,69 +32,6 @@ _BREAK, _CONTINUE, _RETURN = "break", "continue", "return"  # statement outcomes
 
 
 # ---------------------------------------------------------------- memory
-
-
-@dataclass(frozen=True)
-class _Arg:
-    """Where a pointer argument points: its name and its first element's index in the buffer."""
-
-    name: str
-    base: int
-
-
-class Pointer:
-    """A scalar or tile of pointers: a flat buffer of the whole allocation and int64 offsets."""
-
-    __slots__ = ("buf", "off", "arg")
-
-    def __init__(self, buf: np.ndarray, off: np.ndarray, arg: _Arg):
-        self.buf, self.off, self.arg = buf, off, arg
-
-    def moved(self, delta: np.ndarray) -> Pointer:
-        return Pointer(self.buf, self.off + np.asarray(delta).astype(np.int64), self.arg)
-
-
-class _Memory:
-    """The bytes of one allocation, exposed to NumPy; holding the owner keeps them alive."""
-
-    def __init__(self, owner: np.ndarray, low: int, nbytes: int, writeable: bool):
-        self.owner = owner
-        self.__array_interface__ = {
-            "version": 3,
-            "shape": (nbytes,),
-            "typestr": "|u1",
-            "data": (low, not writeable),
-        }
-
-
-def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
-    low = high = a.__array_interface__["data"][0]
-    if a.size == 0:
-        return low, high
-    for n, stride in zip(a.shape, a.strides, strict=True):
-        reach = (n - 1) * stride
-        low, high = (low + reach, high) if reach < 0 else (low, high + reach)
-    return low, high + a.itemsize
-
-
-def bind_pointer(name: str, array: object, elem: DType, buffers: dict) -> Pointer:
-    """A pointer to ``array``'s first element, over its whole allocation viewed as ``elem``."""
-    if not isinstance(array, np.ndarray):
-        got = type(array).__name__
-        raise LaunchError(f"argument '{name}': the interpreter needs a NumPy array, got {got}")
-    owner = array
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
-    low, high = _byte_bounds(owner)
-    first = array.__array_interface__["data"][0] - low
-    start = first % elem.itemsize
-    key = (low, high, start, elem, array.flags.writeable)
-    if key not in buffers:  # views of one allocation share a buffer (pointers compare, where())
-        raw = np.asarray(_Memory(owner, low, high - low, array.flags.writeable))
-        count = max(high - low - start, 0) // elem.itemsize
-        buffers[key] = raw[start : start + count * elem.itemsize].view(elem.np)
-    base = first // elem.itemsize
-    return Pointer(buffers[key], np.int64(base), _Arg(name, base))
 
 
 def _out_of_bounds(what: str, ptr: Pointer, off: np.ndarray, mask, state: _State, loc: Location):
