@@ -126,8 +126,8 @@ class Kernel:
         self.binder = Binder(name, self.params)
         self._specs: dict[tuple, Specialization] = {}  # (*key, target arch) -> specialisation
         self._hopper: dict[tuple, bool] = {}  # key -> whether its kernel asks for Hopper features
-        # key -> (loaded kernel, block, shared memory, functions by device); the device and
-        # $TEENY_TX_ARCH are taken as fixed from a key's first launch on
+        # key -> (loaded kernel, block, shared memory, functions by device); the device (and so a
+        # device target) is taken as fixed from a key's first launch on
         self._compiled: dict[tuple, tuple] = {}
         self._launchers: dict[tuple, Callable[..., None]] = {}
         self._tuner: Autotuner | None = None
