@@ -79,7 +79,7 @@ class _Compiler:
     def expr_Const(self, e: ir.Const) -> Eval:
         if e.type.is_pointer:
             raise _unsupported("a constant pointer", e.loc)
-        value = np.full(e.type.shape, e.value, dtype=e.type.dtype.np)
+        value = np.full(e.type.shape, e.value, dtype=e.type.scalar.np)
         return lambda s: value
 
     def expr_Var(self, e: ir.Var) -> Eval:
@@ -108,12 +108,12 @@ class _Compiler:
         return lambda s: s.nprog[axis]
 
     def op_arange(self, e: ir.Op) -> Eval:
-        value = np.arange(e.attr("start"), e.attr("end"), dtype=e.type.dtype.np)
+        value = np.arange(e.attr("start"), e.attr("end"), dtype=e.type.scalar.np)
         return lambda s: value
 
     def op_full(self, e: ir.Op) -> Eval:
         (f,) = (self.expr(a) for a in e.args)
-        shape, dtype = e.type.shape, e.type.dtype.np
+        shape, dtype = e.type.shape, e.type.scalar.np
         return lambda s: np.full(shape, f(s), dtype=dtype)
 
     # shapes: the same values (or pointer offsets) rearranged
@@ -160,7 +160,7 @@ class _Compiler:
     def op_reduce(self, e: ir.Op) -> Eval:
         (f,) = (self.expr(a) for a in e.args)
         axis, keep, kind = e.attr("axis"), e.attr("keep_dims"), e.attr("kind")
-        dtype = e.type.dtype.np
+        dtype = e.type.scalar.np
         reduce = self._REDUCE.get(kind) or self.folder(e.attr("combine"))
 
         def run(s: _State) -> Value:
@@ -172,7 +172,7 @@ class _Compiler:
 
     def op_scan(self, e: ir.Op) -> Eval:
         (f,) = (self.expr(a) for a in e.args)
-        axis, kind, dtype = e.attr("axis"), e.attr("kind"), e.type.dtype.np
+        axis, kind, dtype = e.attr("axis"), e.attr("kind"), e.type.scalar.np
         if kind == "sum":
             scan = lambda x: np.cumsum(x, axis=axis, dtype=dtype)  # noqa: E731
         elif kind == "prod":
@@ -210,7 +210,7 @@ class _Compiler:
     def op_dot(self, e: ir.Op) -> Eval:
         """a @ b + acc, products exact in f64 (inputs rounded first for TF32), then the dtype."""
         a, b, acc = (self.expr(x) for x in e.args)
-        precision, dtype = e.attr("precision"), e.type.dtype.np
+        precision, dtype = e.attr("precision"), e.type.scalar.np
 
         def run(s: _State) -> Value:
             x, y = np.asarray(a(s)), np.asarray(b(s))
@@ -301,7 +301,7 @@ class _Compiler:
         ptr = self.expr(e.args[0])
         mask = self.expr(e.args[1]) if len(e.args) > 1 else None
         other = self.expr(e.args[2]) if len(e.args) > 2 else None
-        shape, dtype, loc = e.type.shape, e.type.dtype.np, e.loc
+        shape, dtype, loc = e.type.shape, e.type.scalar.np, e.loc
 
         def load(s: _State) -> Value:
             p = ptr(s)
@@ -322,7 +322,7 @@ class _Compiler:
         ptr, value = self.expr(e.args[0]), self.expr(e.args[1])
         mask = self.expr(e.args[2]) if len(e.args) > 2 else None
         shape, loc = e.args[0].type.shape, e.loc
-        dtype = e.args[0].type.dtype.elem.np
+        dtype = e.args[0].type.pointer.elem.np
 
         def store(s: _State) -> None:
             p = ptr(s)
@@ -366,8 +366,8 @@ class _Compiler:
         ptr = self.expr(e.args[0])
         values = [self.expr(a) for a in e.args[1 : 1 + n_values]]
         mask = self.expr(e.args[1 + n_values]) if e.attr("masked") else None
-        shape, loc, dtype = e.type.shape, e.loc, e.type.dtype.np
-        update = self._ATOMIC.get(kind)
+        shape, loc, dtype = e.type.shape, e.loc, e.type.scalar.np
+        update = self._ATOMIC.get(kind, _no_update)
 
         def atomic(s: _State) -> Value:
             p = ptr(s)
@@ -413,7 +413,7 @@ class _Compiler:
 
     def stmt_Declare(self, x: ir.Declare):
         if x.init is None:
-            zero = np.zeros(x.type.shape, x.type.dtype.np)
+            zero = np.zeros(x.type.shape, x.type.scalar.np)
             return self._set(x.name, lambda s: zero)
         return self._set(x.name, self.expr(x.init))
 
@@ -484,6 +484,10 @@ def _method(compiler: _Compiler, prefix: str, name: str, loc: Location):
     return method
 
 
+def _no_update(old: Any, value: Any) -> Any:
+    raise AssertionError("atomic_cas has no update function")
+
+
 def _unsupported(what: str, loc: Location | None) -> InterpreterError:
     return _error(f"the NumPy interpreter does not support {what}", loc)
 
@@ -510,9 +514,10 @@ def run(kernel: ir.Kernel, grid: tuple[int, int, int], args: Mapping[str, object
             raise LaunchError(f"kernel '{kernel.name}': missing argument '{p.name}'")
         a = args[p.name]
         if p.type.is_pointer:
-            params[p.name] = bind_pointer(p.name, a, p.type.dtype.elem, buffers)
+            params[p.name] = bind_pointer(p.name, a, p.type.pointer.elem, buffers)
         else:
-            params[p.name] = np.asarray(convert_value(a, p.type.dtype), dtype=p.type.dtype.np)
+            value = convert_value(a, p.type.scalar)  # type: ignore[arg-type]  # a number (bound)
+            params[p.name] = np.asarray(value, dtype=p.type.scalar.np)
     state = _State(tuple(np.asarray(g, dtype=index) for g in (gx, gy, gz)))
     with np.errstate(all="ignore"):
         for z in range(gz):

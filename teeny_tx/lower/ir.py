@@ -46,6 +46,18 @@ class Type:
         return isinstance(self.dtype, PointerType)
 
     @property
+    def scalar(self) -> DType:
+        """The element dtype of a value that is not a pointer (checked)."""
+        assert isinstance(self.dtype, DType), f"{self} is a pointer type"
+        return self.dtype
+
+    @property
+    def pointer(self) -> PointerType:
+        """The pointer type of a pointer value (checked)."""
+        assert isinstance(self.dtype, PointerType), f"{self} is not a pointer type"
+        return self.dtype
+
+    @property
     def numel(self) -> int:
         n = 1
         for s in self.shape:
