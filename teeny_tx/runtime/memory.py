@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import cupy
 import numpy
@@ -184,7 +184,7 @@ def _unrelated(obj: Any) -> Any:
     )
 
 
-def _unsupported_dtype(obj: Any, dtype: Any) -> None:
+def _unsupported_dtype(obj: Any, dtype: Any) -> NoReturn:
     supported = ", ".join(TORCH_NAMES.values())
     raise LaunchError(
         f"unsupported dtype {dtype} in {describe(obj)}; teeny_tx arrays hold {supported}"
