@@ -30,7 +30,8 @@ from .binder import Binder
 from .errors import CompileError, LaunchError, ResourceError, TeenyError
 from .lower import ir
 from .lower.builder import build_kernel
-from .lower.layout import assign_layouts, walk_exprs
+from .lower.layout import walk_exprs
+from .lower.passes import decide
 from .lower.signature import kernel_signature
 from .parse import Unit, parse
 from .runtime import cache, launch, nvrtc
@@ -92,8 +93,9 @@ def specialise(
     # kernels with dot() take Hopper's features (wgmma) where the device has them
     hopper = _has_dot(kernel)
     arch = nvrtc.target_arch(hopper_features=hopper)
-    annotated, layouts = assign_layouts(kernel, wgmma=arch == "sm_90a")
-    source, shared = emit_cuda(annotated, layouts)
+    decided = decide(kernel, wgmma=arch == "sm_90a")
+    annotated = decided.kernel
+    source, shared = emit_cuda(decided)
     limit = SHARED_LIMIT.get(arch, SHARED_LIMIT["sm_90"])
     if shared > limit:
         raise ResourceError(

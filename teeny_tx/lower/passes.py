@@ -1,0 +1,40 @@
+"""The passes after typing, in order: what the emitter renders is decided here.
+
+Input: a typed ``ir.Kernel`` from the builder (what the interpreter runs) and whether the target
+has Hopper's warpgroup MMA. Output: :class:`Decided`: the kernel with layouts, conversions
+placed, loops pipelined; its layouts by C++ type in first-use order; the name allocator that
+the emitter goes on with.
+
+1. ``simplify``: integer identities (``x * 1``, ``x + 0``) removed.
+2. ``layout``: a layout on every tile, ``convert_layout`` where producer and consumer differ.
+3. ``convert``: each conversion of a variable declared once, loop-invariant ones before the loop.
+4. ``pipeline``: loads feeding ``dot`` in a loop become cp.async stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import ir
+from .axisinfo import AxisInfo
+from .convert import place_conversions
+from .layout import Layout, assign_layouts
+from .names import Names
+from .pipeline import plan_pipelines
+from .simplify import simplify
+
+
+@dataclass
+class Decided:
+    kernel: ir.Kernel
+    layouts: dict[tuple, Layout]
+    names: Names
+
+
+def decide(kernel: ir.Kernel, wgmma: bool = False) -> Decided:
+    """Run the passes above over ``kernel``; ``wgmma``: dots that fit it use Hopper's wgmma."""
+    kernel, layouts = assign_layouts(simplify(kernel), wgmma=wgmma)
+    names = Names.of_kernel(kernel)
+    kernel = place_conversions(kernel, names)
+    kernel = plan_pipelines(kernel, AxisInfo(kernel), names)
+    return Decided(kernel, layouts, names)
