@@ -462,3 +462,36 @@ kernel copy(f32 *out, const f32 *in, i32 n, const i32 BLOCK)
         "f32", "f32", 4096, BLOCK=1024
     )
     assert "tx::load_vec<4>" in source and "tx::store_vec<4>" in source
+
+
+def test_new_ir_nodes_plug_into_the_emitter():
+    """A decided node of another module (Hopper's mainloop, say) renders through a handler it
+    registers; a new op family's macros are found in its own .cu.j2 beside the others."""
+    import dataclasses
+
+    from teeny_tx.lower import ir
+    from teeny_tx.lower.builder import build_kernel
+    from teeny_tx.lower.passes import decide
+    from teeny_tx.templates.emitter import _STATEMENTS, emit_cuda, families, register_statement
+
+    @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+    class Fence(ir.Stmt):
+        pass
+
+    @register_statement(Fence)
+    def _fence(emitter, node):
+        emitter.emit("jump", "__threadfence()")
+
+    try:
+        text, filename, kernel, args, constexprs = VARIANTS["loops"]
+        k = getattr(teeny_tx.compile(text, name=filename), kernel)
+        key = k.binder.bind_host(args, constexprs, 4, True, 2)
+        decided = decide(build_kernel(k.module.unit, kernel, k.binder.spec(key)))
+        body = decided.kernel.body
+        decided.kernel = dataclasses.replace(decided.kernel, body=(*body, Fence(loc=body[-1].loc)))
+        source, _ = emit_cuda(decided)
+        assert source.rstrip().endswith("__threadfence();\n}")
+        nvrtc_compile(source, kernel)
+    finally:
+        del _STATEMENTS[Fence]
+    assert {"statements.cu.j2", "memory.cu.j2", "dot.cu.j2"} <= set(families())

@@ -8,11 +8,13 @@ the emitter goes on with.
 1. ``simplify``: integer identities (``x * 1``, ``x + 0``) removed.
 2. ``layout``: a layout on every tile, ``convert_layout`` where producer and consumer differ.
 3. ``convert``: each conversion of a variable declared once, loop-invariant ones before the loop.
-4. ``pipeline``: loads feeding ``dot`` in a loop become cp.async stages.
+4. ``LOOP_PASSES``: loops become decided nodes; ``pipeline``: loads feeding ``dot`` in a loop
+   become cp.async stages.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import ir
@@ -22,6 +24,11 @@ from .layout import Layout, assign_layouts
 from .names import Names
 from .pipeline import plan_pipelines
 from .simplify import simplify
+
+# Passes that lower loops into decided nodes, in order: (kernel, axis info, names) -> kernel.
+# A planner of its own (Hopper's TMA / warp-specialised mainloop) goes before plan_pipelines,
+# which only takes the ir.Loop nodes still left.
+LOOP_PASSES: list[Callable[[ir.Kernel, AxisInfo, Names], ir.Kernel]] = [plan_pipelines]
 
 
 @dataclass
@@ -36,5 +43,6 @@ def decide(kernel: ir.Kernel, wgmma: bool = False) -> Decided:
     kernel, layouts = assign_layouts(simplify(kernel), wgmma=wgmma)
     names = Names.of_kernel(kernel)
     kernel = place_conversions(kernel, names)
-    kernel = plan_pipelines(kernel, AxisInfo(kernel), names)
+    for loop_pass in LOOP_PASSES:
+        kernel = loop_pass(kernel, AxisInfo(kernel), names)
     return Decided(kernel, layouts, names)

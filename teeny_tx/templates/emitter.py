@@ -9,6 +9,11 @@ statement and op family to a handler that fills in a template macro (``statement
 from a macro or the kernel skeleton ``kernel.cu.j2``. Expressions are C text from the op table,
 parenthesised by precedence (``expr.py``).
 
+Extending it: a new op family is a new ``<family>.cu.j2`` beside this file (every macro of
+every family is in one table; two families may not define the same name); a new decided IR
+node (Hopper's TMA / warp-specialised mainloop, say) gets its handler through
+:func:`register_statement`, a new op computed into a temporary through :func:`register_op`.
+
 Each DSL statement opens with the DSL line as a comment and one ``#line`` directive into the
 kernel file. A ``#line`` numbers the lines after it consecutively, so a statement that takes
 several lines of CUDA re-states it (``#line N``) before each further line of code; comments,
@@ -17,6 +22,7 @@ braces and plain declarations need none.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -40,7 +46,33 @@ from .emit_memory import MemoryEmitter
 from .emit_tiles import TileEmitter
 
 INDENT = "    "
-FAMILIES = ("statements", "memory", "tiles", "dot", "debug")
+SKELETON = "kernel.cu.j2"
+_MACRO = re.compile(r"{%-?\s*macro\s+(\w+)")
+
+# handlers that other modules add: IR node type -> f(emitter, node); op -> f(emitter, op, dst)
+_STATEMENTS: dict[type, Callable[..., None]] = {}
+_OPS: dict[str, Callable[..., None]] = {}
+
+
+def register_statement(node: type) -> Callable:
+    """Decorator: ``f(emitter, node)`` renders statements of type ``node``."""
+
+    def register(fn: Callable[..., None]) -> Callable[..., None]:
+        _STATEMENTS[node] = fn
+        return fn
+
+    return register
+
+
+def register_op(op: str) -> Callable:
+    """Decorator: ``f(emitter, e, dst=None)`` computes op ``op`` into a temporary (``dst``, or
+    a generated name) and records it in ``emitter.temps``."""
+
+    def register(fn: Callable[..., None]) -> Callable[..., None]:
+        _OPS[op] = fn
+        return fn
+
+    return register
 
 
 @cache
@@ -57,17 +89,26 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def families() -> list[str]:
+    """The op-family templates: every ``*.cu.j2`` but the kernel skeleton, in name order."""
+    env = environment()
+    return env.list_templates(filter_func=lambda n: n.endswith(".cu.j2") and n != SKELETON)
+
+
 @cache
 def macros() -> dict[str, Callable[..., str]]:
     """Every macro of the op-family templates by name (names are unique across families)."""
     table: dict[str, Callable[..., str]] = {}
-    for family in FAMILIES:
-        module = environment().get_template(f"{family}.cu.j2").module
-        for name in dir(module):
-            if not name.startswith("_"):
-                if name in table and family != "statements":
-                    continue  # a family's import of a statements macro
-                table[name] = getattr(module, name)
+    defined: dict[str, str] = {}
+    env = environment()
+    for family in families():
+        source = env.loader.get_source(env, family)[0]
+        module = env.get_template(family).module
+        for name in _MACRO.findall(source):
+            if name in defined:
+                raise RuntimeError(f"macro {name} is defined in {defined[name]} and {family}")
+            defined[name] = family
+            table[name] = getattr(module, name)
     return table
 
 
@@ -267,7 +308,10 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
     def block(self, stmts) -> None:
         for s in stmts:
             self.source_line(s)
-            getattr(self, self.STATEMENTS[type(s)])(s)
+            if type(s) in _STATEMENTS:
+                _STATEMENTS[type(s)](self, s)
+            else:
+                getattr(self, self.STATEMENTS[type(s)])(s)
 
     def nested(self, stmts, depth: int = 1) -> None:
         """A nested block; the enclosing statement's next line of code re-states its #line."""
@@ -294,7 +338,7 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
             and init.layout.key == s.layout.key
         ):
             self.hoist_args(init)
-            getattr(self, self.TEMPORARIES[init.op])(init, s.name)
+            self.compute(init, s.name)
             if self.temps[id(init)][0] == s.name:
                 return  # computed in place (an arg-reduction computes pairs first)
         self.hoist(init)
@@ -439,8 +483,17 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
             self.emit_dot(e)
             return
         self.hoist_args(e)
-        if e.op in self.TEMPORARIES:
+        if e.op in self.TEMPORARIES or e.op in _OPS:
+            self.compute(e)
+
+    def compute(self, e: Op, dst: str | None = None) -> None:
+        """An op computed into a temporary (``dst``, or a generated name) of its own."""
+        if e.op in _OPS:
+            _OPS[e.op](self, e, dst)
+        elif dst is None:
             getattr(self, self.TEMPORARIES[e.op])(e)
+        else:
+            getattr(self, self.TEMPORARIES[e.op])(e, dst)
 
     def hoist_args(self, e: Op) -> None:
         for a in e.args:
