@@ -10,6 +10,7 @@ the emitter goes on with.
 3. ``convert``: each conversion of a variable declared once, loop-invariant ones before the loop.
 4. ``LOOP_PASSES``: loops become decided nodes; ``pipeline``: loads feeding ``dot`` in a loop
    become cp.async stages.
+5. ``dot_plan``: where each dot's operands come from (a stage, or registers via the scratch).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from . import ir
 from .axisinfo import AxisInfo
 from .convert import place_conversions
+from .dot_plan import plan_dots
 from .layout import Layout, assign_layouts
 from .names import Names
 from .pipeline import plan_pipelines
@@ -45,4 +47,5 @@ def decide(kernel: ir.Kernel, wgmma: bool = False) -> Decided:
     kernel = place_conversions(kernel, names)
     for loop_pass in LOOP_PASSES:
         kernel = loop_pass(kernel, AxisInfo(kernel), names)
+    kernel = plan_dots(kernel, names)
     return Decided(kernel, layouts, names)

@@ -16,114 +16,60 @@ operand's axes is K.
 
 from __future__ import annotations
 
-from ..errors import CompileError
 from ..lower import ir
-from ..lower.ir import Op, Var
+from ..lower.ir import Op
 from ..lower.layout import Layout
-from ..lower.pipeline import kmajor_as_loaded, operand_source
+from ..lower.pipeline import operand_source
 from . import expr as cx
 from .cuda_types import ctype
-
-# the instruction (mma.cuh) of each operand dtype and precision
-_INSTRUCTIONS = {
-    ("f16", "IEEE"): "tx::MmaF16",
-    ("bf16", "IEEE"): "tx::MmaBF16",
-    ("i8", "IEEE"): "tx::MmaI8",
-    ("f32", "TF32"): "tx::MmaTF32",
-    ("f32", "TF32X3"): "tx::MmaTF32x3",
-    ("f32", "IEEE"): None,  # FMAs, no tensor cores
-}
 
 
 class DotEmitter:
     # ------------------------------------------------------------ the dot
 
     def emit_dot(self, e: Op) -> None:
-        a, b, acc = e.args
+        """The dot as its :class:`~teeny_tx.lower.dot_plan.DotPlan` says: operands written to
+        the scratch where they come from registers, then the instruction into a new
+        accumulator (the dot's value; its accumulator operand is copied in first)."""
+        a, _, acc = e.args
+        plan = e.attr("plan")
         layout: Layout = e.layout
         dtype = a.type.dtype
-        precision = e.attr("precision")
-        inst = _INSTRUCTIONS[(dtype.name, precision)]
-        m, n = e.type.shape
-        k = a.type.shape[1]
-        k_step = 32 // dtype.itemsize
-        if m % 16 or n % 16 or k % k_step:
-            raise CompileError(
-                f"dot() on the GPU needs M and N multiples of 16 and K a multiple of {k_step} "
-                f"for {dtype.name}, got M={m}, N={n}, K={k}",
-                e.loc,
-                "pad the tiles (masked loads fill the padding with zeros)",
-            )
-        wgmma = layout.blocked.version == 3
-        t = ctype(dtype)
         self.hoist(acc)
         out = self.names.fresh("acc")
         with self.registers_of(layout) as alias:
             self.emit("define_tile", ctype(e.type.dtype), out, alias, self.ex(acc))
-        ptrs, tiles, kmajor, staged = [], [], [], False
-        offset = 0
-        for role, x in (("a", a), ("b", b)):
-            src, transposed = operand_source(x)
-            as_loaded = kmajor_as_loaded(role, transposed)
-            if isinstance(src, Var) and src.name in self.staged:
-                ptr, tile = self.staged[src.name]
-                ptrs.append(ptr)
-                tiles.append(tile)
-                kmajor.append(as_loaded)
+        pointers = []
+        for o, x in zip(plan.operands, e.args[:2], strict=True):
+            if o.source == "stage":
+                pointers.append(self.render_macro("stage_pointer", o.pointer, o.stage, o.tile))
                 continue
-            # staged from registers: 16-bit operands as they are (ldmatrix.trans and wgmma
-            # read either way), others with K contiguous
+            src = operand_source(x)[0]
             self.hoist(src)
             regs = self.materialise(src, src.layout)
-            flip = dtype.itemsize != 2 and not as_loaded
-            rows, cols = src.type.shape
-            if flip:
-                rows, cols = cols, rows
-            tile = self.names.fresh(f"{role}_tile")
-            ptr = self.names.fresh(f"{role}_smem")
+            base = f"tx::align1024({self.scratch(0)})" if plan.wgmma else self.scratch(0)
+            stage = "tx::stage_tf32" if plan.wgmma and dtype.name == "f32" else "tx::stage"
             d0, d1 = src.layout.dims
-            base = f"tx::align1024({self.scratch(0)})" if wgmma else self.scratch(0)
-            stage = "tx::stage_tf32" if wgmma and dtype.name == "f32" else "tx::stage"
             self.emit(
-                "stage_operand",
-                t,
-                tile,
-                rows,
-                cols,
-                ptr,
-                base,
-                offset,
-                stage,
-                self.L(src.layout),
-                d0,
-                d1,
-                flip,
-                regs,
-            )
-            offset += rows * cols * dtype.itemsize
-            ptrs.append(ptr)
-            tiles.append(tile)
-            kmajor.append(as_loaded or flip)
-            staged = True
-        if staged:
-            self.scratch(offset + (1024 if wgmma else 0))
-            self.emit("operands_ready", wgmma)
+                "stage_operand", ctype(dtype), o.tile, o.rows, o.cols, o.pointer, base,
+                o.offset, stage, self.L(src.layout), d0, d1, o.flip, regs,
+            )  # fmt: skip
+            pointers.append(o.pointer)
+        if plan.from_scratch:
+            self.scratch(plan.scratch_bytes)
+            self.emit("operands_ready", plan.wgmma)
         acc_layout = self.L(layout)
-        flags = ["true" if x else "false" for x in kmajor]
-        operands = f"{tiles[0]}, {flags[0]}, {tiles[1]}, {flags[1]}, {k}"
-        if wgmma:
-            instr = self.wgmma_instruction(dtype.name, n, kmajor)
-            pending = 0 if staged else self.wgmma_pending
-            self.emit("wgmma", acc_layout, operands, pending, out, ptrs[0], ptrs[1], instr)
-        elif inst is None:
-            if not all(kmajor):
-                raise CompileError(  # the planner pipelines f32 operands only with K contiguous
-                    "internal: an IEEE f32 dot operand is not K-major", e.loc
-                )
-            self.emit("dot_fma", acc_layout, tiles[0], tiles[1], k, out, ptrs[0], ptrs[1])
+        ta, tb = plan.operands
+        operands = self.render_macro("dot_operands", ta.tile, ta.kmajor, tb.tile, tb.kmajor, plan.k)
+        if plan.wgmma:
+            kmajor = [o.kmajor for o in plan.operands]
+            instr = self.wgmma_instruction(dtype.name, e.type.shape[1], kmajor)
+            self.emit("wgmma", acc_layout, operands, plan.pending, out, *pointers, instr)
+        elif plan.instruction is None:
+            self.emit("dot_fma", acc_layout, ta.tile, tb.tile, plan.k, out, *pointers)
         else:
-            self.emit("mma", acc_layout, inst, operands, out, ptrs[0], ptrs[1])
-        if staged:
+            self.emit("mma", acc_layout, plan.instruction, operands, out, *pointers)
+        if plan.from_scratch:
             self.emit("barrier")
         self.temps[id(e)] = (out, layout, "")
 
@@ -200,15 +146,9 @@ class DotEmitter:
             self.copies(p, cond, p.stage_ahead),
             rounding,
         )
-        outer = self.staged, self.pipeline_stage
-        self.staged = dict(self.staged)
-        for x in p.loads:
-            self.staged[x.var] = (f"{x.buffer} + {p.stage} * {x.tile}::ELEMS", x.tile)
-        self.pipeline_stage = p.stage
-        self.wgmma_pending = 1 if p.overlap else 0
+        outer, self.pipeline_stage = self.pipeline_stage, p.stage
         self.loop_body(s.body, None, depth=2)
-        self.wgmma_pending = 0
-        self.staged, self.pipeline_stage = outer
+        self.pipeline_stage = outer
         self.emit("pipeline_close", p)
 
     def copies(self, p: ir.PipelinedLoop, cond: str, stage: str) -> list[str]:

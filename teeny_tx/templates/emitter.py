@@ -175,10 +175,8 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
         self.loop: Layout | None = None  # the layout whose registers the register index counts
         self.shared_bytes = 0  # the scratch buffer
         self.pipeline_bytes = 0  # the pipelined loops' stages, after the scratch
-        self.staged: dict[str, tuple[str, str]] = {}  # variable -> (shared pointer, tile type)
         self.pipeline_stage: str | None = None  # the stage counter of the pipelined loop
         self.preamble: dict[str, str] = {}  # device functions rendered before the kernel
-        self.wgmma_pending = 0  # wgmma groups a dot may leave running (a pipelined loop's)
 
     # ------------------------------------------------------------ layouts, registers
 
