@@ -8,9 +8,10 @@ the emitter goes on with.
 1. ``simplify``: integer identities (``x * 1``, ``x + 0``) removed.
 2. ``layout``: a layout on every tile, ``convert_layout`` where producer and consumer differ.
 3. ``convert``: each conversion of a variable declared once, loop-invariant ones before the loop.
-4. ``LOOP_PASSES``: loops become decided nodes; ``pipeline``: loads feeding ``dot`` in a loop
+4. ``vectorize``: the vector width of every tile load and store (axis info).
+5. ``LOOP_PASSES``: loops become decided nodes; ``pipeline``: loads feeding ``dot`` in a loop
    become cp.async stages.
-5. ``dot_plan``: where each dot's operands come from (a stage, or registers via the scratch).
+6. ``dot_plan``: where each dot's operands come from (a stage, or registers via the scratch).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .layout import Layout, assign_layouts
 from .names import Names
 from .pipeline import plan_pipelines
 from .simplify import simplify
+from .vectorize import vectorize
 
 # Passes that lower loops into decided nodes, in order: (kernel, axis info, names) -> kernel.
 # A planner of its own (Hopper's TMA / warp-specialised mainloop) goes before plan_pipelines,
@@ -45,6 +47,7 @@ def decide(kernel: ir.Kernel, wgmma: bool = False) -> Decided:
     kernel, layouts = assign_layouts(simplify(kernel), wgmma=wgmma)
     names = Names.of_kernel(kernel)
     kernel = place_conversions(kernel, names)
+    kernel = vectorize(kernel, AxisInfo(kernel))
     for loop_pass in LOOP_PASSES:
         kernel = loop_pass(kernel, AxisInfo(kernel), names)
     kernel = plan_dots(kernel, names)

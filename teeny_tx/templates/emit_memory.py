@@ -51,8 +51,8 @@ class MemoryEmitter:
             )
             return
         layout = e.layout
-        vec = self.axis.vector_width(ptr, layout)
-        if vec > 1 and (other is None or not other.type.is_tile):
+        vec = e.attr("vec")
+        if vec > 1:
             mask_name = self.materialise(mask, layout) if mask is not None else None
             with self.registers_of(layout) as name:
                 other_text = self.ex(other) if other is not None else None
@@ -82,9 +82,9 @@ class MemoryEmitter:
             self.emit("store_scalar", conds, self.expr(ptr).at(cx.UNARY), self.ex(value))
             return
         layout: Layout = e.layout
-        vec = self.axis.vector_width(ptr, layout)
+        vec = e.attr("vec")
         guard = f"{self.L(layout)}::owner()" if layout.replicated else None
-        if vec > 1 and guard is None:
+        if vec > 1:
             value_name = self.materialise(value, layout, ptr.type.dtype.elem)
             mask_name = self.materialise(mask, layout) if mask is not None else None
             with self.registers_of(layout) as name:

@@ -31,7 +31,6 @@ import jinja2
 
 from ..errors import CompileError
 from ..lower import ir
-from ..lower.axisinfo import AxisInfo
 from ..lower.convert import OWN_STATEMENT_OPS
 from ..lower.ir import Const, Expr, Op, Var
 from ..lower.layout import Layout
@@ -161,7 +160,6 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
         self.layouts = decided.layouts
         self.names: Names = decided.names
         self.layout_names = {key: layout_alias(i) for i, key in enumerate(self.layouts)}
-        self.axis = AxisInfo(self.kernel)
         self.t = macros()
         self.temps: dict[int, tuple[str, Layout | None, str]] = {}
         self.lines: list[str] = []
