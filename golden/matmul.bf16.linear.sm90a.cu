@@ -128,13 +128,13 @@ matmul(__nv_bfloat16* c, const __nv_bfloat16* __restrict__ a, const __nv_bfloat1
     float acc[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // for (i32 k = 0; k < K; k += BK) {
 #line 64 "kernels/matmul.c"
-    int tx_am_cvt[tx_L5::REGS]; tx::relayout<tx_L0, tx_L5>(tx_am_cvt, am, tx_smem, [](int r) { return tx_L5::coord(r, 0) + tx_L5::coord(r, 1); });
+    int tx_am_cvt[tx_L5::REGS]; tx::relayout<tx_L0, tx_L5>(tx_am_cvt, am, tx_smem, [](int tx_r) { return tx_L5::coord(tx_r, 0) + tx_L5::coord(tx_r, 1); });
 #line 64
-    int tx_ak_cvt[tx_L6::REGS]; tx::relayout<tx_L2, tx_L6>(tx_ak_cvt, ak, tx_smem, [](int r) { return tx_L6::coord(r, 0) * 64 + tx_L6::coord(r, 1); });
+    int tx_ak_cvt[tx_L6::REGS]; tx::relayout<tx_L2, tx_L6>(tx_ak_cvt, ak, tx_smem, [](int tx_r) { return tx_L6::coord(tx_r, 0) * 64 + tx_L6::coord(tx_r, 1); });
 #line 64
-    int tx_bk_cvt[tx_L6::REGS]; tx::relayout<tx_L2, tx_L6>(tx_bk_cvt, bk, tx_smem, [](int r) { return tx_L6::coord(r, 0) * 64 + tx_L6::coord(r, 1); });
+    int tx_bk_cvt[tx_L6::REGS]; tx::relayout<tx_L2, tx_L6>(tx_bk_cvt, bk, tx_smem, [](int tx_r) { return tx_L6::coord(tx_r, 0) * 64 + tx_L6::coord(tx_r, 1); });
 #line 64
-    int tx_bn_cvt[tx_L8::REGS]; tx::relayout<tx_L1, tx_L8>(tx_bn_cvt, bn, tx_smem, [](int r) { return tx_L8::coord(r, 0) + tx_L8::coord(r, 1); });
+    int tx_bn_cvt[tx_L8::REGS]; tx::relayout<tx_L1, tx_L8>(tx_bn_cvt, bn, tx_smem, [](int tx_r) { return tx_L8::coord(tx_r, 0) + tx_L8::coord(tx_r, 1); });
     {
         // software pipeline, 4 stages: a_t, b_t copied global -> shared memory by cp.async ahead of the dot
         using tx_a_t_tile = tx::SmemTile<__nv_bfloat16, 128, 64>;
@@ -200,7 +200,7 @@ matmul(__nv_bfloat16* c, const __nv_bfloat16* __restrict__ a, const __nv_bfloat1
 #line 67 "kernels/matmul.c"
             float tx_acc[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_acc[tx_i] = acc[tx_i];
 #line 67
-            tx::wgmma<tx_L3, tx_a_t_tile, true, tx_b_t_tile, true, 64, 1>(tx_acc, tx_a_t_stages + tx_stage * tx_a_t_tile::ELEMS, tx_b_t_stages + tx_stage * tx_b_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n256k16_bf16_kk(d, a, b); });
+            tx::wgmma<tx_L3, tx_a_t_tile, true, tx_b_t_tile, true, 64, 1>(tx_acc, tx_a_t_stages + tx_stage * tx_a_t_tile::ELEMS, tx_b_t_stages + tx_stage * tx_b_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n256k16_bf16_kk(tx_d, tx_a, tx_b); });
 #line 67
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) acc[tx_i] = tx_acc[tx_i];
 #line 64
@@ -221,14 +221,14 @@ matmul(__nv_bfloat16* c, const __nv_bfloat16* __restrict__ a, const __nv_bfloat1
     int cm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cm[tx_i] = rm[tx_i];
     // tile cn = expand_dims(rn, 0);
 #line 83 "kernels/matmul.c"
-    int tx_rn_cvt[tx_L9::REGS]; tx::relayout<tx_L1, tx_L9>(tx_rn_cvt, rn, tx_smem, [](int r) { return tx_L9::coord(r, 1); });
+    int tx_rn_cvt[tx_L9::REGS]; tx::relayout<tx_L1, tx_L9>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 1); });
 #line 83
     int cn[tx_L9::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L9::REGS; ++tx_i) cn[tx_i] = tx_rn_cvt[tx_i];
     // store(c + batch * scb + cm * scm + cn * scn, out, (cm < M) & (cn < N));
 #line 84 "kernels/matmul.c"
-    int tx_cm_cvt[tx_L10::REGS]; tx::relayout<tx_L0, tx_L10>(tx_cm_cvt, cm, tx_smem, [](int r) { return tx_L10::coord(r, 0) + tx_L10::coord(r, 1); });
+    int tx_cm_cvt[tx_L10::REGS]; tx::relayout<tx_L0, tx_L10>(tx_cm_cvt, cm, tx_smem, [](int tx_r) { return tx_L10::coord(tx_r, 0) + tx_L10::coord(tx_r, 1); });
 #line 84
-    int tx_cn_cvt[tx_L11::REGS]; tx::relayout<tx_L9, tx_L11>(tx_cn_cvt, cn, tx_smem, [](int r) { return tx_L11::coord(r, 0) * 256 + tx_L11::coord(r, 1); });
+    int tx_cn_cvt[tx_L11::REGS]; tx::relayout<tx_L9, tx_L11>(tx_cn_cvt, cn, tx_smem, [](int tx_r) { return tx_L11::coord(tx_r, 0) * 256 + tx_L11::coord(tx_r, 1); });
 #line 84
     __nv_bfloat16 tx_value[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(out[tx_i]);
 #line 84

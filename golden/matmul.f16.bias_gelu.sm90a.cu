@@ -118,7 +118,7 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
     int ak[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) ak[tx_i] = rk[tx_i];
     // tile bk = B_T ? expand_dims(rk, 0) : expand_dims(rk, 1);     /* [1, BK] or [BK, 1] */
 #line 61 "kernels/matmul.c"
-    int tx_rk_cvt[tx_L3::REGS]; tx::relayout<tx_L2, tx_L3>(tx_rk_cvt, rk, tx_smem, [](int r) { return tx_L3::coord(r, 0); });
+    int tx_rk_cvt[tx_L3::REGS]; tx::relayout<tx_L2, tx_L3>(tx_rk_cvt, rk, tx_smem, [](int tx_r) { return tx_L3::coord(tx_r, 0); });
 #line 61
     int bk[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) bk[tx_i] = tx_rk_cvt[tx_i];
     // tile bn = B_T ? expand_dims(rn, 1) : expand_dims(rn, 0);     /* [BN, 1] or [1, BN] */
@@ -129,9 +129,9 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
     float acc[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // for (i32 k = 0; k < K; k += BK) {
 #line 64 "kernels/matmul.c"
-    int tx_am_cvt[tx_L6::REGS]; tx::relayout<tx_L0, tx_L6>(tx_am_cvt, am, tx_smem, [](int r) { return tx_L6::coord(r, 0) + tx_L6::coord(r, 1); });
+    int tx_am_cvt[tx_L6::REGS]; tx::relayout<tx_L0, tx_L6>(tx_am_cvt, am, tx_smem, [](int tx_r) { return tx_L6::coord(tx_r, 0) + tx_L6::coord(tx_r, 1); });
 #line 64
-    int tx_ak_cvt[tx_L7::REGS]; tx::relayout<tx_L2, tx_L7>(tx_ak_cvt, ak, tx_smem, [](int r) { return tx_L7::coord(r, 0) * 64 + tx_L7::coord(r, 1); });
+    int tx_ak_cvt[tx_L7::REGS]; tx::relayout<tx_L2, tx_L7>(tx_ak_cvt, ak, tx_smem, [](int tx_r) { return tx_L7::coord(tx_r, 0) * 64 + tx_L7::coord(tx_r, 1); });
     {
         // software pipeline, 4 stages: a_t, b_t copied global -> shared memory by cp.async ahead of the dot
         using tx_a_t_tile = tx::SmemTile<__half, 128, 64>;
@@ -197,7 +197,7 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
 #line 67 "kernels/matmul.c"
             float tx_acc[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_acc[tx_i] = acc[tx_i];
 #line 67
-            tx::wgmma<tx_L4, tx_a_t_tile, true, tx_b_t_tile, false, 64, 1>(tx_acc, tx_a_t_stages + tx_stage * tx_a_t_tile::ELEMS, tx_b_t_stages + tx_stage * tx_b_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n256k16_f16_kt(d, a, b); });
+            tx::wgmma<tx_L4, tx_a_t_tile, true, tx_b_t_tile, false, 64, 1>(tx_acc, tx_a_t_stages + tx_stage * tx_a_t_tile::ELEMS, tx_b_t_stages + tx_stage * tx_b_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n256k16_f16_kt(tx_d, tx_a, tx_b); });
 #line 67
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) acc[tx_i] = tx_acc[tx_i];
 #line 64
@@ -215,7 +215,7 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
     float out[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) out[tx_i] = acc[tx_i] * alpha;
     // out += (f32)load(bias + rn, rn < N, 0);
 #line 71 "kernels/matmul.c"
-    int tx_rn_cvt[tx_L9::REGS]; tx::relayout<tx_L1, tx_L9>(tx_rn_cvt, rn, tx_smem, [](int r) { return tx_L9::coord(r, 1); });
+    int tx_rn_cvt[tx_L9::REGS]; tx::relayout<tx_L1, tx_L9>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 1); });
 #line 71
     bool tx_mask[tx_L9::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L9::REGS; ++tx_i) tx_mask[tx_i] = tx_rn_cvt[tx_i] < N;
 #line 71
@@ -233,9 +233,9 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
     int cn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) cn[tx_i] = rn[tx_i];
     // store(c + batch * scb + cm * scm + cn * scn, out, (cm < M) & (cn < N));
 #line 84 "kernels/matmul.c"
-    int tx_cm_cvt[tx_L10::REGS]; tx::relayout<tx_L0, tx_L10>(tx_cm_cvt, cm, tx_smem, [](int r) { return tx_L10::coord(r, 0) + tx_L10::coord(r, 1); });
+    int tx_cm_cvt[tx_L10::REGS]; tx::relayout<tx_L0, tx_L10>(tx_cm_cvt, cm, tx_smem, [](int tx_r) { return tx_L10::coord(tx_r, 0) + tx_L10::coord(tx_r, 1); });
 #line 84
-    int tx_cn_cvt[tx_L9::REGS]; tx::relayout<tx_L1, tx_L9>(tx_cn_cvt, cn, tx_smem, [](int r) { return tx_L9::coord(r, 0) * 256 + tx_L9::coord(r, 1); });
+    int tx_cn_cvt[tx_L9::REGS]; tx::relayout<tx_L1, tx_L9>(tx_cn_cvt, cn, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 0) * 256 + tx_L9::coord(tx_r, 1); });
 #line 84
     __half tx_value[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__half>(out[tx_i]);
 #line 84

@@ -83,7 +83,7 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
     int ak[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) ak[tx_i] = rk[tx_i];
     // tile bk = B_T ? expand_dims(rk, 0) : expand_dims(rk, 1);     /* [1, BK] or [BK, 1] */
 #line 61 "kernels/matmul.c"
-    int tx_rk_cvt[tx_L3::REGS]; tx::relayout<tx_L2, tx_L3>(tx_rk_cvt, rk, tx_smem, [](int r) { return tx_L3::coord(r, 0); });
+    int tx_rk_cvt[tx_L3::REGS]; tx::relayout<tx_L2, tx_L3>(tx_rk_cvt, rk, tx_smem, [](int tx_r) { return tx_L3::coord(tx_r, 0); });
 #line 61
     int bk[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) bk[tx_i] = tx_rk_cvt[tx_i];
     // tile bn = B_T ? expand_dims(rn, 1) : expand_dims(rn, 0);     /* [BN, 1] or [1, BN] */
@@ -94,9 +94,9 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
     float acc[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // for (i32 k = 0; k < K; k += BK) {
 #line 64 "kernels/matmul.c"
-    int tx_am_cvt[tx_L6::REGS]; tx::relayout<tx_L0, tx_L6>(tx_am_cvt, am, tx_smem, [](int r) { return tx_L6::coord(r, 0) + tx_L6::coord(r, 1); });
+    int tx_am_cvt[tx_L6::REGS]; tx::relayout<tx_L0, tx_L6>(tx_am_cvt, am, tx_smem, [](int tx_r) { return tx_L6::coord(tx_r, 0) + tx_L6::coord(tx_r, 1); });
 #line 64
-    int tx_ak_cvt[tx_L7::REGS]; tx::relayout<tx_L2, tx_L7>(tx_ak_cvt, ak, tx_smem, [](int r) { return tx_L7::coord(r, 0) * 32 + tx_L7::coord(r, 1); });
+    int tx_ak_cvt[tx_L7::REGS]; tx::relayout<tx_L2, tx_L7>(tx_ak_cvt, ak, tx_smem, [](int tx_r) { return tx_L7::coord(tx_r, 0) * 32 + tx_L7::coord(tx_r, 1); });
     {
         // software pipeline, 3 stages: a_t, b_t copied global -> shared memory by cp.async ahead of the dot
         using tx_a_t_tile = tx::SmemTile<__half, 128, 32>;
@@ -182,9 +182,9 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
     int cn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) cn[tx_i] = rn[tx_i];
     // store(c + batch * scb + cm * scm + cn * scn, out, (cm < M) & (cn < N));
 #line 84 "kernels/matmul.c"
-    int tx_cm_cvt[tx_L9::REGS]; tx::relayout<tx_L0, tx_L9>(tx_cm_cvt, cm, tx_smem, [](int r) { return tx_L9::coord(r, 0) + tx_L9::coord(r, 1); });
+    int tx_cm_cvt[tx_L9::REGS]; tx::relayout<tx_L0, tx_L9>(tx_cm_cvt, cm, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 0) + tx_L9::coord(tx_r, 1); });
 #line 84
-    int tx_cn_cvt[tx_L10::REGS]; tx::relayout<tx_L1, tx_L10>(tx_cn_cvt, cn, tx_smem, [](int r) { return tx_L10::coord(r, 0) * 128 + tx_L10::coord(r, 1); });
+    int tx_cn_cvt[tx_L10::REGS]; tx::relayout<tx_L1, tx_L10>(tx_cn_cvt, cn, tx_smem, [](int tx_r) { return tx_L10::coord(tx_r, 0) * 128 + tx_L10::coord(tx_r, 1); });
 #line 84
     __half tx_value[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__half>(out[tx_i]);
 #line 84

@@ -21,8 +21,11 @@ from .layout import walk_exprs, walk_stmts
 
 # the parameters of a reduction's or scan's combiner (a lambda without captures in the CUDA)
 COMBINE_ARGS = (f"{GENERATED_PREFIX}a", f"{GENERATED_PREFIX}b")
-# the register index of a tile loop, and the C++ alias of layout n
+# the register index of a tile loop, the element index of a relayout's index map, the
+# accumulator of a wgmma issue; and the C++ alias of layout n
 REGISTER = f"{GENERATED_PREFIX}i"
+ELEMENT = f"{GENERATED_PREFIX}r"
+ACCUMULATOR = f"{GENERATED_PREFIX}d"
 
 
 def layout_alias(n: int) -> str:

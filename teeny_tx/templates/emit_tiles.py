@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..lower.ir import Op
 from ..lower.layout import Layout
+from ..lower.names import ELEMENT
 from . import expr as cx
 from .cuda_types import ctype
 
@@ -100,7 +101,7 @@ class TileEmitter:
                 "split": "half",
             }.get(e.op, "reshaped")
         )
-        coords = [f"{self.L(dst)}::coord(r, {d})" for d in dst.dims]
+        coords = [f"{self.L(dst)}::coord({ELEMENT}, {d})" for d in dst.dims]
         if e.op == "flip":
             axis = e.attr("axis")
             mirrored = list(coords)
@@ -128,7 +129,7 @@ class TileEmitter:
         names = [self.materialise(x, x.layout) for x in (a, b)]
         lambdas = []
         for k, x in enumerate((a, b)):
-            coords = [f"{self.L(x.layout)}::coord(r, {d})" for d in x.layout.dims]
+            coords = [f"{self.L(x.layout)}::coord({ELEMENT}, {d})" for d in x.layout.dims]
             if e.op == "join":
                 coords.append(str(k))
             elif k == 1:

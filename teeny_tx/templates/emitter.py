@@ -34,7 +34,7 @@ from ..lower import ir
 from ..lower.convert import OWN_STATEMENT_OPS
 from ..lower.ir import Const, Expr, Op, Var
 from ..lower.layout import Layout
-from ..lower.names import COMBINE_ARGS, REGISTER, Names, layout_alias
+from ..lower.names import ACCUMULATOR, COMBINE_ARGS, ELEMENT, REGISTER, Names, layout_alias
 from ..lower.ops import OPS
 from ..lower.passes import Decided
 from . import expr as cx
@@ -84,7 +84,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.globals.update(R=REGISTER, A=COMBINE_ARGS[0], B=COMBINE_ARGS[1])
+    env.globals.update(R=REGISTER, E=ELEMENT, D=ACCUMULATOR, A=COMBINE_ARGS[0], B=COMBINE_ARGS[1])
     return env
 
 
