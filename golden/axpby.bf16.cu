@@ -6,40 +6,26 @@ extern "C" __global__ void __launch_bounds__(128)
 axpby(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ y, float alpha, float beta, int n)
 {
     constexpr int BLOCK = 1024;
-    using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
+    using tx_L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
     // tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
 #line 4 "kernels/axpby.c"
-    int offs[L0::REGS];
-#line 4
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = (((int)blockIdx.x * BLOCK) + L0::coord(i, 0));
+    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = (int)blockIdx.x * BLOCK + tx_L0::coord(tx_i, 0);
     // tile mask = offs < n;
 #line 5 "kernels/axpby.c"
-    bool mask[L0::REGS];
-#line 5
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (offs[i] < n);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n;
     // tile a = (f32)load(x + offs, mask, 0.0f);
 #line 6 "kernels/axpby.c"
-    float a[L0::REGS];
+    __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], x + offs[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
 #line 6
-    __nv_bfloat16 load_0[L0::REGS];
-#line 6
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], (x + offs[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 6
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) a[i] = tx::cast<float>(load_0[i]);
+    float a[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) a[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile b = (f32)load(y + offs, mask, 0.0f);
 #line 7 "kernels/axpby.c"
-    float b[L0::REGS];
+    __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], y + offs[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
 #line 7
-    __nv_bfloat16 load_1[L0::REGS];
-#line 7
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], (y + offs[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 7
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) b[i] = tx::cast<float>(load_1[i]);
+    float b[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) b[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(out + offs, alpha * a + beta * b, mask);
 #line 8 "kernels/axpby.c"
-    __nv_bfloat16 value_0[L0::REGS];
+    __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(alpha * a[tx_i] + beta * b[tx_i]);
 #line 8
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>(((alpha * a[i]) + (beta * b[i])));
-#line 8
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>((out + offs[i]), &value_0[i], &mask[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(out + offs[tx_i], &tx_value[tx_i], &mask[tx_i]);
 }

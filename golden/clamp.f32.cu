@@ -6,27 +6,19 @@ extern "C" __global__ void __launch_bounds__(128)
 clamp(float* out, const float* __restrict__ in, float lo, float hi, int n)
 {
     constexpr int BLOCK = 1024;
-    using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<4>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 4 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
+    using tx_L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<4>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 4 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
     // tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
 #line 39 "kernels/activations.c"
-    int offs[L0::REGS];
-#line 39
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = (((int)blockIdx.x * BLOCK) + L0::coord(i, 0));
+    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = (int)blockIdx.x * BLOCK + tx_L0::coord(tx_i, 0);
     // tile mask = offs < n;
 #line 40 "kernels/activations.c"
-    bool mask[L0::REGS];
-#line 40
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (offs[i] < n);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n;
     // tile x = (f32)load(in + offs, mask, 0.0f);
 #line 41 "kernels/activations.c"
-    float x[L0::REGS];
-#line 41
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&x[i], (in + offs[i]), &mask[i], 0.0f);
+    float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&x[tx_i], in + offs[tx_i], &mask[tx_i], 0.0f);
     // store(out + offs, where(x < lo, lo, where(x > hi, hi, x)), mask);
 #line 42 "kernels/activations.c"
-    float value_0[L0::REGS];
+    float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = (x[tx_i] < lo) ? lo : ((x[tx_i] > hi) ? hi : x[tx_i]);
 #line 42
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = ((x[i] < lo) ? lo : ((x[i] > hi) ? hi : x[i]));
-#line 42
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::store_vec<4>((out + offs[i]), &value_0[i], &mask[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec<4>(out + offs[tx_i], &tx_value[tx_i], &mask[tx_i]);
 }

@@ -6,32 +6,22 @@ extern "C" __global__ void __launch_bounds__(128)
 dropout(float* out, const float* __restrict__ x, float p, long long seed, int n)
 {
     constexpr int BLOCK = 1024;
-    using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<4>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 4 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
+    using tx_L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<4>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 4 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
     // tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
 #line 15 "kernels/dropout.c"
-    int offs[L0::REGS];
-#line 15
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = (((int)blockIdx.x * BLOCK) + L0::coord(i, 0));
+    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = (int)blockIdx.x * BLOCK + tx_L0::coord(tx_i, 0);
     // tile mask = offs < n;
 #line 16 "kernels/dropout.c"
-    bool mask[L0::REGS];
-#line 16
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (offs[i] < n);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n;
     // tile v = (f32)load(x + offs, mask, 0.0f);
 #line 17 "kernels/dropout.c"
-    float v[L0::REGS];
-#line 17
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&v[i], (x + offs[i]), &mask[i], 0.0f);
+    float v[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&v[tx_i], x + offs[tx_i], &mask[tx_i], 0.0f);
     // tile keep = rand(seed, offs) > p;
 #line 9 "kernels/dropout.c"
-    bool dropout_apply_keep[L0::REGS];
-#line 9
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) dropout_apply_keep[i] = (tx::rand(tx::cast<unsigned long long>(seed), tx::cast<unsigned long long>(offs[i])) > p);
+    bool tx_dropout_apply_keep[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_dropout_apply_keep[tx_i] = tx::rand(tx::cast<unsigned long long>(seed), tx::cast<unsigned long long>(offs[tx_i])) > p;
     // store(out + offs, dropout_apply(v, p, seed, offs), mask);
 #line 18 "kernels/dropout.c"
-    float value_0[L0::REGS];
+    float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx_dropout_apply_keep[tx_i] ? (v[tx_i] / (1.0f - p)) : 0.0f;
 #line 18
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (dropout_apply_keep[i] ? (v[i] / (1.0f - p)) : 0.0f);
-#line 18
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::store_vec<4>((out + offs[i]), &value_0[i], &mask[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec<4>(out + offs[tx_i], &tx_value[tx_i], &mask[tx_i]);
 }

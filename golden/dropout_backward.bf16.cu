@@ -6,36 +6,24 @@ extern "C" __global__ void __launch_bounds__(128)
 dropout_backward(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ dy, float p, long long seed, int n)
 {
     constexpr int BLOCK = 1024;
-    using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
+    using tx_L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
     // tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
 #line 25 "kernels/dropout.c"
-    int offs[L0::REGS];
-#line 25
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = (((int)blockIdx.x * BLOCK) + L0::coord(i, 0));
+    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = (int)blockIdx.x * BLOCK + tx_L0::coord(tx_i, 0);
     // tile mask = offs < n;
 #line 26 "kernels/dropout.c"
-    bool mask[L0::REGS];
-#line 26
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (offs[i] < n);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n;
     // tile g = (f32)load(dy + offs, mask, 0.0f);
 #line 27 "kernels/dropout.c"
-    float g[L0::REGS];
+    __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], dy + offs[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
 #line 27
-    __nv_bfloat16 load_0[L0::REGS];
-#line 27
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], (dy + offs[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 27
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) g[i] = tx::cast<float>(load_0[i]);
+    float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile keep = rand(seed, offs) > p;
 #line 9 "kernels/dropout.c"
-    bool dropout_apply_keep[L0::REGS];
-#line 9
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) dropout_apply_keep[i] = (tx::rand(tx::cast<unsigned long long>(seed), tx::cast<unsigned long long>(offs[i])) > p);
+    bool tx_dropout_apply_keep[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_dropout_apply_keep[tx_i] = tx::rand(tx::cast<unsigned long long>(seed), tx::cast<unsigned long long>(offs[tx_i])) > p;
     // store(dx + offs, dropout_apply(g, p, seed, offs), mask);
 #line 28 "kernels/dropout.c"
-    __nv_bfloat16 value_0[L0::REGS];
+    __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(tx_dropout_apply_keep[tx_i] ? (g[tx_i] / (1.0f - p)) : 0.0f);
 #line 28
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>((dropout_apply_keep[i] ? (g[i] / (1.0f - p)) : 0.0f));
-#line 28
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>((dx + offs[i]), &value_0[i], &mask[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(dx + offs[tx_i], &tx_value[tx_i], &mask[tx_i]);
 }

@@ -7,36 +7,24 @@ gelu(__half* out, const __half* __restrict__ in, int n)
 {
     constexpr int APPROXIMATE = 1;
     constexpr int BLOCK = 1024;
-    using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
+    using tx_L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
     // tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
 #line 8 "kernels/activations.c"
-    int offs[L0::REGS];
-#line 8
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = (((int)blockIdx.x * BLOCK) + L0::coord(i, 0));
+    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = (int)blockIdx.x * BLOCK + tx_L0::coord(tx_i, 0);
     // tile mask = offs < n;
 #line 9 "kernels/activations.c"
-    bool mask[L0::REGS];
-#line 9
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (offs[i] < n);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n;
     // tile x = (f32)load(in + offs, mask, 0.0f);
 #line 10 "kernels/activations.c"
-    float x[L0::REGS];
+    __half tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], in + offs[tx_i], &mask[tx_i], __half(0.0f));
 #line 10
-    __half load_0[L0::REGS];
-#line 10
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], (in + offs[i]), &mask[i], __half(0.0f));
-#line 10
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) x[i] = tx::cast<float>(load_0[i]);
+    float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
 #line 19 "prelude/activations.h"
-    float gelu_tanh_inner[L0::REGS];
-#line 19
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) gelu_tanh_inner[i] = (0.7978846f * (x[i] + (((0.044715f * x[i]) * x[i]) * x[i])));
+    float tx_gelu_tanh_inner[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_gelu_tanh_inner[tx_i] = 0.7978846f * (x[tx_i] + 0.044715f * x[tx_i] * x[tx_i] * x[tx_i]);
     // store(out + offs, gelu_tanh(x), mask);
 #line 12 "kernels/activations.c"
-    __half value_0[L0::REGS];
+    __half tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__half>(0.5f * x[tx_i] * (1.0f + tx::tanh(tx_gelu_tanh_inner[tx_i])));
 #line 12
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = tx::cast<__half>(((0.5f * x[i]) * (1.0f + tx::tanh(gelu_tanh_inner[i]))));
-#line 12
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>((out + offs[i]), &value_0[i], &mask[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(out + offs[tx_i], &tx_value[tx_i], &mask[tx_i]);
 }

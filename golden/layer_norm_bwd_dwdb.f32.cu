@@ -7,75 +7,53 @@ layer_norm_bwd_dwdb(float* dw, float* db, const float* __restrict__ dw_part, con
 {
     constexpr int BLOCK_P = 32;
     constexpr int BLOCK_N = 128;
-    using L0 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 4 per thread, some threads hold copies
-    using L1 = tx::Blocked<tx::Ints<32, 1>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 1]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L2 = tx::Blocked<tx::Ints<32, 128>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 128]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 32 per thread
+    using tx_L0 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 4 per thread, some threads hold copies
+    using tx_L1 = tx::Blocked<tx::Ints<32, 1>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 1]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
+    using tx_L2 = tx::Blocked<tx::Ints<32, 128>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 128]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 32 per thread
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 2048 bytes of scratch
     // tile cols = program_id(0) * BLOCK_N + arange(0, BLOCK_N);
 #line 70 "kernels/layernorm.c"
-    int cols[L0::REGS];
-#line 70
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = (((int)blockIdx.x * BLOCK_N) + L0::coord(i, 1));
+    int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = (int)blockIdx.x * BLOCK_N + tx_L0::coord(tx_i, 1);
     // tile parts = expand_dims(arange(0, BLOCK_P), 1);
 #line 71 "kernels/layernorm.c"
-    int parts[L1::REGS];
-#line 71
-    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) parts[i] = L1::coord(i, 0);
+    int parts[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) parts[tx_i] = tx_L1::coord(tx_i, 0);
     // f32 dw_acc[BLOCK_P][BLOCK_N] = 0;
 #line 72 "kernels/layernorm.c"
-    float dw_acc[L2::REGS];
-#line 72
-    _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) dw_acc[i] = 0.0f;
+    float dw_acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) dw_acc[tx_i] = 0.0f;
     // f32 db_acc[BLOCK_P][BLOCK_N] = 0;
 #line 73 "kernels/layernorm.c"
-    float db_acc[L2::REGS];
-#line 73
-    _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) db_acc[i] = 0.0f;
+    float db_acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) db_acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK_P < n_parts; c++) {
 #line 74 "kernels/layernorm.c"
-    for (int c = 0; ((c * BLOCK_P) < n_parts); c = (c + 1)) {
+    for (int c = 0; c * BLOCK_P < n_parts; c = c + 1) {
         // tile p = c * BLOCK_P + parts;
 #line 75 "kernels/layernorm.c"
-        int p[L1::REGS];
-#line 75
-        _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) p[i] = ((c * BLOCK_P) + parts[i]);
+        int p[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) p[tx_i] = c * BLOCK_P + parts[tx_i];
         // tile mask = (p < n_parts) & (expand_dims(cols, 0) < n_cols);
 #line 76 "kernels/layernorm.c"
-        bool mask[L2::REGS];
-#line 76
-        _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) mask[i] = ((p[tx::remap<L1, L2>(i)] < n_parts) & (cols[tx::remap<L0, L2>(i)] < n_cols));
+        bool mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) mask[tx_i] = (p[tx::remap<tx_L1, tx_L2>(tx_i)] < n_parts) & (cols[tx::remap<tx_L0, tx_L2>(tx_i)] < n_cols);
         // tile offs = p * n_cols + expand_dims(cols, 0);
 #line 77 "kernels/layernorm.c"
-        int offs[L2::REGS];
-#line 77
-        _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) offs[i] = ((p[tx::remap<L1, L2>(i)] * n_cols) + cols[tx::remap<L0, L2>(i)]);
+        int offs[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) offs[tx_i] = p[tx::remap<tx_L1, tx_L2>(tx_i)] * n_cols + cols[tx::remap<tx_L0, tx_L2>(tx_i)];
         // dw_acc += load(dw_part + offs, mask, 0.0f);
 #line 78 "kernels/layernorm.c"
-        float load_0[L2::REGS];
+        float tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 4) tx::load_vec<4>(&tx_load[tx_i], dw_part + offs[tx_i], &mask[tx_i], 0.0f);
 #line 78
-        _Pragma("unroll") for (int i = 0; i < L2::REGS; i += 4) tx::load_vec<4>(&load_0[i], (dw_part + offs[i]), &mask[i], 0.0f);
-#line 78
-        _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) dw_acc[i] = (dw_acc[i] + load_0[i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) dw_acc[tx_i] = dw_acc[tx_i] + tx_load[tx_i];
         // db_acc += load(db_part + offs, mask, 0.0f);
 #line 79 "kernels/layernorm.c"
-        float load_1[L2::REGS];
+        float tx_load_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 4) tx::load_vec<4>(&tx_load_1[tx_i], db_part + offs[tx_i], &mask[tx_i], 0.0f);
 #line 79
-        _Pragma("unroll") for (int i = 0; i < L2::REGS; i += 4) tx::load_vec<4>(&load_1[i], (db_part + offs[i]), &mask[i], 0.0f);
-#line 79
-        _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) db_acc[i] = (db_acc[i] + load_1[i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) db_acc[tx_i] = db_acc[tx_i] + tx_load_1[tx_i];
     }
     // store(dw + cols, sum(dw_acc, 0), cols < n_cols);
 #line 81 "kernels/layernorm.c"
-    float red_0[L0::REGS];
+    float tx_red[tx_L0::REGS]; tx::reduce<tx_L2, tx_L0, 0>(tx_red, dw_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 81
-    tx::reduce<L2, L0, 0>(red_0, dw_acc, [](float a, float b) { return (a + b); }, tx_smem);
-#line 81
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (L0::owner() && (cols[i] < n_cols)) *((dw + cols[i])) = red_0[i];
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && cols[tx_i] < n_cols) *(dw + cols[tx_i]) = tx_red[tx_i];
     // store(db + cols, sum(db_acc, 0), cols < n_cols);
 #line 82 "kernels/layernorm.c"
-    float red_1[L0::REGS];
+    float tx_red_1[tx_L0::REGS]; tx::reduce<tx_L2, tx_L0, 0>(tx_red_1, db_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 82
-    tx::reduce<L2, L0, 0>(red_1, db_acc, [](float a, float b) { return (a + b); }, tx_smem);
-#line 82
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (L0::owner() && (cols[i] < n_cols)) *((db + cols[i])) = red_1[i];
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && cols[tx_i] < n_cols) *(db + cols[tx_i]) = tx_red_1[tx_i];
 }

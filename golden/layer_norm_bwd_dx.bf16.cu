@@ -6,118 +6,84 @@ extern "C" __global__ void __launch_bounds__(512)
 layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_bfloat16* __restrict__ dy, const __nv_bfloat16* __restrict__ x, const float* __restrict__ w, const float* __restrict__ mean, const float* __restrict__ rstd, int n_rows, int n_cols, int dy_stride, int x_stride, int dx_stride, int rows_per_program)
 {
     constexpr int BLOCK = 4096;
-    using L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
-    using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
+    using tx_L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
+    using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 pid = program_id(0);
 #line 42 "kernels/layernorm.c"
     int pid = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
 #line 43 "kernels/layernorm.c"
-    int cols[L0::REGS];
-#line 43
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
+    int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // tile mask = cols < n_cols;
 #line 44 "kernels/layernorm.c"
-    bool mask[L0::REGS];
-#line 44
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (cols[i] < n_cols);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
     // tile wv = (f32)load(w + cols, mask, 0.0f);
 #line 45 "kernels/layernorm.c"
-    float wv[L0::REGS];
-#line 45
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&wv[i], (w + cols[i]), &mask[i], 0.0f);
+    float wv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&wv[tx_i], w + cols[tx_i], &mask[tx_i], 0.0f);
     // f32 dw_acc[BLOCK] = 0;
 #line 46 "kernels/layernorm.c"
-    float dw_acc[L0::REGS];
-#line 46
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) dw_acc[i] = 0.0f;
+    float dw_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) dw_acc[tx_i] = 0.0f;
     // f32 db_acc[BLOCK] = 0;
 #line 47 "kernels/layernorm.c"
-    float db_acc[L0::REGS];
-#line 47
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) db_acc[i] = 0.0f;
+    float db_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) db_acc[tx_i] = 0.0f;
     // i32 first = pid * rows_per_program;
 #line 48 "kernels/layernorm.c"
-    int first = (pid * rows_per_program);
+    int first = pid * rows_per_program;
     // for (i32 row = first; row < first + rows_per_program && row < n_rows; row++) {
 #line 49 "kernels/layernorm.c"
-    for (int row = first; ((row < (first + rows_per_program)) && (row < n_rows)); row = (row + 1)) {
+    for (int row = first; (row < first + rows_per_program) && (row < n_rows); row = row + 1) {
         // tile g = (f32)load(dy + row * dy_stride + cols, mask, 0.0f);
 #line 50 "kernels/layernorm.c"
-        float g[L0::REGS];
+        __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], dy + row * dy_stride + cols[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
 #line 50
-        __nv_bfloat16 load_0[L0::REGS];
-#line 50
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], ((dy + (row * dy_stride)) + cols[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 50
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) g[i] = tx::cast<float>(load_0[i]);
+        float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load[tx_i]);
         // tile v = (f32)load(x + row * x_stride + cols, mask, 0.0f);
 #line 51 "kernels/layernorm.c"
-        float v[L0::REGS];
+        __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], x + row * x_stride + cols[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
 #line 51
-        __nv_bfloat16 load_1[L0::REGS];
-#line 51
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], ((x + (row * x_stride)) + cols[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 51
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) v[i] = tx::cast<float>(load_1[i]);
+        float v[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) v[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
         // f32 r = load(rstd + row);
 #line 52 "kernels/layernorm.c"
-        float load_2;
+        float tx_load_2; tx_load_2 = *(rstd + row);
 #line 52
-        load_2 = *((rstd + row));
-#line 52
-        float r = load_2;
+        float r = tx_load_2;
         // tile xhat = where(mask, (v - load(mean + row)) * r, 0.0f);
 #line 53 "kernels/layernorm.c"
-        float xhat[L0::REGS];
+        float tx_load_3; tx_load_3 = *(mean + row);
 #line 53
-        float load_3;
-#line 53
-        load_3 = *((mean + row));
-#line 53
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) xhat[i] = (mask[i] ? ((v[i] - load_3) * r) : 0.0f);
+        float xhat[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) xhat[tx_i] = mask[tx_i] ? ((v[tx_i] - tx_load_3) * r) : 0.0f;
         // tile wg = wv * g;
 #line 54 "kernels/layernorm.c"
-        float wg[L0::REGS];
-#line 54
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) wg[i] = (wv[i] * g[i]);
+        float wg[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wg[tx_i] = wv[tx_i] * g[tx_i];
         // f32 c1 = sum(xhat * wg) / n_cols;
 #line 55 "kernels/layernorm.c"
-        float value_0[L0::REGS];
+        float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = xhat[tx_i] * wg[tx_i];
 #line 55
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (xhat[i] * wg[i]);
+        float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 55
-        float red_0[L1::REGS];
-#line 55
-        tx::reduce<L0, L1, 0>(red_0, value_0, [](float a, float b) { return (a + b); }, tx_smem);
-#line 55
-        float c1 = (red_0[0] / tx::cast<float>(n_cols));
+        float c1 = tx_red[0] / tx::cast<float>(n_cols);
         // f32 c2 = sum(wg) / n_cols;
 #line 56 "kernels/layernorm.c"
-        float red_1[L1::REGS];
+        float tx_red_1[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_1, wg, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 56
-        tx::reduce<L0, L1, 0>(red_1, wg, [](float a, float b) { return (a + b); }, tx_smem);
-#line 56
-        float c2 = (red_1[0] / tx::cast<float>(n_cols));
+        float c2 = tx_red_1[0] / tx::cast<float>(n_cols);
         // store(dx + row * dx_stride + cols, (wg - (xhat * c1 + c2)) * r, mask);
 #line 57 "kernels/layernorm.c"
-        __nv_bfloat16 value_1[L0::REGS];
+        __nv_bfloat16 tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>((wg[tx_i] - (xhat[tx_i] * c1 + c2)) * r);
 #line 57
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_1[i] = tx::cast<__nv_bfloat16>(((wg[i] - ((xhat[i] * c1) + c2)) * r));
-#line 57
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>(((dx + (row * dx_stride)) + cols[i]), &value_1[i], &mask[i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(dx + row * dx_stride + cols[tx_i], &tx_value_1[tx_i], &mask[tx_i]);
         // dw_acc += g * xhat;
 #line 58 "kernels/layernorm.c"
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) dw_acc[i] = (dw_acc[i] + (g[i] * xhat[i]));
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) dw_acc[tx_i] = dw_acc[tx_i] + g[tx_i] * xhat[tx_i];
         // db_acc += g;
 #line 59 "kernels/layernorm.c"
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) db_acc[i] = (db_acc[i] + g[i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) db_acc[tx_i] = db_acc[tx_i] + g[tx_i];
     }
     // store(dw_part + pid * n_cols + cols, dw_acc, mask);
 #line 61 "kernels/layernorm.c"
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::store_vec<4>(((dw_part + (pid * n_cols)) + cols[i]), &dw_acc[i], &mask[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec<4>(dw_part + pid * n_cols + cols[tx_i], &dw_acc[tx_i], &mask[tx_i]);
     // store(db_part + pid * n_cols + cols, db_acc, mask);
 #line 62 "kernels/layernorm.c"
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::store_vec<4>(((db_part + (pid * n_cols)) + cols[i]), &db_acc[i], &mask[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec<4>(db_part + pid * n_cols + cols[tx_i], &db_acc[tx_i], &mask[tx_i]);
 }

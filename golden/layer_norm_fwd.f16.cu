@@ -6,83 +6,57 @@ extern "C" __global__ void __launch_bounds__(512)
 layer_norm_fwd(__half* y, float* mean, float* rstd, const __half* __restrict__ x, const __half* __restrict__ w, const __half* __restrict__ b, int n_cols, int x_stride, int y_stride, float eps)
 {
     constexpr int BLOCK = 4096;
-    using L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
-    using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
+    using tx_L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
+    using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
 #line 23 "kernels/layernorm.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
 #line 24 "kernels/layernorm.c"
-    int cols[L0::REGS];
-#line 24
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
+    int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // tile mask = cols < n_cols;
 #line 25 "kernels/layernorm.c"
-    bool mask[L0::REGS];
-#line 25
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (cols[i] < n_cols);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
     // tile v = (f32)load(x + row * x_stride + cols, mask, 0.0f);
 #line 26 "kernels/layernorm.c"
-    float v[L0::REGS];
+    __half tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], x + row * x_stride + cols[tx_i], &mask[tx_i], __half(0.0f));
 #line 26
-    __half load_0[L0::REGS];
-#line 26
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], ((x + (row * x_stride)) + cols[i]), &mask[i], __half(0.0f));
-#line 26
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) v[i] = tx::cast<float>(load_0[i]);
+    float v[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) v[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // f32 mu = sum(v) / n_cols;
 #line 27 "kernels/layernorm.c"
-    float red_0[L1::REGS];
+    float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, v, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 27
-    tx::reduce<L0, L1, 0>(red_0, v, [](float a, float b) { return (a + b); }, tx_smem);
-#line 27
-    float mu = (red_0[0] / tx::cast<float>(n_cols));
+    float mu = tx_red[0] / tx::cast<float>(n_cols);
     // tile centred = where(mask, v - mu, 0.0f);
 #line 28 "kernels/layernorm.c"
-    float centred[L0::REGS];
-#line 28
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) centred[i] = (mask[i] ? (v[i] - mu) : 0.0f);
+    float centred[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) centred[tx_i] = mask[tx_i] ? (v[tx_i] - mu) : 0.0f;
     // f32 r = rsqrt(sum(centred * centred) / n_cols + eps);
 #line 29 "kernels/layernorm.c"
-    float value_0[L0::REGS];
+    float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = centred[tx_i] * centred[tx_i];
 #line 29
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (centred[i] * centred[i]);
+    float tx_red_1[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_1, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 29
-    float red_1[L1::REGS];
-#line 29
-    tx::reduce<L0, L1, 0>(red_1, value_0, [](float a, float b) { return (a + b); }, tx_smem);
-#line 29
-    float r = tx::rsqrt(((red_1[0] / tx::cast<float>(n_cols)) + eps));
+    float r = tx::rsqrt(tx_red_1[0] / tx::cast<float>(n_cols) + eps);
     // tile wv = (f32)load(w + cols, mask, 0.0f);
 #line 30 "kernels/layernorm.c"
-    float wv[L0::REGS];
+    __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], w + cols[tx_i], &mask[tx_i], __half(0.0f));
 #line 30
-    __half load_1[L0::REGS];
-#line 30
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], (w + cols[i]), &mask[i], __half(0.0f));
-#line 30
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) wv[i] = tx::cast<float>(load_1[i]);
+    float wv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wv[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // tile bv = (f32)load(b + cols, mask, 0.0f);
 #line 31 "kernels/layernorm.c"
-    float bv[L0::REGS];
+    __half tx_load_2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_2[tx_i], b + cols[tx_i], &mask[tx_i], __half(0.0f));
 #line 31
-    __half load_2[L0::REGS];
-#line 31
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_2[i], (b + cols[i]), &mask[i], __half(0.0f));
-#line 31
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) bv[i] = tx::cast<float>(load_2[i]);
+    float bv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) bv[tx_i] = tx::cast<float>(tx_load_2[tx_i]);
     // store(y + row * y_stride + cols, centred * r * wv + bv, mask);
 #line 32 "kernels/layernorm.c"
-    __half value_1[L0::REGS];
+    __half tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__half>(centred[tx_i] * r * wv[tx_i] + bv[tx_i]);
 #line 32
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_1[i] = tx::cast<__half>((((centred[i] * r) * wv[i]) + bv[i]));
-#line 32
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>(((y + (row * y_stride)) + cols[i]), &value_1[i], &mask[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(y + row * y_stride + cols[tx_i], &tx_value_1[tx_i], &mask[tx_i]);
     // store(mean + row, mu);
 #line 33 "kernels/layernorm.c"
-    if (threadIdx.x == 0) *((mean + row)) = mu;
+    if (threadIdx.x == 0) *(mean + row) = mu;
     // store(rstd + row, r);
 #line 34 "kernels/layernorm.c"
-    if (threadIdx.x == 0) *((rstd + row)) = r;
+    if (threadIdx.x == 0) *(rstd + row) = r;
 }

@@ -6,49 +6,33 @@ extern "C" __global__ void __launch_bounds__(512)
 log_softmax_backward(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ dy, int n_cols, int y_stride, int dy_stride, int dx_stride)
 {
     constexpr int BLOCK = 4096;
-    using L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
-    using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
+    using tx_L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
+    using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
 #line 135 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
 #line 136 "kernels/softmax.c"
-    int cols[L0::REGS];
-#line 136
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
+    int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // tile mask = cols < n_cols;
 #line 137 "kernels/softmax.c"
-    bool mask[L0::REGS];
-#line 137
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (cols[i] < n_cols);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
     // tile logp = (f32)load(y + row * y_stride + cols, mask, 0.0f);
 #line 138 "kernels/softmax.c"
-    float logp[L0::REGS];
+    __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], y + row * y_stride + cols[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
 #line 138
-    __nv_bfloat16 load_0[L0::REGS];
-#line 138
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], ((y + (row * y_stride)) + cols[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 138
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) logp[i] = tx::cast<float>(load_0[i]);
+    float logp[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) logp[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile g = (f32)load(dy + row * dy_stride + cols, mask, 0.0f);
 #line 139 "kernels/softmax.c"
-    float g[L0::REGS];
+    __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], dy + row * dy_stride + cols[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
 #line 139
-    __nv_bfloat16 load_1[L0::REGS];
-#line 139
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], ((dy + (row * dy_stride)) + cols[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 139
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) g[i] = tx::cast<float>(load_1[i]);
+    float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(dx + row * dx_stride + cols, g - exp(logp) * sum(g), mask);
 #line 140 "kernels/softmax.c"
-    float red_0[L1::REGS];
+    float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, g, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 140
-    tx::reduce<L0, L1, 0>(red_0, g, [](float a, float b) { return (a + b); }, tx_smem);
+    __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(g[tx_i] - tx::exp(logp[tx_i]) * tx_red[0]);
 #line 140
-    __nv_bfloat16 value_0[L0::REGS];
-#line 140
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>((g[i] - (tx::exp(logp[i]) * red_0[0])));
-#line 140
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>(((dx + (row * dx_stride)) + cols[i]), &value_0[i], &mask[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(dx + row * dx_stride + cols[tx_i], &tx_value[tx_i], &mask[tx_i]);
 }

@@ -14,165 +14,138 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
     constexpr int BN = 128;
     constexpr int BK = 32;
     constexpr int GROUP_M = 8;
-    using L0 = tx::Blocked<tx::Ints<128, 1>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [128, 1]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 16 per thread, some threads hold copies
-    using L1 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L2 = tx::Blocked<tx::Ints<1, 32>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 32]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L3 = tx::Blocked<tx::Ints<32, 1>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 1]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 4 per thread, some threads hold copies
-    using L4 = tx::Mma<tx::Ints<128, 128>, 2, 2>;  // [128, 128]: mma.sync accumulator, 2x2 warps of m16n8 fragments; 128 per thread
-    using L5 = tx::Blocked<tx::Ints<128, 32>, tx::Ints<1, 8>, tx::Ints<8, 4>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [128, 32]: 1x8 per thread, 8x4 lanes, 4x1 warps, order [1, 0]; 32 per thread
-    using L6 = tx::Blocked<tx::Ints<128, 1>, tx::Ints<1, 8>, tx::Ints<8, 4>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [128, 1]: 1x8 per thread, 8x4 lanes, 4x1 warps, order [1, 0]; 4 per thread, some threads hold copies
-    using L7 = tx::Blocked<tx::Ints<1, 32>, tx::Ints<1, 8>, tx::Ints<8, 4>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 32]: 1x8 per thread, 8x4 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L8 = tx::Blocked<tx::Ints<32, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 128]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 32 per thread
-    using L9 = tx::Mma<tx::Ints<128, 1>, 2, 2>;  // [128, 1]: mma.sync accumulator, 2x2 warps of m16n8 fragments; 8 per thread, some threads hold copies
-    using L10 = tx::Mma<tx::Ints<1, 128>, 2, 2>;  // [1, 128]: mma.sync accumulator, 2x2 warps of m16n8 fragments; 16 per thread, some threads hold copies
+    using tx_L0 = tx::Blocked<tx::Ints<128, 1>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [128, 1]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 16 per thread, some threads hold copies
+    using tx_L1 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
+    using tx_L2 = tx::Blocked<tx::Ints<1, 32>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 32]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
+    using tx_L3 = tx::Blocked<tx::Ints<32, 1>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 1]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 4 per thread, some threads hold copies
+    using tx_L4 = tx::Mma<tx::Ints<128, 128>, 2, 2>;  // [128, 128]: mma.sync accumulator, 2x2 warps of m16n8 fragments; 128 per thread
+    using tx_L5 = tx::Blocked<tx::Ints<128, 32>, tx::Ints<1, 8>, tx::Ints<8, 4>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [128, 32]: 1x8 per thread, 8x4 lanes, 4x1 warps, order [1, 0]; 32 per thread
+    using tx_L6 = tx::Blocked<tx::Ints<128, 1>, tx::Ints<1, 8>, tx::Ints<8, 4>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [128, 1]: 1x8 per thread, 8x4 lanes, 4x1 warps, order [1, 0]; 4 per thread, some threads hold copies
+    using tx_L7 = tx::Blocked<tx::Ints<1, 32>, tx::Ints<1, 8>, tx::Ints<8, 4>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 32]: 1x8 per thread, 8x4 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
+    using tx_L8 = tx::Blocked<tx::Ints<32, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 128]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 32 per thread
+    using tx_L9 = tx::Mma<tx::Ints<128, 1>, 2, 2>;  // [128, 1]: mma.sync accumulator, 2x2 warps of m16n8 fragments; 8 per thread, some threads hold copies
+    using tx_L10 = tx::Mma<tx::Ints<1, 128>, 2, 2>;  // [1, 128]: mma.sync accumulator, 2x2 warps of m16n8 fragments; 16 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 50176 bytes of pipeline stages
     // i32 num_m = cdiv(M, BM);
 #line 51 "kernels/matmul.c"
-    int num_m = ((M + BM - 1) / BM);
+    int num_m = (M + BM - 1) / BM;
     // i32 num_n = cdiv(N, BN);
 #line 52 "kernels/matmul.c"
-    int num_n = ((N + BN - 1) / BN);
+    int num_n = (N + BN - 1) / BN;
     // i32 group_pid_m(i32 pid, i32 num_m, i32 num_n, i32 group_m)
 #line 19 "prelude/matmul.h"
-    int group_pid_m_pid = (int)blockIdx.x;
+    int tx_group_pid_m_pid = (int)blockIdx.x;
     // i32 width = group_m * num_n;
 #line 21 "prelude/matmul.h"
-    int group_pid_m_width = (GROUP_M * num_n);
+    int tx_group_pid_m_width = GROUP_M * num_n;
     // i32 first_m = pid / width * group_m;
 #line 22 "prelude/matmul.h"
-    int group_pid_m_first_m = ((group_pid_m_pid / group_pid_m_width) * GROUP_M);
+    int tx_group_pid_m_first_m = tx_group_pid_m_pid / tx_group_pid_m_width * GROUP_M;
     // i32 rows = minimum(num_m - first_m, group_m);
 #line 23 "prelude/matmul.h"
-    int group_pid_m_rows = tx::minimum((num_m - group_pid_m_first_m), GROUP_M);
+    int tx_group_pid_m_rows = tx::minimum(num_m - tx_group_pid_m_first_m, GROUP_M);
     // i32 pid_m = group_pid_m(program_id(0), num_m, num_n, GROUP_M);
 #line 53 "kernels/matmul.c"
-    int pid_m = (group_pid_m_first_m + ((group_pid_m_pid % group_pid_m_width) % group_pid_m_rows));
+    int pid_m = tx_group_pid_m_first_m + tx_group_pid_m_pid % tx_group_pid_m_width % tx_group_pid_m_rows;
     // i32 group_pid_n(i32 pid, i32 num_m, i32 num_n, i32 group_m)
 #line 28 "prelude/matmul.h"
-    int group_pid_n_pid = (int)blockIdx.x;
+    int tx_group_pid_n_pid = (int)blockIdx.x;
     // i32 width = group_m * num_n;
 #line 30 "prelude/matmul.h"
-    int group_pid_n_width = (GROUP_M * num_n);
+    int tx_group_pid_n_width = GROUP_M * num_n;
     // i32 first_m = pid / width * group_m;
 #line 31 "prelude/matmul.h"
-    int group_pid_n_first_m = ((group_pid_n_pid / group_pid_n_width) * GROUP_M);
+    int tx_group_pid_n_first_m = tx_group_pid_n_pid / tx_group_pid_n_width * GROUP_M;
     // i32 rows = minimum(num_m - first_m, group_m);
 #line 32 "prelude/matmul.h"
-    int group_pid_n_rows = tx::minimum((num_m - group_pid_n_first_m), GROUP_M);
+    int tx_group_pid_n_rows = tx::minimum(num_m - tx_group_pid_n_first_m, GROUP_M);
     // i32 pid_n = group_pid_n(program_id(0), num_m, num_n, GROUP_M);
 #line 54 "kernels/matmul.c"
-    int pid_n = ((group_pid_n_pid % group_pid_n_width) / group_pid_n_rows);
+    int pid_n = tx_group_pid_n_pid % tx_group_pid_n_width / tx_group_pid_n_rows;
     // i32 batch = program_id(1);
 #line 55 "kernels/matmul.c"
     int batch = (int)blockIdx.y;
     // tile rm = pid_m * BM + arange(0, BM);
 #line 56 "kernels/matmul.c"
-    int rm[L0::REGS];
-#line 56
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) rm[i] = ((pid_m * BM) + L0::coord(i, 0));
+    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = pid_m * BM + tx_L0::coord(tx_i, 0);
     // tile rn = pid_n * BN + arange(0, BN);
 #line 57 "kernels/matmul.c"
-    int rn[L1::REGS];
-#line 57
-    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) rn[i] = ((pid_n * BN) + L1::coord(i, 1));
+    int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = pid_n * BN + tx_L1::coord(tx_i, 1);
     // tile rk = arange(0, BK);
 #line 58 "kernels/matmul.c"
-    int rk[L2::REGS];
-#line 58
-    _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) rk[i] = L2::coord(i, 1);
+    int rk[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rk[tx_i] = tx_L2::coord(tx_i, 1);
     // tile am = A_T ? expand_dims(rm, 0) : expand_dims(rm, 1);     /* [1, BM] or [BM, 1] */
 #line 59 "kernels/matmul.c"
-    int am[L0::REGS];
-#line 59
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) am[i] = rm[i];
+    int am[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) am[tx_i] = rm[tx_i];
     // tile ak = A_T ? expand_dims(rk, 1) : expand_dims(rk, 0);     /* [BK, 1] or [1, BK] */
 #line 60 "kernels/matmul.c"
-    int ak[L2::REGS];
-#line 60
-    _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) ak[i] = rk[i];
+    int ak[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) ak[tx_i] = rk[tx_i];
     // tile bk = B_T ? expand_dims(rk, 0) : expand_dims(rk, 1);     /* [1, BK] or [BK, 1] */
 #line 61 "kernels/matmul.c"
-    int bk[L3::REGS];
+    int tx_rk_cvt[tx_L3::REGS]; tx::relayout<tx_L2, tx_L3>(tx_rk_cvt, rk, tx_smem, [](int tx_r) { return tx_L3::coord(tx_r, 0); });
 #line 61
-    int converted_0[L3::REGS];
-#line 61
-    tx::relayout<L2, L3>(converted_0, rk, tx_smem, [](int r) { return L3::coord(r, 0); });
-#line 61
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) bk[i] = converted_0[i];
+    int bk[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) bk[tx_i] = tx_rk_cvt[tx_i];
     // tile bn = B_T ? expand_dims(rn, 1) : expand_dims(rn, 0);     /* [BN, 1] or [1, BN] */
 #line 62 "kernels/matmul.c"
-    int bn[L1::REGS];
-#line 62
-    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) bn[i] = rn[i];
+    int bn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) bn[tx_i] = rn[tx_i];
     // f32 acc[BM][BN] = 0;
 #line 63 "kernels/matmul.c"
-    float acc[L4::REGS];
-#line 63
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) acc[i] = 0.0f;
+    float acc[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // for (i32 k = 0; k < K; k += BK) {
 #line 64 "kernels/matmul.c"
-    int converted_1[L6::REGS];
+    int tx_am_cvt[tx_L6::REGS]; tx::relayout<tx_L0, tx_L6>(tx_am_cvt, am, tx_smem, [](int tx_r) { return tx_L6::coord(tx_r, 0) + tx_L6::coord(tx_r, 1); });
 #line 64
-    tx::relayout<L0, L6>(converted_1, am, tx_smem, [](int r) { return (L6::coord(r, 0)) * 1 + L6::coord(r, 1); });
-#line 64
-    int converted_2[L7::REGS];
-#line 64
-    tx::relayout<L2, L7>(converted_2, ak, tx_smem, [](int r) { return (L7::coord(r, 0)) * 32 + L7::coord(r, 1); });
+    int tx_ak_cvt[tx_L7::REGS]; tx::relayout<tx_L2, tx_L7>(tx_ak_cvt, ak, tx_smem, [](int tx_r) { return tx_L7::coord(tx_r, 0) * 32 + tx_L7::coord(tx_r, 1); });
     {
-#line 64
         // software pipeline, 3 stages: a_t, b_t copied global -> shared memory by cp.async ahead of the dot
+        using tx_a_t_tile = tx::SmemTile<__half, 128, 32>;
 #line 64
-        using a_t_tile = tx::SmemTile<__half, 128, 32>;
+        __half* const tx_a_t_stages = reinterpret_cast<__half*>(tx_pipeline);
+        using tx_b_t_tile = tx::SmemTile<__half, 32, 128>;
 #line 64
-        __half* const a_t_stages = reinterpret_cast<__half*>(tx_pipeline + 0);
-#line 64
-        using b_t_tile = tx::SmemTile<__half, 32, 128>;
-#line 64
-        __half* const b_t_stages = reinterpret_cast<__half*>(tx_pipeline + 24576);
-#line 64
+        __half* const tx_b_t_stages = reinterpret_cast<__half*>(tx_pipeline + 24576);
         // prologue: the copies of the first 2 iterations
         {
 #line 64
             int k = 0;
 #line 64
-            for (int stage = 0; stage < 2; ++stage) {
+            for (int tx_prologue_stage = 0; tx_prologue_stage < 2; ++tx_prologue_stage) {
 #line 64
-                if ((k < K)) {
+                if (k < K) {
 #line 64
-                    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 8) tx::cp_async16(a_t_stages + stage * a_t_tile::ELEMS + a_t_tile::offset(L5::coord(i, 0), L5::coord(i, 1)), (((a + (batch * sab)) + (converted_1[tx::remap<L6, L5>(i)] * sam)) + ((converted_2[tx::remap<L7, L5>(i)] + k) * 1)), ((converted_1[tx::remap<L6, L5>(i)] < M) & ((converted_2[tx::remap<L7, L5>(i)] + k) < K)));
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 8) tx::cp_async16(tx_a_t_stages + tx_prologue_stage * tx_a_t_tile::ELEMS + tx_a_t_tile::offset(tx_L5::coord(tx_i, 0), tx_L5::coord(tx_i, 1)), a + batch * sab + tx_am_cvt[tx::remap<tx_L6, tx_L5>(tx_i)] * sam + (tx_ak_cvt[tx::remap<tx_L7, tx_L5>(tx_i)] + k), (tx_am_cvt[tx::remap<tx_L6, tx_L5>(tx_i)] < M) & (tx_ak_cvt[tx::remap<tx_L7, tx_L5>(tx_i)] + k < K));
 #line 64
-                    _Pragma("unroll") for (int i = 0; i < L8::REGS; i += 8) tx::cp_async16(b_t_stages + stage * b_t_tile::ELEMS + b_t_tile::offset(L8::coord(i, 0), L8::coord(i, 1)), (((b + (batch * sbb)) + ((bk[tx::remap<L3, L8>(i)] + k) * sbk)) + (bn[tx::remap<L1, L8>(i)] * 1)), (((bk[tx::remap<L3, L8>(i)] + k) < K) & (bn[tx::remap<L1, L8>(i)] < N)));
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; tx_i += 8) tx::cp_async16(tx_b_t_stages + tx_prologue_stage * tx_b_t_tile::ELEMS + tx_b_t_tile::offset(tx_L8::coord(tx_i, 0), tx_L8::coord(tx_i, 1)), b + batch * sbb + (bk[tx::remap<tx_L3, tx_L8>(tx_i)] + k) * sbk + bn[tx::remap<tx_L1, tx_L8>(tx_i)], (bk[tx::remap<tx_L3, tx_L8>(tx_i)] + k < K) & (bn[tx::remap<tx_L1, tx_L8>(tx_i)] < N));
                 }
 #line 64
                 tx::cp_async_commit();
 #line 64
-                k = (k + BK);
+                k = k + BK;
             }
         }
-#line 64
         // main loop: wait for this iteration's stage, issue the copies 2 iterations ahead, then the body (its dot reads the stage)
 #line 64
         int tx_stage = 0;  // the stage this iteration's dot reads
 #line 64
-        for (int k = 0; (k < K); k = (k + BK)) {
+        for (int k = 0; k < K; k = k + BK) {
 #line 64
             tx::cp_async_wait<1>();  // this iteration's stage has landed
 #line 64
             __syncthreads();
             {
 #line 64
-                const int k_ahead = k + 2 * (BK);
+                const int tx_k_ahead = k + 2 * BK;
 #line 64
-                const int stage_ahead = (tx_stage + 2) % 3;
+                const int tx_stage_ahead = (tx_stage + 2) % 3;
 #line 64
-                const int k = k_ahead;
+                const int k = tx_k_ahead;
 #line 64
-                if ((k < K)) {
+                if (k < K) {
 #line 64
-                    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 8) tx::cp_async16(a_t_stages + stage_ahead * a_t_tile::ELEMS + a_t_tile::offset(L5::coord(i, 0), L5::coord(i, 1)), (((a + (batch * sab)) + (converted_1[tx::remap<L6, L5>(i)] * sam)) + ((converted_2[tx::remap<L7, L5>(i)] + k) * 1)), ((converted_1[tx::remap<L6, L5>(i)] < M) & ((converted_2[tx::remap<L7, L5>(i)] + k) < K)));
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 8) tx::cp_async16(tx_a_t_stages + tx_stage_ahead * tx_a_t_tile::ELEMS + tx_a_t_tile::offset(tx_L5::coord(tx_i, 0), tx_L5::coord(tx_i, 1)), a + batch * sab + tx_am_cvt[tx::remap<tx_L6, tx_L5>(tx_i)] * sam + (tx_ak_cvt[tx::remap<tx_L7, tx_L5>(tx_i)] + k), (tx_am_cvt[tx::remap<tx_L6, tx_L5>(tx_i)] < M) & (tx_ak_cvt[tx::remap<tx_L7, tx_L5>(tx_i)] + k < K));
 #line 64
-                    _Pragma("unroll") for (int i = 0; i < L8::REGS; i += 8) tx::cp_async16(b_t_stages + stage_ahead * b_t_tile::ELEMS + b_t_tile::offset(L8::coord(i, 0), L8::coord(i, 1)), (((b + (batch * sbb)) + ((bk[tx::remap<L3, L8>(i)] + k) * sbk)) + (bn[tx::remap<L1, L8>(i)] * 1)), (((bk[tx::remap<L3, L8>(i)] + k) < K) & (bn[tx::remap<L1, L8>(i)] < N)));
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; tx_i += 8) tx::cp_async16(tx_b_t_stages + tx_stage_ahead * tx_b_t_tile::ELEMS + tx_b_t_tile::offset(tx_L8::coord(tx_i, 0), tx_L8::coord(tx_i, 1)), b + batch * sbb + (bk[tx::remap<tx_L3, tx_L8>(tx_i)] + k) * sbk + bn[tx::remap<tx_L1, tx_L8>(tx_i)], (bk[tx::remap<tx_L3, tx_L8>(tx_i)] + k < K) & (bn[tx::remap<tx_L1, tx_L8>(tx_i)] < N));
                 }
             }
 #line 64
@@ -185,58 +158,37 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
             // b_t: in shared memory, stage tx_stage (copied by cp.async)
             // acc = dot(A_T ? trans(a_t) : a_t, B_T ? trans(b_t) : b_t, acc, PRECISION);
 #line 67 "kernels/matmul.c"
-            float acc_0[L4::REGS];
+            float tx_acc[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_acc[tx_i] = acc[tx_i];
 #line 67
-            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) acc_0[i] = acc[i];
+            tx::mma<tx_L4, tx::MmaF16, tx_a_t_tile, true, tx_b_t_tile, false, 32>(tx_acc, tx_a_t_stages + tx_stage * tx_a_t_tile::ELEMS, tx_b_t_stages + tx_stage * tx_b_t_tile::ELEMS);
 #line 67
-            tx::mma<L4, tx::MmaF16, a_t_tile, true, b_t_tile, false, 32>(acc_0, a_t_stages + tx_stage * a_t_tile::ELEMS, b_t_stages + tx_stage * b_t_tile::ELEMS);
-#line 67
-            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) acc[i] = acc_0[i];
+            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) acc[tx_i] = tx_acc[tx_i];
+#line 64
             tx_stage = tx_stage == 2 ? 0 : tx_stage + 1;
         }
+#line 64
         tx::cp_async_wait<0>();
+#line 64
         __syncthreads();
     }
     // tile out = acc * alpha;
 #line 69 "kernels/matmul.c"
-    float out[L4::REGS];
-#line 69
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) out[i] = (acc[i] * alpha);
+    float out[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) out[tx_i] = acc[tx_i] * alpha;
     // tile cm = expand_dims(rm, 1);
 #line 82 "kernels/matmul.c"
-    int cm[L0::REGS];
-#line 82
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cm[i] = rm[i];
+    int cm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cm[tx_i] = rm[tx_i];
     // tile cn = expand_dims(rn, 0);
 #line 83 "kernels/matmul.c"
-    int cn[L1::REGS];
-#line 83
-    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) cn[i] = rn[i];
+    int cn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) cn[tx_i] = rn[tx_i];
     // store(c + batch * scb + cm * scm + cn * scn, out, (cm < M) & (cn < N));
 #line 84 "kernels/matmul.c"
-    int converted_3[L9::REGS];
+    int tx_cm_cvt[tx_L9::REGS]; tx::relayout<tx_L0, tx_L9>(tx_cm_cvt, cm, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 0) + tx_L9::coord(tx_r, 1); });
 #line 84
-    tx::relayout<L0, L9>(converted_3, cm, tx_smem, [](int r) { return (L9::coord(r, 0)) * 1 + L9::coord(r, 1); });
+    int tx_cn_cvt[tx_L10::REGS]; tx::relayout<tx_L1, tx_L10>(tx_cn_cvt, cn, tx_smem, [](int tx_r) { return tx_L10::coord(tx_r, 0) * 128 + tx_L10::coord(tx_r, 1); });
 #line 84
-    int converted_4[L10::REGS];
+    __half tx_value[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__half>(out[tx_i]);
 #line 84
-    tx::relayout<L1, L10>(converted_4, cn, tx_smem, [](int r) { return (L10::coord(r, 0)) * 128 + L10::coord(r, 1); });
+    bool tx_mask[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_mask[tx_i] = (tx_cm_cvt[tx::remap<tx_L9, tx_L4>(tx_i)] < M) & (tx_cn_cvt[tx::remap<tx_L10, tx_L4>(tx_i)] < N);
 #line 84
-    int converted_5[L9::REGS];
-#line 84
-    tx::relayout<L0, L9>(converted_5, cm, tx_smem, [](int r) { return (L9::coord(r, 0)) * 1 + L9::coord(r, 1); });
-#line 84
-    int converted_6[L10::REGS];
-#line 84
-    tx::relayout<L1, L10>(converted_6, cn, tx_smem, [](int r) { return (L10::coord(r, 0)) * 128 + L10::coord(r, 1); });
-#line 84
-    __half value_0[L4::REGS];
-#line 84
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) value_0[i] = tx::cast<__half>(out[i]);
-#line 84
-    bool mask_0[L4::REGS];
-#line 84
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) mask_0[i] = ((converted_5[tx::remap<L9, L4>(i)] < M) & (converted_6[tx::remap<L10, L4>(i)] < N));
-#line 84
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 2) tx::store_vec<2>((((c + (batch * scb)) + (converted_3[tx::remap<L9, L4>(i)] * scm)) + (converted_4[tx::remap<L10, L4>(i)] * 1)), &value_0[i], &mask_0[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 2) tx::store_vec<2>(c + batch * scb + tx_cm_cvt[tx::remap<tx_L9, tx_L4>(tx_i)] * scm + tx_cn_cvt[tx::remap<tx_L10, tx_L4>(tx_i)], &tx_value[tx_i], &tx_mask[tx_i]);
 }

@@ -7,51 +7,37 @@ rms_norm_bwd_dw(__half* dw, const float* __restrict__ dw_part, int n_parts, int 
 {
     constexpr int BLOCK_P = 32;
     constexpr int BLOCK_N = 128;
-    using L0 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 4 per thread, some threads hold copies
-    using L1 = tx::Blocked<tx::Ints<32, 1>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 1]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L2 = tx::Blocked<tx::Ints<32, 128>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 128]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 32 per thread
+    using tx_L0 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 4 per thread, some threads hold copies
+    using tx_L1 = tx::Blocked<tx::Ints<32, 1>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 1]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
+    using tx_L2 = tx::Blocked<tx::Ints<32, 128>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 128]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 32 per thread
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 2048 bytes of scratch
     // tile cols = program_id(0) * BLOCK_N + arange(0, BLOCK_N);
 #line 58 "kernels/rmsnorm.c"
-    int cols[L0::REGS];
-#line 58
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = (((int)blockIdx.x * BLOCK_N) + L0::coord(i, 1));
+    int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = (int)blockIdx.x * BLOCK_N + tx_L0::coord(tx_i, 1);
     // tile parts = expand_dims(arange(0, BLOCK_P), 1);
 #line 59 "kernels/rmsnorm.c"
-    int parts[L1::REGS];
-#line 59
-    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) parts[i] = L1::coord(i, 0);
+    int parts[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) parts[tx_i] = tx_L1::coord(tx_i, 0);
     // f32 acc[BLOCK_P][BLOCK_N] = 0;
 #line 60 "kernels/rmsnorm.c"
-    float acc[L2::REGS];
-#line 60
-    _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) acc[i] = 0.0f;
+    float acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK_P < n_parts; c++) {
 #line 61 "kernels/rmsnorm.c"
-    for (int c = 0; ((c * BLOCK_P) < n_parts); c = (c + 1)) {
+    for (int c = 0; c * BLOCK_P < n_parts; c = c + 1) {
         // tile p = c * BLOCK_P + parts;
 #line 62 "kernels/rmsnorm.c"
-        int p[L1::REGS];
-#line 62
-        _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) p[i] = ((c * BLOCK_P) + parts[i]);
+        int p[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) p[tx_i] = c * BLOCK_P + parts[tx_i];
         // tile mask = (p < n_parts) & (expand_dims(cols, 0) < n_cols);
 #line 63 "kernels/rmsnorm.c"
-        bool mask[L2::REGS];
-#line 63
-        _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) mask[i] = ((p[tx::remap<L1, L2>(i)] < n_parts) & (cols[tx::remap<L0, L2>(i)] < n_cols));
+        bool mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) mask[tx_i] = (p[tx::remap<tx_L1, tx_L2>(tx_i)] < n_parts) & (cols[tx::remap<tx_L0, tx_L2>(tx_i)] < n_cols);
         // acc += load(dw_part + p * n_cols + expand_dims(cols, 0), mask, 0.0f);
 #line 64 "kernels/rmsnorm.c"
-        float load_0[L2::REGS];
+        float tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_load[tx_i] = mask[tx_i] ? *(dw_part + p[tx::remap<tx_L1, tx_L2>(tx_i)] * n_cols + cols[tx::remap<tx_L0, tx_L2>(tx_i)]) : 0.0f;
 #line 64
-        _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) load_0[i] = mask[i] ? *(((dw_part + (p[tx::remap<L1, L2>(i)] * n_cols)) + cols[tx::remap<L0, L2>(i)])) : 0.0f;
-#line 64
-        _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) acc[i] = (acc[i] + load_0[i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) acc[tx_i] = acc[tx_i] + tx_load[tx_i];
     }
     // store(dw + cols, sum(acc, 0), cols < n_cols);
 #line 66 "kernels/rmsnorm.c"
-    float red_0[L0::REGS];
+    float tx_red[tx_L0::REGS]; tx::reduce<tx_L2, tx_L0, 0>(tx_red, acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 66
-    tx::reduce<L2, L0, 0>(red_0, acc, [](float a, float b) { return (a + b); }, tx_smem);
-#line 66
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (L0::owner() && (cols[i] < n_cols)) *((dw + cols[i])) = tx::cast<__half>(red_0[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && cols[tx_i] < n_cols) *(dw + cols[tx_i]) = tx::cast<__half>(tx_red[tx_i]);
 }

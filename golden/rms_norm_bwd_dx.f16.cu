@@ -6,91 +6,65 @@ extern "C" __global__ void __launch_bounds__(128)
 rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ rstd, int n_rows, int n_cols, int dy_stride, int x_stride, int dx_stride, int rows_per_program)
 {
     constexpr int BLOCK = 1024;
-    using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
-    using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
+    using tx_L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
+    using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16 bytes of scratch
     // i32 pid = program_id(0);
 #line 35 "kernels/rmsnorm.c"
     int pid = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
 #line 36 "kernels/rmsnorm.c"
-    int cols[L0::REGS];
-#line 36
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
+    int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // tile mask = cols < n_cols;
 #line 37 "kernels/rmsnorm.c"
-    bool mask[L0::REGS];
-#line 37
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (cols[i] < n_cols);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
     // tile wv = (f32)load(w + cols, mask, 0.0f);
 #line 38 "kernels/rmsnorm.c"
-    float wv[L0::REGS];
+    __half tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], w + cols[tx_i], &mask[tx_i], __half(0.0f));
 #line 38
-    __half load_0[L0::REGS];
-#line 38
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], (w + cols[i]), &mask[i], __half(0.0f));
-#line 38
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) wv[i] = tx::cast<float>(load_0[i]);
+    float wv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wv[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // f32 dw_acc[BLOCK] = 0;
 #line 39 "kernels/rmsnorm.c"
-    float dw_acc[L0::REGS];
-#line 39
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) dw_acc[i] = 0.0f;
+    float dw_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) dw_acc[tx_i] = 0.0f;
     // i32 first = pid * rows_per_program;
 #line 40 "kernels/rmsnorm.c"
-    int first = (pid * rows_per_program);
+    int first = pid * rows_per_program;
     // for (i32 row = first; row < first + rows_per_program && row < n_rows; row++) {
 #line 41 "kernels/rmsnorm.c"
-    for (int row = first; ((row < (first + rows_per_program)) && (row < n_rows)); row = (row + 1)) {
+    for (int row = first; (row < first + rows_per_program) && (row < n_rows); row = row + 1) {
         // tile g = (f32)load(dy + row * dy_stride + cols, mask, 0.0f);
 #line 42 "kernels/rmsnorm.c"
-        float g[L0::REGS];
+        __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load_1[tx_i] = mask[tx_i] ? *(dy + row * dy_stride + cols[tx_i]) : __half(0.0f);
 #line 42
-        __half load_1[L0::REGS];
-#line 42
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) load_1[i] = mask[i] ? *(((dy + (row * dy_stride)) + cols[i])) : __half(0.0f);
-#line 42
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) g[i] = tx::cast<float>(load_1[i]);
+        float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
         // f32 r = load(rstd + row);
 #line 43 "kernels/rmsnorm.c"
-        float load_2;
+        float tx_load_2; tx_load_2 = *(rstd + row);
 #line 43
-        load_2 = *((rstd + row));
-#line 43
-        float r = load_2;
+        float r = tx_load_2;
         // tile xhat = (f32)load(x + row * x_stride + cols, mask, 0.0f) * r;
 #line 44 "kernels/rmsnorm.c"
-        float xhat[L0::REGS];
+        __half tx_load_3[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load_3[tx_i] = mask[tx_i] ? *(x + row * x_stride + cols[tx_i]) : __half(0.0f);
 #line 44
-        __half load_3[L0::REGS];
-#line 44
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) load_3[i] = mask[i] ? *(((x + (row * x_stride)) + cols[i])) : __half(0.0f);
-#line 44
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) xhat[i] = (tx::cast<float>(load_3[i]) * r);
+        float xhat[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) xhat[tx_i] = tx::cast<float>(tx_load_3[tx_i]) * r;
         // tile wg = wv * g;
 #line 45 "kernels/rmsnorm.c"
-        float wg[L0::REGS];
-#line 45
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) wg[i] = (wv[i] * g[i]);
+        float wg[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wg[tx_i] = wv[tx_i] * g[tx_i];
         // f32 c1 = sum(xhat * wg) / n_cols;
 #line 46 "kernels/rmsnorm.c"
-        float value_0[L0::REGS];
+        float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = xhat[tx_i] * wg[tx_i];
 #line 46
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (xhat[i] * wg[i]);
+        float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 46
-        float red_0[L1::REGS];
-#line 46
-        tx::reduce<L0, L1, 0>(red_0, value_0, [](float a, float b) { return (a + b); }, tx_smem);
-#line 46
-        float c1 = (red_0[0] / tx::cast<float>(n_cols));
+        float c1 = tx_red[0] / tx::cast<float>(n_cols);
         // store(dx + row * dx_stride + cols, (wg - xhat * c1) * r, mask);
 #line 47 "kernels/rmsnorm.c"
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (mask[i]) *(((dx + (row * dx_stride)) + cols[i])) = tx::cast<__half>(((wg[i] - (xhat[i] * c1)) * r));
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (mask[tx_i]) *(dx + row * dx_stride + cols[tx_i]) = tx::cast<__half>((wg[tx_i] - xhat[tx_i] * c1) * r);
         // dw_acc += g * xhat;
 #line 48 "kernels/rmsnorm.c"
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) dw_acc[i] = (dw_acc[i] + (g[i] * xhat[i]));
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) dw_acc[tx_i] = dw_acc[tx_i] + g[tx_i] * xhat[tx_i];
     }
     // store(dw_part + pid * n_cols + cols, dw_acc, mask);
 #line 50 "kernels/rmsnorm.c"
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (mask[i]) *(((dw_part + (pid * n_cols)) + cols[i])) = dw_acc[i];
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (mask[tx_i]) *(dw_part + pid * n_cols + cols[tx_i]) = dw_acc[tx_i];
 }

@@ -6,59 +6,41 @@ extern "C" __global__ void __launch_bounds__(512)
 rms_norm_fwd(__nv_bfloat16* y, float* rstd, const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w, int n_cols, int x_stride, int y_stride, float eps)
 {
     constexpr int BLOCK = 4096;
-    using L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
-    using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
+    using tx_L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
+    using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
 #line 21 "kernels/rmsnorm.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
 #line 22 "kernels/rmsnorm.c"
-    int cols[L0::REGS];
-#line 22
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
+    int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // tile mask = cols < n_cols;
 #line 23 "kernels/rmsnorm.c"
-    bool mask[L0::REGS];
-#line 23
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (cols[i] < n_cols);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
     // tile v = (f32)load(x + row * x_stride + cols, mask, 0.0f);
 #line 24 "kernels/rmsnorm.c"
-    float v[L0::REGS];
+    __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], x + row * x_stride + cols[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
 #line 24
-    __nv_bfloat16 load_0[L0::REGS];
-#line 24
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], ((x + (row * x_stride)) + cols[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 24
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) v[i] = tx::cast<float>(load_0[i]);
+    float v[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) v[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // f32 r = rsqrt(sum(v * v) / n_cols + eps);
 #line 25 "kernels/rmsnorm.c"
-    float value_0[L0::REGS];
+    float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = v[tx_i] * v[tx_i];
 #line 25
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (v[i] * v[i]);
+    float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 25
-    float red_0[L1::REGS];
-#line 25
-    tx::reduce<L0, L1, 0>(red_0, value_0, [](float a, float b) { return (a + b); }, tx_smem);
-#line 25
-    float r = tx::rsqrt(((red_0[0] / tx::cast<float>(n_cols)) + eps));
+    float r = tx::rsqrt(tx_red[0] / tx::cast<float>(n_cols) + eps);
     // tile wv = (f32)load(w + cols, mask, 0.0f);
 #line 26 "kernels/rmsnorm.c"
-    float wv[L0::REGS];
+    __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], w + cols[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
 #line 26
-    __nv_bfloat16 load_1[L0::REGS];
-#line 26
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], (w + cols[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 26
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) wv[i] = tx::cast<float>(load_1[i]);
+    float wv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wv[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(y + row * y_stride + cols, v * r * wv, mask);
 #line 27 "kernels/rmsnorm.c"
-    __nv_bfloat16 value_1[L0::REGS];
+    __nv_bfloat16 tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>(v[tx_i] * r * wv[tx_i]);
 #line 27
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_1[i] = tx::cast<__nv_bfloat16>(((v[i] * r) * wv[i]));
-#line 27
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>(((y + (row * y_stride)) + cols[i]), &value_1[i], &mask[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(y + row * y_stride + cols[tx_i], &tx_value_1[tx_i], &mask[tx_i]);
     // store(rstd + row, r);
 #line 28 "kernels/rmsnorm.c"
-    if (threadIdx.x == 0) *((rstd + row)) = r;
+    if (threadIdx.x == 0) *(rstd + row) = r;
 }

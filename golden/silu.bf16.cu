@@ -6,31 +6,21 @@ extern "C" __global__ void __launch_bounds__(128)
 silu(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ in, int n)
 {
     constexpr int BLOCK = 1024;
-    using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
+    using tx_L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
     // tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
 #line 21 "kernels/activations.c"
-    int offs[L0::REGS];
-#line 21
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = (((int)blockIdx.x * BLOCK) + L0::coord(i, 0));
+    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = (int)blockIdx.x * BLOCK + tx_L0::coord(tx_i, 0);
     // tile mask = offs < n;
 #line 22 "kernels/activations.c"
-    bool mask[L0::REGS];
-#line 22
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (offs[i] < n);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n;
     // tile x = (f32)load(in + offs, mask, 0.0f);
 #line 23 "kernels/activations.c"
-    float x[L0::REGS];
+    __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], in + offs[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
 #line 23
-    __nv_bfloat16 load_0[L0::REGS];
-#line 23
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], (in + offs[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 23
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) x[i] = tx::cast<float>(load_0[i]);
+    float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // store(out + offs, x * sigmoid(x), mask);
 #line 24 "kernels/activations.c"
-    __nv_bfloat16 value_0[L0::REGS];
+    __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(x[tx_i] * tx::sigmoid(x[tx_i]));
 #line 24
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>((x[i] * tx::sigmoid(x[i])));
-#line 24
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>((out + offs[i]), &value_0[i], &mask[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(out + offs[tx_i], &tx_value[tx_i], &mask[tx_i]);
 }

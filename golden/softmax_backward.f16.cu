@@ -6,49 +6,33 @@ extern "C" __global__ void __launch_bounds__(128)
 softmax_backward(__half* dx, const __half* __restrict__ y, const __half* __restrict__ dy, int n_cols, int y_stride, int dy_stride, int dx_stride)
 {
     constexpr int BLOCK = 1024;
-    using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
-    using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
+    using tx_L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
+    using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16 bytes of scratch
     // i32 row = program_id(0);
 #line 124 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
 #line 125 "kernels/softmax.c"
-    int cols[L0::REGS];
-#line 125
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
+    int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // tile mask = cols < n_cols;
 #line 126 "kernels/softmax.c"
-    bool mask[L0::REGS];
-#line 126
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (cols[i] < n_cols);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
     // tile p = (f32)load(y + row * y_stride + cols, mask, 0.0f);
 #line 127 "kernels/softmax.c"
-    float p[L0::REGS];
+    __half tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load[tx_i] = mask[tx_i] ? *(y + row * y_stride + cols[tx_i]) : __half(0.0f);
 #line 127
-    __half load_0[L0::REGS];
-#line 127
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) load_0[i] = mask[i] ? *(((y + (row * y_stride)) + cols[i])) : __half(0.0f);
-#line 127
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) p[i] = tx::cast<float>(load_0[i]);
+    float p[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) p[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile g = (f32)load(dy + row * dy_stride + cols, mask, 0.0f);
 #line 128 "kernels/softmax.c"
-    float g[L0::REGS];
+    __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load_1[tx_i] = mask[tx_i] ? *(dy + row * dy_stride + cols[tx_i]) : __half(0.0f);
 #line 128
-    __half load_1[L0::REGS];
-#line 128
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) load_1[i] = mask[i] ? *(((dy + (row * dy_stride)) + cols[i])) : __half(0.0f);
-#line 128
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) g[i] = tx::cast<float>(load_1[i]);
+    float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(dx + row * dx_stride + cols, p * (g - sum(p * g)), mask);
 #line 129 "kernels/softmax.c"
-    float value_0[L0::REGS];
+    float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = p[tx_i] * g[tx_i];
 #line 129
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (p[i] * g[i]);
+    float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 129
-    float red_0[L1::REGS];
-#line 129
-    tx::reduce<L0, L1, 0>(red_0, value_0, [](float a, float b) { return (a + b); }, tx_smem);
-#line 129
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (mask[i]) *(((dx + (row * dx_stride)) + cols[i])) = tx::cast<__half>((p[i] * (g[i] - red_0[0])));
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (mask[tx_i]) *(dx + row * dx_stride + cols[tx_i]) = tx::cast<__half>(p[tx_i] * (g[tx_i] - tx_red[0]));
 }

@@ -6,93 +6,67 @@ extern "C" __global__ void __launch_bounds__(512)
 softmax_backward_looped(float* dx, const float* __restrict__ y, const float* __restrict__ dy, int n_cols, int y_stride, int dy_stride, int dx_stride)
 {
     constexpr int BLOCK = 4096;
-    using L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<4>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 4 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
-    using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<4>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 4 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
+    using tx_L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<4>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 4 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
+    using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<4>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 4 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
 #line 148 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
 #line 149 "kernels/softmax.c"
-    int cols[L0::REGS];
-#line 149
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
+    int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // f32 row_dot(tile a, tile b, i32 n_cols, const i32 BLOCK)
 #line 42 "kernels/softmax.c"
-    const float* row_dot_a = (y + (row * y_stride));
+    const float* tx_row_dot_a = y + row * y_stride;
 #line 42
-    const float* row_dot_b = (dy + (row * dy_stride));
+    const float* tx_row_dot_b = dy + row * dy_stride;
     // tile cols = arange(0, BLOCK);
 #line 44 "kernels/softmax.c"
-    int row_dot_cols[L0::REGS];
-#line 44
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_dot_cols[i] = L0::coord(i, 0);
+    int tx_row_dot_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_cols[tx_i] = tx_L0::coord(tx_i, 0);
     // f32 acc[BLOCK] = 0;
 #line 45 "kernels/softmax.c"
-    float row_dot_acc[L0::REGS];
-#line 45
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_dot_acc[i] = 0.0f;
+    float tx_row_dot_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
 #line 46 "kernels/softmax.c"
-    for (int row_dot_c = 0; ((row_dot_c * BLOCK) < n_cols); row_dot_c = (row_dot_c + 1)) {
+    for (int tx_row_dot_c = 0; tx_row_dot_c * BLOCK < n_cols; tx_row_dot_c = tx_row_dot_c + 1) {
         // tile offs = c * BLOCK + cols;
 #line 47 "kernels/softmax.c"
-        int row_dot_offs[L0::REGS];
-#line 47
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_dot_offs[i] = ((row_dot_c * BLOCK) + row_dot_cols[i]);
+        int tx_row_dot_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_offs[tx_i] = tx_row_dot_c * BLOCK + tx_row_dot_cols[tx_i];
         // tile mask = offs < n_cols;
 #line 48 "kernels/softmax.c"
-        bool row_dot_mask[L0::REGS];
-#line 48
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_dot_mask[i] = (row_dot_offs[i] < n_cols);
+        bool tx_row_dot_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_mask[tx_i] = tx_row_dot_offs[tx_i] < n_cols;
         // acc += (f32)load(a + offs, mask, 0.0f) * (f32)load(b + offs, mask, 0.0f);
 #line 49 "kernels/softmax.c"
-        float load_0[L0::REGS];
+        float tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&tx_load[tx_i], tx_row_dot_a + tx_row_dot_offs[tx_i], &tx_row_dot_mask[tx_i], 0.0f);
 #line 49
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&load_0[i], (row_dot_a + row_dot_offs[i]), &row_dot_mask[i], 0.0f);
+        float tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&tx_load_1[tx_i], tx_row_dot_b + tx_row_dot_offs[tx_i], &tx_row_dot_mask[tx_i], 0.0f);
 #line 49
-        float load_1[L0::REGS];
-#line 49
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&load_1[i], (row_dot_b + row_dot_offs[i]), &row_dot_mask[i], 0.0f);
-#line 49
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_dot_acc[i] = (row_dot_acc[i] + (load_0[i] * load_1[i]));
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_acc[tx_i] = tx_row_dot_acc[tx_i] + tx_load[tx_i] * tx_load_1[tx_i];
     }
     // f32 dot = row_dot(y + row * y_stride, dy + row * dy_stride, n_cols, BLOCK);
 #line 150 "kernels/softmax.c"
-    float red_0[L1::REGS];
+    float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_row_dot_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 150
-    tx::reduce<L0, L1, 0>(red_0, row_dot_acc, [](float a, float b) { return (a + b); }, tx_smem);
-#line 150
-    float dot = red_0[0];
+    float dot = tx_red[0];
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
 #line 151 "kernels/softmax.c"
-    for (int c = 0; ((c * BLOCK) < n_cols); c = (c + 1)) {
+    for (int c = 0; c * BLOCK < n_cols; c = c + 1) {
         // tile offs = c * BLOCK + cols;
 #line 152 "kernels/softmax.c"
-        int offs[L0::REGS];
-#line 152
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = ((c * BLOCK) + cols[i]);
+        int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = c * BLOCK + cols[tx_i];
         // tile mask = offs < n_cols;
 #line 153 "kernels/softmax.c"
-        bool mask[L0::REGS];
-#line 153
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (offs[i] < n_cols);
+        bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
         // tile p = (f32)load(y + row * y_stride + offs, mask, 0.0f);
 #line 154 "kernels/softmax.c"
-        float p[L0::REGS];
-#line 154
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&p[i], ((y + (row * y_stride)) + offs[i]), &mask[i], 0.0f);
+        float p[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&p[tx_i], y + row * y_stride + offs[tx_i], &mask[tx_i], 0.0f);
         // tile g = (f32)load(dy + row * dy_stride + offs, mask, 0.0f);
 #line 155 "kernels/softmax.c"
-        float g[L0::REGS];
-#line 155
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&g[i], ((dy + (row * dy_stride)) + offs[i]), &mask[i], 0.0f);
+        float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&g[tx_i], dy + row * dy_stride + offs[tx_i], &mask[tx_i], 0.0f);
         // store(dx + row * dx_stride + offs, p * (g - dot), mask);
 #line 156 "kernels/softmax.c"
-        float value_0[L0::REGS];
+        float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = p[tx_i] * (g[tx_i] - dot);
 #line 156
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (p[i] * (g[i] - dot));
-#line 156
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::store_vec<4>(((dx + (row * dx_stride)) + offs[i]), &value_0[i], &mask[i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec<4>(dx + row * dx_stride + offs[tx_i], &tx_value[tx_i], &mask[tx_i]);
     }
 }

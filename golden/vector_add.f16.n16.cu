@@ -6,35 +6,25 @@ extern "C" __global__ void __launch_bounds__(256)
 vector_add(const __half* __restrict__ a, const __half* __restrict__ b, __half* out, int n)
 {
     constexpr int BLOCK = 2048;
-    using L0 = tx::Blocked<tx::Ints<2048>, tx::Ints<8>, tx::Ints<32>, tx::Ints<8>, tx::Ints<0>>;  // [2048]: 8 per thread, 32 lanes, 8 warps, order [0]; 8 per thread
+    using tx_L0 = tx::Blocked<tx::Ints<2048>, tx::Ints<8>, tx::Ints<32>, tx::Ints<8>, tx::Ints<0>>;  // [2048]: 8 per thread, 32 lanes, 8 warps, order [0]; 8 per thread
     // i32 pid = program_id(0);
 #line 4 "kernels/vector_add.c"
     int pid = (int)blockIdx.x;
     // tile offs = pid * BLOCK + arange(0, BLOCK);
 #line 5 "kernels/vector_add.c"
-    int offs[L0::REGS];
-#line 5
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = ((pid * BLOCK) + L0::coord(i, 0));
+    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = pid * BLOCK + tx_L0::coord(tx_i, 0);
     // tile mask = offs < n;
 #line 6 "kernels/vector_add.c"
-    bool mask[L0::REGS];
-#line 6
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (offs[i] < n);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n;
     // tile x = load(a + offs, mask, 0.0f);
 #line 7 "kernels/vector_add.c"
-    __half x[L0::REGS];
-#line 7
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&x[i], (a + offs[i]), &mask[i], __half(0.0f));
+    __half x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&x[tx_i], a + offs[tx_i], &mask[tx_i], __half(0.0f));
     // tile y = load(b + offs, mask, 0.0f);
 #line 8 "kernels/vector_add.c"
-    __half y[L0::REGS];
-#line 8
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&y[i], (b + offs[i]), &mask[i], __half(0.0f));
+    __half y[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&y[tx_i], b + offs[tx_i], &mask[tx_i], __half(0.0f));
     // store(out + offs, x + y, mask);
 #line 9 "kernels/vector_add.c"
-    __half value_0[L0::REGS];
+    __half tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = x[tx_i] + y[tx_i];
 #line 9
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (x[i] + y[i]);
-#line 9
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>((out + offs[i]), &value_0[i], &mask[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(out + offs[tx_i], &tx_value[tx_i], &mask[tx_i]);
 }

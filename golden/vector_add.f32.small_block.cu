@@ -6,31 +6,23 @@ extern "C" __global__ void __launch_bounds__(128)
 vector_add(const float* __restrict__ a, const float* __restrict__ b, float* out, int n)
 {
     constexpr int BLOCK = 64;
-    using L0 = tx::Blocked<tx::Ints<64>, tx::Ints<1>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [64]: 1 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
+    using tx_L0 = tx::Blocked<tx::Ints<64>, tx::Ints<1>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [64]: 1 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
     // i32 pid = program_id(0);
 #line 4 "kernels/vector_add.c"
     int pid = (int)blockIdx.x;
     // tile offs = pid * BLOCK + arange(0, BLOCK);
 #line 5 "kernels/vector_add.c"
-    int offs[L0::REGS];
-#line 5
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = ((pid * BLOCK) + L0::coord(i, 0));
+    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = pid * BLOCK + tx_L0::coord(tx_i, 0);
     // tile mask = offs < n;
 #line 6 "kernels/vector_add.c"
-    bool mask[L0::REGS];
-#line 6
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (offs[i] < n);
+    bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n;
     // tile x = load(a + offs, mask, 0.0f);
 #line 7 "kernels/vector_add.c"
-    float x[L0::REGS];
-#line 7
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) x[i] = mask[i] ? *((a + offs[i])) : 0.0f;
+    float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = mask[tx_i] ? *(a + offs[tx_i]) : 0.0f;
     // tile y = load(b + offs, mask, 0.0f);
 #line 8 "kernels/vector_add.c"
-    float y[L0::REGS];
-#line 8
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) y[i] = mask[i] ? *((b + offs[i])) : 0.0f;
+    float y[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) y[tx_i] = mask[tx_i] ? *(b + offs[tx_i]) : 0.0f;
     // store(out + offs, x + y, mask);
 #line 9 "kernels/vector_add.c"
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (L0::owner() && mask[i]) *((out + offs[i])) = (x[i] + y[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && mask[tx_i]) *(out + offs[tx_i]) = x[tx_i] + y[tx_i];
 }

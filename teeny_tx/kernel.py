@@ -29,7 +29,8 @@ from ._prelude import FILES
 from .errors import CompileError, LaunchError, ResourceError, TeenyError
 from .lower import ir
 from .lower.builder import build_kernel
-from .lower.layout import assign_layouts, walk_exprs
+from .lower.layout import walk_exprs
+from .lower.passes import decide
 from .lower.signature import kernel_signature
 from .parse import Unit, parse
 from .runtime import cache, launch, nvrtc
@@ -97,8 +98,9 @@ def specialise(
     hopper = _has_dot(kernel)
     if target is None:
         target = Target.for_device(hopper_features=hopper)
-    annotated, layouts = assign_layouts(kernel, wgmma=target.wgmma)
-    source, shared = emit_cuda(annotated, layouts)
+    decided = decide(kernel, wgmma=target.wgmma)
+    annotated = decided.kernel
+    source, shared = emit_cuda(decided)
     limit = target.max_shared_per_block
     if shared > limit:
         raise ResourceError(

@@ -88,7 +88,7 @@ def test_transposed_operands_are_not_moved_through_registers(dot_kernels):
         "f32", "f16", "f16", 256, 256, 256, PRECISION=20, BM=64, BN=64, BK=32
     )
     assert "relayout" not in src.split("for (int k")[1].split("tx::cp_async_wait<0>")[0]
-    assert "tx::mma<L" in src and ", true, bt_t_tile, true, 32>" in src  # B read K-major
+    assert "tx::mma<tx_L" in src and ", true, tx_bt_t_tile, true, 32>" in src  # B read K-major
 
 
 def test_one_stage_means_no_pipeline(dot_kernels):

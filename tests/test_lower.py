@@ -273,20 +273,20 @@ def test_helpers_inline_with_unique_names_and_aliased_parameters():
     assert names == [
         "o",
         "x",
-        "quad_sq_y",
-        "quad_y",
-        "quad_sq_y_1",
+        "tx_quad_sq_y",
+        "tx_quad_y",
+        "tx_quad_sq_y_1",
         "y",
-        "scale_x",
+        "tx_scale_x",
         "z",
         "w",
-        "inc_x",
+        "tx_inc_x",
         "q",
-        "put_v",
+        "tx_put_v",
     ]
     d = decls(kernel)
     # `sq(x)` reads the caller's x directly: an unassigned parameter is an alias, not a copy
-    assert d["quad_sq_y"].init.args[0].name == "x"
+    assert d["tx_quad_sq_y"].init.args[0].name == "x"
     # a weak argument (2.0f) is folded in as a constant; a caller's scalar is aliased
     assert isinstance(d["z"].init.args[1], Const) and d["z"].init.args[1].value == 2.0
     assert d["w"].init.args[1].name == "v"
@@ -295,14 +295,14 @@ def test_helpers_inline_with_unique_names_and_aliased_parameters():
 def test_helper_parameters_are_passed_by_value():
     kernel = lower(HELPERS)
     assigned = [s.name for s in stmts(kernel.body) if isinstance(s, ir.Assign)]
-    assert assigned == ["inc_x"]  # not the caller's x
-    assert decls(kernel)["inc_x"].init.name == "x"
+    assert assigned == ["tx_inc_x"]  # not the caller's x
+    assert decls(kernel)["tx_inc_x"].init.name == "x"
 
 
 def test_a_weak_argument_to_an_assigned_parameter_becomes_a_variable():
     text = "i32 count(i32 k) { k += 1; return k; }\n" + kernel_text("    i32 c = count(3);")
     kernel = lower(text)
-    assert [s.name for s in kernel.body] == ["count_k", "count_k", "c"]
+    assert [s.name for s in kernel.body] == ["tx_count_k", "tx_count_k", "c"]
 
 
 def test_void_helper_stores():
@@ -350,14 +350,14 @@ def test_unique_names_with_shadowing_in_nested_scopes():
             "    store(out + o, (f32)t);"
         )
     )
-    assert [s.name for s in kernel.body if isinstance(s, ir.Declare)] == ["o", "t", "t_1", "o_1"]
+    assert [s.name for s in kernel.body if isinstance(s, ir.Declare)] == ["o", "t", "tx_t", "tx_o"]
     inner, looped, outer = ops(kernel, "store")
-    assert inner.args[0].args[1].name == "o_1" and inner.args[1].args[0].name == "t_1"
-    assert looped.args[0].args[1].name == "o" and looped.args[1].args[0].name == "t_2"
+    assert inner.args[0].args[1].name == "tx_o" and inner.args[1].args[0].name == "tx_t"
+    assert looped.args[0].args[1].name == "o" and looped.args[1].args[0].name == "tx_t_1"
     assert outer.args[1].args[0].name == "t"
 
 
-def test_locals_named_like_the_generated_cudas_own_names_are_renamed():
+def test_only_locals_named_like_cuda_names_are_renamed():
     kernel = lower(
         kernel_text(
             "    i32 i = 2;\n    i32 tx = 3;\n    i32 blockIdx = 4;\n"
@@ -365,13 +365,14 @@ def test_locals_named_like_the_generated_cudas_own_names_are_renamed():
             "    i32 new = 7;\n    i32 value = 8;"
         )
     )
+    # the compiler's own names all start with tx_, so only C++/CUDA names need renaming
     assert [s.name for s in kernel.body] == [
-        "i_1",
-        "tx_1",
-        "blockIdx_1",
-        "L0_1",
-        "load_0_1",
-        "new_1",
+        "i",
+        "tx_tx",
+        "tx_blockIdx",
+        "L0",
+        "load_0",
+        "tx_new",
         "value",
     ]
 

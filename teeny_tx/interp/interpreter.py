@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import CompileError, InterpreterError, LaunchError, Location
 from ..lower import ir
+from ..lower.names import COMBINE_ARGS
 from ..lower.ops import OPS, elementwise_numpy
 from ..lower.typing import convert_value
 from .memory import Pointer, bind_pointer
@@ -184,7 +185,7 @@ class _Compiler:
                 state, parts = _State(()), np.moveaxis(x, axis, 0)
                 out = [parts[0]]
                 for part in parts[1:]:
-                    state.env["a"], state.env["b"] = out[-1], part
+                    state.env[COMBINE_ARGS[0]], state.env[COMBINE_ARGS[1]] = out[-1], part
                     out.append(np.asarray(fn(state)).astype(dtype, copy=False))
                 return np.moveaxis(np.stack(out), 0, axis)
 
@@ -272,7 +273,7 @@ class _Compiler:
             parts = np.moveaxis(x, axis, 0)
             acc = parts[0]
             for part in parts[1:]:
-                state.env["a"], state.env["b"] = acc, part
+                state.env[COMBINE_ARGS[0]], state.env[COMBINE_ARGS[1]] = acc, part
                 acc = np.asarray(fn(state)).astype(dtype, copy=False)
             return acc
 

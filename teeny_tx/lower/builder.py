@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +34,7 @@ from .debug_ops import DebugOps
 from .dot_ops import DotOps
 from .ir import Const, Expr, Op, PointerType, Type, Var
 from .memory_ops import MemoryOps
+from .names import Names, is_generated
 from .ops import OPS
 from .reduction_ops import ReductionOps
 from .shape_ops import ShapeOps
@@ -64,9 +64,8 @@ _UNARY = {"-": "neg", "!": "lnot", "~": "invert"}
 _FLOAT_CONSTANTS = {"INF": float("inf"), "NAN": float("nan")}
 
 # Names with a meaning of their own in the generated CUDA: C++ keywords C lacks, CUDA's built-in
-# variables and the device header's namespace (a kernel or parameter named so is refused), and
-# the emitter's register index `i`, layouts `L0` and temporaries `load_0` (a local named so is
-# renamed, `i` -> `i_1`, like any shadowed name).
+# variables and the device header's namespace (a kernel or parameter named so is refused; a local
+# is renamed). Every name the compiler makes up starts with GENERATED_PREFIX (lower/names.py).
 _CUDA_NAMES = frozenset(
     {
         "alignas",
@@ -130,24 +129,6 @@ _CUDA_NAMES = frozenset(
         "tx",
     }
 )
-# Names the emitter gives its temporaries (a local named so is renamed): a prefix and a number.
-_EMITTER_PREFIXES = (
-    "load",
-    "mask",
-    "value",
-    "red",
-    "pairs",
-    "scan",
-    "old",
-    "converted",
-    "permuted",
-    "reshaped",
-    "flipped",
-    "half",
-    "joined",
-    "catted",
-)
-_EMITTER_NAMES = re.compile(rf"i|L\d+|tx_smem|({'|'.join(_EMITTER_PREFIXES)})_\d+")
 
 
 @dataclass
@@ -177,6 +158,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         self.blocks: list[list[ir.Stmt]] = [[]]
         self.loop_depth = 0
         self.used_names: set[str] = set()
+        self.names = Names()  # renamed locals: shadowed names, inlined helpers' locals
         self.inlining: list[str] = []
 
     # ------------------------------------------------------------ entry
@@ -275,24 +257,28 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             self.frames[-1].scopes.pop()
 
     def unique(self, name: str) -> str:
-        candidate, n = name, 0
-        while candidate in self.used_names or _reserved(candidate):
-            n += 1
-            candidate = f"{name}_{n}"
-        self.used_names.add(candidate)
-        return candidate
+        """``name`` itself while no other variable has it, else a generated name for it."""
+        if name in self.used_names or _reserved(name):
+            name = self.names.fresh(name)
+        self.used_names.add(name)
+        return name
 
     def declare_symbol(
         self, name: str, t: Type, typed: bool, const: Const | None = None, exact: str | None = None
     ) -> Symbol:
         """A new variable in the innermost scope; its IR name is made unique (a parameter
-        named like an emitter name, `i`, becomes `i_1` in the CUDA too) unless ``exact``
-        gives it."""
+        shadowing another, or an inlined helper's local, gets a generated name) unless
+        ``exact`` gives it."""
         if exact:
             self.used_names.add(exact)
             unique = exact
         else:
-            unique = self.unique("_".join(self.inlining + [name]) if self.inlining else name)
+            unique = (
+                self.names.fresh("_".join(self.inlining + [name]))
+                if self.inlining
+                else self.unique(name)
+            )
+            self.used_names.add(unique)
         sym = Symbol(unique, t, typed, const, self.loop_depth)
         self.frames[-1].scopes[-1][name] = sym
         return sym
@@ -870,7 +856,7 @@ def _prelude_file_loc(loc: Location) -> Location:
 
 
 def _reserved(name: str) -> bool:
-    return name in _CUDA_NAMES or _EMITTER_NAMES.fullmatch(name) is not None
+    return name in _CUDA_NAMES or is_generated(name)
 
 
 def _prefix_loc(loc: Location, symbol: str) -> Location:

@@ -187,6 +187,58 @@ class Return(Stmt):
     pass
 
 
+# ---------------------------------------------------------------- decided by the lower passes
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class StagedLoad:
+    """A loop's tile load that the software pipeline (``lower/pipeline.py``) moves global ->
+    shared memory by cp.async into a ring of stages, 16 bytes (``vec`` elements) at a time.
+    ``tile`` and ``buffer`` name the shared tile's C++ type and its first stage; ``offset`` is
+    where the ring starts in the pipeline region (bytes); ``chunk_mask``: the mask is constant
+    over each 16-byte chunk (a zero-filling copy), else a chunk cut by the edge is copied by
+    lane; ``tf32``: wgmma reads it as TF32, so each landed stage is rounded first."""
+
+    var: str
+    load: Op
+    vec: int
+    tile: str
+    buffer: str
+    offset: int
+    chunk_mask: bool
+    tf32: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Staged(Stmt):
+    """Where a pipelined loop declared ``name``: its value is the current stage in shared
+    memory, copied there ahead by the pipeline."""
+
+    name: str
+    staged: StagedLoad
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class PipelinedLoop(Stmt):
+    """A ``for`` loop whose ``loads`` run ``ahead`` iterations ahead of its body through a ring
+    of ``stages`` shared-memory buffers (``bytes`` in all, 1024-aligned). ``loop`` is the loop
+    with those loads' declarations replaced by :class:`Staged`. ``overlap``: the dots (wgmma)
+    of one iteration may still run while the next starts. ``stage``, ``stage_ahead``,
+    ``k_ahead`` and ``prologue`` are the generated names of the counters the loop keeps."""
+
+    loop: Loop
+    loads: tuple[StagedLoad, ...]
+    stages: int
+    ahead: int
+    overlap: bool
+    async_reads: bool
+    bytes: int
+    stage: str
+    stage_ahead: str
+    k_ahead: str
+    prologue: str
+
+
 # ---------------------------------------------------------------- the kernel
 
 

@@ -599,6 +599,8 @@ def walk_stmts(stmts):
             yield from walk_stmts(s.init)
             yield from walk_stmts(s.body)
             yield from walk_stmts(s.step)
+        elif isinstance(s, ir.PipelinedLoop):
+            yield from walk_stmts([s.loop])
 
 
 def walk_exprs(stmts):
@@ -613,6 +615,8 @@ def walk_exprs(stmts):
             roots = [s.expr]
         elif isinstance(s, ir.If) or isinstance(s, ir.Loop) and s.cond is not None:
             roots = [s.cond]
+        elif isinstance(s, ir.Staged):
+            roots = [s.staged.load]
         for r in roots:
             yield from _walk(r)
         if isinstance(s, ir.If):
@@ -622,6 +626,8 @@ def walk_exprs(stmts):
             yield from walk_exprs(s.init)
             yield from walk_exprs(s.step)
             yield from walk_exprs(s.body)
+        elif isinstance(s, ir.PipelinedLoop):
+            yield from walk_exprs([s.loop])
 
 
 def _walk(e: Expr):

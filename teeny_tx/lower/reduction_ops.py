@@ -14,6 +14,7 @@ from ..errors import CompileError, Location
 from . import typing as ty
 from .context import LoweringContext
 from .ir import Expr, Op, Type, Var
+from .names import COMBINE_ARGS
 
 
 class ReductionOps(LoweringContext):
@@ -66,8 +67,8 @@ class ReductionOps(LoweringContext):
         if kind == "xor_sum":
             ty.require_int(x, loc, "xor_sum")
         x = ty.cast(x, dtype)
-        a = Var(type=Type(dtype), loc=loc, name="a")
-        b = Var(type=Type(dtype), loc=loc, name="b")
+        a = Var(type=Type(dtype), loc=loc, name=COMBINE_ARGS[0])
+        b = Var(type=Type(dtype), loc=loc, name=COMBINE_ARGS[1])
         if kind in self._COMBINE:
             combine = self.apply(self._COMBINE[kind], [a, b], loc)
         elif kind in ("argmax", "argmin"):
@@ -112,8 +113,8 @@ class ReductionOps(LoweringContext):
         if kind == "sum" and dtype.is_float and dtype.bits < 32:
             dtype = F32
         x = ty.cast(x, dtype)
-        a = Var(type=Type(dtype), loc=loc, name="a")
-        b = Var(type=Type(dtype), loc=loc, name="b")
+        a = Var(type=Type(dtype), loc=loc, name=COMBINE_ARGS[0])
+        b = Var(type=Type(dtype), loc=loc, name=COMBINE_ARGS[1])
         if kind == "scan":
             combine = self.combiner(combine_node, dtype, loc)
         else:
@@ -143,8 +144,8 @@ class ReductionOps(LoweringContext):
                 f"combiner '{node.name}' must be a single `return` of an expression",
                 self.loc(fn.decl),
             )
-        a = Var(type=Type(dtype), loc=loc, name="a")
-        b = Var(type=Type(dtype), loc=loc, name="b")
+        a = Var(type=Type(dtype), loc=loc, name=COMBINE_ARGS[0])
+        b = Var(type=Type(dtype), loc=loc, name=COMBINE_ARGS[1])
         before = len(self.blocks[-1])
         result = self.inline(node.name, [a, b], loc, statement=False)
         if len(self.blocks[-1]) != before:

@@ -1,7 +1,7 @@
 """device_print and device_assert of debug builds, as printf and __trap.
 
 Input: layout-annotated IR nodes of one statement. Output: CUDA lines through the Emitter's
-``out`` (and temporaries registered for the expressions that use them). A mixin of
+``emit`` (macros of ``debug.cu.j2``). A mixin of
 :class:`~teeny_tx.templates.emitter.Emitter`.
 """
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 from ..dtypes import DType
 from ..lower.ir import Op
 from ..lower.layout import Layout
+from ..lower.names import REGISTER
+from .expr import UNARY
 
 _PRINTF = {
     "float": ("%f", "(double)tx::widen({})"),
@@ -39,33 +41,20 @@ class DebugEmitter:
         for a in e.args:
             self.hoist(a)
         pid = "pid (%d, %d, %d)"
-        pid_args = "blockIdx.x, blockIdx.y, blockIdx.z"
         formats = " ".join(_PRINTF[_printf_kind(a.type.dtype)][0] for a in e.args)
         if not e.type.is_tile:
-            values = ", ".join(
-                _PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args
-            )
+            values = [_PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args]
             text = _c_string(f"{pid} {e.attr('prefix')} {formats}\n")
-            self.out(
-                f"if (threadIdx.x == 0) printf({text}, "
-                f"{pid_args}{', ' + values if values else ''});"
-            )
+            self.emit("print_scalar", text, values)
             return
         layout: Layout = e.layout
         index = "idx (" + ", ".join("%d" for _ in layout.dims) + ")"
         text = _c_string(f"{pid} {index} {e.attr('prefix')} {formats}\n")
 
-        def lane() -> str:
-            coords = ", ".join(f"{self.L(layout)}::coord(i, {d})" for d in layout.dims)
-            values = ", ".join(
-                _PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args
-            )
-            return (
-                f"if ({self.L(layout)}::owner()) printf({text}, {pid_args}, "
-                f"{coords}{', ' + values if values else ''});"
-            )
-
-        self.out(self.tile_loop(layout, lane))
+        with self.registers_of(layout) as alias:
+            coords = [f"{alias}::coord({REGISTER}, {d})" for d in layout.dims]
+            values = [_PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args]
+            self.emit("print_tile", alias, text, coords, values)
 
     def emit_device_assert(self, e: Op) -> None:
         cond = e.args[0]
@@ -74,10 +63,7 @@ class DebugEmitter:
         message = e.attr("message") or e.attr("text")
         if not cond.type.is_tile:
             text = _c_string(f"{where}: device_assert failed in program (%d, %d, %d): {message}\n")
-            self.out(
-                f"if (!({self.ex(cond)})) {{ "
-                f"printf({text}, blockIdx.x, blockIdx.y, blockIdx.z); __trap(); }}"
-            )
+            self.emit("assert_scalar", self.expr(cond).at(UNARY), text)
             return
         layout: Layout = cond.layout
         index = ", ".join("%d" for _ in layout.dims)
@@ -85,12 +71,6 @@ class DebugEmitter:
             f"{where}: device_assert failed in program (%d, %d, %d) at ({index}): {message}\n"
         )
 
-        def lane() -> str:
-            coords = ", ".join(f"{self.L(layout)}::coord(i, {d})" for d in layout.dims)
-            return (
-                f"if (!({self.ex(cond)})) {{ "
-                f"printf({text}, blockIdx.x, blockIdx.y, blockIdx.z, {coords}); "
-                "__trap(); }"
-            )
-
-        self.out(self.tile_loop(layout, lane))
+        with self.registers_of(layout) as alias:
+            coords = [f"{alias}::coord({REGISTER}, {d})" for d in layout.dims]
+            self.emit("assert_tile", alias, self.expr(cond).at(UNARY), text, coords)

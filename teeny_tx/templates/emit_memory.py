@@ -1,8 +1,8 @@
 """Loads, stores and atomics: 16-byte accesses where the axis info proves them, else by lane.
 
 Input: layout-annotated IR nodes of one statement. Output: CUDA lines through the Emitter's
-``out`` (and temporaries registered for the expressions that use them). A mixin of
-:class:`~teeny_tx.templates.emitter.Emitter`.
+``emit`` (macros of ``memory.cu.j2``), and temporaries registered for the expressions that use
+them. A mixin of :class:`~teeny_tx.templates.emitter.Emitter`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from ..constants import MEMORY_ORDERS, SCOPES
 from ..dtypes import DType
 from ..lower.ir import Expr, Op, Var
 from ..lower.layout import Layout
+from . import expr as cx
 from .cuda_types import ctype
 
 _ORDER_NAMES = {c.value: c.name for c in MEMORY_ORDERS}
@@ -20,34 +21,53 @@ _SCOPE_NAMES = {c.value: c.name for c in SCOPES}
 
 
 class MemoryEmitter:
+    def emit_load_temporary(self, e: Op, dst: str | None = None) -> None:
+        """A load into a new tile (or scalar) of its own: ``dst``, or a generated name."""
+        name = dst or self.names.fresh("load")
+        if e.type.is_tile:
+            declaration = self.render_macro(
+                "declare_tile", ctype(e.type.dtype), name, self.L(e.layout)
+            )
+        else:
+            declaration = self.render_macro("declare_scalar", ctype(e.type.dtype), name)
+        with self.capture() as lines:
+            self.emit_load(e, name)
+        *before, load = lines
+        for line in before:  # a mask the load needs in its registers
+            self.put(line)
+        self.emit("declare_then", declaration, load)
+        self.temps[id(e)] = (name, e.layout, "")
+
     def emit_load(self, e: Op, dst: str) -> None:
         ptr = e.args[0]
         mask = e.args[1] if e.attr("masked") else None
         other = e.args[2] if mask is not None else None
         if not e.type.is_tile:
-            value = f"*({self.ex(ptr)})"
-            if mask is not None:
-                value = f"{self.ex(mask)} ? {value} : {self.ex(other)}"
-            self.out(f"{dst} = {value};")
+            self.emit(
+                "load_scalar",
+                dst,
+                self.expr(ptr).at(cx.UNARY),
+                self.expr(mask).at(cx.BINARY["||"]) if mask is not None else None,
+                self.expr(other).at(cx.TERNARY) if other is not None else None,
+            )
             return
         layout = e.layout
-        vec = self.axis.vector_width(ptr, layout)
-        if vec > 1 and (other is None or not other.type.is_tile):
+        vec = e.attr("vec")
+        if vec > 1:
             mask_name = self.materialise(mask, layout) if mask is not None else None
             with self.registers_of(layout) as name:
                 other_text = self.ex(other) if other is not None else None
-                text = self.snippets.load_vec(name, vec, dst, self.ex(ptr), mask_name, other_text)
-            self.out(text)
+                self.emit("load_vec", name, vec, dst, self.ex(ptr), mask_name, other_text)
             return
         with self.registers_of(layout) as name:
-            text = self.snippets.load_lanes(
+            self.emit(
+                "load_lanes",
                 name,
                 dst,
-                self.ex(ptr),
-                self.ex(mask) if mask is not None else None,
-                self.ex(other) if other is not None else None,
+                self.expr(ptr).at(cx.UNARY),
+                self.expr(mask).at(cx.BINARY["||"]) if mask is not None else None,
+                self.expr(other).at(cx.TERNARY) if other is not None else None,
             )
-        self.out(text)
 
     def emit_store(self, e: Op) -> None:
         ptr, value = e.args[0], e.args[1]
@@ -57,27 +77,31 @@ class MemoryEmitter:
         if mask is not None:
             self.hoist(mask)
         if not ptr.type.is_tile:  # a scalar: one thread writes it for the program
-            conds = " && ".join(
-                ["threadIdx.x == 0"] + ([self.ex(mask)] if mask is not None else [])
-            )
-            self.out(f"if ({conds}) *({self.ex(ptr)}) = {self.ex(value)};")
+            conds = ["threadIdx.x == 0"]
+            if mask is not None:
+                conds.append(self.expr(mask).at(cx.BINARY["&&"] + 1))
+            self.emit("store_scalar", conds, self.expr(ptr).at(cx.UNARY), self.ex(value))
             return
         layout: Layout = e.layout
-        vec = self.axis.vector_width(ptr, layout)
+        vec = e.attr("vec")
         guard = f"{self.L(layout)}::owner()" if layout.replicated else None
-        if vec > 1 and guard is None:
+        if vec > 1:
             value_name = self.materialise(value, layout, ptr.type.dtype.elem)
             mask_name = self.materialise(mask, layout) if mask is not None else None
             with self.registers_of(layout) as name:
-                text = self.snippets.store_vec(name, vec, self.ex(ptr), value_name, mask_name)
-            self.out(text)
+                self.emit("store_vec", name, vec, self.ex(ptr), value_name, mask_name)
             return
         with self.registers_of(layout) as name:
-            conds = [c for c in (guard, self.ex(mask) if mask is not None else None) if c]
-            text = self.snippets.store_lanes(
-                name, self.ex(ptr), self.ex(value), " && ".join(conds) or None
+            conds = [guard] if guard else []
+            if mask is not None:
+                conds.append(self.expr(mask).at(cx.BINARY["&&"] + 1) if guard else self.ex(mask))
+            self.emit(
+                "store_lanes",
+                name,
+                self.expr(ptr).at(cx.UNARY),
+                self.ex(value),
+                " && ".join(conds) or None,
             )
-        self.out(text)
 
     def materialise(self, e: Expr, layout: Layout, dtype: DType | None = None) -> str:
         """A tile's registers in ``layout`` as a named array (a variable's own, or a new one)."""
@@ -95,12 +119,12 @@ class MemoryEmitter:
             and not self.temps[id(e)][2]
         ):
             return self.temps[id(e)][0]
-        name = self.fresh("mask" if e.type.dtype.kind == "b" and dtype is None else "value")
-        self.out(self.snippets.declare_tile(ctype(dtype or e.type.dtype), name, self.L(layout)))
-        self.out(self.tile_loop(layout, lambda: f"{name}[i] = {self.ex(e)};"))
+        name = self.names.fresh("mask" if e.type.dtype.kind == "b" and dtype is None else "value")
+        with self.registers_of(layout) as alias:
+            self.emit("define_tile", ctype(dtype or e.type.dtype), name, alias, self.ex(e))
         return name
 
-    def emit_atomic(self, e: Op) -> None:
+    def emit_atomic(self, e: Op, dst: str | None = None) -> None:
         """One device atomic per original lane (copies held by other threads skip it), between
         the fences its memory order asks for; the old values land in a temporary."""
         kind, order, scope = e.attr("kind"), e.attr("order"), e.attr("scope")
@@ -108,36 +132,25 @@ class MemoryEmitter:
         ptr, values = e.args[0], e.args[1 : 1 + n_values]
         mask = e.args[1 + n_values] if e.attr("masked") else None
         t = ctype(e.type.dtype)
-        name = self.fresh("old")
+        name = dst or self.names.fresh("old")
         fences = f"<tx::{_ORDER_NAMES[order]}, tx::{_SCOPE_NAMES[scope]}>"
+        zero = e.type.dtype.literal(0)
         if not e.type.is_tile:
-            call = f"tx::atomic_{kind}({', '.join(self.ex(a) for a in (ptr, *values))})"
-            if mask is not None:
-                call = f"{self.ex(mask)} ? {call} : {e.type.dtype.literal(0)}"
+            conds = [self.expr(mask).at(cx.BINARY["&&"] + 1)] if mask is not None else []
+            call = self.render_macro(
+                "atomic_call", kind, [self.ex(a) for a in (ptr, *values)], conds, zero
+            )
             smem = self.scratch(max(e.type.dtype.itemsize, 4))
-            self.out(f"tx::fence_before{fences}();")
-            self.out(f"{t} {name} = tx::once<{t}>([&]() {{ return {call}; }}, {smem});")
-            self.out(f"tx::fence_after{fences}();")
+            self.emit("atomic_scalar", t, name, fences, call, smem)
             self.temps[id(e)] = (name, None, "")
             return
         layout: Layout = e.layout
-        self.out(self.snippets.declare_tile(t, name, self.L(layout)))
-        self.out(f"tx::fence_before{fences}();")
-
-        def lane() -> str:
-            conds = [
-                c
-                for c in (
-                    f"{self.L(layout)}::owner()" if layout.replicated else None,
-                    self.ex(mask) if mask is not None else None,
-                )
-                if c
-            ]
-            call = f"tx::atomic_{kind}({', '.join(self.ex(a) for a in (ptr, *values))})"
-            if conds:
-                call = f"({' && '.join(conds)}) ? {call} : {e.type.dtype.literal(0)}"
-            return f"{name}[i] = {call};"
-
-        self.out(self.tile_loop(layout, lane))
-        self.out(f"tx::fence_after{fences}();")
+        with self.registers_of(layout) as alias:
+            conds = [f"{alias}::owner()"] if layout.replicated else []
+            if mask is not None:
+                conds.append(self.expr(mask).at(cx.BINARY["&&"] + 1))
+            call = self.render_macro(
+                "atomic_call", kind, [self.ex(a) for a in (ptr, *values)], conds, zero
+            )
+            self.emit("atomic_tile", alias, t, name, fences, call)
         self.temps[id(e)] = (name, layout, "")

@@ -1,7 +1,8 @@
 """Reductions, scans and layout changes through one shared-memory scratch buffer.
 
 Input: layout-annotated IR nodes of one statement. Output: CUDA lines through the Emitter's
-``out`` (and temporaries registered for the expressions that use them). A mixin of
+``emit`` (macros of ``tiles.cu.j2``), and temporaries registered for the expressions that use
+them. A mixin of
 :class:`~teeny_tx.templates.emitter.Emitter`.
 """
 
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 from ..lower.ir import Op
 from ..lower.layout import Layout
+from ..lower.names import ELEMENT
+from . import expr as cx
 from .cuda_types import ctype
 
 
@@ -20,14 +23,16 @@ def _warps_along(layout: Layout, dim: int) -> int:
 
 
 def _row_major(coords: list[str], shape: tuple[int, ...]) -> str:
-    text = coords[0]
+    """The row-major offset of ``coords`` in ``shape``."""
+    text = cx.atom(coords[0])
     for c, size in zip(coords[1:], shape[1:], strict=True):
-        text = f"({text}) * {size} + {c}"
-    return text
+        scaled = text if size == 1 else cx.binary("*", text, cx.atom(str(size)))
+        text = cx.binary("+", scaled, cx.atom(c))
+    return text.text
 
 
 class TileEmitter:
-    def emit_reduce(self, e: Op) -> None:
+    def emit_reduce(self, e: Op, dst: str | None = None) -> None:
         """``tx::reduce`` over one dimension into a temporary in the reduced layout."""
         source = e.args[0]
         inner: Layout = source.layout
@@ -36,22 +41,15 @@ class TileEmitter:
         dim = inner.dims[axis]
         kind = e.attr("kind")
         dtype = source.type.dtype
-        name = self.fresh("red")
+        if kind in ("argmax", "argmin"):
+            dst = None  # the reduction yields pairs; the index is read out of them
+        name = dst or self.names.fresh("red")
         if kind in ("argmax", "argmin"):
             pair = f"tx::ValueIndex<{ctype(dtype)}>"
-            values = self.fresh("pairs")
+            values = self.names.fresh("pairs")
             src = self.materialise(source, inner)
-            self.out(f"{pair} {values}[{self.L(inner)}::REGS];")
-            self.out(
-                self.tile_loop(
-                    inner, lambda: f"{values}[i] = {{{src}[i], {self.L(inner)}::coord(i, {dim})}};"
-                )
-            )
-            better = ">" if kind == "argmax" else "<"
-            combine = (
-                f"[]({pair} a, {pair} b) {{ return (b.value {better} a.value || "
-                f"(b.value == a.value && b.index < a.index)) ? b : a; }}"
-            )
+            self.emit("value_index_pairs", pair, values, self.L(inner), src, dim)
+            combine = self.render_macro("arg_combiner", pair, ">" if kind == "argmax" else "<")
             elem, size, src = pair, 2 * max(dtype.itemsize, 4), values
             suffix = ".index"
         else:
@@ -59,17 +57,14 @@ class TileEmitter:
             with self.registers_of(out):
                 body = self.ex(e.attr("combine"))
             t = ctype(dtype)
-            combine = f"[]({t} a, {t} b) {{ return {body}; }}"
+            combine = self.render_macro("combiner", t, body)
             elem, size, suffix = t, dtype.itemsize, ""
         warps = _warps_along(inner, dim)
         smem = self.scratch(warps * out.size * size) if warps > 1 else "nullptr"
-        self.out(f"{elem} {name}[{self.L(out)}::REGS];")
-        self.out(
-            f"tx::reduce<{self.L(inner)}, {self.L(out)}, {dim}>({name}, {src}, {combine}, {smem});"
-        )
+        self.emit("reduce", elem, name, self.L(inner), self.L(out), dim, src, combine, smem)
         self.temps[id(e)] = (name, out, suffix)
 
-    def emit_scan(self, e: Op) -> None:
+    def emit_scan(self, e: Op, dst: str | None = None) -> None:
         """``tx::scan`` along one dimension into a temporary in the same layout."""
         source = e.args[0]
         layout: Layout = e.layout
@@ -84,24 +79,21 @@ class TileEmitter:
         t = ctype(e.type.dtype)
         with self.registers_of(layout):
             body = self.ex(e.attr("combine"))
-        name = self.fresh("scan")
+        name = dst or self.names.fresh("scan")
         warps = _warps_along(layout, dim)
         smem = self.scratch(warps * lines.size * e.type.dtype.itemsize) if warps > 1 else "nullptr"
-        self.out(f"{t} {name}[{self.L(layout)}::REGS];")
-        self.out(
-            f"tx::scan<{self.L(layout)}, {self.L(lines)}, {dim}>({name}, {src}, "
-            f"[]({t} a, {t} b) {{ return {body}; }}, {smem});"
-        )
+        combine = self.render_macro("combiner", t, body)
+        self.emit("scan", t, name, self.L(layout), self.L(lines), dim, src, combine, smem)
         self.temps[id(e)] = (name, layout, "")
 
-    def emit_relayout(self, e: Op) -> None:
+    def emit_relayout(self, e: Op, dst_name: str | None = None) -> None:
         """convert_layout, permute, reshape: through shared memory, each destination register
         reading the source element it needs."""
         source = e.args[0]
         src_layout: Layout = source.layout
         dst: Layout = e.layout
         src = self.materialise(source, src_layout)
-        name = self.fresh(
+        name = dst_name or self.names.fresh(
             {
                 "convert_layout": "converted",
                 "permute": "permuted",
@@ -109,7 +101,7 @@ class TileEmitter:
                 "split": "half",
             }.get(e.op, "reshaped")
         )
-        coords = [f"{self.L(dst)}::coord(r, {d})" for d in dst.dims]
+        coords = [f"{self.L(dst)}::coord({ELEMENT}, {d})" for d in dst.dims]
         if e.op == "flip":
             axis = e.attr("axis")
             mirrored = list(coords)
@@ -127,33 +119,37 @@ class TileEmitter:
             flat = _row_major(coords, e.type.shape)
         smem = self.scratch(src_layout.size * e.type.dtype.itemsize)
         t = ctype(e.type.dtype)
-        self.out(f"{t} {name}[{self.L(dst)}::REGS];")
-        self.out(
-            f"tx::relayout<{self.L(src_layout)}, {self.L(dst)}>({name}, {src}, {smem}, "
-            f"[](int r) {{ return {flat}; }});"
-        )
+        self.emit("relayout", t, name, self.L(src_layout), self.L(dst), src, smem, flat)
         self.temps[id(e)] = (name, dst, "")
 
-    def emit_gather2(self, e: Op) -> None:
+    def emit_gather2(self, e: Op, dst_name: str | None = None) -> None:
         """cat, join: both sources written into the result's row-major order in shared memory."""
         a, b = e.args
         dst: Layout = e.layout
         names = [self.materialise(x, x.layout) for x in (a, b)]
         lambdas = []
         for k, x in enumerate((a, b)):
-            coords = [f"{self.L(x.layout)}::coord(r, {d})" for d in x.layout.dims]
+            coords = [f"{self.L(x.layout)}::coord({ELEMENT}, {d})" for d in x.layout.dims]
             if e.op == "join":
                 coords.append(str(k))
             elif k == 1:
                 axis = e.attr("axis")
                 coords[axis] = f"({x.type.shape[axis]} + {coords[axis]})"
-            lambdas.append(f"[](int r) {{ return {_row_major(coords, e.type.shape)}; }}")
+            lambdas.append(_row_major(coords, e.type.shape))
         smem = self.scratch(dst.size * e.type.dtype.itemsize)
-        name = self.fresh("joined" if e.op == "join" else "catted")
+        name = dst_name or self.names.fresh("joined" if e.op == "join" else "catted")
         t = ctype(e.type.dtype)
-        self.out(f"{t} {name}[{self.L(dst)}::REGS];")
-        self.out(
-            f"tx::gather2<{self.L(a.layout)}, {self.L(b.layout)}, {self.L(dst)}>({name}, "
-            f"{names[0]}, {names[1]}, {smem}, {lambdas[0]}, {lambdas[1]});"
+        self.emit(
+            "gather2",
+            t,
+            name,
+            self.L(a.layout),
+            self.L(b.layout),
+            self.L(dst),
+            names[0],
+            names[1],
+            smem,
+            lambdas[0],
+            lambdas[1],
         )
         self.temps[id(e)] = (name, dst, "")

@@ -1,21 +1,29 @@
-"""Layout-annotated IR → CUDA C++ text, through the Jinja2 templates beside this file.
+"""Decided IR → CUDA C++ text, through the Jinja2 templates beside this file.
 
-Input: an ``ir.Kernel`` after ``lower.layout`` (and its axis info). Output: the kernel's CUDA
-source, deterministic for a given input. Each DSL statement becomes one block of C++, preceded
-by a ``#line`` directive into the kernel file and the DSL line as a comment. Tiles become
-per-thread register arrays indexed by the layout's registers; elementwise expressions render
-inline, one loop per statement; loads and stores become 16-byte accesses where the axis info
-proves contiguity and alignment. Values in layouts that differ only by broadcast dimensions
-index each other's registers through ``tx::remap``; reductions and layout changes go through
-the device header's ``tx::reduce`` and ``tx::relayout`` and one shared-memory scratch buffer,
-sized here to the largest use.
+Input: :class:`~teeny_tx.lower.passes.Decided`: a kernel whose layouts, conversions and
+software pipelines the lower passes chose, its layouts and the allocator of generated names.
+Output: the kernel's CUDA source, deterministic for a given input, and the bytes of dynamic
+shared memory it needs. The emitter decides nothing: it walks the IR, dispatching each
+statement and op family to a handler that fills in a template macro (``statements.cu.j2``,
+``memory.cu.j2``, ``tiles.cu.j2``, ``dot.cu.j2``, ``debug.cu.j2``); every line of CUDA comes
+from a macro or the kernel skeleton ``kernel.cu.j2``. Expressions are C text from the op table,
+parenthesised by precedence (``expr.py``).
 
-Python decides (names, widths, which snippet); the templates lay out the text.
+Extending it: a new op family is a new ``<family>.cu.j2`` beside this file (every macro of
+every family is in one table; two families may not define the same name); a new decided IR
+node (Hopper's TMA / warp-specialised mainloop, say) gets its handler through
+:func:`register_statement`, a new op computed into a temporary through :func:`register_op`.
+
+Each DSL statement opens with the DSL line as a comment and one ``#line`` directive into the
+kernel file. A ``#line`` numbers the lines after it consecutively, so a statement that takes
+several lines of CUDA re-states it (``#line N``) before each further line of code; comments,
+braces and plain declarations need none.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 
@@ -23,10 +31,13 @@ import jinja2
 
 from ..errors import CompileError
 from ..lower import ir
-from ..lower.axisinfo import AxisInfo
+from ..lower.convert import OWN_STATEMENT_OPS
 from ..lower.ir import Const, Expr, Op, Var
 from ..lower.layout import Layout
+from ..lower.names import ACCUMULATOR, COMBINE_ARGS, ELEMENT, REGISTER, Names, layout_alias
 from ..lower.ops import OPS
+from ..lower.passes import Decided
+from . import expr as cx
 from .cuda_types import ctype
 from .emit_debug import DebugEmitter
 from .emit_dot import DotEmitter
@@ -34,11 +45,38 @@ from .emit_memory import MemoryEmitter
 from .emit_tiles import TileEmitter
 
 INDENT = "    "
+SKELETON = "kernel.cu.j2"
+_MACRO = re.compile(r"{%-?\s*macro\s+(\w+)")
+
+# handlers that other modules add: IR node type -> f(emitter, node); op -> f(emitter, op, dst)
+_STATEMENTS: dict[type, Callable[..., None]] = {}
+_OPS: dict[str, Callable[..., None]] = {}
+
+
+def register_statement(node: type) -> Callable:
+    """Decorator: ``f(emitter, node)`` renders statements of type ``node``."""
+
+    def register(fn: Callable[..., None]) -> Callable[..., None]:
+        _STATEMENTS[node] = fn
+        return fn
+
+    return register
+
+
+def register_op(op: str) -> Callable:
+    """Decorator: ``f(emitter, e, dst=None)`` computes op ``op`` into a temporary (``dst``, or
+    a generated name) and records it in ``emitter.temps``."""
+
+    def register(fn: Callable[..., None]) -> Callable[..., None]:
+        _OPS[op] = fn
+        return fn
+
+    return register
 
 
 @cache
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("teeny_tx", "templates"),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -46,34 +84,105 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
+    env.globals.update(R=REGISTER, E=ELEMENT, D=ACCUMULATOR, A=COMBINE_ARGS[0], B=COMBINE_ARGS[1])
+    return env
+
+
+def families() -> list[str]:
+    """The op-family templates: every ``*.cu.j2`` but the kernel skeleton, in name order."""
+    env = environment()
+    return env.list_templates(filter_func=lambda n: n.endswith(".cu.j2") and n != SKELETON)
+
+
+@cache
+def macros() -> dict[str, Callable[..., str]]:
+    """Every macro of the op-family templates by name (names are unique across families)."""
+    table: dict[str, Callable[..., str]] = {}
+    defined: dict[str, str] = {}
+    env = environment()
+    for family in families():
+        source = env.loader.get_source(env, family)[0]
+        module = env.get_template(family).module
+        for name in _MACRO.findall(source):
+            if name in defined:
+                raise RuntimeError(f"macro {name} is defined in {defined[name]} and {family}")
+            defined[name] = family
+            table[name] = getattr(module, name)
+    return table
+
+
+def _is_code(line: str) -> bool:
+    """Whether a CUDA line compiles to instructions (so #line must map it to its DSL line)."""
+    text = line.strip()
+    if not text or text.startswith(("//", "#", "using ")) or text in ("{", "}", "} else {"):
+        return False
+    # a declaration without initialiser: `T name[L::REGS];`
+    return not (text.endswith("::REGS];") and " " in text and "=" not in text and "(" not in text)
 
 
 class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
-    def __init__(self, kernel: ir.Kernel, layouts: dict[tuple, Layout]):
-        self.kernel = kernel
-        self.layouts = layouts
-        self.layout_names = {key: f"L{i}" for i, key in enumerate(layouts)}
-        self.axis = AxisInfo(kernel)
-        self.snippets = environment().get_template("ops.cu.j2").module
-        self.counters: dict[str, int] = defaultdict(int)
+    # statement handlers by IR node; op handlers (ops computed into a temporary) by op name
+    STATEMENTS = {
+        ir.Declare: "stmt_declare",
+        ir.Assign: "stmt_assign",
+        ir.Eval: "stmt_eval",
+        ir.If: "stmt_if",
+        ir.Loop: "stmt_loop",
+        ir.PipelinedLoop: "stmt_pipelined_loop",
+        ir.Staged: "stmt_staged",
+        ir.Break: "stmt_break",
+        ir.Continue: "stmt_continue",
+        ir.Return: "stmt_return",
+    }
+    TEMPORARIES = {
+        "load": "emit_load_temporary",
+        "reduce": "emit_reduce",
+        "scan": "emit_scan",
+        "cat": "emit_gather2",
+        "join": "emit_gather2",
+        "convert_layout": "emit_relayout",
+        "permute": "emit_relayout",
+        "reshape": "emit_relayout",
+        "flip": "emit_relayout",
+        "split": "emit_relayout",
+        "atomic": "emit_atomic",
+        "dot": "emit_dot",
+    }
+    EFFECTS = {  # ops run for their effect as statements
+        "store": "emit_store",
+        "atomic": "hoist",
+        "device_print": "emit_device_print",
+        "device_assert": "emit_device_assert",
+    }
+
+    def __init__(self, decided: Decided):
+        self.kernel = decided.kernel
+        self.layouts = decided.layouts
+        self.names: Names = decided.names
+        self.layout_names = {key: layout_alias(i) for i, key in enumerate(self.layouts)}
+        self.t = macros()
         self.temps: dict[int, tuple[str, Layout | None, str]] = {}
         self.lines: list[str] = []
+        self.template_lines = 0  # body lines from macros (the skeleton's are all template)
+        self.python_lines = 0  # body lines written by Python (none, today)
         self.depth = 1
+        self.statement_line: int | None = None  # the DSL line the current statement maps to
         self.last_line: tuple[str, int] | None = None
-        self.line_directive_used = False
+        self.mapped = True  # whether the next physical line maps to statement_line
         self.loop_steps: list[list[ir.Stmt] | None] = []
-        self.loop: Layout | None = None  # the layout whose registers `i` counts
+        self.loop: Layout | None = None  # the layout whose registers the register index counts
         self.shared_bytes = 0  # the scratch buffer
         self.pipeline_bytes = 0  # the pipelined loops' stages, after the scratch
-        self.pipelined: dict[str, tuple[str, str]] = {}  # variable -> (shared pointer, tile)
+        self.pipeline_stage: str | None = None  # the stage counter of the pipelined loop
         self.preamble: dict[str, str] = {}  # device functions rendered before the kernel
-        self.wgmma_pending = 0  # wgmma groups a dot may leave running (a pipelined loop's)
+
+    # ------------------------------------------------------------ layouts, registers
 
     def L(self, layout: Layout) -> str:
         return self.layout_names[layout.key]
 
     @contextmanager
-    def registers_of(self, layout: Layout):
+    def registers_of(self, layout: Layout) -> Iterator[str]:
         """Render expressions inside a tile loop over ``layout``'s registers."""
         outer, self.loop = self.loop, layout
         try:
@@ -82,14 +191,10 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
             self.loop = outer
 
     def index(self, layout: Layout) -> str:
-        """Register `i` of the current loop, as a register of ``layout`` (a broadcast of it)."""
+        """The current register, as a register of ``layout`` (a broadcast of the loop's)."""
         if self.loop is None or layout.key == self.loop.key:
-            return "i"
-        return f"tx::remap<{self.L(layout)}, {self.L(self.loop)}>(i)"
-
-    def tile_loop(self, layout: Layout, render, step: int = 1) -> str:
-        with self.registers_of(layout) as name:
-            return self.snippets.tile_loop(name, render(), step)
+            return REGISTER
+        return f"tx::remap<{self.L(layout)}, {self.L(self.loop)}>({REGISTER})"
 
     def scratch(self, nbytes: int) -> str:
         self.shared_bytes = max(self.shared_bytes, nbytes)
@@ -97,16 +202,60 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
 
     # ------------------------------------------------------------ output
 
+    def emit(self, macro: str, *args, **kwargs) -> None:
+        """Render one macro and append its lines at the current depth."""
+        self.put(self.render_macro(macro, *args, **kwargs))
+
+    def render_macro(self, macro: str, *args, **kwargs) -> str:
+        return str(self.t[macro](*args, **kwargs)).strip("\n")
+
+    def put(self, text: str, template: bool = True) -> None:
+        for line in text.split("\n"):
+            if _is_code(line) and not self.mapped and self.statement_line is not None:
+                self.lines.append(self.render_macro("resume", self.statement_line))
+                self.template_lines += 1
+            self.mapped = line.startswith("#line")  # else the compiler's count runs ahead
+            self.lines.append(INDENT * self.depth + line if line and line[0] != "#" else line)
+            if template:
+                self.template_lines += 1
+            else:
+                self.python_lines += 1
+
+    @contextmanager
+    def capture(self) -> Iterator[list[str]]:
+        """Collect the lines rendered inside, unindented, instead of appending them."""
+        lines, depth, mapped = self.lines, self.depth, self.mapped
+        counts = self.template_lines, self.python_lines
+        captured: list[str] = []
+        self.lines, self.depth, self.mapped = captured, 0, True
+        try:
+            yield captured
+        finally:
+            self.lines, self.depth, self.mapped = lines, depth, mapped
+            self.template_lines, self.python_lines = counts
+            captured[:] = [line for line in captured if not line.startswith("#line")]
+
+    def source_line(self, s: ir.Stmt) -> None:
+        """The DSL text and one #line directive, once per kernel line."""
+        key = (s.loc.file, s.loc.line)
+        self.statement_line = s.loc.line
+        if key == self.last_line:
+            return
+        self.last_line = key
+        comment = s.loc.source_line.strip() if s.loc.source_line else ""
+        self.emit("source", comment, s.loc.line, s.loc.file)
+
     def render(self) -> str:
         k = self.kernel
         self.block(k.body)
-        params = []
-        for p in k.runtime_params:
-            if p.type.is_pointer:
-                restrict = " __restrict__" if p.type.dtype.const else ""
-                params.append(f"{ctype(p.type.dtype)}{restrict} {p.name}")
-            else:
-                params.append(f"{ctype(p.type.dtype)} {p.name}")
+        params = [
+            {
+                "ctype": ctype(p.type.dtype),
+                "restrict": p.type.is_pointer and p.type.dtype.const,
+                "name": p.name,
+            }
+            for p in k.runtime_params
+        ]
         constexprs = [
             {
                 "ctype": ctype(p.type.dtype),
@@ -150,111 +299,94 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
             return self.shared_bytes
         return self.pipeline_offset + self.pipeline_bytes
 
-    def out(self, text: str) -> None:
-        """Code lines of the current statement; each after the first re-states its #line so
-        every line of CUDA maps to the DSL line it came from."""
-        for line in text.splitlines():
-            if (
-                self.line_directive_used
-                and self.last_line
-                and line.strip() not in ("}", "} else {", "{")
-            ):
-                self.lines.append(f"#line {self.last_line[1]}")
-            self.line_directive_used = True
-            self.lines.append(INDENT * self.depth + line if line else "")
-
-    def fresh(self, prefix: str) -> str:
-        n = self.counters[prefix]
-        self.counters[prefix] += 1
-        return f"{prefix}_{n}"
-
-    def source_line(self, s: ir.Stmt) -> None:
-        """The #line directive and the DSL text, once per kernel line."""
-        key = (s.loc.file, s.loc.line)
-        if key == self.last_line:
-            return
-        self.last_line = key
-        if s.loc.source_line:
-            self.lines.append(f"{INDENT * self.depth}// {s.loc.source_line.strip()}")
-        self.lines.append(f'#line {s.loc.line} "{s.loc.file}"')
-        self.line_directive_used = False
-
     # ------------------------------------------------------------ statements
 
     def block(self, stmts) -> None:
         for s in stmts:
             self.source_line(s)
-            getattr(self, f"stmt_{type(s).__name__}")(s)
+            if type(s) in _STATEMENTS:
+                _STATEMENTS[type(s)](self, s)
+            else:
+                getattr(self, self.STATEMENTS[type(s)])(s)
 
-    def stmt_Declare(self, s: ir.Declare) -> None:
-        if s.name in self.pipelined:
-            self.out(f"// {s.name}: in shared memory, stage tx_stage (copied by cp.async)")
-            return
-        if not s.type.is_tile:
-            self.hoist(s.init)
-            self.out(f"{ctype(s.type.dtype)} {s.name} = {self.ex(s.init)};")
-            return
-        self.out(self.snippets.declare_tile(ctype(s.type.dtype), s.name, self.L(s.layout)))
-        self.fill(s.name, s.init, s.layout)
-
-    def stmt_Assign(self, s: ir.Assign) -> None:
-        if not s.value.type.is_tile:
-            self.hoist(s.value)
-            self.out(f"{s.name} = {self.ex(s.value)};")
-            return
-        self.fill(s.name, s.value, s.value.layout)
-
-    def fill(self, name: str, value: Expr, layout: Layout) -> None:
-        if isinstance(value, Op) and value.op == "load":
-            self.hoist_args(value)
-            self.emit_load(value, name)
-            return
-        self.hoist(value)
-        self.out(self.tile_loop(layout, lambda: f"{name}[i] = {self.ex(value)};"))
-
-    def stmt_Eval(self, s: ir.Eval) -> None:
-        e = s.expr
-        if isinstance(e, Op) and e.op == "store":
-            self.emit_store(e)
-        elif isinstance(e, Op) and e.op == "atomic":
-            self.hoist(e)
-        elif isinstance(e, Op) and e.op in ("device_print", "device_assert"):
-            getattr(self, f"emit_{e.op}")(e)
-
-    def stmt_If(self, s: ir.If) -> None:
-        self.hoist(s.cond)
-        self.out(f"if ({self.ex(s.cond)}) {{")
-        self.nested(s.then)
-        if s.orelse:
-            self.out("} else {")
-            self.nested(s.orelse)
-        self.out("}")
-
-    def nested(self, stmts) -> None:
-        self.depth += 1
+    def nested(self, stmts, depth: int = 1) -> None:
+        """A nested block; the enclosing statement's next line of code re-states its #line."""
+        line = self.statement_line
+        self.depth += depth
         self.last_line = None
         self.block(stmts)
-        self.depth -= 1
+        self.depth -= depth
+        self.last_line = None
+        self.statement_line, self.mapped = line, False
 
-    def stmt_Loop(self, s: ir.Loop) -> None:
-        self.hoist_invariant_conversions(s)
-        plan = self.plan_pipeline(s)
-        if plan:
-            self.emit_pipelined_loop(s, plan)
+    def stmt_declare(self, s: ir.Declare) -> None:
+        if not s.type.is_tile:
+            self.hoist(s.init)
+            value = self.ex(s.init) if s.init is not None else None
+            self.emit("declare_scalar", ctype(s.type.dtype), s.name, value)
             return
+        init = s.init
+        if (
+            isinstance(init, Op)
+            and init.op in OWN_STATEMENT_OPS
+            and init.op != "dot"
+            and init.layout is not None
+            and init.layout.key == s.layout.key
+        ):
+            self.hoist_args(init)
+            self.compute(init, s.name)
+            if self.temps[id(init)][0] == s.name:
+                return  # computed in place (an arg-reduction computes pairs first)
+        self.hoist(init)
+        with self.registers_of(s.layout) as name:
+            value = self.ex(init)
+        self.emit("define_tile", ctype(s.type.dtype), s.name, name, value)
+
+    def stmt_assign(self, s: ir.Assign) -> None:
+        if not s.value.type.is_tile:
+            self.hoist(s.value)
+            self.emit("assign", s.name, self.ex(s.value))
+            return
+        value, layout = s.value, s.value.layout
+        if isinstance(value, Op) and value.op == "load":
+            self.hoist_args(value)
+            self.emit_load(value, s.name)
+            return
+        self.hoist(value)
+        with self.registers_of(layout) as name:
+            self.emit("fill", name, s.name, self.ex(value))
+
+    def stmt_eval(self, s: ir.Eval) -> None:
+        e = s.expr
+        if isinstance(e, Op) and e.op in self.EFFECTS:
+            getattr(self, self.EFFECTS[e.op])(e)
+
+    def stmt_if(self, s: ir.If) -> None:
+        self.hoist(s.cond)
+        self.emit("if_open", self.ex(s.cond))
+        self.nested(s.then)
+        if s.orelse:
+            self.emit("else_open")
+            self.nested(s.orelse)
+        self.emit("close")
+
+    def stmt_staged(self, s: ir.Staged) -> None:
+        self.emit("staged", s.name, self.pipeline_stage)
+
+    def stmt_loop(self, s: ir.Loop) -> None:
         if s.cond is not None and self.needs_hoist(s.cond):
             self.loop_with_memory_condition(s)
             return
         cond = self.ex(s.cond) if s.cond is not None else ""
         if s.kind == "while":
-            self.out(f"while ({cond or 'true'}) {{")
+            self.emit("while_open", cond or "true")
             self.loop_body(s.body, None)
-            self.out("}")
+            self.emit("close")
             return
         if s.kind == "do":
-            self.out("do {")
+            self.emit("do_open")
             self.loop_body(s.body, None)
-            self.out(f"}} while ({cond or 'true'});")
+            self.emit("do_close", cond or "true")
             return
         simple_init = len(s.init) <= 1 and all(
             isinstance(i, ir.Declare) and not i.type.is_tile for i in s.init
@@ -264,27 +396,25 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
             for t in s.step
         )
         if simple_init and simple_step:
-            init = ""
+            init = None
             if s.init:
                 d = s.init[0]
                 self.hoist(d.init)
-                init = f"{ctype(d.type.dtype)} {d.name} = {self.ex(d.init)}"
-            step = ", ".join(f"{t.name} = {self.ex(t.value)}" for t in s.step)
-            self.out(f"for ({init}; {cond}; {step}) {{")
+                init = {"ctype": ctype(d.type.dtype), "name": d.name, "value": self.ex(d.init)}
+            steps = [(t.name, self.ex(t.value)) for t in s.step]
+            self.emit("for_open", init, cond, steps)
             self.loop_body(s.body, None)
-            self.out("}")
+            self.emit("close")
             return
-        self.out("{")
+        self.emit("open")
         self.depth += 1
         self.block(s.init)
-        self.out(f"for (; {cond}; ) {{")
+        self.emit("for_open", None, cond, [])
         self.loop_body(s.body, list(s.step))
-        self.depth += 1
-        self.block(s.step)
+        self.nested(s.step)
+        self.emit("close")
         self.depth -= 1
-        self.out("}")
-        self.depth -= 1
-        self.out("}")
+        self.emit("close")
 
     def loop_with_memory_condition(self, s: ir.Loop) -> None:
         """A condition that loads or updates memory is evaluated at the top of every iteration."""
@@ -294,68 +424,50 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
                 s.cond.loc,
                 "write it as a while loop",
             )
-        self.out("{")
+        self.emit("open")
         self.depth += 1
         self.block(s.init)
-        self.out("while (true) {")
+        self.emit("while_open", "true")
         self.depth += 1
         saved = dict(self.temps)
         self.hoist(s.cond)
-        self.out(f"if (!({self.ex(s.cond)})) break;")
+        self.emit("exit_unless", self.expr(s.cond).at(cx.UNARY))
         self.temps = saved
         self.depth -= 1
         self.loop_body(s.body, list(s.step) or None)
-        self.depth += 1
-        self.block(s.step)
+        self.nested(s.step)
+        self.emit("close")
         self.depth -= 1
-        self.out("}")
-        self.depth -= 1
-        self.out("}")
+        self.emit("close")
 
-    def loop_body(self, body, step) -> None:
+    def loop_body(self, body, step, depth: int = 1) -> None:
         self.loop_steps.append(step)
-        self.nested(body)
+        self.nested(body, depth)
         self.loop_steps.pop()
-        self.last_line = None
 
-    def stmt_Break(self, s) -> None:
-        self.out("break;")
+    def stmt_break(self, s) -> None:
+        self.emit("jump", "break")
 
-    def stmt_Continue(self, s) -> None:
+    def stmt_continue(self, s) -> None:
         step = self.loop_steps[-1] if self.loop_steps else None
         if step:
-            self.out("{")
+            self.emit("open")
+            self.nested(step)
             self.depth += 1
-            self.block(step)
-            self.out("continue;")
+            self.emit("jump", "continue")
             self.depth -= 1
-            self.out("}")
+            self.emit("close")
         else:
-            self.out("continue;")
+            self.emit("jump", "continue")
 
-    def stmt_Return(self, s) -> None:
-        self.out("return;")
+    def stmt_return(self, s) -> None:
+        self.emit("jump", "return")
 
     # ------------------------------------------------------------ expressions
 
-    _HOISTED = (
-        "load",
-        "reduce",
-        "scan",
-        "convert_layout",
-        "permute",
-        "reshape",
-        "flip",
-        "split",
-        "cat",
-        "join",
-        "atomic",
-        "dot",
-    )
-
     def needs_hoist(self, e: Expr) -> bool:
         if isinstance(e, Op):
-            return e.op in self._HOISTED or any(self.needs_hoist(a) for a in e.args)
+            return e.op in OWN_STATEMENT_OPS or any(self.needs_hoist(a) for a in e.args)
         return False
 
     def hoist(self, e: Expr | None) -> None:
@@ -367,72 +479,70 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
             self.emit_dot(e)
             return
         self.hoist_args(e)
-        if e.op == "load":
-            name = self.fresh("load")
-            if e.type.is_tile:
-                self.out(self.snippets.declare_tile(ctype(e.type.dtype), name, self.L(e.layout)))
-            else:
-                self.out(f"{ctype(e.type.dtype)} {name};")
-            self.emit_load(e, name)
-            self.temps[id(e)] = (name, e.layout, "")
-        elif e.op == "reduce":
-            self.emit_reduce(e)
-        elif e.op == "scan":
-            self.emit_scan(e)
-        elif e.op in ("cat", "join"):
-            self.emit_gather2(e)
-        elif e.op in ("convert_layout", "permute", "reshape", "flip", "split"):
-            self.emit_relayout(e)
-        elif e.op == "atomic":
-            self.emit_atomic(e)
+        if e.op in self.TEMPORARIES or e.op in _OPS:
+            self.compute(e)
+
+    def compute(self, e: Op, dst: str | None = None) -> None:
+        """An op computed into a temporary (``dst``, or a generated name) of its own."""
+        if e.op in _OPS:
+            _OPS[e.op](self, e, dst)
+        elif dst is None:
+            getattr(self, self.TEMPORARIES[e.op])(e)
+        else:
+            getattr(self, self.TEMPORARIES[e.op])(e, dst)
 
     def hoist_args(self, e: Op) -> None:
         for a in e.args:
             self.hoist(a)
 
     def ex(self, e: Expr) -> str:
-        """The C expression of ``e`` at register ``i`` of the current loop (tiles), or whole."""
+        """The C expression of ``e`` at the current register (tiles), or whole (scalars)."""
+        return self.expr(e).text
+
+    def expr(self, e: Expr) -> cx.Text:
         if id(e) in self.temps:
             name, layout, suffix = self.temps[id(e)]
             if layout is None:
-                return name
+                return cx.atom(name)
             if not e.type.is_tile:
-                return f"{name}[0]{suffix}"
-            return f"{name}[{self.index(layout)}]{suffix}"
+                return cx.atom(f"{name}[0]{suffix}")
+            return cx.atom(f"{name}[{self.index(layout)}]{suffix}")
         if isinstance(e, Const):
             if e.name is not None:
-                return e.name
-            return e.type.dtype.literal(e.value)
+                return cx.atom(e.name)
+            return cx.atom(e.type.dtype.literal(e.value))
         if isinstance(e, Var):
-            return f"{e.name}[{self.index(e.layout)}]" if e.type.is_tile else e.name
+            if e.type.is_tile:
+                return cx.atom(f"{e.name}[{self.index(e.layout)}]")
+            return cx.atom(e.name)
         method = getattr(self, f"ex_{e.op}", None)
         if method is not None:
             return method(e)
+        args = [self.expr(a) for a in e.args]
         if e.type.is_pointer or (e.args and e.args[0].type.is_pointer):
-            a, b = (self.ex(x) for x in e.args)
-            return f"({a} + {b})"
-        fmt = OPS[e.op].cuda_format(e.type.dtype)
-        return fmt.format(*(self.ex(a) for a in e.args), T=ctype(e.type.dtype))
+            return cx.binary("+", *args)
+        op = OPS[e.op]
+        return cx.op_text(op.cuda_format(e.type.dtype), op.symbol, args, ctype(e.type.dtype))
 
-    def ex_arange(self, e: Op) -> str:
+    def ex_arange(self, e: Op) -> cx.Text:
         start = e.attr("start")
-        coord = f"{self.L(self.loop)}::coord(i, {e.layout.dims[0]})"
-        return coord if start == 0 else f"({start} + {coord})"
+        coord = cx.atom(f"{self.L(self.loop)}::coord({REGISTER}, {e.layout.dims[0]})")
+        return coord if start == 0 else cx.binary("+", cx.atom(str(start)), coord)
 
-    def ex_full(self, e: Op) -> str:
-        return self.ex(e.args[0])
+    def ex_full(self, e: Op) -> cx.Text:
+        return self.expr(e.args[0])
 
-    def ex_expand_dims(self, e: Op) -> str:
-        return self.ex(e.args[0])
+    def ex_expand_dims(self, e: Op) -> cx.Text:
+        return self.expr(e.args[0])
 
-    def ex_broadcast(self, e: Op) -> str:
-        return self.ex(e.args[0])
+    def ex_broadcast(self, e: Op) -> cx.Text:
+        return self.expr(e.args[0])
 
-    def ex_program_id(self, e: Op) -> str:
-        return f"({ctype(e.type.dtype)})blockIdx.{'xyz'[e.attr('axis')]}"
+    def ex_program_id(self, e: Op) -> cx.Text:
+        return cx.cast(ctype(e.type.dtype), cx.atom(f"blockIdx.{'xyz'[e.attr('axis')]}"))
 
-    def ex_num_programs(self, e: Op) -> str:
-        return f"({ctype(e.type.dtype)})gridDim.{'xyz'[e.attr('axis')]}"
+    def ex_num_programs(self, e: Op) -> cx.Text:
+        return cx.cast(ctype(e.type.dtype), cx.atom(f"gridDim.{'xyz'[e.attr('axis')]}"))
 
 
 def describe_specialisation(k: ir.Kernel) -> str:
@@ -450,7 +560,15 @@ def describe_specialisation(k: ir.Kernel) -> str:
     return ", ".join(parts)
 
 
-def emit_cuda(kernel: ir.Kernel, layouts: dict[tuple, Layout]) -> tuple[str, int]:
-    """The CUDA source of ``kernel`` and the bytes of dynamic shared memory it needs."""
-    emitter = Emitter(kernel, layouts)
+def emit_cuda(decided: Decided) -> tuple[str, int]:
+    """The CUDA source of a decided kernel and the bytes of dynamic shared memory it needs."""
+    emitter = Emitter(decided)
     return emitter.render(), emitter.total_shared_bytes
+
+
+def line_origins(decided: Decided) -> dict[str, int]:
+    """How many lines of ``decided``'s CUDA come from templates (macros and the kernel
+    skeleton) and how many Python wrote itself: the measure that keeps text in templates."""
+    emitter = Emitter(decided)
+    total = len(emitter.render().splitlines())
+    return {"template": total - emitter.python_lines, "python": emitter.python_lines}

@@ -1,0 +1,168 @@
+"""How each ``dot`` reads its operands: decided here, rendered by ``templates/emit_dot.py``.
+
+Input: a kernel after ``lower/pipeline.py`` (its pipelined loops are ir.PipelinedLoop nodes)
+and the allocator of generated names. Output: the same kernel where every ``dot`` op carries a
+:class:`DotPlan` (attr ``plan``): the instruction, and for each operand where its shared-memory
+tile comes from:
+
+- ``stage``: the current stage of a pipelined loop's ring (the loop's copies put it there);
+- ``scratch``: the operand's registers written into the scratch buffer just before the dot
+  (``tx::stage``), 16-bit operands as they are (ldmatrix.trans and wgmma read either way), the
+  others with K contiguous (``flip``).
+
+Dots whose shape the tensor cores cannot take are a located error here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..errors import CompileError
+from . import ir
+from .ir import Expr, Op, Var
+from .names import Names
+from .pipeline import kmajor_as_loaded, operand_source
+
+# the instruction (prelude/mma.cuh) of each operand dtype and precision; None: f32 FMAs
+INSTRUCTIONS = {
+    ("f16", "IEEE"): "tx::MmaF16",
+    ("bf16", "IEEE"): "tx::MmaBF16",
+    ("i8", "IEEE"): "tx::MmaI8",
+    ("f32", "TF32"): "tx::MmaTF32",
+    ("f32", "TF32X3"): "tx::MmaTF32x3",
+    ("f32", "IEEE"): None,
+}
+WGMMA_ALIGN = 1024  # wgmma reads 128-byte swizzled panels from a 1024-aligned base
+
+
+@dataclass(frozen=True)
+class DotOperand:
+    role: str  # "a" or "b"
+    source: str  # "stage" or "scratch"
+    kmajor: bool  # K is the contiguous axis of the shared tile
+    tile: str  # the shared tile's C++ type (tx::SmemTile)
+    pointer: str  # its first element: a stage ring's buffer, or the scratch pointer
+    stage: str = ""  # the stage counter (source "stage")
+    flip: bool = False  # written transposed, so K is contiguous (source "scratch")
+    rows: int = 0  # the shared tile's shape and offset in the scratch (source "scratch")
+    cols: int = 0
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class DotPlan:
+    instruction: str | None  # an mma.sync instruction, or None: FMAs (unused for wgmma)
+    wgmma: bool
+    operands: tuple[DotOperand, DotOperand]
+    scratch_bytes: int  # of the scratch buffer, 0 when both operands are staged by a pipeline
+    pending: int  # wgmma groups this dot may leave running (a pipelined loop that overlaps)
+    k: int
+
+    @property
+    def from_scratch(self) -> bool:
+        return any(o.source == "scratch" for o in self.operands)
+
+
+class _Planner:
+    def __init__(self, names: Names) -> None:
+        self.names = names
+        self.staged: dict[str, tuple[ir.StagedLoad, str]] = {}
+        self.pending = 0
+
+    def dot(self, e: Op) -> Op:
+        a, b, _ = e.args
+        dtype = a.type.dtype
+        m, n = e.type.shape
+        k = a.type.shape[1]
+        k_step = 32 // dtype.itemsize
+        if m % 16 or n % 16 or k % k_step:
+            raise CompileError(
+                f"dot() on the GPU needs M and N multiples of 16 and K a multiple of {k_step} "
+                f"for {dtype.name}, got M={m}, N={n}, K={k}",
+                e.loc,
+                "pad the tiles (masked loads fill the padding with zeros)",
+            )
+        wgmma = e.layout.blocked.version == 3
+        instruction = INSTRUCTIONS[(dtype.name, e.attr("precision"))]
+        operands, offset = [], 0
+        for role, x in (("a", a), ("b", b)):
+            src, transposed = operand_source(x)
+            as_loaded = kmajor_as_loaded(role, transposed)
+            if isinstance(src, Var) and src.name in self.staged:
+                load, stage = self.staged[src.name]
+                operands.append(DotOperand(role, "stage", as_loaded, load.tile, load.buffer, stage))
+                continue
+            flip = dtype.itemsize != 2 and not as_loaded
+            rows, cols = src.type.shape[::-1] if flip else src.type.shape
+            operands.append(
+                DotOperand(
+                    role,
+                    "scratch",
+                    as_loaded or flip,
+                    self.names.fresh(f"{role}_tile"),
+                    self.names.fresh(f"{role}_smem"),
+                    flip=flip,
+                    rows=rows,
+                    cols=cols,
+                    offset=offset,
+                )
+            )
+            offset += rows * cols * dtype.itemsize
+        if instruction is None and not wgmma and not all(o.kmajor for o in operands):
+            raise CompileError("internal: an IEEE f32 dot operand is not K-major", e.loc)
+        from_scratch = offset > 0
+        plan = DotPlan(
+            instruction,
+            wgmma,
+            tuple(operands),
+            offset + (WGMMA_ALIGN if wgmma and from_scratch else 0),
+            0 if from_scratch or not wgmma else self.pending,
+            k,
+        )
+        return dataclasses.replace(e, attrs=(*e.attrs, ("plan", plan)))
+
+    def expr(self, e: Expr | None) -> Expr | None:
+        if not isinstance(e, Op):
+            return e
+        args = tuple(self.expr(a) for a in e.args)
+        if args != e.args:
+            e = dataclasses.replace(e, args=args)
+        return self.dot(e) if e.op == "dot" else e
+
+    def block(self, stmts) -> tuple[ir.Stmt, ...]:
+        return tuple(self.stmt(s) for s in stmts)
+
+    def stmt(self, s: ir.Stmt) -> ir.Stmt:
+        if isinstance(s, ir.Declare):
+            return dataclasses.replace(s, init=self.expr(s.init))
+        if isinstance(s, ir.Assign):
+            return dataclasses.replace(s, value=self.expr(s.value))
+        if isinstance(s, ir.Eval):
+            return dataclasses.replace(s, expr=self.expr(s.expr))
+        if isinstance(s, ir.If):
+            return dataclasses.replace(
+                s, cond=self.expr(s.cond), then=self.block(s.then), orelse=self.block(s.orelse)
+            )
+        if isinstance(s, ir.Loop):
+            return dataclasses.replace(
+                s,
+                init=self.block(s.init),
+                cond=self.expr(s.cond),
+                step=self.block(s.step),
+                body=self.block(s.body),
+            )
+        if isinstance(s, ir.PipelinedLoop):
+            outer = dict(self.staged), self.pending
+            for load in s.loads:
+                self.staged[load.var] = (load, s.stage)
+            self.pending = 1 if s.overlap else 0
+            loop = self.stmt(s.loop)
+            self.staged, self.pending = outer
+            return dataclasses.replace(s, loop=loop)
+        return s
+
+
+def plan_dots(kernel: ir.Kernel, names: Names) -> ir.Kernel:
+    """``kernel`` with a :class:`DotPlan` on every dot."""
+    return dataclasses.replace(kernel, body=_Planner(names).block(kernel.body))

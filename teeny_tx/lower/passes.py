@@ -1,0 +1,54 @@
+"""The passes after typing, in order: what the emitter renders is decided here.
+
+Input: a typed ``ir.Kernel`` from the builder (what the interpreter runs) and whether the target
+has Hopper's warpgroup MMA. Output: :class:`Decided`: the kernel with layouts, conversions
+placed, loops pipelined; its layouts by C++ type in first-use order; the name allocator that
+the emitter goes on with.
+
+1. ``simplify``: integer identities (``x * 1``, ``x + 0``) removed.
+2. ``layout``: a layout on every tile, ``convert_layout`` where producer and consumer differ.
+3. ``convert``: each conversion of a variable declared once, loop-invariant ones before the loop.
+4. ``vectorize``: the vector width of every tile load and store (axis info).
+5. ``LOOP_PASSES``: loops become decided nodes; ``pipeline``: loads feeding ``dot`` in a loop
+   become cp.async stages.
+6. ``dot_plan``: where each dot's operands come from (a stage, or registers via the scratch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import ir
+from .axisinfo import AxisInfo
+from .convert import place_conversions
+from .dot_plan import plan_dots
+from .layout import Layout, assign_layouts
+from .names import Names
+from .pipeline import plan_pipelines
+from .simplify import simplify
+from .vectorize import vectorize
+
+# Passes that lower loops into decided nodes, in order: (kernel, axis info, names) -> kernel.
+# A planner of its own (Hopper's TMA / warp-specialised mainloop) goes before plan_pipelines,
+# which only takes the ir.Loop nodes still left.
+LOOP_PASSES: list[Callable[[ir.Kernel, AxisInfo, Names], ir.Kernel]] = [plan_pipelines]
+
+
+@dataclass
+class Decided:
+    kernel: ir.Kernel
+    layouts: dict[tuple, Layout]
+    names: Names
+
+
+def decide(kernel: ir.Kernel, wgmma: bool = False) -> Decided:
+    """Run the passes above over ``kernel``; ``wgmma``: dots that fit it use Hopper's wgmma."""
+    kernel, layouts = assign_layouts(simplify(kernel), wgmma=wgmma)
+    names = Names.of_kernel(kernel)
+    kernel = place_conversions(kernel, names)
+    kernel = vectorize(kernel, AxisInfo(kernel))
+    for loop_pass in LOOP_PASSES:
+        kernel = loop_pass(kernel, AxisInfo(kernel), names)
+    kernel = plan_dots(kernel, names)
+    return Decided(kernel, layouts, names)

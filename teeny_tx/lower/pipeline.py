@@ -1,0 +1,224 @@
+"""The software-pipeline planner: which loads of a loop feeding ``dot`` become cp.async stages.
+
+Input: a layout-annotated ``ir.Kernel`` after conversion placement (``lower/convert.py``), its
+axis info and the allocator of generated names. Output: the same kernel where each loop of the
+shape below is an :class:`ir.PipelinedLoop`: its pipelined loads' declarations are
+:class:`ir.Staged` markers, and the node carries every decision the emitter renders (stages,
+look-ahead, buffer names and offsets, whether wgmma may overlap the next iteration).
+
+A loop is pipelined when it reads ``for (k = init; cond; k = k + inc)`` with no break, continue
+or return, ``k`` changed only by its step, and at the top of its body 2-D tile loads used only
+as dot operands, from addresses (and masks) of ``k`` and values the loop does not change, 16
+bytes at a time, zeros where masked. Such a load becomes ``cp.async`` copies into a ring of
+``num_stages`` buffers, issued ``num_stages - 1`` iterations ahead (one less where wgmma of one
+iteration may still read its stage while the next starts). Operands of 32-bit elements are
+pipelined only with K contiguous (``ldmatrix.trans`` moves 16-bit elements only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from . import ir
+from .axisinfo import AxisInfo
+from .convert import OWN_STATEMENT_OPS, assigned_names
+from .ir import Const, Expr, Op, Var
+from .layout import walk_exprs, walk_stmts
+from .names import Names
+
+STAGE_ALIGN = 1024  # each ring starts on a 1024-byte boundary (128-byte swizzle panels)
+
+
+def operand_source(x: Expr) -> tuple[Expr, bool]:
+    """The tile a dot operand reads, and whether the dot reads it transposed."""
+    if isinstance(x, Op) and x.op == "permute":
+        return x.args[0], True
+    return x, False
+
+
+def kmajor_as_loaded(role: str, transposed: bool) -> bool:
+    """Whether the operand's source, stored as it is, has K as its contiguous axis: A [M, K]
+    does, B [K, N] does not; a transposed source flips it."""
+    return (role == "a") != transposed
+
+
+def _var_names(e: Expr):
+    if isinstance(e, Var):
+        yield e.name
+    elif isinstance(e, Op):
+        for a in e.args:
+            yield from _var_names(a)
+
+
+def _needs_statement(e: Expr) -> bool:
+    return isinstance(e, Op) and (
+        e.op in OWN_STATEMENT_OPS or any(_needs_statement(a) for a in e.args)
+    )
+
+
+def _dots(stmts) -> list[Op]:
+    return [e for e in walk_exprs(stmts) if isinstance(e, Op) and e.op == "dot"]
+
+
+class _Planner:
+    def __init__(self, kernel: ir.Kernel, axis: AxisInfo, names: Names) -> None:
+        self.stages = kernel.num_stages
+        self.axis = axis
+        self.names = names
+
+    def candidates(self, s: ir.Loop) -> list[tuple[ir.Declare, int]] | None:
+        """The loads of ``s`` to pipeline with their vector widths, or None (see the module)."""
+        if (
+            self.stages < 2
+            or s.kind != "for"
+            or s.cond is None
+            or len(s.init) != 1
+            or len(s.step) != 1
+        ):
+            return None
+        init, step = s.init[0], s.step[0]
+        if not isinstance(init, ir.Declare) or init.type.is_tile or not init.type.dtype.is_int:
+            return None
+        if not (
+            isinstance(step, ir.Assign)
+            and step.name == init.name
+            and isinstance(step.value, Op)
+            and step.value.op == "add"
+            and isinstance(step.value.args[0], Var)
+            and step.value.args[0].name == init.name
+        ):
+            return None
+        changed = assigned_names([s])
+        loop_var = init.name
+        for x in (init.init, s.cond, step.value.args[1]):
+            if _needs_statement(x) or (set(_var_names(x)) & changed) - {loop_var}:
+                return None
+        if set(_var_names(step.value.args[1])) & changed:
+            return None
+        if any(isinstance(t, (ir.Break, ir.Continue, ir.Return)) for t in walk_stmts(s.body)):
+            return None
+        if any(isinstance(t, ir.Assign) and t.name == loop_var for t in walk_stmts(s.body)):
+            return None
+        # how each variable is used in the body: as which dot operands, and in total
+        roles: dict[str, list[tuple[str, bool]]] = {}
+        uses: dict[str, int] = {}
+        for e in walk_exprs(s.body):
+            if isinstance(e, Var):
+                uses[e.name] = uses.get(e.name, 0) + 1
+            if isinstance(e, Op) and e.op == "dot":
+                for role, x in zip(("a", "b"), e.args[:2], strict=True):
+                    src, transposed = operand_source(x)
+                    if isinstance(src, Var):
+                        roles.setdefault(src.name, []).append((role, transposed))
+        found = []
+        for t in s.body:
+            if not (
+                isinstance(t, ir.Declare)
+                and isinstance(t.init, Op)
+                and t.init.op == "load"
+                and t.type.is_tile
+                and len(t.type.shape) == 2
+                and t.name in roles
+                and uses.get(t.name) == len(roles[t.name])
+                and not any(
+                    isinstance(u, ir.Assign) and u.name == t.name for u in walk_stmts(s.body)
+                )
+            ):
+                continue
+            load = t.init
+            exprs = [load.args[0]]
+            if load.attr("masked"):
+                mask, other = load.args[1], load.args[2]
+                if not (isinstance(other, Const) and other.value == 0):
+                    continue
+                exprs.append(mask)
+            if any(
+                _needs_statement(x) or (set(_var_names(x)) & changed) - {loop_var} for x in exprs
+            ):
+                continue
+            if t.type.dtype.itemsize != 2 and not all(
+                kmajor_as_loaded(r, tr) for r, tr in roles[t.name]
+            ):
+                continue
+            vec = self.axis.vector_width(load.args[0], load.layout)
+            if vec * t.type.dtype.itemsize != 16 or load.layout.dims != (0, 1):
+                continue
+            found.append((t, vec))
+        return found or None
+
+    def plan(self, s: ir.Loop) -> ir.Stmt:
+        found = self.candidates(s)
+        if not found:
+            return dataclasses.replace(s, body=self.block(s.body))
+        stages = self.stages
+        dots = _dots(s.body)
+        wgmma = [e for e in dots if e.layout.blocked.version == 3]
+        tf32 = {
+            operand_source(x)[0].name
+            for e in wgmma
+            if e.attr("precision") == "TF32"
+            for x in e.args[:2]
+            if isinstance(operand_source(x)[0], Var)
+        }
+        names = {t.name for t, _ in found}
+        sources = [operand_source(x)[0] for e in dots for x in e.args[:2]]
+        # wgmma may run on while the next iteration starts when each dot reads only pipelined
+        # operands: the copies then run one stage less ahead, to leave its stage alone
+        overlap = (
+            bool(wgmma)
+            and stages >= 3
+            and len(wgmma) == len(dots)
+            and all(isinstance(x, Var) and x.name in names for x in sources)
+        )
+        loads, offset = {}, 0
+        for t, vec in found:
+            load = t.init
+            rows, cols = load.type.shape
+            mask = load.args[1] if load.attr("masked") else None
+            loads[t.name] = ir.StagedLoad(
+                var=t.name,
+                load=load,
+                vec=vec,
+                tile=self.names.fresh(f"{t.name}_tile"),
+                buffer=self.names.fresh(f"{t.name}_stages"),
+                offset=offset,
+                chunk_mask=mask is not None and self.axis.info(mask).const >= vec,
+                tf32=t.name in tf32,
+            )
+            size = stages * rows * cols * load.type.dtype.itemsize
+            offset += -(-size // STAGE_ALIGN) * STAGE_ALIGN
+        body = tuple(
+            ir.Staged(loc=t.loc, name=t.name, staged=loads[t.name])
+            if isinstance(t, ir.Declare) and t.name in loads
+            else t
+            for t in s.body
+        )
+        return ir.PipelinedLoop(
+            loc=s.loc,
+            loop=dataclasses.replace(s, body=self.block(body)),
+            loads=tuple(loads.values()),
+            stages=stages,
+            ahead=stages - 2 if overlap else stages - 1,
+            overlap=overlap,
+            async_reads=bool(wgmma),
+            bytes=offset + STAGE_ALIGN,  # + the alignment of the region to 1024
+            stage=self.names.fresh("stage"),
+            stage_ahead=self.names.fresh("stage_ahead"),
+            k_ahead=self.names.fresh(f"{s.init[0].name}_ahead"),
+            prologue=self.names.fresh("prologue_stage"),
+        )
+
+    def block(self, stmts) -> tuple[ir.Stmt, ...]:
+        out = []
+        for s in stmts:
+            if isinstance(s, ir.Loop):
+                s = self.plan(s)
+            elif isinstance(s, ir.If):
+                s = dataclasses.replace(s, then=self.block(s.then), orelse=self.block(s.orelse))
+            out.append(s)
+        return tuple(out)
+
+
+def plan_pipelines(kernel: ir.Kernel, axis: AxisInfo, names: Names) -> ir.Kernel:
+    """``kernel`` with every loop that has the shape above software-pipelined."""
+    return dataclasses.replace(kernel, body=_Planner(kernel, axis, names).block(kernel.body))

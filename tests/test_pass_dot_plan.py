@@ -1,0 +1,61 @@
+"""lower/dot_plan.py: where each dot's operands come from, decided before the emitter runs."""
+
+import pytest
+
+import teeny_tx as tx
+from teeny_tx.library import target_arch
+from teeny_tx.lower.ir import Op
+from teeny_tx.lower.layout import walk_exprs
+
+ROW = (256, 256, 256, 256, 1, 256, 1, 256)
+COL_A = (256, 256, 256, 1, 256, 256, 1, 256)
+
+
+@pytest.fixture(scope="module")
+def dot_kernels():
+    return tx.compile("tests/kernels/dot.c", name="tests/kernels/dot.c")
+
+
+def plans(kernel, *args, arch="sm_90", **kw):
+    with target_arch(arch):
+        spec = kernel.specialize(*args, **kw)
+    return [
+        e.attr("plan") for e in walk_exprs(spec.kernel.body) if isinstance(e, Op) and e.op == "dot"
+    ]
+
+
+def sources(plan):
+    return [(o.role, o.source, o.kmajor, o.flip) for o in plan.operands]
+
+
+def test_pipelined_operands_read_their_stage(dot_kernels):
+    (p,) = plans(dot_kernels.mm, "f32", "f16", "f16", *ROW, PRECISION=20, BM=64, BN=64, BK=32,
+                 num_stages=3)  # fmt: skip
+    assert sources(p) == [("a", "stage", True, False), ("b", "stage", False, False)]
+    assert p.instruction == "tx::MmaF16" and not p.wgmma and p.scratch_bytes == 0
+    assert all(o.stage == "tx_stage" and o.tile.startswith("tx_") for o in p.operands)
+
+
+def test_register_operands_go_through_the_scratch(dot_kernels):
+    common = dict(PRECISION=20, BM=64, BN=64, BK=32, num_stages=3)
+    (p,) = plans(dot_kernels.mm, "f32", "f16", "f16", *COL_A, **common)
+    assert sources(p) == [("a", "scratch", True, False), ("b", "stage", False, False)]
+    assert p.scratch_bytes == 64 * 32 * 2 and p.operands[0].offset == 0
+    # IEEE f32 on FMAs: B [K, N] is written transposed so that K is contiguous
+    (p,) = plans(dot_kernels.mm, "f32", "f32", "f32", *ROW, **common)
+    assert sources(p) == [("a", "stage", True, False), ("b", "scratch", True, True)]
+    assert (p.operands[1].rows, p.operands[1].cols) == (64, 32) and p.instruction is None
+    # both from registers: one after the other in the scratch
+    (p,) = plans(dot_kernels.mm, "f32", "f16", "f16", *COL_A, **{**common, "num_stages": 1})
+    assert [o.offset for o in p.operands] == [0, 64 * 32 * 2]
+
+
+def test_wgmma_of_an_overlapping_pipeline_leaves_one_group_running(dot_kernels):
+    common = dict(PRECISION=20, BM=64, BN=128, BK=64, num_warps=4)
+    for stages, pending in [(2, 0), (3, 1)]:
+        (p,) = plans(dot_kernels.mm_nt, "f32", "f16", "f16", 256, 256, 256, arch="sm_90a",
+                     **common, num_stages=stages)  # fmt: skip
+        assert p.wgmma and p.pending == pending, stages
+    (p,) = plans(dot_kernels.mm_staged, "f32", "f16", "f16", 256, 256, 256, arch="sm_90a",
+                 **common, num_stages=3)  # fmt: skip
+    assert p.pending == 0 and p.scratch_bytes == 64 * 64 * 2 + 1024  # aligned for wgmma
