@@ -290,7 +290,7 @@ def test_goldens_come_from_templates_and_have_no_redundant_parentheses():
     """Every line of the goldens' CUDA comes from a template macro or the kernel skeleton
     (line_origins counts lines Python writes itself); expressions are parenthesised by
     precedence, and identities such as `* 1` are gone."""
-    from teeny_tx.library import GOLDEN
+    from tests.cases import GOLDEN
 
     for g in GOLDEN:
         text = g.path.read_text()

@@ -4,7 +4,7 @@ ones before the loop; the generated CUDA does one shared-memory round trip per c
 import re
 
 import teeny_tx
-from teeny_tx.library import GOLDEN
+from tests.cases import GOLDEN
 from teeny_tx.lower import ir
 from teeny_tx.lower.ir import Op, Var
 from teeny_tx.lower.layout import walk_exprs

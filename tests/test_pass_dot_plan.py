@@ -3,7 +3,6 @@
 import pytest
 
 import teeny_tx as tx
-from teeny_tx.library import target_arch
 from teeny_tx.lower.ir import Op
 from teeny_tx.lower.layout import walk_exprs
 
@@ -17,8 +16,7 @@ def dot_kernels():
 
 
 def plans(kernel, *args, arch="sm_90", **kw):
-    with target_arch(arch):
-        spec = kernel.specialize(*args, **kw)
+    spec = kernel.specialize(*args, target=arch, **kw)
     return [
         e.attr("plan") for e in walk_exprs(spec.kernel.body) if isinstance(e, Op) and e.op == "dot"
     ]

@@ -15,7 +15,6 @@ import pytest
 
 import teeny_tx as tx
 from teeny_tx.kernel import HEADERS
-from teeny_tx.library import target_arch
 from teeny_tx.lower.names import FIXED, REGISTER, Names
 from teeny_tx.parse.reserved import GENERATED_PREFIX
 from teeny_tx.runtime import nvrtc
@@ -35,11 +34,11 @@ _DECLARED = re.compile(
 def names_source(arch: str, tiles, warps: int, stages: int = 3, offsets=(32, 64)) -> str:
     bm, bn, bk = tiles
     kernel = tx.compile(NAMES_FILE, name=NAMES_FILE).names
-    with target_arch(arch):
-        return kernel.cuda_source(
-            "f32", "f16", "f16", 256, 256, 256, *offsets,
-            BM=bm, BN=bn, BK=bk, num_warps=warps, num_stages=stages,
-        )  # fmt: skip
+    return kernel.cuda_source(
+        "f32", "f16", "f16", 256, 256, 256, *offsets,
+        BM=bm, BN=bn, BK=bk, num_warps=warps, num_stages=stages,
+        target=arch,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(("arch", "tiles", "warps"), TARGETS)

@@ -8,7 +8,6 @@ markers, and the node carries the ring's depth, look-ahead, buffers and generate
 import pytest
 
 import teeny_tx as tx
-from teeny_tx.library import target_arch
 from teeny_tx.lower import ir
 from teeny_tx.lower.layout import walk_stmts
 
@@ -26,8 +25,7 @@ def _pipelines(spec) -> list[ir.PipelinedLoop]:
 
 
 def plan(kernel, *args, arch="sm_90", **kw):
-    with target_arch(arch):
-        return _pipelines(kernel.specialize(*args, **kw))
+    return _pipelines(kernel.specialize(*args, target=arch, **kw))
 
 
 @pytest.mark.parametrize("stages", [2, 3, 4])

@@ -9,7 +9,7 @@ on the interpreter to the same bits as the IR the builder made.
 import numpy as np
 import pytest
 
-from teeny_tx import interpreter
+from teeny_tx.interp import interpreter
 from teeny_tx.lower.ir import Const, Op
 from teeny_tx.lower.layout import walk_exprs
 from teeny_tx.lower.simplify import simplify
