@@ -26,7 +26,7 @@ from pycparser import c_ast
 from .._prelude import FILES
 from ..dtypes import BOOL, DTYPES, F32, DType
 from ..errors import CompileError, Location
-from ..parse import Unit
+from ..parse import Unit, literals
 from ..parse.source import PRELUDE_NAME, prelude_text
 from . import ir
 from . import typing as ty
@@ -326,13 +326,22 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         hint = f"did you mean '{close[0]}'?" if close else None
         return CompileError(f"unknown {what} '{name}'", loc, hint)
 
-    def constant(self, node, what: str) -> Any:
+    def constant(self, node, what: str, integer: bool = True) -> Any:
+        """The value of a compile-time constant argument: an integer (or truth value) unless
+        ``integer`` is False. A float where an integer belongs (``program_id(1.0)``) is
+        refused here, for every op that takes constant arguments."""
         value = self.expr(node)
         if not isinstance(value, Const):
             raise CompileError(
                 f"{what} must be a compile-time constant",
                 self.loc(node),
                 "use literals and `const` parameters (constexprs) here",
+            )
+        if integer and not isinstance(value.value, int):
+            raise CompileError(
+                f"{what} must be an integer constant, got {value.type.dtype} {value.value!r}",
+                self.loc(node),
+                "write an integer literal or an integer `const` parameter",
             )
         return value.value
 
@@ -537,6 +546,11 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             if result is not None and isinstance(result, Op) and result.op in ("store", "atomic"):
                 self.emit(ir.Eval(loc=self.loc(node), expr=result))
             return
+        op = OPS.get(name or "")
+        if name is not None and (op is None or not op.prelude):
+            raise self.unknown(name, self.loc(node.name), "operation")
+        if name is None:
+            self.expr_FuncCall(node, statement=True)  # says what is wrong with the callee
         raise CompileError(
             f"the value of {name}(...) is not used", self.loc(node), "assign it to a variable"
         )
@@ -644,25 +658,22 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         text = node.value
         if node.type == "string":
             raise CompileError("string literals are not supported here", loc)
-        if node.type == "char":
-            return Const(
-                type=Type(self.index),
-                loc=loc,
-                value=ord(text[1:-1].encode().decode("unicode_escape")),
-                weak=True,
-            )
-        if node.type in ("float", "double"):
-            value = float(text.rstrip("fFlL"))
+        if node.type == "char" or "'" in text:
+            value = literals.character(text, loc)
+            return Const(type=Type(self.index), loc=loc, value=value, weak=True)
+        if node.type in ("float", "double", "long double"):
+            value = literals.floating(text, loc)
             return Const(type=Type(F32), loc=loc, value=value, weak=True)
-        digits = text.rstrip("uUlL")
-        value = (
-            int(digits, 0)
-            if not (digits.startswith("0") and digits[1:].isdigit())
-            else int(digits, 8)
-        )
-        if "u" in text.lower():
+        value, unsigned = literals.integer(text, loc)
+        if unsigned:
             return Const(
                 type=Type(DTYPES["u64"] if value >= 2**32 else DTYPES["u32"]), loc=loc, value=value
+            )
+        if value >= 2**63:
+            raise CompileError(
+                f"integer literal '{text}' does not fit in i64",
+                loc,
+                f"write it unsigned, {text}u, or as a negative number",
             )
         return Const(type=Type(ty.weak_literal_type(value)), loc=loc, value=value, weak=True)
 

@@ -11,6 +11,7 @@ from pycparser import c_ast
 
 from ..dtypes import BOOL
 from ..errors import CompileError, Location
+from ..parse import literals
 from . import typing as ty
 from .ir import Expr, Op, Type
 
@@ -19,10 +20,10 @@ class DebugOps:
     def string_arg(self, node, what: str) -> str:
         if not (isinstance(node, c_ast.Constant) and node.type == "string"):
             raise CompileError(f"{what} must be a string literal", self.loc(node))
-        return node.value[1:-1].encode().decode("unicode_escape")
+        return literals.string(node.value, self.loc(node))
 
     def call_static_assert(self, args, loc: Location) -> None:
-        cond = self.constant(args[0], "the condition of static_assert()")
+        cond = self.constant(args[0], "the condition of static_assert()", integer=False)
         message = (
             self.string_arg(args[1], "the message of static_assert()") if len(args) > 1 else ""
         )
