@@ -275,9 +275,10 @@ def test_redeclaration_in_one_scope():
 
 def test_names_cuda_reserves_cannot_name_parameters_or_kernels():
     err = compile_error("kernel k(f32 *out, i32 this)\n{\n    return;\n}\n", "f32", 1)
-    check(err, 1, 24, "'this' cannot name a parameter: CUDA C++ uses it", "rename the parameter")
+    why = "it is a reserved name of C, C++ or CUDA"
+    check(err, 1, 24, f"'this' is reserved: {why}", "rename it, e.g. 'this_'")
     err = compile_error("kernel tx(f32 *out)\n{\n    return;\n}\n", "f32", name="tx")
-    check(err, 1, 8, "'tx' cannot name a kernel: CUDA C++ uses it", "rename the kernel")
+    check(err, 1, 8, f"'tx' is reserved: {why}", "rename it, e.g. 'my_tx'")
 
 
 # Unsupported constructs each get one clear error at their location, never a Python exception.

@@ -359,21 +359,12 @@ def test_unique_names_with_shadowing_in_nested_scopes():
 
 def test_locals_named_like_the_generated_cudas_own_names_are_renamed():
     kernel = lower(
-        kernel_text(
-            "    i32 i = 2;\n    i32 tx = 3;\n    i32 blockIdx = 4;\n"
-            "    i32 L0 = 5;\n    i32 load_0 = 6;\n"
-            "    i32 new = 7;\n    i32 value = 8;"
-        )
+        kernel_text("    i32 i = 2;\n    i32 L0 = 5;\n    i32 load_0 = 6;\n    i32 value = 8;")
     )
-    assert [s.name for s in kernel.body] == [
-        "i_1",
-        "tx_1",
-        "blockIdx_1",
-        "L0_1",
-        "load_0_1",
-        "new_1",
-        "value",
-    ]
+    assert [s.name for s in kernel.body] == ["i_1", "L0_1", "load_0_1", "value"]
+    for reserved in ("tx", "blockIdx", "new"):  # C/CUDA names are refused (parse/reserved.py)
+        with pytest.raises(teeny_tx.CompileError, match=f"'{reserved}' is reserved"):
+            lower(kernel_text(f"    i32 {reserved} = 3;"))
 
 
 def test_const_pointer_locals_are_read_only_pointers_not_constants():

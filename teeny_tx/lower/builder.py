@@ -27,6 +27,7 @@ from .._prelude import FILES
 from ..dtypes import BOOL, DTYPES, F32, DType
 from ..errors import CompileError, Location
 from ..parse import Unit, literals
+from ..parse.reserved import RESERVED_NAMES
 from ..parse.source import PRELUDE_NAME, prelude_text
 from . import ir
 from . import typing as ty
@@ -62,73 +63,9 @@ _BINARY = {
 _UNARY = {"-": "neg", "!": "lnot", "~": "invert"}
 _FLOAT_CONSTANTS = {"INF": float("inf"), "NAN": float("nan")}
 
-# Names with a meaning of their own in the generated CUDA: C++ keywords C lacks, CUDA's built-in
-# variables and the device header's namespace (a kernel or parameter named so is refused), and
-# the emitter's register index `i`, layouts `L0` and temporaries `load_0` (a local named so is
-# renamed, `i` -> `i_1`, like any shadowed name).
-_CUDA_NAMES = frozenset(
-    {
-        "alignas",
-        "alignof",
-        "and",
-        "and_eq",
-        "asm",
-        "bitand",
-        "bitor",
-        "catch",
-        "char16_t",
-        "char32_t",
-        "char8_t",
-        "class",
-        "compl",
-        "concept",
-        "consteval",
-        "constexpr",
-        "constinit",
-        "const_cast",
-        "decltype",
-        "delete",
-        "dynamic_cast",
-        "explicit",
-        "export",
-        "friend",
-        "mutable",
-        "namespace",
-        "new",
-        "noexcept",
-        "not",
-        "not_eq",
-        "nullptr",
-        "operator",
-        "or",
-        "or_eq",
-        "private",
-        "protected",
-        "public",
-        "reinterpret_cast",
-        "requires",
-        "static_assert",
-        "static_cast",
-        "template",
-        "this",
-        "thread_local",
-        "throw",
-        "try",
-        "typeid",
-        "typename",
-        "using",
-        "virtual",
-        "wchar_t",
-        "xor",
-        "xor_eq",
-        "threadIdx",
-        "blockIdx",
-        "blockDim",
-        "gridDim",
-        "warpSize",
-        "tx",
-    }
-)
+# Reserved names (C/C++/CUDA, the `tx_` prefix) never reach the builder: the parser refuses them
+# (parse/reserved.py). Generated names still avoid them when the builder makes one up.
+_CUDA_NAMES = RESERVED_NAMES
 # Names the emitter gives its temporaries (a local named so is renamed): a prefix and a number.
 _EMITTER_PREFIXES = (
     "load",
@@ -197,24 +134,12 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
 
     def build(self) -> ir.Kernel:
         loc = self.loc(self.fn.decl)
-        if self.fn.decl.name in _CUDA_NAMES:
-            raise CompileError(
-                f"'{self.fn.decl.name}' cannot name a kernel: CUDA C++ uses it",
-                loc,
-                "rename the kernel",
-            )
         constexprs = dict(self.spec.constexprs)
         pointer_dtypes = dict(self.spec.pointer_dtypes)
         align = dict(self.spec.align)
         assigned = _assigned_names(self.fn.body)
         params = []
         for p in kernel_signature(self.unit, self.fn):
-            if p.name in _CUDA_NAMES:
-                raise CompileError(
-                    f"'{p.name}' cannot name a parameter: CUDA C++ uses it",
-                    p.loc,
-                    "rename the parameter",
-                )
             if p.kind == "constexpr":
                 if p.name not in constexprs:
                     raise CompileError(

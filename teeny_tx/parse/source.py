@@ -217,7 +217,7 @@ def _detail(detail: str) -> tuple[str, str | None]:
     if what:
         thing = what[1][len("Invalid ") :]
         return f"syntax error: expected {_article(thing)} {thing}, got '{what[2]}'", None
-    return f"syntax error: {detail}", None
+    return detail, None
 
 
 def _article(word: str) -> str:
