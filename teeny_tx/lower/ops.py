@@ -22,6 +22,7 @@ import numpy as np
 from ..dtypes import BOOL, DType
 from ..errors import CompileError, Location
 from . import typing as ty
+from .casts import cast_array
 from .ir import Const, Expr, Op, PointerType, Type
 
 
@@ -462,19 +463,15 @@ _def("pow", "pow(x, y): x^y", 2, rule_float_math, "tx::pow({0}, {1})", _in_f32(n
 
 
 def _numpy_cast(x, to: DType):
-    """C casts as CUDA performs them: float to integer truncates and saturates, NaN gives 0."""
-    if to.kind == "b":
-        return x != 0
-    if to.is_int and (x.dtype.kind == "f" or x.dtype.name == "bfloat16"):
-        info = np.iinfo(to.np)
-        wide = np.nan_to_num(x.astype(np.float64), nan=0.0)
-        return np.clip(np.trunc(wide), info.min, info.max).astype(to.np)
-    return x.astype(to.np)
+    """C casts by the rules C1-C5 of ``lower/casts.py``: float to integer truncates, saturates
+    and gives 0 for NaN; conversions to a float round once."""
+    return cast_array(x, to)
 
 
 _def(
     "cast",
-    "(T)x: convert to dtype T (C cast); float to int truncates",
+    "(T)x: convert to dtype T; float to int truncates and saturates, NaN gives 0; "
+    "to a float rounds once (lower/casts.py)",
     1,
     None,
     "tx::cast<{T}>({0})",

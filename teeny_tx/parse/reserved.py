@@ -9,9 +9,13 @@ R1. ``GENERATED_PREFIX`` (``tx_``) starts every name the compiler generates (tem
     pipeline buffers, layouts; the allocator in ``lower/names.py`` hands them out).
 R2. Names that start with ``__`` or with ``_`` and a capital letter are the implementation's in
     C and C++ (``__LINE__``, ``__CUDA_ARCH__``, ``__shared__``, ``__half``, ``_Pragma``).
-R3. ``RESERVED_NAMES``: the keywords of C and C++, CUDA's built-in variables, types and device
-    functions the generated code calls, the macros and functions of the standard headers that
-    NVRTC sees (``NULL``, ``assert``, ``printf``), ``main``, and the device header's namespace.
+R3. ``RESERVED_NAMES``: the keywords of C and C++, CUDA's built-in variables and the device
+    functions the generated code calls (``atomicAdd``), the macros and functions of the
+    standard headers that NVRTC sees (``NULL``, ``assert``, ``printf``), ``main``, and the
+    device header's namespace ``tx``.
+R4. ``KERNEL_RESERVED_NAMES`` adds, for kernel names only, the types and functions the CUDA
+    headers declare at global scope (``half``, ``float4``, ``dim3``, ``malloc``): a local
+    variable may shadow them, a kernel would collide with them.
 
 The language's own names (its types, operations and constants: ``i32``, ``max``, ``INF``) are
 never reserved; a test checks that the two sets are apart.
@@ -38,44 +42,55 @@ _CPP_KEYWORDS = """
     xor xor_eq final override
 """
 _CUDA_BUILTINS = """
-    threadIdx blockIdx blockDim gridDim warpSize dim3 half half2 nv_bfloat16 nv_bfloat162
-    atomicAdd atomicSub atomicExch atomicMin atomicMax atomicInc atomicDec atomicCAS atomicAnd
-    atomicOr atomicXor clock clock64 cudaError_t
+    threadIdx blockIdx blockDim gridDim warpSize atomicAdd atomicSub atomicExch atomicMin
+    atomicMax atomicInc atomicDec atomicCAS atomicAnd atomicOr atomicXor
 """
+_STANDARD_NAMES = """
+    NULL EOF assert main printf offsetof INFINITY HUGE_VAL INT_MAX INT_MIN UINT_MAX LLONG_MAX
+    LLONG_MIN FLT_MAX DBL_MAX CHAR_BIT std cuda tx
+"""
+# Types and functions the CUDA headers declare at global scope: a kernel (a global function of
+# the generated code) may not take these names; a local variable or parameter may (it only
+# shadows them inside the kernel, where the generated code never names them).
 _VECTOR_BASES = "char uchar short ushort int uint long ulong longlong ulonglong float double"
 _VECTOR_TYPES = " ".join(f"{base}{n}" for base in _VECTOR_BASES.split() for n in (1, 2, 3, 4))
-_STANDARD_NAMES = """
-    NULL EOF assert main printf malloc free memcpy memset offsetof size_t ptrdiff_t nullptr_t
-    int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t intptr_t uintptr_t
-    INFINITY HUGE_VAL INT_MAX INT_MIN UINT_MAX LLONG_MAX LLONG_MIN FLT_MAX DBL_MAX CHAR_BIT
-    std cuda tx
+_GLOBAL_NAMES = """
+    dim3 half half2 nv_bfloat16 nv_bfloat162 clock clock64 cudaError_t malloc free memcpy
+    memset size_t ptrdiff_t nullptr_t int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t
+    uint64_t intptr_t uintptr_t
 """
 
 RESERVED_NAMES: frozenset[str] = frozenset(
-    " ".join((_C_KEYWORDS, _CPP_KEYWORDS, _CUDA_BUILTINS, _VECTOR_TYPES, _STANDARD_NAMES)).split()
+    " ".join((_C_KEYWORDS, _CPP_KEYWORDS, _CUDA_BUILTINS, _STANDARD_NAMES)).split()
+)
+KERNEL_RESERVED_NAMES: frozenset[str] = RESERVED_NAMES | frozenset(
+    " ".join((_VECTOR_TYPES, _GLOBAL_NAMES)).split()
 )
 
 _IMPLEMENTATION = re.compile(r"__|_[A-Z]")
 
 
-def why_reserved(name: str) -> str | None:
-    """Why ``name`` may not appear in a kernel file (R1-R3), or None when it may."""
+def why_reserved(name: str, kernel: bool = False) -> str | None:
+    """Why ``name`` may not appear in a kernel file (R1-R3), or None when it may; ``kernel``:
+    the name of a kernel, which must also avoid the CUDA headers' global names (R4)."""
     if name.startswith(GENERATED_PREFIX):
         return f"names starting with '{GENERATED_PREFIX}' are the compiler's"
     if _IMPLEMENTATION.match(name):
         return "names starting with '__' or '_' and a capital letter are reserved in C and CUDA"
     if name in RESERVED_NAMES:
         return "it is a reserved name of C, C++ or CUDA"
+    if kernel and name in KERNEL_RESERVED_NAMES:
+        return "the CUDA headers declare it at global scope, where kernels live"
     return None
 
 
 def reserved_hint(name: str) -> str:
-    """A hint for a refused name: a nearby free spelling."""
+    """A hint for a refused name: a nearby free spelling (free in every position)."""
     base = name
     if base.startswith(GENERATED_PREFIX):
         base = base[len(GENERATED_PREFIX) :]
     base = base.lstrip("_") or "value"
-    candidate = base if why_reserved(base) is None else f"{base}_"
-    if why_reserved(candidate) is not None or candidate == name:
+    candidate = base if why_reserved(base, kernel=True) is None else f"{base}_"
+    if why_reserved(candidate, kernel=True) is not None or candidate == name:
         candidate = f"my_{base}"
     return f"rename it, e.g. '{candidate}'"

@@ -368,6 +368,9 @@ def _nesting_error(filename: str, lines: list[str], starts: list[int], pos: int)
 def _check_tree(ast: c_ast.FileAST, filename: str, text: str) -> None:
     """The kernel file's syntax tree: no deeper than MAX_NESTING, no reserved identifier."""
     lines = text.split("\n")
+    # top-level functions: kernels and helpers alike avoid the global names (R4), since a
+    # helper becomes a kernel by an edit of one word
+    functions = {id(f.decl) for f in ast.ext if isinstance(f, c_ast.FuncDef)}
     stack = [
         (node, 1) for node in ast.ext if node.coord is not None and node.coord.file == filename
     ]
@@ -381,7 +384,7 @@ def _check_tree(ast: c_ast.FileAST, filename: str, text: str) -> None:
                 "split long expressions into named steps (a sum of many terms nests too)",
             )
         for name in _names(node):
-            why = why_reserved(name)
+            why = why_reserved(name, kernel=id(node) in functions)
             if why is not None:
                 loc = _name_loc(coord, name, filename, lines, text)
                 raise CompileError(f"'{name}' is reserved: {why}", loc, reserved_hint(name))
