@@ -217,6 +217,9 @@ def _detail(detail: str) -> tuple[str, str | None]:
     if what:
         thing = what[1][len("Invalid ") :]
         return f"syntax error: expected {_article(thing)} {thing}, got '{what[2]}'", None
+    if detail.startswith("Invalid "):
+        hint = "a C keyword or a misspelt type name may stand where a name or type belongs"
+        return f"syntax error: {detail[0].lower()}{detail[1:]}", hint
     return detail, None
 
 
