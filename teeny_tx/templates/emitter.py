@@ -408,7 +408,7 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
         method = getattr(self, f"ex_{e.op}", None)
         if method is not None:
             return method(e)
-        if e.type.is_pointer or (e.args and e.args[0].type.is_pointer):
+        if e.op == "add" and (e.type.is_pointer or (e.args and e.args[0].type.is_pointer)):
             a, b = (self.ex(x) for x in e.args)
             return f"({a} + {b})"
         fmt = OPS[e.op].cuda_format(e.type.dtype)
