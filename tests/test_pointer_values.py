@@ -61,3 +61,28 @@ def test_pointer_values_are_refused_at_the_argument(body, col, message):
     err = compile_error(kernel_text(body))
     assert (err.loc.line, err.loc.col, err.message) == (4, col, message)
     assert err.hint
+
+
+HELD = """kernel held(f32 *out, const f32 *a, const i32 N)
+{
+    tile r = arange(0, N);
+    tile pc = out + expand_dims(r, 1) * N + expand_dims(r, 0);
+    tile pa = a + expand_dims(r, 1) * N + expand_dims(r, 0);
+    tile x = (f16)load(pa);
+    f32 acc[N][N] = 0;
+    acc = dot(x, x, acc);
+    store(pc, acc);
+}
+"""
+
+
+def test_a_pointer_tile_held_across_a_dot_is_stored_through():
+    """The pointer tile changes layout to meet the dot's accumulator: it is staged through
+    shared memory like any tile (8 bytes a pointer)."""
+    module = teeny_tx.compile(HELD, name=KERNEL_FILE)
+    nvrtc_compile(module.held.cuda_source("f32", "f32", N=16), "held")
+    a = np.random.default_rng(0).standard_normal(256).astype(np.float32)
+    out = np.zeros(256, np.float32)
+    module.held.interpret[(1,)](out, a, N=16)
+    x = a.reshape(16, 16).astype(np.float16).astype(np.float64)
+    np.testing.assert_allclose(out.reshape(16, 16), x @ x, rtol=1e-5, atol=1e-5)
