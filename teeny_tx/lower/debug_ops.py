@@ -16,6 +16,24 @@ from . import typing as ty
 from .ir import Expr, Op, Type
 
 
+def printf_text(text: str) -> str:
+    """``text`` as a printf format that prints it: ``%`` doubled, and control characters other
+    than newline and tab written as visible escapes (``\\r``, ``\\0``, ``\\x1b``), so the IR
+    carries text the emitter may put in a format string as it is. The interpreter prints what
+    printf would (``%%`` as ``%``)."""
+    out = []
+    for c in text:
+        if c == "%":
+            out.append("%%")
+        elif c in "\n\t":
+            out.append(c)
+        elif ord(c) < 32 or ord(c) == 127:
+            out.append({"\r": "\\r", "\0": "\\0"}.get(c, f"\\x{ord(c):02x}"))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
 class DebugOps:
     def string_arg(self, node, what: str) -> str:
         if not (isinstance(node, c_ast.Constant) and node.type == "string"):
@@ -56,7 +74,7 @@ class DebugOps:
             loc=loc,
             op="device_print",
             args=tuple(values),
-            attrs=(("prefix", prefix),),
+            attrs=(("prefix", printf_text(prefix)),),
         )
 
     def call_device_assert(self, args, loc: Location) -> Expr | None:
@@ -72,7 +90,7 @@ class DebugOps:
             op="device_assert",
             args=(cond,),
             attrs=(
-                ("message", message),
-                ("text", loc.source_line.strip() if loc.source_line else ""),
+                ("message", printf_text(message)),
+                ("text", printf_text(loc.source_line.strip() if loc.source_line else "")),
             ),
         )
