@@ -193,6 +193,19 @@ struct Convert<To, From, true> {
 
 template <typename To, typename From>
 __device__ __forceinline__ To cast(From x) { return Convert<To, From>::run(x); }
+
+// bitcast<To>(x): the bits of x read as To, a type of the same size.
+template <typename To, typename From>
+__device__ __forceinline__ To bitcast(From x) {
+    static_assert(sizeof(To) == sizeof(From), "bitcast needs types of one size");
+    To y;
+    memcpy(&y, &x, sizeof(To));
+    return y;
+}
+
+// debug_barrier(): Triton's; every thread of the block waits (its memory operations become
+// visible to the block).
+__device__ __forceinline__ void debug_barrier() { __syncthreads(); }
 template <> __device__ __forceinline__ __half cast<__half, __half>(__half x) { return x; }
 template <> __device__ __forceinline__ __nv_bfloat16 cast<__nv_bfloat16, __nv_bfloat16>(__nv_bfloat16 x) { return x; }
 template <> __device__ __forceinline__ __half cast<__half, __nv_bfloat16>(__nv_bfloat16 x) { return __float2half_rn(__bfloat162float(x)); }

@@ -36,7 +36,7 @@ from .dot_ops import PRECISIONS, DotOps
 from .ir import Const, Expr, Op, PointerType, Type, Var
 from .memory_ops import ORDERS, SCOPES, MemoryOps
 from .ops import OPS
-from .reduction_ops import ReductionOps
+from .reduction_ops import TUPLE_SCAN_HINT, ReductionOps
 from .shape_ops import ShapeOps
 from .signature import element_dtype, kernel_signature
 
@@ -461,7 +461,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
 
     def stmt_FuncCall(self, node: c_ast.FuncCall) -> None:
         name = node.name.name if isinstance(node.name, c_ast.ID) else None
-        if name in ("static_assert", "device_print", "device_assert"):
+        if name in ("static_assert", "device_print", "device_assert", "debug_barrier"):
             result = self.expr_FuncCall(node, statement=True)
             if result is not None:
                 self.emit(ir.Eval(loc=self.loc(node), expr=result))
@@ -590,6 +590,12 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             value = literals.floating(text, loc)
             return Const(type=Type(F32), loc=loc, value=value, weak=True)
         value, unsigned = literals.integer(text, loc)
+        # C's rule for a hex or octal literal that int cannot hold: it is unsigned when
+        # unsigned int (or, past i64, unsigned long long) holds it, so 0x9E3779B9 is a u32 and
+        # hash arithmetic on an i32 tile stays 32-bit (unsigned), as in C
+        based = text[:1] == "0" and len(text.rstrip("uUlL")) > 1
+        if based and (2**31 <= value < 2**32 or value >= 2**63):
+            unsigned = True
         if unsigned:
             return Const(
                 type=Type(DTYPES["u64"] if value >= 2**32 else DTYPES["u32"]), loc=loc, value=value
@@ -653,11 +659,24 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     def expr_Cast(self, node: c_ast.Cast) -> Expr:
         loc = self.loc(node)
         target, _ = self.resolve_type(node.to_type.type, loc)
-        if target is None or target.is_tile or target.is_pointer:
-            raise CompileError("casts convert to an element type, e.g. (f32)x", loc)
+        if target is not None and target.is_pointer and not self.expr(node.expr).type.is_pointer:
+            raise CompileError(
+                "an integer cannot become a pointer (the interpreter and the checks need every "
+                "pointer to come from a kernel argument)",
+                loc,
+                "for an array of tensors (grouped GEMM), pass one base pointer and an array of "
+                "element offsets: load(offsets + g) added to the base, e.g. base + load(offs + g)",
+            )
         value = self.expr(node.expr)
         if value.type.is_pointer:
-            raise CompileError("pointers cannot be cast", loc)
+            raise CompileError(
+                "pointers cannot be cast",
+                loc,
+                "a pointer's element type comes from the argument (`any *p`); "
+                "bitcast(x, T) reinterprets numbers",
+            )
+        if target is None or target.is_tile or target.is_pointer:
+            raise CompileError("casts convert to an element type, e.g. (f32)x", loc)
         result = ty.cast(value, target.dtype)
         if isinstance(result, Const):
             return Const(type=result.type, loc=loc, value=result.value, weak=False)
@@ -670,6 +689,26 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         return self.apply(
             "where", [cond, self.expr(node.iftrue), self.expr(node.iffalse)], self.loc(node)
         )
+
+    def expr_Typename(self, node: c_ast.Typename) -> Expr:
+        raise CompileError(
+            "a type name is not a value here",
+            self.loc(node),
+            "types are arguments of bitcast(x, T) only; convert a value with a cast: (T)x",
+        )
+
+    def call_bitcast(self, args, loc: Location) -> Expr:
+        if not isinstance(args[1], c_ast.Typename):
+            raise CompileError(
+                "the second argument of bitcast() is a type name",
+                self.loc(args[1]),
+                "e.g. bitcast(x, u32)",
+            )
+        target, _ = self.resolve_type(args[1].type, self.loc(args[1]))
+        if target is None or target.is_tile or target.is_pointer:
+            raise CompileError("bitcast() converts to an element type, e.g. u32", self.loc(args[1]))
+        carrier = Const(type=Type(BOOL), loc=loc, value=target.dtype)
+        return self.apply("bitcast", [self.expr(args[0]), carrier], loc)
 
     def expr_ArrayRef(self, node) -> Expr:
         raise CompileError(
@@ -698,10 +737,13 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         lo, hi = op.arity
         if not lo <= len(arg_nodes) <= hi:
             expect = str(lo) if lo == hi else f"{lo} to {hi}"
+            hint = op.doc
+            if name == "associative_scan" and len(arg_nodes) > hi:
+                hint = f"it scans one tile; {TUPLE_SCAN_HINT}"
             raise CompileError(
                 f"{name}() takes {expect} argument{'s' if hi != 1 else ''}, got {len(arg_nodes)}",
                 loc,
-                op.doc,
+                hint,
             )
         special = getattr(self, f"call_{name}", None)
         if special is not None:

@@ -240,6 +240,26 @@ class _Parser(c_parser.CParser):
                 msg = f"{msg} at '{token.value}'"
         raise c_parser.ParseError(f"{coord}: {msg}")
 
+    def _parse_argument_expression_list(self):
+        """Arguments of a call; a lone type name is one too (``bitcast(x, u32)``), as a
+        ``Typename`` node. (pycparser 3's recursive-descent parser; pycparser 2 never calls
+        this, and there a type argument stays a syntax error.)"""
+        exprs = [self._argument()]
+        while self._accept("COMMA"):
+            exprs.append(self._argument())
+        return c_ast.ExprList(exprs, exprs[0].coord)
+
+    def _argument(self):
+        first, after = self._peek(), self._peek(2)
+        if (
+            first is not None
+            and first.type == "TYPEID"
+            and after is not None
+            and after.type in ("COMMA", "RPAREN")
+        ):
+            return self._parse_type_name()
+        return self._parse_assignment_expression()
+
     def _next_token(self):
         stream = getattr(self, "_tokens", None)
         try:

@@ -220,6 +220,8 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
             self.hoist(e)
         elif isinstance(e, Op) and e.op in ("device_print", "device_assert"):
             getattr(self, f"emit_{e.op}")(e)
+        elif isinstance(e, Op) and OPS[e.op].elementwise:  # kept for its effect: debug_barrier
+            self.out(f"{self.ex(e)};")
 
     def stmt_If(self, s: ir.If) -> None:
         self.hoist(s.cond)
