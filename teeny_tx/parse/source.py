@@ -35,7 +35,7 @@ PRELUDE_NAME = "<teeny_tx prelude>"
 # Limits on what one kernel file may be: the largest bundled kernel is under 8 KiB and nests a
 # dozen levels deep. Beyond these the parser and the recursive passes would take seconds or
 # overflow Python's stack; a located error says so instead.
-MAX_SOURCE_BYTES = 256 * 1024
+MAX_SOURCE_BYTES = 64 * 1024
 MAX_NESTING = 64  # brackets open at once, and the depth of the syntax tree (expressions + blocks)
 _RECURSION_HEADROOM = 40  # Python frames one nesting level may take in the parser and passes
 

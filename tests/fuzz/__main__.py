@@ -30,7 +30,6 @@ def main(argv: list[str] | None = None) -> int:
     by_mutation: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     kinds: dict[str, list] = collections.defaultdict(list)
     slowest = None
-    total = args.mutants if args.only is None else args.only + 1
 
     def progress(o) -> None:
         done = o.index + 1
@@ -39,9 +38,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {done} mutants, {rate:.1f}/s, failures {sum(counts[f] for f in FAILURES)}")
             sys.stdout.flush()
 
-    for o in fuzz(total, args.seed, args.timeout, args.files, progress):
-        if args.only is not None and o.index != args.only:
-            continue
+    for o in fuzz(args.mutants, args.seed, args.timeout, args.files, progress, args.only):
         counts[o.kind] += 1
         by_mutation[o.mutation][o.kind] += 1
         if slowest is None or o.seconds > slowest.seconds:

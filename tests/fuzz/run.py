@@ -171,12 +171,18 @@ def run_one(index: int, target: Target, text: str, mutation: str, rng, limit: fl
 
 
 def fuzz(
-    mutants: int, seed: int, limit: float = 10.0, files: list[str] | None = None, progress=None
+    mutants: int,
+    seed: int,
+    limit: float = 10.0,
+    files: list[str] | None = None,
+    progress=None,
+    only: int | None = None,
 ) -> Iterator[Outcome]:
-    """``mutants`` outcomes; mutant ``i`` is reproducible from (seed, i) alone."""
+    """``mutants`` outcomes (or mutant ``only`` alone); mutant ``i`` is reproducible from
+    (seed, i) alone."""
     os.environ.setdefault("TEENY_TX_ARCH", "sm_90")
     pool = targets(files)
-    for i in range(mutants):
+    for i in range(mutants) if only is None else [only]:
         rng = random.Random(seed * 1_000_003 + i)
         target = pool[i % len(pool)]
         text, mutation = mutate(target.text, rng)
