@@ -207,6 +207,8 @@ def test_a_file_without_kernels_is_refused(text):
         teeny_tx.compile(text, name=KERNEL_FILE)
     assert info.value.message == f"{KERNEL_FILE} defines no kernel"
     assert "kernel name(params)" in info.value.hint
+    loc = info.value.loc  # at the file's first helper, else its first line, with the text
+    assert loc.file == KERNEL_FILE and loc.line == 1 and loc.source_line == text.split("\n")[0]
 
 
 def test_compile_reads_a_path_and_reports_a_missing_file(tmp_path):

@@ -93,6 +93,10 @@ class Unit:
         )
         return Location(coord.file or self.filename, line, col, text)
 
+    def start_loc(self) -> Location:
+        """The file's first line: where an error about the whole file points."""
+        return Location(self.filename, 1, 1, self.lines[0])
+
     def kernels(self) -> list[str]:
         return [name for name, fn in self.functions.items() if _returns(fn) == "kernel"]
 
