@@ -56,7 +56,7 @@ kernel k(f32 *out, const f32 *a, i32 n, const i32 BLOCK)
 """
 
 RESERVED = kernel_text(
-    "    i32 i = 2;\n    i32 tx = 3;\n    tile L0 = arange(0, BLOCK) + i + tx;\n"
+    "    i32 i = 2;\n    i32 red_0 = 3;\n    tile L0 = arange(0, BLOCK) + i + red_0;\n"
     "    tile load_0 = load(a + L0);\n    store(out + L0, load_0 + load(a + L0));"
 )
 
@@ -307,8 +307,8 @@ def test_replicated_layout_guards_stores_with_owner():
 
 def test_locals_never_shadow_the_generated_cudas_names():
     source = cuda("reserved_names")
-    assert "int i_1 = 2;" in source and "int tx_1 = 3;" in source
-    assert "(L0::coord(i, 0) + i_1) + tx_1" in source
+    assert "int i_1 = 2;" in source and "int red_0_1 = 3;" in source  # (`tx` is refused now)
+    assert "(L0::coord(i, 0) + i_1) + red_0_1" in source
     assert "int L0_1[L0::REGS];" in source and "float load_0_1[L0::REGS];" in source
 
 
