@@ -112,6 +112,7 @@ def _returns(fn: c_ast.FuncDef) -> str | None:
 def parse(text: str, filename: str) -> Unit:
     """Parse a kernel file's text joined to the prelude; syntax errors point into the file."""
     check_filename(filename)
+    _check_size(text, filename)  # first: a huge text costs time in everything below
     text = text.replace("\r\n", "\n")  # files saved with Windows line ends: pycparser rejects \r
     stripped = strip_comments(text)
     _check_text(text, stripped, filename)
@@ -333,17 +334,28 @@ def check_filename(filename: str) -> None:
         )
 
 
+def _check_size(text: str, filename: str) -> None:
+    """At most MAX_SOURCE_BYTES of UTF-8, else an error at the line that crosses the limit."""
+    if len(text) <= MAX_SOURCE_BYTES // 4:  # 4 bytes a character at most
+        return
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= MAX_SOURCE_BYTES:
+        return
+    head = data[:MAX_SOURCE_BYTES]
+    n = head.count(b"\n") + 1
+    start = head.rfind(b"\n") + 1
+    end = data.find(b"\n", start)
+    line = data[start : end if end >= 0 else len(data)].decode("utf-8", "replace").rstrip("\r")
+    raise CompileError(
+        f"the kernel file is {len(data)} bytes; the limit is {MAX_SOURCE_BYTES}",
+        Location(filename, n, 1, line),
+        "split it into several files",
+    )
+
+
 def _check_text(text: str, stripped: str, filename: str) -> None:
     """Size, line markers, line splices and bracket depth, before pycparser sees the text."""
     lines = text.split("\n")
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_SOURCE_BYTES:
-        n = text.encode("utf-8", "surrogatepass")[:MAX_SOURCE_BYTES].count(b"\n") + 1
-        raise CompileError(
-            f"the kernel file is {size} bytes; the limit is {MAX_SOURCE_BYTES}",
-            Location(filename, n, 1, lines[n - 1]),
-            "split it into several files",
-        )
     for n, line in enumerate(stripped.split("\n"), 1):
         if _LINE_MARKER.match(line):
             col = line.index("#") + 1
