@@ -421,7 +421,7 @@ def test_sums_and_unary_chains_within_the_limit_compile_on_both_backends():
 
 
 def test_a_file_past_the_size_limit_is_refused_at_the_line_that_crosses_it():
-    from teeny_tx.parse.source import MAX_SOURCE_BYTES
+    from teeny_tx.parse.checks import MAX_SOURCE_BYTES
 
     line = "    i32 x0 = 1;\n"
     body = "".join(line.replace("x0", f"x{k}") for k in range(MAX_SOURCE_BYTES // len(line) + 10))
