@@ -94,6 +94,12 @@ void static_assert(tile cond, ...);  /* static_assert(cond, "message"): a consta
 void device_print(tile prefix, ...); /* device_print("prefix", x, ...): every element, with pid */
 void device_assert(tile cond, ...);  /* device_assert(cond, "message"): trap where cond is false */
 
+/* ---- synchronisation and compiler hints ------------------------------------------------------ */
+void debug_barrier(void);           /* every thread of the program waits here (__syncthreads)   */
+tile multiple_of(tile x, i32 n);    /* x, promised: each contiguous group starts at a multiple of n (bytes for pointers) */
+tile max_contiguous(tile x, i32 n); /* x, promised: runs of n lanes hold consecutive values     */
+tile bitcast(tile x, ...);          /* bitcast(x, u32): the same bits as another type of equal width */
+
 /* ---- selection ---------------------------------------------------------------------------- */
 tile where(tile cond, tile a, tile b); /* a where cond else b, broadcast                      */
 tile maximum(tile a, tile b);       /* elementwise max; a NaN operand yields the other (fmax)  */

@@ -133,8 +133,79 @@ __host__ __device__ constexpr int remap(int r) {
 }
 
 // ---- conversions --------------------------------------------------------------------------
+// cast<To>(x) is every conversion of generated code, by the rules of teeny_tx/lower/casts.py
+// (the interpreter and constant folding follow the same): integers wrap; a float becomes an
+// integer by truncation toward zero, NaN gives 0 and values beyond the range (infinities too)
+// saturate, for every width (cvt.rzi.sat's rule; a plain static_cast to i8/i16 would convert at
+// 32 bits and wrap); conversions to a float round once (cuda_fp16/cuda_bf16 conversions do).
+template <typename T> struct IntTraits { static constexpr bool is_int = false; };
+#define TX_INT_TRAITS(T, BITS, SIGNED)                                                        \
+    template <> struct IntTraits<T> {                                                        \
+        static constexpr bool is_int = true;                                                 \
+        static constexpr int bits = BITS;                                                    \
+        static constexpr bool is_signed = SIGNED;                                            \
+    };
+TX_INT_TRAITS(signed char, 8, true)
+TX_INT_TRAITS(short, 16, true)
+TX_INT_TRAITS(int, 32, true)
+TX_INT_TRAITS(long long, 64, true)
+TX_INT_TRAITS(unsigned char, 8, false)
+TX_INT_TRAITS(unsigned short, 16, false)
+TX_INT_TRAITS(unsigned int, 32, false)
+TX_INT_TRAITS(unsigned long long, 64, false)
+#undef TX_INT_TRAITS
+
+template <typename T> struct FloatTraits { static constexpr bool is_float = false; };
+template <> struct FloatTraits<float> { static constexpr bool is_float = true; using wide = float; };
+template <> struct FloatTraits<double> { static constexpr bool is_float = true; using wide = double; };
+template <> struct FloatTraits<__half> { static constexpr bool is_float = true; using wide = float; };
+template <> struct FloatTraits<__nv_bfloat16> { static constexpr bool is_float = true; using wide = float; };
+
+__device__ __forceinline__ float to_wide(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_wide(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_wide(float x) { return x; }
+__device__ __forceinline__ double to_wide(double x) { return x; }
+
+// Float -> integer: truncate, NaN -> 0, saturate. The bounds are powers of two, exact in every
+// float type; inside them static_cast truncates a value the integer type holds.
+template <typename To, typename F>
+__device__ __forceinline__ To float_to_int(F x) {
+    using I = IntTraits<To>;
+    constexpr unsigned long long top = 1ull << (I::is_signed ? I::bits - 1 : I::bits - 1);
+    const F hi = I::is_signed ? F(top) : F(top) * F(2);  // first value past the maximum
+    const F lo = I::is_signed ? -F(top) : F(0);          // the minimum (0 for unsigned)
+    const To max = I::is_signed ? To(top - 1) : To(~0ull);
+    const To min = I::is_signed ? To(0ull - top) : To(0);
+    if (!(x == x)) return To(0);
+    if (x >= hi) return max;
+    if (x <= lo) return min;
+    return static_cast<To>(x);
+}
+
+template <typename To, typename From, bool = IntTraits<To>::is_int && FloatTraits<From>::is_float>
+struct Convert {
+    __device__ __forceinline__ static To run(From x) { return static_cast<To>(x); }
+};
 template <typename To, typename From>
-__device__ __forceinline__ To cast(From x) { return static_cast<To>(x); }
+struct Convert<To, From, true> {
+    __device__ __forceinline__ static To run(From x) { return float_to_int<To>(to_wide(x)); }
+};
+
+template <typename To, typename From>
+__device__ __forceinline__ To cast(From x) { return Convert<To, From>::run(x); }
+
+// bitcast<To>(x): the bits of x read as To, a type of the same size.
+template <typename To, typename From>
+__device__ __forceinline__ To bitcast(From x) {
+    static_assert(sizeof(To) == sizeof(From), "bitcast needs types of one size");
+    To y;
+    memcpy(&y, &x, sizeof(To));
+    return y;
+}
+
+// debug_barrier(): Triton's; every thread of the block waits (its memory operations become
+// visible to the block).
+__device__ __forceinline__ void debug_barrier() { __syncthreads(); }
 template <> __device__ __forceinline__ __half cast<__half, __half>(__half x) { return x; }
 template <> __device__ __forceinline__ __nv_bfloat16 cast<__nv_bfloat16, __nv_bfloat16>(__nv_bfloat16 x) { return x; }
 template <> __device__ __forceinline__ __half cast<__half, __nv_bfloat16>(__nv_bfloat16 x) { return __float2half_rn(__bfloat162float(x)); }

@@ -25,6 +25,24 @@ def _value(text: str):
     return text
 
 
+# A scalar without -D compiles as a launch with an arbitrary value would: an integer that is
+# neither 1 nor a multiple of 16 (the values launches specialise on), so the code printed is the
+# general one and its header lists no assumption about the scalar.
+_GENERAL_SCALAR = {"i": 3, "u": 3, "f": 1.5, "b": False}
+
+# The targets the compiler knows (its shared-memory table, and sm_90a for wgmma).
+KNOWN_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
+
+
+def _arch(text: str) -> str:
+    """--arch: one of the known targets (argparse turns the ValueError into a usage error)."""
+    if text not in KNOWN_ARCHS:
+        raise argparse.ArgumentTypeError(
+            f"unknown target {text!r}; known targets: {', '.join(KNOWN_ARCHS)}"
+        )
+    return text
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from . import compile as tx_compile
 
@@ -36,15 +54,24 @@ def cmd_compile(args: argparse.Namespace) -> int:
             raise SystemExit(f"teeny-tx: -D takes NAME=VALUE, got '{d}'")
         defines[name] = _value(value)
     names = [args.kernel] if args.kernel else list(module.kernels)
+    kernels = [getattr(module, name) for name in names]
+    known = {p.name for k in kernels for p in k.params}
+    unknown = sorted(set(defines) - known)
+    if unknown:
+        print(
+            f"teeny-tx: -D {', '.join(unknown)}: no such parameter of "
+            f"{', '.join(names)} (parameters: {', '.join(sorted(known)) or 'none'})",
+            file=sys.stderr,
+        )
+        return 2
     chunks = []
-    for name in names:
-        kernel = getattr(module, name)
+    for kernel in kernels:
         positional = []
         for p in kernel.binder.runtime:
             if p.kind == "pointer":
-                positional.append(str(defines.pop(p.name, p.dtype.name if p.dtype else "f32")))
+                positional.append(str(defines.get(p.name, p.dtype.name if p.dtype else "f32")))
             else:
-                positional.append(defines.pop(p.name, 1 if p.dtype.is_int else 1.0))
+                positional.append(defines.get(p.name, _GENERAL_SCALAR[p.dtype.kind]))
         constexprs = {n: defines[n] for n in kernel.binder.constexpr_names if n in defines}
         options = {"num_warps": args.num_warps, "num_stages": args.num_stages}
         chunks.append(kernel.cuda_source(*positional, **options, **constexprs))
@@ -124,7 +151,8 @@ def parser() -> argparse.ArgumentParser:
         dest="define",
         action="append",
         metavar="NAME=VALUE",
-        help="a constexpr value, a pointer parameter's dtype (x=f16) or a scalar's value",
+        help="a constexpr value, a pointer parameter's dtype (x=f16) or a scalar's value (an "
+        "integer scalar without one compiles as neither 1 nor a multiple of 16: the general code)",
     )
     c.add_argument("-k", "--kernel", help="only this kernel of the file")
     c.add_argument("--num-warps", type=int, default=4)
@@ -132,7 +160,10 @@ def parser() -> argparse.ArgumentParser:
         "--num-stages", type=int, default=2, help="software-pipelining depth of loops feeding dot"
     )
     c.add_argument(
-        "--arch", help="target, e.g. sm_90 (mma.sync) or sm_90a (wgmma); default: $TEENY_TX_ARCH"
+        "--arch",
+        type=_arch,
+        help=f"target: {', '.join(KNOWN_ARCHS)} (sm_90: mma.sync, sm_90a: wgmma); "
+        "default: $TEENY_TX_ARCH",
     )
     c.add_argument("-o", "--output", help="write here instead of stdout")
     c.set_defaults(run=cmd_compile)

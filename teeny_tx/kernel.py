@@ -334,9 +334,11 @@ def compile(  # noqa: A001
         text, filename = str(source), name or "<string>"
     unit = parse(text, filename)
     if not unit.kernels():
+        own = [f for f in unit.functions.values() if f.decl.coord.file == filename]
+        first = own[0] if own else None  # where a `kernel` was expected
         raise CompileError(
             f"{filename} defines no kernel",
-            None,
+            unit.loc(first.decl) if first is not None else unit.start_loc(),
             "an entry point is declared `kernel name(params) { ... }`",
         )
     if debug is None:

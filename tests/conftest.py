@@ -129,3 +129,230 @@ def reduction_expected(op: str, x: np.ndarray, axis):
 
 def reduction_dtype(op: str):
     return np.int32 if op in ("argmax", "argmin", "xor_sum") else np.float32
+
+
+# ---------------------------------------------------------------- casts (lower/casts.py C1-C5)
+# An exact reference, written with Fractions and independent of lower/casts.py, the special
+# values every cast test converts, and a kernel file of one cast kernel per target dtype.
+
+CAST_DTYPES = (
+    "bool",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+    "f16",
+    "bf16",
+    "f32",
+    "f64",
+)
+_FLOAT_FORMATS = {
+    "f16": (11, -14, 15),
+    "bf16": (8, -126, 127),
+    "f32": (24, -126, 127),
+    "f64": (53, -1022, 1023),
+}
+CAST_KERNELS = (
+    "kernel cast_all(const any *x, "
+    + ", ".join(f"{t} *y_{t}" for t in CAST_DTYPES)
+    + ", i32 n, const i32 BLOCK)\n{\n"
+    "    tile o = program_id(0) * BLOCK + arange(0, BLOCK);\n"
+    "    tile v = load(x + o, o < n);\n"
+    + "".join(f"    store(y_{t} + o, ({t})v, o < n);\n" for t in CAST_DTYPES)
+    + "}\n"
+)
+
+
+def run_cast_all(kernel_launcher, x: np.ndarray, zeros) -> dict:
+    """Launch ``cast_all`` on ``x`` (through ``kernel_launcher[(1,)]``) and return every
+    target's output, made by ``zeros(n, numpy dtype)``."""
+    from teeny_tx.dtypes import DTYPES
+
+    outs = {t: zeros(x.size, DTYPES[t].np) for t in CAST_DTYPES}
+    block = 1 << max(x.size - 1, 1).bit_length()
+    kernel_launcher[(1,)](x, *outs.values(), x.size, BLOCK=block)
+    return outs
+
+
+def _round_fraction(q, name: str) -> float:
+    """``q`` (a Fraction, not zero) rounded to nearest-even in float format ``name``."""
+    from fractions import Fraction
+
+    p, emin, emax = _FLOAT_FORMATS[name]
+    a = abs(q)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    e = max(e, emin)
+    ulp = Fraction(2) ** (e - p + 1)
+    n, r = divmod(a, ulp)
+    if r > ulp / 2 or (r == ulp / 2 and n % 2):
+        n += 1
+    value = n * ulp
+    if value >= Fraction(2) ** (emax + 1):
+        return float("inf") if q > 0 else float("-inf")
+    return float(value) if q > 0 else -float(value)
+
+
+def cast_reference(x: np.ndarray, to: str) -> np.ndarray:
+    """``x`` converted to ``to`` by rules C1-C5, element by element, exactly."""
+    import math
+    from fractions import Fraction
+
+    from teeny_tx.dtypes import DTYPES
+
+    target = DTYPES[to]
+    out = []
+    for v in (
+        x.ravel().tolist() if x.dtype.name != "bfloat16" else x.astype(np.float64).ravel().tolist()
+    ):
+        if to == "bool":
+            out.append(v != 0)
+            continue
+        if isinstance(v, bool):
+            v = int(v)
+        if target.is_int:
+            if isinstance(v, float):
+                if math.isnan(v):
+                    v = 0
+                elif math.isinf(v):
+                    v = -(2**70) if v < 0 else 2**70
+                else:
+                    v = math.trunc(v)
+                lo, hi = (
+                    (-(2 ** (target.bits - 1)), 2 ** (target.bits - 1) - 1)
+                    if target.kind == "i"
+                    else (0, 2**target.bits - 1)
+                )
+                out.append(min(max(v, lo), hi))
+            else:
+                v &= (1 << target.bits) - 1
+                out.append(
+                    v - (1 << target.bits) if target.kind == "i" and v >> (target.bits - 1) else v
+                )
+            continue
+        if isinstance(v, float) and (math.isnan(v) or math.isinf(v) or v == 0):
+            out.append(v)
+            continue
+        out.append(0.0 if v == 0 else _round_fraction(Fraction(v), to))
+    return (
+        np.array(out, dtype=np.float64 if target.is_float else object)
+        .astype(target.np)
+        .reshape(x.shape)
+    )
+
+
+def cast_values(src: str) -> np.ndarray:
+    """The special values of dtype ``src``: ±0, ±inf, NaN, out-of-range magnitudes of every
+    integer width, ties and near-ties of every narrower float, extremes of every integer."""
+    from teeny_tx.dtypes import DTYPES
+
+    d = DTYPES[src]
+    if d.kind == "b":
+        return np.array([False, True])
+    if d.is_int:
+        info = np.iinfo(d.np)
+        cands = [
+            0,
+            1,
+            -1,
+            2,
+            127,
+            128,
+            255,
+            256,
+            -128,
+            -129,
+            32767,
+            32768,
+            65504,
+            65519,
+            65520,
+            65535,
+        ]
+        cands += [2**24 + 1, 2**24 + 2**16 + 1, 2**24 + 2**16, 2**31 - 1, -(2**31), 2**32 - 1]
+        cands += [
+            2**53 + 1,
+            2**62 + 2**54 + 1,
+            2**62 + 2**54,
+            2**63 - 1,
+            -(2**63),
+            2**64 - 1,
+            2**63 + 2**39 + 1,
+        ]
+        cands += [info.min, info.max, info.min + 1, info.max - 1]
+        kept = sorted({c for c in cands if info.min <= c <= info.max})
+        return np.array(kept, dtype=d.np)
+    specials = [
+        0.0,
+        -0.0,
+        float("inf"),
+        float("-inf"),
+        float("nan"),
+        0.5,
+        -0.5,
+        0.999,
+        1.5,
+        -1.5,
+        2.5,
+        -2.5,
+    ]
+    specials += [
+        127.9,
+        128.0,
+        -128.5,
+        -129.0,
+        255.5,
+        256.0,
+        -1.0,
+        32767.5,
+        32768.0,
+        65535.9,
+        65536.0,
+    ]
+    specials += [
+        2.0**31,
+        -(2.0**31) - 4096,
+        2.0**32,
+        3e9,
+        -3e9,
+        2.0**63,
+        -(2.0**63),
+        2.0**64,
+        1e19,
+        2e19,
+        1e20,
+        -1e20,
+    ]
+    specials += [
+        1e30,
+        3e38,
+        3.4e38,
+        1e300,
+        65504.0,
+        65520.0,
+        65519.0,
+        6e-8,
+        3e-8,
+        1e-40,
+        1e-45,
+        1e-310,
+    ]
+    for p in (8, 11, 24):  # ties, and values just either side of them, at each narrower precision
+        tie = 1.0 + 2.0**-p
+        specials += [
+            tie,
+            -tie,
+            tie + 2.0**-40,
+            tie - 2.0**-40,
+            3 * tie,
+            tie + 2.0**-30,
+            1.0 + 3 * 2.0**-p,
+        ]
+    specials += [1.0 + 2.0**-24 + 2.0**-52, 1.0 + 2.0**-24 - 2.0**-53, 1.0 + 2.0**-8 + 2.0**-40]
+    with np.errstate(all="ignore"):
+        return np.array(specials, dtype=np.float64).astype(d.np)

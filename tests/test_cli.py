@@ -8,7 +8,8 @@ from teeny_tx import cli, demo
 
 DEFINES = (
     "c=f16 a=f16 b=f16 bias=f16 M=4096 N=4096 K=4096 sam=4096 sbk=4096 scm=4096 HAS_BIAS=0 "
-    "sab=0 sbb=0 scb=0 ACT=0 PRECISION=20 A_T=0 B_T=0 BM=128 BN=256 BK=64 GROUP_M=8"
+    "sab=0 sbb=0 scb=0 ACT=0 PRECISION=20 A_T=0 B_T=0 BM=128 BN=256 BK=64 GROUP_M=8 "
+    "sak=1 sbn=1 scn=1 alpha=1.0"
 )
 MATMUL = ["kernels/matmul.c", "-k", "matmul", "--num-warps", "8"]
 for define in DEFINES.split():

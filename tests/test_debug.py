@@ -68,3 +68,42 @@ def test_debug_flag_from_environment(monkeypatch):
     assert tx.compile(SOURCE, name="kernels/checked.c").debug
     monkeypatch.setenv("TEENY_TX_DEBUG", "0")
     assert not tx.compile(SOURCE, name="kernels/checked.c").debug
+
+
+FORMATS = r"""
+kernel fmt(f32 *out, const f32 *x, i32 n, const i32 BLOCK)
+{
+    tile offs = arange(0, BLOCK);
+    tile v = load(x + offs, offs < n, 1.0f);
+    device_print("100% %s %d\r\x01\0end", v);
+    device_assert(offs % 2 == 0 || v > 0.0f);
+    store(out + offs, v, offs < n);
+}
+"""
+
+
+def test_print_and_assert_text_is_a_safe_printf_format():
+    """`%` is doubled and control characters are visible escapes: printf reads the user's
+    text as text (no `%s` reading an int as a pointer, no raw NUL or CR in the source)."""
+    module = tx.compile(FORMATS, name="kernels/fmt.c", debug=True)
+    source = module.fmt.cuda_source("f32", "f32", 64, BLOCK=64)
+    assert r"100%% %%s %%d\\r\\x01\\0end" in source
+    assert "offs %% 2 == 0" in source  # the default message quotes the condition
+    assert "\r" not in source and "\0" not in source and "\x01" not in source
+    import re
+
+    for text in re.findall(r'printf\("((?:\\.|[^"\\])*)"', source):
+        conversions = re.findall(r"%(?!%)(\w+)", text.replace("%%", ""))
+        user = len(re.findall(r"%(?!%)", text.replace("%%", "")))
+        assert user == len(conversions) and set(conversions) <= {"d", "u", "f", "lld", "llu"}
+    nvrtc.compile_to_cubin(source, name="fmt", arch="sm_90", headers=HEADERS)
+
+
+def test_interpreter_prints_the_text_as_printf_would(capsys):
+    module = tx.compile(FORMATS, name="kernels/fmt.c", debug=True)
+    x = -np.ones(4, dtype=np.float32)
+    module.fmt.interpret[(1,)](np.zeros(4, np.float32), x[:1], 1, BLOCK=4)
+    printed = capsys.readouterr().out
+    assert r"100% %s %d\r\x01\0end" in printed
+    with pytest.raises(tx.TeenyError, match=r"device_assert\(offs % 2 == 0 \|\| v > 0.0f\);"):
+        module.fmt.interpret[(1,)](np.zeros(4, np.float32), x, 4, BLOCK=4)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import teeny_tx
 
-from .conftest import KERNEL_FILE, compile_error, kernel_text, lower
+from .conftest import KERNEL_FILE, compile_error, kernel_text, lower, nvrtc_compile
 
 
 def check(
@@ -275,9 +276,10 @@ def test_redeclaration_in_one_scope():
 
 def test_names_cuda_reserves_cannot_name_parameters_or_kernels():
     err = compile_error("kernel k(f32 *out, i32 this)\n{\n    return;\n}\n", "f32", 1)
-    check(err, 1, 24, "'this' cannot name a parameter: CUDA C++ uses it", "rename the parameter")
+    why = "it is a reserved name of C, C++ or CUDA"
+    check(err, 1, 24, f"'this' is reserved: {why}", "rename it, e.g. 'this_'")
     err = compile_error("kernel tx(f32 *out)\n{\n    return;\n}\n", "f32", name="tx")
-    check(err, 1, 8, "'tx' cannot name a kernel: CUDA C++ uses it", "rename the kernel")
+    check(err, 1, 8, f"'tx' is reserved: {why}", "rename it, e.g. 'my_tx'")
 
 
 # Unsupported constructs each get one clear error at their location, never a Python exception.
@@ -347,3 +349,221 @@ def test_reduction_and_shape_errors_point_at_the_call(body, message):
     err = compile_error(kernel_text(body))
     assert message in str(err)
     assert "kernels/t.c:" in str(err) and "^" in str(err)
+
+
+# ---------------------------------------------------------------- the front end's edges (#13)
+# Every syntax error is at a token of the file (pycparser raises some without coordinates);
+# nesting and size have limits with located errors; every literal form is read or refused;
+# line markers, line splices and control characters are refused; constant op arguments are
+# checked for their type.
+
+
+@pytest.mark.parametrize(
+    ("stmt", "col", "message"),
+    [
+        ("tile x = n + ;", 18, "syntax error: expected an expression, got ';'"),
+        ("tile x = (n * );", 19, "syntax error: expected an expression, got ')'"),
+        ("tile x = [n];", 14, "syntax error: expected an expression, got '['"),
+        ("store(out, );", 16, "syntax error: expected an expression, got ')'"),
+    ],
+)
+def test_syntax_errors_pycparser_leaves_unplaced_are_at_their_token(stmt, col, message):
+    check(body_error(f"    {stmt}"), 3, col, message)
+
+
+def test_a_missing_closing_brace_is_reported_at_the_end_of_the_file():
+    err = compile_error(
+        "kernel k(f32 *out, const f32 *a, i32 n, const i32 BLOCK)\n{\n    if (n) {\n"
+    )
+    check(err, 3, 13, "unexpected end of file", "a closing '}', ')' or ';' is missing")
+
+
+def nested(depth: int) -> str:
+    return (
+        "    tile o = arange(0, BLOCK);\n    store(out + o, "
+        + "(" * depth
+        + "1.0f"
+        + ")" * depth
+        + ");"
+    )
+
+
+def test_deep_nesting_is_a_located_error_not_a_recursion_error():
+    err = body_error(nested(200))
+    assert (err.loc.line, err.message) == (4, "brackets nest more than 64 deep")
+    assert err.loc.source_line[err.loc.col - 1] == "("
+    teeny_tx.compile(kernel_text(nested(60)), name=KERNEL_FILE).k.cuda_source(
+        "f32", "f32", 4, BLOCK=16
+    )
+
+
+@pytest.mark.parametrize("terms", [500, 3000])
+def test_a_long_sum_is_a_located_error(terms):
+    err = body_error("    tile x = " + " + ".join(["n"] * terms) + ";")
+    assert err.loc.line == 3 and "nests more than 64 levels deep" in err.message
+    assert "sum of many terms" in err.hint
+
+
+def test_sums_and_unary_chains_within_the_limit_compile_on_both_backends():
+    body = (
+        "    tile o = arange(0, BLOCK);\n    tile x = "
+        + " + ".join(["load(a + o)"] * 40)
+        + ";\n    store(out + o, "
+        + "- " * 30
+        + "x);"
+    )
+    module = teeny_tx.compile(kernel_text(body), name=KERNEL_FILE)
+    nvrtc_compile(module.k.cuda_source("f32", "f32", 16, BLOCK=16), "k")
+    a = np.arange(16, dtype=np.float32)
+    out = np.zeros(16, np.float32)
+    module.k.interpret[(1,)](out, a, 16, BLOCK=16)
+    np.testing.assert_array_equal(out, 40 * a)
+
+
+def test_a_file_past_the_size_limit_is_refused_at_the_line_that_crosses_it():
+    from teeny_tx.parse.checks import MAX_SOURCE_BYTES
+
+    line = "    i32 x0 = 1;\n"
+    body = "".join(line.replace("x0", f"x{k}") for k in range(MAX_SOURCE_BYTES // len(line) + 10))
+    err = body_error(body)
+    assert (
+        err.message.startswith("the kernel file is ")
+        and f"limit is {MAX_SOURCE_BYTES}" in err.message
+    )
+    assert 3 < err.loc.line < body.count("\n") + 3 and err.loc.source_line.startswith("    i32 x")
+
+
+@pytest.mark.parametrize(
+    ("literal", "value"),
+    [
+        ("0x1p3", 8.0),
+        ("0x1.8p1f", 3.0),
+        ("0X.8P0", 0.5),
+        ("'a'", 97),
+        ("'\\x41'", 65),
+        ("'\\101'", 65),
+        ("'\\n'", 10),
+        ("0b101", 5),
+        ("017", 15),
+        ("1e-3f", 1e-3),
+    ],
+)
+def test_literal_forms_are_read_as_c_reads_them(literal, value):
+    k = lower(kernel_text(f"    static_assert({literal} == {literal});\n    f64 x = {literal};"))
+    assert k.body[0].init.value == pytest.approx(value)
+
+
+@pytest.mark.parametrize(
+    ("literal", "message"),
+    [
+        ("'ab'", "a character constant holds one character, got 'ab'"),
+        ("L'a'", "wide and Unicode character constants (L'a') are not supported"),
+        ("u'a'", "wide and Unicode character constants (u'a') are not supported"),
+        ("'\\q'", "unknown escape sequence '\\q' in a character constant"),
+        ("99999999999999999999", "integer literal '99999999999999999999' does not fit in 64 bits"),
+        ("9223372036854775808", "integer literal '9223372036854775808' does not fit in i64"),
+    ],
+)
+def test_literal_forms_the_language_refuses_are_located(literal, message):
+    check(body_error(f"    f64 x = {literal};"), 3, 13, message)
+
+
+@pytest.mark.parametrize(
+    "call",
+    ['static_assert(1, "a\\qb");', 'device_print("a\\qb", n);', 'device_assert(n > 0, "\\q");'],
+)
+def test_bad_escapes_in_message_strings_are_located(call):
+    err = body_error(f"    {call}")
+    assert err.loc.line == 3 and err.message == "unknown escape sequence '\\q' in a string"
+    assert err.loc.source_line[err.loc.col - 1] == '"'
+
+
+@pytest.mark.parametrize(
+    ("call", "col", "message"),
+    [
+        (
+            "program_id(1.0)",
+            24,
+            "the axis of program_id() must be an integer constant, got f32 1.0",
+        ),
+        (
+            "num_programs(0.5f)",
+            26,
+            "the axis of num_programs() must be an integer constant, got f32 0.5",
+        ),
+        ("arange(0.0, 16)", 20, "the start of arange() must be an integer constant, got f32 0.0"),
+    ],
+)
+def test_constant_op_arguments_of_the_wrong_type_are_located(call, col, message):
+    check(body_error(f"    i32 p = {call};"), 3, col, message)
+
+
+def test_an_unknown_function_called_as_a_statement_is_an_unknown_operation():
+    check(
+        body_error("    stor(out, 1.0f);"),
+        3,
+        5,
+        "unknown operation 'stor'",
+        "did you mean 'store'?",
+    )
+    check(body_error("    frobnicate(out);"), 3, 5, "unknown operation 'frobnicate'")
+
+
+@pytest.mark.parametrize("marker", ['#line 100 "fake.c"', '# 7 "other.c"', "  #  line 3"])
+def test_line_markers_in_kernel_text_are_refused(marker):
+    err = body_error(f"    tile x = 1;\n{marker}\n    tile y = 2;")
+    assert (err.loc.file, err.loc.line) == (KERNEL_FILE, 4)
+    assert err.message.startswith("line markers (#line")
+
+
+def test_a_comment_ending_in_a_backslash_splices_nothing():
+    err = body_error("    tile x = 1; // a note \\\n    tile y = 2;")
+    check(
+        err,
+        3,
+        27,
+        "a line may not end in a backslash (C would join the next line to it)",
+        "remove the backslash; statements may span lines without one",
+    )
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x01", "\x1b", "\r", "\x08"])
+def test_control_characters_are_refused_where_they_stand(char):
+    err = body_error(f"    tile x{char} = 1;")
+    assert (err.loc.line, err.loc.col) == (3, 11) and "cannot appear in kernel text" in err.message
+
+
+@pytest.mark.parametrize("name", ['kernels/a"b.c', "kernels/a\nb.c", "kernels\\a.c", "k\x00.c"])
+def test_a_kernel_name_that_cannot_be_a_line_marker_is_refused_at_the_api(name):
+    with pytest.raises(teeny_tx.CompileError, match="cannot appear in a #line directive") as info:
+        teeny_tx.compile(kernel_text("    return;"), name=name)
+    assert info.value.loc is None and "plain path" in info.value.hint
+
+
+@pytest.mark.parametrize(
+    ("decl", "dtype", "value"),
+    [
+        ("i32 x = (i32)NAN;", "i32", 0),
+        ("i32 x = -INF;", "i32", -(2**31)),
+        ("u8 x = (u8)INF;", "u8", 255),
+        ("i64 x = (i64)(-INF);", "i64", -(2**63)),
+        ("u64 x = (u64)NAN;", "u64", 0),
+        ("i8 x = (i8)300.0f;", "i8", 127),
+        ("u16 x = (u16)-1.5f;", "u16", 0),
+    ],
+)
+def test_nan_and_inf_into_integers_saturate_at_compile_time(decl, dtype, value):
+    k = lower(kernel_text(f"    {decl}"))
+    assert str(k.body[0].type) == dtype and k.body[0].init.value == value
+
+
+def test_minus_inf_fills_an_integer_tile_on_both_backends():
+    module = teeny_tx.compile(
+        "kernel k(i32 *out, const i32 BLOCK)\n{\n    i32 t[BLOCK] = -INF;\n"
+        "    store(out + arange(0, BLOCK), t);\n}\n",
+        name=KERNEL_FILE,
+    )
+    out = np.zeros(16, np.int32)
+    module.k.interpret[(1,)](out, BLOCK=16)
+    assert (out == -(2**31)).all()
+    nvrtc_compile(module.k.cuda_source("i32", BLOCK=16), "k")

@@ -357,24 +357,15 @@ def test_unique_names_with_shadowing_in_nested_scopes():
     assert outer.args[1].args[0].name == "t"
 
 
-def test_only_locals_named_like_cuda_names_are_renamed():
+def test_locals_keep_their_names_and_cuda_names_are_refused():
     kernel = lower(
-        kernel_text(
-            "    i32 i = 2;\n    i32 tx = 3;\n    i32 blockIdx = 4;\n"
-            "    i32 L0 = 5;\n    i32 load_0 = 6;\n"
-            "    i32 new = 7;\n    i32 value = 8;"
-        )
+        kernel_text("    i32 i = 2;\n    i32 L0 = 5;\n    i32 load_0 = 6;\n    i32 value = 8;")
     )
-    # the compiler's own names all start with tx_, so only C++/CUDA names need renaming
-    assert [s.name for s in kernel.body] == [
-        "i",
-        "tx_tx",
-        "tx_blockIdx",
-        "L0",
-        "load_0",
-        "tx_new",
-        "value",
-    ]
+    # the compiler's own names all start with tx_, so a local keeps its name
+    assert [s.name for s in kernel.body] == ["i", "L0", "load_0", "value"]
+    for reserved in ("tx", "blockIdx", "new"):  # C/CUDA names are refused (parse/reserved.py)
+        with pytest.raises(teeny_tx.CompileError, match=f"'{reserved}' is reserved"):
+            lower(kernel_text(f"    i32 {reserved} = 3;"))
 
 
 def test_const_pointer_locals_are_read_only_pointers_not_constants():

@@ -22,7 +22,7 @@ kernel first(f32 *out, const f32 *a, const i32 BLOCK)
     tile o = arange(0, BLOCK);  /* inline */ store(out + o, twice(load(a + o)));
 }
 
-tile half(tile x)
+tile halve(tile x)
 {
     return x * 0.5f;
 }
@@ -31,7 +31,7 @@ kernel second(f32 *out, i32 n, const i32 BLOCK)
 {
     // only a comment here: tile broken = ;
     tile o = arange(0, BLOCK);
-    store(out + o, half((f32)o), o < n);
+    store(out + o, halve((f32)o), o < n);
 }
 """
 
@@ -39,7 +39,7 @@ kernel second(f32 *out, i32 n, const i32 BLOCK)
 def test_several_kernels_and_helpers():
     unit = parse(MULTI, KERNEL_FILE)
     own = [name for name, fn in unit.functions.items() if fn.decl.coord.file == KERNEL_FILE]
-    assert own == ["twice", "first", "half", "second"]  # after the prelude's helpers
+    assert own == ["twice", "first", "halve", "second"]  # after the prelude's helpers
     assert {"gelu_exact", "group_pid_m"} <= set(unit.functions) - set(own)
     assert unit.kernels() == ["first", "second"]
     assert "arange" in unit.prototypes and "load" in unit.prototypes
@@ -72,7 +72,7 @@ def test_bundled_kernel_file_parses():
     [
         ("twice", 3, 6, "tile twice(tile x) { return x + x; }   // a helper"),
         ("first", 5, 8, "kernel first(f32 *out, const f32 *a, const i32 BLOCK)"),
-        ("half", 10, 6, "tile half(tile x)"),
+        ("halve", 10, 6, "tile halve(tile x)"),
         ("second", 15, 8, "kernel second(f32 *out, i32 n, const i32 BLOCK)"),
     ],
 )
@@ -207,6 +207,8 @@ def test_a_file_without_kernels_is_refused(text):
         teeny_tx.compile(text, name=KERNEL_FILE)
     assert info.value.message == f"{KERNEL_FILE} defines no kernel"
     assert "kernel name(params)" in info.value.hint
+    loc = info.value.loc  # at the file's first helper, else its first line, with the text
+    assert loc.file == KERNEL_FILE and loc.line == 1 and loc.source_line == text.split("\n")[0]
 
 
 def test_compile_reads_a_path_and_reports_a_missing_file(tmp_path):

@@ -109,14 +109,21 @@ def cache_env(tmp_path, monkeypatch):
 
 def _cached_file(directory, source, name="halves", arch="sm_90"):
     key = cache.cache_key(source, name, arch, nvrtc.DEFAULT_OPTIONS, {})
-    return directory / key[:2] / f"{key}.cubin"
+    path = cache.entry_path(key)
+    assert path is not None and path.parent.parent == directory
+    return path
+
+
+def _cubin_of(path):
+    """The cubin inside a cache entry (after the magic line and the digest)."""
+    return path.read_bytes()[len(cache.ENTRY_MAGIC) + 32 :]
 
 
 def test_cache_second_call_skips_nvrtc(cache_env):
     first = cache.load_or_compile(HALF_KERNEL, name="halves", arch="sm_90")
     second = cache.load_or_compile(HALF_KERNEL, name="halves", arch="sm_90")
     assert first == second and cache_env.calls == ["halves"]
-    assert _cached_file(cache_env.dir, HALF_KERNEL).read_bytes() == first
+    assert _cubin_of(_cached_file(cache_env.dir, HALF_KERNEL)) == first
     cache.clear_memo()
     assert cache.load_or_compile(HALF_KERNEL, name="halves", arch="sm_90") == first
     assert cache_env.calls == ["halves"]  # read back from disk
@@ -144,9 +151,10 @@ def test_cache_damaged_file_is_recompiled(cache_env, damage):
     damaged = {"truncate": good[: len(good) // 2], "garbage": b"garbage" * 50, "empty": b""}
     path.write_bytes(damaged[damage])
     cache.clear_memo()
-    assert cache.load_or_compile(HALF_KERNEL, name="halves", arch="sm_90") == good
+    with pytest.warns(RuntimeWarning, match="failed verification"):
+        assert cache.load_or_compile(HALF_KERNEL, name="halves", arch="sm_90") == good
     assert cache_env.calls == ["halves", "halves"]
-    assert path.read_bytes() == good
+    assert _cubin_of(path) == good
 
 
 def test_cache_dir_follows_env_without_restart(cache_env, tmp_path, monkeypatch):
@@ -201,9 +209,9 @@ def test_cache_concurrent_processes_agree(tmp_path):
         assert worker.exitcode == 0
     assert len({hashlib.sha256(cubin).hexdigest() for cubin in cubins}) == 1
     assert cubins[0].startswith(ELF_MAGIC)
-    files = [path for path in tmp_path.rglob("*") if path.is_file()]
-    assert [path.suffix for path in files] == [".cubin"]
-    assert files[0].read_bytes() == cubins[0]
+    files = [path for path in tmp_path.rglob("*") if path.is_file() and path.name != "secret"]
+    assert [path.suffix for path in files] == [".cubin"]  # one entry, no temporaries left
+    assert _cubin_of(files[0]) == cubins[0]
 
 
 # --- memory ----------------------------------------------------------------------------------

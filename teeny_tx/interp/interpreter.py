@@ -237,7 +237,7 @@ class _Compiler:
 
     def op_device_print(self, e: ir.Op) -> Eval:
         values = [self.expr(a) for a in e.args]
-        prefix = e.attr("prefix")
+        prefix = e.attr("prefix").replace("%%", "%")  # a printf format (lower/debug_ops.py)
 
         def show(s: _State) -> None:
             arrays = [np.asarray(v(s)) for v in values]
@@ -252,7 +252,7 @@ class _Compiler:
 
     def op_device_assert(self, e: ir.Op) -> Eval:
         (cond,) = (self.expr(a) for a in e.args)
-        message = e.attr("message") or e.attr("text")
+        message = (e.attr("message") or e.attr("text")).replace("%%", "%")
 
         def check(s: _State) -> None:
             ok = np.asarray(cond(s))

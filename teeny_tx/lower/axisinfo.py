@@ -163,6 +163,16 @@ class AxisInfo:
 
     op_land = op_lor = op_bitand = op_bitor = _logical
 
+    def op_multiple_of(self, e: Op) -> Info:
+        """The user's promise (Triton's tl.multiple_of): each group starts at a multiple of n."""
+        x = self.info(e.args[0])
+        return Info(x.contig, x.const, max(x.div, e.attr("n")))
+
+    def op_max_contiguous(self, e: Op) -> Info:
+        """The user's promise (Triton's tl.max_contiguous): runs of n consecutive values."""
+        x = self.info(e.args[0])
+        return Info(max(x.contig, e.attr("n")), x.const, x.div)
+
     def op_neg(self, e: Op) -> Info:
         a = self.info(e.args[0])
         return Info(1, a.const, a.div)

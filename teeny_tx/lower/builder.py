@@ -26,7 +26,8 @@ from .._prelude import FILES
 from ..constants import CONSTANTS
 from ..dtypes import BOOL, DTYPES, F32, DType
 from ..errors import CompileError, Location
-from ..parse import Unit
+from ..parse import Unit, literals
+from ..parse.reserved import RESERVED_NAMES
 from ..parse.source import PRELUDE_NAME, prelude_text
 from . import ir
 from . import typing as ty
@@ -36,7 +37,7 @@ from .ir import Const, Expr, Op, PointerType, Type, Var
 from .memory_ops import MemoryOps
 from .names import Names, is_generated
 from .ops import OPS
-from .reduction_ops import ReductionOps
+from .reduction_ops import TUPLE_SCAN_HINT, ReductionOps
 from .shape_ops import ShapeOps
 from .signature import Spec, element_dtype, kernel_signature
 
@@ -63,72 +64,9 @@ _BINARY = {
 _UNARY = {"-": "neg", "!": "lnot", "~": "invert"}
 _FLOAT_CONSTANTS = {"INF": float("inf"), "NAN": float("nan")}
 
-# Names with a meaning of their own in the generated CUDA: C++ keywords C lacks, CUDA's built-in
-# variables and the device header's namespace (a kernel or parameter named so is refused; a local
-# is renamed). Every name the compiler makes up starts with GENERATED_PREFIX (lower/names.py).
-_CUDA_NAMES = frozenset(
-    {
-        "alignas",
-        "alignof",
-        "and",
-        "and_eq",
-        "asm",
-        "bitand",
-        "bitor",
-        "catch",
-        "char16_t",
-        "char32_t",
-        "char8_t",
-        "class",
-        "compl",
-        "concept",
-        "consteval",
-        "constexpr",
-        "constinit",
-        "const_cast",
-        "decltype",
-        "delete",
-        "dynamic_cast",
-        "explicit",
-        "export",
-        "friend",
-        "mutable",
-        "namespace",
-        "new",
-        "noexcept",
-        "not",
-        "not_eq",
-        "nullptr",
-        "operator",
-        "or",
-        "or_eq",
-        "private",
-        "protected",
-        "public",
-        "reinterpret_cast",
-        "requires",
-        "static_assert",
-        "static_cast",
-        "template",
-        "this",
-        "thread_local",
-        "throw",
-        "try",
-        "typeid",
-        "typename",
-        "using",
-        "virtual",
-        "wchar_t",
-        "xor",
-        "xor_eq",
-        "threadIdx",
-        "blockIdx",
-        "blockDim",
-        "gridDim",
-        "warpSize",
-        "tx",
-    }
-)
+# Reserved names (C/C++/CUDA, the `tx_` prefix) never reach the builder: the parser refuses
+# them (parse/reserved.py). Every generated name starts with GENERATED_PREFIX (lower/names.py).
+_CUDA_NAMES = RESERVED_NAMES
 
 
 @dataclass
@@ -165,24 +103,12 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
 
     def build(self) -> ir.Kernel:
         loc = self.loc(self.fn.decl)
-        if self.fn.decl.name in _CUDA_NAMES:
-            raise CompileError(
-                f"'{self.fn.decl.name}' cannot name a kernel: CUDA C++ uses it",
-                loc,
-                "rename the kernel",
-            )
         constexprs = dict(self.spec.constexprs)
         pointer_dtypes = dict(self.spec.pointer_dtypes)
         align = dict(self.spec.align)
         assigned = _assigned_names(self.fn.body)
         params = []
         for p in kernel_signature(self.unit, self.fn):
-            if p.name in _CUDA_NAMES:
-                raise CompileError(
-                    f"'{p.name}' cannot name a parameter: CUDA C++ uses it",
-                    p.loc,
-                    "rename the parameter",
-                )
             if p.kind == "constexpr":
                 if p.name not in constexprs:
                     raise CompileError(
@@ -298,13 +224,22 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         hint = f"did you mean '{close[0]}'?" if close else None
         return CompileError(f"unknown {what} '{name}'", loc, hint)
 
-    def constant(self, node, what: str) -> Any:
+    def constant(self, node, what: str, integer: bool = True) -> Any:
+        """The value of a compile-time constant argument: an integer (or truth value) unless
+        ``integer`` is False. A float where an integer belongs (``program_id(1.0)``) is
+        refused here, for every op that takes constant arguments."""
         value = self.expr(node)
         if not isinstance(value, Const):
             raise CompileError(
                 f"{what} must be a compile-time constant",
                 self.loc(node),
                 "use literals and `const` parameters (constexprs) here",
+            )
+        if integer and not isinstance(value.value, int):
+            raise CompileError(
+                f"{what} must be an integer constant, got {value.type.dtype} {value.value!r}",
+                self.loc(node),
+                "write an integer literal or an integer `const` parameter",
             )
         return value.value
 
@@ -499,7 +434,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
 
     def stmt_FuncCall(self, node: c_ast.FuncCall) -> None:
         name = node.name.name if isinstance(node.name, c_ast.ID) else None
-        if name in ("static_assert", "device_print", "device_assert"):
+        if name in ("static_assert", "device_print", "device_assert", "debug_barrier"):
             result = self.expr_FuncCall(node, statement=True)
             if result is not None:
                 self.emit(ir.Eval(loc=self.loc(node), expr=result))
@@ -509,6 +444,11 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             if result is not None and isinstance(result, Op) and result.op in ("store", "atomic"):
                 self.emit(ir.Eval(loc=self.loc(node), expr=result))
             return
+        op = OPS.get(name or "")
+        if name is not None and (op is None or not op.prelude):
+            raise self.unknown(name, self.loc(node.name), "operation")
+        if name is None:
+            self.expr_FuncCall(node, statement=True)  # says what is wrong with the callee
         raise CompileError(
             f"the value of {name}(...) is not used", self.loc(node), "assign it to a variable"
         )
@@ -616,25 +556,28 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         text = node.value
         if node.type == "string":
             raise CompileError("string literals are not supported here", loc)
-        if node.type == "char":
-            return Const(
-                type=Type(self.index),
-                loc=loc,
-                value=ord(text[1:-1].encode().decode("unicode_escape")),
-                weak=True,
-            )
-        if node.type in ("float", "double"):
-            value = float(text.rstrip("fFlL"))
+        if node.type == "char" or "'" in text:
+            value = literals.character(text, loc)
+            return Const(type=Type(self.index), loc=loc, value=value, weak=True)
+        if node.type in ("float", "double", "long double"):
+            value = literals.floating(text, loc)
             return Const(type=Type(F32), loc=loc, value=value, weak=True)
-        digits = text.rstrip("uUlL")
-        value = (
-            int(digits, 0)
-            if not (digits.startswith("0") and digits[1:].isdigit())
-            else int(digits, 8)
-        )
-        if "u" in text.lower():
+        value, unsigned = literals.integer(text, loc)
+        # C's rule for a hex or octal literal that int cannot hold: it is unsigned when
+        # unsigned int (or, past i64, unsigned long long) holds it, so 0x9E3779B9 is a u32 and
+        # hash arithmetic on an i32 tile stays 32-bit (unsigned), as in C
+        based = text[:1] == "0" and len(text.rstrip("uUlL")) > 1
+        if based and (2**31 <= value < 2**32 or value >= 2**63):
+            unsigned = True
+        if unsigned:
             return Const(
                 type=Type(DTYPES["u64"] if value >= 2**32 else DTYPES["u32"]), loc=loc, value=value
+            )
+        if value >= 2**63:
+            raise CompileError(
+                f"integer literal '{text}' does not fit in i64",
+                loc,
+                f"write it unsigned, {text}u, or as a negative number",
             )
         return Const(type=Type(ty.weak_literal_type(value)), loc=loc, value=value, weak=True)
 
@@ -689,11 +632,24 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     def expr_Cast(self, node: c_ast.Cast) -> Expr:
         loc = self.loc(node)
         target, _ = self.resolve_type(node.to_type.type, loc)
-        if target is None or target.is_tile or target.is_pointer:
-            raise CompileError("casts convert to an element type, e.g. (f32)x", loc)
+        if target is not None and target.is_pointer and not self.expr(node.expr).type.is_pointer:
+            raise CompileError(
+                "an integer cannot become a pointer (the interpreter and the checks need every "
+                "pointer to come from a kernel argument)",
+                loc,
+                "for an array of tensors (grouped GEMM), pass one base pointer and an array of "
+                "element offsets: load(offsets + g) added to the base, e.g. base + load(offs + g)",
+            )
         value = self.expr(node.expr)
         if value.type.is_pointer:
-            raise CompileError("pointers cannot be cast", loc)
+            raise CompileError(
+                "pointers cannot be cast",
+                loc,
+                "a pointer's element type comes from the argument (`any *p`); "
+                "bitcast(x, T) reinterprets numbers",
+            )
+        if target is None or target.is_tile or target.is_pointer:
+            raise CompileError("casts convert to an element type, e.g. (f32)x", loc)
         result = ty.cast(value, target.dtype)
         if isinstance(result, Const):
             return Const(type=result.type, loc=loc, value=result.value, weak=False)
@@ -706,6 +662,26 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         return self.apply(
             "where", [cond, self.expr(node.iftrue), self.expr(node.iffalse)], self.loc(node)
         )
+
+    def expr_Typename(self, node: c_ast.Typename) -> Expr:
+        raise CompileError(
+            "a type name is not a value here",
+            self.loc(node),
+            "types are arguments of bitcast(x, T) only; convert a value with a cast: (T)x",
+        )
+
+    def call_bitcast(self, args, loc: Location) -> Expr:
+        if not isinstance(args[1], c_ast.Typename):
+            raise CompileError(
+                "the second argument of bitcast() is a type name",
+                self.loc(args[1]),
+                "e.g. bitcast(x, u32)",
+            )
+        target, _ = self.resolve_type(args[1].type, self.loc(args[1]))
+        if target is None or target.is_tile or target.is_pointer:
+            raise CompileError("bitcast() converts to an element type, e.g. u32", self.loc(args[1]))
+        carrier = Const(type=Type(BOOL), loc=loc, value=target.dtype)
+        return self.apply("bitcast", [self.expr(args[0]), carrier], loc)
 
     def expr_ArrayRef(self, node) -> Expr:
         raise CompileError(
@@ -734,10 +710,13 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         lo, hi = op.arity
         if not lo <= len(arg_nodes) <= hi:
             expect = str(lo) if lo == hi else f"{lo} to {hi}"
+            hint = op.doc
+            if name == "associative_scan" and len(arg_nodes) > hi:
+                hint = f"it scans one tile; {TUPLE_SCAN_HINT}"
             raise CompileError(
                 f"{name}() takes {expect} argument{'s' if hi != 1 else ''}, got {len(arg_nodes)}",
                 loc,
-                op.doc,
+                hint,
             )
         if op.builder_method is not None:  # typed here, from the argument nodes
             return getattr(self, op.builder_method)(arg_nodes, loc)

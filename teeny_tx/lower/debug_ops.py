@@ -11,19 +11,38 @@ from pycparser import c_ast
 
 from ..dtypes import BOOL
 from ..errors import CompileError, Location
+from ..parse import literals
 from . import typing as ty
 from .context import LoweringContext
 from .ir import Expr, Op, Type
+
+
+def printf_text(text: str) -> str:
+    """``text`` as a printf format that prints it: ``%`` doubled, and control characters other
+    than newline and tab written as visible escapes (``\\r``, ``\\0``, ``\\x1b``), so the IR
+    carries text the emitter may put in a format string as it is. The interpreter prints what
+    printf would (``%%`` as ``%``)."""
+    out = []
+    for c in text:
+        if c == "%":
+            out.append("%%")
+        elif c in "\n\t":
+            out.append(c)
+        elif ord(c) < 32 or ord(c) == 127:
+            out.append({"\r": "\\r", "\0": "\\0"}.get(c, f"\\x{ord(c):02x}"))
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 class DebugOps(LoweringContext):
     def string_arg(self, node, what: str) -> str:
         if not (isinstance(node, c_ast.Constant) and node.type == "string"):
             raise CompileError(f"{what} must be a string literal", self.loc(node))
-        return node.value[1:-1].encode().decode("unicode_escape")
+        return literals.string(node.value, self.loc(node))
 
     def call_static_assert(self, args, loc: Location) -> None:
-        cond = self.constant(args[0], "the condition of static_assert()")
+        cond = self.constant(args[0], "the condition of static_assert()", integer=False)
         message = (
             self.string_arg(args[1], "the message of static_assert()") if len(args) > 1 else ""
         )
@@ -56,7 +75,7 @@ class DebugOps(LoweringContext):
             loc=loc,
             op="device_print",
             args=tuple(values),
-            attrs=(("prefix", prefix),),
+            attrs=(("prefix", printf_text(prefix)),),
         )
 
     def call_device_assert(self, args, loc: Location) -> Expr | None:
@@ -72,7 +91,7 @@ class DebugOps(LoweringContext):
             op="device_assert",
             args=(cond,),
             attrs=(
-                ("message", message),
-                ("text", loc.source_line.strip() if loc.source_line else ""),
+                ("message", printf_text(message)),
+                ("text", printf_text(loc.source_line.strip() if loc.source_line else "")),
             ),
         )

@@ -25,6 +25,11 @@ class PointerType:
     elem: DType
     const: bool = False
 
+    @property
+    def itemsize(self) -> int:
+        """Bytes of one pointer (a tile of pointers staged through shared memory takes them)."""
+        return 8
+
     def __str__(self) -> str:
         return f"{'const ' if self.const else ''}{self.elem}*"
 

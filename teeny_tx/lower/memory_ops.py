@@ -35,6 +35,13 @@ class MemoryOps(LoweringContext):
         other = None
         if len(args) > 2:
             other = self.expr(args[2])
+            if other.type.is_pointer:
+                raise CompileError(
+                    "load() other is the value of masked-off lanes: a number, not a pointer",
+                    self.loc(args[2]),
+                    "to read another address where the mask is off, select the pointers: "
+                    "load(where(mask, p, q))",
+                )
             if ty.is_weak(other):
                 other = (
                     ty.cast(other, elem)
@@ -76,7 +83,15 @@ class MemoryOps(LoweringContext):
                 "the parameter is declared `const`; drop `const` to write through it",
             )
         shape = ptr.type.shape
-        value = ty.cast(self.expr(args[1]), ptr.type.dtype.elem)
+        value = self.expr(args[1])
+        if value.type.is_pointer:
+            raise CompileError(
+                "store() writes numbers; a pointer cannot be stored as a value",
+                self.loc(args[1]),
+                "store an integer offset (e.g. the index) and add it to a base pointer when "
+                "loading",
+            )
+        value = ty.cast(value, ptr.type.dtype.elem)
         if (
             value.type.is_tile
             and value.type.shape != shape

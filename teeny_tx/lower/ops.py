@@ -21,6 +21,7 @@ import numpy as np
 from ..dtypes import BOOL, DType
 from ..errors import CompileError, Location
 from . import typing as ty
+from .casts import cast_array
 from .ir import Const, Expr, Op, PointerType, Type
 from .op_table import OPS, make
 from .op_table import define as _def
@@ -418,19 +419,15 @@ _def("pow", "pow(x, y): x^y", 2, rule_float_math, "tx::pow({0}, {1})", _in_f32(n
 
 
 def _numpy_cast(x, to: DType):
-    """C casts as CUDA performs them: float to integer truncates and saturates, NaN gives 0."""
-    if to.kind == "b":
-        return x != 0
-    if to.is_int and (x.dtype.kind == "f" or x.dtype.name == "bfloat16"):
-        info = np.iinfo(to.np)
-        wide = np.nan_to_num(x.astype(np.float64), nan=0.0)
-        return np.clip(np.trunc(wide), info.min, info.max).astype(to.np)
-    return x.astype(to.np)
+    """C casts by the rules C1-C5 of ``lower/casts.py``: float to integer truncates, saturates
+    and gives 0 for NaN; conversions to a float round once."""
+    return cast_array(x, to)
 
 
 _def(
     "cast",
-    "(T)x: convert to dtype T (C cast); float to int truncates",
+    "(T)x: convert to dtype T; float to int truncates and saturates, NaN gives 0; "
+    "to a float rounds once (lower/casts.py)",
     1,
     None,
     "tx::cast<{T}>({0})",
@@ -438,6 +435,98 @@ _def(
     prelude=False,
     family="cast",
     interp="elementwise",
+)
+
+
+# ---------------------------------------------------------------- hints, bit casts, barriers
+
+
+def _constant_power_of_two(x: Expr, loc: Location, what: str) -> int:
+    if not isinstance(x, Const) or not isinstance(x.value, int) or isinstance(x.value, bool):
+        raise CompileError(f"{what} must be an integer constant", loc, "e.g. multiple_of(x, 16)")
+    n = x.value
+    if n <= 0 or n & (n - 1):
+        raise CompileError(f"{what} must be a positive power of two, got {n}", loc)
+    return n
+
+
+def rule_hint(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
+    """multiple_of / max_contiguous: the value unchanged, with a fact for the axis analysis
+    (lower/axisinfo.py). A false promise is undefined behaviour on the GPU, as in Triton."""
+    x, n = args
+    dtype = x.type.dtype
+    if not isinstance(dtype, PointerType) and not dtype.is_int:
+        raise CompileError(
+            f"{name}() takes integer or pointer values, got {x.type}", loc, OPS[name].doc
+        )
+    n = _constant_power_of_two(n, loc, f"the {name}() bound")
+    if isinstance(x, Const):
+        return x
+    return Op(type=x.type, loc=loc, op=name, args=(x,), attrs=(("n", n),))
+
+
+def rule_bitcast(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
+    """bitcast(x, T): the same bits read as T (the builder turns the type argument into a
+    constant holding the dtype)."""
+    x, to = args
+    target = to.value if isinstance(to, Const) else None
+    if not isinstance(target, DType):
+        raise CompileError("bitcast() takes a value and a type name", loc, "e.g. bitcast(x, u32)")
+    src = x.type.dtype
+    if isinstance(src, PointerType) or src.kind == "b" or target.kind == "b":
+        raise CompileError(
+            f"bitcast() reinterprets numbers of equal width, not {x.type} as {target}", loc
+        )
+    if src.bits != target.bits:
+        raise CompileError(
+            f"bitcast() from {src} ({src.bits} bits) to {target} ({target.bits} bits)",
+            loc,
+            "the widths must be equal; convert with a cast first, e.g. bitcast((f32)x, u32)",
+        )
+    if ty.is_weak(x):
+        x = ty.cast(x, ty.weak_literal_type(x.value) if src.bits == 32 else src)
+    if isinstance(x, Const):
+        value = np.asarray(x.value, dtype=x.type.dtype.np).view(target.np).item()
+        return Const(type=Type(target), loc=loc, value=value)
+    return Op(type=x.type.with_dtype(target), loc=loc, op="bitcast", args=(x,))
+
+
+def rule_barrier(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
+    return Op(type=Type(BOOL), loc=loc, op=name)  # not folded: a statement, kept for its effect
+
+
+_def(
+    "multiple_of",
+    "multiple_of(x, n): x, promised to start each contiguous group at a multiple of n "
+    "(bytes for pointers): wider vector accesses",
+    2,
+    rule_hint,
+    "{0}",
+    lambda x: x,
+)
+_def(
+    "max_contiguous",
+    "max_contiguous(x, n): x, promised to hold runs of n consecutive values along its last axis",
+    2,
+    rule_hint,
+    "{0}",
+    lambda x: x,
+)
+_def(
+    "bitcast",
+    "bitcast(x, T): the bits of x read as type T of the same width (u32 of an f32...)",
+    2,
+    rule_bitcast,
+    "tx::bitcast<{T}>({0})",
+    lambda x: x,  # the interpreter views the bits (elementwise_numpy)
+)
+_def(
+    "debug_barrier",
+    "debug_barrier(): every thread of the program waits until all reach it (__syncthreads)",
+    0,
+    rule_barrier,
+    "tx::debug_barrier()",
+    lambda: np.bool_(True),
 )
 
 
@@ -750,6 +839,8 @@ def elementwise_numpy(op: Op, values: list) -> Any:
     with np.errstate(all="ignore"):
         if op.op == "cast":
             return numpy_cast(values[0], op.attr("to"))
+        if op.op == "bitcast":
+            return np.asarray(values[0]).view(op.type.dtype.np)
         result = OPS[op.op].numpy(*values)
     return np.asarray(result).astype(op.type.dtype.np, copy=False)
 

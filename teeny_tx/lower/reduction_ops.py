@@ -16,6 +16,12 @@ from .context import LoweringContext
 from .ir import Expr, Op, Type, Var
 from .names import COMBINE_ARGS
 
+TUPLE_SCAN_HINT = (
+    "for a scan over several tiles (a linear recurrence h = a * h + b), pack the pair into one "
+    "value: u64 of two 32-bit halves (bitcast(a, u32), bitcast(b, u32)) and a helper "
+    "u64 combine(u64 x, u64 y) that unpacks, combines and repacks them"
+)
+
 
 class ReductionOps(LoweringContext):
     def call_sum(self, args, loc: Location) -> Expr:
@@ -97,6 +103,12 @@ class ReductionOps(LoweringContext):
         return self._scan("prod", args, loc)
 
     def call_associative_scan(self, args, loc: Location) -> Expr:
+        if isinstance(args[0], c_ast.ExprList) or not isinstance(args[2], c_ast.ID):
+            raise CompileError(
+                "associative_scan() scans one tile with a helper combine(a, b) (C has no tuples)",
+                self.loc(args[0] if isinstance(args[0], c_ast.ExprList) else args[2]),
+                TUPLE_SCAN_HINT,
+            )
         return self._scan("scan", [args[0], args[1], *args[3:]], loc, combine_node=args[2])
 
     def _scan(self, kind: str, args, loc: Location, combine_node=None) -> Expr:

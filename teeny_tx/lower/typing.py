@@ -22,6 +22,7 @@ from typing import TypeGuard
 
 from ..dtypes import BOOL, F32, I32, I64, DType, promote
 from ..errors import CompileError, Location
+from .casts import cast_value
 from .ir import Const, Expr, Op, PointerType, Type
 
 
@@ -50,28 +51,27 @@ def broadcast_shapes(
 
 
 def cast(x: Expr, dtype: DType) -> Expr:
-    """Convert ``x`` to ``dtype`` (no-op when it already is); constants convert at compile time."""
+    """Convert ``x`` to ``dtype`` (no-op when it already is); constants convert at compile time,
+    by the rules of ``lower/casts.py`` (the ones the interpreter and the GPU follow)."""
     if x.type.dtype == dtype:
         return x
     if isinstance(x, Const):
-        return Const(type=Type(dtype, x.type.shape), loc=x.loc, value=convert_value(x.value, dtype))
+        value = convert_value(x.value, dtype, x.type.dtype)
+        return Const(type=Type(dtype, x.type.shape), loc=x.loc, value=value)
     return Op(
         type=x.type.with_dtype(dtype), loc=x.loc, op="cast", args=(x,), attrs=(("to", dtype),)
     )
 
 
-def convert_value(value: int | float | bool, dtype: DType) -> int | float | bool:
-    """A Python constant as ``dtype`` would hold it (C conversion, two's-complement wrap)."""
-    if dtype.kind == "b":
-        return bool(value)
-    if dtype.is_float:
-        return float(dtype.np.type(value))
-    value = int(value)
-    mask = (1 << dtype.bits) - 1
-    value &= mask
-    if dtype.kind == "i" and value >= 1 << (dtype.bits - 1):
-        value -= 1 << dtype.bits
-    return value
+def convert_value(
+    value: int | float | bool, dtype: DType, src: DType | None = None
+) -> int | float | bool:
+    """A Python constant (of dtype ``src``, else inferred from the value) as ``dtype`` holds it:
+    the cast rules C1-C5 of ``lower/casts.py`` (integers wrap, floats saturate into integers,
+    NaN gives 0, floats round once)."""
+    if isinstance(src, PointerType):
+        src = None
+    return cast_value(value, dtype, src)
 
 
 def weak_literal_type(value: int | float | bool) -> DType:

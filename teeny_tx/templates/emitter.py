@@ -360,6 +360,8 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
         e = s.expr
         if isinstance(e, Op) and e.op in self.EFFECTS:
             getattr(self, self.EFFECTS[e.op])(e)
+        elif isinstance(e, Op) and OPS[e.op].elementwise:  # kept for its effect: debug_barrier
+            self.emit("effect", self.ex(e))
 
     def stmt_if(self, s: ir.If) -> None:
         self.hoist(s.cond)
@@ -519,7 +521,7 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
         if method is not None:
             return method(e)
         args = [self.expr(a) for a in e.args]
-        if e.type.is_pointer or (e.args and e.args[0].type.is_pointer):
+        if e.op == "add" and (e.type.is_pointer or (e.args and e.args[0].type.is_pointer)):
             return cx.binary("+", *args)
         op = OPS[e.op]
         return cx.op_text(op.cuda_format(e.type.dtype), op.symbol, args, ctype(e.type.dtype))
