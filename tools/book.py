@@ -42,6 +42,7 @@ import io
 import os
 import re
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,8 +199,15 @@ def _exec(code: str, namespace: dict, where: str) -> str:
 
 
 def _shell(code: str) -> str:
+    env = dict(os.environ)  # the commands of this Python's environment (teeny-tx) come first
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     done = subprocess.run(
-        ["bash", "-e", "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600
+        ["bash", "-e", "-o", "pipefail", "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
     )
     if done.returncode != 0:
         raise BookError(f"exit {done.returncode}: {done.stderr.strip()[-2000:]}")
