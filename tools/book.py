@@ -15,14 +15,16 @@ just above it, by an HTML comment (invisible on the site) naming its kind:
     What the code run just before printed, exactly (trailing blanks aside).
 ``<!-- book: output excerpt -->``
     Lines of that output, in order; a line ``...`` stands for any number of lines left out.
-``<!-- book: output of`` *code* ``-->``
-    The output of the Python code written inside the comment itself (run in the page's
-    namespace): for outputs, such as an error message, whose code would distract the reader.
+``<!-- book: output of`` *code* ``-->``, ``<!-- book: output excerpt of`` *code* ``-->``
+    The output (or lines of it) of the Python code written inside the comment itself, run in
+    the page's namespace: for outputs, such as an error message, whose code would distract
+    the reader.
 ``<!-- book: file PATH -->``
     The whole of PATH, included by the snippets extension: the block's only line is
     ``--8<-- "PATH"``, so the site shows the file as it is.
 ``<!-- book: excerpt PATH -->``
-    Lines of PATH, as written there, in order; ``...`` lines separate runs of lines.
+    Lines of PATH, as written there but for their indentation, following each other; ``...``
+    lines separate such runs, in order.
 ``<!-- book: readme -->``
     A shell command that README.md holds verbatim (the command CI runs).
 ``<!-- book: shell -->``
@@ -64,15 +66,16 @@ class Block:
     line: int  # 1-based line of the opening fence
     lang: str
     kind: str
-    arg: str  # PATH for file/excerpt, "excerpt" for output excerpts, code for "output of"
+    arg: str  # PATH for file/excerpt, "excerpt" for output excerpts
     text: str  # the block's contents, without the fences
+    code: str = ""  # the Python code of an ``output of`` comment
 
     @property
     def where(self) -> str:
         return f"docs/{self.page}:{self.line}"
 
 
-def _instruction(lines: list[str], fence_at: int) -> tuple[str, str] | None:
+def _instruction(lines: list[str], fence_at: int) -> tuple[str, str, str] | None:
     """The ``book:`` comment that ends on the line just above the fence at ``fence_at``."""
     end = fence_at - 1
     if end < 0 or not lines[end].rstrip().endswith("-->"):
@@ -90,9 +93,9 @@ def _instruction(lines: list[str], fence_at: int) -> tuple[str, str] | None:
     words = head.split(None, 1)
     kind = words[0] if words else ""
     arg = words[1].strip() if len(words) > 1 else ""
-    if kind == "output" and arg == "of":
-        return "output", "of\n" + rest
-    return kind, arg
+    if kind == "output" and arg.endswith("of") and arg in ("of", "excerpt of"):
+        return "output", arg.removesuffix("of").strip(), rest
+    return kind, arg, ""
 
 
 def blocks(page: Path) -> list[Block]:
@@ -119,11 +122,11 @@ def blocks(page: Path) -> list[Block]:
                 f"docs/{rel}:{i + 1}: a code block without a `<!-- book: ... -->` line above "
                 "it (see tools/book.py for the kinds)"
             )
-        kind, arg = found
+        kind, arg, code = found
         if kind not in KINDS:
             raise BookError(f"docs/{rel}:{i + 1}: unknown block kind {kind!r}")
         text = "\n".join(lines[i + 1 : j])
-        out.append(Block(rel, i + 1, lang, kind, arg, text))
+        out.append(Block(rel, i + 1, lang, kind, arg, text, code))
         i = j + 1
     return out
 
@@ -151,13 +154,16 @@ def _runs(text: str) -> list[list[str]]:
     return [r for r in runs if r]
 
 
-def excerpt_mismatch(excerpt: str, whole: str, contiguous: bool) -> str | None:
+def excerpt_mismatch(
+    excerpt: str, whole: str, contiguous: bool, indent: bool = True
+) -> str | None:
     """None when ``excerpt`` is lines of ``whole`` in order (``...`` lines skip any number of
-    lines; with ``contiguous``, the lines between two ``...`` follow each other in ``whole``);
-    else the first line that is not found."""
-    lines = [line.rstrip() for line in whole.split("\n")]
+    lines; with ``contiguous``, the lines between two ``...`` follow each other in ``whole``;
+    without ``indent``, leading blanks do not count); else the first line that is not found."""
+    lines = [line.rstrip() if indent else line.strip() for line in whole.split("\n")]
     at = 0
     for run in _runs(excerpt):
+        run = run if indent else [line.strip() for line in run]
         if contiguous:
             for start in range(at, len(lines) - len(run) + 1):
                 if lines[start : start + len(run)] == run:
@@ -228,7 +234,11 @@ def check_page(page: Path, gpu: bool = False) -> list[str]:
     old = os.getcwd()
     os.chdir(ROOT)
     try:
-        for block in blocks(page):
+        page_blocks = blocks(page)
+    except BookError as e:
+        return [str(e)]
+    try:
+        for block in page_blocks:
             try:
                 if block.kind in ("run", "gpu"):
                     source = block.kind
@@ -236,8 +246,10 @@ def check_page(page: Path, gpu: bool = False) -> list[str]:
                     if block.kind == "run" or gpu:
                         printed = _exec(block.text, namespace, block.where)
                 elif block.kind == "output":
-                    if block.arg.startswith("of\n"):
-                        source, printed = "run", _exec(block.arg[3:], namespace, block.where)
+                    if block.code:
+                        if gpu:
+                            continue
+                        source, printed = "run", _exec(block.code, namespace, block.where)
                     if (source == "gpu") != gpu:
                         continue
                     if printed is None:
@@ -253,7 +265,7 @@ def check_page(page: Path, gpu: bool = False) -> list[str]:
                     snippet_path(block)
                 elif block.kind == "excerpt":
                     whole = (ROOT / block.arg).read_text(encoding="utf-8")
-                    missing = excerpt_mismatch(block.text, whole, contiguous=True)
+                    missing = excerpt_mismatch(block.text, whole, contiguous=True, indent=False)
                     if missing is not None:
                         raise BookError(f"{block.arg} has no line {missing!r} (in this order)")
                 elif block.kind == "readme":
