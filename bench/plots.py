@@ -23,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "docs" / "images"
+BENCHMARKS = ROOT / "BENCHMARKS.md"
 _DATE = re.compile(r"date:\s*(?P<date>[^,]+),\s*device:\s*(?P<device>.+?)\s*$")
 _ISO = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\b")
 _NVIDIA = re.compile(r"\b(NVIDIA [A-Z][\w-]*\d\w*)")
@@ -165,8 +166,12 @@ def draw(section: Section, out: Path, reference: tuple[float, str] | None) -> No
                         ax.hlines(v, c - 0.45, c + 0.45, colors="black", linestyles="dashed")
                 ax.plot([], [], "k--", label="copy_ (same run)")
             elif reference is not None:
-                ax.axhline(reference[0], color="black", linestyle="dashed",
-                           label=f"vector add, best ({reference[1][:10]})")
+                ax.axhline(
+                    reference[0],
+                    color="black",
+                    linestyle="dashed",
+                    label=f"vector add, best ({reference[1][:10]})",
+                )
         ax.set_xticks(range(len(table.cases)))
         ax.set_xticklabels(table.cases, fontsize=8, rotation=15 if len(table.cases) > 6 else 0)
         ax.set_ylabel(table.unit)
@@ -181,7 +186,7 @@ def draw(section: Section, out: Path, reference: tuple[float, str] | None) -> No
 
 def main(argv: list[str] | None = None) -> list[Path]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("tables", nargs="?", type=Path, default=ROOT / "BENCHMARKS.md")
+    parser.add_argument("tables", nargs="?", type=Path, default=BENCHMARKS)
     parser.add_argument("--out", type=Path, default=IMAGES, help="directory for the PNGs")
     args = parser.parse_args(argv)
     sections = parse(args.tables.read_text(encoding="utf-8"))

@@ -34,7 +34,8 @@ just above it, by an HTML comment (invisible on the site) naming its kind:
     A diagram in a ``text`` block: not code.
 
 A block with no instruction, or with an unknown one, is an error: every block of the book runs
-or is checked.
+or is checked. ``tests/test_book.py`` runs :func:`check_page` on every page (CPU) and
+``tests/gpu/test_book_gpu.py`` with ``gpu=True``.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def _instruction(lines: list[str], fence_at: int) -> tuple[str, str, str] | None
 def blocks(page: Path) -> list[Block]:
     """Every fenced block of one page, with its instruction; :class:`BookError` when a block
     has none or an unknown one."""
-    rel = page.relative_to(DOCS).as_posix()
+    rel = page.relative_to(DOCS).as_posix() if page.is_relative_to(DOCS) else page.name
     lines = page.read_text(encoding="utf-8").split("\n")
     out = []
     i = 0
@@ -154,9 +155,7 @@ def _runs(text: str) -> list[list[str]]:
     return [r for r in runs if r]
 
 
-def excerpt_mismatch(
-    excerpt: str, whole: str, contiguous: bool, indent: bool = True
-) -> str | None:
+def excerpt_mismatch(excerpt: str, whole: str, contiguous: bool, indent: bool = True) -> str | None:
     """None when ``excerpt`` is lines of ``whole`` in order (``...`` lines skip any number of
     lines; with ``contiguous``, the lines between two ``...`` follow each other in ``whole``;
     without ``indent``, leading blanks do not count); else the first line that is not found."""

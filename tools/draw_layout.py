@@ -163,16 +163,30 @@ def draw(picture: Picture, out: Path) -> None:
     layout = layout_of(picture)
     warp, lane, copies = _grid(layout, picture.rows)
     h, w = warp.shape
-    colours = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7"]
+    colours = [
+        "#4e79a7",
+        "#f28e2b",
+        "#59a14f",
+        "#e15759",
+        "#76b7b2",
+        "#edc948",
+        "#b07aa1",
+        "#ff9da7",
+    ]
     nwarps = int(warp.max()) + 1
     cell = 0.16 if w > 64 else 0.32
     fig, ax = plt.subplots(figsize=(max(6.0, w * cell + 1.5), h * cell * 1.6 + 1.6), dpi=100)
-    ax.imshow(warp, cmap=ListedColormap(colours[:nwarps]), vmin=-0.5, vmax=nwarps - 0.5,
-              aspect="auto", interpolation="nearest")
+    ax.imshow(
+        warp,
+        cmap=ListedColormap(colours[:nwarps]),
+        vmin=-0.5,
+        vmax=nwarps - 0.5,
+        aspect="auto",
+        interpolation="nearest",
+    )
     for (i, j), value in np.ndenumerate(lane):
         label = str(value) if copies[i, j] == 1 else f"{value}+"
-        ax.text(j, i, label, ha="center", va="center", fontsize=5 if w > 64 else 7,
-                color="white")
+        ax.text(j, i, label, ha="center", va="center", fontsize=5 if w > 64 else 7, color="white")
     for j in range(1, w):  # a thin line between the runs one thread holds
         if lane[0, j] != lane[0, j - 1]:
             ax.axvline(j - 0.5, color="white", linewidth=0.3)
@@ -185,10 +199,19 @@ def draw(picture: Picture, out: Path) -> None:
         ax.set_xlabel("column (axis 1)")
         ax.set_ylabel("row (axis 0)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[k]) for k in range(nwarps)]
-    ax.legend(handles, [f"warp {k}" for k in range(nwarps)], loc="center left",
-              bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
-    ax.set_title(f"{picture.title}\n{layout.describe()}\nnumber in a cell: the lane (thread "
-                 "of its warp) holding it; +: other threads hold copies", fontsize=8)
+    ax.legend(
+        handles,
+        [f"warp {k}" for k in range(nwarps)],
+        loc="center left",
+        bbox_to_anchor=(1.0, 0.5),
+        fontsize=8,
+        frameon=False,
+    )
+    ax.set_title(
+        f"{picture.title}\n{layout.describe()}\nnumber in a cell: the lane (thread "
+        "of its warp) holding it; +: other threads hold copies",
+        fontsize=8,
+    )
     fig.tight_layout()
     fig.savefig(out, format="png", metadata={"Software": None})
     plt.close(fig)
