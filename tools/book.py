@@ -277,3 +277,20 @@ def check_page(page: Path, gpu: bool = False) -> list[str]:
     finally:
         os.chdir(old)
     return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tools.book [--gpu] [PAGE...]``: check the pages (all by default); print the
+    failures; exit 1 if there are any."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    gpu = "--gpu" in args
+    chosen = [Path(a).resolve() for a in args if a != "--gpu"] or pages()
+    failures = [f for page in chosen for f in check_page(page, gpu=gpu)]
+    for failure in failures:
+        print(failure, end="\n\n")
+    print(f"{len(chosen)} pages, {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
