@@ -519,6 +519,7 @@ _def(
     rule_bitcast,
     "tx::bitcast<{T}>({0})",
     lambda x: x,  # the interpreter views the bits (elementwise_numpy)
+    builder="call_bitcast",  # reads its type-name argument
 )
 _def(
     "debug_barrier",

@@ -1,0 +1,1 @@
+"""Tools that generate or check the book (docs/): not part of the installed package."""
