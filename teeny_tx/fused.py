@@ -42,8 +42,15 @@ def _contiguous(arrays: _Arrays, a: Any, name: str) -> None:
         raise arrays.error(f"{name} must be contiguous; copy it first")
 
 
-def _elementwise(fn: str, kernel: str, named: dict[str, Any], outputs: int, interpret: bool,
-                 *scalars: Any, **constexprs: Any) -> tuple:
+def _elementwise(
+    fn: str,
+    kernel: str,
+    named: dict[str, Any],
+    outputs: int,
+    interpret: bool,
+    *scalars: Any,
+    **constexprs: Any,
+) -> tuple:
     arrays = _Arrays(fn, named, interpret)
     first_name, first = next(iter(named.items()))
     for name, a in named.items():
@@ -260,8 +267,9 @@ def add_layer_norm_backward(
         dw_part, db_part = arrays.empty((parts, cols), acc), arrays.empty((parts, cols), acc)
         args = (dx, dw_part, db_part, dy, dh, h, weight, mean, rstd, rows, cols, *strides, cols)
         kernel = module("add_norm.c").add_layer_norm_bwd
-        arrays.launch(kernel, (programs,), (*args, per_program), config.num_warps,
-                      BLOCK=config.block)
+        arrays.launch(
+            kernel, (programs,), (*args, per_program), config.num_warps, BLOCK=config.block
+        )
         if programs == 0:
             dw_part[...] = 0
             db_part[...] = 0

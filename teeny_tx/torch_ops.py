@@ -260,9 +260,7 @@ def dropout_op(x: torch.Tensor, p: float, seed: torch.Tensor) -> torch.Tensor:
 
 @_op("dropout_backward")
 def dropout_backward_op(dy: torch.Tensor, p: float, seed: torch.Tensor) -> torch.Tensor:
-    return run("dropout_backward", fused.dropout_backward, dy.contiguous(), p, seed).view(
-        dy.shape
-    )
+    return run("dropout_backward", fused.dropout_backward, dy.contiguous(), p, seed).view(dy.shape)
 
 
 dropout_op.register_fake(_like)
@@ -738,7 +736,9 @@ def cross_entropy(
     """F.cross_entropy(logits [N, C], targets [N] int64), mean over the rows not ignored."""
     if reduction != "mean":
         raise TeenyError(f"teeny_tx.torch.cross_entropy takes reduction='mean', got {reduction!r}")
-    return cross_entropy_op(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index)[0]
+    return cross_entropy_op(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index
+    )[0]
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
