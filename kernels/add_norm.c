@@ -6,7 +6,9 @@
  * (in elements). Data are f16, bf16, f32 or f64; everything is computed in f32 (f64 for f64
  * data: wide() below) and rounded once at each store; the statistics (mean, rstd) and the
  * weight-gradient partials are f32 (f64 for f64 data). One row is one tile of BLOCK >= n_cols
- * columns (a power of two). The norm is taken of the unrounded sum; h is stored rounded.
+ * columns (a power of two). h is rounded to its dtype before it is normalised (ROUND: 1 for
+ * f16 data, 2 for bf16, 0 for f32 and f64), so the norm the backward differentiates, from the
+ * stored h, is the one the forward took.
  *
  *   add_layer_norm_fwd:  h = x + r,  mean, rstd = 1 / sqrt(var(h) + eps),
  *                        y = (h - mean) * rstd * w + b
@@ -29,15 +31,28 @@ tile wide(tile x)
     return x * one;
 }
 
+/* x + r, rounded as the h array stores it (ROUND: 0 none, 1 f16, 2 bf16) */
+tile residual_sum(tile x, tile r, const i32 ROUND)
+{
+    tile s = wide(x) + wide(r);
+    if (ROUND == 1) {
+        s = (f32)(f16)s;
+    } else if (ROUND == 2) {
+        s = (f32)(bf16)s;
+    }
+    return s;
+}
+
 kernel add_layer_norm_fwd(any *y, any *h, any *mean, any *rstd, const any *x, const any *r,
                           const any *w, const any *b, i32 n_cols, i32 x_stride, i32 r_stride,
-                          i32 y_stride, i32 h_stride, f32 eps, const i32 BLOCK)
+                          i32 y_stride, i32 h_stride, f32 eps, const i32 ROUND,
+                          const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
-    tile s = wide(load(x + row * x_stride + cols, mask, 0.0f))
-           + wide(load(r + row * r_stride + cols, mask, 0.0f));
+    tile s = residual_sum(load(x + row * x_stride + cols, mask, 0.0f),
+                          load(r + row * r_stride + cols, mask, 0.0f), ROUND);
     store(h + row * h_stride + cols, s, mask);
     tile mu = sum(s) / n_cols;
     tile centred = where(mask, s - mu, 0.0f);
@@ -80,13 +95,13 @@ kernel add_layer_norm_bwd(any *dx, any *dw_part, any *db_part, const any *dy, co
 
 kernel add_rms_norm_fwd(any *y, any *h, any *rstd, const any *x, const any *r, const any *w,
                         i32 n_cols, i32 x_stride, i32 r_stride, i32 y_stride, i32 h_stride,
-                        f32 eps, const i32 BLOCK)
+                        f32 eps, const i32 ROUND, const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
-    tile s = wide(load(x + row * x_stride + cols, mask, 0.0f))
-           + wide(load(r + row * r_stride + cols, mask, 0.0f));
+    tile s = residual_sum(load(x + row * x_stride + cols, mask, 0.0f),
+                          load(r + row * r_stride + cols, mask, 0.0f), ROUND);
     store(h + row * h_stride + cols, s, mask);
     tile rs = rsqrt(sum(s * s) / n_cols + eps);
     tile wv = wide(load(w + cols, mask, 0.0f));

@@ -23,6 +23,7 @@ from .nn import PARTIAL_BLOCK_N, PARTIAL_BLOCK_P, _Arrays, _norm_config, partial
 FLOATS = ("f32", "f16", "bf16", "f64")
 ELEMENTWISE_BLOCK = 1024
 EMBED_BLOCK_T, EMBED_BLOCK_D = 16, 128
+_ROUND = {"f16": 1, "bf16": 2}  # add_norm.c's ROUND: h rounded before it is normalised
 ACTIVATIONS = {"gelu": 1, "gelu_tanh": 2, "relu": 3, "silu": 4}  # kernels/matmul.c's ACT too
 
 
@@ -206,7 +207,9 @@ def add_layer_norm(
         mean, rstd = arrays.empty((rows,), stat), arrays.empty((rows,), stat)
         args = (y, h, mean, rstd, x, residual, weight, bias, cols, xs, rs, cols, cols, float(eps))
         kernel = module("add_norm.c").add_layer_norm_fwd
-        arrays.launch(kernel, (rows,), args, config.num_warps, BLOCK=config.block)
+        arrays.launch(
+            kernel, (rows,), args, config.num_warps, ROUND=_ROUND.get(dtype, 0), BLOCK=config.block
+        )
     return y, h, mean, rstd
 
 
@@ -223,7 +226,9 @@ def add_rms_norm(
         rstd = arrays.empty((rows,), wide_dtype(dtype))
         args = (y, h, rstd, x, residual, weight, cols, xs, rs, cols, cols, float(eps))
         kernel = module("add_norm.c").add_rms_norm_fwd
-        arrays.launch(kernel, (rows,), args, config.num_warps, BLOCK=config.block)
+        arrays.launch(
+            kernel, (rows,), args, config.num_warps, ROUND=_ROUND.get(dtype, 0), BLOCK=config.block
+        )
     return y, h, rstd
 
 
