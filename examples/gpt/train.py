@@ -3,7 +3,8 @@ initialisation on the same batches, the same model in plain torch; compare.
 
     python examples/gpt/train.py                      # full size on a GPU, tiny on a CPU
     python examples/gpt/train.py --config tiny --steps 20 --device cpu
-    python examples/gpt/train.py --compile --graph    # torch.compile, then CUDA graph replay
+    python examples/gpt/train.py --compile --graph    # torch.compile; forward + backward
+                                                      # captured once, replayed each step
 
 Output: one line per step (both losses and their relative difference), a check that every
 parameter's gradient at step 1 matches torch's, the losses as JSON and, with matplotlib, a PNG
@@ -34,6 +35,47 @@ def build(lib, cfg, vocab, state, device, dtype):
     model.to(dtype)
     opt = lib.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
     return model, opt
+
+
+def eager_step(model):
+    def step(x, y):
+        for p in model.parameters():
+            p.grad = None
+        loss = model(x, y)
+        loss.backward()
+        return loss
+
+    return step
+
+
+def graphed_step(model, x0, y0):
+    """Forward and backward captured in one CUDA graph (after two warm-up passes on a side
+    stream, which compile, load and tune every kernel), replayed on copies of each batch; the
+    optimizer steps outside the graph (its step count lives on the host)."""
+    sx, sy = x0.clone(), y0.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            model(sx, sy).backward()
+    torch.cuda.current_stream().wait_stream(side)
+    params = [p for p in model.parameters() if p.grad is not None]
+    for p in params:
+        p.grad.zero_()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        loss = model(sx, sy)
+        loss.backward()
+
+    def step(x, y):
+        sx.copy_(x)
+        sy.copy_(y)
+        for p in params:
+            p.grad.zero_()
+        graph.replay()
+        return loss
+
+    return step
 
 
 def grad_errors(ours, theirs) -> dict[str, float]:
@@ -84,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compile", action="store_true", help="torch.compile(fullgraph=True)")
+    parser.add_argument("--graph", action="store_true", help="replay a CUDA graph (GPU)")
     parser.add_argument("--no-reference", action="store_true", help="train teeny_tx's only")
     parser.add_argument("--grad-tol", type=float, default=1e-4)
     parser.add_argument("--loss-rtol", type=float, default=None)
@@ -105,13 +148,20 @@ def main(argv: list[str] | None = None) -> int:
     state = init_weights(GPT(cfg, vocab, TORCH), args.seed)
     libs = [TEENY] if args.no_reference else [TEENY, TORCH]
     runs = {lib.name: build(lib, cfg, vocab, state, device, dtype) for lib in libs}
+    if args.graph and device.type != "cuda":
+        parser.error("--graph needs a CUDA device")
     steps_of = {}
     for name, (model, _) in runs.items():
-        steps_of[name] = torch.compile(model, fullgraph=True) if args.compile else model
+        forward = torch.compile(model, fullgraph=True) if args.compile else model
+        if args.graph:
+            steps_of[name] = graphed_step(forward, *Batches(text, cfg, args.seed, device).next())
+        else:
+            steps_of[name] = eager_step(forward)
 
     print(
         f"GPT {cfg} vocab {vocab}, {len(text)} characters; {steps} steps on "
         f"{device_name(device)}, {args.dtype}{', compiled' if args.compile else ''}"
+        f"{', CUDA graph' if args.graph else ''}"
     )
     losses: dict[str, list[float]] = {name: [] for name in runs}
     failures = []
@@ -121,9 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, (model, opt) in runs.items():
             x, y = data[name].next()
             start = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
             loss = steps_of[name](x, y)
-            loss.backward()
             if step == 1 and name == "torch" and "teeny_tx" in runs:
                 errors = grad_errors(runs["teeny_tx"][0], model)
                 worst = max(errors, key=errors.get)
