@@ -455,3 +455,30 @@ def test_adamw_matches_torch(dtype):
         torch.testing.assert_close(a, b, rtol=tol, atol=tol)
     state_a, state_b = opt_a.state[ours[0]], opt_b.state[theirs[0]]
     torch.testing.assert_close(state_a["exp_avg_sq"].to(dtype), state_b["exp_avg_sq"])
+
+
+@pytest.mark.skipif(
+    ops.FUSED_ATTENTION is None, reason="issue 10's attention wrappers are not in this tree"
+)
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 3e-3), (torch.bfloat16, 2e-2)], ids=str)
+def test_fused_attention_against_sdpa(dtype, tol):
+    q, k, v = (_randn(1, 2, 37, 64, dtype=dtype, seed=s).requires_grad_() for s in range(3))
+    y = ttx.attention(q, k, v, True)
+    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    ref = F.scaled_dot_product_attention(*refs, is_causal=True)
+    torch.testing.assert_close(y.float(), ref, rtol=tol, atol=tol)
+    g = _randn(*y.shape, seed=5).to(dtype)
+    y.backward(g)
+    ref.backward(g.float())
+    for t, r in zip((q, k, v), refs, strict=True):
+        torch.testing.assert_close(t.grad.float(), r.grad, rtol=2 * tol, atol=2 * tol)
+    torch.library.opcheck(
+        ops.FUSED_ATTENTION,
+        (
+            q.detach().transpose(1, 2),
+            k.detach().transpose(1, 2),
+            v.detach().transpose(1, 2),
+            True,
+            0.125,
+        ),
+    )
