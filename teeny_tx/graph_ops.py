@@ -19,6 +19,7 @@ named in ``grads_for``. Output: a callable op, ``torch.ops.<namespace>.<name>``.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import typing
 from collections.abc import Callable
@@ -53,9 +54,11 @@ class Launch:
             raise TeenyError(f"{self.name}: launch() needs at least one tensor argument")
         options = {"num_warps": num_warps, "num_stages": num_stages, **constexprs}
         if tensors[0].is_cuda:
-            stream = current_stream(tensors[0].device)
+            device = tensors[0].device
+            stream = current_stream(device)
             try:
-                kernel[grid](*args, stream=stream, **options)
+                with _cupy_device(device.index):
+                    kernel[grid](*args, stream=stream, **options)
             except Exception as err:
                 if torch.cuda.is_current_stream_capturing():
                     raise _capture_error(self.name, err) from err
@@ -67,6 +70,15 @@ class Launch:
             )
         arrays = [to_numpy(a) if isinstance(a, torch.Tensor) else a for a in args]
         kernel.interpret[grid](*arrays, **options)
+
+
+def _cupy_device(index: int) -> Any:
+    """CuPy's current device made ``index`` (the launcher runs on CuPy's current device)."""
+    import cupy
+
+    if cupy.cuda.runtime.getDevice() == index:
+        return contextlib.nullcontext()
+    return cupy.cuda.Device(index)
 
 
 def _signature(fn: Callable, what: str) -> tuple[list[inspect.Parameter], Any]:
