@@ -56,7 +56,55 @@ def _samples():
         "add_rms_norm": (ops.add_rms_norm_op, (wide, _randn(4, 3, 33, seed=3), w, 1e-6)),
         "activation": (ops.activation_op, (_randn(2, 33), "gelu_tanh")),
         "swiglu": (ops.swiglu_op, (_randn(2, 33), _randn(2, 33, seed=1))),
+        # the backward ops on their own (autograd calls them; compiled graphs hold them)
+        "softmax_backward": (ops.softmax_backward_op, (x.softmax(-1), _randn(5, 37, seed=1))),
+        "log_softmax_backward": (
+            ops.log_softmax_backward_op,
+            (x.log_softmax(-1), _randn(5, 37, seed=1)),
+        ),
+        "layer_norm_backward": (
+            ops.layer_norm_backward_op,
+            (_randn(4, 3, 33, seed=4), wide, w, *ops.layer_norm_op(wide, w, b, 1e-5)[1:]),
+        ),
+        "rms_norm_backward": (
+            ops.rms_norm_backward_op,
+            (_randn(4, 3, 33, seed=4), wide, w, ops.rms_norm_op(wide, w, 1e-6)[1]),
+        ),
+        "cross_entropy_backward": (
+            ops.cross_entropy_backward_op,
+            (_randn(9, 11), _targets(9, 11), _randn(9, 11).logsumexp(-1), -100),
+        ),
+        "linear_backward": (
+            ops.linear_backward_op,
+            (_randn(20, 19), _randn(20, 17, seed=1), _randn(19, 17, seed=2), True),
+        ),
+        "embedding_backward": (
+            ops.embedding_backward_op,
+            (_randn(3, 5, 16), torch.randint(0, 10, (3, 5)), 10),
+        ),
+        "add_layer_norm_backward": (
+            ops.add_layer_norm_backward_op,
+            (x, _randn(5, 37, seed=1), _randn(5, 37, seed=2), _randn(37), *_stats(5, 2)),
+        ),
+        "add_rms_norm_backward": (
+            ops.add_rms_norm_backward_op,
+            (x, _randn(5, 37, seed=1), _randn(5, 37, seed=2), _randn(37), _stats(5, 1)[0]),
+        ),
+        "activation_backward": (
+            ops.activation_backward_op,
+            (_randn(2, 33), _randn(2, 33, seed=1), "silu"),
+        ),
+        "swiglu_backward": (
+            ops.swiglu_backward_op,
+            (_randn(30), _randn(30, seed=1), _randn(30, seed=2)),
+        ),
+        "dropout_backward": (ops.dropout_backward_op, (_randn(3, 41), 0.3, torch.tensor([7]))),
     }
+
+
+def _stats(rows, n):
+    """``n`` f32 statistics per row (a mean, a positive rstd)."""
+    return [_randn(rows, seed=10 + i).abs() + 0.5 for i in range(n)]
 
 
 SAMPLES = _samples()
@@ -65,8 +113,11 @@ SAMPLES = _samples()
 @pytest.mark.parametrize("name", list(SAMPLES))
 def test_opcheck(name):
     op, args = SAMPLES[name]
+    grads = not name.endswith("_backward")  # backward ops have no autograd (no double backward)
     args = tuple(
-        a.clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+        a.detach().clone().requires_grad_(grads and a.is_floating_point())
+        if isinstance(a, torch.Tensor)
+        else a
         for a in args
     )
     torch.library.opcheck(op, args)
@@ -139,6 +190,7 @@ GRADCHECK_F32 = {
 }
 
 
+@pytest.mark.filterwarnings("ignore:Input #")  # gradcheck's "not double precision" warning
 @pytest.mark.parametrize("name", list(GRADCHECK_F32))
 def test_gradcheck_float32(name):
     fn, args = GRADCHECK_F32[name]()
