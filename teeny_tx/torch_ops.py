@@ -22,6 +22,7 @@ that says so.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -91,7 +92,7 @@ def run(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def rows(x: torch.Tensor) -> torch.Tensor:
     """``x`` as [rows, C] with a contiguous last dimension (a view when strides allow)."""
-    x2 = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
+    x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) if x.dim() != 2 else x
     return x2 if x2.stride(-1) == 1 or x2.shape[-1] <= 1 else x2.contiguous()
 
 
