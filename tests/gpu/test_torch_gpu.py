@@ -18,7 +18,7 @@ if not torch.cuda.is_available():
 import torch.nn.functional as F  # noqa: E402
 
 import teeny_tx.torch as ttx  # noqa: E402
-from teeny_tx import TeenyError  # noqa: E402
+from teeny_tx import TeenyError, linalg, nn  # noqa: E402
 from teeny_tx import torch_ops as ops  # noqa: E402
 
 from ..test_torch_graph_ops import bias_tanh  # noqa: E402
@@ -29,10 +29,14 @@ TOL = {torch.float32: 3e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 
 @pytest.fixture(autouse=True)
-def _ieee_f32():
-    """torch's references multiply f32 in IEEE f32, as teeny_tx does."""
+def _ieee_f32_untuned(monkeypatch):
+    """torch's references multiply f32 in IEEE f32, as teeny_tx does; the library launches
+    its default configs (no autotuning of every shape these tests make)."""
     old = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
+    monkeypatch.setattr(linalg, "TUNE", False)
+    if hasattr(nn, "TUNE"):
+        monkeypatch.setattr(nn, "TUNE", False)
     yield
     torch.backends.cuda.matmul.allow_tf32 = old
 
@@ -123,9 +127,6 @@ def _cases(dtype, shape):
             [_randn(50, c, dtype=dtype)],
         ),
     ]
-
-
-NAMES = [name for name, *_ in _cases(torch.float32, (2, 16))]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
