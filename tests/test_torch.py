@@ -1,0 +1,536 @@
+"""teeny_tx.torch on CPU tensors (the kernels run on the NumPy interpreter): every custom op
+through torch.library.opcheck; gradients through torch.autograd.gradcheck (float64 where the
+kernels compute in f64, float32 with a matching step elsewhere); forward and backward against
+torch's own ops on random data, odd sizes, strided views and each dtype; torch.compile with
+fullgraph=True; the Module drop-ins' state dicts; AdamW against torch.optim.AdamW."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.nn.functional as F  # noqa: E402
+
+import teeny_tx.torch as ttx  # noqa: E402
+from teeny_tx import TeenyError  # noqa: E402
+from teeny_tx import torch_ops as ops  # noqa: E402
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _randn(*shape, dtype=torch.float32, seed=0, scale=1.0):
+    return (scale * torch.randn(*shape, generator=_gen(seed), dtype=torch.float64)).to(dtype)
+
+
+def _targets(n, classes, seed=0, ignore=True):
+    t = torch.randint(0, classes, (n,), generator=_gen(seed))
+    if ignore and n > 2:
+        t[::3] = -100
+    return t
+
+
+# ---------------------------------------------------------------- opcheck
+
+
+def _samples():
+    """(op, args) of each custom op, f32 CPU, odd sizes, some strided."""
+    x = _randn(5, 37)
+    wide = _randn(4, 3, 40)[..., :33]  # strided view: row stride 40
+    w, b = _randn(33, seed=1), _randn(33, seed=2)
+    return {
+        "softmax": (ops.softmax_op, (x,)),
+        "log_softmax": (ops.log_softmax_op, (wide,)),
+        "layer_norm": (ops.layer_norm_op, (wide, w, b, 1e-5)),
+        "rms_norm": (ops.rms_norm_op, (wide, w, 1e-6)),
+        "dropout": (ops.dropout_op, (_randn(3, 41), 0.3, torch.tensor([1234]))),
+        "cross_entropy": (ops.cross_entropy_op, (_randn(9, 11), _targets(9, 11), -100)),
+        "matmul": (ops.matmul_op, (_randn(20, 17), _randn(19, 17, seed=1).t())),
+        "bmm": (ops.bmm_op, (_randn(3, 17, 16), _randn(3, 16, 18, seed=1))),
+        "linear": (ops.linear_op, (_randn(20, 17), _randn(19, 17, seed=1), _randn(19), "")),
+        "linear_gelu": (ops.linear_op, (_randn(20, 17), _randn(19, 17, seed=1), None, "gelu")),
+        "embedding": (ops.embedding_op, (_randn(10, 16), torch.randint(0, 10, (3, 5)))),
+        "add_layer_norm": (ops.add_layer_norm_op, (wide, _randn(4, 3, 33, seed=3), w, b, 1e-5)),
+        "add_rms_norm": (ops.add_rms_norm_op, (wide, _randn(4, 3, 33, seed=3), w, 1e-6)),
+        "activation": (ops.activation_op, (_randn(2, 33), "gelu_tanh")),
+        "swiglu": (ops.swiglu_op, (_randn(2, 33), _randn(2, 33, seed=1))),
+        # the backward ops on their own (autograd calls them; compiled graphs hold them)
+        "softmax_backward": (ops.softmax_backward_op, (x.softmax(-1), _randn(5, 37, seed=1))),
+        "log_softmax_backward": (
+            ops.log_softmax_backward_op,
+            (x.log_softmax(-1), _randn(5, 37, seed=1)),
+        ),
+        "layer_norm_backward": (
+            ops.layer_norm_backward_op,
+            (_randn(4, 3, 33, seed=4), wide, w, *ops.layer_norm_op(wide, w, b, 1e-5)[1:]),
+        ),
+        "rms_norm_backward": (
+            ops.rms_norm_backward_op,
+            (_randn(4, 3, 33, seed=4), wide, w, ops.rms_norm_op(wide, w, 1e-6)[1]),
+        ),
+        "cross_entropy_backward": (
+            ops.cross_entropy_backward_op,
+            (_randn(9, 11), _targets(9, 11), _randn(9, 11).logsumexp(-1), -100),
+        ),
+        "linear_backward": (
+            ops.linear_backward_op,
+            (_randn(20, 19), _randn(20, 17, seed=1), _randn(19, 17, seed=2), True),
+        ),
+        "embedding_backward": (
+            ops.embedding_backward_op,
+            (_randn(3, 5, 16), torch.randint(0, 10, (3, 5)), 10),
+        ),
+        "add_layer_norm_backward": (
+            ops.add_layer_norm_backward_op,
+            (x, _randn(5, 37, seed=1), _randn(5, 37, seed=2), _randn(37), *_stats(5, 2)),
+        ),
+        "add_rms_norm_backward": (
+            ops.add_rms_norm_backward_op,
+            (x, _randn(5, 37, seed=1), _randn(5, 37, seed=2), _randn(37), _stats(5, 1)[0]),
+        ),
+        "activation_backward": (
+            ops.activation_backward_op,
+            (_randn(2, 33), _randn(2, 33, seed=1), "silu"),
+        ),
+        "swiglu_backward": (
+            ops.swiglu_backward_op,
+            (_randn(30), _randn(30, seed=1), _randn(30, seed=2)),
+        ),
+        "dropout_backward": (ops.dropout_backward_op, (_randn(3, 41), 0.3, torch.tensor([7]))),
+    }
+
+
+def _stats(rows, n):
+    """``n`` f32 statistics per row (a mean, a positive rstd)."""
+    return [_randn(rows, seed=10 + i).abs() + 0.5 for i in range(n)]
+
+
+SAMPLES = _samples()
+
+
+@pytest.mark.parametrize("name", list(SAMPLES))
+def test_opcheck(name):
+    op, args = SAMPLES[name]
+    grads = not name.endswith("_backward")  # backward ops have no autograd (no double backward)
+    args = tuple(
+        a.detach().clone().requires_grad_(grads and a.is_floating_point())
+        if isinstance(a, torch.Tensor)
+        else a
+        for a in args
+    )
+    torch.library.opcheck(op, args)
+
+
+# ---------------------------------------------------------------- gradcheck
+
+F64 = torch.float64
+
+
+def _f64(*shape, seed=0, scale=1.0):
+    return _randn(*shape, dtype=F64, seed=seed, scale=scale).requires_grad_()
+
+
+GRADCHECK_F64 = {
+    "gelu": lambda: (lambda x: ttx.gelu(x), (_f64(3, 7, scale=2.0),)),
+    "gelu_tanh": lambda: (lambda x: ttx.gelu(x, "tanh"), (_f64(3, 7, scale=2.0),)),
+    "silu": lambda: (ttx.silu, (_f64(19, scale=2.0),)),
+    "swiglu": lambda: (ttx.swiglu, (_f64(5, 6), _f64(5, 6, seed=1))),
+    "dropout": lambda: (
+        lambda x: ttx.dropout(x, 0.4, seed=torch.tensor([99])),
+        (_f64(7, 9),),
+    ),
+    "embedding": lambda: (
+        lambda w: ttx.embedding(torch.tensor([[1, 4, 1], [0, 4, 4]]), w),
+        (_f64(5, 6),),
+    ),
+    "add_layer_norm": lambda: (
+        lambda x, r, w, b: ttx.add_layer_norm(x, r, w, b),
+        (_f64(4, 9), _f64(4, 9, seed=1), _f64(9, seed=2), _f64(9, seed=3)),
+    ),
+    "add_rms_norm": lambda: (
+        lambda x, r, w: ttx.add_rms_norm(x, r, w),
+        (_f64(4, 9), _f64(4, 9, seed=1), _f64(9, seed=2)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(GRADCHECK_F64))
+def test_gradcheck_float64(name):
+    fn, args = GRADCHECK_F64[name]()
+    assert torch.autograd.gradcheck(fn, args)
+
+
+def _f32(*shape, seed=0, scale=1.0):
+    return _randn(*shape, seed=seed, scale=scale).requires_grad_()
+
+
+# These kernels compute in f32 whatever the data (softmax.c, layernorm.c, rmsnorm.c and
+# cross_entropy.c keep f32 statistics; dot() has no f64): gradcheck in float32 with a step and
+# tolerance that f32 rounding allows (eps 1e-2: finite differences exact to ~1e-5 relative).
+GRADCHECK_F32 = {
+    "softmax": lambda: (ttx.softmax, (_f32(3, 7),)),
+    "log_softmax": lambda: (ttx.log_softmax, (_f32(3, 7),)),
+    "layer_norm": lambda: (
+        lambda x, w, b: ttx.layer_norm(x, (9,), w, b),
+        (_f32(4, 9), _f32(9, seed=1), _f32(9, seed=2)),
+    ),
+    "rms_norm": lambda: (lambda x, w: ttx.rms_norm(x, (9,), w), (_f32(4, 9), _f32(9, seed=1))),
+    "cross_entropy": lambda: (
+        lambda x: ttx.cross_entropy(x, torch.tensor([2, -100, 0, 4])),
+        (_f32(4, 5),),
+    ),
+    "matmul": lambda: (ttx.matmul, (_f32(5, 4), _f32(4, 3, seed=1))),
+    "bmm": lambda: (ttx.matmul, (_f32(2, 5, 4), _f32(2, 4, 3, seed=1))),
+    "linear_silu": lambda: (
+        lambda x, w, b: ttx.linear(x, w, b, "silu"),
+        (_f32(5, 4), _f32(3, 4, seed=1), _f32(3, seed=2)),
+    ),
+}
+
+
+@pytest.mark.filterwarnings("ignore:Input #")  # gradcheck's "not double precision" warning
+@pytest.mark.parametrize("name", list(GRADCHECK_F32))
+def test_gradcheck_float32(name):
+    fn, args = GRADCHECK_F32[name]()
+    assert torch.autograd.gradcheck(fn, args, eps=1e-2, atol=2e-3, rtol=2e-3)
+
+
+# ---------------------------------------------------------------- against torch
+
+TOL = {torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2, torch.float64: 1e-12}
+
+
+def _close(got, want, dtype, scale=None):
+    tol = TOL[dtype]
+    scale = want.abs().max().item() if scale is None else scale
+    assert got.dtype == want.dtype and got.shape == want.shape
+    err = (got.double() - want.double()).abs().max().item() if want.numel() else 0.0
+    assert err <= tol * (1.0 + scale), f"max error {err} (scale {scale})"
+
+
+def _both(ours, theirs, inputs, seed=7):
+    """Forward and backward of ``ours`` and ``theirs`` (the same function in torch) on copies
+    of ``inputs``; compare outputs and the gradient of every float input."""
+    a = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    b = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    ya, yb = ours(*a), theirs(*b)
+    dtype = yb.dtype
+    _close(ya, yb, dtype)
+    g = _randn(*yb.shape, seed=seed).to(dtype) if yb.dim() else torch.tensor(1.7, dtype=dtype)
+    ya.backward(g)
+    yb.backward(g)
+    for xa, xb in zip(a, b, strict=True):
+        if xb.grad is not None:
+            _close(xa.grad, xb.grad, xb.dtype)
+
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+SHAPES = ((1, 1), (3, 1001), (2, 5, 64))
+
+
+def _rows_of(shape, dtype, seed=0, scale=2.0):
+    return _randn(*shape, dtype=dtype, seed=seed, scale=scale)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_row_ops_against_torch(shape, dtype):
+    x = _rows_of(shape, dtype)
+    c = shape[-1]
+    w, b = _randn(c, dtype=dtype, seed=1) + 1, _randn(c, dtype=dtype, seed=2)
+    r = _rows_of(shape, dtype, seed=3)
+    _both(ttx.softmax, lambda x: torch.softmax(x.float(), -1).to(dtype), [x])
+    _both(ttx.log_softmax, lambda x: torch.log_softmax(x.float(), -1).to(dtype), [x])
+    _both(
+        lambda x, w, b: ttx.layer_norm(x, (c,), w, b),
+        lambda x, w, b: F.layer_norm(x.float(), (c,), w.float(), b.float()).to(dtype),
+        [x, w, b],
+    )
+    _both(
+        lambda x, w: ttx.rms_norm(x, (c,), w, 1e-6),
+        lambda x, w: F.rms_norm(x.float(), (c,), w.float(), 1e-6).to(dtype),
+        [x, w],
+    )
+    _both(
+        lambda x, r, w, b: sum(ttx.add_layer_norm(x, r, w, b)),
+        lambda x, r, w, b: sum(_ref_add_layer_norm(x, r, w, b, dtype)),
+        [x, r, w, b],
+    )
+    _both(
+        lambda x, r, w: sum(ttx.add_rms_norm(x, r, w)),
+        lambda x, r, w: sum(_ref_add_rms_norm(x, r, w, dtype)),
+        [x, r, w],
+    )
+
+
+def _ref_add_layer_norm(x, r, w, b, dtype):
+    h = x.float() + r.float()
+    return F.layer_norm(h, (h.shape[-1],), w.float(), b.float()).to(dtype), h.to(dtype)
+
+
+def _ref_add_rms_norm(x, r, w, dtype):
+    h = x.float() + r.float()
+    return F.rms_norm(h, (h.shape[-1],), w.float(), 1e-6).to(dtype), h.to(dtype)
+
+
+def test_row_ops_take_strided_views():
+    base = _randn(6, 2, 50)
+    x = base[:, 1, 3:40]  # row stride 100, offset view
+    xt = _randn(37, 6).t()  # last dimension not contiguous: copied once
+    for view in (x, xt):
+        _both(ttx.softmax, lambda x: torch.softmax(x, -1), [view])
+        _both(lambda x: ttx.softmax(x, 0), lambda x: torch.softmax(x, 0), [view])
+        w = _randn(view.shape[-1], seed=1)
+        _both(
+            lambda x, w: ttx.layer_norm(x, (w.shape[0],), w),
+            lambda x, w: F.layer_norm(x, (w.shape[0],), w),
+            [view, w],
+        )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("rows,classes", [(1, 1), (7, 1001), (33, 17)])
+def test_cross_entropy_against_torch(rows, classes, dtype):
+    logits = _randn(rows, classes, dtype=dtype, scale=2.0)
+    t = _targets(rows, classes)
+    _both(
+        lambda x: ttx.cross_entropy(x, t),
+        lambda x: F.cross_entropy(x.float(), t).to(torch.float32),
+        [logits],
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("activation", [None, "gelu", "gelu_tanh", "relu", "silu"])
+def test_linear_against_torch(activation, dtype):
+    x, w, b = _randn(2, 17, 33, dtype=dtype), _randn(24, 33, dtype=dtype, seed=1), _randn(24)
+    b = b.to(dtype)
+    act = {
+        None: lambda y: y,
+        "gelu": F.gelu,
+        "gelu_tanh": lambda y: F.gelu(y, approximate="tanh"),
+        "relu": F.relu,
+        "silu": F.silu,
+    }[activation]
+    _both(
+        lambda x, w, b: ttx.linear(x, w, b, activation),
+        lambda x, w, b: act(F.linear(x.float(), w.float(), b.float())).to(dtype),
+        [x, w, b],
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_matmul_against_torch(dtype):
+    a, b = _randn(19, 33, dtype=dtype), _randn(40, 21, dtype=dtype, seed=1)[7:40, ::1]
+    _both(ttx.matmul, lambda a, b: (a.float() @ b.float()).to(dtype), [a, b])
+    a3, b3 = _randn(3, 17, 16, dtype=dtype), _randn(3, 18, 16, dtype=dtype).transpose(1, 2)
+    _both(ttx.matmul, lambda a, b: torch.bmm(a.float(), b.float()).to(dtype), [a3, b3])
+
+
+@pytest.mark.parametrize("dtype", (*DTYPES, torch.float64), ids=str)
+@pytest.mark.parametrize("n", [1, 1001])
+def test_elementwise_against_torch(n, dtype):
+    x, y = _randn(n, dtype=dtype, scale=3.0), _randn(n, dtype=dtype, seed=1)
+    for ours, theirs in (
+        (ttx.gelu, F.gelu),
+        (lambda x: ttx.gelu(x, "tanh"), lambda x: F.gelu(x, approximate="tanh")),
+        (ttx.silu, F.silu),
+        (ttx.relu, F.relu),
+    ):
+        _both(ours, lambda x, f=theirs: f(x.double()).to(dtype), [x])
+    _both(ttx.swiglu, lambda g, u: (F.silu(g.double()) * u.double()).to(dtype), [x, y])
+
+
+@pytest.mark.parametrize("dtype", (*DTYPES, torch.float64), ids=str)
+def test_embedding_against_torch(dtype):
+    w = _randn(50, 19, dtype=dtype)
+    idx = torch.randint(0, 50, (4, 33), generator=_gen(3))
+    idx[0, :5] = 7  # repeated indices: their gradients add
+    _both(lambda w: ttx.embedding(idx, w), lambda w: F.embedding(idx, w), [w])
+
+
+def test_embedding_out_of_range_reads_nan():
+    w = _randn(4, 3)
+    out = ttx.embedding(torch.tensor([0, 4, -1]), w)
+    assert torch.equal(out[0], w[0]) and out[1:].isnan().all()
+
+
+def test_dropout_mask_and_gradient():
+    x = _randn(64, 65).requires_grad_()
+    seed = torch.tensor([42])
+    y = ttx.dropout(x, 0.25, seed=seed)
+    kept = y != 0
+    assert 0.65 < kept.float().mean().item() < 0.85
+    torch.testing.assert_close(y[kept], x[kept] / 0.75)
+    y.backward(torch.ones_like(y))
+    torch.testing.assert_close(x.grad, kept.float() / 0.75)
+    assert torch.equal(ttx.dropout(x, 0.25, seed=seed), y)  # the seed decides the mask
+    assert not torch.equal(ttx.dropout(x, 0.25), y)
+    assert ttx.dropout(x, 0.25, training=False) is x
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(TeenyError, match="last dimension only"):
+        ttx.layer_norm(_randn(3, 4), (3, 4))
+    with pytest.raises(TeenyError, match="reduction='mean'"):
+        ttx.cross_entropy(_randn(3, 4), torch.tensor([0, 1, 2]), reduction="sum")
+    with pytest.raises(TeenyError, match="f32, f16, bf16"):
+        ttx.softmax(torch.ones(3, 4, dtype=torch.int32))
+
+
+# ---------------------------------------------------------------- torch.compile
+
+
+def _block(x, w1, b1, w2, ln_w, ln_b, emb, idx, targets):
+    h = ttx.embedding(idx, emb) + x
+    y, h = ttx.add_layer_norm(h, x, ln_w, ln_b)
+    y = ttx.linear(y, w1, b1, "gelu")
+    y = ttx.dropout(y, 0.1, seed=torch.tensor([5]))
+    y = ttx.softmax(ttx.linear(y, w2), -1) + ttx.rms_norm(h, (h.shape[-1],))
+    return ttx.cross_entropy(y.reshape(-1, y.shape[-1]), targets)
+
+
+def _block_inputs():
+    return [
+        _randn(2, 5, 16),
+        _randn(24, 16, seed=1),
+        _randn(24, seed=2),
+        _randn(16, 24, seed=3),
+        _randn(16, seed=4),
+        _randn(16, seed=5),
+        _randn(11, 16, seed=6),
+        torch.randint(0, 11, (2, 5), generator=_gen(7)),
+        _targets(10, 16),
+    ]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compile_fullgraph(backend):
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return torch._dynamo.backends.registry.lookup_backend(backend)(gm, example_inputs)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(_block, fullgraph=True, backend=counting)
+    inputs = _block_inputs()
+    a = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    b = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    la, lb = compiled(*a), _block(*b)
+    assert len(graphs) == 1
+    assert torch.equal(la, lb)
+    la.backward()
+    lb.backward()
+    for xa, xb in zip(a, b, strict=True):
+        if xb.grad is not None:
+            assert torch.equal(xa.grad, xb.grad)
+    ops_in_graph = {str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"}
+    assert any("teeny_tx" in t for t in ops_in_graph)
+
+
+# ---------------------------------------------------------------- modules, optimizer
+
+
+@pytest.mark.parametrize(
+    "ours,theirs,x",
+    [
+        (lambda: ttx.LayerNorm(33), lambda: torch.nn.LayerNorm(33), lambda: _randn(4, 33)),
+        (lambda: ttx.RMSNorm(33), lambda: torch.nn.RMSNorm(33, eps=1e-6), lambda: _randn(4, 33)),
+        (lambda: ttx.Linear(33, 7), lambda: torch.nn.Linear(33, 7), lambda: _randn(2, 4, 33)),
+        (
+            lambda: ttx.Linear(33, 7, bias=False),
+            lambda: torch.nn.Linear(33, 7, bias=False),
+            lambda: _randn(4, 33),
+        ),
+        (
+            lambda: ttx.Embedding(10, 6),
+            lambda: torch.nn.Embedding(10, 6),
+            lambda: torch.randint(0, 10, (3, 4), generator=_gen(1)),
+        ),
+        (lambda: ttx.GELU("tanh"), lambda: torch.nn.GELU("tanh"), lambda: _randn(4, 9)),
+        (lambda: ttx.Dropout(0.3).eval(), lambda: torch.nn.Dropout(0.3).eval(), lambda: _randn(9)),
+    ],
+)
+def test_modules_match_torch(ours, theirs, x):
+    torch.manual_seed(0)
+    reference = theirs()
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.copy_(_randn(*p.shape, seed=p.numel()))
+    module = ours()
+    assert list(module.state_dict()) == list(reference.state_dict())
+    module.load_state_dict(reference.state_dict())
+    inp = x()
+    torch.testing.assert_close(module(inp), reference(inp), rtol=2e-5, atol=2e-5)
+    assert list(reference.state_dict()) == list(module.state_dict())
+
+
+def test_cross_entropy_loss_module():
+    logits, t = _randn(6, 9).requires_grad_(), _targets(6, 9)
+    loss = ttx.CrossEntropyLoss()(logits, t)
+    torch.testing.assert_close(loss, torch.nn.CrossEntropyLoss()(logits, t))
+    with pytest.raises(ValueError, match="reduction='mean'"):
+        ttx.CrossEntropyLoss(reduction="sum")(logits, t)
+
+
+def test_attention_matches_torch_sdpa():
+    torch.manual_seed(0)
+    attn = ttx.Attention(32, 4)
+    x = _randn(2, 9, 32).requires_grad_()
+    y = attn(x)
+    qkv = F.linear(x, attn.qkv.weight, attn.qkv.bias).view(2, 9, 3, 4, 8).permute(2, 0, 3, 1, 4)
+    ref = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal=True)
+    ref = F.linear(ref.transpose(1, 2).reshape(2, 9, 32), attn.proj.weight, attn.proj.bias)
+    torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+    y.sum().backward()
+    assert attn.qkv.weight.grad is not None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_adamw_matches_torch(dtype):
+    params = [_randn(33, 5, dtype=dtype), _randn(1001, dtype=dtype, seed=1)]
+    ours = [p.clone().requires_grad_() for p in params]
+    theirs = [p.clone().requires_grad_() for p in params]
+    settings = {"lr": 1e-2, "betas": (0.8, 0.99), "eps": 1e-8, "weight_decay": 0.1}
+    opt_a, opt_b = ttx.AdamW(ours, **settings), torch.optim.AdamW(theirs, **settings)
+    for step in range(4):
+        for a, b in zip(ours, theirs, strict=True):
+            g = _randn(*a.shape, dtype=dtype, seed=10 + step)
+            a.grad, b.grad = g.clone(), g.clone()
+        opt_a.step()
+        opt_b.step()
+    tol = 1e-6 if dtype == torch.float32 else 1e-12
+    for a, b in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+    state_a, state_b = opt_a.state[ours[0]], opt_b.state[theirs[0]]
+    torch.testing.assert_close(state_a["exp_avg_sq"].to(dtype), state_b["exp_avg_sq"])
+
+
+@pytest.mark.skipif(
+    ops.FUSED_ATTENTION is None, reason="issue 10's attention wrappers are not in this tree"
+)
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 3e-3), (torch.bfloat16, 2e-2)], ids=str)
+def test_fused_attention_against_sdpa(dtype, tol):
+    q, k, v = (_randn(1, 2, 37, 64, dtype=dtype, seed=s).requires_grad_() for s in range(3))
+    y = ttx.attention(q, k, v, True)
+    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    ref = F.scaled_dot_product_attention(*refs, is_causal=True)
+    torch.testing.assert_close(y.float(), ref, rtol=tol, atol=tol)
+    g = _randn(*y.shape, seed=5).to(dtype)
+    y.backward(g)
+    ref.backward(g.float())
+    for t, r in zip((q, k, v), refs, strict=True):
+        torch.testing.assert_close(t.grad.float(), r.grad, rtol=2 * tol, atol=2 * tol)
+    torch.library.opcheck(
+        ops.FUSED_ATTENTION,
+        (
+            q.detach().transpose(1, 2),
+            k.detach().transpose(1, 2),
+            v.detach().transpose(1, 2),
+            True,
+            0.125,
+        ),
+    )
