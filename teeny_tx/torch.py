@@ -10,8 +10,8 @@ warmed up, CUDA-graph capture. See docs/graph-ops.md.
 
 from __future__ import annotations
 
-from .graph_ops import Launch, op
-from .modules import (
+from .library.graph_ops import Launch, op
+from .library.modules import (
     GELU,
     AdamW,
     Attention,
@@ -22,7 +22,7 @@ from .modules import (
     Linear,
     RMSNorm,
 )
-from .torch_ops import (
+from .library.torch_ops import (
     add_layer_norm,
     add_rms_norm,
     attention,

@@ -4,11 +4,11 @@ ones before the loop; the generated CUDA does one shared-memory round trip per c
 import re
 
 import teeny_tx
-from tests.cases import GOLDEN
 from teeny_tx.lower import ir
 from teeny_tx.lower.ir import Op, Var
 from teeny_tx.lower.layout import walk_exprs
 from teeny_tx.lower.passes import decide
+from tests.cases import GOLDEN
 from tests.conftest import KERNEL_FILE, kernel_text, lower, nvrtc_compile
 
 # `rk` is read as a column ([32, 1]) but lives as a row ([1, 32]): a conversion, used three

@@ -14,7 +14,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import teeny_tx.torch as ttx  # noqa: E402
 from teeny_tx import TeenyError  # noqa: E402
-from teeny_tx import torch_ops as ops  # noqa: E402
+from teeny_tx.library import torch_ops as ops  # noqa: E402
 
 
 def _gen(seed: int) -> torch.Generator:

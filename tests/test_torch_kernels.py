@@ -1,6 +1,6 @@
 """The kernels the torch layer added (kernels/gelu.c, embedding.c, add_norm.c, adamw.c and
-dropout.c's dropout_seeded), through teeny_tx.fused on NumPy arrays (the interpreter; no torch
-needed), against float64 NumPy references: odd sizes, every dtype they take (f32, f16, bf16,
+dropout.c's dropout_seeded), through teeny_tx.library.fused on NumPy arrays (the interpreter; no
+torch needed), against float64 NumPy references: odd sizes, every dtype they take (f32, f16, bf16,
 f64); argument errors; and each kernel's CUDA compiled by NVRTC for sm_90."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from math import erf
 import numpy as np
 import pytest
 
-from teeny_tx import LaunchError, fused
+from teeny_tx import LaunchError
 from teeny_tx.dtypes import DTYPES
-from teeny_tx.library import dropout_reference, module
+from teeny_tx.library import fused, module
+from tests.cases import dropout_reference
 
 from .conftest import nvrtc_compile
 
@@ -239,7 +240,7 @@ def test_errors():
         fused.adamw_step(z, z, z.copy(), z.copy(), 0, lr=1e-3, interpret=True)
 
 
-# kernel, argument dtypes (pointers) and scalars, constexprs, num_warps: as teeny_tx.fused
+# kernel, argument dtypes (pointers) and scalars, constexprs, num_warps: as teeny_tx.library.fused
 # launches them
 COMPILED = [
     ("gelu.c", "activation_fwd", ("bf16", "bf16", 1000), {"ACT": 1, "BLOCK": 1024}),

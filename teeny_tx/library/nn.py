@@ -111,7 +111,7 @@ def log_softmax_backward(y: Any, dy: Any, *, interpret: bool = False) -> Any:
 # ---------------------------------------------------------------- layer norm and RMS norm
 
 
-def _norm_config(arrays: _Arrays, cols: int) -> RowConfig:
+def norm_config(arrays: _Arrays, cols: int) -> RowConfig:
     config = row_config(cols, MAX_NORM_BLOCK, NORM_WARPS)
     if config.looped:
         raise arrays.error(
@@ -129,7 +129,7 @@ def layer_norm(
     rows, cols, stride = arrays.matrix(x, "x")
     arrays.vector(weight, "weight", cols, FLOATS, "x's columns")
     arrays.vector(bias, "bias", cols, FLOATS, "x's columns")
-    config = _norm_config(arrays, cols)
+    config = norm_config(arrays, cols)
     kernel = module("layernorm.c").layer_norm_fwd
     with arrays.device():
         y = arrays.empty((rows, cols), arrays.dtype(x), like=x)
@@ -151,7 +151,7 @@ def _norm_backward_args(
     arrays.vector(weight, "weight", cols, FLOATS, "x's columns")
     for name, stat in stats.items():
         arrays.vector(stat, name, rows, ("f32",), "x's rows")
-    return arrays, rows, cols, x_stride, dy_stride, _norm_config(arrays, cols)
+    return arrays, rows, cols, x_stride, dy_stride, norm_config(arrays, cols)
 
 
 def layer_norm_backward(
@@ -209,7 +209,7 @@ def rms_norm(x: Any, weight: Any, eps: float = 1e-6, *, interpret: bool = False)
     arrays = _Arrays("rms_norm", {"x": x, "weight": weight}, interpret)
     rows, cols, stride = arrays.matrix(x, "x")
     arrays.vector(weight, "weight", cols, FLOATS, "x's columns")
-    config = _norm_config(arrays, cols)
+    config = norm_config(arrays, cols)
     with arrays.device():
         y = arrays.empty((rows, cols), arrays.dtype(x), like=x)
         rstd = arrays.empty((rows,), "f32")

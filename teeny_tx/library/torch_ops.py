@@ -10,7 +10,7 @@ and ``torch.library.opcheck`` / ``torch.autograd.gradcheck`` pass.
 
 Ops (``torch.ops.teeny_tx.<name>``): softmax, log_softmax and their backwards; layer_norm,
 rms_norm and their backwards; dropout; cross_entropy; matmul, bmm, linear (fused bias and
-activation epilogue) and linear_backward; and, from :mod:`teeny_tx.fused`, embedding,
+activation epilogue) and linear_backward; and, from :mod:`teeny_tx.library.fused`, embedding,
 add_layer_norm, add_rms_norm, gelu, swiglu, activation backwards and the AdamW step.
 
 Rows are the last dimension: row ops take any shape ``[..., C]`` and any strides (a view whose
@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..dtypes import DTYPES
+from ..errors import TeenyError
 from . import fused, linalg, nn
-from .dtypes import DTYPES
-from .errors import TeenyError
 
 LIB = "teeny_tx"
 _BF16 = DTYPES["bf16"].np
@@ -64,7 +64,7 @@ def current_stream(device: torch.device) -> int:
     return torch.cuda.current_stream(device).cuda_stream
 
 
-def _capture_error(name: str, err: Exception) -> TeenyError:
+def capture_error(name: str, err: Exception) -> TeenyError:
     return TeenyError(
         f"teeny_tx.{name} failed during CUDA graph capture ({type(err).__name__}: {err}). "
         "An op compiles, loads and autotunes its kernels at its first call for each shape and "
@@ -82,7 +82,7 @@ def run(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except Exception as err:  # noqa: BLE001 - re-raised with the capture rule
-            raise _capture_error(name, err) from err
+            raise capture_error(name, err) from err
     arrays = [to_numpy(a) if isinstance(a, torch.Tensor) else a for a in args]
     out = fn(*arrays, interpret=True, **kwargs)
     if isinstance(out, tuple):
@@ -96,7 +96,7 @@ def rows(x: torch.Tensor) -> torch.Tensor:
     return x2 if x2.stride(-1) == 1 or x2.shape[-1] <= 1 else x2.contiguous()
 
 
-def _dense(g: torch.Tensor) -> torch.Tensor:
+def dense(g: torch.Tensor) -> torch.Tensor:
     """A gradient as a kernel reads it: autograd may hand an expanded (stride 0) tensor."""
     return g if g.is_contiguous() else g.contiguous()
 
@@ -146,12 +146,12 @@ def _save_output(ctx, inputs, output) -> None:
 
 def _softmax_grad(ctx, dy):
     (y,) = ctx.saved_tensors
-    return softmax_backward_op(y, _dense(dy))
+    return softmax_backward_op(y, dense(dy))
 
 
 def _log_softmax_grad(ctx, dy):
     (y,) = ctx.saved_tensors
-    return log_softmax_backward_op(y, _dense(dy))
+    return log_softmax_backward_op(y, dense(dy))
 
 
 softmax_op.register_autograd(_softmax_grad, setup_context=_save_output)
@@ -200,7 +200,7 @@ def _layer_norm_setup(ctx, inputs, output) -> None:
 
 def _layer_norm_grad(ctx, dy, _dmean, _drstd):
     x, weight, mean, rstd = ctx.saved_tensors
-    dx, dw, db = layer_norm_backward_op(_dense(dy), x, weight, mean, rstd)
+    dx, dw, db = layer_norm_backward_op(dense(dy), x, weight, mean, rstd)
     return dx, dw, db, None
 
 
@@ -242,7 +242,7 @@ def _rms_norm_setup(ctx, inputs, output) -> None:
 
 def _rms_norm_grad(ctx, dy, _drstd):
     x, weight, rstd = ctx.saved_tensors
-    dx, dw = rms_norm_backward_op(_dense(dy), x, weight, rstd)
+    dx, dw = rms_norm_backward_op(dense(dy), x, weight, rstd)
     return dx, dw, None
 
 
@@ -275,7 +275,7 @@ def _dropout_setup(ctx, inputs, output) -> None:
 
 def _dropout_grad(ctx, dy):
     (seed,) = ctx.saved_tensors
-    return dropout_backward_op(_dense(dy), ctx.p, seed), None, None
+    return dropout_backward_op(dense(dy), ctx.p, seed), None, None
 
 
 dropout_op.register_autograd(_dropout_grad, setup_context=_dropout_setup)
@@ -353,7 +353,7 @@ def _save_inputs(ctx, inputs, output) -> None:
 
 def _matmul_grad(ctx, dc):
     a, b = ctx.saved_tensors
-    dc = _dense(dc)
+    dc = dense(dc)
     da = matmul_op(dc, b.t()) if ctx.needs_input_grad[0] else None
     db = matmul_op(a.t(), dc) if ctx.needs_input_grad[1] else None
     return da, db
@@ -374,7 +374,7 @@ def _(a, b):
 
 def _bmm_grad(ctx, dc):
     a, b = ctx.saved_tensors
-    dc = _dense(dc)
+    dc = dense(dc)
     da = bmm_op(dc, b.transpose(1, 2)) if ctx.needs_input_grad[0] else None
     db = bmm_op(a.transpose(1, 2), dc) if ctx.needs_input_grad[1] else None
     return da, db
@@ -426,7 +426,7 @@ def _linear_setup(ctx, inputs, output) -> None:
 
 def _linear_grad(ctx, dy):
     x, weight, bias = ctx.saved_tensors
-    dy = _dense(dy)
+    dy = dense(dy)
     if ctx.activation:  # the pre-activation is recomputed, not kept from the forward
         z = linear_op(x, weight, bias, "")
         dy = activation_backward_op(z, dy, ctx.activation)
@@ -437,7 +437,7 @@ def _linear_grad(ctx, dy):
 linear_op.register_autograd(_linear_grad, setup_context=_linear_setup)
 
 
-# ---------------------------------------------------------------- kernels of teeny_tx.fused
+# ---------------------------------------------------------------- kernels of teeny_tx.library.fused
 
 
 @_op("embedding")
@@ -472,7 +472,7 @@ def _embedding_setup(ctx, inputs, output) -> None:
 
 def _embedding_grad(ctx, dy):
     (indices,) = ctx.saved_tensors
-    return embedding_backward_op(_dense(dy), indices, ctx.num), None
+    return embedding_backward_op(dense(dy), indices, ctx.num), None
 
 
 embedding_op.register_autograd(_embedding_grad, setup_context=_embedding_setup)
@@ -534,8 +534,8 @@ def _add_norm_setup(ctx, inputs, output) -> None:
 
 def _add_layer_norm_grad(ctx, dy, dh, _dmean, _drstd):
     h, weight, mean, rstd = ctx.saved_tensors
-    dy = _dense(dy) if dy is not None else torch.zeros_like(h)
-    dh = _dense(dh) if dh is not None else torch.zeros_like(h)
+    dy = dense(dy) if dy is not None else torch.zeros_like(h)
+    dh = dense(dh) if dh is not None else torch.zeros_like(h)
     dx, dw, db = add_layer_norm_backward_op(dy, dh, h, weight, mean, rstd)
     return dx, dx, dw, db, None
 
@@ -581,8 +581,8 @@ def _(dy, dh, h, weight, rstd):
 
 def _add_rms_norm_grad(ctx, dy, dh, _drstd):
     h, weight, rstd = ctx.saved_tensors
-    dy = _dense(dy) if dy is not None else torch.zeros_like(h)
-    dh = _dense(dh) if dh is not None else torch.zeros_like(h)
+    dy = dense(dy) if dy is not None else torch.zeros_like(h)
+    dh = dense(dh) if dh is not None else torch.zeros_like(h)
     dx, dw = add_rms_norm_backward_op(dy, dh, h, weight, rstd)
     return dx, dx, dw, None
 
@@ -599,7 +599,7 @@ def activation_op(x: torch.Tensor, activation: str) -> torch.Tensor:
 @_op("activation_backward")
 def activation_backward_op(x: torch.Tensor, dy: torch.Tensor, activation: str) -> torch.Tensor:
     out = run(
-        "activation_backward", fused.activation_backward, x.contiguous(), _dense(dy), activation
+        "activation_backward", fused.activation_backward, x.contiguous(), dense(dy), activation
     )
     return out.view(x.shape)
 
@@ -635,7 +635,7 @@ def swiglu_backward_op(
     gate: torch.Tensor, up: torch.Tensor, dy: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     dg, du = run(
-        "swiglu_backward", fused.swiglu_backward, gate.contiguous(), up.contiguous(), _dense(dy)
+        "swiglu_backward", fused.swiglu_backward, gate.contiguous(), up.contiguous(), dense(dy)
     )
     return dg.view(gate.shape), du.view(gate.shape)
 
@@ -712,7 +712,7 @@ def register_attention(library: Any) -> Any:
 
     def grad(ctx, do, _dlse):
         q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = attention_backward_op(_dense(do), q, k, v, o, lse, ctx.causal, ctx.scale)
+        dq, dk, dv = attention_backward_op(dense(do), q, k, v, o, lse, ctx.causal, ctx.scale)
         return dq, dk, dv, None, None
 
     attention_op.register_autograd(grad, setup_context=setup)
@@ -722,7 +722,7 @@ def register_attention(library: Any) -> Any:
 
 def _attention_library() -> Any:
     try:
-        from .library import attention as library  # present once issue 10 lands
+        from . import attention as library  # present once issue 10 lands
     except ImportError:
         return None
     return library if hasattr(library, "attention_backward") else None

@@ -5,7 +5,7 @@ device-side seed, and the AdamW step.
 Input: CuPy arrays or torch CUDA tensors (f16, bf16 or f32), or NumPy arrays with
 ``interpret=True`` (f64 too: these kernels compute in f64 for f64 data, which is what
 ``torch.autograd.gradcheck`` needs). Output: new arrays of the input's library on its device,
-launched on the library's current stream (:class:`teeny_tx.nn`'s ``_Arrays``), except
+launched on the library's current stream (:class:`teeny_tx.nn`'s ``Arrays``), except
 :func:`adamw_step`, which updates its arrays in place. Kernels: ``kernels/embedding.c``,
 ``add_norm.c``, ``gelu.c``, ``dropout.c`` (``dropout_seeded``) and ``adamw.c``.
 """
@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from . import cdiv
-from .library import module
-from .nn import PARTIAL_BLOCK_N, PARTIAL_BLOCK_P, _Arrays, _norm_config, partial_programs
+from ..runtime.grid import cdiv
+from .arrays import Arrays
+from .loader import module
+from .nn import PARTIAL_BLOCK_N, PARTIAL_BLOCK_P, norm_config, partial_programs
 
 FLOATS = ("f32", "f16", "bf16", "f64")
 ELEMENTWISE_BLOCK = 1024
@@ -36,7 +37,7 @@ def _size(a: Any) -> int:
     return int(np.prod(a.shape))
 
 
-def _contiguous(arrays: _Arrays, a: Any, name: str) -> None:
+def _contiguous(arrays: Arrays, a: Any, name: str) -> None:
     arrays.check_dtype(a, name, FLOATS)
     ok = a.is_contiguous() if arrays.kind == "torch" else a.flags.c_contiguous
     if not ok:
@@ -52,7 +53,7 @@ def _elementwise(
     *scalars: Any,
     **constexprs: Any,
 ) -> tuple:
-    arrays = _Arrays(fn, named, interpret)
+    arrays = Arrays(fn, named, interpret)
     first_name, first = next(iter(named.items()))
     for name, a in named.items():
         _contiguous(arrays, a, name)
@@ -73,7 +74,7 @@ def _elementwise(
 
 def _act(arrays_fn: str, activation: str) -> int:
     if activation not in ACTIVATIONS:
-        from .errors import LaunchError
+        from ..errors import LaunchError
 
         raise LaunchError(
             f"{arrays_fn}: activation must be one of {', '.join(map(repr, ACTIVATIONS))}, "
@@ -111,7 +112,7 @@ def swiglu_backward(gate: Any, up: Any, dy: Any, *, interpret: bool = False) -> 
 
 
 def _dropout(fn: str, x: Any, p: float, seed: Any, interpret: bool) -> Any:
-    arrays = _Arrays(fn, {"x": x, "seed": seed}, interpret)
+    arrays = Arrays(fn, {"x": x, "seed": seed}, interpret)
     _contiguous(arrays, x, "x")
     arrays.vector(seed, "seed", 1, ("i64",), "one seed")
     if not 0.0 <= p < 1.0:
@@ -142,7 +143,7 @@ def dropout_backward(dy: Any, p: float, seed: Any, *, interpret: bool = False) -
 def embedding(weight: Any, indices: Any, *, interpret: bool = False) -> Any:
     """weight [num, dim] rows at ``indices`` (int64 [n], contiguous): [n, dim]; an index
     outside [0, num) gives a row of NaN."""
-    arrays = _Arrays("embedding", {"weight": weight, "indices": indices}, interpret)
+    arrays = Arrays("embedding", {"weight": weight, "indices": indices}, interpret)
     num, dim, w_stride = arrays.matrix(weight, "weight", FLOATS)
     n = int(indices.shape[0]) if len(indices.shape) == 1 else -1
     arrays.vector(indices, "indices", n, ("i64",), "one per token")
@@ -158,7 +159,7 @@ def embedding(weight: Any, indices: Any, *, interpret: bool = False) -> Any:
 def embedding_backward(dy: Any, indices: Any, num: int, *, interpret: bool = False) -> Any:
     """dweight [num, dim] of :func:`embedding` from dy [n, dim]: rows of dy added at their
     indices (atomic adds into an f32 table, f64 for f64, converted to dy's dtype)."""
-    arrays = _Arrays("embedding_backward", {"dy": dy, "indices": indices}, interpret)
+    arrays = Arrays("embedding_backward", {"dy": dy, "indices": indices}, interpret)
     n, dim, dy_stride = arrays.matrix(dy, "dy", FLOATS)
     arrays.vector(indices, "indices", n, ("i64",), "dy's rows")
     if n > 1 and dy_stride != dim:
@@ -183,13 +184,13 @@ def embedding_backward(dy: Any, indices: Any, num: int, *, interpret: bool = Fal
 
 
 def _add_norm_args(fn: str, x: Any, r: Any, weights: dict[str, Any], interpret: bool):
-    arrays = _Arrays(fn, {"x": x, "residual": r, **weights}, interpret)
+    arrays = Arrays(fn, {"x": x, "residual": r, **weights}, interpret)
     rows, cols, x_stride = arrays.matrix(x, "x", FLOATS)
     _, _, r_stride = arrays.matrix(r, "residual", FLOATS)
     arrays.same(r, "residual", x, "x")
     for name, w in weights.items():
         arrays.vector(w, name, cols, FLOATS, "x's columns")
-    return arrays, rows, cols, x_stride, r_stride, _norm_config(arrays, cols)
+    return arrays, rows, cols, x_stride, r_stride, norm_config(arrays, cols)
 
 
 def add_layer_norm(
@@ -232,7 +233,7 @@ def add_rms_norm(
     return y, h, rstd
 
 
-def _column_sum(arrays: _Arrays, part: Any, parts: int, cols: int, dtype: str) -> Any:
+def _column_sum(arrays: Arrays, part: Any, parts: int, cols: int, dtype: str) -> Any:
     out = arrays.empty((cols,), dtype)
     grid = (cdiv(cols, PARTIAL_BLOCK_N),)
     args = (out, part, parts, cols)
@@ -242,7 +243,7 @@ def _column_sum(arrays: _Arrays, part: Any, parts: int, cols: int, dtype: str) -
 
 
 def _add_norm_backward(fn, dy, dh, h, weight, stats, interpret):
-    arrays = _Arrays(fn, {"dy": dy, "dh": dh, "h": h, "weight": weight, **stats}, interpret)
+    arrays = Arrays(fn, {"dy": dy, "dh": dh, "h": h, "weight": weight, **stats}, interpret)
     rows, cols, h_stride = arrays.matrix(h, "h", FLOATS)
     _, _, dy_stride = arrays.matrix(dy, "dy", FLOATS)
     _, _, dh_stride = arrays.matrix(dh, "dh", FLOATS)
@@ -252,7 +253,7 @@ def _add_norm_backward(fn, dy, dh, h, weight, stats, interpret):
     stat = wide_dtype(arrays.dtype(h))
     for name, s in stats.items():
         arrays.vector(s, name, rows, (stat,), "h's rows")
-    return arrays, rows, cols, (dy_stride, dh_stride, h_stride), _norm_config(arrays, cols)
+    return arrays, rows, cols, (dy_stride, dh_stride, h_stride), norm_config(arrays, cols)
 
 
 def add_layer_norm_backward(
@@ -326,7 +327,7 @@ def adamw_step(
     ``exp_avg``, ``exp_avg_sq`` (f32, f64 for f64 params), for step number ``step`` (from 1).
     All four contiguous and of one size; one launch."""
     named = {"param": param, "grad": grad, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
-    arrays = _Arrays("adamw_step", named, interpret)
+    arrays = Arrays("adamw_step", named, interpret)
     for name, a in named.items():
         _contiguous(arrays, a, name)
     arrays.same(grad, "grad", param, "param")

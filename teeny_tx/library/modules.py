@@ -1,5 +1,5 @@
-"""``torch.nn.Module`` drop-ins built on :mod:`teeny_tx.torch_ops`: a model switches by changing
-its imports.
+"""``torch.nn.Module`` drop-ins built on :mod:`teeny_tx.library.torch_ops`: a model switches by
+changing its imports.
 
 Input: the constructor arguments of the torch module each replaces. Output: modules whose
 parameters, buffers and ``state_dict`` keys and shapes are torch's (``LayerNorm.weight``,
@@ -126,7 +126,7 @@ class Attention(nn.Module):
     3E)), causal (or not) attention of ``heads`` heads, and the output projection (``proj``).
     Parameters: ``qkv.weight``, ``qkv.bias``, ``proj.weight``, ``proj.bias``; the same layout
     as a GPT-2 block's ``c_attn`` / ``c_proj`` (transposed: torch's Linear convention).
-    Attention itself is :func:`teeny_tx.torch_ops.attention`."""
+    Attention itself is :func:`teeny_tx.library.torch_ops.attention`."""
 
     def __init__(
         self,

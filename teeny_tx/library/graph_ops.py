@@ -27,9 +27,9 @@ from typing import Any
 
 import torch
 
-from .errors import TeenyError
-from .kernel import Kernel
-from .torch_ops import _capture_error, _dense, current_stream, to_numpy
+from ..errors import TeenyError
+from ..kernel import Kernel
+from .torch_ops import capture_error, current_stream, dense, to_numpy
 
 
 class Launch:
@@ -61,7 +61,7 @@ class Launch:
                     kernel[grid](*args, stream=stream, **options)
             except Exception as err:
                 if torch.cuda.is_current_stream_capturing():
-                    raise _capture_error(self.name, err) from err
+                    raise capture_error(self.name, err) from err
                 raise
             return
         if not self.cpu:
@@ -184,11 +184,10 @@ def op(
         for k, i in enumerate(ctx.tensor_at):
             inputs[i] = saved[k]
         outs = saved[len(ctx.tensor_at) :]
-        dense = [
-            torch.zeros_like(o) if g is None else _dense(g)
-            for g, o in zip(grads, outs, strict=True)
+        grads_in = [
+            torch.zeros_like(o) if g is None else dense(g) for g, o in zip(grads, outs, strict=True)
         ]
-        got = backward_op(*inputs, *outs, *dense)
+        got = backward_op(*inputs, *outs, *grads_in)
         got = got if isinstance(got, tuple) else (got,)
         result: list[Any] = [None] * len(inputs)
         for pos, g in zip(positions, got, strict=True):
