@@ -175,12 +175,12 @@ class _Arrays:
         if 0 in grid:
             return
         if self.kind == "numpy":
-            kernel.interpret[grid](*args, num_warps=num_warps, **constexprs)
+            kernel.interpret[grid](*args, num_warps=num_warps, strided=True, **constexprs)
         else:
             stream = (
                 _torch_stream(self.torch, self.first.device.index) if self.kind == "torch" else None
             )
-            kernel[grid](*args, num_warps=num_warps, stream=stream, **constexprs)
+            kernel[grid](*args, num_warps=num_warps, stream=stream, strided=True, **constexprs)
 
     # -------------------------------------------------------- argument checks
 
