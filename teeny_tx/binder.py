@@ -41,7 +41,7 @@ import ml_dtypes
 import numpy as np
 
 from .dtypes import DTYPES, DType, from_numpy
-from .errors import LaunchError
+from .errors import CompileError, LaunchError
 from .lower.builder import Spec
 from .lower.signature import ParamSpec
 from .runtime import launch as _launch
@@ -58,6 +58,7 @@ _CupyArray = cupy.ndarray
 INDEX_LIMIT = 2**31 - 1
 MAX_STAGES = 8
 WARPS = (1, 2, 4, 8, 16, 32)
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "stream", "strided")
 _ALIGN = tuple(16 if low == 0 else low & -low for low in range(16))
 # struct codes of launch values: one per dtype, native alignment (the kernel's parameter block
 # is laid out like a C struct of its parameters); bf16 travels as its 16 bits.
@@ -83,6 +84,14 @@ class Binder:
     def __init__(self, kernel: str, params: tuple[ParamSpec, ...]):
         self.kernel = kernel
         self.params = params
+        for p in params:
+            if p.kind == "constexpr" and p.name in LAUNCH_OPTIONS:
+                raise CompileError(
+                    f"constexpr '{p.name}' of kernel {kernel} has the name of a launch option",
+                    p.loc,
+                    f"{', '.join(LAUNCH_OPTIONS)} are keywords of every launch "
+                    f"(kernel[grid](..., {p.name}=...)); rename the parameter",
+                )
         self.runtime = tuple(p for p in params if p.kind != "constexpr")
         self.constexprs = tuple(p for p in params if p.kind == "constexpr")
         self.constexpr_names = tuple(p.name for p in self.constexprs)
@@ -648,15 +657,23 @@ def _range(dtype: DType) -> tuple[int, int]:
     return -(1 << (dtype.bits - 1)), (1 << (dtype.bits - 1)) - 1
 
 
-def _geometry(a: Any) -> tuple[tuple, tuple]:
+def _geometry(a: Any) -> tuple[Any, Any]:
     """(shape, strides in elements) of an array of any library, for messages."""
-    shape = tuple(int(n) for n in a.shape)
-    if hasattr(a, "stride") and callable(a.stride):
-        return shape, tuple(int(s) for s in a.stride())
-    interface = getattr(a, "__cuda_array_interface__", None)
-    strides = a.strides if interface is None else interface.get("strides")
-    itemsize = getattr(a, "itemsize", None) or int(interface["typestr"][2:])
-    return shape, tuple(int(s) // itemsize for s in strides or ())
+    try:
+        return _shape_and_strides(a)
+    except Exception:  # noqa: BLE001 - a DLPack-only object: the message does without
+        return "?", "?"
+
+
+def _shape_and_strides(a: Any) -> tuple[tuple, tuple]:
+    if hasattr(a, "stride") and callable(a.stride):  # torch
+        return tuple(int(n) for n in a.shape), tuple(int(s) for s in a.stride())
+    if isinstance(a, (np.ndarray, cupy.ndarray)):
+        return a.shape, tuple(s // a.itemsize for s in a.strides)
+    interface = a.__cuda_array_interface__
+    itemsize = int(interface["typestr"][2:])
+    strides = interface.get("strides") or ()
+    return tuple(interface["shape"]), tuple(int(s) // itemsize for s in strides)
 
 
 def _show(a: Any) -> str:
