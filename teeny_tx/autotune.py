@@ -34,8 +34,10 @@ import statistics
 import struct
 import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -258,8 +260,8 @@ class Autotuner:
 
     def _tune(self, args: tuple, constexprs: dict, grid: Any, stream: Any) -> Choice:
         survivors, pruned = [], []
-        for c in self.configs:
-            reason = self._static_problem(c, args, constexprs, compile_cubin=True)
+        problems = self._static_problems(args, constexprs)
+        for c, reason in zip(self.configs, problems, strict=True):
             if reason:
                 pruned.append(f"{c}: {reason}")
             else:
@@ -315,6 +317,31 @@ class Autotuner:
                 raise
             return None  # the CUDA path refuses it; the interpreter reports its own errors
         return _register_problem(spec) if compile_cubin else None
+
+    def _static_problems(self, args: tuple, constexprs: dict) -> list[str | None]:
+        """Why each config cannot be a good launch (None: it can), its cubin compiled.
+
+        Specialising (parse, lower, emit: Python) runs config after config; NVRTC, which
+        releases the GIL, compiles the cubins on a pool of ``compile_workers()`` threads, the
+        ptxas spill report of each kept for that config."""
+        specs: list[Specialization | None] = []
+        problems: list[str | None] = []
+        for c in self.configs:
+            if self.prune is not None and self.prune(c, args):
+                problems.append("dropped by the prune hook")
+                specs.append(None)
+                continue
+            try:
+                specs.append(self._specialize(c, args, constexprs))
+                problems.append(None)
+            except ResourceError as err:
+                problems.append(_shared_reason(err))
+                specs.append(None)
+        reports = compile_cubins(specs)
+        return [
+            problem or _register_problem(spec, reports.get(i))
+            for i, (spec, problem) in enumerate(zip(specs, problems, strict=True))
+        ]
 
     def _launch(self, c: Config, grid: Any, args: tuple, constexprs: dict, stream: Any) -> None:
         if grid is None:
@@ -604,13 +631,61 @@ def _shared_reason(err: ResourceError) -> str:
     return str(err)
 
 
-def _register_problem(spec: Specialization) -> str | None:
-    """Spills or too many registers: ptxas's report when this compile ran NVRTC, else what
-    the cubin records (a cubin from the cache, or compiled earlier in this process)."""
+def compile_workers() -> int:
+    """Threads that compile a tuner's configs: ``$TEENY_TX_COMPILE_THREADS``, else one per CPU
+    (at most 16). 1 compiles them one after another."""
+    text = os.environ.get("TEENY_TX_COMPILE_THREADS", "")
+    if text.strip().isdigit() and int(text) >= 1:
+        return int(text)
+    return max(1, min(16, os.cpu_count() or 1))
+
+
+def compile_cubins(specs: list[Specialization | None]) -> dict[int, str]:
+    """Compile the cubins of ``specs`` (None entries skipped) on a thread pool, in parallel
+    when more than one needs NVRTC; returns the RegisterSpillWarning text per index. A failed
+    compile is left for the caller's ``spec.cubin`` to raise again, in order."""
+    todo = [(i, spec) for i, spec in enumerate(specs) if spec is not None]
+    workers = min(compile_workers(), len(todo))
+    if workers <= 1:
+        return {}
+    local = threading.local()
+    reports: dict[int, str] = {}
+    others: list = []
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        index = getattr(local, "index", None)
+        if index is not None and issubclass(category, RegisterSpillWarning):
+            reports[index] = str(message)
+        else:
+            others.append((message, category, filename, lineno))
+
+    def compile_one(item: tuple[int, Specialization]) -> None:
+        local.index = item[0]
+        try:
+            _ = item[1].cubin  # compiled and memoised on the specialisation
+        except Exception:  # noqa: BLE001 - raised again, in order, by the caller
+            pass
+        finally:
+            local.index = None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = show
+        with ThreadPoolExecutor(workers, thread_name_prefix="teeny_tx_nvrtc") as pool:
+            list(pool.map(compile_one, todo))
+    for message, category, filename, lineno in others:  # not ours to swallow
+        warnings.warn_explicit(message, category, filename, lineno)
+    return reports
+
+
+def _register_problem(spec: Specialization, report: str | None = None) -> str | None:
+    """Spills or too many registers: ptxas's report when this compile ran NVRTC (``report``:
+    the warning text when :func:`compile_cubins` compiled it), else what the cubin records (a
+    cubin from the cache, or compiled earlier in this process)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cubin = spec.cubin
-    spilled = None
+    spilled = re.search(r"spills (\d+) bytes", report) if report else None
     for w in caught:
         if issubclass(w.category, RegisterSpillWarning):
             spilled = re.search(r"spills (\d+) bytes", str(w.message))
