@@ -3,71 +3,71 @@
 #include "teeny_tx.cuh"
 
 extern "C" __global__ void __launch_bounds__(512)
-cross_entropy_bwd(__nv_bfloat16* dlogits, const __nv_bfloat16* __restrict__ logits, const long long* __restrict__ targets, const float* __restrict__ lse, const float* __restrict__ count, int n_cols, int stride, int d_stride, long long ignore_index, float grad)
+cross_entropy_bwd(__nv_bfloat16* dlogits, const __nv_bfloat16* __restrict__ logits, const long long* __restrict__ targets, const float* __restrict__ lse, const float* __restrict__ count, int n_cols, int stride, int step, int d_stride, long long ignore_index, float grad)
 {
     constexpr int BLOCK = 4096;
     using L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
     // i32 row = program_id(0);
-#line 86 "kernels/cross_entropy.c"
+#line 87 "kernels/cross_entropy.c"
     int row = (int)blockIdx.x;
     // tile cols = program_id(1) * BLOCK + arange(0, BLOCK);
-#line 87 "kernels/cross_entropy.c"
+#line 88 "kernels/cross_entropy.c"
     int cols[L0::REGS];
-#line 87
+#line 88
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = (((int)blockIdx.y * BLOCK) + L0::coord(i, 0));
     // tile mask = cols < n_cols;
-#line 88 "kernels/cross_entropy.c"
+#line 89 "kernels/cross_entropy.c"
     bool mask[L0::REGS];
-#line 88
+#line 89
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (cols[i] < n_cols);
     // i64 t = load(targets + row);
-#line 89 "kernels/cross_entropy.c"
+#line 90 "kernels/cross_entropy.c"
     long long load_0;
-#line 89
+#line 90
     load_0 = *((targets + row));
-#line 89
+#line 90
     long long t = load_0;
     // if (t == ignore_index) {
-#line 90 "kernels/cross_entropy.c"
+#line 91 "kernels/cross_entropy.c"
     if ((t == ignore_index)) {
         // store(dlogits + row * d_stride + cols, 0.0f, mask);
-#line 91 "kernels/cross_entropy.c"
+#line 92 "kernels/cross_entropy.c"
         __nv_bfloat16 value_0[L0::REGS];
-#line 91
+#line 92
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = __nv_bfloat16(0.0f);
-#line 91
+#line 92
         _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>(((dlogits + (row * d_stride)) + cols[i]), &value_0[i], &mask[i]);
         // return;
-#line 92 "kernels/cross_entropy.c"
+#line 93 "kernels/cross_entropy.c"
         return;
     }
-    // tile x = (f32)load(logits + row * stride + cols, mask, 0.0f);
-#line 94 "kernels/cross_entropy.c"
+    // tile x = (f32)load(logits + row * stride + cols * step, mask, 0.0f);
+#line 95 "kernels/cross_entropy.c"
     float x[L0::REGS];
-#line 94
+#line 95
     __nv_bfloat16 load_1[L0::REGS];
-#line 94
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], ((logits + (row * stride)) + cols[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 94
+#line 95
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], ((logits + (row * stride)) + (cols[i] * 1)), &mask[i], __nv_bfloat16(0.0f));
+#line 95
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) x[i] = tx::cast<float>(load_1[i]);
     // tile p = exp(x - load(lse + row));
-#line 95 "kernels/cross_entropy.c"
+#line 96 "kernels/cross_entropy.c"
     float p[L0::REGS];
-#line 95
+#line 96
     float load_2;
-#line 95
+#line 96
     load_2 = *((lse + row));
-#line 95
+#line 96
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) p[i] = tx::exp((x[i] - load_2));
     // store(dlogits + row * d_stride + cols, (p - (f32)(cols == t)) * (grad / load(count)), mask);
-#line 96 "kernels/cross_entropy.c"
+#line 97 "kernels/cross_entropy.c"
     float load_3;
-#line 96
+#line 97
     load_3 = *(count);
-#line 96
+#line 97
     __nv_bfloat16 value_1[L0::REGS];
-#line 96
+#line 97
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_1[i] = tx::cast<__nv_bfloat16>(((p[i] - tx::cast<float>((tx::cast<long long>(cols[i]) == t))) * (grad / load_3)));
-#line 96
+#line 97
     _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>(((dlogits + (row * d_stride)) + cols[i]), &value_1[i], &mask[i]);
 }

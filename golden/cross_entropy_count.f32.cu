@@ -10,41 +10,41 @@ cross_entropy_count(float* count, const long long* __restrict__ targets, int n_r
     using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<2>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1]: 2 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16 bytes of scratch
     // tile lanes = arange(0, BLOCK);
-#line 39 "kernels/cross_entropy.c"
+#line 40 "kernels/cross_entropy.c"
     int count_kept_lanes[L0::REGS];
-#line 39
+#line 40
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) count_kept_lanes[i] = L0::coord(i, 0);
     // i32 kept[BLOCK] = 0;
-#line 40 "kernels/cross_entropy.c"
+#line 41 "kernels/cross_entropy.c"
     int count_kept_kept[L0::REGS];
-#line 40
+#line 41
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) count_kept_kept[i] = 0;
     // for (i32 c = 0; c * BLOCK < n_rows; c++) {
-#line 41 "kernels/cross_entropy.c"
+#line 42 "kernels/cross_entropy.c"
     for (int count_kept_c = 0; ((count_kept_c * BLOCK) < n_rows); count_kept_c = (count_kept_c + 1)) {
         // tile rows = c * BLOCK + lanes;
-#line 42 "kernels/cross_entropy.c"
+#line 43 "kernels/cross_entropy.c"
         int count_kept_rows[L0::REGS];
-#line 42
+#line 43
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) count_kept_rows[i] = ((count_kept_c * BLOCK) + count_kept_lanes[i]);
         // tile t = load(targets + rows, rows < n_rows, ignore_index);
-#line 43 "kernels/cross_entropy.c"
+#line 44 "kernels/cross_entropy.c"
         long long count_kept_t[L0::REGS];
-#line 43
+#line 44
         bool mask_0[L0::REGS];
-#line 43
+#line 44
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask_0[i] = (count_kept_rows[i] < n_rows);
-#line 43
+#line 44
         _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 2) tx::load_vec<2>(&count_kept_t[i], (targets + count_kept_rows[i]), &mask_0[i], ignore_index);
         // kept += (i32)(t != ignore_index);
-#line 44 "kernels/cross_entropy.c"
+#line 45 "kernels/cross_entropy.c"
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) count_kept_kept[i] = (count_kept_kept[i] + tx::cast<int>((count_kept_t[i] != ignore_index)));
     }
     // store(count, count_kept(targets, n_rows, ignore_index, BLOCK));
-#line 79 "kernels/cross_entropy.c"
+#line 80 "kernels/cross_entropy.c"
     int red_0[L1::REGS];
-#line 79
+#line 80
     tx::reduce<L0, L1, 0>(red_0, count_kept_kept, [](int a, int b) { return (a + b); }, tx_smem);
-#line 79
+#line 80
     if (threadIdx.x == 0) *(count) = tx::cast<float>(red_0[0]);
 }

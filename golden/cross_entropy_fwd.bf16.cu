@@ -3,105 +3,105 @@
 #include "teeny_tx.cuh"
 
 extern "C" __global__ void __launch_bounds__(512)
-cross_entropy_fwd(float* loss, float* lse, const __nv_bfloat16* __restrict__ logits, const long long* __restrict__ targets, int n_cols, int stride, long long ignore_index)
+cross_entropy_fwd(float* loss, float* lse, const __nv_bfloat16* __restrict__ logits, const long long* __restrict__ targets, int n_cols, int stride, int step, long long ignore_index)
 {
     constexpr int BLOCK = 4096;
     using L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
     using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 52 "kernels/cross_entropy.c"
+#line 53 "kernels/cross_entropy.c"
     int row = (int)blockIdx.x;
     // tile x = logits + row * stride;
-#line 53 "kernels/cross_entropy.c"
+#line 54 "kernels/cross_entropy.c"
     const __nv_bfloat16* x = (logits + (row * stride));
     // tile cols = arange(0, BLOCK);
-#line 22 "kernels/cross_entropy.c"
+#line 23 "kernels/cross_entropy.c"
     int row_logsumexp_cols[L0::REGS];
-#line 22
+#line 23
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_cols[i] = L0::coord(i, 0);
     // f32 m[BLOCK] = -INF;
-#line 23 "kernels/cross_entropy.c"
+#line 24 "kernels/cross_entropy.c"
     float row_logsumexp_m[L0::REGS];
-#line 23
+#line 24
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_m[i] = -__int_as_float(0x7f800000);
     // f32 s[BLOCK] = 0;
-#line 24 "kernels/cross_entropy.c"
+#line 25 "kernels/cross_entropy.c"
     float row_logsumexp_s[L0::REGS];
-#line 24
+#line 25
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_s[i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 25 "kernels/cross_entropy.c"
+#line 26 "kernels/cross_entropy.c"
     for (int row_logsumexp_c = 0; ((row_logsumexp_c * BLOCK) < n_cols); row_logsumexp_c = (row_logsumexp_c + 1)) {
         // tile offs = c * BLOCK + cols;
-#line 26 "kernels/cross_entropy.c"
-        int row_logsumexp_offs[L0::REGS];
-#line 26
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_offs[i] = ((row_logsumexp_c * BLOCK) + row_logsumexp_cols[i]);
-        // tile x = (f32)load(row + offs, offs < n_cols, -INF);
 #line 27 "kernels/cross_entropy.c"
+        int row_logsumexp_offs[L0::REGS];
+#line 27
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_offs[i] = ((row_logsumexp_c * BLOCK) + row_logsumexp_cols[i]);
+        // tile x = (f32)load(row + offs * step, offs < n_cols, -INF);
+#line 28 "kernels/cross_entropy.c"
         float row_logsumexp_x[L0::REGS];
-#line 27
+#line 28
         __nv_bfloat16 load_0[L0::REGS];
-#line 27
+#line 28
         bool mask_0[L0::REGS];
-#line 27
+#line 28
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask_0[i] = (row_logsumexp_offs[i] < n_cols);
-#line 27
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], (x + row_logsumexp_offs[i]), &mask_0[i], __nv_bfloat16(-__int_as_float(0x7f800000)));
-#line 27
+#line 28
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], (x + (row_logsumexp_offs[i] * 1)), &mask_0[i], __nv_bfloat16(-__int_as_float(0x7f800000)));
+#line 28
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_x[i] = tx::cast<float>(load_0[i]);
         // tile e = exp(-abs(x - m));
-#line 28 "kernels/cross_entropy.c"
+#line 29 "kernels/cross_entropy.c"
         float row_logsumexp_e[L0::REGS];
-#line 28
+#line 29
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_e[i] = tx::exp((-tx::abs((row_logsumexp_x[i] - row_logsumexp_m[i]))));
         // s = where(x > m, s * e + 1.0f, where(x == -INF, s, s + e));
-#line 29 "kernels/cross_entropy.c"
+#line 30 "kernels/cross_entropy.c"
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_s[i] = ((row_logsumexp_x[i] > row_logsumexp_m[i]) ? ((row_logsumexp_s[i] * row_logsumexp_e[i]) + 1.0f) : ((row_logsumexp_x[i] == -__int_as_float(0x7f800000)) ? row_logsumexp_s[i] : (row_logsumexp_s[i] + row_logsumexp_e[i])));
         // m = maximum(m, x);
-#line 30 "kernels/cross_entropy.c"
+#line 31 "kernels/cross_entropy.c"
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_m[i] = tx::maximum(row_logsumexp_m[i], row_logsumexp_x[i]);
     }
     // f32 mx = max(m);
-#line 32 "kernels/cross_entropy.c"
+#line 33 "kernels/cross_entropy.c"
     float red_0[L1::REGS];
-#line 32
+#line 33
     tx::reduce<L0, L1, 0>(red_0, row_logsumexp_m, [](float a, float b) { return tx::maximum(a, b); }, tx_smem);
-#line 32
+#line 33
     float row_logsumexp_mx = red_0[0];
-    // f32 l = row_logsumexp(x, n_cols, BLOCK);
-#line 54 "kernels/cross_entropy.c"
+    // f32 l = row_logsumexp(x, n_cols, step, BLOCK);
+#line 55 "kernels/cross_entropy.c"
     float value_0[L0::REGS];
-#line 54
+#line 55
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (row_logsumexp_s[i] * tx::exp((row_logsumexp_m[i] - row_logsumexp_mx)));
-#line 54
+#line 55
     float red_1[L1::REGS];
-#line 54
+#line 55
     tx::reduce<L0, L1, 0>(red_1, value_0, [](float a, float b) { return (a + b); }, tx_smem);
-#line 54
+#line 55
     float l = (row_logsumexp_mx + tx::log(red_1[0]));
     // i64 t = load(targets + row);
-#line 55 "kernels/cross_entropy.c"
+#line 56 "kernels/cross_entropy.c"
     long long load_1;
-#line 55
+#line 56
     load_1 = *((targets + row));
-#line 55
+#line 56
     long long t = load_1;
     // bool inside = t >= 0 && t < n_cols;
-#line 56 "kernels/cross_entropy.c"
-    bool inside = ((t >= 0LL) && (t < tx::cast<long long>(n_cols)));
-    // f32 picked = (f32)load(x + t, inside, 0.0f);
 #line 57 "kernels/cross_entropy.c"
+    bool inside = ((t >= 0LL) && (t < tx::cast<long long>(n_cols)));
+    // f32 picked = (f32)load(x + t * step, inside, 0.0f);
+#line 58 "kernels/cross_entropy.c"
     __nv_bfloat16 load_2;
-#line 57
-    load_2 = inside ? *((x + t)) : __nv_bfloat16(0.0f);
-#line 57
+#line 58
+    load_2 = inside ? *((x + (t * 1LL))) : __nv_bfloat16(0.0f);
+#line 58
     float picked = tx::cast<float>(load_2);
     // store(lse + row, l);
-#line 58 "kernels/cross_entropy.c"
+#line 59 "kernels/cross_entropy.c"
     if (threadIdx.x == 0) *((lse + row)) = l;
     // store(loss + row, t == ignore_index ? 0.0f : (inside ? l - picked : NAN));
-#line 59 "kernels/cross_entropy.c"
+#line 60 "kernels/cross_entropy.c"
     if (threadIdx.x == 0) *((loss + row)) = ((t == ignore_index) ? 0.0f : (inside ? (l - picked) : __int_as_float(0x7fffffff)));
 }

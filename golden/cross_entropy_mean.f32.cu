@@ -10,81 +10,81 @@ cross_entropy_mean(float* loss_mean, float* count, const float* __restrict__ los
     using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<4>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1]: 4 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16 bytes of scratch
     // tile lanes = arange(0, BLOCK);
-#line 65 "kernels/cross_entropy.c"
+#line 66 "kernels/cross_entropy.c"
     int lanes[L0::REGS];
-#line 65
+#line 66
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) lanes[i] = L0::coord(i, 0);
     // f32 total[BLOCK] = 0;
-#line 66 "kernels/cross_entropy.c"
+#line 67 "kernels/cross_entropy.c"
     float total[L0::REGS];
-#line 66
+#line 67
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) total[i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_rows; c++) {
-#line 67 "kernels/cross_entropy.c"
+#line 68 "kernels/cross_entropy.c"
     for (int c = 0; ((c * BLOCK) < n_rows); c = (c + 1)) {
         // tile rows = c * BLOCK + lanes;
-#line 68 "kernels/cross_entropy.c"
+#line 69 "kernels/cross_entropy.c"
         int rows[L0::REGS];
-#line 68
+#line 69
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) rows[i] = ((c * BLOCK) + lanes[i]);
         // total += load(loss + rows, rows < n_rows, 0.0f);
-#line 69 "kernels/cross_entropy.c"
+#line 70 "kernels/cross_entropy.c"
         float load_0[L0::REGS];
-#line 69
+#line 70
         bool mask_0[L0::REGS];
-#line 69
+#line 70
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask_0[i] = (rows[i] < n_rows);
-#line 69
+#line 70
         _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&load_0[i], (loss + rows[i]), &mask_0[i], 0.0f);
-#line 69
+#line 70
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) total[i] = (total[i] + load_0[i]);
     }
     // tile lanes = arange(0, BLOCK);
-#line 39 "kernels/cross_entropy.c"
+#line 40 "kernels/cross_entropy.c"
     int count_kept_lanes[L0::REGS];
-#line 39
+#line 40
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) count_kept_lanes[i] = L0::coord(i, 0);
     // i32 kept[BLOCK] = 0;
-#line 40 "kernels/cross_entropy.c"
+#line 41 "kernels/cross_entropy.c"
     int count_kept_kept[L0::REGS];
-#line 40
+#line 41
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) count_kept_kept[i] = 0;
     // for (i32 c = 0; c * BLOCK < n_rows; c++) {
-#line 41 "kernels/cross_entropy.c"
+#line 42 "kernels/cross_entropy.c"
     for (int count_kept_c = 0; ((count_kept_c * BLOCK) < n_rows); count_kept_c = (count_kept_c + 1)) {
         // tile rows = c * BLOCK + lanes;
-#line 42 "kernels/cross_entropy.c"
+#line 43 "kernels/cross_entropy.c"
         int count_kept_rows[L0::REGS];
-#line 42
+#line 43
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) count_kept_rows[i] = ((count_kept_c * BLOCK) + count_kept_lanes[i]);
         // tile t = load(targets + rows, rows < n_rows, ignore_index);
-#line 43 "kernels/cross_entropy.c"
+#line 44 "kernels/cross_entropy.c"
         long long count_kept_t[L0::REGS];
-#line 43
+#line 44
         bool mask_1[L0::REGS];
-#line 43
+#line 44
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask_1[i] = (count_kept_rows[i] < n_rows);
-#line 43
+#line 44
         _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 2) tx::load_vec<2>(&count_kept_t[i], (targets + count_kept_rows[i]), &mask_1[i], ignore_index);
         // kept += (i32)(t != ignore_index);
-#line 44 "kernels/cross_entropy.c"
+#line 45 "kernels/cross_entropy.c"
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) count_kept_kept[i] = (count_kept_kept[i] + tx::cast<int>((count_kept_t[i] != ignore_index)));
     }
     // f32 n = count_kept(targets, n_rows, ignore_index, BLOCK);
-#line 71 "kernels/cross_entropy.c"
+#line 72 "kernels/cross_entropy.c"
     int red_0[L1::REGS];
-#line 71
+#line 72
     tx::reduce<L0, L1, 0>(red_0, count_kept_kept, [](int a, int b) { return (a + b); }, tx_smem);
-#line 71
+#line 72
     float n = tx::cast<float>(red_0[0]);
     // store(count, n);
-#line 72 "kernels/cross_entropy.c"
+#line 73 "kernels/cross_entropy.c"
     if (threadIdx.x == 0) *(count) = n;
     // store(loss_mean, sum(total) / n);
-#line 73 "kernels/cross_entropy.c"
+#line 74 "kernels/cross_entropy.c"
     float red_1[L1::REGS];
-#line 73
+#line 74
     tx::reduce<L0, L1, 0>(red_1, total, [](float a, float b) { return (a + b); }, tx_smem);
-#line 73
+#line 74
     if (threadIdx.x == 0) *(loss_mean) = (red_1[0] / n);
 }

@@ -3,56 +3,56 @@
 #include "teeny_tx.cuh"
 
 extern "C" __global__ void __launch_bounds__(512)
-log_softmax(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ in, int n_cols, int in_stride, int out_stride)
+log_softmax(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ in, int n_cols, int in_stride, int in_step, int out_stride)
 {
     constexpr int BLOCK = 4096;
     using L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
     using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 81 "kernels/softmax.c"
+#line 85 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 82 "kernels/softmax.c"
+#line 86 "kernels/softmax.c"
     int cols[L0::REGS];
-#line 82
+#line 86
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
     // tile mask = cols < n_cols;
-#line 83 "kernels/softmax.c"
+#line 87 "kernels/softmax.c"
     bool mask[L0::REGS];
-#line 83
+#line 87
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (cols[i] < n_cols);
-    // tile x = (f32)load(in + row * in_stride + cols, mask, -INF);
-#line 84 "kernels/softmax.c"
+    // tile x = (f32)load(in + row * in_stride + cols * in_step, mask, -INF);
+#line 88 "kernels/softmax.c"
     float x[L0::REGS];
-#line 84
+#line 88
     __nv_bfloat16 load_0[L0::REGS];
-#line 84
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], ((in + (row * in_stride)) + cols[i]), &mask[i], __nv_bfloat16(-__int_as_float(0x7f800000)));
-#line 84
+#line 88
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], ((in + (row * in_stride)) + (cols[i] * 1)), &mask[i], __nv_bfloat16(-__int_as_float(0x7f800000)));
+#line 88
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) x[i] = tx::cast<float>(load_0[i]);
     // tile shifted = x - max(x);
-#line 85 "kernels/softmax.c"
+#line 89 "kernels/softmax.c"
     float shifted[L0::REGS];
-#line 85
+#line 89
     float red_0[L1::REGS];
-#line 85
+#line 89
     tx::reduce<L0, L1, 0>(red_0, x, [](float a, float b) { return tx::maximum(a, b); }, tx_smem);
-#line 85
+#line 89
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) shifted[i] = (x[i] - red_0[0]);
     // store(out + row * out_stride + cols, shifted - log(sum(exp(shifted))), mask);
-#line 86 "kernels/softmax.c"
+#line 90 "kernels/softmax.c"
     float value_0[L0::REGS];
-#line 86
+#line 90
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = tx::exp(shifted[i]);
-#line 86
+#line 90
     float red_1[L1::REGS];
-#line 86
+#line 90
     tx::reduce<L0, L1, 0>(red_1, value_0, [](float a, float b) { return (a + b); }, tx_smem);
-#line 86
+#line 90
     __nv_bfloat16 value_1[L0::REGS];
-#line 86
+#line 90
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_1[i] = tx::cast<__nv_bfloat16>((shifted[i] - tx::log(red_1[0])));
-#line 86
+#line 90
     _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>(((out + (row * out_stride)) + cols[i]), &value_1[i], &mask[i]);
 }

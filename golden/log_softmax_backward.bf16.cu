@@ -3,52 +3,52 @@
 #include "teeny_tx.cuh"
 
 extern "C" __global__ void __launch_bounds__(512)
-log_softmax_backward(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ dy, int n_cols, int y_stride, int dy_stride, int dx_stride)
+log_softmax_backward(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ dy, int n_cols, int y_stride, int y_step, int dy_stride, int dy_step, int dx_stride)
 {
     constexpr int BLOCK = 4096;
     using L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
     using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 135 "kernels/softmax.c"
+#line 140 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 136 "kernels/softmax.c"
+#line 141 "kernels/softmax.c"
     int cols[L0::REGS];
-#line 136
+#line 141
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
     // tile mask = cols < n_cols;
-#line 137 "kernels/softmax.c"
+#line 142 "kernels/softmax.c"
     bool mask[L0::REGS];
-#line 137
+#line 142
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (cols[i] < n_cols);
-    // tile logp = (f32)load(y + row * y_stride + cols, mask, 0.0f);
-#line 138 "kernels/softmax.c"
+    // tile logp = (f32)load(y + row * y_stride + cols * y_step, mask, 0.0f);
+#line 143 "kernels/softmax.c"
     float logp[L0::REGS];
-#line 138
+#line 143
     __nv_bfloat16 load_0[L0::REGS];
-#line 138
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], ((y + (row * y_stride)) + cols[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 138
+#line 143
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], ((y + (row * y_stride)) + (cols[i] * 1)), &mask[i], __nv_bfloat16(0.0f));
+#line 143
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) logp[i] = tx::cast<float>(load_0[i]);
-    // tile g = (f32)load(dy + row * dy_stride + cols, mask, 0.0f);
-#line 139 "kernels/softmax.c"
+    // tile g = (f32)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
+#line 144 "kernels/softmax.c"
     float g[L0::REGS];
-#line 139
+#line 144
     __nv_bfloat16 load_1[L0::REGS];
-#line 139
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], ((dy + (row * dy_stride)) + cols[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 139
+#line 144
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], ((dy + (row * dy_stride)) + (cols[i] * 1)), &mask[i], __nv_bfloat16(0.0f));
+#line 144
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) g[i] = tx::cast<float>(load_1[i]);
     // store(dx + row * dx_stride + cols, g - exp(logp) * sum(g), mask);
-#line 140 "kernels/softmax.c"
+#line 145 "kernels/softmax.c"
     float red_0[L1::REGS];
-#line 140
+#line 145
     tx::reduce<L0, L1, 0>(red_0, g, [](float a, float b) { return (a + b); }, tx_smem);
-#line 140
+#line 145
     __nv_bfloat16 value_0[L0::REGS];
-#line 140
+#line 145
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>((g[i] - (tx::exp(logp[i]) * red_0[0])));
-#line 140
+#line 145
     _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>(((dx + (row * dx_stride)) + cols[i]), &value_0[i], &mask[i]);
 }

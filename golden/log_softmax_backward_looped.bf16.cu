@@ -3,97 +3,97 @@
 #include "teeny_tx.cuh"
 
 extern "C" __global__ void __launch_bounds__(512)
-log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ dy, int n_cols, int y_stride, int dy_stride, int dx_stride)
+log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ dy, int n_cols, int y_stride, int y_step, int dy_stride, int dy_step, int dx_stride)
 {
     constexpr int BLOCK = 4096;
     using L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
     using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 163 "kernels/softmax.c"
+#line 170 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 164 "kernels/softmax.c"
+#line 171 "kernels/softmax.c"
     int cols[L0::REGS];
-#line 164
+#line 171
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
-    // f32 row_sum(tile a, i32 n_cols, const i32 BLOCK)
-#line 55 "kernels/softmax.c"
+    // f32 row_sum(tile a, i32 step, i32 n_cols, const i32 BLOCK)
+#line 58 "kernels/softmax.c"
     const __nv_bfloat16* row_sum_a = (dy + (row * dy_stride));
     // tile cols = arange(0, BLOCK);
-#line 57 "kernels/softmax.c"
+#line 60 "kernels/softmax.c"
     int row_sum_cols[L0::REGS];
-#line 57
+#line 60
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_sum_cols[i] = L0::coord(i, 0);
     // f32 acc[BLOCK] = 0;
-#line 58 "kernels/softmax.c"
+#line 61 "kernels/softmax.c"
     float row_sum_acc[L0::REGS];
-#line 58
+#line 61
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_sum_acc[i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 59 "kernels/softmax.c"
+#line 62 "kernels/softmax.c"
     for (int row_sum_c = 0; ((row_sum_c * BLOCK) < n_cols); row_sum_c = (row_sum_c + 1)) {
         // tile offs = c * BLOCK + cols;
-#line 60 "kernels/softmax.c"
+#line 63 "kernels/softmax.c"
         int row_sum_offs[L0::REGS];
-#line 60
+#line 63
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_sum_offs[i] = ((row_sum_c * BLOCK) + row_sum_cols[i]);
-        // acc += (f32)load(a + offs, offs < n_cols, 0.0f);
-#line 61 "kernels/softmax.c"
+        // acc += (f32)load(a + offs * step, offs < n_cols, 0.0f);
+#line 64 "kernels/softmax.c"
         __nv_bfloat16 load_0[L0::REGS];
-#line 61
+#line 64
         bool mask_0[L0::REGS];
-#line 61
+#line 64
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask_0[i] = (row_sum_offs[i] < n_cols);
-#line 61
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], (row_sum_a + row_sum_offs[i]), &mask_0[i], __nv_bfloat16(0.0f));
-#line 61
+#line 64
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_0[i], (row_sum_a + (row_sum_offs[i] * 1)), &mask_0[i], __nv_bfloat16(0.0f));
+#line 64
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_sum_acc[i] = (row_sum_acc[i] + tx::cast<float>(load_0[i]));
     }
-    // f32 total = row_sum(dy + row * dy_stride, n_cols, BLOCK);
-#line 165 "kernels/softmax.c"
+    // f32 total = row_sum(dy + row * dy_stride, dy_step, n_cols, BLOCK);
+#line 172 "kernels/softmax.c"
     float red_0[L1::REGS];
-#line 165
+#line 172
     tx::reduce<L0, L1, 0>(red_0, row_sum_acc, [](float a, float b) { return (a + b); }, tx_smem);
-#line 165
+#line 172
     float total = red_0[0];
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 166 "kernels/softmax.c"
+#line 173 "kernels/softmax.c"
     for (int c = 0; ((c * BLOCK) < n_cols); c = (c + 1)) {
         // tile offs = c * BLOCK + cols;
-#line 167 "kernels/softmax.c"
+#line 174 "kernels/softmax.c"
         int offs[L0::REGS];
-#line 167
+#line 174
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = ((c * BLOCK) + cols[i]);
         // tile mask = offs < n_cols;
-#line 168 "kernels/softmax.c"
+#line 175 "kernels/softmax.c"
         bool mask[L0::REGS];
-#line 168
+#line 175
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (offs[i] < n_cols);
-        // tile logp = (f32)load(y + row * y_stride + offs, mask, 0.0f);
-#line 169 "kernels/softmax.c"
+        // tile logp = (f32)load(y + row * y_stride + offs * y_step, mask, 0.0f);
+#line 176 "kernels/softmax.c"
         float logp[L0::REGS];
-#line 169
+#line 176
         __nv_bfloat16 load_1[L0::REGS];
-#line 169
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], ((y + (row * y_stride)) + offs[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 169
+#line 176
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], ((y + (row * y_stride)) + (offs[i] * 1)), &mask[i], __nv_bfloat16(0.0f));
+#line 176
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) logp[i] = tx::cast<float>(load_1[i]);
-        // tile g = (f32)load(dy + row * dy_stride + offs, mask, 0.0f);
-#line 170 "kernels/softmax.c"
+        // tile g = (f32)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
+#line 177 "kernels/softmax.c"
         float g[L0::REGS];
-#line 170
+#line 177
         __nv_bfloat16 load_2[L0::REGS];
-#line 170
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_2[i], ((dy + (row * dy_stride)) + offs[i]), &mask[i], __nv_bfloat16(0.0f));
-#line 170
+#line 177
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_2[i], ((dy + (row * dy_stride)) + (offs[i] * 1)), &mask[i], __nv_bfloat16(0.0f));
+#line 177
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) g[i] = tx::cast<float>(load_2[i]);
         // store(dx + row * dx_stride + offs, g - exp(logp) * total, mask);
-#line 171 "kernels/softmax.c"
+#line 178 "kernels/softmax.c"
         __nv_bfloat16 value_0[L0::REGS];
-#line 171
+#line 178
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>((g[i] - (tx::exp(logp[i]) * total)));
-#line 171
+#line 178
         _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>(((dx + (row * dx_stride)) + offs[i]), &value_0[i], &mask[i]);
     }
 }

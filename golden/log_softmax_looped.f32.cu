@@ -3,109 +3,109 @@
 #include "teeny_tx.cuh"
 
 extern "C" __global__ void __launch_bounds__(512)
-log_softmax_looped(float* out, const float* __restrict__ in, int n_cols, int in_stride, int out_stride)
+log_softmax_looped(float* out, const float* __restrict__ in, int n_cols, int in_stride, int in_step, int out_stride)
 {
     constexpr int BLOCK = 4096;
     using L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<4>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 4 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
     using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<4>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 4 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 108 "kernels/softmax.c"
+#line 112 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 109 "kernels/softmax.c"
+#line 113 "kernels/softmax.c"
     int cols[L0::REGS];
-#line 109
+#line 113
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
-    // f32 row_logsumexp(tile row, i32 n_cols, const i32 BLOCK)
-#line 25 "kernels/softmax.c"
+    // f32 row_logsumexp(tile row, i32 n_cols, i32 step, const i32 BLOCK)
+#line 26 "kernels/softmax.c"
     const float* row_logsumexp_row = (in + (row * in_stride));
     // tile cols = arange(0, BLOCK);
-#line 27 "kernels/softmax.c"
+#line 28 "kernels/softmax.c"
     int row_logsumexp_cols[L0::REGS];
-#line 27
+#line 28
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_cols[i] = L0::coord(i, 0);
     // f32 m[BLOCK] = -INF;
-#line 28 "kernels/softmax.c"
+#line 29 "kernels/softmax.c"
     float row_logsumexp_m[L0::REGS];
-#line 28
+#line 29
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_m[i] = -__int_as_float(0x7f800000);
     // f32 s[BLOCK] = 0;
-#line 29 "kernels/softmax.c"
+#line 30 "kernels/softmax.c"
     float row_logsumexp_s[L0::REGS];
-#line 29
+#line 30
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_s[i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 30 "kernels/softmax.c"
+#line 31 "kernels/softmax.c"
     for (int row_logsumexp_c = 0; ((row_logsumexp_c * BLOCK) < n_cols); row_logsumexp_c = (row_logsumexp_c + 1)) {
         // tile offs = c * BLOCK + cols;
-#line 31 "kernels/softmax.c"
-        int row_logsumexp_offs[L0::REGS];
-#line 31
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_offs[i] = ((row_logsumexp_c * BLOCK) + row_logsumexp_cols[i]);
-        // tile x = (f32)load(row + offs, offs < n_cols, -INF);
 #line 32 "kernels/softmax.c"
-        float row_logsumexp_x[L0::REGS];
+        int row_logsumexp_offs[L0::REGS];
 #line 32
-        bool mask_0[L0::REGS];
-#line 32
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask_0[i] = (row_logsumexp_offs[i] < n_cols);
-#line 32
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&row_logsumexp_x[i], (row_logsumexp_row + row_logsumexp_offs[i]), &mask_0[i], -__int_as_float(0x7f800000));
-        // tile e = exp(-abs(x - m));
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_offs[i] = ((row_logsumexp_c * BLOCK) + row_logsumexp_cols[i]);
+        // tile x = (f32)load(row + offs * step, offs < n_cols, -INF);
 #line 33 "kernels/softmax.c"
-        float row_logsumexp_e[L0::REGS];
+        float row_logsumexp_x[L0::REGS];
 #line 33
+        bool mask_0[L0::REGS];
+#line 33
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask_0[i] = (row_logsumexp_offs[i] < n_cols);
+#line 33
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&row_logsumexp_x[i], (row_logsumexp_row + (row_logsumexp_offs[i] * 1)), &mask_0[i], -__int_as_float(0x7f800000));
+        // tile e = exp(-abs(x - m));
+#line 34 "kernels/softmax.c"
+        float row_logsumexp_e[L0::REGS];
+#line 34
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_e[i] = tx::exp((-tx::abs((row_logsumexp_x[i] - row_logsumexp_m[i]))));
         // s = where(x > m, s * e + 1.0f, where(x == -INF, s, s + e));
-#line 34 "kernels/softmax.c"
+#line 35 "kernels/softmax.c"
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_s[i] = ((row_logsumexp_x[i] > row_logsumexp_m[i]) ? ((row_logsumexp_s[i] * row_logsumexp_e[i]) + 1.0f) : ((row_logsumexp_x[i] == -__int_as_float(0x7f800000)) ? row_logsumexp_s[i] : (row_logsumexp_s[i] + row_logsumexp_e[i])));
         // m = maximum(m, x);
-#line 35 "kernels/softmax.c"
+#line 36 "kernels/softmax.c"
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_logsumexp_m[i] = tx::maximum(row_logsumexp_m[i], row_logsumexp_x[i]);
     }
     // f32 mx = max(m);
-#line 37 "kernels/softmax.c"
+#line 38 "kernels/softmax.c"
     float red_0[L1::REGS];
-#line 37
+#line 38
     tx::reduce<L0, L1, 0>(red_0, row_logsumexp_m, [](float a, float b) { return tx::maximum(a, b); }, tx_smem);
-#line 37
+#line 38
     float row_logsumexp_mx = red_0[0];
-    // f32 lse = row_logsumexp(in + row * in_stride, n_cols, BLOCK);
-#line 110 "kernels/softmax.c"
+    // f32 lse = row_logsumexp(in + row * in_stride, n_cols, in_step, BLOCK);
+#line 114 "kernels/softmax.c"
     float value_0[L0::REGS];
-#line 110
+#line 114
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (row_logsumexp_s[i] * tx::exp((row_logsumexp_m[i] - row_logsumexp_mx)));
-#line 110
+#line 114
     float red_1[L1::REGS];
-#line 110
+#line 114
     tx::reduce<L0, L1, 0>(red_1, value_0, [](float a, float b) { return (a + b); }, tx_smem);
-#line 110
+#line 114
     float lse = (row_logsumexp_mx + tx::log(red_1[0]));
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 111 "kernels/softmax.c"
+#line 115 "kernels/softmax.c"
     for (int c = 0; ((c * BLOCK) < n_cols); c = (c + 1)) {
         // tile offs = c * BLOCK + cols;
-#line 112 "kernels/softmax.c"
+#line 116 "kernels/softmax.c"
         int offs[L0::REGS];
-#line 112
+#line 116
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = ((c * BLOCK) + cols[i]);
         // tile mask = offs < n_cols;
-#line 113 "kernels/softmax.c"
+#line 117 "kernels/softmax.c"
         bool mask[L0::REGS];
-#line 113
+#line 117
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (offs[i] < n_cols);
-        // tile x = (f32)load(in + row * in_stride + offs, mask, 0.0f);
-#line 114 "kernels/softmax.c"
+        // tile x = (f32)load(in + row * in_stride + offs * in_step, mask, 0.0f);
+#line 118 "kernels/softmax.c"
         float x[L0::REGS];
-#line 114
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&x[i], ((in + (row * in_stride)) + offs[i]), &mask[i], 0.0f);
+#line 118
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&x[i], ((in + (row * in_stride)) + (offs[i] * 1)), &mask[i], 0.0f);
         // store(out + row * out_stride + offs, x - lse, mask);
-#line 115 "kernels/softmax.c"
+#line 119 "kernels/softmax.c"
         float value_1[L0::REGS];
-#line 115
+#line 119
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_1[i] = (x[i] - lse);
-#line 115
+#line 119
         _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::store_vec<4>(((out + (row * out_stride)) + offs[i]), &value_1[i], &mask[i]);
     }
 }

@@ -3,44 +3,44 @@
 #include "teeny_tx.cuh"
 
 extern "C" __global__ void __launch_bounds__(128)
-softmax(float* out, const float* __restrict__ in, int n_cols, int in_stride, int out_stride)
+softmax(float* out, const float* __restrict__ in, int n_cols, int in_stride, int in_step, int out_stride)
 {
     constexpr int BLOCK = 1024;
     using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<4>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 4 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
     using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<4>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1]: 4 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16 bytes of scratch
     // i32 row = program_id(0);
-#line 70 "kernels/softmax.c"
+#line 74 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 71 "kernels/softmax.c"
+#line 75 "kernels/softmax.c"
     int cols[L0::REGS];
-#line 71
+#line 75
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
     // tile mask = cols < n_cols;
-#line 72 "kernels/softmax.c"
+#line 76 "kernels/softmax.c"
     bool mask[L0::REGS];
-#line 72
+#line 76
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (cols[i] < n_cols);
-    // tile x = (f32)load(in + row * in_stride + cols, mask, -INF);
-#line 73 "kernels/softmax.c"
+    // tile x = (f32)load(in + row * in_stride + cols * in_step, mask, -INF);
+#line 77 "kernels/softmax.c"
     float x[L0::REGS];
-#line 73
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) x[i] = mask[i] ? *(((in + (row * in_stride)) + cols[i])) : -__int_as_float(0x7f800000);
+#line 77
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) x[i] = mask[i] ? *(((in + (row * in_stride)) + (cols[i] * 1))) : -__int_as_float(0x7f800000);
     // tile e = exp(x - max(x));
-#line 74 "kernels/softmax.c"
+#line 78 "kernels/softmax.c"
     float e[L0::REGS];
-#line 74
+#line 78
     float red_0[L1::REGS];
-#line 74
+#line 78
     tx::reduce<L0, L1, 0>(red_0, x, [](float a, float b) { return tx::maximum(a, b); }, tx_smem);
-#line 74
+#line 78
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) e[i] = tx::exp((x[i] - red_0[0]));
     // store(out + row * out_stride + cols, e * (1.0f / sum(e)), mask);
-#line 75 "kernels/softmax.c"
+#line 79 "kernels/softmax.c"
     float red_1[L1::REGS];
-#line 75
+#line 79
     tx::reduce<L0, L1, 0>(red_1, e, [](float a, float b) { return (a + b); }, tx_smem);
-#line 75
+#line 79
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (mask[i]) *(((out + (row * out_stride)) + cols[i])) = (e[i] * (1.0f / red_1[0]));
 }

@@ -3,52 +3,52 @@
 #include "teeny_tx.cuh"
 
 extern "C" __global__ void __launch_bounds__(128)
-softmax_backward(__half* dx, const __half* __restrict__ y, const __half* __restrict__ dy, int n_cols, int y_stride, int dy_stride, int dx_stride)
+softmax_backward(__half* dx, const __half* __restrict__ y, const __half* __restrict__ dy, int n_cols, int y_stride, int y_step, int dy_stride, int dy_step, int dx_stride)
 {
     constexpr int BLOCK = 1024;
     using L0 = tx::Blocked<tx::Ints<1024>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1024]: 8 per thread, 32 lanes, 4 warps, order [0]; 8 per thread
     using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16 bytes of scratch
     // i32 row = program_id(0);
-#line 124 "kernels/softmax.c"
+#line 128 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 125 "kernels/softmax.c"
+#line 129 "kernels/softmax.c"
     int cols[L0::REGS];
-#line 125
+#line 129
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
     // tile mask = cols < n_cols;
-#line 126 "kernels/softmax.c"
+#line 130 "kernels/softmax.c"
     bool mask[L0::REGS];
-#line 126
+#line 130
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (cols[i] < n_cols);
-    // tile p = (f32)load(y + row * y_stride + cols, mask, 0.0f);
-#line 127 "kernels/softmax.c"
+    // tile p = (f32)load(y + row * y_stride + cols * y_step, mask, 0.0f);
+#line 131 "kernels/softmax.c"
     float p[L0::REGS];
-#line 127
+#line 131
     __half load_0[L0::REGS];
-#line 127
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) load_0[i] = mask[i] ? *(((y + (row * y_stride)) + cols[i])) : __half(0.0f);
-#line 127
+#line 131
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) load_0[i] = mask[i] ? *(((y + (row * y_stride)) + (cols[i] * 1))) : __half(0.0f);
+#line 131
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) p[i] = tx::cast<float>(load_0[i]);
-    // tile g = (f32)load(dy + row * dy_stride + cols, mask, 0.0f);
-#line 128 "kernels/softmax.c"
+    // tile g = (f32)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
+#line 132 "kernels/softmax.c"
     float g[L0::REGS];
-#line 128
+#line 132
     __half load_1[L0::REGS];
-#line 128
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) load_1[i] = mask[i] ? *(((dy + (row * dy_stride)) + cols[i])) : __half(0.0f);
-#line 128
+#line 132
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) load_1[i] = mask[i] ? *(((dy + (row * dy_stride)) + (cols[i] * 1))) : __half(0.0f);
+#line 132
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) g[i] = tx::cast<float>(load_1[i]);
     // store(dx + row * dx_stride + cols, p * (g - sum(p * g)), mask);
-#line 129 "kernels/softmax.c"
+#line 133 "kernels/softmax.c"
     float value_0[L0::REGS];
-#line 129
+#line 133
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (p[i] * g[i]);
-#line 129
+#line 133
     float red_0[L1::REGS];
-#line 129
+#line 133
     tx::reduce<L0, L1, 0>(red_0, value_0, [](float a, float b) { return (a + b); }, tx_smem);
-#line 129
+#line 133
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (mask[i]) *(((dx + (row * dx_stride)) + cols[i])) = tx::cast<__half>((p[i] * (g[i] - red_0[0])));
 }

@@ -3,96 +3,97 @@
 #include "teeny_tx.cuh"
 
 extern "C" __global__ void __launch_bounds__(512)
-softmax_backward_looped(float* dx, const float* __restrict__ y, const float* __restrict__ dy, int n_cols, int y_stride, int dy_stride, int dx_stride)
+softmax_backward_looped(float* dx, const float* __restrict__ y, const float* __restrict__ dy, int n_cols, int y_stride, int y_step, int dy_stride, int dy_step, int dx_stride)
 {
     constexpr int BLOCK = 4096;
     using L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<4>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 4 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
     using L1 = tx::Blocked<tx::Ints<1>, tx::Ints<4>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 4 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 148 "kernels/softmax.c"
+#line 154 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 149 "kernels/softmax.c"
+#line 155 "kernels/softmax.c"
     int cols[L0::REGS];
-#line 149
+#line 155
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 0);
-    // f32 row_dot(tile a, tile b, i32 n_cols, const i32 BLOCK)
-#line 42 "kernels/softmax.c"
+    // f32 row_dot(tile a, i32 a_step, tile b, i32 b_step, i32 n_cols, const i32 BLOCK)
+#line 44 "kernels/softmax.c"
     const float* row_dot_a = (y + (row * y_stride));
-#line 42
+#line 44
     const float* row_dot_b = (dy + (row * dy_stride));
     // tile cols = arange(0, BLOCK);
-#line 44 "kernels/softmax.c"
+#line 46 "kernels/softmax.c"
     int row_dot_cols[L0::REGS];
-#line 44
+#line 46
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_dot_cols[i] = L0::coord(i, 0);
     // f32 acc[BLOCK] = 0;
-#line 45 "kernels/softmax.c"
+#line 47 "kernels/softmax.c"
     float row_dot_acc[L0::REGS];
-#line 45
+#line 47
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_dot_acc[i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 46 "kernels/softmax.c"
+#line 48 "kernels/softmax.c"
     for (int row_dot_c = 0; ((row_dot_c * BLOCK) < n_cols); row_dot_c = (row_dot_c + 1)) {
         // tile offs = c * BLOCK + cols;
-#line 47 "kernels/softmax.c"
+#line 49 "kernels/softmax.c"
         int row_dot_offs[L0::REGS];
-#line 47
+#line 49
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_dot_offs[i] = ((row_dot_c * BLOCK) + row_dot_cols[i]);
         // tile mask = offs < n_cols;
-#line 48 "kernels/softmax.c"
+#line 50 "kernels/softmax.c"
         bool row_dot_mask[L0::REGS];
-#line 48
+#line 50
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_dot_mask[i] = (row_dot_offs[i] < n_cols);
-        // acc += (f32)load(a + offs, mask, 0.0f) * (f32)load(b + offs, mask, 0.0f);
-#line 49 "kernels/softmax.c"
+        // tile pa = (f32)load(a + offs * a_step, mask, 0.0f);
+#line 51 "kernels/softmax.c"
+        float row_dot_pa[L0::REGS];
+#line 51
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&row_dot_pa[i], (row_dot_a + (row_dot_offs[i] * 1)), &row_dot_mask[i], 0.0f);
+        // acc += pa * (f32)load(b + offs * b_step, mask, 0.0f);
+#line 52 "kernels/softmax.c"
         float load_0[L0::REGS];
-#line 49
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&load_0[i], (row_dot_a + row_dot_offs[i]), &row_dot_mask[i], 0.0f);
-#line 49
-        float load_1[L0::REGS];
-#line 49
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&load_1[i], (row_dot_b + row_dot_offs[i]), &row_dot_mask[i], 0.0f);
-#line 49
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_dot_acc[i] = (row_dot_acc[i] + (load_0[i] * load_1[i]));
+#line 52
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&load_0[i], (row_dot_b + (row_dot_offs[i] * 1)), &row_dot_mask[i], 0.0f);
+#line 52
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_dot_acc[i] = (row_dot_acc[i] + (row_dot_pa[i] * load_0[i]));
     }
-    // f32 dot = row_dot(y + row * y_stride, dy + row * dy_stride, n_cols, BLOCK);
-#line 150 "kernels/softmax.c"
+    // f32 dot = row_dot(y + row * y_stride, y_step, dy + row * dy_stride, dy_step, n_cols, BLOCK);
+#line 156 "kernels/softmax.c"
     float red_0[L1::REGS];
-#line 150
+#line 156
     tx::reduce<L0, L1, 0>(red_0, row_dot_acc, [](float a, float b) { return (a + b); }, tx_smem);
-#line 150
+#line 156
     float dot = red_0[0];
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 151 "kernels/softmax.c"
+#line 157 "kernels/softmax.c"
     for (int c = 0; ((c * BLOCK) < n_cols); c = (c + 1)) {
         // tile offs = c * BLOCK + cols;
-#line 152 "kernels/softmax.c"
+#line 158 "kernels/softmax.c"
         int offs[L0::REGS];
-#line 152
+#line 158
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) offs[i] = ((c * BLOCK) + cols[i]);
         // tile mask = offs < n_cols;
-#line 153 "kernels/softmax.c"
+#line 159 "kernels/softmax.c"
         bool mask[L0::REGS];
-#line 153
+#line 159
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (offs[i] < n_cols);
-        // tile p = (f32)load(y + row * y_stride + offs, mask, 0.0f);
-#line 154 "kernels/softmax.c"
+        // tile p = (f32)load(y + row * y_stride + offs * y_step, mask, 0.0f);
+#line 160 "kernels/softmax.c"
         float p[L0::REGS];
-#line 154
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&p[i], ((y + (row * y_stride)) + offs[i]), &mask[i], 0.0f);
-        // tile g = (f32)load(dy + row * dy_stride + offs, mask, 0.0f);
-#line 155 "kernels/softmax.c"
+#line 160
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&p[i], ((y + (row * y_stride)) + (offs[i] * 1)), &mask[i], 0.0f);
+        // tile g = (f32)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
+#line 161 "kernels/softmax.c"
         float g[L0::REGS];
-#line 155
-        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&g[i], ((dy + (row * dy_stride)) + offs[i]), &mask[i], 0.0f);
+#line 161
+        _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&g[i], ((dy + (row * dy_stride)) + (offs[i] * 1)), &mask[i], 0.0f);
         // store(dx + row * dx_stride + offs, p * (g - dot), mask);
-#line 156 "kernels/softmax.c"
+#line 162 "kernels/softmax.c"
         float value_0[L0::REGS];
-#line 156
+#line 162
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (p[i] * (g[i] - dot));
-#line 156
+#line 162
         _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::store_vec<4>(((dx + (row * dx_stride)) + offs[i]), &value_0[i], &mask[i]);
     }
 }

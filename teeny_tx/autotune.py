@@ -246,11 +246,19 @@ class Autotuner:
 
     # ------------------------------------------------------------ choosing
 
-    def _choose(self, key: tuple, args: tuple, constexprs: dict, grid: Any, stream: Any) -> Choice:
+    def _choose(
+        self,
+        key: tuple,
+        args: tuple,
+        constexprs: dict,
+        grid: Any,
+        stream: Any,
+        strided: bool = False,
+    ) -> Choice:
         path = self._cache_path(key)
         choice = _read(path, self.configs) if path is not None else None
         if choice is None:
-            choice = self._tune(args, constexprs, grid, stream)
+            choice = self._tune(args, constexprs, grid, stream, strided)
             if path is not None:
                 _write(path, self._record(key, choice))
         self._chosen[key] = choice
@@ -258,9 +266,11 @@ class Autotuner:
             print(self._line(key, choice), file=sys.stderr)
         return choice
 
-    def _tune(self, args: tuple, constexprs: dict, grid: Any, stream: Any) -> Choice:
+    def _tune(
+        self, args: tuple, constexprs: dict, grid: Any, stream: Any, strided: bool = False
+    ) -> Choice:
         survivors, pruned = [], []
-        problems = self._static_problems(args, constexprs)
+        problems = self._static_problems(args, constexprs, strided)
         for c, reason in zip(self.configs, problems, strict=True):
             if reason:
                 pruned.append(f"{c}: {reason}")
@@ -281,7 +291,9 @@ class Autotuner:
             timer = self.timer or self._event_timer(stream)
             for c in survivors:
                 try:
-                    ms = timer(c, lambda c=c: self._launch(c, grid, args, constexprs, stream))
+                    ms = timer(
+                        c, lambda c=c: self._launch(c, grid, args, constexprs, stream, strided)
+                    )
                 except ResourceError as err:  # the device allows less than the target
                     pruned.append(f"{c}: {_shared_reason(err)}")
                     continue
@@ -297,9 +309,16 @@ class Autotuner:
         ms, best = min(timed, key=lambda t: t[0])
         return Choice(best, float(ms), len(timed), total, tuple(pruned))
 
-    def _specialize(self, c: Config, args: tuple, constexprs: dict) -> Specialization:
+    def _specialize(
+        self, c: Config, args: tuple, constexprs: dict, strided: bool = False
+    ) -> Specialization:
         return self.kernel.specialize(
-            *args, num_warps=c.num_warps, num_stages=c.num_stages, **c.kwargs, **constexprs
+            *args,
+            num_warps=c.num_warps,
+            num_stages=c.num_stages,
+            strided=strided,
+            **c.kwargs,
+            **constexprs,
         )
 
     def _static_problem(
@@ -318,7 +337,9 @@ class Autotuner:
             return None  # the CUDA path refuses it; the interpreter reports its own errors
         return _register_problem(spec) if compile_cubin else None
 
-    def _static_problems(self, args: tuple, constexprs: dict) -> list[str | None]:
+    def _static_problems(
+        self, args: tuple, constexprs: dict, strided: bool = False
+    ) -> list[str | None]:
         """Why each config cannot be a good launch (None: it can), its cubin compiled.
 
         Specialising (parse, lower, emit: Python) runs config after config; NVRTC, which
@@ -332,7 +353,7 @@ class Autotuner:
                 specs.append(None)
                 continue
             try:
-                specs.append(self._specialize(c, args, constexprs))
+                specs.append(self._specialize(c, args, constexprs, strided))
                 problems.append(None)
             except ResourceError as err:
                 problems.append(_shared_reason(err))
@@ -343,7 +364,15 @@ class Autotuner:
             for i, (spec, problem) in enumerate(zip(specs, problems, strict=True))
         ]
 
-    def _launch(self, c: Config, grid: Any, args: tuple, constexprs: dict, stream: Any) -> None:
+    def _launch(
+        self,
+        c: Config,
+        grid: Any,
+        args: tuple,
+        constexprs: dict,
+        stream: Any,
+        strided: bool = False,
+    ) -> None:
         if grid is None:
             raise LaunchError(f"launching kernel {self.kernel.name} needs a grid: tuner[grid]")
         if callable(grid):
@@ -353,6 +382,7 @@ class Autotuner:
             num_warps=c.num_warps,
             num_stages=c.num_stages,
             stream=stream,
+            strided=strided,
             **c.kwargs,
             **constexprs,
         )
@@ -456,17 +486,23 @@ class TunedLaunch:
         if grid is not None and not callable(grid):
             _grid3(grid, {})  # a bad fixed grid fails here, as kernel[grid] does
 
-    def __call__(self, *args, stream: Any = None, **constexprs) -> None:
+    def __call__(self, *args, stream: Any = None, strided: bool = False, **constexprs) -> None:
+        """Launch the chosen config; ``strided`` as a kernel launch's (views passed as they
+        are), for the timing launches too."""
         tuner = self.tuner
         key = tuner._key(args, constexprs)
-        choice = tuner._chosen.get(key) or tuner._choose(key, args, constexprs, self.grid, stream)
-        tuner._launch(choice.config, self.grid, args, constexprs, stream)
+        choice = tuner._chosen.get(key) or tuner._choose(
+            key, args, constexprs, self.grid, stream, strided
+        )
+        tuner._launch(choice.config, self.grid, args, constexprs, stream, strided)
 
-    def best(self, *args, stream: Any = None, **constexprs) -> Config:
+    def best(self, *args, stream: Any = None, strided: bool = False, **constexprs) -> Config:
         """The config for these arguments: known, read from the disk cache, or tuned now."""
         tuner = self.tuner
         key = tuner._key(args, constexprs)
-        choice = tuner._chosen.get(key) or tuner._choose(key, args, constexprs, self.grid, stream)
+        choice = tuner._chosen.get(key) or tuner._choose(
+            key, args, constexprs, self.grid, stream, strided
+        )
         return choice.config
 
 
