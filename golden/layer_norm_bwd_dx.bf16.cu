@@ -11,165 +11,165 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
     using L1 = tx::Blocked<tx::Ints<1, 1>, tx::Ints<1, 8>, tx::Ints<1, 32>, tx::Ints<1, 16>, tx::Ints<1, 0>>;  // [1, 1]: 1x8 per thread, 1x32 lanes, 1x16 warps, order [1, 0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 pid = program_id(0);
-#line 74 "kernels/layernorm.c"
+#line 76 "kernels/layernorm.c"
     int pid = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 75 "kernels/layernorm.c"
+#line 77 "kernels/layernorm.c"
     int cols[L0::REGS];
-#line 75
+#line 77
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = L0::coord(i, 1);
     // tile col_mask = cols < n_cols;
-#line 76 "kernels/layernorm.c"
+#line 78 "kernels/layernorm.c"
     bool col_mask[L0::REGS];
-#line 76
+#line 78
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) col_mask[i] = (cols[i] < n_cols);
     // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
-#line 77 "kernels/layernorm.c"
+#line 79 "kernels/layernorm.c"
     float wv[L0::REGS];
-#line 77
+#line 79
     float load_0[L0::REGS];
-#line 77
+#line 79
     _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::load_vec<4>(&load_0[i], (w + cols[i]), &col_mask[i], 0.0f);
-#line 77
+#line 79
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) wv[i] = load_0[i];
     // tile c2 = expand_dims(cols, 0);
-#line 78 "kernels/layernorm.c"
+#line 80 "kernels/layernorm.c"
     int c2[L0::REGS];
-#line 78
+#line 80
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) c2[i] = cols[i];
     // f32 dw_acc[ROWS][BLOCK] = 0;
-#line 79 "kernels/layernorm.c"
+#line 81 "kernels/layernorm.c"
     float dw_acc[L0::REGS];
-#line 79
+#line 81
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) dw_acc[i] = 0.0f;
     // f32 db_acc[ROWS][BLOCK] = 0;
-#line 80 "kernels/layernorm.c"
+#line 82 "kernels/layernorm.c"
     float db_acc[L0::REGS];
-#line 80
+#line 82
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) db_acc[i] = 0.0f;
     // i32 first = pid * rows_per_program;
-#line 81 "kernels/layernorm.c"
+#line 83 "kernels/layernorm.c"
     int first = (pid * rows_per_program);
     // i32 last = minimum(first + rows_per_program, n_rows);
-#line 82 "kernels/layernorm.c"
+#line 84 "kernels/layernorm.c"
     int last = tx::minimum((first + rows_per_program), n_rows);
     // for (i32 row = first; row < last; row += ROWS) {
-#line 83 "kernels/layernorm.c"
+#line 85 "kernels/layernorm.c"
     for (int row = first; (row < last); row = (row + ROWS)) {
         // tile rows = row + arange(0, ROWS);
-#line 84 "kernels/layernorm.c"
+#line 86 "kernels/layernorm.c"
         int rows[L1::REGS];
-#line 84
+#line 86
         _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) rows[i] = (row + L1::coord(i, 0));
         // tile row_mask = rows < last;
-#line 85 "kernels/layernorm.c"
+#line 87 "kernels/layernorm.c"
         bool row_mask[L1::REGS];
-#line 85
+#line 87
         _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) row_mask[i] = (rows[i] < last);
         // tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
-#line 86 "kernels/layernorm.c"
+#line 88 "kernels/layernorm.c"
         bool mask[L0::REGS];
-#line 86
+#line 88
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mask[i] = (row_mask[tx::remap<L1, L0>(i)] & col_mask[i]);
         // tile r2 = expand_dims(rows, 1);
-#line 87 "kernels/layernorm.c"
+#line 89 "kernels/layernorm.c"
         int r2[L1::REGS];
-#line 87
+#line 89
         _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) r2[i] = rows[i];
         // tile g = (f32)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
-#line 88 "kernels/layernorm.c"
+#line 90 "kernels/layernorm.c"
         float g[L0::REGS];
-#line 88
+#line 90
         __nv_bfloat16 load_1[L0::REGS];
-#line 88
+#line 90
         _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_1[i], ((dy + (r2[tx::remap<L1, L0>(i)] * dy_stride)) + (c2[i] * 1)), &mask[i], __nv_bfloat16(0.0f));
-#line 88
+#line 90
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) g[i] = tx::cast<float>(load_1[i]);
         // tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
-#line 89 "kernels/layernorm.c"
+#line 91 "kernels/layernorm.c"
         float v[L0::REGS];
-#line 89
+#line 91
         __nv_bfloat16 load_2[L0::REGS];
-#line 89
+#line 91
         _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::load_vec<8>(&load_2[i], ((x + (r2[tx::remap<L1, L0>(i)] * x_stride)) + (c2[i] * 1)), &mask[i], __nv_bfloat16(0.0f));
-#line 89
+#line 91
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) v[i] = tx::cast<float>(load_2[i]);
         // tile mu = expand_dims(load(mean + rows, row_mask, 0.0f), 1);
-#line 90 "kernels/layernorm.c"
+#line 92 "kernels/layernorm.c"
         float mu[L1::REGS];
-#line 90
+#line 92
         float load_3[L1::REGS];
-#line 90
+#line 92
         _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) load_3[i] = row_mask[i] ? *((mean + rows[i])) : 0.0f;
-#line 90
+#line 92
         _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) mu[i] = load_3[i];
         // tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
-#line 91 "kernels/layernorm.c"
+#line 93 "kernels/layernorm.c"
         float r[L1::REGS];
-#line 91
+#line 93
         float load_4[L1::REGS];
-#line 91
+#line 93
         _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) load_4[i] = row_mask[i] ? *((rstd + rows[i])) : 0.0f;
-#line 91
+#line 93
         _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) r[i] = load_4[i];
         // tile xhat = where(mask, (v - mu) * r, 0.0f);
-#line 92 "kernels/layernorm.c"
+#line 94 "kernels/layernorm.c"
         float xhat[L0::REGS];
-#line 92
+#line 94
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) xhat[i] = (mask[i] ? ((v[i] - mu[tx::remap<L1, L0>(i)]) * r[tx::remap<L1, L0>(i)]) : 0.0f);
         // tile wg = wv * g;
-#line 93 "kernels/layernorm.c"
+#line 95 "kernels/layernorm.c"
         float wg[L0::REGS];
-#line 93
+#line 95
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) wg[i] = (wv[i] * g[i]);
         // tile c1 = expand_dims(sum(xhat * wg, 1) / n_cols, 1);
-#line 94 "kernels/layernorm.c"
+#line 96 "kernels/layernorm.c"
         float c1[L1::REGS];
-#line 94
+#line 96
         float value_0[L0::REGS];
-#line 94
+#line 96
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_0[i] = (xhat[i] * wg[i]);
-#line 94
+#line 96
         float red_0[L1::REGS];
-#line 94
+#line 96
         tx::reduce<L0, L1, 1>(red_0, value_0, [](float a, float b) { return (a + b); }, tx_smem);
-#line 94
+#line 96
         _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) c1[i] = (red_0[i] / tx::cast<float>(n_cols));
         // tile c0 = expand_dims(sum(wg, 1) / n_cols, 1);
-#line 95 "kernels/layernorm.c"
+#line 97 "kernels/layernorm.c"
         float c0[L1::REGS];
-#line 95
+#line 97
         float red_1[L1::REGS];
-#line 95
+#line 97
         tx::reduce<L0, L1, 1>(red_1, wg, [](float a, float b) { return (a + b); }, tx_smem);
-#line 95
+#line 97
         _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) c0[i] = (red_1[i] / tx::cast<float>(n_cols));
         // store(dx + r2 * dx_stride + c2, (wg - (xhat * c1 + c0)) * r, mask);
-#line 96 "kernels/layernorm.c"
+#line 98 "kernels/layernorm.c"
         __nv_bfloat16 value_1[L0::REGS];
-#line 96
+#line 98
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) value_1[i] = tx::cast<__nv_bfloat16>(((wg[i] - ((xhat[i] * c1[tx::remap<L1, L0>(i)]) + c0[tx::remap<L1, L0>(i)])) * r[tx::remap<L1, L0>(i)]));
-#line 96
+#line 98
         _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 8) tx::store_vec<8>(((dx + (r2[tx::remap<L1, L0>(i)] * dx_stride)) + c2[i]), &value_1[i], &mask[i]);
         // dw_acc += g * xhat;
-#line 97 "kernels/layernorm.c"
+#line 99 "kernels/layernorm.c"
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) dw_acc[i] = (dw_acc[i] + (g[i] * xhat[i]));
         // db_acc += g;
-#line 98 "kernels/layernorm.c"
+#line 100 "kernels/layernorm.c"
         _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) db_acc[i] = (db_acc[i] + g[i]);
     }
     // store(dw_part + pid * n_cols + cols, sum(dw_acc, 0), col_mask);
-#line 100 "kernels/layernorm.c"
+#line 102 "kernels/layernorm.c"
     float red_2[L0::REGS];
-#line 100
+#line 102
     tx::reduce<L0, L0, 0>(red_2, dw_acc, [](float a, float b) { return (a + b); }, nullptr);
-#line 100
+#line 102
     _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::store_vec<4>(((dw_part + (pid * n_cols)) + cols[i]), &red_2[i], &col_mask[i]);
     // store(db_part + pid * n_cols + cols, sum(db_acc, 0), col_mask);
-#line 101 "kernels/layernorm.c"
+#line 103 "kernels/layernorm.c"
     float red_3[L0::REGS];
-#line 101
+#line 103
     tx::reduce<L0, L0, 0>(red_3, db_acc, [](float a, float b) { return (a + b); }, nullptr);
-#line 101
+#line 103
     _Pragma("unroll") for (int i = 0; i < L0::REGS; i += 4) tx::store_vec<4>(((db_part + (pid * n_cols)) + cols[i]), &red_3[i], &col_mask[i]);
 }

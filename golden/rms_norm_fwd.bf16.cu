@@ -25,57 +25,57 @@ rms_norm_fwd(__nv_bfloat16* y, float* rstd, const __nv_bfloat16* __restrict__ x,
     bool col_mask[L1::REGS];
 #line 37
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) col_mask[i] = (cols[i] < n_cols);
-    // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
-#line 38 "kernels/rmsnorm.c"
-    float wv[L1::REGS];
-#line 38
-    __nv_bfloat16 load_0[L1::REGS];
-#line 38
-    _Pragma("unroll") for (int i = 0; i < L1::REGS; i += 8) tx::load_vec<8>(&load_0[i], (w + cols[i]), &col_mask[i], __nv_bfloat16(0.0f));
-#line 38
-    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) wv[i] = tx::cast<float>(load_0[i]);
     // tile row_mask = rows < n_rows;
-#line 39 "kernels/rmsnorm.c"
+#line 38 "kernels/rmsnorm.c"
     bool row_mask[L0::REGS];
-#line 39
+#line 38
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_mask[i] = (rows[i] < n_rows);
     // tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
-#line 40 "kernels/rmsnorm.c"
+#line 39 "kernels/rmsnorm.c"
     bool mask[L1::REGS];
-#line 40
+#line 39
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) mask[i] = (row_mask[tx::remap<L0, L1>(i)] & col_mask[i]);
     // tile r2 = expand_dims(rows, 1);
-#line 41 "kernels/rmsnorm.c"
+#line 40 "kernels/rmsnorm.c"
     int r2[L0::REGS];
-#line 41
+#line 40
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) r2[i] = rows[i];
     // tile c2 = expand_dims(cols, 0);
-#line 42 "kernels/rmsnorm.c"
+#line 41 "kernels/rmsnorm.c"
     int c2[L1::REGS];
-#line 42
+#line 41
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) c2[i] = cols[i];
     // tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
-#line 43 "kernels/rmsnorm.c"
+#line 42 "kernels/rmsnorm.c"
     float v[L1::REGS];
-#line 43
-    __nv_bfloat16 load_1[L1::REGS];
-#line 43
-    _Pragma("unroll") for (int i = 0; i < L1::REGS; i += 8) tx::load_vec<8>(&load_1[i], ((x + (r2[tx::remap<L0, L1>(i)] * x_stride)) + (c2[i] * 1)), &mask[i], __nv_bfloat16(0.0f));
-#line 43
-    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) v[i] = tx::cast<float>(load_1[i]);
+#line 42
+    __nv_bfloat16 load_0[L1::REGS];
+#line 42
+    _Pragma("unroll") for (int i = 0; i < L1::REGS; i += 8) tx::load_vec<8>(&load_0[i], ((x + (r2[tx::remap<L0, L1>(i)] * x_stride)) + (c2[i] * 1)), &mask[i], __nv_bfloat16(0.0f));
+#line 42
+    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) v[i] = tx::cast<float>(load_0[i]);
     // tile r = rsqrt(sum(v * v, 1) / n_cols + eps);
-#line 44 "kernels/rmsnorm.c"
+#line 43 "kernels/rmsnorm.c"
     float r[L0::REGS];
-#line 44
+#line 43
     float value_0[L1::REGS];
-#line 44
+#line 43
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) value_0[i] = (v[i] * v[i]);
-#line 44
+#line 43
     float red_0[L0::REGS];
-#line 44
+#line 43
     tx::reduce<L1, L0, 1>(red_0, value_0, [](float a, float b) { return (a + b); }, tx_smem);
-#line 44
+#line 43
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) r[i] = tx::rsqrt(((red_0[i] / tx::cast<float>(n_cols)) + eps));
+    // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
+#line 44 "kernels/rmsnorm.c"
+    float wv[L1::REGS];
+#line 44
+    __nv_bfloat16 load_1[L1::REGS];
+#line 44
+    _Pragma("unroll") for (int i = 0; i < L1::REGS; i += 8) tx::load_vec<8>(&load_1[i], (w + cols[i]), &col_mask[i], __nv_bfloat16(0.0f));
+#line 44
+    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) wv[i] = tx::cast<float>(load_1[i]);
     // store(y + r2 * y_stride + c2, v * expand_dims(r, 1) * wv, mask);
 #line 45 "kernels/rmsnorm.c"
     __nv_bfloat16 value_1[L1::REGS];

@@ -11,11 +11,11 @@
  *              dw = sum over rows of dy * xhat
  *
  * As in layernorm.c: a program holds ROWS rows of BLOCK >= n_cols columns (a power of two) as
- * one [ROWS, BLOCK] tile, the weights loaded once per program before the rows; ROWS and
- * num_warps are the autotuner's configs. dW takes two kernels and no atomics: program p of
- * rms_norm_bwd_dx keeps the dW of its rows [p * rows_per_program, (p + 1) * rows_per_program)
- * in f32 registers and writes it to row p of dw_part [programs, n_cols]; rms_norm_bwd_dw sums
- * those rows.
+ * one [ROWS, BLOCK] tile (the forward loads the weights after the reductions, the backward
+ * once per program before its rows); ROWS and num_warps are the autotuner's configs. dW
+ * takes two kernels and no atomics: program p of rms_norm_bwd_dx keeps the dW of its rows
+ * [p * rows_per_program, (p + 1) * rows_per_program) in f32 registers and writes it to row p
+ * of dw_part [programs, n_cols]; rms_norm_bwd_dw sums those rows.
  */
 
 #pragma autotune key(n_cols)
@@ -35,13 +35,13 @@ kernel rms_norm_fwd(any *y, f32 *rstd, const any *x, const any *w, i32 n_rows, i
     tile rows = program_id(0) * ROWS + arange(0, ROWS);
     tile cols = arange(0, BLOCK);
     tile col_mask = cols < n_cols;
-    tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
     tile row_mask = rows < n_rows;
     tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
     tile r2 = expand_dims(rows, 1);
     tile c2 = expand_dims(cols, 0);
     tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
     tile r = rsqrt(sum(v * v, 1) / n_cols + eps);
+    tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
     store(y + r2 * y_stride + c2, v * expand_dims(r, 1) * wv, mask);
     store(rstd + rows, r, row_mask);
 }
