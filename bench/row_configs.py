@@ -25,7 +25,6 @@ os.environ.setdefault("TEENY_TX_ARCH", "sm_90")
 def _kernels(nn, d: str, rows: int):
     """(name, kernel, cols -> launch arguments as the wrappers pass them, dtype names for
     arrays) of the four tuned norm kernels."""
-    per = nn.partial_programs(rows, 132)[1]
     yield (
         "layer_norm_fwd",
         nn._norm_kernel("layernorm.c", "layer_norm_fwd"),
@@ -34,7 +33,7 @@ def _kernels(nn, d: str, rows: int):
     yield (
         "layer_norm_bwd_dx",
         nn._norm_kernel("layernorm.c", "layer_norm_bwd_dx"),
-        lambda n: (d, "f32", "f32", d, d, d, "f32", "f32", rows, n, n, 1, n, 1, n, per),
+        lambda n: (d, "f32", "f32", d, d, d, "f32", "f32", rows, n, n, 1, n, 1, n),
     )
     yield (
         "rms_norm_fwd",
@@ -44,7 +43,7 @@ def _kernels(nn, d: str, rows: int):
     yield (
         "rms_norm_bwd_dx",
         nn._norm_kernel("rmsnorm.c", "rms_norm_bwd_dx"),
-        lambda n: (d, "f32", d, d, d, "f32", rows, n, n, 1, n, 1, n, per),
+        lambda n: (d, "f32", d, d, d, "f32", rows, n, n, 1, n, 1, n),
     )
 
 

@@ -12,70 +12,70 @@ layer_norm_bwd_dwdb(float* dw, float* db, const float* __restrict__ dw_part, con
     using L2 = tx::Blocked<tx::Ints<32, 128>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 128]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 32 per thread
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 2048 bytes of scratch
     // tile cols = program_id(0) * BLOCK_N + arange(0, BLOCK_N);
-#line 111 "kernels/layernorm.c"
+#line 114 "kernels/layernorm.c"
     int cols[L0::REGS];
-#line 111
+#line 114
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = (((int)blockIdx.x * BLOCK_N) + L0::coord(i, 1));
     // tile parts = expand_dims(arange(0, BLOCK_P), 1);
-#line 112 "kernels/layernorm.c"
+#line 115 "kernels/layernorm.c"
     int parts[L1::REGS];
-#line 112
+#line 115
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) parts[i] = L1::coord(i, 0);
     // f32 dw_acc[BLOCK_P][BLOCK_N] = 0;
-#line 113 "kernels/layernorm.c"
+#line 116 "kernels/layernorm.c"
     float dw_acc[L2::REGS];
-#line 113
+#line 116
     _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) dw_acc[i] = 0.0f;
     // f32 db_acc[BLOCK_P][BLOCK_N] = 0;
-#line 114 "kernels/layernorm.c"
+#line 117 "kernels/layernorm.c"
     float db_acc[L2::REGS];
-#line 114
+#line 117
     _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) db_acc[i] = 0.0f;
     // for (i32 c = 0; c * BLOCK_P < n_parts; c++) {
-#line 115 "kernels/layernorm.c"
+#line 118 "kernels/layernorm.c"
     for (int c = 0; ((c * BLOCK_P) < n_parts); c = (c + 1)) {
         // tile p = c * BLOCK_P + parts;
-#line 116 "kernels/layernorm.c"
+#line 119 "kernels/layernorm.c"
         int p[L1::REGS];
-#line 116
+#line 119
         _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) p[i] = ((c * BLOCK_P) + parts[i]);
         // tile mask = (p < n_parts) & (expand_dims(cols, 0) < n_cols);
-#line 117 "kernels/layernorm.c"
+#line 120 "kernels/layernorm.c"
         bool mask[L2::REGS];
-#line 117
+#line 120
         _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) mask[i] = ((p[tx::remap<L1, L2>(i)] < n_parts) & (cols[tx::remap<L0, L2>(i)] < n_cols));
         // tile offs = p * n_cols + expand_dims(cols, 0);
-#line 118 "kernels/layernorm.c"
+#line 121 "kernels/layernorm.c"
         int offs[L2::REGS];
-#line 118
+#line 121
         _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) offs[i] = ((p[tx::remap<L1, L2>(i)] * n_cols) + cols[tx::remap<L0, L2>(i)]);
         // dw_acc += load(dw_part + offs, mask, 0.0f);
-#line 119 "kernels/layernorm.c"
+#line 122 "kernels/layernorm.c"
         float load_0[L2::REGS];
-#line 119
+#line 122
         _Pragma("unroll") for (int i = 0; i < L2::REGS; i += 4) tx::load_vec<4>(&load_0[i], (dw_part + offs[i]), &mask[i], 0.0f);
-#line 119
+#line 122
         _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) dw_acc[i] = (dw_acc[i] + load_0[i]);
         // db_acc += load(db_part + offs, mask, 0.0f);
-#line 120 "kernels/layernorm.c"
+#line 123 "kernels/layernorm.c"
         float load_1[L2::REGS];
-#line 120
+#line 123
         _Pragma("unroll") for (int i = 0; i < L2::REGS; i += 4) tx::load_vec<4>(&load_1[i], (db_part + offs[i]), &mask[i], 0.0f);
-#line 120
+#line 123
         _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) db_acc[i] = (db_acc[i] + load_1[i]);
     }
     // store(dw + cols, sum(dw_acc, 0), cols < n_cols);
-#line 122 "kernels/layernorm.c"
+#line 125 "kernels/layernorm.c"
     float red_0[L0::REGS];
-#line 122
+#line 125
     tx::reduce<L2, L0, 0>(red_0, dw_acc, [](float a, float b) { return (a + b); }, tx_smem);
-#line 122
+#line 125
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (L0::owner() && (cols[i] < n_cols)) *((dw + cols[i])) = red_0[i];
     // store(db + cols, sum(db_acc, 0), cols < n_cols);
-#line 123 "kernels/layernorm.c"
+#line 126 "kernels/layernorm.c"
     float red_1[L0::REGS];
-#line 123
+#line 126
     tx::reduce<L2, L0, 0>(red_1, db_acc, [](float a, float b) { return (a + b); }, tx_smem);
-#line 123
+#line 126
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (L0::owner() && (cols[i] < n_cols)) *((db + cols[i])) = red_1[i];
 }

@@ -11,105 +11,105 @@ layer_norm_fwd(__half* y, float* mean, float* rstd, const __half* __restrict__ x
     using L1 = tx::Blocked<tx::Ints<1, 1024>, tx::Ints<1, 8>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 1024]: 1x8 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 32 per thread, some threads hold copies
     using L2 = tx::Blocked<tx::Ints<4, 1024>, tx::Ints<1, 8>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [4, 1024]: 1x8 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 32 per thread
     // tile rows = program_id(0) * ROWS + arange(0, ROWS);
-#line 44 "kernels/layernorm.c"
+#line 46 "kernels/layernorm.c"
     int rows[L0::REGS];
-#line 44
+#line 46
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) rows[i] = (((int)blockIdx.x * ROWS) + L0::coord(i, 0));
     // tile cols = arange(0, BLOCK);
-#line 45 "kernels/layernorm.c"
+#line 47 "kernels/layernorm.c"
     int cols[L1::REGS];
-#line 45
+#line 47
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) cols[i] = L1::coord(i, 1);
     // tile col_mask = cols < n_cols;
-#line 46 "kernels/layernorm.c"
+#line 48 "kernels/layernorm.c"
     bool col_mask[L1::REGS];
-#line 46
+#line 48
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) col_mask[i] = (cols[i] < n_cols);
     // tile row_mask = rows < n_rows;
-#line 47 "kernels/layernorm.c"
+#line 49 "kernels/layernorm.c"
     bool row_mask[L0::REGS];
-#line 47
+#line 49
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) row_mask[i] = (rows[i] < n_rows);
     // tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
-#line 48 "kernels/layernorm.c"
+#line 50 "kernels/layernorm.c"
     bool mask[L2::REGS];
-#line 48
+#line 50
     _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) mask[i] = (row_mask[tx::remap<L0, L2>(i)] & col_mask[tx::remap<L1, L2>(i)]);
     // tile r2 = expand_dims(rows, 1);
-#line 49 "kernels/layernorm.c"
+#line 51 "kernels/layernorm.c"
     int r2[L0::REGS];
-#line 49
+#line 51
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) r2[i] = rows[i];
     // tile c2 = expand_dims(cols, 0);
-#line 50 "kernels/layernorm.c"
+#line 52 "kernels/layernorm.c"
     int c2[L1::REGS];
-#line 50
+#line 52
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) c2[i] = cols[i];
     // tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
-#line 51 "kernels/layernorm.c"
+#line 53 "kernels/layernorm.c"
     float v[L2::REGS];
-#line 51
+#line 53
     __half load_0[L2::REGS];
-#line 51
+#line 53
     _Pragma("unroll") for (int i = 0; i < L2::REGS; i += 8) tx::load_vec<8>(&load_0[i], ((x + (r2[tx::remap<L0, L2>(i)] * x_stride)) + (c2[tx::remap<L1, L2>(i)] * 1)), &mask[i], __half(0.0f));
-#line 51
+#line 53
     _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) v[i] = tx::cast<float>(load_0[i]);
     // tile mu = sum(v, 1) / n_cols;
-#line 52 "kernels/layernorm.c"
+#line 54 "kernels/layernorm.c"
     float mu[L0::REGS];
-#line 52
+#line 54
     float red_0[L0::REGS];
-#line 52
+#line 54
     tx::reduce<L2, L0, 1>(red_0, v, [](float a, float b) { return (a + b); }, nullptr);
-#line 52
+#line 54
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) mu[i] = (red_0[i] / tx::cast<float>(n_cols));
     // tile centred = where(mask, v - expand_dims(mu, 1), 0.0f);
-#line 53 "kernels/layernorm.c"
+#line 55 "kernels/layernorm.c"
     float centred[L2::REGS];
-#line 53
+#line 55
     _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) centred[i] = (mask[i] ? (v[i] - mu[tx::remap<L0, L2>(i)]) : 0.0f);
     // tile r = rsqrt(sum(centred * centred, 1) / n_cols + eps);
-#line 54 "kernels/layernorm.c"
+#line 56 "kernels/layernorm.c"
     float r[L0::REGS];
-#line 54
+#line 56
     float value_0[L2::REGS];
-#line 54
+#line 56
     _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) value_0[i] = (centred[i] * centred[i]);
-#line 54
+#line 56
     float red_1[L0::REGS];
-#line 54
+#line 56
     tx::reduce<L2, L0, 1>(red_1, value_0, [](float a, float b) { return (a + b); }, nullptr);
-#line 54
+#line 56
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) r[i] = tx::rsqrt(((red_1[i] / tx::cast<float>(n_cols)) + eps));
     // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
-#line 55 "kernels/layernorm.c"
+#line 57 "kernels/layernorm.c"
     float wv[L1::REGS];
-#line 55
+#line 57
     __half load_1[L1::REGS];
-#line 55
+#line 57
     _Pragma("unroll") for (int i = 0; i < L1::REGS; i += 8) tx::load_vec<8>(&load_1[i], (w + cols[i]), &col_mask[i], __half(0.0f));
-#line 55
+#line 57
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) wv[i] = tx::cast<float>(load_1[i]);
     // tile bv = expand_dims((f32)load(b + cols, col_mask, 0.0f), 0);
-#line 56 "kernels/layernorm.c"
+#line 58 "kernels/layernorm.c"
     float bv[L1::REGS];
-#line 56
+#line 58
     __half load_2[L1::REGS];
-#line 56
+#line 58
     _Pragma("unroll") for (int i = 0; i < L1::REGS; i += 8) tx::load_vec<8>(&load_2[i], (b + cols[i]), &col_mask[i], __half(0.0f));
-#line 56
+#line 58
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) bv[i] = tx::cast<float>(load_2[i]);
     // store(y + r2 * y_stride + c2, centred * expand_dims(r, 1) * wv + bv, mask);
-#line 57 "kernels/layernorm.c"
+#line 59 "kernels/layernorm.c"
     __half value_1[L2::REGS];
-#line 57
+#line 59
     _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) value_1[i] = tx::cast<__half>((((centred[i] * r[tx::remap<L0, L2>(i)]) * wv[tx::remap<L1, L2>(i)]) + bv[tx::remap<L1, L2>(i)]));
-#line 57
+#line 59
     _Pragma("unroll") for (int i = 0; i < L2::REGS; i += 8) tx::store_vec<8>(((y + (r2[tx::remap<L0, L2>(i)] * y_stride)) + c2[tx::remap<L1, L2>(i)]), &value_1[i], &mask[i]);
     // store(mean + rows, mu, row_mask);
-#line 58 "kernels/layernorm.c"
+#line 60 "kernels/layernorm.c"
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (L0::owner() && row_mask[i]) *((mean + rows[i])) = mu[i];
     // store(rstd + rows, r, row_mask);
-#line 59 "kernels/layernorm.c"
+#line 61 "kernels/layernorm.c"
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (L0::owner() && row_mask[i]) *((rstd + rows[i])) = r[i];
 }

@@ -12,46 +12,46 @@ rms_norm_bwd_dw(__half* dw, const float* __restrict__ dw_part, int n_parts, int 
     using L2 = tx::Blocked<tx::Ints<32, 128>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 128]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 32 per thread
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 2048 bytes of scratch
     // tile cols = program_id(0) * BLOCK_N + arange(0, BLOCK_N);
-#line 92 "kernels/rmsnorm.c"
+#line 93 "kernels/rmsnorm.c"
     int cols[L0::REGS];
-#line 92
+#line 93
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) cols[i] = (((int)blockIdx.x * BLOCK_N) + L0::coord(i, 1));
     // tile parts = expand_dims(arange(0, BLOCK_P), 1);
-#line 93 "kernels/rmsnorm.c"
+#line 94 "kernels/rmsnorm.c"
     int parts[L1::REGS];
-#line 93
+#line 94
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) parts[i] = L1::coord(i, 0);
     // f32 acc[BLOCK_P][BLOCK_N] = 0;
-#line 94 "kernels/rmsnorm.c"
+#line 95 "kernels/rmsnorm.c"
     float acc[L2::REGS];
-#line 94
+#line 95
     _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) acc[i] = 0.0f;
     // for (i32 c = 0; c * BLOCK_P < n_parts; c++) {
-#line 95 "kernels/rmsnorm.c"
+#line 96 "kernels/rmsnorm.c"
     for (int c = 0; ((c * BLOCK_P) < n_parts); c = (c + 1)) {
         // tile p = c * BLOCK_P + parts;
-#line 96 "kernels/rmsnorm.c"
+#line 97 "kernels/rmsnorm.c"
         int p[L1::REGS];
-#line 96
+#line 97
         _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) p[i] = ((c * BLOCK_P) + parts[i]);
         // tile mask = (p < n_parts) & (expand_dims(cols, 0) < n_cols);
-#line 97 "kernels/rmsnorm.c"
+#line 98 "kernels/rmsnorm.c"
         bool mask[L2::REGS];
-#line 97
+#line 98
         _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) mask[i] = ((p[tx::remap<L1, L2>(i)] < n_parts) & (cols[tx::remap<L0, L2>(i)] < n_cols));
         // acc += load(dw_part + p * n_cols + expand_dims(cols, 0), mask, 0.0f);
-#line 98 "kernels/rmsnorm.c"
+#line 99 "kernels/rmsnorm.c"
         float load_0[L2::REGS];
-#line 98
+#line 99
         _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) load_0[i] = mask[i] ? *(((dw_part + (p[tx::remap<L1, L2>(i)] * n_cols)) + cols[tx::remap<L0, L2>(i)])) : 0.0f;
-#line 98
+#line 99
         _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) acc[i] = (acc[i] + load_0[i]);
     }
     // store(dw + cols, sum(acc, 0), cols < n_cols);
-#line 100 "kernels/rmsnorm.c"
+#line 101 "kernels/rmsnorm.c"
     float red_0[L0::REGS];
-#line 100
+#line 101
     tx::reduce<L2, L0, 0>(red_0, acc, [](float a, float b) { return (a + b); }, tx_smem);
-#line 100
+#line 101
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (L0::owner() && (cols[i] < n_cols)) *((dw + cols[i])) = tx::cast<__half>(red_0[i]);
 }

@@ -20,11 +20,13 @@
  * hold too few or too many elements per thread.
  *
  * dW and dB take two kernels and no atomics, as Triton's layer-norm tutorial reduces them:
- * program p of layer_norm_bwd_dx handles the rows [p * rows_per_program, (p + 1) *
- * rows_per_program), ROWS at a time, keeps its share of dW and dB in f32 registers ([ROWS,
+ * program p of the G programs of layer_norm_bwd_dx handles the rows [p * R, (p + 1) * R),
+ * R = cdiv(n_rows, G), ROWS at a time, keeps its share of dW and dB in f32 registers ([ROWS,
  * BLOCK], summed over its rows once at the end) and writes it to row p of the partial buffers
- * dw_part, db_part [programs, n_cols]; layer_norm_bwd_dwdb then sums those rows, column block
- * by column block.
+ * dw_part, db_part [G, n_cols]; layer_norm_bwd_dwdb then sums those rows, column block
+ * by column block. teeny_tx.nn launches G = SMs * max(1, 16 / num_warps) programs (at most
+ * cdiv(n_rows, ROWS)), about as many as are resident at once, as the tutorial sizes its
+ * groups: each program's partial row costs 8 bytes per column, so fewer is less traffic.
  */
 
 #pragma autotune key(n_cols)
@@ -71,7 +73,7 @@ kernel layer_norm_fwd(any *y, f32 *mean, f32 *rstd, const any *x, const any *w, 
 kernel layer_norm_bwd_dx(any *dx, f32 *dw_part, f32 *db_part, const any *dy, const any *x,
                          const any *w, const f32 *mean, const f32 *rstd, i32 n_rows, i32 n_cols,
                          i32 dy_stride, i32 dy_step, i32 x_stride, i32 x_step,
-                         i32 dx_stride, i32 rows_per_program, const i32 BLOCK, const i32 ROWS)
+                         i32 dx_stride, const i32 BLOCK, const i32 ROWS)
 {
     i32 pid = program_id(0);
     tile cols = arange(0, BLOCK);
@@ -80,8 +82,9 @@ kernel layer_norm_bwd_dx(any *dx, f32 *dw_part, f32 *db_part, const any *dy, con
     tile c2 = expand_dims(cols, 0);
     f32 dw_acc[ROWS][BLOCK] = 0;
     f32 db_acc[ROWS][BLOCK] = 0;
-    i32 first = pid * rows_per_program;
-    i32 last = minimum(first + rows_per_program, n_rows);
+    i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
+    i32 first = pid * per_program;
+    i32 last = minimum(first + per_program, n_rows);
     for (i32 row = first; row < last; row += ROWS) {
         tile rows = row + arange(0, ROWS);
         tile row_mask = rows < last;

@@ -13,9 +13,9 @@
  * As in layernorm.c: a program holds ROWS rows of BLOCK >= n_cols columns (a power of two) as
  * one [ROWS, BLOCK] tile (the forward loads the weights after the reductions, the backward
  * once per program before its rows); ROWS and num_warps are the autotuner's configs. dW
- * takes two kernels and no atomics: program p of rms_norm_bwd_dx keeps the dW of its rows
- * [p * rows_per_program, (p + 1) * rows_per_program) in f32 registers and writes it to row p
- * of dw_part [programs, n_cols]; rms_norm_bwd_dw sums those rows.
+ * takes two kernels and no atomics: program p of the G of rms_norm_bwd_dx keeps the dW of its
+ * rows [p * R, (p + 1) * R), R = cdiv(n_rows, G), in f32 registers and writes it to row p of
+ * dw_part [G, n_cols]; rms_norm_bwd_dw sums those rows.
  */
 
 #pragma autotune key(n_cols)
@@ -57,8 +57,8 @@ kernel rms_norm_fwd(any *y, f32 *rstd, const any *x, const any *w, i32 n_rows, i
 #pragma autotune config(ROWS=4, num_warps=8)
 kernel rms_norm_bwd_dx(any *dx, f32 *dw_part, const any *dy, const any *x, const any *w,
                        const f32 *rstd, i32 n_rows, i32 n_cols, i32 dy_stride, i32 dy_step,
-                       i32 x_stride, i32 x_step, i32 dx_stride, i32 rows_per_program,
-                       const i32 BLOCK, const i32 ROWS)
+                       i32 x_stride, i32 x_step, i32 dx_stride, const i32 BLOCK,
+                       const i32 ROWS)
 {
     i32 pid = program_id(0);
     tile cols = arange(0, BLOCK);
@@ -66,8 +66,9 @@ kernel rms_norm_bwd_dx(any *dx, f32 *dw_part, const any *dy, const any *x, const
     tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
     tile c2 = expand_dims(cols, 0);
     f32 dw_acc[ROWS][BLOCK] = 0;
-    i32 first = pid * rows_per_program;
-    i32 last = minimum(first + rows_per_program, n_rows);
+    i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
+    i32 first = pid * per_program;
+    i32 last = minimum(first + per_program, n_rows);
     for (i32 row = first; row < last; row += ROWS) {
         tile rows = row + arange(0, ROWS);
         tile row_mask = rows < last;

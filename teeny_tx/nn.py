@@ -458,25 +458,36 @@ def norm_prune(c: Config, args: tuple, kernel: Kernel) -> bool:
     """The autotuner's prune hook of the norm kernels: True drops ``c`` for ``args``.
 
     Kept: configs whose tile holds NORM_ELEMENTS per thread, with ROWS no more than the rows
-    (a backward program's rows). Where none holds few enough (the longest rows), the configs
-    holding the fewest are kept; where none holds enough (short rows), those holding the most:
-    a choice always remains."""
+    (a backward program's rows, counted for an H200's 132 SMs). Where none holds few enough
+    (the longest rows), the configs holding the fewest are kept; where none holds enough
+    (short rows), those holding the most: a choice always remains."""
     return c not in _norm_kept(kernel, _norm_facts(args, kernel))
 
 
 def _norm_facts(args: tuple, kernel: Kernel) -> tuple[int, int, bool]:
-    """(BLOCK, rows a program may hold, backward) of a norm launch's arguments."""
+    """(BLOCK, rows, backward) of a norm launch's arguments."""
     names = [p.name for p in kernel.binder.runtime]
-    backward = "rows_per_program" in names
-    rows = int(args[names.index("rows_per_program" if backward else "n_rows")])
-    return norm_block(int(args[names.index("n_cols")])), rows, backward
+    rows = int(args[names.index("n_rows")])
+    return norm_block(int(args[names.index("n_cols")])), rows, "dw_part" in names
+
+
+def backward_programs(rows: int, sms: int, c: Config) -> int:
+    """G, the programs of a norm backward's dx kernel under config ``c``: SMs * max(1, 16 /
+    num_warps) (about as many as are resident at once), at most one per ROWS rows; then as
+    few as cover the rows at cdiv(rows, G) rows each (no program left without rows)."""
+    programs = max(1, min(cdiv(rows, c.kwargs["ROWS"]), sms * max(1, 16 // c.num_warps)))
+    return cdiv(rows, cdiv(rows, programs)) if rows else 1
 
 
 @functools.cache
 def _norm_kept(kernel: Kernel, facts: tuple[int, int, bool]) -> frozenset[Config]:
     block, rows, backward = facts
     lo, hi = NORM_ELEMENTS["bwd" if backward else "fwd"]
-    pool = [c for c in kernel.tune.configs if c.kwargs["ROWS"] == 1 or c.kwargs["ROWS"] <= rows]
+
+    def rows_held(c: Config) -> int:  # the rows one program handles
+        return cdiv(rows, backward_programs(rows, _H200_SMS, c)) if backward else rows
+
+    pool = [c for c in kernel.tune.configs if c.kwargs["ROWS"] <= max(1, rows_held(c))]
     elements = {c: _norm_elements(c, block) for c in pool}
     small = [c for c in pool if elements[c] <= hi]
     if not small:
@@ -503,12 +514,16 @@ def _norm_launch_config(
     :func:`norm_prune` on the interpreter (or with TUNE off), else the autotuner's choice for
     these arguments (timed once per row length and dtypes, then read from the disk cache)."""
     if config is not None:
-        if not isinstance(config, Config) or set(config.kwargs) != {"ROWS"}:
+        if not _is_norm_config(config):
             raise arrays.error(f"config must be a teeny_tx.Config(dict(ROWS=...)), got {config!r}")
         return config
     if arrays.kind == "numpy" or not TUNE:
         return next(c for c in kernel.tune.configs if not norm_prune(c, args, kernel))
     return kernel.tune[grid].best(*args, BLOCK=block, strided=True)
+
+
+def _is_norm_config(config: Any) -> bool:
+    return isinstance(config, Config) and set(config.kwargs) == {"ROWS"}
 
 
 def _rows_grid(meta: dict) -> tuple[int]:
@@ -618,13 +633,21 @@ def _norm_backward(
     alloc_dx = arrays.allocator((rows, cols), arrays.dtype(dy))
     alloc_w = arrays.allocator((cols,), w_dtype)
     with arrays.device():
-        programs, per_program = partial_programs(rows, arrays.sms())
-        alloc_part = arrays.allocator((max(programs, 1), cols), "f32")
-        parts = (alloc_part(), alloc_part()) if layer else (alloc_part(),)
-        tail = (rows, cols, *sizes[2:], cols, per_program)
+        sms = arrays.sms()
+        given = (config,) if _is_norm_config(config) else ()
+        most = max(backward_programs(rows, sms, c) for c in (*dx_kernel.tune.configs, *given))
+        alloc_most = arrays.allocator((most, cols), "f32")
+        parts = (alloc_most(), alloc_most()) if layer else (alloc_most(),)
+        tail = (rows, cols, *sizes[2:], cols)
         args = (alloc_dx(), *parts, dy, x, *dense(weight), *stats.values(), *tail)
-        c = _norm_launch_config(arrays, dx_kernel, (programs,), args, block, config)
-    launch_dx = arrays.bound(dx_kernel, (programs,), c.num_warps, BLOCK=block, **c.kwargs)
+
+        def grid(meta: dict) -> tuple[int]:
+            return (backward_programs(rows, sms, Config(meta, meta["num_warps"])),)
+
+        c = _norm_launch_config(arrays, dx_kernel, grid, args, block, config)
+    n_parts = backward_programs(rows, sms, c)
+    alloc_part = arrays.allocator((n_parts, cols), "f32")
+    launch_dx = arrays.bound(dx_kernel, (n_parts,), c.num_warps, BLOCK=block, **c.kwargs)
     launch_sum = arrays.bound(
         sum_kernel,
         (cdiv(cols, PARTIAL_BLOCK_N),),
@@ -632,7 +655,6 @@ def _norm_backward(
         BLOCK_P=PARTIAL_BLOCK_P,
         BLOCK_N=PARTIAL_BLOCK_N,
     )
-    n_parts = programs
 
     def plan(dy, x, weight, *stats):
         if not here():

@@ -141,9 +141,9 @@ def test_every_norm_config_on_the_interpreter(case_name, index):
 def test_norm_prune_keeps_a_config_that_fits_every_width(case_name):
     kernel = nn._norm_kernel(*_KERNELS[case_name])
     names = [p.name for p in kernel.binder.runtime]
-    lo, hi = nn.NORM_ELEMENTS["bwd" if "rows_per_program" in names else "fwd"]
+    lo, hi = nn.NORM_ELEMENTS["bwd" if "dw_part" in names else "fwd"]
     for cols in (1, 2, 17, 1000, 1024, 4096, 4097, 8192, 16384, 65536):
-        launch = [8192 if n in ("n_rows", "rows_per_program") else 0 for n in names]
+        launch = [8192 if n == "n_rows" else 0 for n in names]
         launch[names.index("n_cols")] = cols
         kept = [c for c in kernel.tune.configs if not nn.norm_prune(c, tuple(launch), kernel)]
         assert kept, cols
@@ -309,6 +309,14 @@ def test_bad_arguments_raise_launch_errors(call, match):
 def test_row_config(cols, expected):
     c = nn.row_config(cols)
     assert (c.block, c.num_warps, c.looped) == expected
+
+
+def test_backward_programs_cover_every_row_once():
+    for rows in (1, 3, 100, 527, 528, 529, 10_000):
+        for c in _configs("layer_norm_backward"):
+            programs = nn.backward_programs(rows, 132, c)
+            per = -(-rows // programs)
+            assert programs <= 4 * 132 and (programs - 1) * per < rows <= programs * per
 
 
 def test_partial_programs_cover_every_row_once():
