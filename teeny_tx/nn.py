@@ -201,13 +201,25 @@ class _Arrays:
         row_stride, col_stride = self.strides(a)
         return rows, cols, row_stride, col_stride
 
-    def vector(self, a: Any, name: str, length: int, dtypes: tuple[str, ...], what: str) -> bool:
+    def vector(
+        self,
+        a: Any,
+        name: str,
+        length: int,
+        dtypes: tuple[str, ...],
+        what: str,
+        views: bool = False,
+    ) -> bool:
         """Check a 1-D argument of ``length`` elements (``what`` names the length); returns
-        whether it is contiguous (the caller copies one that is not: see :meth:`contiguous`)."""
+        whether it is contiguous. A view (a step other than 1) is refused unless ``views``
+        (the caller then copies it: see :meth:`contiguous`)."""
         if tuple(a.shape) != (length,):
             raise self.error(f"{name} must have shape ({length},) ({what}), got {tuple(a.shape)}")
         self.check_dtype(a, name, dtypes)
-        return length <= 1 or self.strides(a) == (1,)
+        dense = length <= 1 or self.strides(a) == (1,)
+        if not dense and not views:
+            raise self.error(f"{name} must be contiguous, got stride {self.strides(a)[0]}")
+        return dense
 
     def contiguous(self) -> Callable[[Any], Any]:
         """The library's contiguous copy (for weights and targets given as views)."""
@@ -542,7 +554,7 @@ def _norm_block(arrays: _Arrays, cols: int) -> int:
 def _weights(arrays: _Arrays, cols: int, named: dict[str, Any]) -> Callable[..., tuple]:
     """Check per-column weights; returns a function making them contiguous (copies of views,
     the arrays themselves otherwise)."""
-    dense = [arrays.vector(a, name, cols, FLOATS, "x's columns") for name, a in named.items()]
+    dense = [arrays.vector(a, name, cols, FLOATS, "x's columns", True) for name, a in named.items()]
     if all(dense):
         return lambda *ws: ws
     copy = arrays.contiguous()
@@ -606,8 +618,7 @@ def _norm_backward_checks(
     arrays.same(dy, "dy", x, "x")
     dense = _weights(arrays, cols, {"weight": weight})
     for name, stat in stats.items():
-        if not arrays.vector(stat, name, rows, ("f32",), "x's rows"):
-            raise arrays.error(f"{name} must be contiguous, got stride {arrays.strides(stat)[0]}")
+        arrays.vector(stat, name, rows, ("f32",), "x's rows")
     return arrays, (rows, cols, dy_stride, dy_col, x_stride, x_col), dense
 
 
@@ -751,7 +762,7 @@ def _cross_entropy_checks(fn: str, named: dict[str, Any], interpret: bool):
     """(arrays, rows, cols, row stride, column stride, targets copier)."""
     arrays = _Arrays(fn, named, interpret)
     rows, cols, stride, col_stride = arrays.matrix(named["logits"], "logits")
-    dense = arrays.vector(named["targets"], "targets", rows, ("i64",), "logits' rows")
+    dense = arrays.vector(named["targets"], "targets", rows, ("i64",), "logits' rows", True)
     copy = arrays.contiguous()
     targets = (lambda t: t) if dense else copy
     return arrays, rows, cols, stride, col_stride, targets
@@ -814,8 +825,7 @@ def cross_entropy_backward(
     arrays, rows, cols, stride, col_stride, dense = _cross_entropy_checks(
         "cross_entropy_backward", named, interpret
     )
-    if not arrays.vector(lse, "lse", rows, ("f32",), "logits' rows"):
-        raise arrays.error(f"lse must be contiguous, got stride {arrays.strides(lse)[0]}")
+    arrays.vector(lse, "lse", rows, ("f32",), "logits' rows")
     config = row_config(cols, LOOP_BLOCK)
     mod = module("cross_entropy.c")
     alloc = arrays.allocator((rows, cols), arrays.dtype(logits))
