@@ -189,11 +189,23 @@ class _Arrays:
 
     # -------------------------------------------------------- argument checks
 
-    def matrix(
+    def matrix(self, a: Any, name: str, dtypes: tuple[str, ...] = FLOATS) -> tuple[int, int, int]:
+        """(rows, cols, row stride) of a 2-D argument whose last dimension is contiguous (for
+        kernels that take no column stride)."""
+        rows, cols, row_stride, col_stride = self.strided_matrix(a, name, dtypes)
+        if cols > 1 and rows > 0 and col_stride != 1:
+            raise self.error(
+                f"{name}'s last dimension must be contiguous (stride 1), got strides "
+                f"{(row_stride, col_stride)} in elements; copy it first (x.contiguous(), "
+                "cupy.ascontiguousarray(x))"
+            )
+        return rows, cols, row_stride
+
+    def strided_matrix(
         self, a: Any, name: str, dtypes: tuple[str, ...] = FLOATS
     ) -> tuple[int, int, int, int]:
-        """(rows, cols, row stride, column stride) in elements of a 2-D argument: any strides
-        (the kernels take both; a column stride of 1 specialises to vector loads)."""
+        """(rows, cols, row stride, column stride) in elements of a 2-D argument of any strides
+        (the row kernels take both; a column stride of 1 specialises to vector loads)."""
         if len(a.shape) != 2:
             raise self.error(f"{name} must be 2-D [rows, cols], got shape {tuple(a.shape)}")
         self.check_dtype(a, name, dtypes)
@@ -374,7 +386,7 @@ def _softmax_forward(fn: str, x: Any, interpret: bool) -> Any:
         if out is not _ELSEWHERE:
             return out
     arrays = _Arrays(fn, {"x": x}, interpret)
-    rows, cols, stride, col_stride = arrays.matrix(x, "x")
+    rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     config = row_config(cols)
     kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
@@ -409,8 +421,8 @@ def _softmax_backward(fn: str, y: Any, dy: Any, interpret: bool) -> Any:
         if out is not _ELSEWHERE:
             return out
     arrays = _Arrays(fn, {"y": y, "dy": dy}, interpret)
-    rows, cols, y_stride, y_col = arrays.matrix(y, "y")
-    _, _, dy_stride, dy_col = arrays.matrix(dy, "dy")
+    rows, cols, y_stride, y_col = arrays.strided_matrix(y, "y")
+    _, _, dy_stride, dy_col = arrays.strided_matrix(dy, "dy")
     arrays.same(dy, "dy", y, "y")
     config = row_config(cols)
     kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
@@ -580,7 +592,7 @@ def layer_norm(
         if out is not _ELSEWHERE:
             return out
     arrays = _Arrays("layer_norm", {"x": x, "weight": weight, "bias": bias}, interpret)
-    rows, cols, stride, col_stride = arrays.matrix(x, "x")
+    rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     dense = _weights(arrays, cols, {"weight": weight, "bias": bias})
     block = _norm_block(arrays, cols)
     kernel = _norm_kernel("layernorm.c", "layer_norm_fwd")
@@ -613,8 +625,8 @@ def _norm_backward_checks(
     row (contiguous). Returns (arrays, sizes, weight copier); sizes are (rows, cols, dy row and
     column strides, x row and column strides)."""
     arrays = _Arrays(fn, {"dy": dy, "x": x, "weight": weight, **stats}, interpret)
-    rows, cols, x_stride, x_col = arrays.matrix(x, "x")
-    _, _, dy_stride, dy_col = arrays.matrix(dy, "dy")
+    rows, cols, x_stride, x_col = arrays.strided_matrix(x, "x")
+    _, _, dy_stride, dy_col = arrays.strided_matrix(dy, "dy")
     arrays.same(dy, "dy", x, "x")
     dense = _weights(arrays, cols, {"weight": weight})
     for name, stat in stats.items():
@@ -714,7 +726,7 @@ def rms_norm(
         if out is not _ELSEWHERE:
             return out
     arrays = _Arrays("rms_norm", {"x": x, "weight": weight}, interpret)
-    rows, cols, stride, col_stride = arrays.matrix(x, "x")
+    rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     dense = _weights(arrays, cols, {"weight": weight})
     block = _norm_block(arrays, cols)
     kernel = _norm_kernel("rmsnorm.c", "rms_norm_fwd")
@@ -761,7 +773,7 @@ _MEAN_BLOCK = 1024  # rows a time in the one-program mean and count kernels
 def _cross_entropy_checks(fn: str, named: dict[str, Any], interpret: bool):
     """(arrays, rows, cols, row stride, column stride, targets copier)."""
     arrays = _Arrays(fn, named, interpret)
-    rows, cols, stride, col_stride = arrays.matrix(named["logits"], "logits")
+    rows, cols, stride, col_stride = arrays.strided_matrix(named["logits"], "logits")
     dense = arrays.vector(named["targets"], "targets", rows, ("i64",), "logits' rows", True)
     copy = arrays.contiguous()
     targets = (lambda t: t) if dense else copy
