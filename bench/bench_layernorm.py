@@ -1,6 +1,7 @@
-"""Layer norm forward and backward, fp16: teeny_tx.nn against Triton kernels and torch.
+"""Layer norm forward and backward, fp16 and bf16: teeny_tx.nn against Triton kernels and torch.
 
-Input: fp16 x of --rows × each of --cols (default 8192 × 1024, 4096, 8192), random normal;
+Input: x of each --dtypes (default fp16, bf16), --rows × each of --cols (default 8192 × 1024,
+4096, 8192), random normal;
 weight 1 + 0.5·N(0, 1) and bias 0.5·N(0, 1) (never ones and zeros), dy random normal; eps 1e-5.
 Forward: y = (x − mean) · rstd · w + b, with mean and rstd (fp32, one per row) saved.
 Backward: dx, dw = Σ_rows dy · x̂, db = Σ_rows dy, from dy, x, w, mean, rstd.
@@ -137,8 +138,12 @@ BWD_BLOCK_G, BWD_BLOCK_N = 32, 32
 def parse_args(argv: list[str] | None = None):
     p = rb.reduction_parser(__doc__.splitlines()[0], 8192, "1024,4096,8192")
     p.add_argument("--skip-backward", action="store_true", help="time the forward only")
+    p.add_argument("--dtypes", default="fp16,bf16", help="comma-separated: fp16, bf16")
     args = p.parse_args(argv)
     args.cols = rb.parse_cols(p, args.cols)
+    args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    if not args.dtypes or set(args.dtypes) - {"fp16", "bf16"}:
+        p.error("--dtypes takes fp16 and/or bf16")
     return args
 
 
@@ -181,7 +186,7 @@ class Reference:
 
 def check_fwd(who: str, outs, ref: Reference, stats: bool) -> float:
     """Check (y, mean, rstd), or y alone where ``stats`` is False; the worst relative error."""
-    tol = TOL["fp16"]
+    tol = TOL[ref.dtype]
     y = outs[0] if stats else outs
     err = check_rows(f"{who} y", y, tuple(ref.x.shape), ref.y, tol)
     if stats:
@@ -191,21 +196,22 @@ def check_fwd(who: str, outs, ref: Reference, stats: bool) -> float:
 
 
 def check_bwd(who: str, outs, ref: Reference) -> float:
-    tol = TOL["fp16"]
+    tol = TOL[ref.dtype]
     dx, dw, db = outs
     err = check_rows(f"{who} dx", dx, tuple(ref.x.shape), ref.dx, tol)
     err = max(err, check_value(f"{who} dw", dw, ref.dw, tol))
     return max(err, check_value(f"{who} db", db, ref.db, tol))
 
 
-def bench_case(rows, cols, tnn, nn_error, args, fwd_table, bwd_table) -> int:
-    """Check and time forward and backward on one shape; add the rows; return the failures."""
+def bench_case(rows, cols, dtype, tnn, nn_error, args, fwd_table, bwd_table) -> int:
+    """Check and time forward and backward on one shape and dtype; add the rows; return the
+    failures."""
     import torch
     import torch.nn.functional as F
 
-    case = f"{rows}×{cols}"
-    print(f"\n== layer norm fp16 {case}", flush=True)
-    dev, half = rb.DEVICE, torch.float16
+    case = f"{dtype} {rows}×{cols}"
+    print(f"\n== layer norm {case}", flush=True)
+    dev, half = rb.DEVICE, {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
     x = torch.randn(rows, cols, device=dev, dtype=half)
     w = (1 + 0.5 * torch.randn(cols, device=dev)).to(half)
     b = (0.5 * torch.randn(cols, device=dev)).to(half)
@@ -213,6 +219,7 @@ def bench_case(rows, cols, tnn, nn_error, args, fwd_table, bwd_table) -> int:
     if rows * cols >= 2**31:
         raise ValueError(f"{case}: the Triton backward's 32-bit offsets need rows · cols < 2^31")
     ref = Reference(x, w, b, dy)
+    ref.dtype = dtype
     mn, nk = rows * cols * 2, cols * 2
     block = next_power_of_2(cols)
     failures = 0
@@ -362,14 +369,14 @@ def main(argv: list[str] | None = None) -> int:
     if status is not None:
         return status
     fwd = RatioTable(
-        f"Layer norm forward fp16 ({UNIT}, bytes = x + w + b read, y + mean + rstd written)",
+        f"Layer norm forward fp16 / bf16 ({UNIT}, bytes = x + w + b read, y + mean + rstd written)",
         UNIT,
         PEERS,
         digits=3,
         also_to=["torch"],
     )
     bwd = RatioTable(
-        f"Layer norm backward fp16 ({UNIT}, bytes = dy + x + w + mean + rstd read, "
+        f"Layer norm backward fp16 / bf16 ({UNIT}, bytes = dy + x + w + mean + rstd read, "
         f"dx + dw + db written)",
         UNIT,
         PEERS,
@@ -400,13 +407,15 @@ def main(argv: list[str] | None = None) -> int:
             table.notes.append(f"ours: unavailable ({nn_error})")
     failures = 0
     with rb.on_torch_stream():
-        for cols in args.cols:
-            try:
-                failures += bench_case(args.rows, cols, tnn, nn_error, args, fwd, bwd)
-            except Exception as exc:
-                failures += 1
-                fwd.notes.append(f"{args.rows}×{cols}: {report_failure(str(cols), exc)}")
-            rb.free()
+        for dtype in args.dtypes:
+            for cols in args.cols:
+                try:
+                    failures += bench_case(args.rows, cols, dtype, tnn, nn_error, args, fwd, bwd)
+                except Exception as exc:
+                    failures += 1
+                    what = f"{dtype} {args.rows}×{cols}"
+                    fwd.notes.append(f"{what}: {report_failure(what, exc)}")
+                rb.free()
     return rb.finish([fwd] if args.skip_backward else [fwd, bwd], args.out, failures)
 
 

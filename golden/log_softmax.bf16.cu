@@ -3,38 +3,38 @@
 #include "teeny_tx.cuh"
 
 extern "C" __global__ void __launch_bounds__(512)
-log_softmax(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ in, int n_cols, int in_stride, int out_stride)
+log_softmax(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ in, int n_cols, int in_stride, int in_step, int out_stride)
 {
     constexpr int BLOCK = 4096;
     using tx_L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
     using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 81 "kernels/softmax.c"
+#line 85 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 82 "kernels/softmax.c"
+#line 86 "kernels/softmax.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // tile mask = cols < n_cols;
-#line 83 "kernels/softmax.c"
+#line 87 "kernels/softmax.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
-    // tile x = (f32)load(in + row * in_stride + cols, mask, -INF);
-#line 84 "kernels/softmax.c"
+    // tile x = (f32)load(in + row * in_stride + cols * in_step, mask, -INF);
+#line 88 "kernels/softmax.c"
     __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], in + row * in_stride + cols[tx_i], &mask[tx_i], __nv_bfloat16(-__int_as_float(0x7f800000)));
-#line 84
+#line 88
     float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile shifted = x - max(x);
-#line 85 "kernels/softmax.c"
+#line 89 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, x, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
-#line 85
+#line 89
     float shifted[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) shifted[tx_i] = x[tx_i] - tx_red[0];
     // store(out + row * out_stride + cols, shifted - log(sum(exp(shifted))), mask);
-#line 86 "kernels/softmax.c"
+#line 90 "kernels/softmax.c"
     float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::exp(shifted[tx_i]);
-#line 86
+#line 90
     float tx_red_1[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_1, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 86
+#line 90
     __nv_bfloat16 tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>(shifted[tx_i] - tx::log(tx_red_1[0]));
-#line 86
+#line 90
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(out + row * out_stride + cols[tx_i], &tx_value_1[tx_i], &mask[tx_i]);
 }

@@ -3,36 +3,36 @@
 #include "teeny_tx.cuh"
 
 extern "C" __global__ void __launch_bounds__(512)
-log_softmax_backward(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ dy, int n_cols, int y_stride, int dy_stride, int dx_stride)
+log_softmax_backward(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ dy, int n_cols, int y_stride, int y_step, int dy_stride, int dy_step, int dx_stride)
 {
     constexpr int BLOCK = 4096;
     using tx_L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
     using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 135 "kernels/softmax.c"
+#line 140 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 136 "kernels/softmax.c"
+#line 141 "kernels/softmax.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // tile mask = cols < n_cols;
-#line 137 "kernels/softmax.c"
+#line 142 "kernels/softmax.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
-    // tile logp = (f32)load(y + row * y_stride + cols, mask, 0.0f);
-#line 138 "kernels/softmax.c"
+    // tile logp = (f32)load(y + row * y_stride + cols * y_step, mask, 0.0f);
+#line 143 "kernels/softmax.c"
     __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], y + row * y_stride + cols[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
-#line 138
+#line 143
     float logp[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) logp[tx_i] = tx::cast<float>(tx_load[tx_i]);
-    // tile g = (f32)load(dy + row * dy_stride + cols, mask, 0.0f);
-#line 139 "kernels/softmax.c"
+    // tile g = (f32)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
+#line 144 "kernels/softmax.c"
     __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], dy + row * dy_stride + cols[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
-#line 139
+#line 144
     float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(dx + row * dx_stride + cols, g - exp(logp) * sum(g), mask);
-#line 140 "kernels/softmax.c"
+#line 145 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, g, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 140
+#line 145
     __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(g[tx_i] - tx::exp(logp[tx_i]) * tx_red[0]);
-#line 140
+#line 145
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(dx + row * dx_stride + cols[tx_i], &tx_value[tx_i], &mask[tx_i]);
 }

@@ -3,69 +3,69 @@
 #include "teeny_tx.cuh"
 
 extern "C" __global__ void __launch_bounds__(512)
-log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ dy, int n_cols, int y_stride, int dy_stride, int dx_stride)
+log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ dy, int n_cols, int y_stride, int y_step, int dy_stride, int dy_step, int dx_stride)
 {
     constexpr int BLOCK = 4096;
     using tx_L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
     using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 163 "kernels/softmax.c"
+#line 170 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 164 "kernels/softmax.c"
+#line 171 "kernels/softmax.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
-    // f32 row_sum(tile a, i32 n_cols, const i32 BLOCK)
-#line 55 "kernels/softmax.c"
+    // f32 row_sum(tile a, i32 step, i32 n_cols, const i32 BLOCK)
+#line 58 "kernels/softmax.c"
     const __nv_bfloat16* tx_row_sum_a = dy + row * dy_stride;
     // tile cols = arange(0, BLOCK);
-#line 57 "kernels/softmax.c"
+#line 60 "kernels/softmax.c"
     int tx_row_sum_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_cols[tx_i] = tx_L0::coord(tx_i, 0);
     // f32 acc[BLOCK] = 0;
-#line 58 "kernels/softmax.c"
+#line 61 "kernels/softmax.c"
     float tx_row_sum_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 59 "kernels/softmax.c"
+#line 62 "kernels/softmax.c"
     for (int tx_row_sum_c = 0; tx_row_sum_c * BLOCK < n_cols; tx_row_sum_c = tx_row_sum_c + 1) {
         // tile offs = c * BLOCK + cols;
-#line 60 "kernels/softmax.c"
+#line 63 "kernels/softmax.c"
         int tx_row_sum_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_offs[tx_i] = tx_row_sum_c * BLOCK + tx_row_sum_cols[tx_i];
-        // acc += (f32)load(a + offs, offs < n_cols, 0.0f);
-#line 61 "kernels/softmax.c"
+        // acc += (f32)load(a + offs * step, offs < n_cols, 0.0f);
+#line 64 "kernels/softmax.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_sum_offs[tx_i] < n_cols;
-#line 61
+#line 64
         __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], tx_row_sum_a + tx_row_sum_offs[tx_i], &tx_mask[tx_i], __nv_bfloat16(0.0f));
-#line 61
+#line 64
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_acc[tx_i] = tx_row_sum_acc[tx_i] + tx::cast<float>(tx_load[tx_i]);
     }
-    // f32 total = row_sum(dy + row * dy_stride, n_cols, BLOCK);
-#line 165 "kernels/softmax.c"
+    // f32 total = row_sum(dy + row * dy_stride, dy_step, n_cols, BLOCK);
+#line 172 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_row_sum_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 165
+#line 172
     float total = tx_red[0];
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 166 "kernels/softmax.c"
+#line 173 "kernels/softmax.c"
     for (int c = 0; c * BLOCK < n_cols; c = c + 1) {
         // tile offs = c * BLOCK + cols;
-#line 167 "kernels/softmax.c"
+#line 174 "kernels/softmax.c"
         int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = c * BLOCK + cols[tx_i];
         // tile mask = offs < n_cols;
-#line 168 "kernels/softmax.c"
+#line 175 "kernels/softmax.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
-        // tile logp = (f32)load(y + row * y_stride + offs, mask, 0.0f);
-#line 169 "kernels/softmax.c"
+        // tile logp = (f32)load(y + row * y_stride + offs * y_step, mask, 0.0f);
+#line 176 "kernels/softmax.c"
         __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], y + row * y_stride + offs[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
-#line 169
+#line 176
         float logp[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) logp[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
-        // tile g = (f32)load(dy + row * dy_stride + offs, mask, 0.0f);
-#line 170 "kernels/softmax.c"
+        // tile g = (f32)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
+#line 177 "kernels/softmax.c"
         __nv_bfloat16 tx_load_2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_2[tx_i], dy + row * dy_stride + offs[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
-#line 170
+#line 177
         float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_2[tx_i]);
         // store(dx + row * dx_stride + offs, g - exp(logp) * total, mask);
-#line 171 "kernels/softmax.c"
+#line 178 "kernels/softmax.c"
         __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(g[tx_i] - tx::exp(logp[tx_i]) * total);
-#line 171
+#line 178
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(dx + row * dx_stride + offs[tx_i], &tx_value[tx_i], &mask[tx_i]);
     }
 }

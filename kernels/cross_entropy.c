@@ -1,7 +1,8 @@
 /* Cross-entropy of rows of logits against class indices, forward and backward, with
  * ignore_index and the mean over the rows that are not ignored.
  *
- * logits [rows, n_cols] (f16, bf16 or f32, last dimension contiguous, row stride in elements);
+ * logits [rows, n_cols] (f16, bf16 or f32; row and column strides in elements, a column stride
+ * of 1 specialised as a constant: vector loads);
  * targets [rows] i64; per-row loss and lse [rows] f32. Everything is computed in f32.
  *
  *   cross_entropy_fwd:   lse = logsumexp(logits[row]); loss = lse - logits[row, target], 0 for a
@@ -17,14 +18,14 @@
  * keeps a running maximum m and the sum s of exp(x - m), with one exp per element (see
  * kernels/softmax.c, which has the same helper). Loops step by chunk number so that the
  * compiler sees aligned chunks (vector loads). */
-f32 row_logsumexp(tile row, i32 n_cols, const i32 BLOCK)
+f32 row_logsumexp(tile row, i32 n_cols, i32 step, const i32 BLOCK)
 {
     tile cols = arange(0, BLOCK);
     f32 m[BLOCK] = -INF;
     f32 s[BLOCK] = 0;
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
-        tile x = (f32)load(row + offs, offs < n_cols, -INF);
+        tile x = (f32)load(row + offs * step, offs < n_cols, -INF);
         tile e = exp(-abs(x - m));
         s = where(x > m, s * e + 1.0f, where(x == -INF, s, s + e));
         m = maximum(m, x);
@@ -47,14 +48,14 @@ f32 count_kept(const i64 *targets, i32 n_rows, i64 ignore_index, const i32 BLOCK
 }
 
 kernel cross_entropy_fwd(f32 *loss, f32 *lse, const any *logits, const i64 *targets, i32 n_cols,
-                         i32 stride, i64 ignore_index, const i32 BLOCK)
+                         i32 stride, i32 step, i64 ignore_index, const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile x = logits + row * stride;
-    f32 l = row_logsumexp(x, n_cols, BLOCK);
+    f32 l = row_logsumexp(x, n_cols, step, BLOCK);
     i64 t = load(targets + row);
     bool inside = t >= 0 && t < n_cols;
-    f32 picked = (f32)load(x + t, inside, 0.0f);
+    f32 picked = (f32)load(x + t * step, inside, 0.0f);
     store(lse + row, l);
     store(loss + row, t == ignore_index ? 0.0f : (inside ? l - picked : NAN));
 }
@@ -80,7 +81,7 @@ kernel cross_entropy_count(f32 *count, const i64 *targets, i32 n_rows, i64 ignor
 }
 
 kernel cross_entropy_bwd(any *dlogits, const any *logits, const i64 *targets, const f32 *lse,
-                         const f32 *count, i32 n_cols, i32 stride, i32 d_stride,
+                         const f32 *count, i32 n_cols, i32 stride, i32 step, i32 d_stride,
                          i64 ignore_index, f32 grad, const i32 BLOCK)
 {
     i32 row = program_id(0);
@@ -91,7 +92,7 @@ kernel cross_entropy_bwd(any *dlogits, const any *logits, const i64 *targets, co
         store(dlogits + row * d_stride + cols, 0.0f, mask);
         return;
     }
-    tile x = (f32)load(logits + row * stride + cols, mask, 0.0f);
+    tile x = (f32)load(logits + row * stride + cols * step, mask, 0.0f);
     tile p = exp(x - load(lse + row));
     store(dlogits + row * d_stride + cols, (p - (f32)(cols == t)) * (grad / load(count)), mask);
 }

@@ -1,9 +1,9 @@
 /* Layer normalisation over the rows of a 2-D array, forward and backward.
  *
- * Rows are the first dimension; the last is contiguous; each 2-D array has its own row stride
- * (in elements). x, y, dy, dx, w, b, dw and db are f16, bf16 or f32 (each its own); mean and
- * rstd are f32, one per row. Everything is computed in f32; one row is one tile of BLOCK >=
- * n_cols columns (a power of two).
+ * Rows are the first dimension. Each 2-D input has a row and a column stride (in elements;
+ * a column stride of 1, the usual case, is specialised as a constant and gives vector loads);
+ * outputs are contiguous along their rows. x, y, dy, dx, w, b, dw and db are f16, bf16 or f32
+ * (each its own); mean and rstd are f32, one per row. Everything is computed in f32.
  *
  *   forward:   mean = sum(x) / n,  var = sum((x - mean)^2) / n,  rstd = 1 / sqrt(var + eps)
  *              y = (x - mean) * rstd * w + b
@@ -11,55 +11,99 @@
  *              dx = rstd * (g - xhat * sum(g * xhat) / n - sum(g) / n)
  *              dw = sum over rows of dy * xhat,  db = sum over rows of dy
  *
- * dW and dB take two kernels and no atomics: program p of layer_norm_bwd_dx handles the rows
- * [p * rows_per_program, (p + 1) * rows_per_program), keeps its share of dW and dB in f32
- * registers and writes it to row p of the partial buffers dw_part, db_part [programs, n_cols];
- * layer_norm_bwd_dwdb then sums those rows, column block by column block.
+ * A program holds ROWS rows of BLOCK >= n_cols columns (a power of two) as one [ROWS, BLOCK]
+ * tile: short rows put several rows in flight per program. The backward loads the weights once
+ * per program, before its rows; the forward loads them after the row's reductions, where the
+ * row's registers are partly free (Triton's order: ptxas gives 127 registers instead of 157 at
+ * 8192 columns and 8 warps, two programs per SM instead of one). The configs (ROWS and
+ * num_warps) are timed by the autotuner per row length; teeny_tx.nn prunes those that would
+ * hold too few or too many elements per thread.
+ *
+ * dW and dB take two kernels and no atomics, as Triton's layer-norm tutorial reduces them:
+ * program p of the G programs of layer_norm_bwd_dx handles the rows [p * R, (p + 1) * R),
+ * R = cdiv(n_rows, G), ROWS at a time, keeps its share of dW and dB in f32 registers ([ROWS,
+ * BLOCK], summed over its rows once at the end) and writes it to row p of the partial buffers
+ * dw_part, db_part [G, n_cols]; layer_norm_bwd_dwdb then sums those rows, column block
+ * by column block. teeny_tx.nn launches G = SMs * max(1, 16 / num_warps) programs (at most
+ * cdiv(n_rows, ROWS)), about as many as are resident at once, as the tutorial sizes its
+ * groups: each program's partial row costs 8 bytes per column, so fewer is less traffic.
  */
 
+#pragma autotune key(n_cols)
+#pragma autotune config(ROWS=1, num_warps=4)
+#pragma autotune config(ROWS=1, num_warps=8)
+#pragma autotune config(ROWS=1, num_warps=16)
+#pragma autotune config(ROWS=1, num_warps=32)
+#pragma autotune config(ROWS=2, num_warps=4)
+#pragma autotune config(ROWS=2, num_warps=8)
+#pragma autotune config(ROWS=4, num_warps=4)
+#pragma autotune config(ROWS=4, num_warps=8)
+#pragma autotune config(ROWS=8, num_warps=8)
 kernel layer_norm_fwd(any *y, f32 *mean, f32 *rstd, const any *x, const any *w, const any *b,
-                      i32 n_cols, i32 x_stride, i32 y_stride, f32 eps, const i32 BLOCK)
+                      i32 n_rows, i32 n_cols, i32 x_stride, i32 x_step, i32 y_stride,
+                      f32 eps, const i32 BLOCK, const i32 ROWS)
 {
-    i32 row = program_id(0);
+    tile rows = program_id(0) * ROWS + arange(0, ROWS);
     tile cols = arange(0, BLOCK);
-    tile mask = cols < n_cols;
-    tile v = (f32)load(x + row * x_stride + cols, mask, 0.0f);
-    f32 mu = sum(v) / n_cols;
-    tile centred = where(mask, v - mu, 0.0f);
-    f32 r = rsqrt(sum(centred * centred) / n_cols + eps);
-    tile wv = (f32)load(w + cols, mask, 0.0f);
-    tile bv = (f32)load(b + cols, mask, 0.0f);
-    store(y + row * y_stride + cols, centred * r * wv + bv, mask);
-    store(mean + row, mu);
-    store(rstd + row, r);
+    tile col_mask = cols < n_cols;
+    tile row_mask = rows < n_rows;
+    tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
+    tile r2 = expand_dims(rows, 1);
+    tile c2 = expand_dims(cols, 0);
+    tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
+    tile mu = sum(v, 1) / n_cols;
+    tile centred = where(mask, v - expand_dims(mu, 1), 0.0f);
+    tile r = rsqrt(sum(centred * centred, 1) / n_cols + eps);
+    tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
+    tile bv = expand_dims((f32)load(b + cols, col_mask, 0.0f), 0);
+    store(y + r2 * y_stride + c2, centred * expand_dims(r, 1) * wv + bv, mask);
+    store(mean + rows, mu, row_mask);
+    store(rstd + rows, r, row_mask);
 }
 
+#pragma autotune key(n_cols)
+#pragma autotune config(ROWS=1, num_warps=4)
+#pragma autotune config(ROWS=1, num_warps=8)
+#pragma autotune config(ROWS=1, num_warps=16)
+#pragma autotune config(ROWS=1, num_warps=32)
+#pragma autotune config(ROWS=2, num_warps=4)
+#pragma autotune config(ROWS=2, num_warps=8)
+#pragma autotune config(ROWS=4, num_warps=4)
+#pragma autotune config(ROWS=4, num_warps=8)
 kernel layer_norm_bwd_dx(any *dx, f32 *dw_part, f32 *db_part, const any *dy, const any *x,
                          const any *w, const f32 *mean, const f32 *rstd, i32 n_rows, i32 n_cols,
-                         i32 dy_stride, i32 x_stride, i32 dx_stride, i32 rows_per_program,
-                         const i32 BLOCK)
+                         i32 dy_stride, i32 dy_step, i32 x_stride, i32 x_step,
+                         i32 dx_stride, const i32 BLOCK, const i32 ROWS)
 {
     i32 pid = program_id(0);
     tile cols = arange(0, BLOCK);
-    tile mask = cols < n_cols;
-    tile wv = (f32)load(w + cols, mask, 0.0f);
-    f32 dw_acc[BLOCK] = 0;
-    f32 db_acc[BLOCK] = 0;
-    i32 first = pid * rows_per_program;
-    for (i32 row = first; row < first + rows_per_program && row < n_rows; row++) {
-        tile g = (f32)load(dy + row * dy_stride + cols, mask, 0.0f);
-        tile v = (f32)load(x + row * x_stride + cols, mask, 0.0f);
-        f32 r = load(rstd + row);
-        tile xhat = where(mask, (v - load(mean + row)) * r, 0.0f);
+    tile col_mask = cols < n_cols;
+    tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
+    tile c2 = expand_dims(cols, 0);
+    f32 dw_acc[ROWS][BLOCK] = 0;
+    f32 db_acc[ROWS][BLOCK] = 0;
+    i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
+    i32 first = pid * per_program;
+    i32 last = minimum(first + per_program, n_rows);
+    for (i32 row = first; row < last; row += ROWS) {
+        tile rows = row + arange(0, ROWS);
+        tile row_mask = rows < last;
+        tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
+        tile r2 = expand_dims(rows, 1);
+        tile g = (f32)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
+        tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
+        tile mu = expand_dims(load(mean + rows, row_mask, 0.0f), 1);
+        tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
+        tile xhat = where(mask, (v - mu) * r, 0.0f);
         tile wg = wv * g;
-        f32 c1 = sum(xhat * wg) / n_cols;
-        f32 c2 = sum(wg) / n_cols;
-        store(dx + row * dx_stride + cols, (wg - (xhat * c1 + c2)) * r, mask);
+        tile c1 = expand_dims(sum(xhat * wg, 1) / n_cols, 1);
+        tile c0 = expand_dims(sum(wg, 1) / n_cols, 1);
+        store(dx + r2 * dx_stride + c2, (wg - (xhat * c1 + c0)) * r, mask);
         dw_acc += g * xhat;
         db_acc += g;
     }
-    store(dw_part + pid * n_cols + cols, dw_acc, mask);
-    store(db_part + pid * n_cols + cols, db_acc, mask);
+    store(dw_part + pid * n_cols + cols, sum(dw_acc, 0), col_mask);
+    store(db_part + pid * n_cols + cols, sum(db_acc, 0), col_mask);
 }
 
 /* dw[j] = sum over p of dw_part[p, j] (and db likewise); one program per BLOCK_N columns,

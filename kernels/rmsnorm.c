@@ -1,53 +1,88 @@
 /* RMS normalisation over the rows of a 2-D array, forward and backward.
  *
- * Rows are the first dimension; the last is contiguous; each 2-D array has its own row stride
- * (in elements). x, y, dy, dx, w and dw are f16, bf16 or f32 (each its own); rstd is f32, one
- * per row. Everything is computed in f32; one row is one tile of BLOCK >= n_cols columns (a
- * power of two).
+ * Rows are the first dimension. Each 2-D input has a row and a column stride (in elements;
+ * a column stride of 1, the usual case, is specialised as a constant and gives vector loads);
+ * outputs are contiguous along their rows. x, y, dy, dx, w and dw are f16, bf16 or f32 (each
+ * its own); rstd is f32, one per row. Everything is computed in f32.
  *
  *   forward:   rstd = 1 / sqrt(sum(x^2) / n + eps),  y = x * rstd * w
  *   backward:  xhat = x * rstd,  g = w * dy
  *              dx = rstd * (g - xhat * sum(g * xhat) / n)
  *              dw = sum over rows of dy * xhat
  *
- * dW takes two kernels and no atomics, as in layernorm.c: program p of rms_norm_bwd_dx keeps
- * the dW of its rows [p * rows_per_program, (p + 1) * rows_per_program) in f32 registers and
- * writes it to row p of dw_part [programs, n_cols]; rms_norm_bwd_dw sums those rows.
+ * As in layernorm.c: a program holds ROWS rows of BLOCK >= n_cols columns (a power of two) as
+ * one [ROWS, BLOCK] tile (the forward loads the weights after the reductions, the backward
+ * once per program before its rows); ROWS and num_warps are the autotuner's configs. dW
+ * takes two kernels and no atomics: program p of the G of rms_norm_bwd_dx keeps the dW of its
+ * rows [p * R, (p + 1) * R), R = cdiv(n_rows, G), in f32 registers and writes it to row p of
+ * dw_part [G, n_cols]; rms_norm_bwd_dw sums those rows.
  */
 
-kernel rms_norm_fwd(any *y, f32 *rstd, const any *x, const any *w, i32 n_cols, i32 x_stride,
-                    i32 y_stride, f32 eps, const i32 BLOCK)
+#pragma autotune key(n_cols)
+#pragma autotune config(ROWS=1, num_warps=4)
+#pragma autotune config(ROWS=1, num_warps=8)
+#pragma autotune config(ROWS=1, num_warps=16)
+#pragma autotune config(ROWS=1, num_warps=32)
+#pragma autotune config(ROWS=2, num_warps=4)
+#pragma autotune config(ROWS=2, num_warps=8)
+#pragma autotune config(ROWS=4, num_warps=4)
+#pragma autotune config(ROWS=4, num_warps=8)
+#pragma autotune config(ROWS=8, num_warps=8)
+kernel rms_norm_fwd(any *y, f32 *rstd, const any *x, const any *w, i32 n_rows, i32 n_cols,
+                    i32 x_stride, i32 x_step, i32 y_stride, f32 eps, const i32 BLOCK,
+                    const i32 ROWS)
 {
-    i32 row = program_id(0);
+    tile rows = program_id(0) * ROWS + arange(0, ROWS);
     tile cols = arange(0, BLOCK);
-    tile mask = cols < n_cols;
-    tile v = (f32)load(x + row * x_stride + cols, mask, 0.0f);
-    f32 r = rsqrt(sum(v * v) / n_cols + eps);
-    tile wv = (f32)load(w + cols, mask, 0.0f);
-    store(y + row * y_stride + cols, v * r * wv, mask);
-    store(rstd + row, r);
+    tile col_mask = cols < n_cols;
+    tile row_mask = rows < n_rows;
+    tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
+    tile r2 = expand_dims(rows, 1);
+    tile c2 = expand_dims(cols, 0);
+    tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
+    tile r = rsqrt(sum(v * v, 1) / n_cols + eps);
+    tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
+    store(y + r2 * y_stride + c2, v * expand_dims(r, 1) * wv, mask);
+    store(rstd + rows, r, row_mask);
 }
 
+#pragma autotune key(n_cols)
+#pragma autotune config(ROWS=1, num_warps=4)
+#pragma autotune config(ROWS=1, num_warps=8)
+#pragma autotune config(ROWS=1, num_warps=16)
+#pragma autotune config(ROWS=1, num_warps=32)
+#pragma autotune config(ROWS=2, num_warps=4)
+#pragma autotune config(ROWS=2, num_warps=8)
+#pragma autotune config(ROWS=4, num_warps=4)
+#pragma autotune config(ROWS=4, num_warps=8)
 kernel rms_norm_bwd_dx(any *dx, f32 *dw_part, const any *dy, const any *x, const any *w,
-                       const f32 *rstd, i32 n_rows, i32 n_cols, i32 dy_stride, i32 x_stride,
-                       i32 dx_stride, i32 rows_per_program, const i32 BLOCK)
+                       const f32 *rstd, i32 n_rows, i32 n_cols, i32 dy_stride, i32 dy_step,
+                       i32 x_stride, i32 x_step, i32 dx_stride, const i32 BLOCK,
+                       const i32 ROWS)
 {
     i32 pid = program_id(0);
     tile cols = arange(0, BLOCK);
-    tile mask = cols < n_cols;
-    tile wv = (f32)load(w + cols, mask, 0.0f);
-    f32 dw_acc[BLOCK] = 0;
-    i32 first = pid * rows_per_program;
-    for (i32 row = first; row < first + rows_per_program && row < n_rows; row++) {
-        tile g = (f32)load(dy + row * dy_stride + cols, mask, 0.0f);
-        f32 r = load(rstd + row);
-        tile xhat = (f32)load(x + row * x_stride + cols, mask, 0.0f) * r;
+    tile col_mask = cols < n_cols;
+    tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
+    tile c2 = expand_dims(cols, 0);
+    f32 dw_acc[ROWS][BLOCK] = 0;
+    i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
+    i32 first = pid * per_program;
+    i32 last = minimum(first + per_program, n_rows);
+    for (i32 row = first; row < last; row += ROWS) {
+        tile rows = row + arange(0, ROWS);
+        tile row_mask = rows < last;
+        tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
+        tile r2 = expand_dims(rows, 1);
+        tile g = (f32)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
+        tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
+        tile xhat = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f) * r;
         tile wg = wv * g;
-        f32 c1 = sum(xhat * wg) / n_cols;
-        store(dx + row * dx_stride + cols, (wg - xhat * c1) * r, mask);
+        tile c1 = expand_dims(sum(xhat * wg, 1) / n_cols, 1);
+        store(dx + r2 * dx_stride + c2, (wg - xhat * c1) * r, mask);
         dw_acc += g * xhat;
     }
-    store(dw_part + pid * n_cols + cols, dw_acc, mask);
+    store(dw_part + pid * n_cols + cols, sum(dw_acc, 0), col_mask);
 }
 
 /* dw[j] = sum over p of dw_part[p, j]; one program per BLOCK_N columns, reading BLOCK_P

@@ -1,10 +1,11 @@
 /* Softmax and log-softmax over the rows of a 2-D array, forward and backward.
  *
- * Rows are the first dimension; the last is contiguous; each array has its own row stride (in
- * elements). Data are f16, bf16 or f32; every kernel computes in f32 and rounds once when it
- * stores. One program handles one row. The plain kernels hold the whole row in one tile
- * (BLOCK >= n_cols, a power of two); the _looped kernels take any row length, reading it in
- * chunks of BLOCK columns.
+ * Rows are the first dimension. Inputs have a row and a column stride (in elements; a column
+ * stride of 1, the usual case, is specialised as a constant and gives vector loads); outputs
+ * are contiguous along their rows, with their own row stride. Data are f16, bf16 or f32; every
+ * kernel computes in f32 and rounds once when it stores. One program handles one row. The
+ * plain kernels hold the whole row in one tile (BLOCK >= n_cols, a power of two); the _looped
+ * kernels take any row length, reading it in chunks of BLOCK columns.
  *
  *   softmax:      y = exp(x - max(x)) / sum(exp(x - max(x)))
  *   log_softmax:  y = x - logsumexp(x)
@@ -22,14 +23,14 @@
  * lanes are combined once at the end. One exp per element: e = exp(-|x - m|) is exp(m - x),
  * the factor that rescales s, when x is a new maximum, else exp(x - m), the term to add. A -INF
  * element (masked-off lanes too) adds nothing, so a lane that saw only -INF keeps s = 0. */
-f32 row_logsumexp(tile row, i32 n_cols, const i32 BLOCK)
+f32 row_logsumexp(tile row, i32 n_cols, i32 step, const i32 BLOCK)
 {
     tile cols = arange(0, BLOCK);
     f32 m[BLOCK] = -INF;
     f32 s[BLOCK] = 0;
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
-        tile x = (f32)load(row + offs, offs < n_cols, -INF);
+        tile x = (f32)load(row + offs * step, offs < n_cols, -INF);
         tile e = exp(-abs(x - m));
         s = where(x > m, s * e + 1.0f, where(x == -INF, s, s + e));
         m = maximum(m, x);
@@ -38,80 +39,83 @@ f32 row_logsumexp(tile row, i32 n_cols, const i32 BLOCK)
     return mx + log(sum(s * exp(m - mx)));
 }
 
-/* sum(a * b) over a row of n_cols elements, in chunks of BLOCK. */
-f32 row_dot(tile a, tile b, i32 n_cols, const i32 BLOCK)
+/* sum(a * b) over a row of n_cols elements (column strides a_step, b_step), in chunks of
+ * BLOCK. */
+f32 row_dot(tile a, i32 a_step, tile b, i32 b_step, i32 n_cols, const i32 BLOCK)
 {
     tile cols = arange(0, BLOCK);
     f32 acc[BLOCK] = 0;
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
-        acc += (f32)load(a + offs, mask, 0.0f) * (f32)load(b + offs, mask, 0.0f);
+        tile pa = (f32)load(a + offs * a_step, mask, 0.0f);
+        acc += pa * (f32)load(b + offs * b_step, mask, 0.0f);
     }
     return sum(acc);
 }
 
-/* sum(a) over a row of n_cols elements, in chunks of BLOCK. */
-f32 row_sum(tile a, i32 n_cols, const i32 BLOCK)
+/* sum(a) over a row of n_cols elements (column stride step), in chunks of BLOCK. */
+f32 row_sum(tile a, i32 step, i32 n_cols, const i32 BLOCK)
 {
     tile cols = arange(0, BLOCK);
     f32 acc[BLOCK] = 0;
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
-        acc += (f32)load(a + offs, offs < n_cols, 0.0f);
+        acc += (f32)load(a + offs * step, offs < n_cols, 0.0f);
     }
     return sum(acc);
 }
 
 /* ---- forward, one tile per row ------------------------------------------------------------ */
 
-kernel softmax(any *out, const any *in, i32 n_cols, i32 in_stride, i32 out_stride, const i32 BLOCK)
+kernel softmax(any *out, const any *in, i32 n_cols, i32 in_stride, i32 in_step, i32 out_stride,
+               const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
-    tile x = (f32)load(in + row * in_stride + cols, mask, -INF);
+    tile x = (f32)load(in + row * in_stride + cols * in_step, mask, -INF);
     tile e = exp(x - max(x));
     store(out + row * out_stride + cols, e * (1.0f / sum(e)), mask);
 }
 
-kernel log_softmax(any *out, const any *in, i32 n_cols, i32 in_stride, i32 out_stride,
-                   const i32 BLOCK)
+kernel log_softmax(any *out, const any *in, i32 n_cols, i32 in_stride, i32 in_step,
+                   i32 out_stride, const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
-    tile x = (f32)load(in + row * in_stride + cols, mask, -INF);
+    tile x = (f32)load(in + row * in_stride + cols * in_step, mask, -INF);
     tile shifted = x - max(x);
     store(out + row * out_stride + cols, shifted - log(sum(exp(shifted))), mask);
 }
 
 /* ---- forward, any row length: one pass for logsumexp, one to write ------------------------ */
 
-kernel softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i32 out_stride,
-                      const i32 BLOCK)
+kernel softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i32 in_step,
+                      i32 out_stride, const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
-    f32 lse = row_logsumexp(in + row * in_stride, n_cols, BLOCK);
+    f32 lse = row_logsumexp(in + row * in_stride, n_cols, in_step, BLOCK);
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
-        tile x = (f32)load(in + row * in_stride + offs, mask, 0.0f);
+        tile x = (f32)load(in + row * in_stride + offs * in_step, mask, 0.0f);
         store(out + row * out_stride + offs, exp(x - lse), mask);
     }
 }
 
-kernel log_softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i32 out_stride,
-                          const i32 BLOCK)
+kernel log_softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i32 in_step,
+                          i32 out_stride, const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
-    f32 lse = row_logsumexp(in + row * in_stride, n_cols, BLOCK);
+    f32 lse = row_logsumexp(in + row * in_stride, n_cols, in_step, BLOCK);
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
-        tile x = (f32)load(in + row * in_stride + offs, mask, 0.0f);
+        tile x = (f32)load(in + row * in_stride + offs * in_step, mask, 0.0f);
         store(out + row * out_stride + offs, x - lse, mask);
     }
 }
@@ -119,55 +123,58 @@ kernel log_softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i3
 /* ---- backward, one tile per row ----------------------------------------------------------- */
 
 kernel softmax_backward(any *dx, const any *y, const any *dy, i32 n_cols, i32 y_stride,
-                        i32 dy_stride, i32 dx_stride, const i32 BLOCK)
+                        i32 y_step, i32 dy_stride, i32 dy_step, i32 dx_stride, const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
-    tile p = (f32)load(y + row * y_stride + cols, mask, 0.0f);
-    tile g = (f32)load(dy + row * dy_stride + cols, mask, 0.0f);
+    tile p = (f32)load(y + row * y_stride + cols * y_step, mask, 0.0f);
+    tile g = (f32)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
     store(dx + row * dx_stride + cols, p * (g - sum(p * g)), mask);
 }
 
 kernel log_softmax_backward(any *dx, const any *y, const any *dy, i32 n_cols, i32 y_stride,
-                            i32 dy_stride, i32 dx_stride, const i32 BLOCK)
+                            i32 y_step, i32 dy_stride, i32 dy_step, i32 dx_stride,
+                            const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
-    tile logp = (f32)load(y + row * y_stride + cols, mask, 0.0f);
-    tile g = (f32)load(dy + row * dy_stride + cols, mask, 0.0f);
+    tile logp = (f32)load(y + row * y_stride + cols * y_step, mask, 0.0f);
+    tile g = (f32)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
     store(dx + row * dx_stride + cols, g - exp(logp) * sum(g), mask);
 }
 
 /* ---- backward, any row length: one pass for the row's sum, one to write ------------------- */
 
 kernel softmax_backward_looped(any *dx, const any *y, const any *dy, i32 n_cols, i32 y_stride,
-                               i32 dy_stride, i32 dx_stride, const i32 BLOCK)
+                               i32 y_step, i32 dy_stride, i32 dy_step, i32 dx_stride,
+                               const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
-    f32 dot = row_dot(y + row * y_stride, dy + row * dy_stride, n_cols, BLOCK);
+    f32 dot = row_dot(y + row * y_stride, y_step, dy + row * dy_stride, dy_step, n_cols, BLOCK);
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
-        tile p = (f32)load(y + row * y_stride + offs, mask, 0.0f);
-        tile g = (f32)load(dy + row * dy_stride + offs, mask, 0.0f);
+        tile p = (f32)load(y + row * y_stride + offs * y_step, mask, 0.0f);
+        tile g = (f32)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
         store(dx + row * dx_stride + offs, p * (g - dot), mask);
     }
 }
 
 kernel log_softmax_backward_looped(any *dx, const any *y, const any *dy, i32 n_cols,
-                                   i32 y_stride, i32 dy_stride, i32 dx_stride, const i32 BLOCK)
+                                   i32 y_stride, i32 y_step, i32 dy_stride, i32 dy_step,
+                                   i32 dx_stride, const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
-    f32 total = row_sum(dy + row * dy_stride, n_cols, BLOCK);
+    f32 total = row_sum(dy + row * dy_stride, dy_step, n_cols, BLOCK);
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
-        tile logp = (f32)load(y + row * y_stride + offs, mask, 0.0f);
-        tile g = (f32)load(dy + row * dy_stride + offs, mask, 0.0f);
+        tile logp = (f32)load(y + row * y_stride + offs * y_step, mask, 0.0f);
+        tile g = (f32)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
         store(dx + row * dx_stride + offs, g - exp(logp) * total, mask);
     }
 }

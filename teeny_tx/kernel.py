@@ -34,7 +34,7 @@ from .lower.passes import decide
 from .lower.signature import kernel_signature
 from .parse import Unit, parse
 from .runtime import cache, launch, nvrtc
-from .runtime.binder import Binder
+from .runtime.binder import Binder, Entry
 from .runtime.grid import as_grid3
 from .target import Target
 from .templates.emitter import emit_cuda
@@ -128,9 +128,11 @@ class Kernel:
         self.binder = Binder(name, self.params)
         self._specs: dict[tuple, Specialization] = {}  # (*key, target arch) -> specialisation
         self._hopper: dict[tuple, bool] = {}  # key -> whether its kernel asks for Hopper features
-        # key -> (loaded kernel, block, shared memory, functions by device); the device (and so a
-        # device target) is taken as fixed from a key's first launch on
-        self._compiled: dict[tuple, tuple] = {}
+        # key -> prepared launch (binder.Entry); the device's arch and $TEENY_TX_ARCH are
+        # taken as fixed from a key's first launch on. The launchers find entries by
+        # signature (see Binder.launcher): sig -> Entry, several signatures per key.
+        self._compiled: dict[tuple, Entry] = {}
+        self._entries: dict[tuple, Entry] = {}
         self._launchers: dict[tuple, Callable[..., None]] = {}
         self._tuner: Autotuner | None = None
         decl = module.unit.autotune.get(name)
@@ -144,7 +146,11 @@ class Kernel:
 
     def __getitem__(self, grid) -> Callable[..., None]:
         """The launcher for ``grid`` (kept per grid tuple: indexing costs one dict look-up)."""
-        launcher = self._launchers.get(grid) if type(grid) is tuple else None
+        try:
+            launcher = self._launchers.get(grid) if type(grid) is tuple else None
+        except TypeError:  # an unhashable element: as_grid3 says what is wrong with it
+            launcher = None
+            as_grid3(grid, {})
         if launcher is None:
             launcher = self._launcher(grid)
             if type(grid) is tuple and len(self._launchers) < 4096:
@@ -152,44 +158,49 @@ class Kernel:
         return launcher
 
     def _launcher(self, grid) -> Callable[..., None]:
-        fixed = None if callable(grid) else as_grid3(grid, {})
-        bind = self.binder.bind_device
-        compiled = self._compiled
-        get_device, convert_stream, driver_error = (
-            launch.get_device,
-            launch.convert_stream,
-            launch.DriverError,
-        )
+        """The generated launch function of ``grid`` (see ``Binder.launcher``)."""
+        fixed = grid if callable(grid) else as_grid3(grid, {})
+        return self.binder.launcher(fixed, self._entries, self._miss, as_grid3)
 
-        def run(
-            *args, num_warps: int = 4, num_stages: int = 2, stream: Any = None, **constexprs
-        ) -> None:
-            key, values, _ = bind(args, constexprs, num_warps, num_stages)
-            entry = compiled.get(key)
-            if entry is None:
-                entry = self._compile(key, args, constexprs, num_warps, num_stages)
-            loaded, block, shared, functions = entry
-            device = get_device()
-            function = functions.get(device)
-            if function is None:
-                function = functions[device] = loaded.prepared(device, shared)
-            grid3 = fixed or as_grid3(
-                grid, {**constexprs, "num_warps": num_warps, "num_stages": num_stages}
+    def _miss(
+        self,
+        sig: tuple | None,
+        args: tuple,
+        constexprs: dict[str, Any],
+        num_warps: Any,
+        num_stages: Any,
+        stream: Any,
+        strided: bool,
+        grid: Any,
+    ) -> None:
+        """A launch whose signature is new (``sig``), or whose values the hot path could not
+        pack (``sig`` None): every argument checked, the specialisation compiled and loaded,
+        the signature remembered, then the launch."""
+        key, values, _ = self.binder.bind_device(args, constexprs, num_warps, num_stages, strided)
+        entry = self._compiled.get(key)
+        if entry is None:
+            spec = self._specialization(key)
+            packer = self.binder.wide if key[-1] else self.binder.narrow
+            entry = self._compiled[key] = Entry(
+                spec.loaded, spec.block, spec.shared_mem, packer, key
             )
-            if stream is not None:
-                stream = convert_stream(stream)
-            try:
-                function(grid3, block, values, shared, stream)
-            except driver_error as err:
-                raise loaded.error(device, err, grid3, block, shared) from None
-
-        return run
-
-    def _compile(self, key: tuple, args, constexprs, num_warps, num_stages) -> tuple:
-        self.binder.check_call(args, constexprs, num_warps, num_stages)
-        spec = self._specialization(key)
-        entry = self._compiled[key] = (spec.loaded, spec.block, spec.shared_mem, {})
-        return entry
+        if sig is not None and len(self._entries) < 65536:
+            self._entries[sig] = entry
+        grid3 = (
+            as_grid3(grid, {**constexprs, "num_warps": key[0], "num_stages": key[1]})
+            if callable(grid)
+            else grid
+        )
+        device = launch.get_device()
+        function = entry.functions.get(device) or entry.prepare(device)
+        if stream is not None:
+            stream = launch.convert_stream(stream)
+        elif self.binder.torch_arguments(args):
+            stream = launch.torch_current_stream(device)
+        try:
+            function(grid3, entry.block, entry.packer.pack(*values), entry.shared, stream)
+        except launch.DriverError as err:
+            raise entry.error(device, err, grid3) from None
 
     def _specialization(self, key: tuple, target: Target | str | None = None) -> Specialization:
         """The specialisation of ``key`` for ``target`` (else the module's, else the device's):
@@ -217,11 +228,12 @@ class Kernel:
         num_warps: int = 4,
         num_stages: int = 2,
         target: Target | str | None = None,
+        strided: bool = False,
         **constexprs,
     ) -> Specialization:
         """Compile (without launching) for these arguments: arrays, or dtype names for pointers.
         ``target`` (a :class:`Target` or a name such as ``"sm_90a"``) overrides the module's."""
-        key = self.binder.bind_host(args, constexprs, num_warps, True, num_stages)
+        key = self.binder.bind_host(args, constexprs, num_warps, True, num_stages, strided)
         return self._specialization(key, target)
 
     def cuda_source(
@@ -230,11 +242,17 @@ class Kernel:
         num_warps: int = 4,
         num_stages: int = 2,
         target: Target | str | None = None,
+        strided: bool = False,
         **constexprs,
     ) -> str:
         """The CUDA C++ this kernel becomes for these arguments (arrays or dtype names)."""
         spec = self.specialize(
-            *args, num_warps=num_warps, num_stages=num_stages, target=target, **constexprs
+            *args,
+            num_warps=num_warps,
+            num_stages=num_stages,
+            target=target,
+            strided=strided,
+            **constexprs,
         )
         return spec.cuda_source
 
@@ -262,10 +280,21 @@ class _Interpret:
         self.kernel = kernel
 
     def __getitem__(self, grid):
-        def run(*args, num_warps: int = 4, num_stages: int = 2, **constexprs) -> None:
+        def run(
+            *args,
+            num_warps: int = 4,
+            num_stages: int = 2,
+            stream: Any = None,
+            strided: bool = False,
+            **constexprs,
+        ) -> None:
+            """As a GPU launch; ``stream`` is accepted and ignored (the interpreter runs at once),
+            so one call can switch backends."""
             k = self.kernel
-            grid3 = as_grid3(grid, {**constexprs, "num_warps": num_warps, "num_stages": num_stages})
-            key = k.binder.bind_host(args, constexprs, num_warps, num_stages=num_stages)
+            key = k.binder.bind_host(
+                args, constexprs, num_warps, num_stages=num_stages, strided=strided
+            )
+            grid3 = as_grid3(grid, {**constexprs, "num_warps": key[0], "num_stages": key[1]})
             spec = dataclasses.replace(k.binder.spec(key), debug=k.module.debug)
             ir_kernel = build_kernel(k.module.unit, k.name, spec)
             from . import interp

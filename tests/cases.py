@@ -488,9 +488,12 @@ GOLDEN: tuple[Golden, ...] = (
         {"BLOCK": 1024},
     ),
     # teeny_tx.nn: each kernel once, as the wrappers launch it (BLOCK and num_warps from
-    # nn.row_config; rows of 1000, 4096 or 32000 columns, contiguous)
+    # nn.row_config, the norms' ROWS and num_warps one of their autotune configs; rows of
+    # 1000, 4096 or 32000 columns, contiguous: column strides of 1)
     *(
-        Golden(stem, "softmax.c", kernel, (dtype, dtype, cols, cols, cols), {"BLOCK": block}, warps)
+        Golden(
+            stem, "softmax.c", kernel, (dtype, dtype, cols, cols, 1, cols), {"BLOCK": block}, warps
+        )
         for stem, kernel, dtype, cols, block, warps in (
             ("softmax.f32", "softmax", "f32", 1000, 1024, 4),
             ("log_softmax.bf16", "log_softmax", "bf16", 4096, 4096, 16),
@@ -499,7 +502,14 @@ GOLDEN: tuple[Golden, ...] = (
         )
     ),
     *(
-        Golden(stem, "softmax.c", kernel, (dtype,) * 3 + (cols,) * 4, {"BLOCK": block}, warps)
+        Golden(
+            stem,
+            "softmax.c",
+            kernel,
+            (dtype,) * 3 + (cols, cols, 1, cols, 1, cols),
+            {"BLOCK": block},
+            warps,
+        )
         for stem, kernel, dtype, cols, block, warps in (
             ("softmax_backward.f16", "softmax_backward", "f16", 1000, 1024, 4),
             ("log_softmax_backward.bf16", "log_softmax_backward", "bf16", 4096, 4096, 16),
@@ -518,17 +528,25 @@ GOLDEN: tuple[Golden, ...] = (
         "layer_norm_fwd.f16",
         "layernorm.c",
         "layer_norm_fwd",
-        ("f16", "f32", "f32", "f16", "f16", "f16", 4096, 4096, 4096, 1e-5),
-        {"BLOCK": 4096},
+        ("f16", "f32", "f32", "f16", "f16", "f16", 8192, 4096, 4096, 1, 4096, 1e-5),
+        {"BLOCK": 4096, "ROWS": 1},
         16,
+    ),
+    Golden(  # short rows: four rows per program, one per warp (warp-shuffle reductions only)
+        "layer_norm_fwd.f16.rows4",
+        "layernorm.c",
+        "layer_norm_fwd",
+        ("f16", "f32", "f32", "f16", "f16", "f16", 8192, 1024, 1024, 1, 1024, 1e-5),
+        {"BLOCK": 1024, "ROWS": 4},
+        4,
     ),
     Golden(
         "layer_norm_bwd_dx.bf16",
         "layernorm.c",
         "layer_norm_bwd_dx",
         ("bf16", "f32", "f32", "bf16", "bf16", "f32", "f32", "f32")
-        + (8192, 4096, 4096, 4096, 4096, 16),
-        {"BLOCK": 4096},
+        + (8192, 4096, 4096, 1, 4096, 1, 4096),
+        {"BLOCK": 4096, "ROWS": 1},
         16,
     ),
     Golden(
@@ -542,16 +560,16 @@ GOLDEN: tuple[Golden, ...] = (
         "rms_norm_fwd.bf16",
         "rmsnorm.c",
         "rms_norm_fwd",
-        ("bf16", "f32", "bf16", "bf16", 4096, 4096, 4096, 1e-6),
-        {"BLOCK": 4096},
+        ("bf16", "f32", "bf16", "bf16", 8192, 4096, 4096, 1, 4096, 1e-6),
+        {"BLOCK": 4096, "ROWS": 1},
         16,
     ),
     Golden(
         "rms_norm_bwd_dx.f16",
         "rmsnorm.c",
         "rms_norm_bwd_dx",
-        ("f16", "f32", "f16", "f16", "f16", "f32", 8192, 1000, 1000, 1000, 1000, 16),
-        {"BLOCK": 1024},
+        ("f16", "f32", "f16", "f16", "f16", "f32", 8192, 1000, 1000, 1, 1000, 1, 1000),
+        {"BLOCK": 1024, "ROWS": 2},
         4,
     ),
     Golden(
@@ -565,7 +583,7 @@ GOLDEN: tuple[Golden, ...] = (
         "cross_entropy_fwd.bf16",
         "cross_entropy.c",
         "cross_entropy_fwd",
-        ("f32", "f32", "bf16", "i64", 32000, 32000, -100),
+        ("f32", "f32", "bf16", "i64", 32000, 32000, 1, -100),
         {"BLOCK": 4096},
         16,
     ),
@@ -587,7 +605,7 @@ GOLDEN: tuple[Golden, ...] = (
         "cross_entropy_bwd.bf16",
         "cross_entropy.c",
         "cross_entropy_bwd",
-        ("bf16", "bf16", "i64", "f32", "f32", 32000, 32000, 32000, -100, 1.0),
+        ("bf16", "bf16", "i64", "f32", "f32", 32000, 32000, 1, 32000, -100, 1.0),
         {"BLOCK": 4096},
         16,
     ),

@@ -68,6 +68,91 @@ def test_strided_rows(case, dtype):
         _run(case, dtype, 2, 5000 + LONG // 4, wrap=_strided)
 
 
+def _every_other_column(a: np.ndarray) -> np.ndarray:
+    """A 2-D array as the view [:, ::2] of one twice as wide (column stride 2, NaN between);
+    a 1-D one (weights, targets) as a view with step 2 too."""
+    wide = np.full((*a.shape[:-1], 2 * a.shape[-1]), np.nan if a.dtype.kind == "f" else 0)
+    wide = wide.astype(a.dtype)
+    wide[..., ::2] = a
+    return wide[..., ::2]
+
+
+def _reversed_columns(a: np.ndarray) -> np.ndarray:
+    """A 2-D array as a view with column stride -1 (a reversed copy, reversed back)."""
+    return np.ascontiguousarray(a[:, ::-1])[:, ::-1] if a.ndim == 2 else a
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("case", ROW_CASES, ids=lambda c: c.name)
+def test_column_strided_views(case, dtype):
+    """x[:, ::2] (and 1-D arguments with a step, copied by the wrappers where they must be
+    contiguous: weights and targets; statistics from a forward stay refused) and negative
+    column strides, as torch and NumPy accept them."""
+
+    def wrap(a):
+        if a.ndim == 1 and case.name.endswith("backward") and a.dtype == np.float32:
+            return a  # mean / rstd / lse: the forward's, contiguous
+        return _every_other_column(a)
+
+    _run(case, dtype, 5, 1001, wrap=wrap)
+    _run(case, dtype, 3, 17, wrap=_reversed_columns)
+    if case.long_rows:
+        _run(case, dtype, 2, 5000 + LONG // 4, wrap=wrap)
+
+
+NORM_CASES = ("layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward")
+
+
+_KERNELS = {
+    "layer_norm": ("layernorm.c", "layer_norm_fwd"),
+    "layer_norm_backward": ("layernorm.c", "layer_norm_bwd_dx"),
+    "rms_norm": ("rmsnorm.c", "rms_norm_fwd"),
+    "rms_norm_backward": ("rmsnorm.c", "rms_norm_bwd_dx"),
+}
+
+
+def _configs(case_name: str):
+    file, name = _KERNELS[case_name]
+    return tx.compile(f"kernels/{file}").kernels[name].tune.configs
+
+
+@pytest.mark.parametrize(
+    "case_name,index",
+    [(n, i) for n in NORM_CASES for i in range(len(_configs(n)))],
+)
+def test_every_norm_config_on_the_interpreter(case_name, index):
+    """Each #pragma autotune config of the norm kernels, forced, against float64: one column,
+    1001 columns over 7 rows (a partial last group of ROWS), 1000 rows of 17 strided columns
+    (several rows per backward program)."""
+    case = CASES[case_name]
+    config = _configs(case_name)[index]
+    backward = case_name.endswith("backward")
+    for dtype, rows, cols, wrap in [
+        ("f32", 1, 1, None),
+        ("bf16", 7, 1001, None),
+        ("f16", 1000 if backward else 9, 17, _strided),
+    ]:
+        rng = np.random.default_rng(hash((case_name, index, cols)) % 2**32)
+        args = case.make(rng, rows, cols, dtype)
+        outs = case.run([wrap(a) for a in args] if wrap else args, interpret=True, config=config)
+        case.check(outs, args, rows, cols)
+
+
+@pytest.mark.parametrize("case_name", NORM_CASES)
+def test_norm_prune_keeps_a_config_that_fits_every_width(case_name):
+    kernel = nn._norm_kernel(*_KERNELS[case_name])
+    names = [p.name for p in kernel.binder.runtime]
+    lo, hi = nn.NORM_ELEMENTS["bwd" if "dw_part" in names else "fwd"]
+    for cols in (1, 2, 17, 1000, 1024, 4096, 4097, 8192, 16384, 65536):
+        launch = [8192 if n == "n_rows" else 0 for n in names]
+        launch[names.index("n_cols")] = cols
+        kept = [c for c in kernel.tune.configs if not nn.norm_prune(c, tuple(launch), kernel)]
+        assert kept, cols
+        block = nn.norm_block(cols)
+        elements = [c.kwargs["ROWS"] * block // (32 * c.num_warps) for c in kept]
+        assert len(set(elements)) == 1 or lo <= min(elements) <= max(elements) <= hi, cols
+
+
 def test_strided_outputs_do_not_touch_padding():
     x = _strided(np.random.default_rng(0).standard_normal((4, 33)).astype(np.float32))
     y = nn.softmax(x, interpret=True)
@@ -143,10 +228,6 @@ def _f32(*shape):
     [
         (lambda: nn.softmax(_f32(2, 3, 4), interpret=True), r"softmax: x must be 2-D"),
         (
-            lambda: nn.softmax(_f32(4, 8)[:, ::2], interpret=True),
-            r"last dimension must be contiguous",
-        ),
-        (
             lambda: nn.softmax(np.zeros((2, 3)), interpret=True),
             r"x has dtype float64; this takes f32",
         ),
@@ -176,8 +257,14 @@ def _f32(*shape):
             r"rstd has dtype float16; this takes f32",
         ),
         (
-            lambda: nn.rms_norm(_f32(2, 6), _f32(12)[::2], interpret=True),
-            r"weight must be contiguous",
+            lambda: nn.rms_norm_backward(
+                _f32(2, 6), _f32(2, 6), _f32(6), _f32(4)[::2], interpret=True
+            ),
+            r"rstd must be contiguous",
+        ),
+        (
+            lambda: nn.layer_norm(_f32(2, 3), _f32(3), _f32(3), config=(1, 4), interpret=True),
+            r"config must be a teeny_tx.Config",
         ),
         (
             lambda: nn.layer_norm(_f32(1, 70000), _f32(70000), _f32(70000), interpret=True),
@@ -225,6 +312,14 @@ def test_row_config(cols, expected):
     assert (c.block, c.num_warps, c.looped) == expected
 
 
+def test_backward_programs_cover_every_row_once():
+    for rows in (1, 3, 100, 527, 528, 529, 10_000):
+        for c in _configs("layer_norm_backward"):
+            programs = nn.backward_programs(rows, 132, c)
+            per = -(-rows // programs)
+            assert programs <= 4 * 132 and (programs - 1) * per < rows <= programs * per
+
+
 def test_partial_programs_cover_every_row_once():
     for rows in (1, 3, 100, 527, 528, 529, 10_000):
         programs, per = nn.partial_programs(rows, 132)
@@ -239,11 +334,19 @@ def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatc
     row_config (dtypes in turn), then compile each kernel once per (BLOCK, num_warps)."""
     launches = {}
 
-    def record(self, kernel, grid, args, num_warps, **constexprs):
-        key = (kernel.name, num_warps, tuple(sorted(constexprs.items())))
-        launches.setdefault(key, (kernel, args, num_warps, constexprs))
+    bound = Arrays.bound
 
-    monkeypatch.setattr(Arrays, "launch", record)
+    def record(self, kernel, grid, num_warps, **constexprs):
+        run = bound(self, kernel, grid, num_warps, **constexprs)
+
+        def launch(*args):
+            key = (kernel.name, num_warps, tuple(sorted(constexprs.items())))
+            launches.setdefault(key, (kernel, args, num_warps, constexprs))
+            run(*args)
+
+        return launch
+
+    monkeypatch.setattr(Arrays, "bound", record)
     dtypes = ("bf16", "f16", "f32")
     for i, (case, cols) in enumerate(
         (c, n) for c in ROW_CASES for n in (1, 17, 1000, 4096, 4097, LONG)
@@ -255,7 +358,7 @@ def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatc
         case.run(args, interpret=True)
     compiled = set()
     for kernel, args, num_warps, constexprs in launches.values():
-        spec = kernel.specialize(*args, num_warps=num_warps, **constexprs)
+        spec = kernel.specialize(*args, num_warps=num_warps, strided=True, **constexprs)
         assert nvrtc_compile(spec.cuda_source, kernel.name).startswith(b"\x7fELF")
         compiled.add(kernel.name)
     files = ("softmax.c", "layernorm.c", "rmsnorm.c", "cross_entropy.c")
@@ -291,5 +394,14 @@ def test_dropout_wrappers_on_the_interpreter(shape, dtype):
 def test_dropout_refuses_bad_arguments():
     with pytest.raises(tx.LaunchError, match="p must be in"):
         nn.dropout(np.ones(4, np.float32), 1.0, 0, interpret=True)
-    with pytest.raises(tx.LaunchError, match="contiguous"):
-        nn.dropout(np.ones((4, 4), np.float32)[:, ::2], 0.5, 0, interpret=True)
+    with pytest.raises(tx.LaunchError, match="p must be in"):
+        nn.dropout_backward(np.ones(4, np.float32), -0.1, 0, interpret=True)
+
+
+def test_dropout_copies_a_view_first():
+    x = np.random.default_rng(3).standard_normal((4, 8)).astype(np.float32)
+    got = nn.dropout(x[:, ::2], 0.5, 7, interpret=True)
+    assert got.flags.c_contiguous
+    np.testing.assert_array_equal(
+        got, nn.dropout(np.ascontiguousarray(x[:, ::2]), 0.5, 7, interpret=True)
+    )

@@ -10,7 +10,9 @@ interpreter.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -130,22 +132,19 @@ class Arrays:
         if 0 in grid:
             return
         if self.kind == "numpy":
-            kernel.interpret[grid](*args, num_warps=num_warps, **constexprs)
+            kernel.interpret[grid](*args, num_warps=num_warps, strided=True, **constexprs)
         else:
             stream = (
                 torch_stream(self.torch, self.first.device.index) if self.kind == "torch" else None
             )
-            kernel[grid](*args, num_warps=num_warps, stream=stream, **constexprs)
+            kernel[grid](*args, num_warps=num_warps, stream=stream, strided=True, **constexprs)
 
     # -------------------------------------------------------- argument checks
 
     def matrix(self, a: Any, name: str, dtypes: tuple[str, ...] = FLOATS) -> tuple[int, int, int]:
-        """(rows, cols, row stride) of a 2-D argument whose last dimension is contiguous."""
-        if len(a.shape) != 2:
-            raise self.error(f"{name} must be 2-D [rows, cols], got shape {tuple(a.shape)}")
-        self.check_dtype(a, name, dtypes)
-        rows, cols = (int(n) for n in a.shape)
-        row_stride, col_stride = self.strides(a)
+        """(rows, cols, row stride) of a 2-D argument whose last dimension is contiguous (for
+        kernels that take no column stride)."""
+        rows, cols, row_stride, col_stride = self.strided_matrix(a, name, dtypes)
         if cols > 1 and rows > 0 and col_stride != 1:
             raise self.error(
                 f"{name}'s last dimension must be contiguous (stride 1), got strides "
@@ -154,13 +153,82 @@ class Arrays:
             )
         return rows, cols, row_stride
 
-    def vector(self, a: Any, name: str, length: int, dtypes: tuple[str, ...], what: str) -> None:
-        """Check a contiguous 1-D argument of ``length`` elements (``what`` names the length)."""
+    def strided_matrix(
+        self, a: Any, name: str, dtypes: tuple[str, ...] = FLOATS
+    ) -> tuple[int, int, int, int]:
+        """(rows, cols, row stride, column stride) in elements of a 2-D argument of any strides
+        (the row kernels take both; a column stride of 1 specialises to vector loads)."""
+        if len(a.shape) != 2:
+            raise self.error(f"{name} must be 2-D [rows, cols], got shape {tuple(a.shape)}")
+        self.check_dtype(a, name, dtypes)
+        rows, cols = (int(n) for n in a.shape)
+        row_stride, col_stride = self.strides(a)
+        return rows, cols, row_stride, col_stride
+
+    def vector(
+        self,
+        a: Any,
+        name: str,
+        length: int,
+        dtypes: tuple[str, ...],
+        what: str,
+        views: bool = False,
+    ) -> bool:
+        """Check a 1-D argument of ``length`` elements (``what`` names the length); returns
+        whether it is contiguous. A view (a step other than 1) is refused unless ``views``
+        (the caller then copies it: see :meth:`contiguous`)."""
         if tuple(a.shape) != (length,):
             raise self.error(f"{name} must have shape ({length},) ({what}), got {tuple(a.shape)}")
         self.check_dtype(a, name, dtypes)
-        if length > 1 and self.strides(a) != (1,):
+        dense = length <= 1 or self.strides(a) == (1,)
+        if not dense and not views:
             raise self.error(f"{name} must be contiguous, got stride {self.strides(a)[0]}")
+        return dense
+
+    def contiguous(self) -> Callable[[Any], Any]:
+        """The library's contiguous copy (for weights and targets given as views)."""
+        if self.kind == "torch":
+            return lambda a: a.contiguous()
+        if self.kind == "cupy":
+            import cupy
+
+            return cupy.ascontiguousarray
+        return np.ascontiguousarray
+
+    # -------------------------------------------------------- what a plan replays
+
+    def allocator(self, shape: tuple[int, ...], dtype: str) -> Callable[[], Any]:
+        """A function returning a new contiguous array of ``shape`` and ``dtype`` each call."""
+        if self.kind == "numpy":
+            return functools.partial(np.empty, shape, DTYPES[dtype].np)
+        if self.kind == "cupy":
+            import cupy
+
+            return functools.partial(cupy.empty, shape, DTYPES[dtype].np)
+        torch_dtype = getattr(self.torch, DTYPES[dtype].torch)
+        return functools.partial(
+            self.torch.empty, shape, dtype=torch_dtype, device=self.first.device
+        )
+
+    def bound(self, kernel: Kernel, grid: tuple, num_warps: int, **constexprs) -> Callable:
+        """``kernel``'s launch over ``grid`` with these options, as a function of the runtime
+        arguments (nothing, when the grid has a 0). torch tensors launch on torch's current
+        stream, CuPy arrays on CuPy's (the launcher's own rule); the interpreter runs at once.
+        Views are passed as they are: the kernels take every 2-D argument's strides."""
+        if 0 in grid:
+            return nothing
+        run = kernel.interpret[grid] if self.kind == "numpy" else kernel[grid]
+        return functools.partial(run, num_warps=num_warps, strided=True, **constexprs)
+
+    def here(self) -> Callable[[], bool]:
+        """Whether the current device is the arrays' (a plan replays only there)."""
+        if self.kind == "numpy":
+            return always
+        from .runtime import launch
+
+        index = self.first.device.index if self.kind == "torch" else self.first.device.id
+        get_device = launch.get_device
+        return lambda: get_device() == index
 
     def same(self, a: Any, name: str, like: Any, like_name: str) -> None:
         """Check that ``a`` has the shape and dtype of ``like``."""
@@ -179,6 +247,16 @@ class Arrays:
                 f"{name} has dtype {a.dtype}; this takes {', '.join(dtypes)} "
                 f"({', '.join(str(DTYPES[d].np) for d in dtypes)})"
             )
+
+
+def nothing(*args: Any) -> None:
+    """A plan step that does nothing (no weights to copy, no check to repeat)."""
+    return None
+
+
+def always() -> bool:
+    """A plan's device check where the arrays live on no device (the interpreter)."""
+    return True
 
 
 def describe(a: Any) -> str:

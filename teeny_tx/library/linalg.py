@@ -106,7 +106,8 @@ def _launch(
     """Queue ``kernel`` (run it, on the interpreter); a grid with a 0 is nothing to do."""
     if 0 in grid:
         return
-    options: dict[str, Any] = {"num_warps": num_warps, "num_stages": num_stages}
+    # the kernels take every array's strides: views are passed as they are
+    options: dict[str, Any] = {"num_warps": num_warps, "num_stages": num_stages, "strided": True}
     if arrays.kind == "numpy":
         runner = kernel.interpret[grid]
     else:
@@ -287,7 +288,7 @@ def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
     constexprs = dict(
         recipe.constexprs, BM=config.bm, BN=config.bn, BK=config.bk, GROUP_M=config.group_m
     )
-    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages, "strided": True}
     if arrays.kind == "torch":
         torch = arrays.torch
         device = arrays.first.device

@@ -12,13 +12,18 @@ launch with :func:`row_config`, and launches the kernels of ``kernels/softmax.c`
 from __future__ import annotations
 
 import functools
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+from cupy import ndarray as _CupyArray
 
+from ..kernel import Kernel
+from ..runtime.autotune import Config
 from ..runtime.grid import cdiv
-from .arrays import FLOATS
+from ..runtime.memory import TORCH_TENSOR
+from .arrays import FLOATS, INTERPRETER_SMS
 from .arrays import Arrays as _Arrays
 from .loader import module
 
@@ -59,43 +64,119 @@ def partial_programs(n_rows: int, sms: int) -> tuple[int, int]:
     return cdiv(n_rows, per_program), per_program
 
 
+# ---------------------------------------------------------------- plans: repeated calls
+
+# A call whose arrays have the shapes, strides, dtypes and device of an earlier one replays
+# that call's plan: the function the earlier call built after checking its arguments and
+# choosing its launches (bound launchers, grids, constexprs, the sizes and strides it passes).
+# The replay allocates the outputs and launches; the launchers recheck what a signature does
+# not fix (addresses, alignment, contiguity). A plan made on one device replays only there.
+_PLANS: dict[tuple, Callable[..., Any]] = {}
+MAX_PLANS = 4096
+TUNE = True  # False: the norms launch their default config (the GPU tests of many shapes)
+_ELSEWHERE = object()  # a plan's answer when the current device is not its arrays'
+
+
+def _signature(a: Any) -> tuple | None:
+    """What a plan depends on in an argument: None for anything but CuPy arrays and torch
+    tensors (those calls are never replayed)."""
+    kind = type(a)
+    if kind is _CupyArray:
+        return (a.shape, a.strides, a.dtype.char, a.data.device_id)
+    if kind is TORCH_TENSOR[0]:
+        return (a.shape, a.stride(), a.dtype, a.get_device())
+    return None
+
+
+def _replay(key: tuple, *args: Any) -> Any:
+    plan = _PLANS.get(key)
+    return _ELSEWHERE if plan is None else plan(*args)
+
+
+def _planned(key: tuple | None, arrays: _Arrays, plan: Callable[..., Any], *args: Any) -> Any:
+    """Run a new ``plan`` on its device, and keep it for ``key`` (None: not replayable)."""
+    with arrays.device():
+        out = plan(*args)
+    if key is not None and arrays.kind != "numpy":
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return out
+
+
+def _key(interpret: bool, fn: str, arrays: tuple, *options: Any) -> tuple | None:
+    """The plan key of a call: the function, its arrays' signatures and its options (None:
+    not replayable — the interpreter, or an array of another kind)."""
+    if interpret:
+        return None
+    signatures = tuple(map(_signature, arrays))
+    if None in signatures:
+        return None
+    return (fn, signatures, *options)
+
+
 # ---------------------------------------------------------------- softmax
 
 
 def _softmax_forward(fn: str, x: Any, interpret: bool) -> Any:
+    key = _key(interpret, fn, (x,))
+    if key is not None:
+        out = _replay(key, x)
+        if out is not _ELSEWHERE:
+            return out
     arrays = _Arrays(fn, {"x": x}, interpret)
-    rows, cols, stride = arrays.matrix(x, "x")
+    rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     config = row_config(cols)
     kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
-    with arrays.device():
-        y = arrays.empty((rows, cols), arrays.dtype(x), like=x)
-        args = (y, x, cols, stride, arrays.strides(y)[0])
-        arrays.launch(kernel, (rows,), args, config.num_warps, BLOCK=config.block)
-    return y
+    alloc = arrays.allocator((rows, cols), arrays.dtype(x))
+    launch = arrays.bound(kernel, (rows,), config.num_warps, BLOCK=config.block)
+    here = arrays.here()
+
+    def plan(x):
+        if not here():
+            return _ELSEWHERE
+        y = alloc()
+        launch(y, x, cols, stride, col_stride, cols)
+        return y
+
+    return _planned(key, arrays, plan, x)
 
 
 def softmax(x: Any, *, interpret: bool = False) -> Any:
-    """y = exp(x - max) / sum(exp(x - max)) along each row of ``x`` [rows, cols]."""
+    """y = exp(x - max) / sum(exp(x - max)) along each row of ``x`` [rows, cols] (any
+    strides); y is contiguous."""
     return _softmax_forward("softmax", x, interpret)
 
 
 def log_softmax(x: Any, *, interpret: bool = False) -> Any:
-    """y = x - logsumexp(x) along each row of ``x`` [rows, cols]."""
+    """y = x - logsumexp(x) along each row of ``x`` [rows, cols] (any strides)."""
     return _softmax_forward("log_softmax", x, interpret)
 
 
 def _softmax_backward(fn: str, y: Any, dy: Any, interpret: bool) -> Any:
+    key = _key(interpret, fn, (y, dy))
+    if key is not None:
+        out = _replay(key, y, dy)
+        if out is not _ELSEWHERE:
+            return out
     arrays = _Arrays(fn, {"y": y, "dy": dy}, interpret)
-    rows, cols, y_stride = arrays.matrix(y, "y")
-    _, _, dy_stride = arrays.matrix(dy, "dy")
+    rows, cols, y_stride, y_col = arrays.strided_matrix(y, "y")
+    _, _, dy_stride, dy_col = arrays.strided_matrix(dy, "dy")
     arrays.same(dy, "dy", y, "y")
     config = row_config(cols)
     kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
-    with arrays.device():
-        dx = arrays.empty((rows, cols), arrays.dtype(dy), like=dy)
-        args = (dx, y, dy, cols, y_stride, dy_stride, arrays.strides(dx)[0])
-        arrays.launch(kernel, (rows,), args, config.num_warps, BLOCK=config.block)
-    return dx
+    alloc = arrays.allocator((rows, cols), arrays.dtype(dy))
+    launch = arrays.bound(kernel, (rows,), config.num_warps, BLOCK=config.block)
+    here = arrays.here()
+
+    def plan(y, dy):
+        if not here():
+            return _ELSEWHERE
+        dx = alloc()
+        launch(dx, y, dy, cols, y_stride, y_col, dy_stride, dy_col, cols)
+        return dx
+
+    return _planned(key, arrays, plan, y, dy)
 
 
 def softmax_backward(y: Any, dy: Any, *, interpret: bool = False) -> Any:
@@ -110,8 +191,20 @@ def log_softmax_backward(y: Any, dy: Any, *, interpret: bool = False) -> Any:
 
 # ---------------------------------------------------------------- layer norm and RMS norm
 
+# Elements of the [ROWS, BLOCK] tile per thread that a norm config may hold: more spills or
+# starves occupancy (the backward keeps two more tiles: the dW/dB sums); fewer leaves lanes
+# idle. A config outside the range is pruned before it is compiled.
+NORM_ELEMENTS = {"fwd": (2, 32), "bwd": (2, 16)}
+
+
+def norm_block(cols: int) -> int:
+    """BLOCK of a norm row: the next power of two >= cols (one tile per row)."""
+    return 1 << max(cols - 1, 0).bit_length()
+
 
 def norm_config(arrays: _Arrays, cols: int) -> RowConfig:
+    """One row per program: the launch of row kernels that take no ROWS (kept for callers
+    with kernels of their own)."""
     config = row_config(cols, MAX_NORM_BLOCK, NORM_WARPS)
     if config.looped:
         raise arrays.error(
@@ -120,143 +213,295 @@ def norm_config(arrays: _Arrays, cols: int) -> RowConfig:
     return config
 
 
+def _norm_elements(c: Config, block: int) -> int:
+    return c.kwargs["ROWS"] * block // (32 * c.num_warps)
+
+
+def norm_prune(c: Config, args: tuple, kernel: Kernel) -> bool:
+    """The autotuner's prune hook of the norm kernels: True drops ``c`` for ``args``.
+
+    Kept: configs whose tile holds NORM_ELEMENTS per thread, with ROWS no more than the rows
+    (a backward program's rows, counted for an H200's 132 SMs). Where none holds few enough
+    (the longest rows), the configs holding the fewest are kept; where none holds enough
+    (short rows), those holding the most: a choice always remains."""
+    return c not in _norm_kept(kernel, _norm_facts(args, kernel))
+
+
+def _norm_facts(args: tuple, kernel: Kernel) -> tuple[int, int, bool]:
+    """(BLOCK, rows, backward) of a norm launch's arguments."""
+    names = [p.name for p in kernel.binder.runtime]
+    rows = int(args[names.index("n_rows")])
+    return norm_block(int(args[names.index("n_cols")])), rows, "dw_part" in names
+
+
+def backward_programs(rows: int, sms: int, c: Config) -> int:
+    """G, the programs of a norm backward's dx kernel under config ``c``: SMs * max(1, 16 /
+    num_warps) (about as many as are resident at once), at most one per ROWS rows; then as
+    few as cover the rows at cdiv(rows, G) rows each (no program left without rows)."""
+    programs = max(1, min(cdiv(rows, c.kwargs["ROWS"]), sms * max(1, 16 // c.num_warps)))
+    return cdiv(rows, cdiv(rows, programs)) if rows else 1
+
+
+@functools.cache
+def _norm_kept(kernel: Kernel, facts: tuple[int, int, bool]) -> frozenset[Config]:
+    block, rows, backward = facts
+    lo, hi = NORM_ELEMENTS["bwd" if backward else "fwd"]
+
+    def rows_held(c: Config) -> int:  # the rows one program handles
+        return cdiv(rows, backward_programs(rows, INTERPRETER_SMS, c)) if backward else rows
+
+    pool = [c for c in kernel.tune.configs if c.kwargs["ROWS"] <= max(1, rows_held(c))]
+    elements = {c: _norm_elements(c, block) for c in pool}
+    small = [c for c in pool if elements[c] <= hi]
+    if not small:
+        fewest = min(elements.values())
+        small = [c for c in pool if elements[c] == fewest]
+    kept = [c for c in small if elements[c] >= lo]
+    if not kept:
+        most = max(elements[c] for c in small)
+        kept = [c for c in small if elements[c] == most]
+    return frozenset(kept)
+
+
+@functools.cache
+def _norm_kernel(file: str, name: str) -> Kernel:
+    kernel = getattr(module(file), name)
+    kernel.tune.prune = functools.partial(norm_prune, kernel=kernel)
+    return kernel
+
+
+def _norm_launch_config(
+    arrays: _Arrays, kernel: Kernel, grid: Any, args: tuple, block: int, config: Any
+) -> Config:
+    """The config of a norm launch: ``config`` if given (checked), the first config kept by
+    :func:`norm_prune` on the interpreter (or with TUNE off), else the autotuner's choice for
+    these arguments (timed once per row length and dtypes, then read from the disk cache)."""
+    if config is not None:
+        if not _is_norm_config(config):
+            raise arrays.error(f"config must be a teeny_tx.Config(dict(ROWS=...)), got {config!r}")
+        return config
+    if arrays.kind == "numpy" or not TUNE:
+        return next(c for c in kernel.tune.configs if not norm_prune(c, args, kernel))
+    return kernel.tune[grid].best(*args, BLOCK=block, strided=True)
+
+
+def _is_norm_config(config: Any) -> bool:
+    return isinstance(config, Config) and set(config.kwargs) == {"ROWS"}
+
+
+def _rows_grid(meta: dict) -> tuple[int]:
+    return (cdiv(meta["n_rows"], meta["ROWS"]),)
+
+
+def _norm_block(arrays: _Arrays, cols: int) -> int:
+    block = norm_block(cols)
+    if block > MAX_NORM_BLOCK:
+        raise arrays.error(
+            f"rows of {cols} columns are longer than {MAX_NORM_BLOCK}, the most one tile holds"
+        )
+    return block
+
+
+def _weights(arrays: _Arrays, cols: int, named: dict[str, Any]) -> Callable[..., tuple]:
+    """Check per-column weights; returns a function making them contiguous (copies of views,
+    the arrays themselves otherwise)."""
+    dense = [arrays.vector(a, name, cols, FLOATS, "x's columns", True) for name, a in named.items()]
+    if all(dense):
+        return lambda *ws: ws
+    copy = arrays.contiguous()
+    return lambda *ws: tuple(w if ok else copy(w) for w, ok in zip(ws, dense, strict=True))
+
+
 def layer_norm(
-    x: Any, weight: Any, bias: Any, eps: float = 1e-5, *, interpret: bool = False
+    x: Any,
+    weight: Any,
+    bias: Any,
+    eps: float = 1e-5,
+    *,
+    config: Config | None = None,
+    interpret: bool = False,
 ) -> tuple[Any, Any, Any]:
-    """(y, mean, rstd): y = (x - mean) * rstd * weight + bias per row of ``x`` [rows, cols],
-    rstd = 1 / sqrt(biased variance + eps); mean and rstd f32 [rows]."""
+    """(y, mean, rstd): y = (x - mean) * rstd * weight + bias per row of ``x`` [rows, cols]
+    (any strides), rstd = 1 / sqrt(biased variance + eps); mean and rstd f32 [rows].
+    ``config``: a Config(dict(ROWS=...), num_warps=...) of the kernel's instead of the
+    autotuner's."""
+    key = _key(interpret, "layer_norm", (x, weight, bias), config)
+    if key is not None:
+        out = _replay(key, x, weight, bias, eps)
+        if out is not _ELSEWHERE:
+            return out
     arrays = _Arrays("layer_norm", {"x": x, "weight": weight, "bias": bias}, interpret)
-    rows, cols, stride = arrays.matrix(x, "x")
-    arrays.vector(weight, "weight", cols, FLOATS, "x's columns")
-    arrays.vector(bias, "bias", cols, FLOATS, "x's columns")
-    config = norm_config(arrays, cols)
-    kernel = module("layernorm.c").layer_norm_fwd
+    rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
+    dense = _weights(arrays, cols, {"weight": weight, "bias": bias})
+    block = _norm_block(arrays, cols)
+    kernel = _norm_kernel("layernorm.c", "layer_norm_fwd")
+    alloc = arrays.allocator((rows, cols), arrays.dtype(x))
+    alloc_stat = arrays.allocator((rows,), "f32")
+    here = arrays.here()
     with arrays.device():
-        y = arrays.empty((rows, cols), arrays.dtype(x), like=x)
-        mean, rstd = arrays.empty((rows,), "f32"), arrays.empty((rows,), "f32")
-        args = (y, mean, rstd, x, weight, bias, cols, stride, arrays.strides(y)[0], float(eps))
-        arrays.launch(kernel, (rows,), args, config.num_warps, BLOCK=config.block)
-    return y, mean, rstd
+        y, mean, rstd = alloc(), alloc_stat(), alloc_stat()
+        w, b = dense(weight, bias)
+        sizes = (rows, cols, stride, col_stride, cols)
+        args = (y, mean, rstd, x, w, b, *sizes, float(eps))
+        c = _norm_launch_config(arrays, kernel, _rows_grid, args, block, config)
+    grid = (cdiv(rows, c.kwargs["ROWS"]),)
+    launch = arrays.bound(kernel, grid, c.num_warps, BLOCK=block, **c.kwargs)
+
+    def plan(x, weight, bias, eps):
+        if not here():
+            return _ELSEWHERE
+        y, mean, rstd = alloc(), alloc_stat(), alloc_stat()
+        launch(y, mean, rstd, x, *dense(weight, bias), *sizes, float(eps))
+        return y, mean, rstd
+
+    return _planned(key, arrays, plan, x, weight, bias, eps)
 
 
-def _norm_backward_args(
+def _norm_backward_checks(
     fn: str, dy: Any, x: Any, weight: Any, stats: dict[str, Any], interpret: bool
-):
-    """The checks both norm backwards make: dy like x, weight per column, f32 statistics per row.
-    Returns (arrays, rows, cols, x row stride, dy row stride, launch configuration)."""
+) -> tuple[_Arrays, tuple, Callable[..., tuple]]:
+    """The checks both norm backwards make: dy like x, weight per column, f32 statistics per
+    row (contiguous). Returns (arrays, sizes, weight copier); sizes are (rows, cols, dy row and
+    column strides, x row and column strides)."""
     arrays = _Arrays(fn, {"dy": dy, "x": x, "weight": weight, **stats}, interpret)
-    rows, cols, x_stride = arrays.matrix(x, "x")
-    _, _, dy_stride = arrays.matrix(dy, "dy")
+    rows, cols, x_stride, x_col = arrays.strided_matrix(x, "x")
+    _, _, dy_stride, dy_col = arrays.strided_matrix(dy, "dy")
     arrays.same(dy, "dy", x, "x")
-    arrays.vector(weight, "weight", cols, FLOATS, "x's columns")
+    dense = _weights(arrays, cols, {"weight": weight})
     for name, stat in stats.items():
         arrays.vector(stat, name, rows, ("f32",), "x's rows")
-    return arrays, rows, cols, x_stride, dy_stride, norm_config(arrays, cols)
+    return arrays, (rows, cols, dy_stride, dy_col, x_stride, x_col), dense
+
+
+def _norm_backward(
+    fn: str, file: str, dy: Any, x: Any, weight: Any, stats: dict[str, Any], config, interpret
+) -> tuple:
+    """dx and the weight gradients (dw, and db for layer norm) of a norm: the dx kernel writes
+    per-program partial sums of dW (dB) into [programs, cols] f32 buffers, one small kernel
+    sums them (see kernels/layernorm.c)."""
+    layer = file == "layernorm.c"
+    key = _key(interpret, fn, (dy, x, weight, *stats.values()), config)
+    if key is not None:
+        out = _replay(key, dy, x, weight, *stats.values())
+        if out is not _ELSEWHERE:
+            return out
+    arrays, sizes, dense = _norm_backward_checks(fn, dy, x, weight, stats, interpret)
+    rows, cols = sizes[:2]
+    block = _norm_block(arrays, cols)
+    dx_kernel = _norm_kernel(file, "layer_norm_bwd_dx" if layer else "rms_norm_bwd_dx")
+    sum_kernel = getattr(module(file), "layer_norm_bwd_dwdb" if layer else "rms_norm_bwd_dw")
+    here = arrays.here()
+    w_dtype = arrays.dtype(weight)
+    alloc_dx = arrays.allocator((rows, cols), arrays.dtype(dy))
+    alloc_w = arrays.allocator((cols,), w_dtype)
+    with arrays.device():
+        sms = arrays.sms()
+        given = (config,) if _is_norm_config(config) else ()
+        most = max(backward_programs(rows, sms, c) for c in (*dx_kernel.tune.configs, *given))
+        alloc_most = arrays.allocator((most, cols), "f32")
+        parts = (alloc_most(), alloc_most()) if layer else (alloc_most(),)
+        tail = (rows, cols, *sizes[2:], cols)
+        args = (alloc_dx(), *parts, dy, x, *dense(weight), *stats.values(), *tail)
+
+        def grid(meta: dict) -> tuple[int]:
+            return (backward_programs(rows, sms, Config(meta, meta["num_warps"])),)
+
+        c = _norm_launch_config(arrays, dx_kernel, grid, args, block, config)
+    n_parts = backward_programs(rows, sms, c)
+    alloc_part = arrays.allocator((n_parts, cols), "f32")
+    launch_dx = arrays.bound(dx_kernel, (n_parts,), c.num_warps, BLOCK=block, **c.kwargs)
+    launch_sum = arrays.bound(
+        sum_kernel,
+        (cdiv(cols, PARTIAL_BLOCK_N),),
+        4,
+        BLOCK_P=PARTIAL_BLOCK_P,
+        BLOCK_N=PARTIAL_BLOCK_N,
+    )
+
+    def plan(dy, x, weight, *stats):
+        if not here():
+            return _ELSEWHERE
+        dx = alloc_dx()
+        parts = (alloc_part(), alloc_part()) if layer else (alloc_part(),)
+        grads = (alloc_w(), alloc_w()) if layer else (alloc_w(),)
+        launch_dx(dx, *parts, dy, x, *dense(weight), *stats, *tail)
+        launch_sum(*grads, *parts, n_parts, cols)
+        return (dx, *grads)
+
+    return _planned(key, arrays, plan, dy, x, weight, *stats.values())
 
 
 def layer_norm_backward(
-    dy: Any, x: Any, weight: Any, mean: Any, rstd: Any, *, interpret: bool = False
+    dy: Any,
+    x: Any,
+    weight: Any,
+    mean: Any,
+    rstd: Any,
+    *,
+    config: Config | None = None,
+    interpret: bool = False,
 ) -> tuple[Any, Any, Any]:
-    """(dx, dweight, dbias) of :func:`layer_norm`, from the forward's ``mean`` and ``rstd``."""
+    """(dx, dweight, dbias) of :func:`layer_norm`, from the forward's ``mean`` and ``rstd``;
+    ``config`` as :func:`layer_norm`'s, for the dx kernel."""
     stats = {"mean": mean, "rstd": rstd}
-    arrays, rows, cols, x_stride, dy_stride, config = _norm_backward_args(
-        "layer_norm_backward", dy, x, weight, stats, interpret
+    return _norm_backward(
+        "layer_norm_backward", "layernorm.c", dy, x, weight, stats, config, interpret
     )
-    mod = module("layernorm.c")
-    with arrays.device():
-        programs, per_program = partial_programs(rows, arrays.sms())
-        dx = arrays.empty((rows, cols), arrays.dtype(dy), like=dy)
-        w_dtype = arrays.dtype(weight)
-        dw, db = (
-            arrays.empty((cols,), w_dtype, like=weight),
-            arrays.empty((cols,), w_dtype, like=weight),
-        )
-        parts = max(programs, 1)
-        dw_part, db_part = arrays.empty((parts, cols), "f32"), arrays.empty((parts, cols), "f32")
-        args = (
-            dx,
-            dw_part,
-            db_part,
-            dy,
-            x,
-            weight,
-            mean,
-            rstd,
-            rows,
-            cols,
-            dy_stride,
-            x_stride,
-            arrays.strides(dx)[0],
-            per_program,
-        )
-        arrays.launch(
-            mod.layer_norm_bwd_dx, (programs,), args, config.num_warps, BLOCK=config.block
-        )
-        arrays.launch(
-            mod.layer_norm_bwd_dwdb,
-            (cdiv(cols, PARTIAL_BLOCK_N),),
-            (dw, db, dw_part, db_part, programs, cols),
-            4,
-            BLOCK_P=PARTIAL_BLOCK_P,
-            BLOCK_N=PARTIAL_BLOCK_N,
-        )
-    return dx, dw, db
 
 
-def rms_norm(x: Any, weight: Any, eps: float = 1e-6, *, interpret: bool = False) -> tuple[Any, Any]:
-    """(y, rstd): y = x * rstd * weight per row of ``x`` [rows, cols], rstd = 1 / sqrt(mean(x^2)
-    + eps), f32 [rows]."""
+def rms_norm(
+    x: Any,
+    weight: Any,
+    eps: float = 1e-6,
+    *,
+    config: Config | None = None,
+    interpret: bool = False,
+) -> tuple[Any, Any]:
+    """(y, rstd): y = x * rstd * weight per row of ``x`` [rows, cols] (any strides), rstd =
+    1 / sqrt(mean(x^2) + eps), f32 [rows]. ``config`` as :func:`layer_norm`'s."""
+    key = _key(interpret, "rms_norm", (x, weight), config)
+    if key is not None:
+        out = _replay(key, x, weight, eps)
+        if out is not _ELSEWHERE:
+            return out
     arrays = _Arrays("rms_norm", {"x": x, "weight": weight}, interpret)
-    rows, cols, stride = arrays.matrix(x, "x")
-    arrays.vector(weight, "weight", cols, FLOATS, "x's columns")
-    config = norm_config(arrays, cols)
+    rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
+    dense = _weights(arrays, cols, {"weight": weight})
+    block = _norm_block(arrays, cols)
+    kernel = _norm_kernel("rmsnorm.c", "rms_norm_fwd")
+    alloc = arrays.allocator((rows, cols), arrays.dtype(x))
+    alloc_stat = arrays.allocator((rows,), "f32")
+    here = arrays.here()
+    sizes = (rows, cols, stride, col_stride, cols)
     with arrays.device():
-        y = arrays.empty((rows, cols), arrays.dtype(x), like=x)
-        rstd = arrays.empty((rows,), "f32")
-        args = (y, rstd, x, weight, cols, stride, arrays.strides(y)[0], float(eps))
-        arrays.launch(
-            module("rmsnorm.c").rms_norm_fwd, (rows,), args, config.num_warps, BLOCK=config.block
-        )
-    return y, rstd
+        args = (alloc(), alloc_stat(), x, *dense(weight), *sizes, float(eps))
+        c = _norm_launch_config(arrays, kernel, _rows_grid, args, block, config)
+    grid = (cdiv(rows, c.kwargs["ROWS"]),)
+    launch = arrays.bound(kernel, grid, c.num_warps, BLOCK=block, **c.kwargs)
+
+    def plan(x, weight, eps):
+        if not here():
+            return _ELSEWHERE
+        y, rstd = alloc(), alloc_stat()
+        launch(y, rstd, x, *dense(weight), *sizes, float(eps))
+        return y, rstd
+
+    return _planned(key, arrays, plan, x, weight, eps)
 
 
 def rms_norm_backward(
-    dy: Any, x: Any, weight: Any, rstd: Any, *, interpret: bool = False
+    dy: Any,
+    x: Any,
+    weight: Any,
+    rstd: Any,
+    *,
+    config: Config | None = None,
+    interpret: bool = False,
 ) -> tuple[Any, Any]:
-    """(dx, dweight) of :func:`rms_norm`, from the forward's ``rstd``."""
-    arrays, rows, cols, x_stride, dy_stride, config = _norm_backward_args(
-        "rms_norm_backward", dy, x, weight, {"rstd": rstd}, interpret
-    )
-    mod = module("rmsnorm.c")
-    with arrays.device():
-        programs, per_program = partial_programs(rows, arrays.sms())
-        dx = arrays.empty((rows, cols), arrays.dtype(dy), like=dy)
-        dw = arrays.empty((cols,), arrays.dtype(weight), like=weight)
-        dw_part = arrays.empty((max(programs, 1), cols), "f32")
-        args = (
-            dx,
-            dw_part,
-            dy,
-            x,
-            weight,
-            rstd,
-            rows,
-            cols,
-            dy_stride,
-            x_stride,
-            arrays.strides(dx)[0],
-            per_program,
-        )
-        arrays.launch(mod.rms_norm_bwd_dx, (programs,), args, config.num_warps, BLOCK=config.block)
-        arrays.launch(
-            mod.rms_norm_bwd_dw,
-            (cdiv(cols, PARTIAL_BLOCK_N),),
-            (dw, dw_part, programs, cols),
-            4,
-            BLOCK_P=PARTIAL_BLOCK_P,
-            BLOCK_N=PARTIAL_BLOCK_N,
-        )
-    return dx, dw
+    """(dx, dweight) of :func:`rms_norm`, from the forward's ``rstd``; ``config`` as
+    :func:`layer_norm`'s, for the dx kernel."""
+    stats = {"rstd": rstd}
+    return _norm_backward("rms_norm_backward", "rmsnorm.c", dy, x, weight, stats, config, interpret)
 
 
 # ---------------------------------------------------------------- cross-entropy
@@ -264,11 +509,14 @@ def rms_norm_backward(
 _MEAN_BLOCK = 1024  # rows a time in the one-program mean and count kernels
 
 
-def _cross_entropy_args(fn: str, named: dict[str, Any], interpret: bool):
+def _cross_entropy_checks(fn: str, named: dict[str, Any], interpret: bool):
+    """(arrays, rows, cols, row stride, column stride, targets copier)."""
     arrays = _Arrays(fn, named, interpret)
-    rows, cols, stride = arrays.matrix(named["logits"], "logits")
-    arrays.vector(named["targets"], "targets", rows, ("i64",), "logits' rows")
-    return arrays, rows, cols, stride
+    rows, cols, stride, col_stride = arrays.strided_matrix(named["logits"], "logits")
+    dense = arrays.vector(named["targets"], "targets", rows, ("i64",), "logits' rows", True)
+    copy = arrays.contiguous()
+    targets = (lambda t: t) if dense else copy
+    return arrays, rows, cols, stride, col_stride, targets
 
 
 def cross_entropy(
@@ -276,19 +524,36 @@ def cross_entropy(
 ) -> tuple[Any, Any]:
     """(loss, lse): the mean over rows whose target is not ``ignore_index`` of
     logsumexp(row) - row[target] (0-d f32; NaN when every row is ignored), and each row's
-    logsumexp (f32 [rows], for :func:`cross_entropy_backward`). ``targets``: int64 [rows]."""
+    logsumexp (f32 [rows], for :func:`cross_entropy_backward`). ``targets``: int64 [rows];
+    ``logits`` [rows, cols] of any strides."""
+    key = _key(interpret, "cross_entropy", (logits, targets))
+    if key is not None:
+        out = _replay(key, logits, targets, ignore_index)
+        if out is not _ELSEWHERE:
+            return out
     named = {"logits": logits, "targets": targets}
-    arrays, rows, cols, stride = _cross_entropy_args("cross_entropy", named, interpret)
+    arrays, rows, cols, stride, col_stride, dense = _cross_entropy_checks(
+        "cross_entropy", named, interpret
+    )
     config = row_config(cols, LOOP_BLOCK)
     mod = module("cross_entropy.c")
-    with arrays.device():
-        losses, lse = arrays.empty((rows,), "f32"), arrays.empty((rows,), "f32")
-        loss, count = arrays.empty((), "f32"), arrays.empty((1,), "f32")
-        args = (losses, lse, logits, targets, cols, stride, int(ignore_index))
-        arrays.launch(mod.cross_entropy_fwd, (rows,), args, config.num_warps, BLOCK=config.block)
-        args = (loss, count, losses, targets, rows, int(ignore_index))
-        arrays.launch(mod.cross_entropy_mean, (1,), args, 4, BLOCK=_MEAN_BLOCK)
-    return loss, lse
+    alloc_rows, alloc_loss = arrays.allocator((rows,), "f32"), arrays.allocator((), "f32")
+    alloc_count = arrays.allocator((1,), "f32")
+    rows_launch = arrays.bound(mod.cross_entropy_fwd, (rows,), config.num_warps, BLOCK=config.block)
+    mean_launch = arrays.bound(mod.cross_entropy_mean, (1,), 4, BLOCK=_MEAN_BLOCK)
+    here = arrays.here()
+
+    def plan(logits, targets, ignore_index):
+        if not here():
+            return _ELSEWHERE
+        targets = dense(targets)
+        losses, lse, loss, count = alloc_rows(), alloc_rows(), alloc_loss(), alloc_count()
+        ignore = int(ignore_index)
+        rows_launch(losses, lse, logits, targets, cols, stride, col_stride, ignore)
+        mean_launch(loss, count, losses, targets, rows, ignore)
+        return loss, lse
+
+    return _planned(key, arrays, plan, logits, targets, ignore_index)
 
 
 def cross_entropy_backward(
@@ -302,17 +567,33 @@ def cross_entropy_backward(
 ) -> Any:
     """dlogits = (softmax(row) - onehot(target)) * grad / count, 0 on ignored rows; count is
     the number of rows not ignored (computed on the device), ``lse`` the forward's."""
+    key = _key(interpret, "cross_entropy_backward", (logits, targets, lse))
+    if key is not None:
+        out = _replay(key, logits, targets, lse, ignore_index, grad)
+        if out is not _ELSEWHERE:
+            return out
     named = {"logits": logits, "targets": targets, "lse": lse}
-    arrays, rows, cols, stride = _cross_entropy_args("cross_entropy_backward", named, interpret)
+    arrays, rows, cols, stride, col_stride, dense = _cross_entropy_checks(
+        "cross_entropy_backward", named, interpret
+    )
     arrays.vector(lse, "lse", rows, ("f32",), "logits' rows")
     config = row_config(cols, LOOP_BLOCK)
     mod = module("cross_entropy.c")
-    with arrays.device():
-        dlogits = arrays.empty((rows, cols), arrays.dtype(logits), like=logits)
-        count = arrays.empty((1,), "f32")
-        args = (count, targets, rows, int(ignore_index))
-        arrays.launch(mod.cross_entropy_count, (1,), args, 4, BLOCK=_MEAN_BLOCK)
-        args = (
+    alloc = arrays.allocator((rows, cols), arrays.dtype(logits))
+    alloc_count = arrays.allocator((1,), "f32")
+    count_launch = arrays.bound(mod.cross_entropy_count, (1,), 4, BLOCK=_MEAN_BLOCK)
+    grid = (rows, cdiv(cols, config.block))
+    rows_launch = arrays.bound(mod.cross_entropy_bwd, grid, config.num_warps, BLOCK=config.block)
+    here = arrays.here()
+
+    def plan(logits, targets, lse, ignore_index, grad):
+        if not here():
+            return _ELSEWHERE
+        targets = dense(targets)
+        dlogits, count = alloc(), alloc_count()
+        ignore = int(ignore_index)
+        count_launch(count, targets, rows, ignore)
+        rows_launch(
             dlogits,
             logits,
             targets,
@@ -320,13 +601,14 @@ def cross_entropy_backward(
             count,
             cols,
             stride,
-            arrays.strides(dlogits)[0],
-            int(ignore_index),
+            col_stride,
+            cols,
+            ignore,
             float(grad),
         )
-        grid = (rows, cdiv(cols, config.block))
-        arrays.launch(mod.cross_entropy_bwd, grid, args, config.num_warps, BLOCK=config.block)
-    return dlogits
+        return dlogits
+
+    return _planned(key, arrays, plan, logits, targets, lse, ignore_index, grad)
 
 
 # ---------------------------------------------------------------- dropout
@@ -335,25 +617,42 @@ DROPOUT_BLOCK = 1024
 
 
 def _dropout(fn: str, x: Any, p: float, seed: int, interpret: bool) -> Any:
-    arrays = _Arrays(fn, {"x" if fn == "dropout" else "dy": x}, interpret)
-    arrays.check_dtype(x, "x" if fn == "dropout" else "dy", FLOATS)
-    contiguous = x.is_contiguous() if arrays.kind == "torch" else x.flags.c_contiguous
-    if not contiguous:
-        raise arrays.error("the input must be contiguous; copy it first")
+    key = _key(interpret, fn, (x,))
+    if key is not None:
+        out = _replay(key, x, p, seed)
+        if out is not _ELSEWHERE:
+            return out
+    name = "x" if fn == "dropout" else "dy"
+    arrays = _Arrays(fn, {name: x}, interpret)
+    arrays.check_dtype(x, name, FLOATS)
     if not 0.0 <= p < 1.0:
         raise arrays.error(f"p must be in [0, 1), got {p}")
-    n = int(np.prod(x.shape))
-    kernel = getattr(module("dropout.c"), fn)
-    with arrays.device():
-        out = arrays.empty(tuple(x.shape), arrays.dtype(x), like=x)
-        args = (out, x, float(p), int(seed), n)
-        arrays.launch(kernel, (cdiv(n, DROPOUT_BLOCK),), args, 4, BLOCK=DROPOUT_BLOCK)
-    return out
+    contiguous = x.is_contiguous() if arrays.kind == "torch" else x.flags.c_contiguous
+    dense = (lambda a: a) if contiguous else arrays.contiguous()  # the kernel reads elements
+    shape = tuple(int(n) for n in x.shape)
+    n = math.prod(shape)
+    alloc = arrays.allocator(shape, arrays.dtype(x))
+    launch = arrays.bound(
+        getattr(module("dropout.c"), fn), (cdiv(n, DROPOUT_BLOCK),), 4, BLOCK=DROPOUT_BLOCK
+    )
+    here = arrays.here()
+
+    def plan(x, p, seed):
+        if not here():
+            return _ELSEWHERE
+        if not 0.0 <= p < 1.0:
+            raise arrays.error(f"p must be in [0, 1), got {p}")
+        out = alloc()
+        launch(out, dense(x), float(p), int(seed), n)
+        return out
+
+    return _planned(key, arrays, plan, x, p, seed)
 
 
 def dropout(x: Any, p: float, seed: int, *, interpret: bool = False) -> Any:
     """x / (1 - p) where a Philox uniform of (seed, element index) exceeds p, else 0; any shape
-    (contiguous). The same seed regenerates the same mask in :func:`dropout_backward`."""
+    (a view is copied first). The same seed regenerates the same mask in
+    :func:`dropout_backward`."""
     return _dropout("dropout", x, p, seed, interpret)
 
 

@@ -790,6 +790,10 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
                     if ty.is_weak(value):
                         self.declare_symbol(p.name, value.type, typed=False, const=value)
                         continue
+                    if isinstance(value, Const):  # a typed constant (a kernel parameter
+                        # specialised as 1) stays one, so the helper's loads keep its facts
+                        self.declare_symbol(p.name, value.type, typed, const=value)
+                        continue
                     if isinstance(value, Var):  # alias the caller's variable
                         alias = Symbol(value.name, value.type, typed, None, self.loop_depth)
                         self.frames[-1].scopes[-1][p.name] = alias

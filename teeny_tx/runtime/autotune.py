@@ -30,8 +30,10 @@ import json
 import os
 import statistics
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -247,11 +249,19 @@ class Autotuner:
 
     # ------------------------------------------------------------ choosing
 
-    def _choose(self, key: tuple, args: tuple, constexprs: dict, grid: Any, stream: Any) -> Choice:
+    def _choose(
+        self,
+        key: tuple,
+        args: tuple,
+        constexprs: dict,
+        grid: Any,
+        stream: Any,
+        strided: bool = False,
+    ) -> Choice:
         path = self._cache_path(key)
         choice = _read(path, self.configs) if path is not None else None
         if choice is None:
-            choice = self._tune(args, constexprs, grid, stream)
+            choice = self._tune(args, constexprs, grid, stream, strided)
             if path is not None:
                 _write(path, self._record(key, choice))
         self._chosen[key] = choice
@@ -259,10 +269,12 @@ class Autotuner:
             print(self._line(key, choice), file=sys.stderr)
         return choice
 
-    def _tune(self, args: tuple, constexprs: dict, grid: Any, stream: Any) -> Choice:
+    def _tune(
+        self, args: tuple, constexprs: dict, grid: Any, stream: Any, strided: bool = False
+    ) -> Choice:
         survivors, pruned = [], []
-        for c in self.configs:
-            reason = self._static_problem(c, args, constexprs, compile_cubin=True)
+        problems = self._static_problems(args, constexprs, strided)
+        for c, reason in zip(self.configs, problems, strict=True):
             if reason:
                 pruned.append(f"{c}: {reason}")
             else:
@@ -282,7 +294,9 @@ class Autotuner:
             timer = self.timer or self._event_timer(stream)
             for c in survivors:
                 try:
-                    ms = timer(c, lambda c=c: self._launch(c, grid, args, constexprs, stream))
+                    ms = timer(
+                        c, lambda c=c: self._launch(c, grid, args, constexprs, stream, strided)
+                    )
                 except ResourceError as err:  # the device allows less than the target
                     pruned.append(f"{c}: {_shared_reason(err)}")
                     continue
@@ -298,9 +312,16 @@ class Autotuner:
         ms, best = min(timed, key=lambda t: t[0])
         return Choice(best, float(ms), len(timed), total, tuple(pruned))
 
-    def _specialize(self, c: Config, args: tuple, constexprs: dict) -> Specialization:
+    def _specialize(
+        self, c: Config, args: tuple, constexprs: dict, strided: bool = False
+    ) -> Specialization:
         return self.kernel.specialize(
-            *args, num_warps=c.num_warps, num_stages=c.num_stages, **c.kwargs, **constexprs
+            *args,
+            num_warps=c.num_warps,
+            num_stages=c.num_stages,
+            strided=strided,
+            **c.kwargs,
+            **constexprs,
         )
 
     def _static_problem(
@@ -319,7 +340,42 @@ class Autotuner:
             return None  # the CUDA path refuses it; the interpreter reports its own errors
         return _register_problem(spec) if compile_cubin else None
 
-    def _launch(self, c: Config, grid: Any, args: tuple, constexprs: dict, stream: Any) -> None:
+    def _static_problems(
+        self, args: tuple, constexprs: dict, strided: bool = False
+    ) -> list[str | None]:
+        """Why each config cannot be a good launch (None: it can), its cubin compiled.
+
+        Specialising (parse, lower, emit: Python) runs config after config; NVRTC, which
+        releases the GIL, compiles the cubins on a pool of ``compile_workers()`` threads, the
+        ptxas spill report of each kept for that config."""
+        specs: list[Specialization | None] = []
+        problems: list[str | None] = []
+        for c in self.configs:
+            if self.prune is not None and self.prune(c, args):
+                problems.append("dropped by the prune hook")
+                specs.append(None)
+                continue
+            try:
+                specs.append(self._specialize(c, args, constexprs, strided))
+                problems.append(None)
+            except ResourceError as err:
+                problems.append(_shared_reason(err))
+                specs.append(None)
+        reports = compile_cubins(specs)
+        return [
+            problem or _register_problem(spec, reports.get(i))
+            for i, (spec, problem) in enumerate(zip(specs, problems, strict=True))
+        ]
+
+    def _launch(
+        self,
+        c: Config,
+        grid: Any,
+        args: tuple,
+        constexprs: dict,
+        stream: Any,
+        strided: bool = False,
+    ) -> None:
         if grid is None:
             raise LaunchError(f"launching kernel {self.kernel.name} needs a grid: tuner[grid]")
         if callable(grid):
@@ -329,6 +385,7 @@ class Autotuner:
             num_warps=c.num_warps,
             num_stages=c.num_stages,
             stream=stream,
+            strided=strided,
             **c.kwargs,
             **constexprs,
         )
@@ -433,17 +490,23 @@ class TunedLaunch:
         if grid is not None and not callable(grid):
             as_grid3(grid, {})  # a bad fixed grid fails here, as kernel[grid] does
 
-    def __call__(self, *args, stream: Any = None, **constexprs) -> None:
+    def __call__(self, *args, stream: Any = None, strided: bool = False, **constexprs) -> None:
+        """Launch the chosen config; ``strided`` as a kernel launch's (views passed as they
+        are), for the timing launches too."""
         tuner = self.tuner
         key = tuner._key(args, constexprs)
-        choice = tuner._chosen.get(key) or tuner._choose(key, args, constexprs, self.grid, stream)
-        tuner._launch(choice.config, self.grid, args, constexprs, stream)
+        choice = tuner._chosen.get(key) or tuner._choose(
+            key, args, constexprs, self.grid, stream, strided
+        )
+        tuner._launch(choice.config, self.grid, args, constexprs, stream, strided)
 
-    def best(self, *args, stream: Any = None, **constexprs) -> Config:
+    def best(self, *args, stream: Any = None, strided: bool = False, **constexprs) -> Config:
         """The config for these arguments: known, read from the disk cache, or tuned now."""
         tuner = self.tuner
         key = tuner._key(args, constexprs)
-        choice = tuner._chosen.get(key) or tuner._choose(key, args, constexprs, self.grid, stream)
+        choice = tuner._chosen.get(key) or tuner._choose(
+            key, args, constexprs, self.grid, stream, strided
+        )
         return choice.config
 
 
@@ -601,13 +664,61 @@ def _shared_reason(err: ResourceError) -> str:
     return str(err)
 
 
-def _register_problem(spec: Specialization) -> str | None:
-    """Spills or too many registers: ptxas's report when this compile ran NVRTC, else what
-    the cubin records (a cubin from the cache, or compiled earlier in this process)."""
+def compile_workers() -> int:
+    """Threads that compile a tuner's configs: ``$TEENY_TX_COMPILE_THREADS``, else one per CPU
+    (at most 16). 1 compiles them one after another."""
+    text = os.environ.get("TEENY_TX_COMPILE_THREADS", "")
+    if text.strip().isdigit() and int(text) >= 1:
+        return int(text)
+    return max(1, min(16, os.cpu_count() or 1))
+
+
+def compile_cubins(specs: list[Specialization | None]) -> dict[int, int]:
+    """Compile the cubins of ``specs`` (None entries skipped) on a thread pool, in parallel
+    when more than one needs NVRTC; returns the bytes each spilled (RegisterSpillWarning). A failed
+    compile is left for the caller's ``spec.cubin`` to raise again, in order."""
+    todo = [(i, spec) for i, spec in enumerate(specs) if spec is not None]
+    workers = min(compile_workers(), len(todo))
+    if workers <= 1:
+        return {}
+    local = threading.local()
+    reports: dict[int, int] = {}
+    others: list = []
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        index = getattr(local, "index", None)
+        if index is not None and issubclass(category, RegisterSpillWarning):
+            reports[index] = message.spilled
+        else:
+            others.append((message, category, filename, lineno))
+
+    def compile_one(item: tuple[int, Specialization]) -> None:
+        local.index = item[0]
+        try:
+            _ = item[1].cubin  # compiled and memoised on the specialisation
+        except Exception:  # noqa: BLE001 - raised again, in order, by the caller
+            pass
+        finally:
+            local.index = None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = show
+        with ThreadPoolExecutor(workers, thread_name_prefix="teeny_tx_nvrtc") as pool:
+            list(pool.map(compile_one, todo))
+    for message, category, filename, lineno in others:  # not ours to swallow
+        warnings.warn_explicit(message, category, filename, lineno)
+    return reports
+
+
+def _register_problem(spec: Specialization, report: int | None = None) -> str | None:
+    """Spills or too many registers: ptxas's report when this compile ran NVRTC (``report``:
+    the bytes spilled when :func:`compile_cubins` compiled it), else what the cubin records (a
+    cubin from the cache, or compiled earlier in this process)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cubin = spec.cubin
-    spilled = 0
+    spilled = report or 0  # from compile_cubins, when it compiled this one
     for w in caught:
         if isinstance(w.message, RegisterSpillWarning):
             spilled = w.message.spilled

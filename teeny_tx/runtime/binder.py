@@ -1,60 +1,113 @@
-"""Launch arguments → a specialisation key and the values to launch with.
+"""Launch arguments → a specialisation key, the launch values, and the per-signature launcher.
 
 Input: a kernel's :class:`~teeny_tx.lower.signature.ParamSpec` list and the positional
-arguments, constexpr keywords, ``num_warps`` and ``num_stages`` of a call. Output: the key
-(a printable tuple: ``num_warps``, ``num_stages``, pointer dtypes and alignments, per integer
-argument 1 / 16 / None — equal to 1, divisible by 16, neither —, constexpr values, 32/64-bit
-indices) and the launch values in parameter order.
+arguments, constexpr keywords, ``num_warps``, ``num_stages`` and ``strided`` of a call. Output:
+the key (a printable tuple: ``num_warps``, ``num_stages``, pointer dtypes and alignments, per
+integer argument 1 / 16 / None — equal to 1, divisible by 16, neither —, constexpr values,
+32/64-bit indices) and the launch values in parameter order (device addresses and numbers).
 
-One binder serves every use: a GPU launch (device arrays; the fast path runs on every launch
-and keeps to attribute reads), the interpreter (NumPy arrays) and ``cuda_source`` (arrays or
-dtype names). Every mistake raises :class:`~teeny_tx.errors.LaunchError` naming the parameter.
+One binder serves every use: a GPU launch (device arrays), the interpreter (NumPy arrays) and
+``cuda_source`` (arrays or dtype names). Every mistake raises
+:class:`~teeny_tx.errors.LaunchError` naming the parameter. The rules, the same on every path:
+
+- a pointer argument is an array of the declared dtype whose address is a multiple of its
+  element size; the kernel gets the address of its first element. A non-contiguous view
+  (row gaps, transposes, steps, negative strides) is refused unless the launch says
+  ``strided=True`` — the caller's promise that the kernel indexes it with strides it is given;
+  a contiguous one is never read wrongly;
+- a runtime scalar is a number of the declared kind in the declared range (``bool``: True or
+  False; integers: int or NumPy integers; floats: any real number that fits the type);
+- a constexpr is checked against its declared type the same way, and must be finite;
+- ``num_warps`` is 1, 2, 4, 8, 16 or 32 and ``num_stages`` 1..8 (ints or NumPy integers).
+
+The GPU launch is one generated function per kernel (:meth:`Binder.launcher`): it reads each
+argument's type, dtype, address low bits and size (attribute reads only), forms a *signature*
+tuple that decides the key, and looks the prepared launch up by it. A signature seen before was
+checked in full on its first call, so the hot path checks only what can differ between calls
+with one signature (contiguity, device memory, scalar ranges — the last by ``struct`` packing,
+which refuses out-of-range values). Anything unusual goes to the full checks.
 """
 
 from __future__ import annotations
 
+import math
+import struct
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import cupy
+import ml_dtypes
 import numpy as np
 
 from ..dtypes import DTYPES, DType, from_numpy
-from ..errors import LaunchError
+from ..errors import CompileError, LaunchError
 from ..lower.signature import ParamSpec, Spec
-from .launch import pointer_arg
+from . import launch as _launch
 from .memory import (
-    NUMPY_NAMES,
-    TORCH_DTYPE_NAMES,
     TORCH_TENSOR,
-    alignment_of,
     device_pointer,
     extent_bytes,
+    is_contiguous,
+    span_bytes,
 )
 
 _CupyArray = cupy.ndarray
 
 INDEX_LIMIT = 2**31 - 1
 MAX_STAGES = 8
+WARPS = (1, 2, 4, 8, 16, 32)
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "stream", "strided")
 _ALIGN = tuple(16 if low == 0 else low & -low for low in range(16))
+# struct codes of launch values: one per dtype, native alignment (the kernel's parameter block
+# is laid out like a C struct of its parameters); bf16 travels as its 16 bits.
+_CODES = {
+    "bool": "?",
+    "i8": "b",
+    "i16": "h",
+    "i32": "i",
+    "i64": "q",
+    "u8": "B",
+    "u16": "H",
+    "u32": "I",
+    "u64": "Q",
+    "f16": "e",
+    "bf16": "H",
+    "f32": "f",
+    "f64": "d",
+}
+_PACK_ERRORS = (struct.error, OverflowError, TypeError, ValueError)
 
 
 class Binder:
     def __init__(self, kernel: str, params: tuple[ParamSpec, ...]):
         self.kernel = kernel
         self.params = params
+        for p in params:
+            if p.kind == "constexpr" and p.name in LAUNCH_OPTIONS:
+                raise CompileError(
+                    f"constexpr '{p.name}' of kernel {kernel} has the name of a launch option",
+                    p.loc,
+                    f"{', '.join(LAUNCH_OPTIONS)} are keywords of every launch "
+                    f"(kernel[grid](..., {p.name}=...)); rename the parameter",
+                )
         self.runtime = tuple(p for p in params if p.kind != "constexpr")
-        self.constexpr_names = tuple(p.name for p in params if p.kind == "constexpr")
+        self.constexprs = tuple(p for p in params if p.kind == "constexpr")
+        self.constexpr_names = tuple(p.name for p in self.constexprs)
         self._pointer_slots = tuple(i for i, p in enumerate(self.runtime) if p.kind == "pointer")
-        # bind_device(args, constexprs, num_warps, num_stages=2)
-        #   -> (key, launch values, 64-bit indices):
-        # generated per signature by _fast_path, called on every GPU launch.
-        self.bind_device = self._fast_path()
+        self.narrow = Packer(self.runtime, wide=False)
+        self.wide = Packer(self.runtime, wide=True)
+        self.launcher_source = self._launcher_source()
 
     # ------------------------------------------------------------ checks shared by all modes
 
     def check_call(
         self, args: tuple, constexprs: dict[str, Any], num_warps: Any, num_stages: Any = 2
-    ) -> None:
+    ) -> tuple[int, int, dict[str, Any]]:
+        """Check the shape of a call; returns (num_warps, num_stages, constexprs), normalised
+        (NumPy integers as ints, integral float constexprs refused, floats as floats)."""
+        if type(args) is not tuple:
+            args = tuple(args)
         if len(args) != len(self.runtime):
             names = ", ".join(p.name for p in self.runtime)
             raise LaunchError(
@@ -79,164 +132,276 @@ class Binder:
                 f"{self.kernel}() needs constexpr {', '.join(missing)} by keyword, "
                 f"e.g. {missing[0]}=..."
             )
-        for name in self.constexpr_names:
-            value = constexprs[name]
-            if not isinstance(value, (int, float, bool, np.integer, np.floating)):
+        values = {p.name: constexpr_value(p, constexprs[p.name]) for p in self.constexprs}
+        return launch_warps(num_warps), launch_stages(num_stages), values
+
+    # ------------------------------------------------------------ one argument, fully checked
+
+    def _scalar(self, slot: int, a: Any) -> tuple[Any, Any, bool]:
+        """(value to pack, key fact, needs 64-bit indices) of a runtime scalar."""
+        p = self.runtime[slot]
+        d = p.dtype
+        if d.kind == "b":
+            if not isinstance(a, (bool, np.bool_)):
                 raise LaunchError(
-                    f"constexpr '{name}' must be a number, got {type(value).__name__}"
+                    f"argument '{p.name}' ({p.describe()}) must be True or False, got {_show(a)}"
                 )
-        if not isinstance(num_warps, int) or num_warps not in (1, 2, 4, 8, 16, 32):
-            raise LaunchError(f"num_warps must be 1, 2, 4, 8, 16 or 32, got {num_warps!r}")
-        if type(num_stages) is not int or not 1 <= num_stages <= MAX_STAGES:
+            return bool(a), None, False
+        if d.is_int:
+            if not _is_integer(a):
+                raise LaunchError(
+                    f"argument '{p.name}' ({p.describe()}) must be an integer, got {_what(a)}"
+                )
+            a = int(a)
+            lo, hi = _range(d)
+            big = False
+            if not lo <= a <= hi:
+                if d.name == "i32" and -(2**63) <= a < 2**63:
+                    big = True
+                else:
+                    raise LaunchError(f"argument '{p.name}' = {a} does not fit {d}")
+            return a, (1 if a == 1 else 16 if a % 16 == 0 else None), big
+        if not _is_real(a):
             raise LaunchError(
-                f"num_stages must be an int from 1 to {MAX_STAGES} (software-pipelining depth "
-                f"of the loops feeding dot), got {num_stages!r}"
+                f"argument '{p.name}' ({p.describe()}) must be a number, got {_what(a)}"
             )
+        try:
+            value = float(a)
+            fits = not math.isfinite(value) or abs(value) <= _float_max(d)
+        except OverflowError:  # an int beyond any float
+            fits = False
+        if not fits:
+            raise LaunchError(
+                f"argument '{p.name}' = {a} does not fit {d} (largest finite {_float_max(d):g})"
+            )
+        return value, None, False
 
-    # ------------------------------------------------------------ device launches (hot path)
+    def _pointer(self, slot: int, a: Any, strided: bool) -> tuple[int, str, int]:
+        """(address, dtype name, bytes spanned) of a GPU array argument, checked."""
+        p = self.runtime[slot]
+        ptr, dtype = device_pointer(a, p.name)
+        return ptr, dtype, self._view(p, a, ptr, dtype, strided)
 
-    def _fast_path(self):
-        """Generate this signature's launch binder: straight-line Python, one statement group
-        per parameter, so a launch pays attribute reads and table look-ups only (the same
-        technique as Triton's generated launcher). Anything unusual drops to the slow checks."""
+    def _view(self, p: ParamSpec, a: Any, ptr: int, dtype: str, strided: bool) -> int:
+        if p.dtype is not None and dtype != p.dtype.name:
+            raise self._dtype_error(p, dtype)
+        size = DTYPES[dtype].itemsize
+        if ptr % size:
+            raise LaunchError(
+                f"argument '{p.name}': address {ptr:#x} is not a multiple of the {dtype} element "
+                f"size ({size} bytes); a misaligned view cannot be read by the GPU — copy it"
+            )
+        if not strided and not is_contiguous(a):
+            raise self._strided_error(p, a)
+        if isinstance(a, np.ndarray):
+            return span_bytes(a.shape, a.strides, a.itemsize)
+        return extent_bytes(a)
+
+    def _strided_error(self, p: ParamSpec, a: Any) -> LaunchError:
+        shape, strides = _geometry(a)
+        return LaunchError(
+            f"argument '{p.name}' is a non-contiguous view (shape {shape}, strides {strides} in "
+            f"elements): the kernel gets only the address of its first element and would read "
+            "it as contiguous memory. Pass a contiguous copy (x.contiguous(), "
+            "cupy.ascontiguousarray(x), numpy.ascontiguousarray(x)), or launch with "
+            "strided=True if the kernel indexes it with strides you pass"
+        )
+
+    # ------------------------------------------------------------ device launches: full path
+
+    def bind_device(
+        self,
+        args: tuple,
+        constexprs: dict[str, Any],
+        num_warps: Any,
+        num_stages: Any = 2,
+        strided: bool = False,
+    ) -> tuple[tuple, list, bool]:
+        """(key, launch values, 64-bit indices) of a GPU launch, every argument checked."""
+        warps, stages, cvalues = self.check_call(args, constexprs, num_warps, num_stages)
+        key: list = [warps, stages]
+        values: list = []
+        big = False
+        facts = []
+        for i, (p, a) in enumerate(zip(self.runtime, args, strict=True)):
+            if p.kind == "pointer":
+                ptr, dtype, extent = self._pointer(i, a, strided)
+                key += [dtype, _ALIGN[ptr & 15]]
+                big = big or extent > INDEX_LIMIT * DTYPES[dtype].itemsize
+                values.append(ptr)
+            else:
+                value, fact, wide = self._scalar(i, a)
+                facts.append(fact)
+                big = big or wide
+                values.append(value)
+        key += facts
+        key += [cvalues[n] for n in self.constexpr_names]
+        key.append(big)
+        return tuple(key), values, big
+
+    def torch_arguments(self, args: tuple) -> bool:
+        """Whether any argument is a torch tensor (its launch then runs on torch's stream)."""
+        torch = TORCH_TENSOR[0]
+        return torch is not None and any(isinstance(a, torch) for a in args)
+
+    # ------------------------------------------------------------ device launches: hot path
+
+    def launcher(
+        self,
+        grid: Any,
+        entries: dict,
+        miss: Callable[..., Any],
+        grid3: Callable[[Any, dict], tuple],
+    ) -> Callable[..., None]:
+        """The launch function of one grid (a 3-tuple, or a callable of the meta-parameters).
+
+        ``entries`` maps signatures to prepared launches (:class:`Entry`), shared by every grid
+        of the kernel; ``miss(signature, args, constexprs, num_warps, num_stages, stream,
+        strided, grid)`` checks, compiles, stores and launches a signature not seen before.
+        """
+        scope = {
+            "self": self,
+            "entries": entries,
+            "miss": miss,
+            "fixed": None if callable(grid) else grid,
+            "grid_fn": grid if callable(grid) else None,
+            "CupyArray": _CupyArray,
+            "TORCH": TORCH_TENSOR,
+            "extent": extent_bytes,
+            "launch_warps": launch_warps,
+            "launch_stages": launch_stages,
+            "grid3": grid3,
+            "get_device": _launch.get_device,
+            "torch_stream": _launch.torch_current_stream,
+            "convert_stream": _launch.convert_stream,
+            "driver_error": _launch.DriverError,
+            "PACK_ERRORS": _PACK_ERRORS,
+            "bf16_bits": bf16_bits,
+            "other": self._other,
+            "not_contiguous": self._not_contiguous,
+        }
+        exec(compile(self.launcher_source, f"<teeny_tx launcher of {self.kernel}>", "exec"), scope)
+        return scope["run"]
+
+    def _launcher_source(self) -> str:
+        n_args, n_const = len(self.runtime), len(self.constexprs)
+        unpack = "".join(f"a{i}, " for i in range(n_args))
         lines = [
-            "def bind(args, constexprs, num_warps, num_stages=2):",
-            f"    if len(args) != {len(self.runtime)} "
-            f"or len(constexprs) != {len(self.constexpr_names)}:",
+            "def run(*args, num_warps=4, num_stages=2, stream=None, strided=False, **constexprs):",
+            f"    if len(args) != {n_args} or len(constexprs) != {n_const}:",
             "        self.check_call(args, constexprs, num_warps, num_stages)",
-            f"    {''.join(f'a{i}, ' for i in range(len(self.runtime)))}= args",
-            "    big = False",
+            "    if type(num_warps) is not int:",
+            "        num_warps = launch_warps(num_warps)",
+            "    if type(num_stages) is not int:",
+            "        num_stages = launch_stages(num_stages)",
         ]
-        key, values = ["num_warps", "num_stages"], []
+        if n_args:
+            lines.append(f"    {unpack}= args")
+        lines += ["    big = False", "    torch = False"]
+        sig = ["num_warps", "num_stages"]
+        packed = []
         for i, p in enumerate(self.runtime):
             a = f"a{i}"
             if p.kind == "pointer":
-                check = (
-                    f"    if d{i} != {p.dtype.name!r}: "
-                    f"raise self._dtype_error(self.runtime[{i}], d{i})"
-                    if p.dtype is not None
-                    else None
-                )
                 lines += [
-                    f"    if type({a}) is CupyArray and {a}._c_contiguous:",
+                    f"    if type({a}) is CupyArray:",
+                    f"        if {a}._c_contiguous:",
+                    f"            n{i} = {a}.size",
+                    "        elif strided:",
+                    f"            n{i} = extent({a})",
+                    "        else:",
+                    f"            not_contiguous({i}, {a})",
                     f"        p{i} = {a}.data.ptr",
-                    f"        d{i} = NAMES.get({a}.dtype) or device_pointer({a}, {p.name!r})[1]",
-                    f"        v{i} = {a}",
-                    f"        big = big or {a}.nbytes > INDEX_BYTES[d{i}]",
-                    f"    elif type({a}) is TORCH[0] and {a}.is_cuda and {a}.dtype in TORCH_NAMES:",
+                    f"        t{i} = {a}.dtype",
+                    f"    elif type({a}) is TORCH[0] and {a}.is_cuda:",
+                    f"        if {a}.is_contiguous():",
+                    f"            n{i} = {a}.numel()",
+                    "        elif strided:",
+                    f"            n{i} = extent({a})",
+                    "        else:",
+                    f"            not_contiguous({i}, {a})",
                     f"        p{i} = {a}.data_ptr()",
-                    f"        d{i} = TORCH_NAMES[{a}.dtype]",
-                    f"        v{i} = pointer_arg(p{i})",
-                    f"        big = big or extent_bytes({a}) > INDEX_BYTES[d{i}]",
+                    f"        t{i} = {a}.dtype",
+                    "        torch = True",
                     "    else:",
-                    f"        p{i}, d{i} = device_pointer({a}, {p.name!r})",
-                    f"        v{i} = pointer_arg(p{i})",
-                    f"        big = big or extent_bytes({a}) > INDEX_BYTES[d{i}]",
+                    f"        p{i}, t{i}, n{i}, torch{i} = other({i}, {a}, strided)",
+                    f"        torch = torch or torch{i}",
+                    f"    if n{i} > {INDEX_LIMIT}:",  # elements when contiguous, else bytes
+                    "        big = True",
                 ]
-                if check:
-                    lines.append(check)
-                key += [f"d{i}", f"ALIGN[p{i} & 15]"]
-                values.append(f"v{i}")
-            elif p.dtype.is_float:
-                lines.append(
-                    f"    if type({a}) is not float and not is_number({a}): "
-                    f"self._not_a_number({i}, {a})"
-                )
-                key.append("None")
-                values.append(f"T{i}({a})")
-            else:
-                lo, hi = _range(p.dtype)
+                sig += [f"t{i}", f"p{i} & 15"]
+                packed.append(f"p{i}")
+            elif p.dtype.is_int:
                 lines += [
-                    f"    if type({a}) is not int or not {lo} <= {a} <= {hi}:",
-                    f"        big = self._check_int({i}, {a}) or big",
+                    f"    if type({a}) is int:",
+                    f"        f{i} = {a} & 15 if {a} != 1 else -1",
+                    "    else:",
+                    f"        f{i} = self.fact({i}, {a})",
                 ]
-                key.append(
-                    f"(1 if {a} == 1 else 16 if {a} % 16 == 0 else None)"
-                    if p.dtype.is_int
-                    else "None"
-                )
-                values.append(f"T{i}({a}) if {lo} <= {a} <= {hi} else {a}")
-        if self.constexpr_names:
-            lines += ["    try:"]
+                sig += [f"type({a})", f"f{i}"]
+                packed.append(a)
+            else:
+                sig.append(f"type({a})")
+                packed.append(f"bf16_bits({a})" if p.dtype.name == "bf16" else a)
+        if self.constexprs:
+            lines.append("    try:")
             lines += [
-                f"        c{j} = constexprs[{n!r}]" for j, n in enumerate(self.constexpr_names)
+                f"        c{j} = constexprs[{p.name!r}]" for j, p in enumerate(self.constexprs)
             ]
             lines += [
                 "    except KeyError:",
                 "        self.check_call(args, constexprs, num_warps, num_stages)",
             ]
-            key += [f"c{j}" for j in range(len(self.constexpr_names))]
+            for j in range(n_const):
+                sig += [f"c{j}", f"type(c{j})"]
+        sig.append("big")
         lines += [
-            f"    values = [{', '.join(values)}]",
-            "    if big:",
-            "        values = list(self._widen(values))",
-            f"    return ({', '.join(key)}, big), values, big",
+            f"    sig = ({', '.join(sig)},)",
+            "    entry = entries.get(sig)",
+            "    if entry is None:",
+            "        return miss(sig, args, constexprs, num_warps, num_stages, stream, strided,"
+            " fixed or grid_fn)",
+            "    if fixed is None:",
+            "        grid = grid3(grid_fn, {**constexprs, 'num_warps': num_warps,"
+            " 'num_stages': num_stages})",
+            "    else:",
+            "        grid = fixed",
+            "    device = get_device()",
+            "    function = entry.functions.get(device) or entry.prepare(device)",
+            "    if stream is not None:",
+            "        stream = convert_stream(stream)",
+            "    elif torch:",
+            "        stream = torch_stream(device)",
+            "    packer = entry.packer",
+            "    slot = getattr(packer.local, 'slot', None) or packer.new_slot()",
+            "    try:",
+            f"        packer.pack_into(slot.buffer, 0, {', '.join(packed)})",
+            "    except PACK_ERRORS:",
+            "        return miss(None, args, constexprs, num_warps, num_stages, stream, strided,"
+            " fixed or grid_fn)",
+            "    try:",
+            "        function(grid, entry.block, slot.pointers, entry.shared, stream)",
+            "    except driver_error as err:",
+            "        raise entry.error(device, err, grid) from None",
         ]
-        scope = {
-            "self": self,
-            "CupyArray": _CupyArray,
-            "NAMES": NUMPY_NAMES,
-            "INDEX_BYTES": _INDEX_BYTES,
-            "ALIGN": _ALIGN,
-            "device_pointer": device_pointer,
-            "extent_bytes": extent_bytes,
-            "pointer_arg": pointer_arg,
-            "is_number": self._is_number,
-            "TORCH": TORCH_TENSOR,
-            "TORCH_NAMES": TORCH_DTYPE_NAMES,
-        }
-        scope.update(
-            {f"T{i}": _slot(p)[1] for i, p in enumerate(self.runtime) if p.kind == "scalar"}
-        )
-        self.fast_path_source = "\n".join(lines) + "\n"
-        exec(compile(self.fast_path_source, f"<teeny_tx binder for {self.kernel}>", "exec"), scope)
-        return scope["bind"]
+        return "\n".join(lines) + "\n"
 
-    def _not_a_number(self, slot: int, a: Any) -> None:
-        p = self.runtime[slot]
-        raise LaunchError(f"argument '{p.name}' ({p.describe()}) must be a number, got {_what(a)}")
+    def fact(self, slot: int, a: Any) -> int:
+        """The signature's fact of an integer scalar that is not a Python int (NumPy
+        integers): the same encoding as the hot path's, after the full check."""
+        self._scalar(slot, a)
+        a = int(a)
+        return a & 15 if a != 1 else -1
 
-    def _widen(self, values: list):
-        """64-bit indices: `i32` scalars travel as i64."""
-        for p, v in zip(self.runtime, values, strict=True):
-            yield np.int64(v) if p.kind == "scalar" and p.dtype.name == "i32" else v
+    def _other(self, slot: int, a: Any, strided: bool) -> tuple[int, str, int, bool]:
+        """A pointer argument that is not a plain CuPy array or CUDA tensor: fully checked.
+        Its dtype is returned by name (signatures of these never meet a CuPy or torch one)."""
+        ptr, dtype, extent = self._pointer(slot, a, strided)
+        torch = TORCH_TENSOR[0]
+        return ptr, dtype, extent, torch is not None and isinstance(a, torch)
 
-    @staticmethod
-    def _is_number(a: Any) -> bool:
-        return isinstance(a, (int, float, np.integer, np.floating)) and not isinstance(a, bool)
-
-    def _check_int(self, slot: int, a: Any) -> bool:
-        """Whether an i32 argument needs 64-bit indices; raises for anything else wrong."""
-        p = self.runtime[slot]
-        if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
-            raise LaunchError(
-                f"argument '{p.name}' ({p.describe()}) must be an integer, got {_what(a)}"
-            )
-        lo, hi = _range(p.dtype)
-        if lo <= a <= hi:
-            return False
-        if p.dtype.name == "i32" and -(2**63) <= a < 2**63:
-            return True
-        raise LaunchError(f"argument '{p.name}' = {a} does not fit {p.dtype}")
-
-    def _scalars(self, args: tuple) -> tuple[list, bool]:
-        facts = []
-        big = False
-        for i, (p, a) in enumerate(zip(self.runtime, args, strict=True)):
-            if p.kind != "scalar":
-                continue
-            if p.dtype.is_int:
-                lo, hi = _range(p.dtype)
-                if not isinstance(a, (int, np.integer)) or isinstance(a, bool) or not lo <= a <= hi:
-                    big = self._check_int(i, a) or big
-                facts.append(1 if a == 1 else 16 if a % 16 == 0 else None)
-            else:
-                if not self._is_number(a):
-                    raise LaunchError(
-                        f"argument '{p.name}' ({p.describe()}) must be a number, got {_what(a)}"
-                    )
-                facts.append(None)
-        return facts, big
+    def _not_contiguous(self, slot: int, a: Any) -> None:
+        raise self._strided_error(self.runtime[slot], a)
 
     # ------------------------------------------------------------ interpreter and inspection
 
@@ -244,43 +409,49 @@ class Binder:
         self,
         args: tuple,
         constexprs: dict[str, Any],
-        num_warps: int,
+        num_warps: Any,
         describe: bool = False,
-        num_stages: int = 2,
+        num_stages: Any = 2,
+        strided: bool = False,
     ) -> tuple:
         """Arguments as the interpreter (NumPy arrays) or cuda_source (arrays or dtype names)
         give them."""
-        self.check_call(args, constexprs, num_warps, num_stages)
-        key: list = [num_warps, num_stages]
+        warps, stages, cvalues = self.check_call(args, constexprs, num_warps, num_stages)
+        key: list = [warps, stages]
         big = False
-        for p, a in zip(self.runtime, args, strict=True):
+        facts = []
+        for i, (p, a) in enumerate(zip(self.runtime, args, strict=True)):
             if p.kind != "pointer":
+                _, fact, wide = self._scalar(i, a)
+                facts.append(fact)
+                big = big or wide
                 continue
             if describe and isinstance(a, str):
                 if a not in DTYPES:
                     raise LaunchError(f"argument '{p.name}': unknown dtype name '{a}'")
-                dtype, align, count = a, 16, 0
+                if p.dtype is not None and a != p.dtype.name:
+                    raise self._dtype_error(p, a)
+                dtype, align, extent = a, 16, 0
             elif isinstance(a, np.ndarray):
                 d = from_numpy(a.dtype)
                 if d is None:
                     raise LaunchError(f"argument '{p.name}': unsupported dtype {a.dtype}")
-                dtype, align, count = d.name, alignment_of(a.__array_interface__["data"][0]), a.size
+                ptr = a.__array_interface__["data"][0]
+                dtype, align = d.name, _ALIGN[ptr & 15]
+                extent = self._view(p, a, ptr, d.name, strided)
             elif describe:
-                ptr, dtype = device_pointer(a, p.name)
-                align, count = alignment_of(ptr), extent_bytes(a) // DTYPES[dtype].itemsize
+                ptr, dtype, extent = self._pointer(i, a, strided)
+                align = _ALIGN[ptr & 15]
             else:
                 raise LaunchError(
                     f"argument '{p.name}': the interpreter runs on NumPy arrays, got {_what(a)}; "
                     "copy it to the host first (cupy: x.get(), torch: x.cpu().numpy())"
                 )
-            if p.dtype is not None and dtype != p.dtype.name:
-                raise self._dtype_error(p, dtype)
             key += [dtype, align]
-            big = big or count > INDEX_LIMIT
-        scalars, big_scalar = self._scalars(args)
-        key.extend(scalars)
-        key.extend(constexprs[n] for n in self.constexpr_names)
-        key.append(big or big_scalar)
+            big = big or extent > INDEX_LIMIT * DTYPES[dtype].itemsize
+        key += facts
+        key += [cvalues[n] for n in self.constexpr_names]
+        key.append(big)
         return tuple(key)
 
     # ------------------------------------------------------------ key → specialisation
@@ -324,23 +495,136 @@ class Binder:
         )
 
 
-def _slot(p: ParamSpec) -> tuple:
-    """What the hot path needs of a parameter: (name, dtype name or NumPy type, lo, hi).
-    lo is None for pointers and False for float scalars."""
-    if p.kind == "pointer":
-        return (p.name, p.dtype.name if p.dtype else None, None, None)
-    if p.dtype.is_int or p.dtype.kind == "b":
-        lo, hi = _range(p.dtype)
-        return (p.name, p.dtype.np.type, lo, hi)
-    return (
-        p.name,
-        (lambda v, d=p.dtype: scalar_value(v, d)) if p.dtype.name == "bf16" else p.dtype.np.type,
-        False,
-        None,
+# ---------------------------------------------------------------- launch values
+
+
+class Packer:
+    """The launch values of one parameter list, packed into one per-thread buffer.
+
+    ``pack(*values)`` writes the values (addresses as u64, scalars in their declared type, or
+    i64 for i32 scalars when ``wide``) into the calling thread's buffer, laid out as the
+    kernel's parameter block, and returns the list of ``CPointer`` objects that point at each
+    value: what CuPy's ``Function`` passes to ``cuLaunchKernel`` as is. The struct refuses
+    values that do not fit (``struct.error`` / ``OverflowError``), so the launcher's hot path
+    gets range checks for free and sends those calls to the full checks.
+    """
+
+    def __init__(self, runtime: tuple[ParamSpec, ...], wide: bool):
+        codes = []
+        for p in runtime:
+            if p.kind == "pointer":
+                codes.append("Q")
+            elif wide and p.dtype.name == "i32":
+                codes.append("q")
+            else:
+                codes.append(_CODES[p.dtype.name])
+        self.format = "@" + "".join(codes)
+        self.struct = struct.Struct(self.format)
+        self.offsets = _offsets(codes)
+        self.pack_into = self.struct.pack_into
+        self.local = threading.local()
+
+    def new_slot(self) -> Any:
+        """The calling thread's parameter buffer, made on its first launch."""
+        slot = self.local.slot = _launch.ParamBuffer(self.struct.size, self.offsets)
+        return slot
+
+    def pack(self, *values: Any) -> list:
+        slot = getattr(self.local, "slot", None) or self.new_slot()
+        self.pack_into(slot.buffer, 0, *values)
+        return slot.pointers
+
+
+def _offsets(codes: list[str]) -> tuple[int, ...]:
+    offsets = []
+    for i in range(len(codes)):
+        prefix = struct.calcsize("@" + "".join(codes[: i + 1]))
+        offsets.append(prefix - struct.calcsize("@" + codes[i]))
+    return tuple(offsets)
+
+
+class Entry:
+    """A prepared launch: the loaded kernel, its block, shared memory and value packer."""
+
+    __slots__ = ("loaded", "block", "shared", "packer", "functions", "key")
+
+    def __init__(self, loaded: Any, block: tuple, shared: int, packer: Packer, key: tuple):
+        self.loaded, self.block, self.shared, self.packer, self.key = (
+            loaded,
+            block,
+            shared,
+            packer,
+            key,
+        )
+        self.functions: dict[int, Any] = {}
+
+    def prepare(self, device: int) -> Any:
+        function = self.functions[device] = self.loaded.prepared(device, self.shared)
+        return function
+
+    def error(self, device: int, err: Exception, grid: Any) -> LaunchError:
+        return self.loaded.error(device, err, grid, self.block, self.shared)
+
+
+# ---------------------------------------------------------------- values and their checks
+
+
+def launch_warps(num_warps: Any) -> int:
+    if _is_integer(num_warps) and int(num_warps) in WARPS:
+        return int(num_warps)
+    raise LaunchError(f"num_warps must be 1, 2, 4, 8, 16 or 32, got {num_warps!r}")
+
+
+def launch_stages(num_stages: Any) -> int:
+    if _is_integer(num_stages) and 1 <= int(num_stages) <= MAX_STAGES:
+        return int(num_stages)
+    raise LaunchError(
+        f"num_stages must be an int from 1 to {MAX_STAGES} (software-pipelining depth "
+        f"of the loops feeding dot), got {num_stages!r}"
     )
 
 
-_INDEX_BYTES = {name: INDEX_LIMIT * d.itemsize for name, d in DTYPES.items()}
+def constexpr_value(p: ParamSpec, value: Any) -> Any:
+    """``value`` as the constexpr ``p`` declares it (bool, int or float), or a LaunchError."""
+    d = p.dtype
+    where = f"constexpr '{p.name}' ({p.describe()})"
+    if not isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
+        raise LaunchError(f"constexpr '{p.name}' must be a number, got {_what(value)}")
+    if d.kind == "b":
+        if not isinstance(value, (bool, np.bool_)):
+            raise LaunchError(f"{where} must be True or False, got {_show(value)}")
+        return bool(value)
+    if isinstance(value, (bool, np.bool_)):
+        raise LaunchError(f"{where} must be a number, got {value!r}")
+    if d.is_int:
+        if not _is_integer(value):
+            raise LaunchError(
+                f"{where} must be an integer, got {_show(value)}"
+                + ("" if not _is_real(value) or not math.isfinite(value) else "; round it first")
+            )
+        value = int(value)
+        lo, hi = _range(d)
+        if not lo <= value <= hi:
+            raise LaunchError(f"{where} = {value} does not fit {d} ({lo}..{hi})")
+        return value
+    value = float(value)
+    if not math.isfinite(value):
+        raise LaunchError(
+            f"{where} must be finite, got {value!r}; write INF or NAN in the kernel instead"
+        )
+    if abs(value) > _float_max(d):
+        raise LaunchError(f"{where} = {value!r} does not fit {d}")
+    return value
+
+
+def bf16_bits(value: Any) -> int:
+    """The 16 bits of ``value`` rounded to bf16 (what a bf16 parameter receives)."""
+    if not _is_real(value) or (math.isfinite(value) and abs(value) > _BF16_MAX):
+        raise OverflowError(value)  # the launcher's full checks say why
+    return int(np.array(value, dtype=DTYPES["bf16"].np).view(np.uint16))
+
+
+_BF16_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
 
 
 def scalar_value(value: Any, dtype: DType) -> Any:
@@ -350,12 +634,49 @@ def scalar_value(value: Any, dtype: DType) -> Any:
     return dtype.np.type(value)
 
 
+def _is_integer(a: Any) -> bool:
+    return isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
+
+
+def _is_real(a: Any) -> bool:
+    return isinstance(a, (int, float, np.integer, np.floating)) and not isinstance(
+        a, (bool, np.bool_)
+    )
+
+
+def _float_max(d: DType) -> float:
+    return float(ml_dtypes.finfo(d.np).max)
+
+
 def _range(dtype: DType) -> tuple[int, int]:
     if dtype.kind == "u":
         return 0, (1 << dtype.bits) - 1
     if dtype.kind == "b":
         return 0, 1
     return -(1 << (dtype.bits - 1)), (1 << (dtype.bits - 1)) - 1
+
+
+def _geometry(a: Any) -> tuple[Any, Any]:
+    """(shape, strides in elements) of an array of any library, for messages."""
+    try:
+        return _shape_and_strides(a)
+    except Exception:  # noqa: BLE001 - a DLPack-only object: the message does without
+        return "?", "?"
+
+
+def _shape_and_strides(a: Any) -> tuple[tuple, tuple]:
+    if hasattr(a, "stride") and callable(a.stride):  # torch
+        return tuple(int(n) for n in a.shape), tuple(int(s) for s in a.stride())
+    if isinstance(a, (np.ndarray, cupy.ndarray)):
+        return a.shape, tuple(s // a.itemsize for s in a.strides)
+    interface = a.__cuda_array_interface__
+    itemsize = int(interface["typestr"][2:])
+    strides = interface.get("strides") or ()
+    return tuple(interface["shape"]), tuple(int(s) // itemsize for s in strides)
+
+
+def _show(a: Any) -> str:
+    return repr(a) if isinstance(a, (int, float, bool, np.number, np.bool_)) else _what(a)
 
 
 def _what(a: Any) -> str:

@@ -174,7 +174,7 @@ def load_or_compile(
     cubin = _read(*entry) if entry is not None else None
     if cubin is None:
         result = nvrtc.compile_with_log(
-            source, name=name, arch=arch, options=options, headers=headers
+            source, name=name, arch=arch, options=options, headers=headers, pch_dir=_pch_dir()
         )
         cubin = result.cubin
         spilled = nvrtc.spilled_bytes(result.log)
@@ -252,6 +252,14 @@ def _write(path: Path, secret: bytes, key: bytes, cubin: bytes) -> None:
         atomic_write(path, ENTRY_MAGIC + _digest(secret, key, cubin) + cubin)
     except OSError as err:
         _warn_once(path.parent.parent, err)
+
+
+def _pch_dir() -> Path | None:
+    """NVRTC's precompiled headers live under the cache directory (None where it is unusable)."""
+    try:
+        return cache_dir() / "pch"
+    except OSError:
+        return None
 
 
 def _remove_quietly(path: str) -> None:

@@ -14,6 +14,7 @@ load lazily, once per device; nothing else is looked up per launch but the curre
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from dataclasses import dataclass
 from typing import Any
@@ -288,3 +289,41 @@ def pointer_arg(ptr: int) -> Any:
     ``numpy.uint64(ptr)`` is equally correct but CuPy re-wraps it on every launch (about 400 ns).
     """
     return _function.CIntptr(ptr)
+
+
+class ParamBuffer:
+    """One thread's parameter block of a kernel: ``buffer`` (written by ``struct.pack_into``)
+    and ``pointers``, a ``CPointer`` per parameter pointing at its bytes in the buffer — the
+    launch values CuPy's ``Function`` hands to ``cuLaunchKernel``, which copies the values when
+    it is called (so the buffer is free again when the launch call returns)."""
+
+    __slots__ = ("buffer", "pointers", "address")
+
+    def __init__(self, size: int, offsets: tuple[int, ...]):
+        self.buffer = (ctypes.c_char * max(size, 8))()
+        self.address = ctypes.addressof(self.buffer)
+        self.pointers = [_function.CPointer(self.address + offset) for offset in offsets]
+
+
+def torch_current_stream(device: int) -> Any:
+    """torch's current stream on ``device`` as the object CuPy's launcher takes.
+
+    ``torch._C._cuda_getCurrentRawStream`` is the raw handle (what Triton's launcher reads;
+    ``torch.cuda.current_stream`` builds a Python object per call); the handle's CuPy
+    ``ExternalStream`` is kept per handle."""
+    raw = _torch_raw_stream[0]
+    if raw is None:
+        raw = _torch_raw_stream[0] = _find_torch_raw_stream()
+    return _handle(raw(device))
+
+
+_torch_raw_stream: list = [None]
+
+
+def _find_torch_raw_stream() -> Any:
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda device: torch.cuda.current_stream(device).cuda_stream

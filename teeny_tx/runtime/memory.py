@@ -59,6 +59,37 @@ def extent_bytes(obj: Any) -> int:
     return (_extents.get(type(obj)) or _classify(obj)[1])(obj)
 
 
+def is_contiguous(obj: Any) -> bool:
+    """Whether the array's elements are adjacent in C order (dimensions of length 1 and empty
+    arrays are contiguous whatever their strides), for any array kind the readers take."""
+    if isinstance(obj, (numpy.ndarray, cupy.ndarray)):
+        return bool(obj.flags.c_contiguous)
+    if _readers.get(type(obj)) is _torch_pointer or _is_torch(type(obj)):
+        return bool(obj.is_contiguous())
+    interface = getattr(obj, "__cuda_array_interface__", None)
+    if interface is not None:
+        strides = interface.get("strides")
+        if strides is None:
+            return True
+        shape = interface["shape"]
+        itemsize = int(interface["typestr"][2:])
+        return _dense(shape, strides, itemsize)
+    if hasattr(obj, "__dlpack__"):
+        return bool(_dlpack_to_cupy(obj).flags.c_contiguous)
+    return True
+
+
+def _dense(shape: Any, strides: Any, itemsize: int) -> bool:
+    if 0 in shape:
+        return True
+    step = itemsize
+    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
+        if size != 1 and stride != step:
+            return False
+        step *= size
+    return True
+
+
 def alignment_of(ptr: int) -> int:
     """The largest power of two, at most 16, dividing ``ptr`` (16 for a null pointer)."""
     return _ALIGNMENTS[ptr & 15]
@@ -233,6 +264,11 @@ _extents: dict[type, Extent] = {cupy.ndarray: _cupy_extent}
 
 
 # --- geometry --------------------------------------------------------------------------------
+
+
+def span_bytes(shape: Any, strides: Any, itemsize: int) -> int:
+    """Bytes from the lowest to one past the highest element of a view (0 when empty)."""
+    return _span(shape, strides, itemsize)
 
 
 def _span(shape: Any, strides: Any, itemsize: int) -> int:

@@ -39,6 +39,14 @@ def _case_params():
     ]
 
 
+@pytest.fixture(autouse=True)
+def default_norm_configs(monkeypatch, request):
+    """The many-shape tests launch each norm's first kept config (no tuning per shape: that
+    is test_norms_through_the_autotuner's, which keeps the autotuner)."""
+    if "autotuner" not in request.node.name:
+        monkeypatch.setattr(nn, "TUNE", False)
+
+
 def _host_args(case, dtype, rows, cols, seed=0):
     rng = np.random.default_rng(hash((case.name, dtype, rows, cols, seed)) % 2**32)
     return case.make(rng, rows, cols, dtype)
@@ -87,6 +95,48 @@ def test_cupy_agrees_with_interpreter(case, dtype):
         g, h = g.astype(np.float64), h.astype(np.float64)
         scale = float(np.nanmax(np.abs(h), initial=0.0))
         np.testing.assert_allclose(g, h, rtol=tol, atol=tol * scale, equal_nan=True)
+
+
+NORMS = ("layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward")
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("name", NORMS)
+def test_norms_through_the_autotuner(name, dtype):
+    """The norms as users call them: configs timed on the first call of each row length,
+    then the plan replayed; a view of x (column stride 2) takes the same choice."""
+    case = next(c for c in ROW_CASES if c.name == name)
+    for rows, cols in [(1000, 1000), (257, 4097), (64, 8192)]:
+        args = _host_args(case, dtype, rows, cols, seed=3)
+        device = [cp.asarray(a) for a in args]
+        for _ in range(2):  # tuned, then replayed
+            outs = case.run(device)
+            case.check([cp.asnumpy(o) for o in outs], args, rows, cols)
+        wide = [_every_other_column(a) for a in args]
+        outs = case.run(wide)
+        case.check([cp.asnumpy(o) for o in outs], args, rows, cols)
+
+
+def _every_other_column(a):
+    """A 2-D host array on the GPU as the view [:, ::2] of one twice as wide."""
+    if a.ndim != 2:
+        return cp.asarray(a)
+    wide = cp.zeros((a.shape[0], 2 * a.shape[1]), dtype=a.dtype)
+    wide[:, ::2] = cp.asarray(a)
+    return wide[:, ::2]
+
+
+def test_plans_replay_on_new_arrays_and_follow_the_device_arrays():
+    """A repeated call with a new array of one signature writes new outputs from the new
+    data (the plan binds no array), and torch tensors and CuPy arrays keep separate plans."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((33, 1000)).astype(np.float32)
+    b = rng.standard_normal((33, 1000)).astype(np.float32)
+    ya, yb = nn.softmax(cp.asarray(a)), nn.softmax(cp.asarray(b))
+    assert ya.data.ptr != yb.data.ptr
+    case = next(c for c in ROW_CASES if c.name == "softmax")
+    case.check([cp.asnumpy(ya)], (a,), 33, 1000)
+    case.check([cp.asnumpy(yb)], (b,), 33, 1000)
 
 
 def test_cupy_mixed_with_numpy_is_refused():
