@@ -19,7 +19,7 @@ def as_grid3(grid: Any, meta: dict[str, Any]) -> tuple[int, int, int]:
     """``grid`` (or ``grid(meta)``) as (x, y, z); a LaunchError names what is wrong."""
     if callable(grid):
         grid = grid(meta)
-    if isinstance(grid, int):
+    if isinstance(grid, (int, np.integer)) and not isinstance(grid, (bool, np.bool_)):
         grid = (grid,)
     if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
         raise LaunchError(
