@@ -31,6 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "kernels"
 GOLDEN_DIR = ROOT / "golden"
 BLOCK = 1024
+# teeny_tx/library/ holds the kernel library's new modules (attention.py) until this module
+# moves into that package: the path makes them importable as teeny_tx.library.<name>
+__path__ = [str(Path(__file__).with_suffix(""))]
 
 # Tolerances by output dtype (relative and absolute), for float64 references.
 TOLERANCE = {

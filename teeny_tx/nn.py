@@ -547,3 +547,6 @@ def dropout(x: Any, p: float, seed: int, *, interpret: bool = False) -> Any:
 def dropout_backward(dy: Any, p: float, seed: int, *, interpret: bool = False) -> Any:
     """dx = dy / (1 - p) where the forward kept the element, else 0 (same seed, same mask)."""
     return _dropout("dropout_backward", dy, p, seed, interpret)
+
+
+from .library.attention import attention, attention_backward  # noqa: E402  (re-exported)
