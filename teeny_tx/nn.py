@@ -549,4 +549,4 @@ def dropout_backward(dy: Any, p: float, seed: int, *, interpret: bool = False) -
     return _dropout("dropout_backward", dy, p, seed, interpret)
 
 
-from .library.attention import attention, attention_backward  # noqa: E402  (re-exported)
+from .library.attention import attention, attention_backward  # noqa: E402, F401 (re-exported)

@@ -28,7 +28,7 @@ from ..nn import _Arrays
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128)
 DTYPES = ("f16", "bf16")
-TUNE = True  # False: every GPU launch takes the fixed configs below (tests of many shapes)
+TUNE = False  # True: GPU launches through the kernels' #pragma autotune configs
 
 
 class AttentionConfig(NamedTuple):
@@ -243,3 +243,52 @@ def _zero(arrays: _Arrays, *outs: Any) -> None:
             a.zero_()
         else:
             a[...] = 0
+
+
+# ---------------------------------------------------------------- float64 references
+
+
+def attention_reference(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = None):
+    """(o, lse) of :func:`attention` in float64 NumPy, from NumPy arrays of the same layout."""
+    o, lse, _ = _reference_forward(q, k, v, causal, scale)
+    return o, lse
+
+
+def attention_backward_reference(
+    do: Any, q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = None
+):
+    """(dq, dk, dv) of :func:`attention_backward` in float64 NumPy (the softmax's Jacobian
+    written out: dS = P * (dP - rowsum(dP * P)); a key/value head sums over its group)."""
+    import numpy as np
+
+    _, _, (p, qf, kf, vf, scale) = _reference_forward(q, k, v, causal, scale)
+    dof = np.asarray(do, np.float64).transpose(0, 2, 1, 3)
+    dv = p.transpose(0, 1, 3, 2) @ dof
+    dp = dof @ vf.transpose(0, 1, 3, 2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    dq = ds @ kf * scale
+    dk = ds.transpose(0, 1, 3, 2) @ qf * scale
+    b, h_q, n_kv, d = dk.shape
+    h_kv = np.shape(k)[2]
+    dk = dk.reshape(b, h_kv, h_q // h_kv, n_kv, d).sum(2)
+    dv = dv.reshape(b, h_kv, h_q // h_kv, n_kv, d).sum(2)
+    return tuple(x.transpose(0, 2, 1, 3) for x in (dq, dk, dv))
+
+
+def _reference_forward(q, k, v, causal, scale):
+    import numpy as np
+
+    qf, kf, vf = (np.asarray(x, np.float64).transpose(0, 2, 1, 3) for x in (q, k, v))
+    group = qf.shape[1] // kf.shape[1]
+    kf, vf = np.repeat(kf, group, axis=1), np.repeat(vf, group, axis=1)
+    scale = 1.0 / math.sqrt(qf.shape[-1]) if scale is None else float(scale)
+    s = qf @ kf.transpose(0, 1, 3, 2) * scale
+    if causal:
+        n_q, n_kv = s.shape[-2:]
+        s = np.where(np.arange(n_kv)[None, :] <= np.arange(n_q)[:, None], s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - m)
+    total = e.sum(-1, keepdims=True)
+    p = e / total
+    lse = (m + np.log(total))[..., 0]
+    return (p @ vf).transpose(0, 2, 1, 3), lse, (p, qf, kf, vf, scale)

@@ -24,6 +24,7 @@ class PointerType:
 
     elem: DType
     const: bool = False
+    itemsize = 8  # bytes of a device pointer (a tile of pointers moved through shared memory)
 
     def __str__(self) -> str:
         return f"{'const ' if self.const else ''}{self.elem}*"
