@@ -57,8 +57,8 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     using L4 = tx::Mma<tx::Ints<128, 128>, 8, 1>;  // [128, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 64 per thread
     using L5 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 32 per thread
     using L6 = tx::Blocked<tx::Ints<1, 64>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 64]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L7 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
-    using L8 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
+    using L7 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
+    using L8 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
     using L9 = tx::Blocked<tx::Ints<128, 64>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 64]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 64 per thread, some threads hold copies
     using L10 = tx::Blocked<tx::Ints<128, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 32 per thread
     using L11 = tx::Mma<tx::Ints<128, 1>, 8, 1>;  // [128, 1]: wgmma accumulator, 8x1 warps of m16n8 fragments; 2 per thread, some threads hold copies
@@ -228,33 +228,49 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                 _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) qm[i] = (start + converted_0[i]);
                 // tile lse2 = load(lseh + qm, qm < n_q, 0) * 1.4426950408889634f;
 #line 142 "kernels/attention.c"
-                float lse2[L6::REGS];
+                float lse2[L7::REGS];
 #line 142
-                float load_0[L6::REGS];
+                int converted_1[L7::REGS];
 #line 142
-                bool mask_2[L6::REGS];
+                tx::relayout<L6, L7>(converted_1, qm, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
 #line 142
-                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) mask_2[i] = (qm[i] < n_q);
+                int converted_2[L7::REGS];
 #line 142
-                _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 4) tx::load_vec<4>(&load_0[i], (lseh + qm[i]), &mask_2[i], 0.0f);
+                tx::relayout<L6, L7>(converted_2, qm, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
 #line 142
-                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) lse2[i] = (load_0[i] * 1.442695f);
+                float load_0[L7::REGS];
+#line 142
+                bool mask_2[L7::REGS];
+#line 142
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) mask_2[i] = (converted_2[i] < n_q);
+#line 142
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; i += 2) tx::load_vec<2>(&load_0[i], (lseh + converted_1[i]), &mask_2[i], 0.0f);
+#line 142
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) lse2[i] = (load_0[i] * 1.442695f);
                 // tile dl = load(deltah + qm, qm < n_q, 0);
 #line 143 "kernels/attention.c"
-                float dl[L6::REGS];
+                float dl[L7::REGS];
 #line 143
-                bool mask_3[L6::REGS];
+                int converted_3[L7::REGS];
 #line 143
-                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) mask_3[i] = (qm[i] < n_q);
+                tx::relayout<L6, L7>(converted_3, qm, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
 #line 143
-                _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 4) tx::load_vec<4>(&dl[i], (deltah + qm[i]), &mask_3[i], 0.0f);
+                int converted_4[L7::REGS];
+#line 143
+                tx::relayout<L6, L7>(converted_4, qm, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
+#line 143
+                bool mask_3[L7::REGS];
+#line 143
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) mask_3[i] = (converted_4[i] < n_q);
+#line 143
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; i += 2) tx::load_vec<2>(&dl[i], (deltah + converted_3[i]), &mask_3[i], 0.0f);
                 // tile p_t = exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
 #line 144 "kernels/attention.c"
-                float p_t[L7::REGS];
+                float p_t[L8::REGS];
 #line 144
-                float acc_0[L7::REGS];
+                float acc_0[L8::REGS];
 #line 144
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) acc_0[i] = 0.0f;
+                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) acc_0[i] = 0.0f;
 #line 144
                 using TileA_0 = tx::SmemTile<__half, 128, 128>;
 #line 144
@@ -266,15 +282,11 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 144
                 __syncthreads();
 #line 144
-                tx::wgmma<L7, TileA_0, true, q_t_tile, true, 128, 0>(acc_0, smem_a_0, q_t_stages + tx_stage * q_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
+                tx::wgmma<L8, TileA_0, true, q_t_tile, true, 128, 0>(acc_0, smem_a_0, q_t_stages + tx_stage * q_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
 #line 144
                 __syncthreads();
 #line 144
-                float converted_1[L8::REGS];
-#line 144
-                tx::relayout<L6, L8>(converted_1, lse2, tx_smem, [](int r) { return (L8::coord(r, 0)) * 64 + L8::coord(r, 1); });
-#line 144
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) p_t[i] = tx::exp2(((acc_0[i] * qk_scale) - converted_1[tx::remap<L8, L7>(i)]));
+                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) p_t[i] = tx::exp2(((acc_0[i] * qk_scale) - lse2[tx::remap<L7, L8>(i)]));
                 // if (start < unmasked || start + BM > n_q) {
 #line 145 "kernels/attention.c"
                 if (((start < unmasked) || ((start + BM) > n_q))) {
@@ -285,19 +297,19 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                     _Pragma("unroll") for (int i = 0; i < L9::REGS; ++i) ok[i] = ((qm[tx::remap<L6, L9>(i)] < n_q) & (qm[tx::remap<L6, L9>(i)] >= rn[tx::remap<L0, L9>(i)]));
                     // p_t = where(ok, p_t, 0.0f);
 #line 147 "kernels/attention.c"
-                    bool converted_2[L7::REGS];
+                    bool converted_5[L8::REGS];
 #line 147
-                    tx::relayout<L9, L7>(converted_2, ok, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
+                    tx::relayout<L9, L8>(converted_5, ok, tx_smem, [](int r) { return (L8::coord(r, 0)) * 64 + L8::coord(r, 1); });
 #line 147
-                    _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) p_t[i] = (converted_2[i] ? p_t[i] : 0.0f);
+                    _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) p_t[i] = (converted_5[i] ? p_t[i] : 0.0f);
                 }
                 // tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
 #line 149 "kernels/attention.c"
-                float dp_t[L7::REGS];
+                float dp_t[L8::REGS];
 #line 149
-                float acc_1[L7::REGS];
+                float acc_1[L8::REGS];
 #line 149
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) acc_1[i] = 0.0f;
+                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) acc_1[i] = 0.0f;
 #line 149
                 using TileA_1 = tx::SmemTile<__half, 128, 128>;
 #line 149
@@ -309,33 +321,29 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 149
                 __syncthreads();
 #line 149
-                tx::wgmma<L7, TileA_1, true, do_t_tile, true, 128, 0>(acc_1, smem_a_1, do_t_stages + tx_stage * do_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
+                tx::wgmma<L8, TileA_1, true, do_t_tile, true, 128, 0>(acc_1, smem_a_1, do_t_stages + tx_stage * do_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
 #line 149
                 __syncthreads();
 #line 149
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) dp_t[i] = acc_1[i];
+                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) dp_t[i] = acc_1[i];
                 // tile ds_t = p_t * (dp_t - dl);
 #line 150 "kernels/attention.c"
-                float ds_t[L7::REGS];
+                float ds_t[L8::REGS];
 #line 150
-                float converted_3[L8::REGS];
-#line 150
-                tx::relayout<L6, L8>(converted_3, dl, tx_smem, [](int r) { return (L8::coord(r, 0)) * 64 + L8::coord(r, 1); });
-#line 150
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) ds_t[i] = (p_t[i] * (dp_t[i] - converted_3[tx::remap<L8, L7>(i)]));
+                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) ds_t[i] = (p_t[i] * (dp_t[i] - dl[tx::remap<L7, L8>(i)]));
                 // dv_acc = dot((f16)p_t, do_t, dv_acc);
 #line 155 "kernels/attention.c"
                 float acc_2[L4::REGS];
 #line 155
                 _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) acc_2[i] = dv_acc[i];
 #line 155
-                float converted_4[L10::REGS];
+                float converted_6[L10::REGS];
 #line 155
-                tx::relayout<L7, L10>(converted_4, p_t, tx_smem, [](int r) { return (L10::coord(r, 0)) * 64 + L10::coord(r, 1); });
+                tx::relayout<L8, L10>(converted_6, p_t, tx_smem, [](int r) { return (L10::coord(r, 0)) * 64 + L10::coord(r, 1); });
 #line 155
                 __half value_0[L10::REGS];
 #line 155
-                _Pragma("unroll") for (int i = 0; i < L10::REGS; ++i) value_0[i] = tx::cast<__half>(converted_4[i]);
+                _Pragma("unroll") for (int i = 0; i < L10::REGS; ++i) value_0[i] = tx::cast<__half>(converted_6[i]);
 #line 155
                 using TileA_2 = tx::SmemTile<__half, 128, 64>;
 #line 155
@@ -358,13 +366,13 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 156
                 _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) acc_3[i] = dk_acc[i];
 #line 156
-                float converted_5[L10::REGS];
+                float converted_7[L10::REGS];
 #line 156
-                tx::relayout<L7, L10>(converted_5, ds_t, tx_smem, [](int r) { return (L10::coord(r, 0)) * 64 + L10::coord(r, 1); });
+                tx::relayout<L8, L10>(converted_7, ds_t, tx_smem, [](int r) { return (L10::coord(r, 0)) * 64 + L10::coord(r, 1); });
 #line 156
                 __half value_1[L10::REGS];
 #line 156
-                _Pragma("unroll") for (int i = 0; i < L10::REGS; ++i) value_1[i] = tx::cast<__half>(converted_5[i]);
+                _Pragma("unroll") for (int i = 0; i < L10::REGS; ++i) value_1[i] = tx::cast<__half>(converted_7[i]);
 #line 156
                 using TileA_3 = tx::SmemTile<__half, 128, 64>;
 #line 156
@@ -389,17 +397,17 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     }
     // store(dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd, dk_acc * scale,
 #line 160 "kernels/attention.c"
-    int converted_6[L11::REGS];
+    int converted_8[L11::REGS];
 #line 160
-    tx::relayout<L0, L11>(converted_6, rn, tx_smem, [](int r) { return L11::coord(r, 0); });
+    tx::relayout<L0, L11>(converted_8, rn, tx_smem, [](int r) { return L11::coord(r, 0); });
 #line 160
-    int converted_7[L12::REGS];
+    int converted_9[L12::REGS];
 #line 160
-    tx::relayout<L2, L12>(converted_7, rd, tx_smem, [](int r) { return (L12::coord(r, 0)) * 128 + L12::coord(r, 1); });
+    tx::relayout<L2, L12>(converted_9, rd, tx_smem, [](int r) { return (L12::coord(r, 0)) * 128 + L12::coord(r, 1); });
 #line 160
-    bool converted_8[L11::REGS];
+    bool converted_10[L11::REGS];
 #line 160
-    tx::relayout<L0, L11>(converted_8, kv_row, tx_smem, [](int r) { return (L11::coord(r, 0)) * 1 + L11::coord(r, 1); });
+    tx::relayout<L0, L11>(converted_10, kv_row, tx_smem, [](int r) { return (L11::coord(r, 0)) * 1 + L11::coord(r, 1); });
 #line 160
     __half value_2[L4::REGS];
 #line 160
@@ -407,22 +415,22 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 160
     bool mask_4[L4::REGS];
 #line 160
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) mask_4[i] = converted_8[tx::remap<L11, L4>(i)];
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) mask_4[i] = converted_10[tx::remap<L11, L4>(i)];
 #line 160
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 2) tx::store_vec<2>(((((dk + (b * sdkb)) + (hk * sdkh)) + (converted_6[tx::remap<L11, L4>(i)] * sdkn)) + (converted_7[tx::remap<L12, L4>(i)] * 1)), &value_2[i], &mask_4[i]);
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 2) tx::store_vec<2>(((((dk + (b * sdkb)) + (hk * sdkh)) + (converted_8[tx::remap<L11, L4>(i)] * sdkn)) + (converted_9[tx::remap<L12, L4>(i)] * 1)), &value_2[i], &mask_4[i]);
     // store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc, kv_row);
 #line 162 "kernels/attention.c"
-    int converted_9[L11::REGS];
+    int converted_11[L11::REGS];
 #line 162
-    tx::relayout<L0, L11>(converted_9, rn, tx_smem, [](int r) { return L11::coord(r, 0); });
+    tx::relayout<L0, L11>(converted_11, rn, tx_smem, [](int r) { return L11::coord(r, 0); });
 #line 162
-    int converted_10[L12::REGS];
+    int converted_12[L12::REGS];
 #line 162
-    tx::relayout<L2, L12>(converted_10, rd, tx_smem, [](int r) { return (L12::coord(r, 0)) * 128 + L12::coord(r, 1); });
+    tx::relayout<L2, L12>(converted_12, rd, tx_smem, [](int r) { return (L12::coord(r, 0)) * 128 + L12::coord(r, 1); });
 #line 162
-    bool converted_11[L11::REGS];
+    bool converted_13[L11::REGS];
 #line 162
-    tx::relayout<L0, L11>(converted_11, kv_row, tx_smem, [](int r) { return (L11::coord(r, 0)) * 1 + L11::coord(r, 1); });
+    tx::relayout<L0, L11>(converted_13, kv_row, tx_smem, [](int r) { return (L11::coord(r, 0)) * 1 + L11::coord(r, 1); });
 #line 162
     __half value_3[L4::REGS];
 #line 162
@@ -430,7 +438,7 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 162
     bool mask_5[L4::REGS];
 #line 162
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) mask_5[i] = converted_11[tx::remap<L11, L4>(i)];
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) mask_5[i] = converted_13[tx::remap<L11, L4>(i)];
 #line 162
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 2) tx::store_vec<2>(((((dv + (b * sdvb)) + (hk * sdvh)) + (converted_9[tx::remap<L11, L4>(i)] * sdvn)) + (converted_10[tx::remap<L12, L4>(i)] * 1)), &value_3[i], &mask_5[i]);
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 2) tx::store_vec<2>(((((dv + (b * sdvb)) + (hk * sdvh)) + (converted_11[tx::remap<L11, L4>(i)] * sdvn)) + (converted_12[tx::remap<L12, L4>(i)] * 1)), &value_3[i], &mask_5[i]);
 }

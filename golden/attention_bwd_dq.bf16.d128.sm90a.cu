@@ -54,10 +54,10 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     using L1 = tx::Blocked<tx::Ints<64, 1>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 1]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 4 per thread, some threads hold copies
     using L2 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
     using L3 = tx::Blocked<tx::Ints<128, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 64 per thread
-    using L4 = tx::Mma<tx::Ints<128, 128>, 8, 1>;  // [128, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 64 per thread
-    using L5 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 32 per thread
-    using L6 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
-    using L7 = tx::Mma<tx::Ints<128, 1>, 8, 1>;  // [128, 1]: wgmma accumulator, 8x1 warps of m16n8 fragments; 2 per thread, some threads hold copies
+    using L4 = tx::Mma<tx::Ints<128, 1>, 8, 1>;  // [128, 1]: wgmma accumulator, 8x1 warps of m16n8 fragments; 2 per thread, some threads hold copies
+    using L5 = tx::Mma<tx::Ints<128, 128>, 8, 1>;  // [128, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 64 per thread
+    using L6 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 32 per thread
+    using L7 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
     using L8 = tx::Blocked<tx::Ints<1, 64>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 64]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
     using L9 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
     using L10 = tx::Blocked<tx::Ints<128, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 32 per thread
@@ -119,22 +119,38 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 8) tx::load_vec<8>(&do_t[i], ((((d_o + (b * sdb)) + (h * sdh)) + (rm[tx::remap<L0, L3>(i)] * sdn)) + (rd[tx::remap<L2, L3>(i)] * 1)), &mask_1[i], __nv_bfloat16(0.0f));
     // tile lse2 = expand_dims(load(lse + bh * n_q + rm, rm < n_q, 0) * 1.4426950408889634f, 1);
 #line 190 "kernels/attention.c"
-    float lse2[L0::REGS];
+    float lse2[L4::REGS];
 #line 190
-    float load_0[L0::REGS];
+    int converted_0[L4::REGS];
 #line 190
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) load_0[i] = (rm[i] < n_q) ? *(((lse + (bh * n_q)) + rm[i])) : 0.0f;
+    tx::relayout<L0, L4>(converted_0, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 190
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) lse2[i] = (load_0[i] * 1.442695f);
+    int converted_1[L4::REGS];
+#line 190
+    tx::relayout<L0, L4>(converted_1, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+#line 190
+    float load_0[L4::REGS];
+#line 190
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) load_0[i] = (converted_1[i] < n_q) ? *(((lse + (bh * n_q)) + converted_0[i])) : 0.0f;
+#line 190
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) lse2[i] = (load_0[i] * 1.442695f);
     // tile dl = expand_dims(load(delta + bh * n_q + rm, rm < n_q, 0), 1);
 #line 191 "kernels/attention.c"
-    float dl[L0::REGS];
+    float dl[L4::REGS];
 #line 191
-    float load_1[L0::REGS];
+    int converted_2[L4::REGS];
 #line 191
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) load_1[i] = (rm[i] < n_q) ? *(((delta + (bh * n_q)) + rm[i])) : 0.0f;
+    tx::relayout<L0, L4>(converted_2, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 191
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) dl[i] = load_1[i];
+    int converted_3[L4::REGS];
+#line 191
+    tx::relayout<L0, L4>(converted_3, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+#line 191
+    float load_1[L4::REGS];
+#line 191
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) load_1[i] = (converted_3[i] < n_q) ? *(((delta + (bh * n_q)) + converted_2[i])) : 0.0f;
+#line 191
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) dl[i] = load_1[i];
     // tile kh = k + b * skb + hk * skh;
 #line 192 "kernels/attention.c"
     const __nv_bfloat16* kh = ((k + (b * skb)) + (hk * skh));
@@ -143,9 +159,9 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     const __nv_bfloat16* vh = ((v + (b * svb)) + (hk * svh));
     // f32 dq_acc[BM][D] = 0;
 #line 194 "kernels/attention.c"
-    float dq_acc[L4::REGS];
+    float dq_acc[L5::REGS];
 #line 194
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) dq_acc[i] = 0.0f;
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) dq_acc[i] = 0.0f;
     // i32 hi = CAUSAL ? minimum((pid_m + 1) * BM, n_kv) : n_kv;
 #line 195 "kernels/attention.c"
     int hi = n_kv;
@@ -154,17 +170,9 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     int masked = n_kv;
     // for (i32 start = 0; start < hi; start += BN) {
 #line 197 "kernels/attention.c"
-    float converted_0[L7::REGS];
+    int converted_4[L8::REGS];
 #line 197
-    tx::relayout<L0, L7>(converted_0, lse2, tx_smem, [](int r) { return (L7::coord(r, 0)) * 1 + L7::coord(r, 1); });
-#line 197
-    int converted_1[L8::REGS];
-#line 197
-    tx::relayout<L1, L8>(converted_1, rn, tx_smem, [](int r) { return L8::coord(r, 1); });
-#line 197
-    float converted_2[L7::REGS];
-#line 197
-    tx::relayout<L0, L7>(converted_2, dl, tx_smem, [](int r) { return (L7::coord(r, 0)) * 1 + L7::coord(r, 1); });
+    tx::relayout<L1, L8>(converted_4, rn, tx_smem, [](int r) { return L8::coord(r, 1); });
     {
 #line 197
         // software pipeline, 2 stages: k_t, v_t copied global -> shared memory by cp.async ahead of the dot
@@ -186,9 +194,9 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 197
                 if ((start < hi)) {
 #line 197
-                    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 8) tx::cp_async16(k_t_stages + stage * k_t_tile::ELEMS + k_t_tile::offset(L5::coord(i, 0), L5::coord(i, 1)), ((kh + ((rn[tx::remap<L1, L5>(i)] + start) * skn)) + (rd[tx::remap<L2, L5>(i)] * 1)), ((rn[tx::remap<L1, L5>(i)] + start) < n_kv));
+                    _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(k_t_stages + stage * k_t_tile::ELEMS + k_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((kh + ((rn[tx::remap<L1, L6>(i)] + start) * skn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((rn[tx::remap<L1, L6>(i)] + start) < n_kv));
 #line 197
-                    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 8) tx::cp_async16(v_t_stages + stage * v_t_tile::ELEMS + v_t_tile::offset(L5::coord(i, 0), L5::coord(i, 1)), ((vh + ((rn[tx::remap<L1, L5>(i)] + start) * svn)) + (rd[tx::remap<L2, L5>(i)] * 1)), ((rn[tx::remap<L1, L5>(i)] + start) < n_kv));
+                    _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(v_t_stages + stage * v_t_tile::ELEMS + v_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((vh + ((rn[tx::remap<L1, L6>(i)] + start) * svn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((rn[tx::remap<L1, L6>(i)] + start) < n_kv));
                 }
 #line 197
                 tx::cp_async_commit();
@@ -218,9 +226,9 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 197
                 if ((start < hi)) {
 #line 197
-                    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 8) tx::cp_async16(k_t_stages + stage_ahead * k_t_tile::ELEMS + k_t_tile::offset(L5::coord(i, 0), L5::coord(i, 1)), ((kh + ((rn[tx::remap<L1, L5>(i)] + start) * skn)) + (rd[tx::remap<L2, L5>(i)] * 1)), ((rn[tx::remap<L1, L5>(i)] + start) < n_kv));
+                    _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(k_t_stages + stage_ahead * k_t_tile::ELEMS + k_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((kh + ((rn[tx::remap<L1, L6>(i)] + start) * skn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((rn[tx::remap<L1, L6>(i)] + start) < n_kv));
 #line 197
-                    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 8) tx::cp_async16(v_t_stages + stage_ahead * v_t_tile::ELEMS + v_t_tile::offset(L5::coord(i, 0), L5::coord(i, 1)), ((vh + ((rn[tx::remap<L1, L5>(i)] + start) * svn)) + (rd[tx::remap<L2, L5>(i)] * 1)), ((rn[tx::remap<L1, L5>(i)] + start) < n_kv));
+                    _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(v_t_stages + stage_ahead * v_t_tile::ELEMS + v_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((vh + ((rn[tx::remap<L1, L6>(i)] + start) * svn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((rn[tx::remap<L1, L6>(i)] + start) < n_kv));
                 }
             }
 #line 197
@@ -233,11 +241,11 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
             // v_t: in shared memory, stage tx_stage (copied by cp.async)
             // tile p = exp2(dot(q_t, trans(k_t)) * qk_scale - lse2);         /* [BM, BN] */
 #line 202 "kernels/attention.c"
-            float p[L6::REGS];
+            float p[L7::REGS];
 #line 202
-            float acc_0[L6::REGS];
+            float acc_0[L7::REGS];
 #line 202
-            _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) acc_0[i] = 0.0f;
+            _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) acc_0[i] = 0.0f;
 #line 202
             using TileA_0 = tx::SmemTile<__nv_bfloat16, 128, 128>;
 #line 202
@@ -249,11 +257,11 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 202
             __syncthreads();
 #line 202
-            tx::wgmma<L6, TileA_0, true, k_t_tile, true, 128, 0>(acc_0, smem_a_0, k_t_stages + tx_stage * k_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_bf16_kk(d, a, b); });
+            tx::wgmma<L7, TileA_0, true, k_t_tile, true, 128, 0>(acc_0, smem_a_0, k_t_stages + tx_stage * k_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_bf16_kk(d, a, b); });
 #line 202
             __syncthreads();
 #line 202
-            _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) p[i] = tx::exp2(((acc_0[i] * qk_scale) - converted_0[tx::remap<L7, L6>(i)]));
+            _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) p[i] = tx::exp2(((acc_0[i] * qk_scale) - lse2[tx::remap<L4, L7>(i)]));
             // if (start + BN > masked) {
 #line 203 "kernels/attention.c"
             if (((start + BN) > masked)) {
@@ -261,27 +269,27 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 204 "kernels/attention.c"
                 int kn[L8::REGS];
 #line 204
-                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) kn[i] = (start + converted_1[i]);
+                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) kn[i] = (start + converted_4[i]);
                 // tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
 #line 205 "kernels/attention.c"
-                bool ok[L8::REGS];
+                bool ok[L9::REGS];
 #line 205
-                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) ok[i] = (kn[i] < n_kv);
+                int converted_5[L9::REGS];
+#line 205
+                tx::relayout<L8, L9>(converted_5, kn, tx_smem, [](int r) { return (L9::coord(r, 0)) * 64 + L9::coord(r, 1); });
+#line 205
+                _Pragma("unroll") for (int i = 0; i < L9::REGS; ++i) ok[i] = (converted_5[i] < n_kv);
                 // p = where(ok, p, 0.0f);
 #line 206 "kernels/attention.c"
-                bool converted_3[L9::REGS];
-#line 206
-                tx::relayout<L8, L9>(converted_3, ok, tx_smem, [](int r) { return (L9::coord(r, 0)) * 64 + L9::coord(r, 1); });
-#line 206
-                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) p[i] = (converted_3[tx::remap<L9, L6>(i)] ? p[i] : 0.0f);
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) p[i] = (ok[tx::remap<L9, L7>(i)] ? p[i] : 0.0f);
             }
             // tile ds = p * (dot(do_t, trans(v_t)) - dl);
 #line 208 "kernels/attention.c"
-            float ds[L6::REGS];
+            float ds[L7::REGS];
 #line 208
-            float acc_1[L6::REGS];
+            float acc_1[L7::REGS];
 #line 208
-            _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) acc_1[i] = 0.0f;
+            _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) acc_1[i] = 0.0f;
 #line 208
             using TileA_1 = tx::SmemTile<__nv_bfloat16, 128, 128>;
 #line 208
@@ -293,24 +301,24 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 208
             __syncthreads();
 #line 208
-            tx::wgmma<L6, TileA_1, true, v_t_tile, true, 128, 0>(acc_1, smem_a_1, v_t_stages + tx_stage * v_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_bf16_kk(d, a, b); });
+            tx::wgmma<L7, TileA_1, true, v_t_tile, true, 128, 0>(acc_1, smem_a_1, v_t_stages + tx_stage * v_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_bf16_kk(d, a, b); });
 #line 208
             __syncthreads();
 #line 208
-            _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) ds[i] = (p[i] * (acc_1[i] - converted_2[tx::remap<L7, L6>(i)]));
+            _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) ds[i] = (p[i] * (acc_1[i] - dl[tx::remap<L4, L7>(i)]));
             // dq_acc = dot((bf16)ds, k_t, dq_acc);
 #line 210 "kernels/attention.c"
-            float acc_2[L4::REGS];
+            float acc_2[L5::REGS];
 #line 210
-            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) acc_2[i] = dq_acc[i];
+            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc_2[i] = dq_acc[i];
 #line 210
-            float converted_4[L10::REGS];
+            float converted_6[L10::REGS];
 #line 210
-            tx::relayout<L6, L10>(converted_4, ds, tx_smem, [](int r) { return (L10::coord(r, 0)) * 64 + L10::coord(r, 1); });
+            tx::relayout<L7, L10>(converted_6, ds, tx_smem, [](int r) { return (L10::coord(r, 0)) * 64 + L10::coord(r, 1); });
 #line 210
             __nv_bfloat16 value_0[L10::REGS];
 #line 210
-            _Pragma("unroll") for (int i = 0; i < L10::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>(converted_4[i]);
+            _Pragma("unroll") for (int i = 0; i < L10::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>(converted_6[i]);
 #line 210
             using TileA_2 = tx::SmemTile<__nv_bfloat16, 128, 64>;
 #line 210
@@ -322,11 +330,11 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 210
             __syncthreads();
 #line 210
-            tx::wgmma<L4, TileA_2, true, k_t_tile, false, 64, 0>(acc_2, smem_a_2, k_t_stages + tx_stage * k_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n128k16_bf16_kt(d, a, b); });
+            tx::wgmma<L5, TileA_2, true, k_t_tile, false, 64, 0>(acc_2, smem_a_2, k_t_stages + tx_stage * k_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n128k16_bf16_kt(d, a, b); });
 #line 210
             __syncthreads();
 #line 210
-            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) dq_acc[i] = acc_2[i];
+            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) dq_acc[i] = acc_2[i];
             tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
         }
         tx::cp_async_wait<0>();
@@ -334,25 +342,25 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     }
     // store(dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd, dq_acc * scale,
 #line 215 "kernels/attention.c"
-    int converted_5[L7::REGS];
+    int converted_7[L4::REGS];
 #line 215
-    tx::relayout<L0, L7>(converted_5, rm, tx_smem, [](int r) { return L7::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_7, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 215
-    int converted_6[L11::REGS];
+    int converted_8[L11::REGS];
 #line 215
-    tx::relayout<L2, L11>(converted_6, rd, tx_smem, [](int r) { return (L11::coord(r, 0)) * 128 + L11::coord(r, 1); });
+    tx::relayout<L2, L11>(converted_8, rd, tx_smem, [](int r) { return (L11::coord(r, 0)) * 128 + L11::coord(r, 1); });
 #line 215
-    bool converted_7[L7::REGS];
+    bool converted_9[L4::REGS];
 #line 215
-    tx::relayout<L0, L7>(converted_7, q_row, tx_smem, [](int r) { return (L7::coord(r, 0)) * 1 + L7::coord(r, 1); });
+    tx::relayout<L0, L4>(converted_9, q_row, tx_smem, [](int r) { return (L4::coord(r, 0)) * 1 + L4::coord(r, 1); });
 #line 215
-    __nv_bfloat16 value_1[L4::REGS];
+    __nv_bfloat16 value_1[L5::REGS];
 #line 215
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) value_1[i] = tx::cast<__nv_bfloat16>((dq_acc[i] * scale));
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_1[i] = tx::cast<__nv_bfloat16>((dq_acc[i] * scale));
 #line 215
-    bool mask_2[L4::REGS];
+    bool mask_2[L5::REGS];
 #line 215
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) mask_2[i] = converted_7[tx::remap<L7, L4>(i)];
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_2[i] = converted_9[tx::remap<L4, L5>(i)];
 #line 215
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 2) tx::store_vec<2>(((((dq + (b * sdqb)) + (h * sdqh)) + (converted_5[tx::remap<L7, L4>(i)] * sdqn)) + (converted_6[tx::remap<L11, L4>(i)] * 1)), &value_1[i], &mask_2[i]);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((dq + (b * sdqb)) + (h * sdqh)) + (converted_7[tx::remap<L4, L5>(i)] * sdqn)) + (converted_8[tx::remap<L11, L5>(i)] * 1)), &value_1[i], &mask_2[i]);
 }

@@ -14,11 +14,10 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     using L1 = tx::Blocked<tx::Ints<64, 1>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 1]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 2 per thread, some threads hold copies
     using L2 = tx::Blocked<tx::Ints<1, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
     using L3 = tx::Blocked<tx::Ints<128, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 32 per thread
-    using L4 = tx::Blocked<tx::Ints<128>, tx::Ints<1>, tx::Ints<32>, tx::Ints<8>, tx::Ints<0>>;  // [128]: 1 per thread, 32 lanes, 8 warps, order [0]; 1 per thread, some threads hold copies
+    using L4 = tx::Mma<tx::Ints<128, 1>, 4, 2>;  // [128, 1]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 4 per thread, some threads hold copies
     using L5 = tx::Mma<tx::Ints<128, 64>, 4, 2>;  // [128, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 32 per thread
     using L6 = tx::Blocked<tx::Ints<64, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 16 per thread
-    using L7 = tx::Mma<tx::Ints<128, 1>, 4, 2>;  // [128, 1]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 4 per thread, some threads hold copies
-    using L8 = tx::Mma<tx::Ints<1, 64>, 4, 2>;  // [1, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 8 per thread, some threads hold copies
+    using L7 = tx::Mma<tx::Ints<1, 64>, 4, 2>;  // [1, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 8 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 32768 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 32768);  // 33792 bytes of pipeline stages
     // i32 pid_m = program_id(0);
@@ -73,9 +72,9 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) m_i[i] = -__int_as_float(0x7f800000);
     // f32 l_i[BM] = 0;
 #line 46 "kernels/attention.c"
-    float l_i[L0::REGS];
+    float l_i[L4::REGS];
 #line 46
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) l_i[i] = 0.0f;
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) l_i[i] = 0.0f;
     // f32 acc[BM][D] = 0;
 #line 47 "kernels/attention.c"
     float acc[L5::REGS];
@@ -200,70 +199,46 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
             }
             // tile m_new = maximum(m_i, max(s, 1));
 #line 62 "kernels/attention.c"
-            float m_new[L0::REGS];
+            float m_new[L4::REGS];
 #line 62
-            float converted_2[L0::REGS];
+            float red_0[L4::REGS];
 #line 62
-            tx::relayout<L4, L0>(converted_2, m_i, tx_smem, [](int r) { return L0::coord(r, 0); });
+            tx::reduce<L5, L4, 1>(red_0, s, [](float a, float b) { return tx::maximum(a, b); }, tx_smem);
 #line 62
-            float converted_3[L3::REGS];
-#line 62
-            tx::relayout<L5, L3>(converted_3, s, tx_smem, [](int r) { return (L3::coord(r, 0)) * 64 + L3::coord(r, 1); });
-#line 62
-            float red_0[L0::REGS];
-#line 62
-            tx::reduce<L3, L0, 1>(red_0, converted_3, [](float a, float b) { return tx::maximum(a, b); }, nullptr);
-#line 62
-            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) m_new[i] = tx::maximum(converted_2[i], red_0[i]);
+            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) m_new[i] = tx::maximum(m_i[i], red_0[i]);
             // tile p = exp2(s - expand_dims(m_new, 1));
 #line 63 "kernels/attention.c"
             float p[L5::REGS];
 #line 63
-            float converted_4[L7::REGS];
-#line 63
-            tx::relayout<L0, L7>(converted_4, m_new, tx_smem, [](int r) { return L7::coord(r, 0); });
-#line 63
-            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) p[i] = tx::exp2((s[i] - converted_4[tx::remap<L7, L5>(i)]));
+            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) p[i] = tx::exp2((s[i] - m_new[tx::remap<L4, L5>(i)]));
             // tile alpha = exp2(m_i - m_new);
 #line 64 "kernels/attention.c"
-            float alpha[L0::REGS];
+            float alpha[L4::REGS];
 #line 64
-            float converted_5[L0::REGS];
-#line 64
-            tx::relayout<L4, L0>(converted_5, m_i, tx_smem, [](int r) { return L0::coord(r, 0); });
-#line 64
-            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) alpha[i] = tx::exp2((converted_5[i] - m_new[i]));
+            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) alpha[i] = tx::exp2((m_i[i] - m_new[i]));
             // l_i = l_i * alpha + sum(p, 1);
 #line 65 "kernels/attention.c"
-            float converted_6[L3::REGS];
+            float red_1[L4::REGS];
 #line 65
-            tx::relayout<L5, L3>(converted_6, p, tx_smem, [](int r) { return (L3::coord(r, 0)) * 64 + L3::coord(r, 1); });
+            tx::reduce<L5, L4, 1>(red_1, p, [](float a, float b) { return (a + b); }, tx_smem);
 #line 65
-            float red_1[L0::REGS];
-#line 65
-            tx::reduce<L3, L0, 1>(red_1, converted_6, [](float a, float b) { return (a + b); }, nullptr);
-#line 65
-            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) l_i[i] = ((l_i[i] * alpha[i]) + red_1[i]);
+            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) l_i[i] = ((l_i[i] * alpha[i]) + red_1[i]);
             // acc = acc * expand_dims(alpha, 1);
 #line 66 "kernels/attention.c"
-            float converted_7[L7::REGS];
-#line 66
-            tx::relayout<L0, L7>(converted_7, alpha, tx_smem, [](int r) { return L7::coord(r, 0); });
-#line 66
-            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc[i] = (acc[i] * converted_7[tx::remap<L7, L5>(i)]);
+            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc[i] = (acc[i] * alpha[tx::remap<L4, L5>(i)]);
             // acc = dot((bf16)p, v_t, acc);
 #line 68 "kernels/attention.c"
             float acc_1[L5::REGS];
 #line 68
             _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc_1[i] = acc[i];
 #line 68
-            float converted_8[L3::REGS];
+            float converted_2[L3::REGS];
 #line 68
-            tx::relayout<L5, L3>(converted_8, p, tx_smem, [](int r) { return (L3::coord(r, 0)) * 64 + L3::coord(r, 1); });
+            tx::relayout<L5, L3>(converted_2, p, tx_smem, [](int r) { return (L3::coord(r, 0)) * 64 + L3::coord(r, 1); });
 #line 68
             __nv_bfloat16 value_0[L3::REGS];
 #line 68
-            _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>(converted_8[i]);
+            _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>(converted_2[i]);
 #line 68
             using TileA_1 = tx::SmemTile<__nv_bfloat16, 128, 64>;
 #line 68
@@ -280,11 +255,7 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
             _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc[i] = acc_1[i];
             // m_i = m_new;
 #line 72 "kernels/attention.c"
-            float converted_9[L4::REGS];
-#line 72
-            tx::relayout<L0, L4>(converted_9, m_new, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 72
-            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) m_i[i] = converted_9[i];
+            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) m_i[i] = m_new[i];
             tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
         }
         tx::cp_async_wait<0>();
@@ -292,36 +263,36 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     }
     // store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
 #line 74 "kernels/attention.c"
-    int converted_10[L7::REGS];
+    int converted_3[L4::REGS];
 #line 74
-    tx::relayout<L0, L7>(converted_10, rm, tx_smem, [](int r) { return L7::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_3, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 74
-    int converted_11[L8::REGS];
+    int converted_4[L7::REGS];
 #line 74
-    tx::relayout<L2, L8>(converted_11, rd, tx_smem, [](int r) { return (L8::coord(r, 0)) * 64 + L8::coord(r, 1); });
+    tx::relayout<L2, L7>(converted_4, rd, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
 #line 74
-    float converted_12[L7::REGS];
+    int converted_5[L4::REGS];
 #line 74
-    tx::relayout<L0, L7>(converted_12, l_i, tx_smem, [](int r) { return L7::coord(r, 0); });
-#line 74
-    int converted_13[L7::REGS];
-#line 74
-    tx::relayout<L0, L7>(converted_13, rm, tx_smem, [](int r) { return L7::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_5, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 74
     __nv_bfloat16 value_1[L5::REGS];
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_1[i] = tx::cast<__nv_bfloat16>((acc[i] / converted_12[tx::remap<L7, L5>(i)]));
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_1[i] = tx::cast<__nv_bfloat16>((acc[i] / l_i[tx::remap<L4, L5>(i)]));
 #line 74
     bool mask_1[L5::REGS];
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_1[i] = (converted_13[tx::remap<L7, L5>(i)] < n_q);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_1[i] = (converted_5[tx::remap<L4, L5>(i)] < n_q);
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((o + (b * sob)) + (h * soh)) + (converted_10[tx::remap<L7, L5>(i)] * son)) + (converted_11[tx::remap<L8, L5>(i)] * 1)), &value_1[i], &mask_1[i]);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((o + (b * sob)) + (h * soh)) + (converted_3[tx::remap<L4, L5>(i)] * son)) + (converted_4[tx::remap<L7, L5>(i)] * 1)), &value_1[i], &mask_1[i]);
     // store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
 #line 76 "kernels/attention.c"
-    float converted_14[L0::REGS];
+    int converted_6[L4::REGS];
 #line 76
-    tx::relayout<L4, L0>(converted_14, m_i, tx_smem, [](int r) { return L0::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_6, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 76
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (L0::owner() && (rm[i] < n_q)) *(((lse + (bh * n_q)) + rm[i])) = ((converted_14[i] + tx::log2(l_i[i])) * 0.6931472f);
+    int converted_7[L4::REGS];
+#line 76
+    tx::relayout<L0, L4>(converted_7, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+#line 76
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) if (L4::owner() && (converted_7[i] < n_q)) *(((lse + (bh * n_q)) + converted_6[i])) = ((m_i[i] + tx::log2(l_i[i])) * 0.6931472f);
 }

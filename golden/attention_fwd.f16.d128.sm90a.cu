@@ -54,16 +54,14 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
     using L1 = tx::Blocked<tx::Ints<64, 1>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 1]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 4 per thread, some threads hold copies
     using L2 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
     using L3 = tx::Blocked<tx::Ints<128, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 64 per thread
-    using L4 = tx::Blocked<tx::Ints<128>, tx::Ints<1>, tx::Ints<32>, tx::Ints<8>, tx::Ints<0>>;  // [128]: 1 per thread, 32 lanes, 8 warps, order [0]; 1 per thread, some threads hold copies
+    using L4 = tx::Mma<tx::Ints<128, 1>, 8, 1>;  // [128, 1]: wgmma accumulator, 8x1 warps of m16n8 fragments; 2 per thread, some threads hold copies
     using L5 = tx::Mma<tx::Ints<128, 128>, 8, 1>;  // [128, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 64 per thread
     using L6 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 32 per thread
     using L7 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
     using L8 = tx::Blocked<tx::Ints<1, 64>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 64]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
     using L9 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
-    using L10 = tx::Blocked<tx::Ints<128, 64>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 64]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 64 per thread, some threads hold copies
-    using L11 = tx::Mma<tx::Ints<128, 1>, 8, 1>;  // [128, 1]: wgmma accumulator, 8x1 warps of m16n8 fragments; 2 per thread, some threads hold copies
-    using L12 = tx::Blocked<tx::Ints<128, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 32 per thread
-    using L13 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
+    using L10 = tx::Blocked<tx::Ints<128, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 32 per thread
+    using L11 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 33792 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 33792);  // 66560 bytes of pipeline stages
     // i32 pid_m = program_id(0);
@@ -118,9 +116,9 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) m_i[i] = -__int_as_float(0x7f800000);
     // f32 l_i[BM] = 0;
 #line 46 "kernels/attention.c"
-    float l_i[L0::REGS];
+    float l_i[L4::REGS];
 #line 46
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) l_i[i] = 0.0f;
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) l_i[i] = 0.0f;
     // f32 acc[BM][D] = 0;
 #line 47 "kernels/attention.c"
     float acc[L5::REGS];
@@ -236,89 +234,65 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
                 _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) kn[i] = (start + converted_0[i]);
                 // tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
 #line 59 "kernels/attention.c"
-                bool ok[L8::REGS];
+                bool ok[L9::REGS];
 #line 59
-                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) ok[i] = (kn[i] < n_kv);
+                int converted_1[L9::REGS];
+#line 59
+                tx::relayout<L8, L9>(converted_1, kn, tx_smem, [](int r) { return (L9::coord(r, 0)) * 64 + L9::coord(r, 1); });
+#line 59
+                _Pragma("unroll") for (int i = 0; i < L9::REGS; ++i) ok[i] = (converted_1[i] < n_kv);
                 // s = where(ok, s, -INF);
 #line 60 "kernels/attention.c"
-                bool converted_1[L9::REGS];
-#line 60
-                tx::relayout<L8, L9>(converted_1, ok, tx_smem, [](int r) { return (L9::coord(r, 0)) * 64 + L9::coord(r, 1); });
-#line 60
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) s[i] = (converted_1[tx::remap<L9, L7>(i)] ? s[i] : -__int_as_float(0x7f800000));
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) s[i] = (ok[tx::remap<L9, L7>(i)] ? s[i] : -__int_as_float(0x7f800000));
             }
             // tile m_new = maximum(m_i, max(s, 1));
 #line 62 "kernels/attention.c"
-            float m_new[L0::REGS];
+            float m_new[L4::REGS];
 #line 62
-            float converted_2[L0::REGS];
+            float red_0[L4::REGS];
 #line 62
-            tx::relayout<L4, L0>(converted_2, m_i, tx_smem, [](int r) { return L0::coord(r, 0); });
+            tx::reduce<L7, L4, 1>(red_0, s, [](float a, float b) { return tx::maximum(a, b); }, nullptr);
 #line 62
-            float converted_3[L10::REGS];
-#line 62
-            tx::relayout<L7, L10>(converted_3, s, tx_smem, [](int r) { return (L10::coord(r, 0)) * 64 + L10::coord(r, 1); });
-#line 62
-            float red_0[L0::REGS];
-#line 62
-            tx::reduce<L10, L0, 1>(red_0, converted_3, [](float a, float b) { return tx::maximum(a, b); }, nullptr);
-#line 62
-            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) m_new[i] = tx::maximum(converted_2[i], red_0[i]);
+            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) m_new[i] = tx::maximum(m_i[i], red_0[i]);
             // tile p = exp2(s - expand_dims(m_new, 1));
 #line 63 "kernels/attention.c"
             float p[L7::REGS];
 #line 63
-            float converted_4[L11::REGS];
-#line 63
-            tx::relayout<L0, L11>(converted_4, m_new, tx_smem, [](int r) { return L11::coord(r, 0); });
-#line 63
-            _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) p[i] = tx::exp2((s[i] - converted_4[tx::remap<L11, L7>(i)]));
+            _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) p[i] = tx::exp2((s[i] - m_new[tx::remap<L4, L7>(i)]));
             // tile alpha = exp2(m_i - m_new);
 #line 64 "kernels/attention.c"
-            float alpha[L0::REGS];
+            float alpha[L4::REGS];
 #line 64
-            float converted_5[L0::REGS];
-#line 64
-            tx::relayout<L4, L0>(converted_5, m_i, tx_smem, [](int r) { return L0::coord(r, 0); });
-#line 64
-            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) alpha[i] = tx::exp2((converted_5[i] - m_new[i]));
+            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) alpha[i] = tx::exp2((m_i[i] - m_new[i]));
             // l_i = l_i * alpha + sum(p, 1);
 #line 65 "kernels/attention.c"
-            float converted_6[L10::REGS];
+            float red_1[L4::REGS];
 #line 65
-            tx::relayout<L7, L10>(converted_6, p, tx_smem, [](int r) { return (L10::coord(r, 0)) * 64 + L10::coord(r, 1); });
+            tx::reduce<L7, L4, 1>(red_1, p, [](float a, float b) { return (a + b); }, nullptr);
 #line 65
-            float red_1[L0::REGS];
-#line 65
-            tx::reduce<L10, L0, 1>(red_1, converted_6, [](float a, float b) { return (a + b); }, nullptr);
-#line 65
-            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) l_i[i] = ((l_i[i] * alpha[i]) + red_1[i]);
+            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) l_i[i] = ((l_i[i] * alpha[i]) + red_1[i]);
             // acc = acc * expand_dims(alpha, 1);
 #line 66 "kernels/attention.c"
-            float converted_7[L11::REGS];
-#line 66
-            tx::relayout<L0, L11>(converted_7, alpha, tx_smem, [](int r) { return L11::coord(r, 0); });
-#line 66
-            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc[i] = (acc[i] * converted_7[tx::remap<L11, L5>(i)]);
+            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc[i] = (acc[i] * alpha[tx::remap<L4, L5>(i)]);
             // acc = dot((f16)p, v_t, acc);
 #line 70 "kernels/attention.c"
             float acc_1[L5::REGS];
 #line 70
             _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc_1[i] = acc[i];
 #line 70
-            float converted_8[L12::REGS];
+            float converted_2[L10::REGS];
 #line 70
-            tx::relayout<L7, L12>(converted_8, p, tx_smem, [](int r) { return (L12::coord(r, 0)) * 64 + L12::coord(r, 1); });
+            tx::relayout<L7, L10>(converted_2, p, tx_smem, [](int r) { return (L10::coord(r, 0)) * 64 + L10::coord(r, 1); });
 #line 70
-            __half value_0[L12::REGS];
+            __half value_0[L10::REGS];
 #line 70
-            _Pragma("unroll") for (int i = 0; i < L12::REGS; ++i) value_0[i] = tx::cast<__half>(converted_8[i]);
+            _Pragma("unroll") for (int i = 0; i < L10::REGS; ++i) value_0[i] = tx::cast<__half>(converted_2[i]);
 #line 70
             using TileA_1 = tx::SmemTile<__half, 128, 64>;
 #line 70
             __half* smem_a_1 = reinterpret_cast<__half*>(tx::align1024(tx_smem) + 0);
 #line 70
-            tx::stage<L12, 0, 1, TileA_1, false>(smem_a_1, value_0);
+            tx::stage<L10, 0, 1, TileA_1, false>(smem_a_1, value_0);
 #line 70
             tx::fence_async_proxy();  // shared stores, then wgmma reads them
 #line 70
@@ -331,11 +305,7 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
             _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc[i] = acc_1[i];
             // m_i = m_new;
 #line 72 "kernels/attention.c"
-            float converted_9[L4::REGS];
-#line 72
-            tx::relayout<L0, L4>(converted_9, m_new, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 72
-            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) m_i[i] = converted_9[i];
+            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) m_i[i] = m_new[i];
             tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
         }
         tx::cp_async_wait<0>();
@@ -343,36 +313,36 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
     }
     // store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
 #line 74 "kernels/attention.c"
-    int converted_10[L11::REGS];
+    int converted_3[L4::REGS];
 #line 74
-    tx::relayout<L0, L11>(converted_10, rm, tx_smem, [](int r) { return L11::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_3, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 74
-    int converted_11[L13::REGS];
+    int converted_4[L11::REGS];
 #line 74
-    tx::relayout<L2, L13>(converted_11, rd, tx_smem, [](int r) { return (L13::coord(r, 0)) * 128 + L13::coord(r, 1); });
+    tx::relayout<L2, L11>(converted_4, rd, tx_smem, [](int r) { return (L11::coord(r, 0)) * 128 + L11::coord(r, 1); });
 #line 74
-    float converted_12[L11::REGS];
+    int converted_5[L4::REGS];
 #line 74
-    tx::relayout<L0, L11>(converted_12, l_i, tx_smem, [](int r) { return L11::coord(r, 0); });
-#line 74
-    int converted_13[L11::REGS];
-#line 74
-    tx::relayout<L0, L11>(converted_13, rm, tx_smem, [](int r) { return L11::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_5, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 74
     __half value_1[L5::REGS];
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_1[i] = tx::cast<__half>((acc[i] / converted_12[tx::remap<L11, L5>(i)]));
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_1[i] = tx::cast<__half>((acc[i] / l_i[tx::remap<L4, L5>(i)]));
 #line 74
     bool mask_1[L5::REGS];
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_1[i] = (converted_13[tx::remap<L11, L5>(i)] < n_q);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_1[i] = (converted_5[tx::remap<L4, L5>(i)] < n_q);
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((o + (b * sob)) + (h * soh)) + (converted_10[tx::remap<L11, L5>(i)] * son)) + (converted_11[tx::remap<L13, L5>(i)] * 1)), &value_1[i], &mask_1[i]);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((o + (b * sob)) + (h * soh)) + (converted_3[tx::remap<L4, L5>(i)] * son)) + (converted_4[tx::remap<L11, L5>(i)] * 1)), &value_1[i], &mask_1[i]);
     // store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
 #line 76 "kernels/attention.c"
-    float converted_14[L0::REGS];
+    int converted_6[L4::REGS];
 #line 76
-    tx::relayout<L4, L0>(converted_14, m_i, tx_smem, [](int r) { return L0::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_6, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 76
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (L0::owner() && (rm[i] < n_q)) *(((lse + (bh * n_q)) + rm[i])) = ((converted_14[i] + tx::log2(l_i[i])) * 0.6931472f);
+    int converted_7[L4::REGS];
+#line 76
+    tx::relayout<L0, L4>(converted_7, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+#line 76
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) if (L4::owner() && (converted_7[i] < n_q)) *(((lse + (bh * n_q)) + converted_6[i])) = ((m_i[i] + tx::log2(l_i[i])) * 0.6931472f);
 }

@@ -42,6 +42,15 @@ struct Mma {
         return warp_n() * (size(1) / WN) + 8 * (rc >> 1) + 2 * (lane() % 4) + (rc & 1);
     }
     __device__ static int coord(int r) { return coord(r, 1); }
+    // what tx::reduce asks of a layout (as Blocked answers it): along N a thread holds runs of 2
+    // columns and a row's 4 threads are the lanes of a quad; along M rows are single, 8 lanes
+    // apart by 4
+    __host__ __device__ static constexpr int spt(int d) { return d == 1 ? 2 : 1; }
+    __host__ __device__ static constexpr int lanes(int d) { return d == 1 ? 4 : 8; }
+    __host__ __device__ static constexpr int lane_stride(int d) { return d == 1 ? 1 : 4; }
+    __host__ __device__ static constexpr int warps(int d) { return d == 1 ? WN : WM; }
+    __device__ static int lane_coord(int d) { return d == 1 ? lane() % 4 : lane() / 4; }
+    __device__ static int warp_coord(int d) { return d == 1 ? warp_n() : warp_m(); }
     __device__ static bool owner() {
         return int(threadIdx.x) / 32 < WARPS && (size(0) > 1 || (lane() / 4 == 0 && warp_m() == 0)) &&
                (size(1) > 1 || (lane() % 4 == 0 && warp_n() == 0));

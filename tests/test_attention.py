@@ -286,3 +286,74 @@ def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
         spec = k.specialize(*args, num_warps=golden.num_warps, **flags)
         cubin = nvrtc.compile_to_cubin(spec.cuda_source, name=kernel, arch=arch, headers=HEADERS)
     assert cubin[:4] == b"\x7fELF"
+
+
+# Row and column statistics of an accumulator (the online softmax's max and sum) computed in
+# the accumulator's own registers: quad shuffles along N, and through shared memory only across
+# warps; the row vectors broadcast back without a layout change
+ROW_STATS = """
+kernel row_stats(f32 *out, f32 *rows, f32 *cols, const f16 *a, const f16 *b,
+                 const i32 M, const i32 N, const i32 K)
+{
+    tile rm = expand_dims(arange(0, M), 1);
+    tile rn = expand_dims(arange(0, N), 0);
+    tile rk = arange(0, K);
+    tile s = dot(load(a + rm * K + expand_dims(rk, 0)), load(b + expand_dims(rk, 1) * N + rn));
+    tile m = max(s, 1, 1);
+    tile e = exp2(s - m);
+    f32 total[M] = sum(e, 1);
+    store(out + rm * N + rn, e / expand_dims(total, 1));
+    store(rows + arange(0, M), total);
+    store(cols + arange(0, N), sum(s, 0));
+}
+"""
+
+
+def _row_stats_reference(a, b):
+    s = a.astype(np.float64) @ b.astype(np.float64)
+    e = np.exp2(s - s.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True), e.sum(1), s.sum(0)
+
+
+def test_accumulator_row_stats_on_interpreter():
+    k = tx.compile(ROW_STATS, name="kernels/row_stats.c").row_stats
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((64, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 64)).astype(np.float16)
+    out, rows, cols = (
+        np.zeros((64, 64), np.float32),
+        np.zeros(64, np.float32),
+        np.zeros(64, np.float32),
+    )
+    k.interpret[(1,)](out, rows, cols, a, b, M=64, N=64, K=32)
+    for got, want in zip((out, rows, cols), _row_stats_reference(a, b), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+@pytest.mark.parametrize(("m", "num_warps"), [(64, 4), (32, 4)], ids=["64x4", "32x4"])
+def test_accumulator_row_stats_stay_in_registers(arch, m, num_warps):
+    """sm_90a at M = 64 with 4 warps: wgmma; the others mma.sync (M = 32: 2x2 warps, so the
+    row sums cross two warps through shared memory). No layout change touches an accumulator
+    tile; the rows, the row sums and the column sums come from tx::reduce on it."""
+    k = tx.compile(ROW_STATS, name="kernels/row_stats.c").row_stats
+    with target_arch(arch):
+        spec = k.specialize("f32", "f32", "f32", "f16", "f16", M=m, N=64, K=32, num_warps=num_warps)
+        source = spec.cuda_source
+        cubin = nvrtc.compile_to_cubin(source, name="row_stats", arch=arch, headers=HEADERS)
+    assert cubin[:4] == b"\x7fELF"
+    mma = {
+        line.split()[1]
+        for line in source.splitlines()
+        if line.strip().startswith("using L") and "tx::Mma<" in line
+    }
+    full = next(
+        name
+        for name in mma
+        if f"tx::Ints<{m}, 64>" in source.split(f"using {name} =")[1].split("\n")[0]
+    )
+    assert f"tx::reduce<{full}, " in source
+    assert source.count(f"tx::reduce<{full}, ") == 3
+    for line in source.splitlines():
+        if "tx::relayout<" in line:
+            assert f"tx::relayout<{full}," not in line, line

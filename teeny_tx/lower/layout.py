@@ -57,6 +57,11 @@ class Mma:
     rank = 2
     order = (1, 0)
     spt = (1, 2)  # the contiguous run a thread holds along each dimension
+    tpw = (8, 4)  # lanes along each dimension: a row of a fragment is one quad
+
+    @property
+    def wpc(self) -> tuple[int, int]:
+        return self.warps
 
     def regs_along(self, shape: tuple[int, ...], d: int) -> int:
         if shape[d] == 1:
@@ -333,6 +338,16 @@ class LayoutPass:
                 and value.op == "dot"
             ):
                 demands.setdefault(s.name, self.mma(value))
+        self._declare(demands)
+        # rows and columns of accumulators: settled over a few rounds, since a variable's
+        # natural layout may come from another's
+        for _ in range(3):
+            found = self._accumulator_slices(demands)
+            if not found:
+                break
+            demands.update(found)
+            self.vars = {}
+            self._declare(demands)
         for e in walk_exprs(self.kernel.body):
             if isinstance(e, Op) and e.op == "expand_dims" and isinstance(e.args[0], Var):
                 var = e.args[0]
@@ -341,6 +356,10 @@ class LayoutPass:
                     axis = e.attr("axis")
                     dims = tuple(d for d in range(len(e.type.shape)) if d != axis)
                     demands[var.name] = full.with_shape(var.type.shape, dims)
+        self.vars = {}
+        self._declare(demands)
+
+    def _declare(self, demands: dict[str, Layout]) -> None:
         for s in walk_stmts(self.kernel.body):
             if isinstance(s, ir.Declare) and s.type.is_tile and s.name not in self.vars:
                 layout = demands.get(s.name)
@@ -349,6 +368,46 @@ class LayoutPass:
                 if layout is None or layout.value_shape() != s.type.shape:
                     layout = self.default(s.type.shape)
                 self.vars[s.name] = layout
+
+    def _accumulator_slices(self, demands: dict[str, Layout]) -> dict[str, Layout]:
+        """Variables that broadcast against an accumulator (a dot's Mma layout) take a slice
+        of it, so the elementwise op reads both in registers: a row vector ``x`` in
+        ``acc * expand_dims(x, 1)`` or ``s - m`` (``m`` of shape [M, 1]). A variable assigned
+        the value of one that has such a slice takes it too (a running maximum ``m_i = m``),
+        and a reduction of an accumulator gives its slice (``max(s, 1)``), by ``natural``."""
+        found: dict[str, Layout] = {}
+
+        def want(name: str, layout: Layout) -> None:
+            if name not in demands and name not in found:
+                found[name] = layout
+
+        for e in walk_exprs(self.kernel.body):
+            if not isinstance(e, Op) or e.op in _STRUCTURAL or len(e.type.shape) != 2:
+                continue
+            acc = None
+            for a in e.args:
+                n = self.natural(a) if a.type.is_tile else None
+                if n is not None and n.is_mma and n.value_shape() == e.type.shape:
+                    acc = n
+                    break
+            if acc is None:
+                continue
+            for a in e.args:
+                while isinstance(a, Op) and a.op == "broadcast":
+                    a = a.args[0]
+                if isinstance(a, Var) and a.type.is_tile and 1 in a.type.shape:
+                    if len(a.type.shape) == 2:
+                        want(a.name, acc.with_shape(a.type.shape, (0, 1)))
+                elif isinstance(a, Op) and a.op == "expand_dims" and isinstance(a.args[0], Var):
+                    var, axis = a.args[0], a.attr("axis")
+                    if len(var.type.shape) == 1:
+                        want(var.name, acc.with_shape(var.type.shape, (1 - axis,)))
+        for s in walk_stmts(self.kernel.body):
+            if isinstance(s, ir.Assign) and isinstance(s.value, Var) and s.name in self.vars:
+                source = demands.get(s.value.name) or found.get(s.value.name)
+                if source is not None and source.is_mma:
+                    want(s.name, source)
+        return found
 
     def natural(self, e: Expr) -> Layout | None:
         """The layout ``e`` has when nothing asks for one (None: any layout will do)."""
@@ -366,7 +425,7 @@ class LayoutPass:
             return self.mma(e)
         if e.op in ("reduce", "scan"):
             inner = self.natural(e.args[0])
-            if inner is None or inner.is_mma:  # reductions and scans run on blocked layouts
+            if inner is None or (inner.is_mma and e.op == "scan"):  # scans: blocked only
                 inner = self.default(e.args[0].type.shape)
             return self.reduced(inner, e) if e.op == "reduce" else inner
         if e.op == "expand_dims":
@@ -421,7 +480,7 @@ class LayoutPass:
         assert isinstance(e, Op)
         if e.op == "dot":
             return self._dot(e, layout)
-        if e.op in ("reduce", "scan") and layout.is_mma:
+        if e.op == "scan" and layout.is_mma:
             # computed in a blocked layout, then moved into the accumulator's
             inner = self.natural(e)
             self.layouts.setdefault(inner.key, inner)
@@ -549,6 +608,16 @@ class LayoutPass:
             for a in e.args
         )
         return dataclasses.replace(e, args=args, layout=layout)
+
+
+# ops that move or combine elements rather than compute each one from the same-placed elements
+# of their operands (the elementwise ops are all the others)
+_STRUCTURAL = frozenset(
+    {
+        "dot", "reduce", "scan", "load", "store", "atomic", "permute", "reshape", "flip",
+        "cat", "join", "split", "expand_dims", "broadcast", "convert_layout", "arange", "full",
+    }
+)  # fmt: skip
 
 
 def _restore(layout: Layout, e: Op) -> tuple[int, ...]:

@@ -149,3 +149,24 @@ def test_gpu_agrees_with_interpreter():
         cp.asnumpy(o).astype(np.float32), o_host.astype(np.float32), rtol=2e-3, atol=2e-3
     )
     np.testing.assert_allclose(cp.asnumpy(lse), lse_host, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("m", "num_warps"), [(64, 4), (32, 4), (128, 8)])
+def test_accumulator_row_stats(m, num_warps):
+    """Reductions on accumulator tiles (quad shuffles; across warps through shared memory at
+    M=32, mma.sync with 2x2 warps) against float64."""
+    import teeny_tx as tx
+    from tests.test_attention import ROW_STATS, _row_stats_reference
+
+    k = tx.compile(ROW_STATS, name="kernels/row_stats.c").row_stats
+    rng = np.random.default_rng(m)
+    a = rng.standard_normal((m, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 64)).astype(np.float16)
+    out, rows, cols = (
+        cp.zeros((m, 64), cp.float32),
+        cp.zeros(m, cp.float32),
+        cp.zeros(64, cp.float32),
+    )
+    k[(1,)](out, rows, cols, cp.asarray(a), cp.asarray(b), M=m, N=64, K=32, num_warps=num_warps)
+    for got, want in zip((out, rows, cols), _row_stats_reference(a, b), strict=True):
+        np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-4, atol=1e-4)
