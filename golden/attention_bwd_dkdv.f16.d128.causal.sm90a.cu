@@ -56,15 +56,14 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     using L3 = tx::Blocked<tx::Ints<128, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 64 per thread
     using L4 = tx::Mma<tx::Ints<128, 128>, 8, 1>;  // [128, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 64 per thread
     using L5 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 32 per thread
-    using L6 = tx::Blocked<tx::Ints<1, 64>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 64]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L7 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
-    using L8 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
+    using L6 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
+    using L7 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
+    using L8 = tx::Blocked<tx::Ints<1, 64>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 64]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
     using L9 = tx::Blocked<tx::Ints<128, 64>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 64]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 64 per thread, some threads hold copies
-    using L10 = tx::Blocked<tx::Ints<128, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 32 per thread
-    using L11 = tx::Mma<tx::Ints<128, 1>, 8, 1>;  // [128, 1]: wgmma accumulator, 8x1 warps of m16n8 fragments; 2 per thread, some threads hold copies
-    using L12 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
-    extern __shared__ __align__(16) unsigned char tx_smem[];  // 33792 bytes of scratch
-    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 33792);  // 66560 bytes of pipeline stages
+    using L10 = tx::Mma<tx::Ints<128, 1>, 8, 1>;  // [128, 1]: wgmma accumulator, 8x1 warps of m16n8 fragments; 2 per thread, some threads hold copies
+    using L11 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
+    extern __shared__ __align__(16) unsigned char tx_smem[];  // 17408 bytes of scratch
+    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 17408);  // 132096 bytes of pipeline stages
     // i32 pid_n = program_id(0);
 #line 114 "kernels/attention.c"
     int pid_n = (int)blockIdx.x;
@@ -137,6 +136,10 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 130
     tx::relayout<L1, L6>(converted_0, rm, tx_smem, [](int r) { return L6::coord(r, 1); });
 #line 130
+    int converted_1[L8::REGS];
+#line 130
+    tx::relayout<L1, L8>(converted_1, rm, tx_smem, [](int r) { return L8::coord(r, 1); });
+#line 130
     for (int g = 0; (g < 1); g = (g + 1)) {
         // i32 h = hk * group + g;
 #line 131 "kernels/attention.c"
@@ -166,6 +169,18 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
             using do_t_tile = tx::SmemTile<__half, 64, 128>;
 #line 136
             __half* const do_t_stages = reinterpret_cast<__half*>(tx_pipeline + 32768);
+#line 136
+            using Tile_k_t_0 = tx::SmemTile<__half, 128, 128>;
+#line 136
+            __half* const smem_k_t_0 = reinterpret_cast<__half*>(tx_pipeline + 65536);
+#line 136
+            tx::stage<L3, 0, 1, Tile_k_t_0, false>(smem_k_t_0, k_t);  // once: the loop keeps it
+#line 136
+            using Tile_v_t_0 = tx::SmemTile<__half, 128, 128>;
+#line 136
+            __half* const smem_v_t_0 = reinterpret_cast<__half*>(tx_pipeline + 98304);
+#line 136
+            tx::stage<L3, 0, 1, Tile_v_t_0, false>(smem_v_t_0, v_t);  // once: the loop keeps it
 #line 136
             // prologue: the copies of the first 1 iteration
             {
@@ -221,173 +236,125 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                 // tile do_t = load(doh + (expand_dims(rm, 1) + start) * sdn + rd * sdd,
 #line 139 "kernels/attention.c"
                 // do_t: in shared memory, stage tx_stage (copied by cp.async)
-                // tile qm = expand_dims(start + rm, 0);                      /* [1, BM] */
-#line 141 "kernels/attention.c"
-                int qm[L6::REGS];
-#line 141
-                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) qm[i] = (start + converted_0[i]);
-                // tile lse2 = load(lseh + qm, qm < n_q, 0) * 1.4426950408889634f;
+                // tile lse2 = load(lseh + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
 #line 142 "kernels/attention.c"
-                float lse2[L7::REGS];
+                float lse2[L6::REGS];
 #line 142
-                int converted_1[L7::REGS];
+                float load_0[L6::REGS];
 #line 142
-                tx::relayout<L6, L7>(converted_1, qm, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
+                bool mask_2[L6::REGS];
 #line 142
-                int converted_2[L7::REGS];
+                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) mask_2[i] = ((start + converted_0[i]) < n_q);
 #line 142
-                tx::relayout<L6, L7>(converted_2, qm, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
+                _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 2) tx::load_vec<2>(&load_0[i], ((lseh + start) + converted_0[i]), &mask_2[i], 0.0f);
 #line 142
-                float load_0[L7::REGS];
-#line 142
-                bool mask_2[L7::REGS];
-#line 142
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) mask_2[i] = (converted_2[i] < n_q);
-#line 142
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; i += 2) tx::load_vec<2>(&load_0[i], (lseh + converted_1[i]), &mask_2[i], 0.0f);
-#line 142
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) lse2[i] = (load_0[i] * 1.442695f);
-                // tile dl = load(deltah + qm, qm < n_q, 0);
-#line 143 "kernels/attention.c"
-                float dl[L7::REGS];
-#line 143
-                int converted_3[L7::REGS];
-#line 143
-                tx::relayout<L6, L7>(converted_3, qm, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
-#line 143
-                int converted_4[L7::REGS];
-#line 143
-                tx::relayout<L6, L7>(converted_4, qm, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
-#line 143
-                bool mask_3[L7::REGS];
-#line 143
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) mask_3[i] = (converted_4[i] < n_q);
-#line 143
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; i += 2) tx::load_vec<2>(&dl[i], (deltah + converted_3[i]), &mask_3[i], 0.0f);
-                // tile p_t = exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
+                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) lse2[i] = (load_0[i] * 1.442695f);
+                // tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
 #line 144 "kernels/attention.c"
-                float p_t[L8::REGS];
+                float dl[L6::REGS];
 #line 144
-                float acc_0[L8::REGS];
+                bool mask_3[L6::REGS];
 #line 144
-                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) acc_0[i] = 0.0f;
+                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) mask_3[i] = ((start + converted_0[i]) < n_q);
 #line 144
-                using TileA_0 = tx::SmemTile<__half, 128, 128>;
-#line 144
-                __half* smem_a_0 = reinterpret_cast<__half*>(tx::align1024(tx_smem) + 0);
-#line 144
-                tx::stage<L3, 0, 1, TileA_0, false>(smem_a_0, k_t);
-#line 144
-                tx::fence_async_proxy();  // shared stores, then wgmma reads them
-#line 144
-                __syncthreads();
-#line 144
-                tx::wgmma<L8, TileA_0, true, q_t_tile, true, 128, 0>(acc_0, smem_a_0, q_t_stages + tx_stage * q_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
-#line 144
-                __syncthreads();
-#line 144
-                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) p_t[i] = tx::exp2(((acc_0[i] * qk_scale) - lse2[tx::remap<L7, L8>(i)]));
-                // if (start < unmasked || start + BM > n_q) {
-#line 145 "kernels/attention.c"
-                if (((start < unmasked) || ((start + BM) > n_q))) {
-                    // tile ok = CAUSAL ? (qm < n_q) & (qm >= expand_dims(rn, 1)) : qm < n_q;
+                _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 2) tx::load_vec<2>(&dl[i], ((deltah + start) + converted_0[i]), &mask_3[i], 0.0f);
+                // tile p_t = exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
 #line 146 "kernels/attention.c"
-                    bool ok[L9::REGS];
+                float p_t[L7::REGS];
 #line 146
-                    _Pragma("unroll") for (int i = 0; i < L9::REGS; ++i) ok[i] = ((qm[tx::remap<L6, L9>(i)] < n_q) & (qm[tx::remap<L6, L9>(i)] >= rn[tx::remap<L0, L9>(i)]));
-                    // p_t = where(ok, p_t, 0.0f);
+                float acc_0[L7::REGS];
+#line 146
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) acc_0[i] = 0.0f;
+#line 146
+                tx::wgmma<L7, Tile_k_t_0, true, q_t_tile, true, 128, 0>(acc_0, smem_k_t_0, q_t_stages + tx_stage * q_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
+#line 146
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) p_t[i] = tx::exp2(((acc_0[i] * qk_scale) - lse2[tx::remap<L6, L7>(i)]));
+                // if (start < unmasked || start + BM > n_q) {
 #line 147 "kernels/attention.c"
-                    bool converted_5[L8::REGS];
-#line 147
-                    tx::relayout<L9, L8>(converted_5, ok, tx_smem, [](int r) { return (L8::coord(r, 0)) * 64 + L8::coord(r, 1); });
-#line 147
-                    _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) p_t[i] = (converted_5[i] ? p_t[i] : 0.0f);
+                if (((start < unmasked) || ((start + BM) > n_q))) {
+                    // tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
+#line 148 "kernels/attention.c"
+                    int qm[L8::REGS];
+#line 148
+                    _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) qm[i] = (start + converted_1[i]);
+                    // tile ok = CAUSAL ? (qm < n_q) & (qm >= expand_dims(rn, 1)) : qm < n_q;
+#line 149 "kernels/attention.c"
+                    bool ok[L9::REGS];
+#line 149
+                    _Pragma("unroll") for (int i = 0; i < L9::REGS; ++i) ok[i] = ((qm[tx::remap<L8, L9>(i)] < n_q) & (qm[tx::remap<L8, L9>(i)] >= rn[tx::remap<L0, L9>(i)]));
+                    // p_t = where(ok, p_t, 0.0f);
+#line 150 "kernels/attention.c"
+                    bool converted_2[L7::REGS];
+#line 150
+                    tx::relayout<L9, L7>(converted_2, ok, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
+#line 150
+                    _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) p_t[i] = (converted_2[i] ? p_t[i] : 0.0f);
                 }
                 // tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
-#line 149 "kernels/attention.c"
-                float dp_t[L8::REGS];
-#line 149
-                float acc_1[L8::REGS];
-#line 149
-                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) acc_1[i] = 0.0f;
-#line 149
-                using TileA_1 = tx::SmemTile<__half, 128, 128>;
-#line 149
-                __half* smem_a_1 = reinterpret_cast<__half*>(tx::align1024(tx_smem) + 0);
-#line 149
-                tx::stage<L3, 0, 1, TileA_1, false>(smem_a_1, v_t);
-#line 149
-                tx::fence_async_proxy();  // shared stores, then wgmma reads them
-#line 149
-                __syncthreads();
-#line 149
-                tx::wgmma<L8, TileA_1, true, do_t_tile, true, 128, 0>(acc_1, smem_a_1, do_t_stages + tx_stage * do_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
-#line 149
-                __syncthreads();
-#line 149
-                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) dp_t[i] = acc_1[i];
+#line 152 "kernels/attention.c"
+                float dp_t[L7::REGS];
+#line 152
+                float acc_1[L7::REGS];
+#line 152
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) acc_1[i] = 0.0f;
+#line 152
+                tx::wgmma<L7, Tile_v_t_0, true, do_t_tile, true, 128, 0>(acc_1, smem_v_t_0, do_t_stages + tx_stage * do_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
+#line 152
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) dp_t[i] = acc_1[i];
                 // tile ds_t = p_t * (dp_t - dl);
-#line 150 "kernels/attention.c"
-                float ds_t[L8::REGS];
-#line 150
-                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) ds_t[i] = (p_t[i] * (dp_t[i] - dl[tx::remap<L7, L8>(i)]));
+#line 153 "kernels/attention.c"
+                float ds_t[L7::REGS];
+#line 153
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) ds_t[i] = (p_t[i] * (dp_t[i] - dl[tx::remap<L6, L7>(i)]));
                 // dv_acc = dot((f16)p_t, do_t, dv_acc);
-#line 155 "kernels/attention.c"
+#line 158 "kernels/attention.c"
                 float acc_2[L4::REGS];
-#line 155
+#line 158
                 _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) acc_2[i] = dv_acc[i];
-#line 155
-                float converted_6[L10::REGS];
-#line 155
-                tx::relayout<L8, L10>(converted_6, p_t, tx_smem, [](int r) { return (L10::coord(r, 0)) * 64 + L10::coord(r, 1); });
-#line 155
-                __half value_0[L10::REGS];
-#line 155
-                _Pragma("unroll") for (int i = 0; i < L10::REGS; ++i) value_0[i] = tx::cast<__half>(converted_6[i]);
-#line 155
-                using TileA_2 = tx::SmemTile<__half, 128, 64>;
-#line 155
-                __half* smem_a_2 = reinterpret_cast<__half*>(tx::align1024(tx_smem) + 0);
-#line 155
-                tx::stage<L10, 0, 1, TileA_2, false>(smem_a_2, value_0);
-#line 155
+#line 158
+                __half value_0[L7::REGS];
+#line 158
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) value_0[i] = tx::cast<__half>(p_t[i]);
+#line 158
+                using TileA_0 = tx::SmemTile<__half, 128, 64>;
+#line 158
+                __half* smem_a_0 = reinterpret_cast<__half*>(tx::align1024(tx_smem) + 0);
+#line 158
+                tx::stage<L7, 0, 1, TileA_0, false>(smem_a_0, value_0);
+#line 158
                 tx::fence_async_proxy();  // shared stores, then wgmma reads them
-#line 155
+#line 158
                 __syncthreads();
-#line 155
-                tx::wgmma<L4, TileA_2, true, do_t_tile, false, 64, 0>(acc_2, smem_a_2, do_t_stages + tx_stage * do_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n128k16_f16_kt(d, a, b); });
-#line 155
+#line 158
+                tx::wgmma<L4, TileA_0, true, do_t_tile, false, 64, 0>(acc_2, smem_a_0, do_t_stages + tx_stage * do_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n128k16_f16_kt(d, a, b); });
+#line 158
                 __syncthreads();
-#line 155
+#line 158
                 _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) dv_acc[i] = acc_2[i];
                 // dk_acc = dot((f16)ds_t, q_t, dk_acc);
-#line 156 "kernels/attention.c"
+#line 159 "kernels/attention.c"
                 float acc_3[L4::REGS];
-#line 156
+#line 159
                 _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) acc_3[i] = dk_acc[i];
-#line 156
-                float converted_7[L10::REGS];
-#line 156
-                tx::relayout<L8, L10>(converted_7, ds_t, tx_smem, [](int r) { return (L10::coord(r, 0)) * 64 + L10::coord(r, 1); });
-#line 156
-                __half value_1[L10::REGS];
-#line 156
-                _Pragma("unroll") for (int i = 0; i < L10::REGS; ++i) value_1[i] = tx::cast<__half>(converted_7[i]);
-#line 156
-                using TileA_3 = tx::SmemTile<__half, 128, 64>;
-#line 156
-                __half* smem_a_3 = reinterpret_cast<__half*>(tx::align1024(tx_smem) + 0);
-#line 156
-                tx::stage<L10, 0, 1, TileA_3, false>(smem_a_3, value_1);
-#line 156
+#line 159
+                __half value_1[L7::REGS];
+#line 159
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) value_1[i] = tx::cast<__half>(ds_t[i]);
+#line 159
+                using TileA_1 = tx::SmemTile<__half, 128, 64>;
+#line 159
+                __half* smem_a_1 = reinterpret_cast<__half*>(tx::align1024(tx_smem) + 0);
+#line 159
+                tx::stage<L7, 0, 1, TileA_1, false>(smem_a_1, value_1);
+#line 159
                 tx::fence_async_proxy();  // shared stores, then wgmma reads them
-#line 156
+#line 159
                 __syncthreads();
-#line 156
-                tx::wgmma<L4, TileA_3, true, q_t_tile, false, 64, 0>(acc_3, smem_a_3, q_t_stages + tx_stage * q_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n128k16_f16_kt(d, a, b); });
-#line 156
+#line 159
+                tx::wgmma<L4, TileA_1, true, q_t_tile, false, 64, 0>(acc_3, smem_a_1, q_t_stages + tx_stage * q_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n128k16_f16_kt(d, a, b); });
+#line 159
                 __syncthreads();
-#line 156
+#line 159
                 _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) dk_acc[i] = acc_3[i];
                 tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
             }
@@ -396,49 +363,49 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
         }
     }
     // store(dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd, dk_acc * scale,
-#line 160 "kernels/attention.c"
-    int converted_8[L11::REGS];
-#line 160
-    tx::relayout<L0, L11>(converted_8, rn, tx_smem, [](int r) { return L11::coord(r, 0); });
-#line 160
-    int converted_9[L12::REGS];
-#line 160
-    tx::relayout<L2, L12>(converted_9, rd, tx_smem, [](int r) { return (L12::coord(r, 0)) * 128 + L12::coord(r, 1); });
-#line 160
-    bool converted_10[L11::REGS];
-#line 160
-    tx::relayout<L0, L11>(converted_10, kv_row, tx_smem, [](int r) { return (L11::coord(r, 0)) * 1 + L11::coord(r, 1); });
-#line 160
+#line 163 "kernels/attention.c"
+    int converted_3[L10::REGS];
+#line 163
+    tx::relayout<L0, L10>(converted_3, rn, tx_smem, [](int r) { return L10::coord(r, 0); });
+#line 163
+    int converted_4[L11::REGS];
+#line 163
+    tx::relayout<L2, L11>(converted_4, rd, tx_smem, [](int r) { return (L11::coord(r, 0)) * 128 + L11::coord(r, 1); });
+#line 163
+    bool converted_5[L10::REGS];
+#line 163
+    tx::relayout<L0, L10>(converted_5, kv_row, tx_smem, [](int r) { return (L10::coord(r, 0)) * 1 + L10::coord(r, 1); });
+#line 163
     __half value_2[L4::REGS];
-#line 160
+#line 163
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) value_2[i] = tx::cast<__half>((dk_acc[i] * scale));
-#line 160
+#line 163
     bool mask_4[L4::REGS];
-#line 160
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) mask_4[i] = converted_10[tx::remap<L11, L4>(i)];
-#line 160
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 2) tx::store_vec<2>(((((dk + (b * sdkb)) + (hk * sdkh)) + (converted_8[tx::remap<L11, L4>(i)] * sdkn)) + (converted_9[tx::remap<L12, L4>(i)] * 1)), &value_2[i], &mask_4[i]);
+#line 163
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) mask_4[i] = converted_5[tx::remap<L10, L4>(i)];
+#line 163
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 2) tx::store_vec<2>(((((dk + (b * sdkb)) + (hk * sdkh)) + (converted_3[tx::remap<L10, L4>(i)] * sdkn)) + (converted_4[tx::remap<L11, L4>(i)] * 1)), &value_2[i], &mask_4[i]);
     // store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc, kv_row);
-#line 162 "kernels/attention.c"
-    int converted_11[L11::REGS];
-#line 162
-    tx::relayout<L0, L11>(converted_11, rn, tx_smem, [](int r) { return L11::coord(r, 0); });
-#line 162
-    int converted_12[L12::REGS];
-#line 162
-    tx::relayout<L2, L12>(converted_12, rd, tx_smem, [](int r) { return (L12::coord(r, 0)) * 128 + L12::coord(r, 1); });
-#line 162
-    bool converted_13[L11::REGS];
-#line 162
-    tx::relayout<L0, L11>(converted_13, kv_row, tx_smem, [](int r) { return (L11::coord(r, 0)) * 1 + L11::coord(r, 1); });
-#line 162
+#line 165 "kernels/attention.c"
+    int converted_6[L10::REGS];
+#line 165
+    tx::relayout<L0, L10>(converted_6, rn, tx_smem, [](int r) { return L10::coord(r, 0); });
+#line 165
+    int converted_7[L11::REGS];
+#line 165
+    tx::relayout<L2, L11>(converted_7, rd, tx_smem, [](int r) { return (L11::coord(r, 0)) * 128 + L11::coord(r, 1); });
+#line 165
+    bool converted_8[L10::REGS];
+#line 165
+    tx::relayout<L0, L10>(converted_8, kv_row, tx_smem, [](int r) { return (L10::coord(r, 0)) * 1 + L10::coord(r, 1); });
+#line 165
     __half value_3[L4::REGS];
-#line 162
+#line 165
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) value_3[i] = tx::cast<__half>(dv_acc[i]);
-#line 162
+#line 165
     bool mask_5[L4::REGS];
-#line 162
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) mask_5[i] = converted_13[tx::remap<L11, L4>(i)];
-#line 162
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 2) tx::store_vec<2>(((((dv + (b * sdvb)) + (hk * sdvh)) + (converted_11[tx::remap<L11, L4>(i)] * sdvn)) + (converted_12[tx::remap<L12, L4>(i)] * 1)), &value_3[i], &mask_5[i]);
+#line 165
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) mask_5[i] = converted_8[tx::remap<L10, L4>(i)];
+#line 165
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 2) tx::store_vec<2>(((((dv + (b * sdvb)) + (hk * sdvh)) + (converted_6[tx::remap<L10, L4>(i)] * sdvn)) + (converted_7[tx::remap<L11, L4>(i)] * 1)), &value_3[i], &mask_5[i]);
 }

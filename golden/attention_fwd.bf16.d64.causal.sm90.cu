@@ -18,8 +18,8 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     using L5 = tx::Mma<tx::Ints<128, 64>, 4, 2>;  // [128, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 32 per thread
     using L6 = tx::Blocked<tx::Ints<64, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 16 per thread
     using L7 = tx::Mma<tx::Ints<1, 64>, 4, 2>;  // [1, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 8 per thread, some threads hold copies
-    extern __shared__ __align__(16) unsigned char tx_smem[];  // 32768 bytes of scratch
-    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 32768);  // 33792 bytes of pipeline stages
+    extern __shared__ __align__(16) unsigned char tx_smem[];  // 16384 bytes of scratch
+    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 16384);  // 50176 bytes of pipeline stages
     // i32 pid_m = program_id(0);
 #line 33 "kernels/attention.c"
     int pid_m = (int)blockIdx.x;
@@ -103,6 +103,12 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
 #line 51
         __nv_bfloat16* const v_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 16384);
 #line 51
+        using Tile_q_t_0 = tx::SmemTile<__nv_bfloat16, 128, 64>;
+#line 51
+        __nv_bfloat16* const smem_q_t_0 = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 32768);
+#line 51
+        tx::stage<L3, 0, 1, Tile_q_t_0, false>(smem_q_t_0, q_t);  // once: the loop keeps it
+#line 51
         // prologue: the copies of the first 1 iteration
         {
 #line 51
@@ -163,17 +169,7 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
 #line 56
             _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc_0[i] = 0.0f;
 #line 56
-            using TileA_0 = tx::SmemTile<__nv_bfloat16, 128, 64>;
-#line 56
-            __nv_bfloat16* smem_a_0 = reinterpret_cast<__nv_bfloat16*>(tx_smem + 0);
-#line 56
-            tx::stage<L3, 0, 1, TileA_0, false>(smem_a_0, q_t);
-#line 56
-            __syncthreads();
-#line 56
-            tx::mma<L5, tx::MmaBF16, TileA_0, true, k_t_tile, true, 64>(acc_0, smem_a_0, k_t_stages + tx_stage * k_t_tile::ELEMS);
-#line 56
-            __syncthreads();
+            tx::mma<L5, tx::MmaBF16, Tile_q_t_0, true, k_t_tile, true, 64>(acc_0, smem_q_t_0, k_t_stages + tx_stage * k_t_tile::ELEMS);
 #line 56
             _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) s[i] = (acc_0[i] * qk_scale);
             // if (start + BN > masked) {
@@ -232,23 +228,19 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
 #line 68
             _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc_1[i] = acc[i];
 #line 68
-            float converted_2[L3::REGS];
+            __nv_bfloat16 value_0[L5::REGS];
 #line 68
-            tx::relayout<L5, L3>(converted_2, p, tx_smem, [](int r) { return (L3::coord(r, 0)) * 64 + L3::coord(r, 1); });
+            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>(p[i]);
 #line 68
-            __nv_bfloat16 value_0[L3::REGS];
+            using TileA_0 = tx::SmemTile<__nv_bfloat16, 128, 64>;
 #line 68
-            _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>(converted_2[i]);
+            __nv_bfloat16* smem_a_0 = reinterpret_cast<__nv_bfloat16*>(tx_smem + 0);
 #line 68
-            using TileA_1 = tx::SmemTile<__nv_bfloat16, 128, 64>;
-#line 68
-            __nv_bfloat16* smem_a_1 = reinterpret_cast<__nv_bfloat16*>(tx_smem + 0);
-#line 68
-            tx::stage<L3, 0, 1, TileA_1, false>(smem_a_1, value_0);
+            tx::stage<L5, 0, 1, TileA_0, false>(smem_a_0, value_0);
 #line 68
             __syncthreads();
 #line 68
-            tx::mma<L5, tx::MmaBF16, TileA_1, true, v_t_tile, false, 64>(acc_1, smem_a_1, v_t_stages + tx_stage * v_t_tile::ELEMS);
+            tx::mma<L5, tx::MmaBF16, TileA_0, true, v_t_tile, false, 64>(acc_1, smem_a_0, v_t_stages + tx_stage * v_t_tile::ELEMS);
 #line 68
             __syncthreads();
 #line 68
@@ -263,17 +255,17 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     }
     // store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
 #line 74 "kernels/attention.c"
-    int converted_3[L4::REGS];
+    int converted_2[L4::REGS];
 #line 74
-    tx::relayout<L0, L4>(converted_3, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_2, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 74
-    int converted_4[L7::REGS];
+    int converted_3[L7::REGS];
 #line 74
-    tx::relayout<L2, L7>(converted_4, rd, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
+    tx::relayout<L2, L7>(converted_3, rd, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
 #line 74
-    int converted_5[L4::REGS];
+    int converted_4[L4::REGS];
 #line 74
-    tx::relayout<L0, L4>(converted_5, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_4, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 74
     __nv_bfloat16 value_1[L5::REGS];
 #line 74
@@ -281,18 +273,18 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
 #line 74
     bool mask_1[L5::REGS];
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_1[i] = (converted_5[tx::remap<L4, L5>(i)] < n_q);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_1[i] = (converted_4[tx::remap<L4, L5>(i)] < n_q);
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((o + (b * sob)) + (h * soh)) + (converted_3[tx::remap<L4, L5>(i)] * son)) + (converted_4[tx::remap<L7, L5>(i)] * 1)), &value_1[i], &mask_1[i]);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((o + (b * sob)) + (h * soh)) + (converted_2[tx::remap<L4, L5>(i)] * son)) + (converted_3[tx::remap<L7, L5>(i)] * 1)), &value_1[i], &mask_1[i]);
     // store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
 #line 76 "kernels/attention.c"
+    int converted_5[L4::REGS];
+#line 76
+    tx::relayout<L0, L4>(converted_5, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+#line 76
     int converted_6[L4::REGS];
 #line 76
     tx::relayout<L0, L4>(converted_6, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 76
-    int converted_7[L4::REGS];
-#line 76
-    tx::relayout<L0, L4>(converted_7, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 76
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) if (L4::owner() && (converted_7[i] < n_q)) *(((lse + (bh * n_q)) + converted_6[i])) = ((m_i[i] + tx::log2(l_i[i])) * 0.6931472f);
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) if (L4::owner() && (converted_6[i] < n_q)) *(((lse + (bh * n_q)) + converted_5[i])) = ((m_i[i] + tx::log2(l_i[i])) * 0.6931472f);
 }

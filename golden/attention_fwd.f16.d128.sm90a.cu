@@ -60,10 +60,9 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
     using L7 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
     using L8 = tx::Blocked<tx::Ints<1, 64>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 64]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
     using L9 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
-    using L10 = tx::Blocked<tx::Ints<128, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 32 per thread
-    using L11 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
-    extern __shared__ __align__(16) unsigned char tx_smem[];  // 33792 bytes of scratch
-    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 33792);  // 66560 bytes of pipeline stages
+    using L10 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
+    extern __shared__ __align__(16) unsigned char tx_smem[];  // 17408 bytes of scratch
+    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 17408);  // 99328 bytes of pipeline stages
     // i32 pid_m = program_id(0);
 #line 33 "kernels/attention.c"
     int pid_m = (int)blockIdx.x;
@@ -147,6 +146,12 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 51
         __half* const v_t_stages = reinterpret_cast<__half*>(tx_pipeline + 32768);
 #line 51
+        using Tile_q_t_0 = tx::SmemTile<__half, 128, 128>;
+#line 51
+        __half* const smem_q_t_0 = reinterpret_cast<__half*>(tx_pipeline + 65536);
+#line 51
+        tx::stage<L3, 0, 1, Tile_q_t_0, false>(smem_q_t_0, q_t);  // once: the loop keeps it
+#line 51
         // prologue: the copies of the first 1 iteration
         {
 #line 51
@@ -209,19 +214,7 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 56
             _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) acc_0[i] = 0.0f;
 #line 56
-            using TileA_0 = tx::SmemTile<__half, 128, 128>;
-#line 56
-            __half* smem_a_0 = reinterpret_cast<__half*>(tx::align1024(tx_smem) + 0);
-#line 56
-            tx::stage<L3, 0, 1, TileA_0, false>(smem_a_0, q_t);
-#line 56
-            tx::fence_async_proxy();  // shared stores, then wgmma reads them
-#line 56
-            __syncthreads();
-#line 56
-            tx::wgmma<L7, TileA_0, true, k_t_tile, true, 128, 0>(acc_0, smem_a_0, k_t_stages + tx_stage * k_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
-#line 56
-            __syncthreads();
+            tx::wgmma<L7, Tile_q_t_0, true, k_t_tile, true, 128, 0>(acc_0, smem_q_t_0, k_t_stages + tx_stage * k_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
 #line 56
             _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) s[i] = (acc_0[i] * qk_scale);
             // if (start + BN > masked) {
@@ -280,25 +273,21 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 70
             _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc_1[i] = acc[i];
 #line 70
-            float converted_2[L10::REGS];
+            __half value_0[L7::REGS];
 #line 70
-            tx::relayout<L7, L10>(converted_2, p, tx_smem, [](int r) { return (L10::coord(r, 0)) * 64 + L10::coord(r, 1); });
+            _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) value_0[i] = tx::cast<__half>(p[i]);
 #line 70
-            __half value_0[L10::REGS];
+            using TileA_0 = tx::SmemTile<__half, 128, 64>;
 #line 70
-            _Pragma("unroll") for (int i = 0; i < L10::REGS; ++i) value_0[i] = tx::cast<__half>(converted_2[i]);
+            __half* smem_a_0 = reinterpret_cast<__half*>(tx::align1024(tx_smem) + 0);
 #line 70
-            using TileA_1 = tx::SmemTile<__half, 128, 64>;
-#line 70
-            __half* smem_a_1 = reinterpret_cast<__half*>(tx::align1024(tx_smem) + 0);
-#line 70
-            tx::stage<L10, 0, 1, TileA_1, false>(smem_a_1, value_0);
+            tx::stage<L7, 0, 1, TileA_0, false>(smem_a_0, value_0);
 #line 70
             tx::fence_async_proxy();  // shared stores, then wgmma reads them
 #line 70
             __syncthreads();
 #line 70
-            tx::wgmma<L5, TileA_1, true, v_t_tile, false, 64, 0>(acc_1, smem_a_1, v_t_stages + tx_stage * v_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n128k16_f16_kt(d, a, b); });
+            tx::wgmma<L5, TileA_0, true, v_t_tile, false, 64, 0>(acc_1, smem_a_0, v_t_stages + tx_stage * v_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n128k16_f16_kt(d, a, b); });
 #line 70
             __syncthreads();
 #line 70
@@ -313,17 +302,17 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
     }
     // store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
 #line 74 "kernels/attention.c"
-    int converted_3[L4::REGS];
+    int converted_2[L4::REGS];
 #line 74
-    tx::relayout<L0, L4>(converted_3, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_2, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 74
-    int converted_4[L11::REGS];
+    int converted_3[L10::REGS];
 #line 74
-    tx::relayout<L2, L11>(converted_4, rd, tx_smem, [](int r) { return (L11::coord(r, 0)) * 128 + L11::coord(r, 1); });
+    tx::relayout<L2, L10>(converted_3, rd, tx_smem, [](int r) { return (L10::coord(r, 0)) * 128 + L10::coord(r, 1); });
 #line 74
-    int converted_5[L4::REGS];
+    int converted_4[L4::REGS];
 #line 74
-    tx::relayout<L0, L4>(converted_5, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_4, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 74
     __half value_1[L5::REGS];
 #line 74
@@ -331,18 +320,18 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 74
     bool mask_1[L5::REGS];
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_1[i] = (converted_5[tx::remap<L4, L5>(i)] < n_q);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_1[i] = (converted_4[tx::remap<L4, L5>(i)] < n_q);
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((o + (b * sob)) + (h * soh)) + (converted_3[tx::remap<L4, L5>(i)] * son)) + (converted_4[tx::remap<L11, L5>(i)] * 1)), &value_1[i], &mask_1[i]);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((o + (b * sob)) + (h * soh)) + (converted_2[tx::remap<L4, L5>(i)] * son)) + (converted_3[tx::remap<L10, L5>(i)] * 1)), &value_1[i], &mask_1[i]);
     // store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
 #line 76 "kernels/attention.c"
+    int converted_5[L4::REGS];
+#line 76
+    tx::relayout<L0, L4>(converted_5, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+#line 76
     int converted_6[L4::REGS];
 #line 76
     tx::relayout<L0, L4>(converted_6, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 76
-    int converted_7[L4::REGS];
-#line 76
-    tx::relayout<L0, L4>(converted_7, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 76
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) if (L4::owner() && (converted_7[i] < n_q)) *(((lse + (bh * n_q)) + converted_6[i])) = ((m_i[i] + tx::log2(l_i[i])) * 0.6931472f);
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) if (L4::owner() && (converted_6[i] < n_q)) *(((lse + (bh * n_q)) + converted_5[i])) = ((m_i[i] + tx::log2(l_i[i])) * 0.6931472f);
 }

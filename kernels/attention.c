@@ -138,11 +138,14 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
                             expand_dims(rm, 1) + start < n_q, 0);
             tile do_t = load(doh + (expand_dims(rm, 1) + start) * sdn + rd * sdd,
                              expand_dims(rm, 1) + start < n_q, 0);
-            tile qm = expand_dims(start + rm, 0);                      /* [1, BM] */
-            tile lse2 = load(lseh + qm, qm < n_q, 0) * 1.4426950408889634f;
-            tile dl = load(deltah + qm, qm < n_q, 0);
+            /* the rows' statistics as [1, BM] rows, read in the accumulator's layout */
+            tile lse2 = load(lseh + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
+                             0) * 1.4426950408889634f;
+            tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
+                           0);
             tile p_t = exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
             if (start < unmasked || start + BM > n_q) {
+                tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
                 tile ok = CAUSAL ? (qm < n_q) & (qm >= expand_dims(rn, 1)) : qm < n_q;
                 p_t = where(ok, p_t, 0.0f);
             }

@@ -541,6 +541,9 @@ class LayoutPass:
     def _operand_want(self, x: Expr) -> Layout:
         if isinstance(x, Var):
             return self.vars.get(x.name) or self.operand(x)
+        natural = self.natural(x)
+        if natural is not None and natural.is_mma:
+            return natural  # computed from an accumulator (P = (f16)p): staged from its registers
         return self.operand(x)
 
     def _reduce(self, e: Op, inner: Layout) -> Expr:

@@ -312,8 +312,10 @@ class DotEmitter:
             self.out(f"using {p.tile} = tx::SmemTile<{t}, {rows}, {cols}>;")
             self.out(f"{t}* const {p.buffer} = reinterpret_cast<{t}*>(tx_pipeline + {offset});")
             offset += -(-stages * rows * cols * p.load.type.dtype.itemsize // 1024) * 1024
-        self.pipeline_bytes = max(self.pipeline_bytes, offset + 1024)  # + alignment to 1024
         dots = [e for e in walk_exprs(s.body) if isinstance(e, Op) and e.op == "dot"]
+        invariant = self.stage_invariant_operands(s, plan, dots, offset)
+        offset += sum(size for _, size in invariant)
+        self.pipeline_bytes = max(self.pipeline_bytes, offset + 1024)  # + alignment to 1024
         async_reads = any(e.layout.blocked.version == 3 for e in dots)
         # wgmma may run on while the next iteration starts when each dot reads only pipelined
         # operands: the copies then run one stage less ahead, to leave its stage alone
@@ -382,6 +384,8 @@ class DotEmitter:
         self.wgmma_pending = 0
         for p in plan:
             del self.pipelined[p.var]
+        for name, _ in invariant:
+            del self.pipelined[name]
         self.depth += 1
         self.out(f"tx_stage = tx_stage == {stages - 1} ? 0 : tx_stage + 1;")
         self.depth -= 1
@@ -392,6 +396,44 @@ class DotEmitter:
         self.out("__syncthreads();")
         self.depth -= 1
         self.out("}")
+
+    def stage_invariant_operands(
+        self, s: ir.Loop, plan: list[PipelinedLoad], dots: list[Op], offset: int
+    ) -> list[tuple[str, int]]:
+        """16-bit dot operands that the loop does not change (the query block of attention)
+        are written into shared memory once, before the loop, after its stages (at ``offset``
+        of the pipeline buffer); the dots read them there. Returns (variable, bytes) each.
+        Not in loops that hold loops (whose pipelines would reuse the buffer)."""
+        if any(isinstance(t, ir.Loop) for t in walk_stmts(s.body)):
+            return []
+        changed = _assigned_names(s) | {p.var for p in plan}
+        out = []
+        for e in dots:
+            for x in e.args[:2]:
+                src, _ = _operand_source(x)
+                if (
+                    not isinstance(src, Var)
+                    or src.name in changed
+                    or src.name in self.pipelined
+                    or src.type.dtype.itemsize != 2
+                    or src.layout is None
+                ):
+                    continue
+                t = ctype(src.type.dtype)
+                rows, cols = src.type.shape
+                tile, ptr = self.fresh(f"Tile_{src.name}"), self.fresh(f"smem_{src.name}")
+                d0, d1 = src.layout.dims
+                self.out(f"using {tile} = tx::SmemTile<{t}, {rows}, {cols}>;")
+                self.out(f"{t}* const {ptr} = reinterpret_cast<{t}*>(tx_pipeline + {offset});")
+                self.out(
+                    f"tx::stage<{self.L(src.layout)}, {d0}, {d1}, {tile}, false>"
+                    f"({ptr}, {self.materialise(src, src.layout)});  // once: the loop keeps it"
+                )
+                size = -(-rows * cols * src.type.dtype.itemsize // 1024) * 1024
+                offset += size
+                self.pipelined[src.name] = (ptr, tile)
+                out.append((src.name, size))
+        return out
 
     def emit_tf32_rounding(self, p: PipelinedLoad) -> None:
         """Round this thread's chunks of ``p``'s current stage to TF32 (wgmma reads TF32 by
