@@ -292,9 +292,12 @@ def main() -> int:
 
 
 def _configs(tattn) -> str:
+    def by_d(table) -> str:
+        return ", ".join(f"D={d}: {tuple(c)}" for d, c in table.items())
+
     return (
-        f"forward {tuple(tattn.FORWARD)}, dK/dV {tuple(tattn.BACKWARD_DKDV)}, "
-        f"dQ {tuple(tattn.BACKWARD_DQ)} (BM, BN, num_warps, num_stages)"
+        f"forward {by_d(tattn.FORWARD)}; dK/dV {by_d(tattn.BACKWARD_DKDV)}; "
+        f"dQ {by_d(tattn.BACKWARD_DQ)} (BM, BN, num_warps, num_stages)"
     )
 
 

@@ -12,7 +12,8 @@ import teeny_tx as tx
 from teeny_tx import nn
 from teeny_tx.dtypes import DTYPES
 from teeny_tx.kernel import HEADERS
-from teeny_tx.library import GOLDEN, module, target_arch
+from teeny_tx.library import attention as tattn
+from teeny_tx.library import module, target_arch
 from teeny_tx.library.attention import attention_backward_reference, attention_reference
 from teeny_tx.runtime import nvrtc
 
@@ -259,9 +260,6 @@ def test_tutorial_form_generates_cuda(arch, d):
 
 # NVRTC: the wrapper's fixed launches, both targets, the variants the goldens do not cover
 # (the goldens compile f16 D=128 forward, bf16 D=64 causal forward and each backward kernel)
-_ARGS = {g.kernel: g for g in GOLDEN if g.file == "attention.c"}
-
-
 @pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
 @pytest.mark.parametrize(
     ("kernel", "dtype", "d", "causal"),
@@ -274,16 +272,20 @@ _ARGS = {g.kernel: g for g in GOLDEN if g.file == "attention.c"}
 def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
     from teeny_tx.library import _attention_bwd_args, _attention_fwd_args
 
-    golden = _ARGS[kernel]
+    config = {
+        "attention_fwd": tattn.FORWARD,
+        "attention_bwd_dkdv": tattn.BACKWARD_DKDV,
+        "attention_bwd_dq": tattn.BACKWARD_DQ,
+    }[kernel][d]
     args = (
         _attention_fwd_args(dtype, d)
         if kernel == "attention_fwd"
         else _attention_bwd_args(kernel, dtype, d)
     )
-    flags = dict(golden.constexprs, CAUSAL=causal, BF16=int(dtype == "bf16"), D=d)
+    flags = {"CAUSAL": causal, "BF16": int(dtype == "bf16"), "D": d}
     k = getattr(module("attention.c"), kernel)
     with target_arch(arch):
-        spec = k.specialize(*args, num_warps=golden.num_warps, **flags)
+        spec = k.specialize(*args, num_warps=config.num_warps, BM=config.bm, BN=config.bn, **flags)
         cubin = nvrtc.compile_to_cubin(spec.cuda_source, name=kernel, arch=arch, headers=HEADERS)
     assert cubin[:4] == b"\x7fELF"
 

@@ -10,9 +10,10 @@ typed as q, k, v. Each function checks its arguments (``LaunchError``) and launc
 current stream of the arrays' library (nothing waits for the device).
 
 ``causal=True`` masks key j > query i (torch's ``is_causal``: the triangle aligned at the top
-left). ``scale`` defaults to 1/sqrt(D). On the GPU each kernel launches through its
-``#pragma autotune`` configs (timed once per shape); the interpreter, and launches with
-``TUNE = False``, take :data:`FORWARD`, :data:`BACKWARD_DKDV` and :data:`BACKWARD_DQ`.
+left). ``scale`` defaults to 1/sqrt(D). GPU launches take the fixed configs
+:data:`FORWARD`, :data:`BACKWARD_DKDV` and :data:`BACKWARD_DQ` (by head dim), or, with the
+module flag ``TUNE = True``, the fastest of each kernel's ``#pragma autotune`` configs (timed
+once per shape); the interpreter takes :data:`INTERPRET` (small tiles, the same kernels).
 """
 
 from __future__ import annotations
@@ -40,9 +41,12 @@ class AttentionConfig(NamedTuple):
     num_stages: int = 2
 
 
-FORWARD = AttentionConfig(128, 64, 8)
-BACKWARD_DKDV = AttentionConfig(64, 128, 8)
-BACKWARD_DQ = AttentionConfig(128, 64, 8)
+# by head dim; on sm_90a the 16-rows-per-warp tiles (BM = 16 * num_warps for the forward and
+# dQ, BN = 16 * num_warps for dK/dV) run on wgmma. dK/dV at D = 128 takes 64 x 64 tiles on
+# mma.sync: its two [BN, 128] f32 accumulators with BN = 128 spill (ptxas, sm_90a)
+FORWARD = {64: AttentionConfig(128, 64, 8), 128: AttentionConfig(128, 64, 8)}
+BACKWARD_DKDV = {64: AttentionConfig(64, 128, 8), 128: AttentionConfig(64, 64, 8)}
+BACKWARD_DQ = {64: AttentionConfig(128, 64, 8), 128: AttentionConfig(128, 64, 8)}
 PREPROCESS_BM = 64
 INTERPRET = AttentionConfig(32, 32, 4)  # small tiles: the interpreter runs programs one by one
 
@@ -162,7 +166,7 @@ def attention(
             kernel,
             lambda meta: (cdiv(n_q, meta["BM"]), b * h_q),
             args,
-            FORWARD,
+            FORWARD[d],
             CAUSAL=int(bool(causal)),
             BF16=int(dtype == "bf16"),
             D=d,
@@ -221,7 +225,7 @@ def attention_backward(
             mod.attention_bwd_dkdv,
             lambda meta: (cdiv(n_kv, meta["BN"]), b * h_kv),
             args,
-            BACKWARD_DKDV,
+            BACKWARD_DKDV[d],
             **flags,
         )
         args = (dq, q, k, v, do, lse, delta, n_q, n_kv, h_q, group) + qkv
@@ -231,7 +235,7 @@ def attention_backward(
             mod.attention_bwd_dq,
             lambda meta: (cdiv(n_q, meta["BM"]), b * h_q),
             args,
-            BACKWARD_DQ,
+            BACKWARD_DQ[d],
             **flags,
         )
     return dq, dk, dv
