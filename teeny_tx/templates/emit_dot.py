@@ -100,9 +100,16 @@ class DotEmitter:
         self.out(self.tile_loop(layout, lambda: f"{out}[i] = {self.ex(acc)};"))
         ptrs, tiles, kmajor, staged = [], [], [], False
         offset = 0
+        register_a = wgmma and self.register_a(a, layout)
         for role, x in (("a", a), ("b", b)):
             src, transposed = _operand_source(x)
             as_loaded = _kmajor_as_loaded(role, transposed)
+            if role == "a" and register_a:  # wgmma reads A from the registers it is in
+                self.hoist(src)
+                ptrs.append(self.materialise(src, src.layout))
+                tiles.append(self.L(src.layout))
+                kmajor.append(True)
+                continue
             if isinstance(src, Var) and src.name in self.pipelined:
                 ptr, tile = self.pipelined[src.name]
                 ptrs.append(ptr)
@@ -141,7 +148,15 @@ class DotEmitter:
         acc_layout = self.L(layout)
         flags = ["true" if x else "false" for x in kmajor]
         operands = f"{tiles[0]}, {flags[0]}, {tiles[1]}, {flags[1]}, {k}"
-        if wgmma:
+        if register_a:
+            instr = self.wgmma_rs_instruction(dtype.name, n, kmajor[1])
+            issue = f"[](float* d, const unsigned* a, unsigned long long b) {{ {instr}(d, a, b); }}"
+            pending = 0 if staged else self.wgmma_pending
+            self.out(
+                f"tx::wgmma_rs<{acc_layout}, {tiles[0]}, {tiles[1]}, {flags[1]}, {k}, {pending}>"
+                f"({out}, {ptrs[0]}, {ptrs[1]}, {issue});  // A from registers"
+            )
+        elif wgmma:
             instr = self.wgmma_instruction(dtype.name, n, kmajor)
             issue = (
                 f"[](float* d, unsigned long long a, unsigned long long b) {{ {instr}(d, a, b); }}"
@@ -164,6 +179,37 @@ class DotEmitter:
             self.out("__syncthreads();")
         self.temps[id(e)] = (out, layout, "")
 
+    def register_a(self, a: Expr, acc: Layout) -> bool:
+        """Whether a wgmma dot can read its A operand from registers: a 16-bit tile, not
+        transposed and not in shared memory, held in a wgmma accumulator layout of the same
+        warps (a tile computed from a product, such as attention's P), whose registers are
+        then the A fragments."""
+        src, transposed = _operand_source(a)
+        lay = getattr(src, "layout", None)
+        return (
+            not transposed
+            and not (isinstance(src, Var) and src.name in self.pipelined)
+            and src.type.dtype.itemsize == 2
+            and lay is not None
+            and lay.is_mma
+            and lay.blocked.version == 3
+            and lay.blocked.warps == acc.blocked.warps
+            and lay.dims == (0, 1)
+            and lay.shape == (acc.shape[0], a.type.shape[1])
+        )
+
+    def wgmma_rs_instruction(self, dtype: str, n: int, b_kmajor: bool) -> str:
+        """The device function issuing one wgmma m64nNk16 with A in registers (four packed
+        fragment registers) and B through its descriptor (rendered once per kernel)."""
+        name = f"tx_wgmma_m64n{n}k16_{dtype}_r{'k' if b_kmajor else 't'}"
+        if name not in self.preamble:
+            rows, outputs, count = _wgmma_accumulator_operands(n)
+            a_operands = "{" + ", ".join(f"%{count + i}" for i in range(4)) + "}"
+            self.preamble[name] = self.snippets.wgmma_rs_instruction(
+                name, n, dtype, int(not b_kmajor), rows, a_operands, outputs, count
+            )
+        return name
+
     def wgmma_instruction(self, dtype: str, n: int, kmajor: list[bool]) -> str:
         """The name of a device function issuing one wgmma m64nNk16 (m64nNk8 for TF32; rendered
         once per kernel before it): accumulator registers in the Mma layout's order, A and B
@@ -174,18 +220,9 @@ class DotEmitter:
         k = 8 if dtype == "tf32" else 16
         name = f"tx_wgmma_m64n{n}k{k}_{dtype}_{trans}"
         if name not in self.preamble:
-            quarter = n // 4  # registers per accumulator row half (the Mma layout's regs(1))
-            regs = [((i >> 1) & 1) * quarter + 2 * (i >> 2) + (i & 1) for i in range(n // 2)]
-            rows = [
-                ", ".join(f"%{i}" for i in range(start, min(start + 16, len(regs))))
-                for start in range(0, len(regs), 16)
-            ]
-            outputs = [
-                ", ".join(f'"+f"(d[{r}])' for r in regs[start : start + 8])
-                for start in range(0, len(regs), 8)
-            ]
+            rows, outputs, count = _wgmma_accumulator_operands(n)
             self.preamble[name] = self.snippets.wgmma_instruction(
-                name, n, k, dtype, int(not kmajor[0]), int(not kmajor[1]), rows, outputs, len(regs)
+                name, n, k, dtype, int(not kmajor[0]), int(not kmajor[1]), rows, outputs, count
             )
         return name
 
@@ -473,6 +510,23 @@ class DotEmitter:
                 self.out(self.snippets.tile_loop(name, call, p.vec))
         self.depth -= 1
         self.out("}")
+
+
+def _wgmma_accumulator_operands(n: int) -> tuple[list[str], list[str], int]:
+    """The accumulator operands of a wgmma m64nN asm statement: the operand numbers by rows of
+    16, the "+f" outputs (each accumulator register in the Mma layout's order) by rows of 8,
+    and their count."""
+    quarter = n // 4  # registers per accumulator row half (the Mma layout's regs(1))
+    regs = [((i >> 1) & 1) * quarter + 2 * (i >> 2) + (i & 1) for i in range(n // 2)]
+    rows = [
+        ", ".join(f"%{i}" for i in range(start, min(start + 16, len(regs))))
+        for start in range(0, len(regs), 16)
+    ]
+    outputs = [
+        ", ".join(f'"+f"(d[{r}])' for r in regs[start : start + 8])
+        for start in range(0, len(regs), 8)
+    ]
+    return rows, outputs, len(regs)
 
 
 def _assigned_names(s: ir.Loop) -> set[str]:
