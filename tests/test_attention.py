@@ -12,8 +12,8 @@ import teeny_tx as tx
 from teeny_tx import nn
 from teeny_tx.dtypes import DTYPES
 from teeny_tx.kernel import HEADERS
+from teeny_tx.library import GOLDEN, module, target_arch
 from teeny_tx.library import attention as tattn
-from teeny_tx.library import module, target_arch
 from teeny_tx.library.attention import attention_backward_reference, attention_reference
 from teeny_tx.runtime import nvrtc
 
@@ -359,3 +359,53 @@ def test_accumulator_row_stats_stay_in_registers(arch, m, num_warps):
     for line in source.splitlines():
         if "tx::relayout<" in line:
             assert f"tx::relayout<{full}," not in line, line
+
+
+# A product whose A operand is computed from another product (attention's P): on sm_90a wgmma
+# reads it from the accumulator's registers (tx::wgmma_rs), elsewhere it is staged
+CHAINED = """
+kernel chained(f32 *out, const f16 *a, const f16 *b, const f16 *c, const i32 M, const i32 N,
+               const i32 K, const i32 D)
+{
+    tile rm = expand_dims(arange(0, M), 1);
+    tile rn = arange(0, N);
+    tile rk = arange(0, K);
+    tile rd = expand_dims(arange(0, D), 0);
+    tile s = dot(load(a + rm * K + expand_dims(rk, 0)), load(b + expand_dims(rk, 1) * N + rn));
+    tile p = exp2(s - max(s, 1, 1));
+    tile o = dot((f16)p, load(c + expand_dims(rn, 1) * D + rd));
+    store(out + rm * D + rd, o);
+}
+"""
+
+
+def chained_reference(a, b, c):
+    s = a.astype(np.float64) @ b.astype(np.float64)
+    p = np.exp2(s - s.max(1, keepdims=True)).astype(np.float16).astype(np.float64)
+    return p @ c.astype(np.float64)
+
+
+def test_chained_dot_on_interpreter():
+    k = tx.compile(CHAINED, name="kernels/chained.c").chained
+    rng = np.random.default_rng(2)
+    a, b, c = (rng.standard_normal(s).astype(np.float16) for s in ((64, 32), (32, 64), (64, 128)))
+    out = np.zeros((64, 128), np.float32)
+    k.interpret[(1,)](out, a, b, c, M=64, N=64, K=32, D=128)
+    np.testing.assert_allclose(out, chained_reference(a, b, c), rtol=1e-3, atol=1e-2)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+def test_chained_dot_reads_a_from_registers(arch):
+    k = tx.compile(CHAINED, name="kernels/chained.c").chained
+    with target_arch(arch):
+        spec = k.specialize("f32", "f16", "f16", "f16", M=64, N=64, K=64, D=128, num_warps=4)
+        source = spec.cuda_source
+        cubin = nvrtc.compile_to_cubin(source, name="chained", arch=arch, headers=HEADERS)
+    assert cubin[:4] == b"\x7fELF"
+    assert ("tx::wgmma_rs<" in source) == (arch == "sm_90a")
+    assert source.count("tx::stage<") == (3 if arch == "sm_90a" else 4)  # a, b, (P), c
+
+
+def test_attention_forward_reads_p_from_registers():
+    golden = {g.stem: g for g in GOLDEN}["attention_fwd.f16.d128.sm90a"]
+    assert "tx::wgmma_rs<" in golden.render()

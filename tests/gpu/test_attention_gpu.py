@@ -170,3 +170,21 @@ def test_accumulator_row_stats(m, num_warps):
     k[(1,)](out, rows, cols, cp.asarray(a), cp.asarray(b), M=m, N=64, K=32, num_warps=num_warps)
     for got, want in zip((out, rows, cols), _row_stats_reference(a, b), strict=True):
         np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("m", "num_warps"), [(64, 4), (128, 8), (32, 4)])
+@pytest.mark.parametrize("n", [64, 128])
+def test_chained_dot(m, num_warps, n):
+    """dot((f16)p, c) with p computed from dot(a, b): on the H200 (sm_90a) wgmma reads p from
+    the accumulator's registers when M = 16 * num_warps (tx::wgmma_rs), else it is staged."""
+    import teeny_tx as tx
+    from tests.test_attention import CHAINED, chained_reference
+
+    k = tx.compile(CHAINED, name="kernels/chained.c").chained
+    rng = np.random.default_rng(m + n)
+    a = rng.standard_normal((m, 64)).astype(np.float16)
+    b = rng.standard_normal((64, n)).astype(np.float16)
+    c = rng.standard_normal((n, 128)).astype(np.float16)
+    out = cp.zeros((m, 128), cp.float32)
+    k[(1,)](out, *(cp.asarray(x) for x in (a, b, c)), M=m, N=n, K=64, D=128, num_warps=num_warps)
+    np.testing.assert_allclose(cp.asnumpy(out), chained_reference(a, b, c), rtol=2e-3, atol=2e-2)
