@@ -85,13 +85,13 @@ if triton is not None:
         s_sum = tl.zeros([BM], tl.float32)
         acc = tl.zeros([BM, D], tl.float32)
         end = tl.minimum((pid_m + 1) * BM, N) if CAUSAL else N
-        diagonal = pid_m * BM if CAUSAL else N
+        masked_from = tl.minimum(pid_m * BM + 1, N) if CAUSAL else N
         for start in range(0, end, BN):
             keys = start + cols
             kt_ptrs = k_base + keys[None, :] * skn + dims[:, None]
             kt = tl.load(kt_ptrs, mask=keys[None, :] < N, other=0.0)
             s = tl.dot(q, kt) * qk_scale
-            if start + BN > diagonal or start + BN > N:
+            if start + BN > masked_from:  # the diagonal block, or the ragged end
                 ok = keys[None, :] < N
                 if CAUSAL:
                     ok = ok & (keys[None, :] <= rows[:, None])
