@@ -10,16 +10,15 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     constexpr int D = 128;
     constexpr int BM = 64;
     constexpr int BN = 64;
-    using L0 = tx::Blocked<tx::Ints<64, 1>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 1]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 4 per thread, some threads hold copies
-    using L1 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L2 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 32 per thread
-    using L3 = tx::Mma<tx::Ints<64, 128>, 2, 4>;  // [64, 128]: mma.sync accumulator, 2x4 warps of m16n8 fragments; 32 per thread
-    using L4 = tx::Mma<tx::Ints<1, 64>, 4, 2>;  // [1, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 8 per thread, some threads hold copies
-    using L5 = tx::Mma<tx::Ints<64, 64>, 4, 2>;  // [64, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 16 per thread
-    using L6 = tx::Blocked<tx::Ints<1, 64>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 64]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L7 = tx::Blocked<tx::Ints<64, 64>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 64]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 32 per thread, some threads hold copies
-    using L8 = tx::Mma<tx::Ints<64, 1>, 2, 4>;  // [64, 1]: mma.sync accumulator, 2x4 warps of m16n8 fragments; 4 per thread, some threads hold copies
-    using L9 = tx::Mma<tx::Ints<1, 128>, 2, 4>;  // [1, 128]: mma.sync accumulator, 2x4 warps of m16n8 fragments; 8 per thread, some threads hold copies
+    using L0 = tx::Mma<tx::Ints<64, 1>, 4, 2>;  // [64, 1]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 2 per thread, some threads hold copies
+    using L1 = tx::Mma<tx::Ints<1, 64>, 4, 2>;  // [1, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 8 per thread, some threads hold copies
+    using L2 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
+    using L3 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 32 per thread
+    using L4 = tx::Blocked<tx::Ints<64, 1>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 1]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 4 per thread, some threads hold copies
+    using L5 = tx::Mma<tx::Ints<64, 128>, 2, 4>;  // [64, 128]: mma.sync accumulator, 2x4 warps of m16n8 fragments; 32 per thread
+    using L6 = tx::Mma<tx::Ints<64, 64>, 4, 2>;  // [64, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 16 per thread
+    using L7 = tx::Mma<tx::Ints<64, 1>, 2, 4>;  // [64, 1]: mma.sync accumulator, 2x4 warps of m16n8 fragments; 4 per thread, some threads hold copies
+    using L8 = tx::Mma<tx::Ints<1, 128>, 2, 4>;  // [1, 128]: mma.sync accumulator, 2x4 warps of m16n8 fragments; 8 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 8192 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 8192);  // 99328 bytes of pipeline stages
     // i32 pid_n = program_id(0);
@@ -41,14 +40,14 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) rn[i] = ((pid_n * BN) + L0::coord(i, 0));
     // tile rm = arange(0, BM);
 #line 120 "kernels/attention.c"
-    int rm[L0::REGS];
+    int rm[L1::REGS];
 #line 120
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) rm[i] = L0::coord(i, 0);
+    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) rm[i] = L1::coord(i, 1);
     // tile rd = expand_dims(arange(0, D), 0);
 #line 121 "kernels/attention.c"
-    int rd[L1::REGS];
+    int rd[L2::REGS];
 #line 121
-    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) rd[i] = L1::coord(i, 1);
+    _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) rd[i] = L2::coord(i, 1);
     // tile kv_row = expand_dims(rn, 1) < n_kv;
 #line 122 "kernels/attention.c"
     bool kv_row[L0::REGS];
@@ -56,32 +55,48 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) kv_row[i] = (rn[i] < n_kv);
     // tile k_t = load(k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd, kv_row, 0);
 #line 123 "kernels/attention.c"
-    __half k_t[L2::REGS];
+    __half k_t[L3::REGS];
 #line 123
-    bool mask_0[L2::REGS];
+    int converted_0[L4::REGS];
 #line 123
-    _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) mask_0[i] = kv_row[tx::remap<L0, L2>(i)];
+    tx::relayout<L0, L4>(converted_0, rn, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 123
-    _Pragma("unroll") for (int i = 0; i < L2::REGS; i += 8) tx::load_vec<8>(&k_t[i], ((((k + (b * skb)) + (hk * skh)) + (rn[tx::remap<L0, L2>(i)] * skn)) + (rd[tx::remap<L1, L2>(i)] * 1)), &mask_0[i], __half(0.0f));
+    bool converted_1[L4::REGS];
+#line 123
+    tx::relayout<L0, L4>(converted_1, kv_row, tx_smem, [](int r) { return (L4::coord(r, 0)) * 1 + L4::coord(r, 1); });
+#line 123
+    bool mask_0[L3::REGS];
+#line 123
+    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_0[i] = converted_1[tx::remap<L4, L3>(i)];
+#line 123
+    _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 8) tx::load_vec<8>(&k_t[i], ((((k + (b * skb)) + (hk * skh)) + (converted_0[tx::remap<L4, L3>(i)] * skn)) + (rd[tx::remap<L2, L3>(i)] * 1)), &mask_0[i], __half(0.0f));
     // tile v_t = load(v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd, kv_row, 0);
 #line 124 "kernels/attention.c"
-    __half v_t[L2::REGS];
+    __half v_t[L3::REGS];
 #line 124
-    bool mask_1[L2::REGS];
+    int converted_2[L4::REGS];
 #line 124
-    _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) mask_1[i] = kv_row[tx::remap<L0, L2>(i)];
+    tx::relayout<L0, L4>(converted_2, rn, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 124
-    _Pragma("unroll") for (int i = 0; i < L2::REGS; i += 8) tx::load_vec<8>(&v_t[i], ((((v + (b * svb)) + (hk * svh)) + (rn[tx::remap<L0, L2>(i)] * svn)) + (rd[tx::remap<L1, L2>(i)] * 1)), &mask_1[i], __half(0.0f));
+    bool converted_3[L4::REGS];
+#line 124
+    tx::relayout<L0, L4>(converted_3, kv_row, tx_smem, [](int r) { return (L4::coord(r, 0)) * 1 + L4::coord(r, 1); });
+#line 124
+    bool mask_1[L3::REGS];
+#line 124
+    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_1[i] = converted_3[tx::remap<L4, L3>(i)];
+#line 124
+    _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 8) tx::load_vec<8>(&v_t[i], ((((v + (b * svb)) + (hk * svh)) + (converted_2[tx::remap<L4, L3>(i)] * svn)) + (rd[tx::remap<L2, L3>(i)] * 1)), &mask_1[i], __half(0.0f));
     // f32 dk_acc[BN][D] = 0;
 #line 125 "kernels/attention.c"
-    float dk_acc[L3::REGS];
+    float dk_acc[L5::REGS];
 #line 125
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dk_acc[i] = 0.0f;
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) dk_acc[i] = 0.0f;
     // f32 dv_acc[BN][D] = 0;
 #line 126 "kernels/attention.c"
-    float dv_acc[L3::REGS];
+    float dv_acc[L5::REGS];
 #line 126
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dv_acc[i] = 0.0f;
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) dv_acc[i] = 0.0f;
     // i32 lo = CAUSAL ? (pid_n * BN / BM) * BM : 0;
 #line 129 "kernels/attention.c"
     int lo = (((pid_n * BN) / BM) * BM);
@@ -90,13 +105,9 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     int unmasked = (((pid_n + 1) * BN) - 1);
     // for (i32 g = 0; g < group; g++) {
 #line 131 "kernels/attention.c"
-    int converted_0[L4::REGS];
+    int converted_4[L4::REGS];
 #line 131
-    tx::relayout<L0, L4>(converted_0, rm, tx_smem, [](int r) { return L4::coord(r, 1); });
-#line 131
-    int converted_1[L6::REGS];
-#line 131
-    tx::relayout<L0, L6>(converted_1, rm, tx_smem, [](int r) { return L6::coord(r, 1); });
+    tx::relayout<L1, L4>(converted_4, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 131
     for (int g = 0; (g < 1); g = (g + 1)) {
         // i32 h = hk * group + g;
@@ -132,13 +143,13 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 137
             __half* const smem_k_t_0 = reinterpret_cast<__half*>(tx_pipeline + 65536);
 #line 137
-            tx::stage<L2, 0, 1, Tile_k_t_0, false>(smem_k_t_0, k_t);  // once: the loop keeps it
+            tx::stage<L3, 0, 1, Tile_k_t_0, false>(smem_k_t_0, k_t);  // once: the loop keeps it
 #line 137
             using Tile_v_t_0 = tx::SmemTile<__half, 64, 128>;
 #line 137
             __half* const smem_v_t_0 = reinterpret_cast<__half*>(tx_pipeline + 81920);
 #line 137
-            tx::stage<L2, 0, 1, Tile_v_t_0, false>(smem_v_t_0, v_t);  // once: the loop keeps it
+            tx::stage<L3, 0, 1, Tile_v_t_0, false>(smem_v_t_0, v_t);  // once: the loop keeps it
 #line 137
             // prologue: the copies of the first 1 iteration
             {
@@ -149,9 +160,9 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 137
                     if ((start < n_q)) {
 #line 137
-                        _Pragma("unroll") for (int i = 0; i < L2::REGS; i += 8) tx::cp_async16(q_t_stages + stage * q_t_tile::ELEMS + q_t_tile::offset(L2::coord(i, 0), L2::coord(i, 1)), ((qh + ((rm[tx::remap<L0, L2>(i)] + start) * sqn)) + (rd[tx::remap<L1, L2>(i)] * 1)), ((rm[tx::remap<L0, L2>(i)] + start) < n_q));
+                        _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 8) tx::cp_async16(q_t_stages + stage * q_t_tile::ELEMS + q_t_tile::offset(L3::coord(i, 0), L3::coord(i, 1)), ((qh + ((converted_4[tx::remap<L4, L3>(i)] + start) * sqn)) + (rd[tx::remap<L2, L3>(i)] * 1)), ((converted_4[tx::remap<L4, L3>(i)] + start) < n_q));
 #line 137
-                        _Pragma("unroll") for (int i = 0; i < L2::REGS; i += 8) tx::cp_async16(do_t_stages + stage * do_t_tile::ELEMS + do_t_tile::offset(L2::coord(i, 0), L2::coord(i, 1)), ((doh + ((rm[tx::remap<L0, L2>(i)] + start) * sdn)) + (rd[tx::remap<L1, L2>(i)] * 1)), ((rm[tx::remap<L0, L2>(i)] + start) < n_q));
+                        _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 8) tx::cp_async16(do_t_stages + stage * do_t_tile::ELEMS + do_t_tile::offset(L3::coord(i, 0), L3::coord(i, 1)), ((doh + ((converted_4[tx::remap<L4, L3>(i)] + start) * sdn)) + (rd[tx::remap<L2, L3>(i)] * 1)), ((converted_4[tx::remap<L4, L3>(i)] + start) < n_q));
                     }
 #line 137
                     tx::cp_async_commit();
@@ -179,9 +190,9 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 137
                     if ((start < n_q)) {
 #line 137
-                        _Pragma("unroll") for (int i = 0; i < L2::REGS; i += 8) tx::cp_async16(q_t_stages + stage_ahead * q_t_tile::ELEMS + q_t_tile::offset(L2::coord(i, 0), L2::coord(i, 1)), ((qh + ((rm[tx::remap<L0, L2>(i)] + start) * sqn)) + (rd[tx::remap<L1, L2>(i)] * 1)), ((rm[tx::remap<L0, L2>(i)] + start) < n_q));
+                        _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 8) tx::cp_async16(q_t_stages + stage_ahead * q_t_tile::ELEMS + q_t_tile::offset(L3::coord(i, 0), L3::coord(i, 1)), ((qh + ((converted_4[tx::remap<L4, L3>(i)] + start) * sqn)) + (rd[tx::remap<L2, L3>(i)] * 1)), ((converted_4[tx::remap<L4, L3>(i)] + start) < n_q));
 #line 137
-                        _Pragma("unroll") for (int i = 0; i < L2::REGS; i += 8) tx::cp_async16(do_t_stages + stage_ahead * do_t_tile::ELEMS + do_t_tile::offset(L2::coord(i, 0), L2::coord(i, 1)), ((doh + ((rm[tx::remap<L0, L2>(i)] + start) * sdn)) + (rd[tx::remap<L1, L2>(i)] * 1)), ((rm[tx::remap<L0, L2>(i)] + start) < n_q));
+                        _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 8) tx::cp_async16(do_t_stages + stage_ahead * do_t_tile::ELEMS + do_t_tile::offset(L3::coord(i, 0), L3::coord(i, 1)), ((doh + ((converted_4[tx::remap<L4, L3>(i)] + start) * sdn)) + (rd[tx::remap<L2, L3>(i)] * 1)), ((converted_4[tx::remap<L4, L3>(i)] + start) < n_q));
                     }
                 }
 #line 137
@@ -194,120 +205,116 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                 // do_t: in shared memory, stage tx_stage (copied by cp.async)
                 // tile lse2 = load(lseh + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
 #line 143 "kernels/attention.c"
-                float lse2[L4::REGS];
+                float lse2[L1::REGS];
 #line 143
-                float load_0[L4::REGS];
+                float load_0[L1::REGS];
 #line 143
-                bool mask_2[L4::REGS];
+                bool mask_2[L1::REGS];
 #line 143
-                _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) mask_2[i] = ((start + converted_0[i]) < n_q);
+                _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) mask_2[i] = ((start + rm[i]) < n_q);
 #line 143
-                _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 2) tx::load_vec<2>(&load_0[i], ((lseh + start) + converted_0[i]), &mask_2[i], 0.0f);
+                _Pragma("unroll") for (int i = 0; i < L1::REGS; i += 2) tx::load_vec<2>(&load_0[i], ((lseh + start) + rm[i]), &mask_2[i], 0.0f);
 #line 143
-                _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) lse2[i] = (load_0[i] * 1.442695f);
+                _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) lse2[i] = (load_0[i] * 1.442695f);
                 // tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
 #line 145 "kernels/attention.c"
-                float dl[L4::REGS];
+                float dl[L1::REGS];
 #line 145
-                bool mask_3[L4::REGS];
+                bool mask_3[L1::REGS];
 #line 145
-                _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) mask_3[i] = ((start + converted_0[i]) < n_q);
+                _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) mask_3[i] = ((start + rm[i]) < n_q);
 #line 145
-                _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 2) tx::load_vec<2>(&dl[i], ((deltah + start) + converted_0[i]), &mask_3[i], 0.0f);
+                _Pragma("unroll") for (int i = 0; i < L1::REGS; i += 2) tx::load_vec<2>(&dl[i], ((deltah + start) + rm[i]), &mask_3[i], 0.0f);
                 // tile p_t = exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
 #line 147 "kernels/attention.c"
-                float p_t[L5::REGS];
+                float p_t[L6::REGS];
 #line 147
-                float acc_0[L5::REGS];
+                float acc_0[L6::REGS];
 #line 147
-                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc_0[i] = 0.0f;
+                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) acc_0[i] = 0.0f;
 #line 147
-                tx::mma<L5, tx::MmaF16, Tile_k_t_0, true, q_t_tile, true, 128>(acc_0, smem_k_t_0, q_t_stages + tx_stage * q_t_tile::ELEMS);
+                tx::mma<L6, tx::MmaF16, Tile_k_t_0, true, q_t_tile, true, 128>(acc_0, smem_k_t_0, q_t_stages + tx_stage * q_t_tile::ELEMS);
 #line 147
-                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) p_t[i] = tx::exp2(((acc_0[i] * qk_scale) - lse2[tx::remap<L4, L5>(i)]));
+                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) p_t[i] = tx::exp2(((acc_0[i] * qk_scale) - lse2[tx::remap<L1, L6>(i)]));
                 // if (start < unmasked || start + BM > n_q) {
 #line 148 "kernels/attention.c"
                 if (((start < unmasked) || ((start + BM) > n_q))) {
                     // tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
 #line 149 "kernels/attention.c"
-                    int qm[L6::REGS];
+                    int qm[L1::REGS];
 #line 149
-                    _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) qm[i] = (start + converted_1[i]);
+                    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) qm[i] = (start + rm[i]);
                     // tile ok = CAUSAL ? (qm < n_q) & (qm >= expand_dims(rn, 1)) : qm < n_q;
 #line 150 "kernels/attention.c"
-                    bool ok[L7::REGS];
+                    bool ok[L6::REGS];
 #line 150
-                    _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) ok[i] = ((qm[tx::remap<L6, L7>(i)] < n_q) & (qm[tx::remap<L6, L7>(i)] >= rn[tx::remap<L0, L7>(i)]));
+                    _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) ok[i] = ((qm[tx::remap<L1, L6>(i)] < n_q) & (qm[tx::remap<L1, L6>(i)] >= rn[tx::remap<L0, L6>(i)]));
                     // p_t = where(ok, p_t, 0.0f);
 #line 151 "kernels/attention.c"
-                    bool converted_2[L5::REGS];
-#line 151
-                    tx::relayout<L7, L5>(converted_2, ok, tx_smem, [](int r) { return (L5::coord(r, 0)) * 64 + L5::coord(r, 1); });
-#line 151
-                    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) p_t[i] = (converted_2[i] ? p_t[i] : 0.0f);
+                    _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) p_t[i] = (ok[i] ? p_t[i] : 0.0f);
                 }
                 // tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
 #line 153 "kernels/attention.c"
-                float dp_t[L5::REGS];
+                float dp_t[L6::REGS];
 #line 153
-                float acc_1[L5::REGS];
+                float acc_1[L6::REGS];
 #line 153
-                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc_1[i] = 0.0f;
+                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) acc_1[i] = 0.0f;
 #line 153
-                tx::mma<L5, tx::MmaF16, Tile_v_t_0, true, do_t_tile, true, 128>(acc_1, smem_v_t_0, do_t_stages + tx_stage * do_t_tile::ELEMS);
+                tx::mma<L6, tx::MmaF16, Tile_v_t_0, true, do_t_tile, true, 128>(acc_1, smem_v_t_0, do_t_stages + tx_stage * do_t_tile::ELEMS);
 #line 153
-                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) dp_t[i] = acc_1[i];
+                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) dp_t[i] = acc_1[i];
                 // tile ds_t = p_t * (dp_t - dl);
 #line 154 "kernels/attention.c"
-                float ds_t[L5::REGS];
+                float ds_t[L6::REGS];
 #line 154
-                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) ds_t[i] = (p_t[i] * (dp_t[i] - dl[tx::remap<L4, L5>(i)]));
+                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) ds_t[i] = (p_t[i] * (dp_t[i] - dl[tx::remap<L1, L6>(i)]));
                 // dv_acc = dot((f16)p_t, do_t, dv_acc);
 #line 159 "kernels/attention.c"
-                float acc_2[L3::REGS];
+                float acc_2[L5::REGS];
 #line 159
-                _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) acc_2[i] = dv_acc[i];
+                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc_2[i] = dv_acc[i];
 #line 159
-                __half value_0[L5::REGS];
+                __half value_0[L6::REGS];
 #line 159
-                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_0[i] = tx::cast<__half>(p_t[i]);
+                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) value_0[i] = tx::cast<__half>(p_t[i]);
 #line 159
                 using TileA_0 = tx::SmemTile<__half, 64, 64>;
 #line 159
                 __half* smem_a_0 = reinterpret_cast<__half*>(tx_smem + 0);
 #line 159
-                tx::stage<L5, 0, 1, TileA_0, false>(smem_a_0, value_0);
+                tx::stage<L6, 0, 1, TileA_0, false>(smem_a_0, value_0);
 #line 159
                 __syncthreads();
 #line 159
-                tx::mma<L3, tx::MmaF16, TileA_0, true, do_t_tile, false, 64>(acc_2, smem_a_0, do_t_stages + tx_stage * do_t_tile::ELEMS);
+                tx::mma<L5, tx::MmaF16, TileA_0, true, do_t_tile, false, 64>(acc_2, smem_a_0, do_t_stages + tx_stage * do_t_tile::ELEMS);
 #line 159
                 __syncthreads();
 #line 159
-                _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dv_acc[i] = acc_2[i];
+                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) dv_acc[i] = acc_2[i];
                 // dk_acc = dot((f16)ds_t, q_t, dk_acc);
 #line 160 "kernels/attention.c"
-                float acc_3[L3::REGS];
+                float acc_3[L5::REGS];
 #line 160
-                _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) acc_3[i] = dk_acc[i];
+                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc_3[i] = dk_acc[i];
 #line 160
-                __half value_1[L5::REGS];
+                __half value_1[L6::REGS];
 #line 160
-                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_1[i] = tx::cast<__half>(ds_t[i]);
+                _Pragma("unroll") for (int i = 0; i < L6::REGS; ++i) value_1[i] = tx::cast<__half>(ds_t[i]);
 #line 160
                 using TileA_1 = tx::SmemTile<__half, 64, 64>;
 #line 160
                 __half* smem_a_1 = reinterpret_cast<__half*>(tx_smem + 0);
 #line 160
-                tx::stage<L5, 0, 1, TileA_1, false>(smem_a_1, value_1);
+                tx::stage<L6, 0, 1, TileA_1, false>(smem_a_1, value_1);
 #line 160
                 __syncthreads();
 #line 160
-                tx::mma<L3, tx::MmaF16, TileA_1, true, q_t_tile, false, 64>(acc_3, smem_a_1, q_t_stages + tx_stage * q_t_tile::ELEMS);
+                tx::mma<L5, tx::MmaF16, TileA_1, true, q_t_tile, false, 64>(acc_3, smem_a_1, q_t_stages + tx_stage * q_t_tile::ELEMS);
 #line 160
                 __syncthreads();
 #line 160
-                _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dk_acc[i] = acc_3[i];
+                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) dk_acc[i] = acc_3[i];
                 tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
             }
             tx::cp_async_wait<0>();
@@ -316,48 +323,48 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     }
     // store(dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd, dk_acc * scale,
 #line 164 "kernels/attention.c"
-    int converted_3[L8::REGS];
+    int converted_5[L7::REGS];
 #line 164
-    tx::relayout<L0, L8>(converted_3, rn, tx_smem, [](int r) { return L8::coord(r, 0); });
+    tx::relayout<L0, L7>(converted_5, rn, tx_smem, [](int r) { return L7::coord(r, 0); });
 #line 164
-    int converted_4[L9::REGS];
+    int converted_6[L8::REGS];
 #line 164
-    tx::relayout<L1, L9>(converted_4, rd, tx_smem, [](int r) { return (L9::coord(r, 0)) * 128 + L9::coord(r, 1); });
+    tx::relayout<L2, L8>(converted_6, rd, tx_smem, [](int r) { return (L8::coord(r, 0)) * 128 + L8::coord(r, 1); });
 #line 164
-    bool converted_5[L8::REGS];
+    bool converted_7[L7::REGS];
 #line 164
-    tx::relayout<L0, L8>(converted_5, kv_row, tx_smem, [](int r) { return (L8::coord(r, 0)) * 1 + L8::coord(r, 1); });
+    tx::relayout<L0, L7>(converted_7, kv_row, tx_smem, [](int r) { return (L7::coord(r, 0)) * 1 + L7::coord(r, 1); });
 #line 164
-    __half value_2[L3::REGS];
+    __half value_2[L5::REGS];
 #line 164
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) value_2[i] = tx::cast<__half>((dk_acc[i] * scale));
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_2[i] = tx::cast<__half>((dk_acc[i] * scale));
 #line 164
-    bool mask_4[L3::REGS];
+    bool mask_4[L5::REGS];
 #line 164
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_4[i] = converted_5[tx::remap<L8, L3>(i)];
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_4[i] = converted_7[tx::remap<L7, L5>(i)];
 #line 164
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 2) tx::store_vec<2>(((((dk + (b * sdkb)) + (hk * sdkh)) + (converted_3[tx::remap<L8, L3>(i)] * sdkn)) + (converted_4[tx::remap<L9, L3>(i)] * 1)), &value_2[i], &mask_4[i]);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((dk + (b * sdkb)) + (hk * sdkh)) + (converted_5[tx::remap<L7, L5>(i)] * sdkn)) + (converted_6[tx::remap<L8, L5>(i)] * 1)), &value_2[i], &mask_4[i]);
     // store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc, kv_row);
 #line 166 "kernels/attention.c"
-    int converted_6[L8::REGS];
+    int converted_8[L7::REGS];
 #line 166
-    tx::relayout<L0, L8>(converted_6, rn, tx_smem, [](int r) { return L8::coord(r, 0); });
+    tx::relayout<L0, L7>(converted_8, rn, tx_smem, [](int r) { return L7::coord(r, 0); });
 #line 166
-    int converted_7[L9::REGS];
+    int converted_9[L8::REGS];
 #line 166
-    tx::relayout<L1, L9>(converted_7, rd, tx_smem, [](int r) { return (L9::coord(r, 0)) * 128 + L9::coord(r, 1); });
+    tx::relayout<L2, L8>(converted_9, rd, tx_smem, [](int r) { return (L8::coord(r, 0)) * 128 + L8::coord(r, 1); });
 #line 166
-    bool converted_8[L8::REGS];
+    bool converted_10[L7::REGS];
 #line 166
-    tx::relayout<L0, L8>(converted_8, kv_row, tx_smem, [](int r) { return (L8::coord(r, 0)) * 1 + L8::coord(r, 1); });
+    tx::relayout<L0, L7>(converted_10, kv_row, tx_smem, [](int r) { return (L7::coord(r, 0)) * 1 + L7::coord(r, 1); });
 #line 166
-    __half value_3[L3::REGS];
+    __half value_3[L5::REGS];
 #line 166
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) value_3[i] = tx::cast<__half>(dv_acc[i]);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_3[i] = tx::cast<__half>(dv_acc[i]);
 #line 166
-    bool mask_5[L3::REGS];
+    bool mask_5[L5::REGS];
 #line 166
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_5[i] = converted_8[tx::remap<L8, L3>(i)];
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_5[i] = converted_10[tx::remap<L7, L5>(i)];
 #line 166
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 2) tx::store_vec<2>(((((dv + (b * sdvb)) + (hk * sdvh)) + (converted_6[tx::remap<L8, L3>(i)] * sdvn)) + (converted_7[tx::remap<L9, L3>(i)] * 1)), &value_3[i], &mask_5[i]);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((dv + (b * sdvb)) + (hk * sdvh)) + (converted_8[tx::remap<L7, L5>(i)] * sdvn)) + (converted_9[tx::remap<L8, L5>(i)] * 1)), &value_3[i], &mask_5[i]);
 }

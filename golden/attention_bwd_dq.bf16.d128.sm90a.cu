@@ -58,9 +58,8 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     using L5 = tx::Mma<tx::Ints<128, 128>, 8, 1>;  // [128, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 64 per thread
     using L6 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 32 per thread
     using L7 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
-    using L8 = tx::Blocked<tx::Ints<1, 64>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 64]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L9 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
-    using L10 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
+    using L8 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
+    using L9 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 132096 bytes of pipeline stages
     // i32 pid_m = program_id(0);
@@ -271,16 +270,12 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
                 _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) kn[i] = (start + converted_4[i]);
                 // tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
 #line 209 "kernels/attention.c"
-                bool ok[L9::REGS];
+                bool ok[L8::REGS];
 #line 209
-                int converted_5[L9::REGS];
-#line 209
-                tx::relayout<L8, L9>(converted_5, kn, tx_smem, [](int r) { return (L9::coord(r, 0)) * 64 + L9::coord(r, 1); });
-#line 209
-                _Pragma("unroll") for (int i = 0; i < L9::REGS; ++i) ok[i] = (converted_5[i] < n_kv);
+                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) ok[i] = (kn[i] < n_kv);
                 // p = where(ok, p, 0.0f);
 #line 210 "kernels/attention.c"
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) p[i] = (ok[tx::remap<L9, L7>(i)] ? p[i] : 0.0f);
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) p[i] = (ok[tx::remap<L8, L7>(i)] ? p[i] : 0.0f);
             }
             // tile ds = p * (dot(do_t, trans(v_t)) - dl);
 #line 212 "kernels/attention.c"
@@ -313,17 +308,17 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     }
     // store(dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd, dq_acc * scale,
 #line 219 "kernels/attention.c"
-    int converted_6[L4::REGS];
+    int converted_5[L4::REGS];
 #line 219
-    tx::relayout<L0, L4>(converted_6, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_5, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 219
-    int converted_7[L10::REGS];
+    int converted_6[L9::REGS];
 #line 219
-    tx::relayout<L2, L10>(converted_7, rd, tx_smem, [](int r) { return (L10::coord(r, 0)) * 128 + L10::coord(r, 1); });
+    tx::relayout<L2, L9>(converted_6, rd, tx_smem, [](int r) { return (L9::coord(r, 0)) * 128 + L9::coord(r, 1); });
 #line 219
-    bool converted_8[L4::REGS];
+    bool converted_7[L4::REGS];
 #line 219
-    tx::relayout<L0, L4>(converted_8, q_row, tx_smem, [](int r) { return (L4::coord(r, 0)) * 1 + L4::coord(r, 1); });
+    tx::relayout<L0, L4>(converted_7, q_row, tx_smem, [](int r) { return (L4::coord(r, 0)) * 1 + L4::coord(r, 1); });
 #line 219
     __nv_bfloat16 value_1[L5::REGS];
 #line 219
@@ -331,7 +326,7 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 219
     bool mask_2[L5::REGS];
 #line 219
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_2[i] = converted_8[tx::remap<L4, L5>(i)];
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_2[i] = converted_7[tx::remap<L4, L5>(i)];
 #line 219
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((dq + (b * sdqb)) + (h * sdqh)) + (converted_6[tx::remap<L4, L5>(i)] * sdqn)) + (converted_7[tx::remap<L10, L5>(i)] * 1)), &value_1[i], &mask_2[i]);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((dq + (b * sdqb)) + (h * sdqh)) + (converted_5[tx::remap<L4, L5>(i)] * sdqn)) + (converted_6[tx::remap<L9, L5>(i)] * 1)), &value_1[i], &mask_2[i]);
 }

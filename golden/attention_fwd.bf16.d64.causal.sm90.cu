@@ -10,11 +10,11 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     constexpr int D = 64;
     constexpr int BM = 128;
     constexpr int BN = 64;
-    using L0 = tx::Blocked<tx::Ints<128, 1>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 1]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 4 per thread, some threads hold copies
+    using L0 = tx::Mma<tx::Ints<128, 1>, 4, 2>;  // [128, 1]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 4 per thread, some threads hold copies
     using L1 = tx::Blocked<tx::Ints<64, 1>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 1]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 2 per thread, some threads hold copies
     using L2 = tx::Blocked<tx::Ints<1, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
     using L3 = tx::Blocked<tx::Ints<128, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 32 per thread
-    using L4 = tx::Mma<tx::Ints<128, 1>, 4, 2>;  // [128, 1]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 4 per thread, some threads hold copies
+    using L4 = tx::Blocked<tx::Ints<128, 1>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 1]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 4 per thread, some threads hold copies
     using L5 = tx::Mma<tx::Ints<128, 64>, 4, 2>;  // [128, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 32 per thread
     using L6 = tx::Blocked<tx::Ints<64, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 16 per thread
     using L7 = tx::Mma<tx::Ints<1, 64>, 4, 2>;  // [1, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 8 per thread, some threads hold copies
@@ -54,11 +54,19 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
 #line 41 "kernels/attention.c"
     __nv_bfloat16 q_t[L3::REGS];
 #line 41
+    int converted_0[L4::REGS];
+#line 41
+    tx::relayout<L0, L4>(converted_0, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+#line 41
+    int converted_1[L4::REGS];
+#line 41
+    tx::relayout<L0, L4>(converted_1, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+#line 41
     bool mask_0[L3::REGS];
 #line 41
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_0[i] = (rm[tx::remap<L0, L3>(i)] < n_q);
+    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_0[i] = (converted_1[tx::remap<L4, L3>(i)] < n_q);
 #line 41
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 8) tx::load_vec<8>(&q_t[i], ((((q + (b * sqb)) + (h * sqh)) + (rm[tx::remap<L0, L3>(i)] * sqn)) + (rd[tx::remap<L2, L3>(i)] * 1)), &mask_0[i], __nv_bfloat16(0.0f));
+    _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 8) tx::load_vec<8>(&q_t[i], ((((q + (b * sqb)) + (h * sqh)) + (converted_0[tx::remap<L4, L3>(i)] * sqn)) + (rd[tx::remap<L2, L3>(i)] * 1)), &mask_0[i], __nv_bfloat16(0.0f));
     // tile kh = k + b * skb + hk * skh;
 #line 43 "kernels/attention.c"
     const __nv_bfloat16* kh = ((k + (b * skb)) + (hk * skh));
@@ -67,14 +75,14 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     const __nv_bfloat16* vh = ((v + (b * svb)) + (hk * svh));
     // f32 m_i[BM] = -INF;
 #line 45 "kernels/attention.c"
-    float m_i[L4::REGS];
+    float m_i[L0::REGS];
 #line 45
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) m_i[i] = -__int_as_float(0x7f800000);
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) m_i[i] = -__int_as_float(0x7f800000);
     // f32 l_i[BM] = 0;
 #line 46 "kernels/attention.c"
-    float l_i[L4::REGS];
+    float l_i[L0::REGS];
 #line 46
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) l_i[i] = 0.0f;
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) l_i[i] = 0.0f;
     // f32 acc[BM][D] = 0;
 #line 47 "kernels/attention.c"
     float acc[L5::REGS];
@@ -88,9 +96,9 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     int masked = tx::minimum(((pid_m * BM) + 1), n_kv);
     // for (i32 start = 0; start < hi; start += BN) {
 #line 51 "kernels/attention.c"
-    int converted_0[L2::REGS];
+    int converted_2[L7::REGS];
 #line 51
-    tx::relayout<L1, L2>(converted_0, rn, tx_smem, [](int r) { return L2::coord(r, 1); });
+    tx::relayout<L1, L7>(converted_2, rn, tx_smem, [](int r) { return L7::coord(r, 1); });
     {
 #line 51
         // software pipeline, 2 stages: k_t, v_t copied global -> shared memory by cp.async ahead of the dot
@@ -177,51 +185,47 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
             if (((start + BN) > masked)) {
                 // tile kn = expand_dims(start + rn, 0);
 #line 58 "kernels/attention.c"
-                int kn[L2::REGS];
+                int kn[L7::REGS];
 #line 58
-                _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) kn[i] = (start + converted_0[i]);
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) kn[i] = (start + converted_2[i]);
                 // tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
 #line 59 "kernels/attention.c"
-                bool ok[L3::REGS];
+                bool ok[L5::REGS];
 #line 59
-                _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) ok[i] = ((kn[tx::remap<L2, L3>(i)] < n_kv) & (kn[tx::remap<L2, L3>(i)] <= rm[tx::remap<L0, L3>(i)]));
+                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) ok[i] = ((kn[tx::remap<L7, L5>(i)] < n_kv) & (kn[tx::remap<L7, L5>(i)] <= rm[tx::remap<L0, L5>(i)]));
                 // s = where(ok, s, -INF);
 #line 60 "kernels/attention.c"
-                bool converted_1[L5::REGS];
-#line 60
-                tx::relayout<L3, L5>(converted_1, ok, tx_smem, [](int r) { return (L5::coord(r, 0)) * 64 + L5::coord(r, 1); });
-#line 60
-                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) s[i] = (converted_1[i] ? s[i] : -__int_as_float(0x7f800000));
+                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) s[i] = (ok[i] ? s[i] : -__int_as_float(0x7f800000));
             }
             // tile m_new = maximum(m_i, max(s, 1));
 #line 62 "kernels/attention.c"
-            float m_new[L4::REGS];
+            float m_new[L0::REGS];
 #line 62
-            float red_0[L4::REGS];
+            float red_0[L0::REGS];
 #line 62
-            tx::reduce<L5, L4, 1>(red_0, s, [](float a, float b) { return tx::maximum(a, b); }, tx_smem);
+            tx::reduce<L5, L0, 1>(red_0, s, [](float a, float b) { return tx::maximum(a, b); }, tx_smem);
 #line 62
-            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) m_new[i] = tx::maximum(m_i[i], red_0[i]);
+            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) m_new[i] = tx::maximum(m_i[i], red_0[i]);
             // tile p = exp2(s - expand_dims(m_new, 1));
 #line 63 "kernels/attention.c"
             float p[L5::REGS];
 #line 63
-            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) p[i] = tx::exp2((s[i] - m_new[tx::remap<L4, L5>(i)]));
+            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) p[i] = tx::exp2((s[i] - m_new[tx::remap<L0, L5>(i)]));
             // tile alpha = exp2(m_i - m_new);
 #line 64 "kernels/attention.c"
-            float alpha[L4::REGS];
+            float alpha[L0::REGS];
 #line 64
-            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) alpha[i] = tx::exp2((m_i[i] - m_new[i]));
+            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) alpha[i] = tx::exp2((m_i[i] - m_new[i]));
             // l_i = l_i * alpha + sum(p, 1);
 #line 65 "kernels/attention.c"
-            float red_1[L4::REGS];
+            float red_1[L0::REGS];
 #line 65
-            tx::reduce<L5, L4, 1>(red_1, p, [](float a, float b) { return (a + b); }, tx_smem);
+            tx::reduce<L5, L0, 1>(red_1, p, [](float a, float b) { return (a + b); }, tx_smem);
 #line 65
-            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) l_i[i] = ((l_i[i] * alpha[i]) + red_1[i]);
+            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) l_i[i] = ((l_i[i] * alpha[i]) + red_1[i]);
             // acc = acc * expand_dims(alpha, 1);
 #line 66 "kernels/attention.c"
-            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc[i] = (acc[i] * alpha[tx::remap<L4, L5>(i)]);
+            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc[i] = (acc[i] * alpha[tx::remap<L0, L5>(i)]);
             // acc = dot((bf16)p, v_t, acc);
 #line 68 "kernels/attention.c"
             float acc_1[L5::REGS];
@@ -247,7 +251,7 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
             _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc[i] = acc_1[i];
             // m_i = m_new;
 #line 72 "kernels/attention.c"
-            _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) m_i[i] = m_new[i];
+            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) m_i[i] = m_new[i];
             tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
         }
         tx::cp_async_wait<0>();
@@ -255,36 +259,20 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     }
     // store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
 #line 74 "kernels/attention.c"
-    int converted_2[L4::REGS];
-#line 74
-    tx::relayout<L0, L4>(converted_2, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 74
     int converted_3[L7::REGS];
 #line 74
     tx::relayout<L2, L7>(converted_3, rd, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
 #line 74
-    int converted_4[L4::REGS];
-#line 74
-    tx::relayout<L0, L4>(converted_4, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 74
     __nv_bfloat16 value_1[L5::REGS];
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_1[i] = tx::cast<__nv_bfloat16>((acc[i] / l_i[tx::remap<L4, L5>(i)]));
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_1[i] = tx::cast<__nv_bfloat16>((acc[i] / l_i[tx::remap<L0, L5>(i)]));
 #line 74
     bool mask_1[L5::REGS];
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_1[i] = (converted_4[tx::remap<L4, L5>(i)] < n_q);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_1[i] = (rm[tx::remap<L0, L5>(i)] < n_q);
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((o + (b * sob)) + (h * soh)) + (converted_2[tx::remap<L4, L5>(i)] * son)) + (converted_3[tx::remap<L7, L5>(i)] * 1)), &value_1[i], &mask_1[i]);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((o + (b * sob)) + (h * soh)) + (rm[tx::remap<L0, L5>(i)] * son)) + (converted_3[tx::remap<L7, L5>(i)] * 1)), &value_1[i], &mask_1[i]);
     // store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
 #line 76 "kernels/attention.c"
-    int converted_5[L4::REGS];
-#line 76
-    tx::relayout<L0, L4>(converted_5, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 76
-    int converted_6[L4::REGS];
-#line 76
-    tx::relayout<L0, L4>(converted_6, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 76
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) if (L4::owner() && (converted_6[i] < n_q)) *(((lse + (bh * n_q)) + converted_5[i])) = ((m_i[i] + tx::log2(l_i[i])) * 0.6931472f);
+    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (L0::owner() && (rm[i] < n_q)) *(((lse + (bh * n_q)) + rm[i])) = ((m_i[i] + tx::log2(l_i[i])) * 0.6931472f);
 }

@@ -58,9 +58,8 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
     using L5 = tx::Mma<tx::Ints<128, 128>, 8, 1>;  // [128, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 64 per thread
     using L6 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 32 per thread
     using L7 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
-    using L8 = tx::Blocked<tx::Ints<1, 64>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 64]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L9 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
-    using L10 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
+    using L8 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
+    using L9 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 99328 bytes of pipeline stages
     // i32 pid_m = program_id(0);
@@ -227,16 +226,12 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
                 _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) kn[i] = (start + converted_0[i]);
                 // tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
 #line 59 "kernels/attention.c"
-                bool ok[L9::REGS];
+                bool ok[L8::REGS];
 #line 59
-                int converted_1[L9::REGS];
-#line 59
-                tx::relayout<L8, L9>(converted_1, kn, tx_smem, [](int r) { return (L9::coord(r, 0)) * 64 + L9::coord(r, 1); });
-#line 59
-                _Pragma("unroll") for (int i = 0; i < L9::REGS; ++i) ok[i] = (converted_1[i] < n_kv);
+                _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) ok[i] = (kn[i] < n_kv);
                 // s = where(ok, s, -INF);
 #line 60 "kernels/attention.c"
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) s[i] = (ok[tx::remap<L9, L7>(i)] ? s[i] : -__int_as_float(0x7f800000));
+                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) s[i] = (ok[tx::remap<L8, L7>(i)] ? s[i] : -__int_as_float(0x7f800000));
             }
             // tile m_new = maximum(m_i, max(s, 1));
 #line 62 "kernels/attention.c"
@@ -290,17 +285,17 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
     }
     // store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
 #line 74 "kernels/attention.c"
-    int converted_2[L4::REGS];
+    int converted_1[L4::REGS];
 #line 74
-    tx::relayout<L0, L4>(converted_2, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_1, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 74
-    int converted_3[L10::REGS];
+    int converted_2[L9::REGS];
 #line 74
-    tx::relayout<L2, L10>(converted_3, rd, tx_smem, [](int r) { return (L10::coord(r, 0)) * 128 + L10::coord(r, 1); });
+    tx::relayout<L2, L9>(converted_2, rd, tx_smem, [](int r) { return (L9::coord(r, 0)) * 128 + L9::coord(r, 1); });
 #line 74
-    int converted_4[L4::REGS];
+    int converted_3[L4::REGS];
 #line 74
-    tx::relayout<L0, L4>(converted_4, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+    tx::relayout<L0, L4>(converted_3, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 74
     __half value_1[L5::REGS];
 #line 74
@@ -308,18 +303,18 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 74
     bool mask_1[L5::REGS];
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_1[i] = (converted_4[tx::remap<L4, L5>(i)] < n_q);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_1[i] = (converted_3[tx::remap<L4, L5>(i)] < n_q);
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((o + (b * sob)) + (h * soh)) + (converted_2[tx::remap<L4, L5>(i)] * son)) + (converted_3[tx::remap<L10, L5>(i)] * 1)), &value_1[i], &mask_1[i]);
+    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((o + (b * sob)) + (h * soh)) + (converted_1[tx::remap<L4, L5>(i)] * son)) + (converted_2[tx::remap<L9, L5>(i)] * 1)), &value_1[i], &mask_1[i]);
     // store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
 #line 76 "kernels/attention.c"
+    int converted_4[L4::REGS];
+#line 76
+    tx::relayout<L0, L4>(converted_4, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
+#line 76
     int converted_5[L4::REGS];
 #line 76
     tx::relayout<L0, L4>(converted_5, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
 #line 76
-    int converted_6[L4::REGS];
-#line 76
-    tx::relayout<L0, L4>(converted_6, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 76
-    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) if (L4::owner() && (converted_6[i] < n_q)) *(((lse + (bh * n_q)) + converted_5[i])) = ((m_i[i] + tx::log2(l_i[i])) * 0.6931472f);
+    _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) if (L4::owner() && (converted_5[i] < n_q)) *(((lse + (bh * n_q)) + converted_4[i])) = ((m_i[i] + tx::log2(l_i[i])) * 0.6931472f);
 }

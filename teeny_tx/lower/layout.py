@@ -381,30 +381,42 @@ class LayoutPass:
             if name not in demands and name not in found:
                 found[name] = layout
 
+        def pull(e: Expr, acc: Layout) -> None:
+            """The variables an elementwise tree computed in ``acc`` reads: each in ``acc``
+            or in a slice of it."""
+            while isinstance(e, Op) and e.op == "broadcast":
+                e = e.args[0]
+            if isinstance(e, Var) and e.type.is_tile and len(e.type.shape) == 2:
+                want(e.name, acc.with_shape(e.type.shape, (0, 1)))
+            elif isinstance(e, Op) and e.op == "expand_dims" and isinstance(e.args[0], Var):
+                var, axis = e.args[0], e.attr("axis")
+                if len(var.type.shape) == 1:
+                    want(var.name, acc.with_shape(var.type.shape, (1 - axis,)))
+            elif isinstance(e, Op) and e.op not in _STRUCTURAL and len(e.type.shape) == 2:
+                for a in e.args:
+                    pull(a, acc)
+
         for e in walk_exprs(self.kernel.body):
             if not isinstance(e, Op) or e.op in _STRUCTURAL or len(e.type.shape) != 2:
                 continue
-            acc = None
             for a in e.args:
                 n = self.natural(a) if a.type.is_tile else None
                 if n is not None and n.is_mma and n.value_shape() == e.type.shape:
-                    acc = n
+                    pull(e, n)
                     break
-            if acc is None:
-                continue
-            for a in e.args:
-                while isinstance(a, Op) and a.op == "broadcast":
-                    a = a.args[0]
-                if isinstance(a, Var) and a.type.is_tile and 1 in a.type.shape:
-                    if len(a.type.shape) == 2:
-                        want(a.name, acc.with_shape(a.type.shape, (0, 1)))
-                elif isinstance(a, Op) and a.op == "expand_dims" and isinstance(a.args[0], Var):
-                    var, axis = a.args[0], a.attr("axis")
-                    if len(var.type.shape) == 1:
-                        want(var.name, acc.with_shape(var.type.shape, (1 - axis,)))
+        # a variable given an accumulator layout (or a slice of one): its values are computed
+        # in it, and what they read follows; a variable assigned it shares it (m_i = m_new)
         for s in walk_stmts(self.kernel.body):
-            if isinstance(s, ir.Assign) and isinstance(s.value, Var) and s.name in self.vars:
-                source = demands.get(s.value.name) or found.get(s.value.name)
+            value = s.init if isinstance(s, ir.Declare) else getattr(s, "value", None)
+            if not isinstance(s, (ir.Declare, ir.Assign)) or value is None:
+                continue
+            layout = demands.get(s.name) or found.get(s.name)
+            if layout is not None and layout.is_mma and len(value.type.shape) == 2:
+                full = Layout(layout.blocked, _full_shape(layout, value), (0, 1))
+                if full.shape == value.type.shape:
+                    pull(value, full)
+            if isinstance(s, ir.Assign) and isinstance(value, Var) and s.name in self.vars:
+                source = demands.get(value.name) or found.get(value.name)
                 if source is not None and source.is_mma:
                     want(s.name, source)
         return found
@@ -611,6 +623,12 @@ class LayoutPass:
             for a in e.args
         )
         return dataclasses.replace(e, args=args, layout=layout)
+
+
+def _full_shape(layout: Layout, value: Expr) -> tuple[int, ...]:
+    """The accumulator shape a slice layout was cut from, as far as ``value`` shows it: the
+    value's own extent along each dimension where it has more than 1."""
+    return tuple(max(a, b) for a, b in zip(layout.shape, value.type.shape, strict=True))
 
 
 # ops that move or combine elements rather than compute each one from the same-placed elements
