@@ -120,8 +120,6 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
     tile rm = arange(0, BM);
     tile rd = expand_dims(arange(0, D), 0);
     tile kv_row = expand_dims(rn, 1) < n_kv;
-    tile k_t = load(k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd, kv_row, 0);
-    tile v_t = load(v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd, kv_row, 0);
     f32 dk_acc[BN][D] = 0;
     f32 dv_acc[BN][D] = 0;
     /* causal: query blocks from the one holding row pid_n * BN; masked until past the block's
@@ -129,6 +127,10 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
     i32 lo = CAUSAL ? (pid_n * BN / BM) * BM : 0;
     i32 unmasked = CAUSAL ? (pid_n + 1) * BN - 1 : 0;
     for (i32 g = 0; g < group; g++) {
+        /* read per query head (they are staged in shared memory for the loop below, so their
+         * registers are free again until the next head) */
+        tile k_t = load(k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd, kv_row, 0);
+        tile v_t = load(v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd, kv_row, 0);
         i32 h = hk * group + g;
         tile qh = q + b * sqb + h * sqh;
         tile doh = d_o + b * sdb + h * sdh;

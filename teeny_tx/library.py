@@ -720,7 +720,7 @@ GOLDEN += (
         "attention.c",
         "attention_bwd_dkdv",
         _attention_bwd_args("attention_bwd_dkdv", "f16", 128),
-        _attention_flags("f16", 128, 1, 64, 64),
+        _attention_flags("f16", 128, 1, 64, 128),
         num_warps=8,
         arch="sm_90a",
     ),
