@@ -63,306 +63,306 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 132096 bytes of pipeline stages
     // i32 pid_n = program_id(0);
-#line 115 "kernels/attention.c"
+#line 114 "kernels/attention.c"
     int pid_n = (int)blockIdx.x;
     // i32 bh = program_id(1);
-#line 116 "kernels/attention.c"
+#line 115 "kernels/attention.c"
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_kv;
-#line 117 "kernels/attention.c"
+#line 116 "kernels/attention.c"
     int b = (bh / h_kv);
     // i32 hk = bh % h_kv;
-#line 118 "kernels/attention.c"
+#line 117 "kernels/attention.c"
     int hk = (bh % h_kv);
     // tile rn = pid_n * BN + arange(0, BN);
-#line 119 "kernels/attention.c"
+#line 118 "kernels/attention.c"
     int rn[L0::REGS];
-#line 119
+#line 118
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) rn[i] = ((pid_n * BN) + L0::coord(i, 0));
     // tile rm = arange(0, BM);
-#line 120 "kernels/attention.c"
+#line 119 "kernels/attention.c"
     int rm[L1::REGS];
-#line 120
+#line 119
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) rm[i] = L1::coord(i, 1);
     // tile rd = expand_dims(arange(0, D), 0);
-#line 121 "kernels/attention.c"
+#line 120 "kernels/attention.c"
     int rd[L2::REGS];
-#line 121
+#line 120
     _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) rd[i] = L2::coord(i, 1);
     // tile kv_row = expand_dims(rn, 1) < n_kv;
-#line 122 "kernels/attention.c"
+#line 121 "kernels/attention.c"
     bool kv_row[L0::REGS];
-#line 122
+#line 121
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) kv_row[i] = (rn[i] < n_kv);
     // f32 dk_acc[BN][D] = 0;
-#line 123 "kernels/attention.c"
+#line 122 "kernels/attention.c"
     float dk_acc[L3::REGS];
-#line 123
+#line 122
     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dk_acc[i] = 0.0f;
     // f32 dv_acc[BN][D] = 0;
-#line 124 "kernels/attention.c"
+#line 123 "kernels/attention.c"
     float dv_acc[L3::REGS];
-#line 124
+#line 123
     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dv_acc[i] = 0.0f;
     // i32 lo = CAUSAL ? (pid_n * BN / BM) * BM : 0;
-#line 127 "kernels/attention.c"
+#line 126 "kernels/attention.c"
     int lo = (((pid_n * BN) / BM) * BM);
     // i32 unmasked = CAUSAL ? (pid_n + 1) * BN - 1 : 0;
-#line 128 "kernels/attention.c"
+#line 127 "kernels/attention.c"
     int unmasked = (((pid_n + 1) * BN) - 1);
     // for (i32 g = 0; g < group; g++) {
-#line 129 "kernels/attention.c"
+#line 128 "kernels/attention.c"
     int converted_0[L5::REGS];
-#line 129
+#line 128
     tx::relayout<L0, L5>(converted_0, rn, tx_smem, [](int r) { return L5::coord(r, 0); });
-#line 129
+#line 128
     bool converted_1[L5::REGS];
-#line 129
+#line 128
     tx::relayout<L0, L5>(converted_1, kv_row, tx_smem, [](int r) { return (L5::coord(r, 0)) * 1 + L5::coord(r, 1); });
-#line 129
+#line 128
     int converted_2[L7::REGS];
-#line 129
+#line 128
     tx::relayout<L1, L7>(converted_2, rm, tx_smem, [](int r) { return L7::coord(r, 0); });
     {
-#line 129
+#line 128
         // software pipeline, 2 stages: k_t, v_t copied global -> shared memory by cp.async ahead of the dot
-#line 129
+#line 128
         using k_t_tile = tx::SmemTile<__half, 128, 128>;
-#line 129
+#line 128
         __half* const k_t_stages = reinterpret_cast<__half*>(tx_pipeline + 0);
-#line 129
+#line 128
         using v_t_tile = tx::SmemTile<__half, 128, 128>;
-#line 129
+#line 128
         __half* const v_t_stages = reinterpret_cast<__half*>(tx_pipeline + 65536);
-#line 129
+#line 128
         // prologue: the copies of the first 1 iteration
         {
-#line 129
+#line 128
             int g = 0;
-#line 129
+#line 128
             for (int stage = 0; stage < 1; ++stage) {
-#line 129
+#line 128
                 if ((g < 1)) {
-#line 129
+#line 128
                     _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 8) tx::cp_async16(k_t_stages + stage * k_t_tile::ELEMS + k_t_tile::offset(L4::coord(i, 0), L4::coord(i, 1)), ((((k + (b * skb)) + (hk * skh)) + (converted_0[tx::remap<L5, L4>(i)] * skn)) + (rd[tx::remap<L2, L4>(i)] * 1)), converted_1[tx::remap<L5, L4>(i)]);
-#line 129
+#line 128
                     _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 8) tx::cp_async16(v_t_stages + stage * v_t_tile::ELEMS + v_t_tile::offset(L4::coord(i, 0), L4::coord(i, 1)), ((((v + (b * svb)) + (hk * svh)) + (converted_0[tx::remap<L5, L4>(i)] * svn)) + (rd[tx::remap<L2, L4>(i)] * 1)), converted_1[tx::remap<L5, L4>(i)]);
                 }
-#line 129
+#line 128
                 tx::cp_async_commit();
-#line 129
+#line 128
                 g = (g + 1);
             }
         }
-#line 129
+#line 128
         // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
-#line 129
+#line 128
         int tx_stage = 0;  // the stage this iteration's dot reads
-#line 129
+#line 128
         for (int g = 0; (g < 1); g = (g + 1)) {
-#line 129
+#line 128
             tx::cp_async_wait<0>();  // this iteration's stage has landed
-#line 129
+#line 128
             tx::fence_async_proxy();  // ... where wgmma reads it
-#line 129
+#line 128
             __syncthreads();
             {
-#line 129
+#line 128
                 const int k_ahead = g + 1 * (1);
-#line 129
+#line 128
                 const int stage_ahead = (tx_stage + 1) % 2;
-#line 129
+#line 128
                 const int g = k_ahead;
-#line 129
+#line 128
                 if ((g < 1)) {
-#line 129
+#line 128
                     _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 8) tx::cp_async16(k_t_stages + stage_ahead * k_t_tile::ELEMS + k_t_tile::offset(L4::coord(i, 0), L4::coord(i, 1)), ((((k + (b * skb)) + (hk * skh)) + (converted_0[tx::remap<L5, L4>(i)] * skn)) + (rd[tx::remap<L2, L4>(i)] * 1)), converted_1[tx::remap<L5, L4>(i)]);
-#line 129
+#line 128
                     _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 8) tx::cp_async16(v_t_stages + stage_ahead * v_t_tile::ELEMS + v_t_tile::offset(L4::coord(i, 0), L4::coord(i, 1)), ((((v + (b * svb)) + (hk * svh)) + (converted_0[tx::remap<L5, L4>(i)] * svn)) + (rd[tx::remap<L2, L4>(i)] * 1)), converted_1[tx::remap<L5, L4>(i)]);
                 }
             }
-#line 129
+#line 128
             tx::cp_async_commit();
             // tile k_t = load(k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd, kv_row, 0);
-#line 132 "kernels/attention.c"
+#line 131 "kernels/attention.c"
             // k_t: in shared memory, stage tx_stage (copied by cp.async)
             // tile v_t = load(v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd, kv_row, 0);
-#line 133 "kernels/attention.c"
+#line 132 "kernels/attention.c"
             // v_t: in shared memory, stage tx_stage (copied by cp.async)
             // i32 h = hk * group + g;
-#line 134 "kernels/attention.c"
+#line 133 "kernels/attention.c"
             int h = ((hk * 1) + g);
             // tile qh = q + b * sqb + h * sqh;
-#line 135 "kernels/attention.c"
+#line 134 "kernels/attention.c"
             const __half* qh = ((q + (b * sqb)) + (h * sqh));
             // tile doh = d_o + b * sdb + h * sdh;
-#line 136 "kernels/attention.c"
+#line 135 "kernels/attention.c"
             const __half* doh = ((d_o + (b * sdb)) + (h * sdh));
             // tile lseh = lse + (b * h_q + h) * n_q;
-#line 137 "kernels/attention.c"
+#line 136 "kernels/attention.c"
             const float* lseh = (lse + (((b * h_q) + h) * n_q));
             // tile deltah = delta + (b * h_q + h) * n_q;
-#line 138 "kernels/attention.c"
+#line 137 "kernels/attention.c"
             const float* deltah = (delta + (((b * h_q) + h) * n_q));
             // for (i32 start = lo; start < n_q; start += BM) {
-#line 139 "kernels/attention.c"
+#line 138 "kernels/attention.c"
             {
-#line 139
+#line 138
                 // software pipeline, 2 stages: q_t, do_t copied global -> shared memory by cp.async ahead of the dot
-#line 139
+#line 138
                 using q_t_tile = tx::SmemTile<__half, 64, 128>;
-#line 139
+#line 138
                 __half* const q_t_stages = reinterpret_cast<__half*>(tx_pipeline + 0);
-#line 139
+#line 138
                 using do_t_tile = tx::SmemTile<__half, 64, 128>;
-#line 139
+#line 138
                 __half* const do_t_stages = reinterpret_cast<__half*>(tx_pipeline + 32768);
-#line 139
+#line 138
                 // prologue: the copies of the first 1 iteration
                 {
-#line 139
+#line 138
                     int start = lo;
-#line 139
+#line 138
                     for (int stage = 0; stage < 1; ++stage) {
-#line 139
+#line 138
                         if ((start < n_q)) {
-#line 139
+#line 138
                             _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(q_t_stages + stage * q_t_tile::ELEMS + q_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((qh + ((converted_2[tx::remap<L7, L6>(i)] + start) * sqn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((converted_2[tx::remap<L7, L6>(i)] + start) < n_q));
-#line 139
+#line 138
                             _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(do_t_stages + stage * do_t_tile::ELEMS + do_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((doh + ((converted_2[tx::remap<L7, L6>(i)] + start) * sdn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((converted_2[tx::remap<L7, L6>(i)] + start) < n_q));
                         }
-#line 139
+#line 138
                         tx::cp_async_commit();
-#line 139
+#line 138
                         start = (start + BM);
                     }
                 }
-#line 139
+#line 138
                 // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
-#line 139
+#line 138
                 int tx_stage = 0;  // the stage this iteration's dot reads
-#line 139
+#line 138
                 for (int start = lo; (start < n_q); start = (start + BM)) {
-#line 139
+#line 138
                     tx::cp_async_wait<0>();  // this iteration's stage has landed
-#line 139
+#line 138
                     tx::fence_async_proxy();  // ... where wgmma reads it
-#line 139
+#line 138
                     __syncthreads();
                     {
-#line 139
+#line 138
                         const int k_ahead = start + 1 * (BM);
-#line 139
+#line 138
                         const int stage_ahead = (tx_stage + 1) % 2;
-#line 139
+#line 138
                         const int start = k_ahead;
-#line 139
+#line 138
                         if ((start < n_q)) {
-#line 139
+#line 138
                             _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(q_t_stages + stage_ahead * q_t_tile::ELEMS + q_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((qh + ((converted_2[tx::remap<L7, L6>(i)] + start) * sqn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((converted_2[tx::remap<L7, L6>(i)] + start) < n_q));
-#line 139
+#line 138
                             _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(do_t_stages + stage_ahead * do_t_tile::ELEMS + do_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((doh + ((converted_2[tx::remap<L7, L6>(i)] + start) * sdn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((converted_2[tx::remap<L7, L6>(i)] + start) < n_q));
                         }
                     }
-#line 139
+#line 138
                     tx::cp_async_commit();
                     // tile q_t = load(qh + (expand_dims(rm, 1) + start) * sqn + rd * sqd,
-#line 140 "kernels/attention.c"
+#line 139 "kernels/attention.c"
                     // q_t: in shared memory, stage tx_stage (copied by cp.async)
                     // tile do_t = load(doh + (expand_dims(rm, 1) + start) * sdn + rd * sdd,
-#line 142 "kernels/attention.c"
+#line 141 "kernels/attention.c"
                     // do_t: in shared memory, stage tx_stage (copied by cp.async)
                     // tile lse2 = load(lseh + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
-#line 145 "kernels/attention.c"
+#line 144 "kernels/attention.c"
                     float lse2[L1::REGS];
-#line 145
+#line 144
                     float load_0[L1::REGS];
-#line 145
+#line 144
                     bool mask_0[L1::REGS];
-#line 145
+#line 144
                     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) mask_0[i] = ((start + rm[i]) < n_q);
-#line 145
+#line 144
                     _Pragma("unroll") for (int i = 0; i < L1::REGS; i += 2) tx::load_vec<2>(&load_0[i], ((lseh + start) + rm[i]), &mask_0[i], 0.0f);
-#line 145
+#line 144
                     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) lse2[i] = (load_0[i] * 1.442695f);
                     // tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
-#line 147 "kernels/attention.c"
+#line 146 "kernels/attention.c"
                     float dl[L1::REGS];
-#line 147
+#line 146
                     bool mask_1[L1::REGS];
-#line 147
+#line 146
                     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) mask_1[i] = ((start + rm[i]) < n_q);
-#line 147
+#line 146
                     _Pragma("unroll") for (int i = 0; i < L1::REGS; i += 2) tx::load_vec<2>(&dl[i], ((deltah + start) + rm[i]), &mask_1[i], 0.0f);
                     // tile p_t = exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
-#line 149 "kernels/attention.c"
+#line 148 "kernels/attention.c"
                     float p_t[L8::REGS];
-#line 149
+#line 148
                     float acc_0[L8::REGS];
-#line 149
+#line 148
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) acc_0[i] = 0.0f;
-#line 149
+#line 148
                     tx::wgmma<L8, k_t_tile, true, q_t_tile, true, 128, 0>(acc_0, k_t_stages + tx_stage * k_t_tile::ELEMS, q_t_stages + tx_stage * q_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
-#line 149
+#line 148
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) p_t[i] = tx::exp2(((acc_0[i] * qk_scale) - lse2[tx::remap<L1, L8>(i)]));
                     // if (start < unmasked || start + BM > n_q) {
-#line 150 "kernels/attention.c"
+#line 149 "kernels/attention.c"
                     if (((start < unmasked) || ((start + BM) > n_q))) {
                         // tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
-#line 151 "kernels/attention.c"
+#line 150 "kernels/attention.c"
                         int qm[L1::REGS];
-#line 151
+#line 150
                         _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) qm[i] = (start + rm[i]);
                         // tile ok = CAUSAL ? (qm < n_q) & (qm >= expand_dims(rn, 1)) : qm < n_q;
-#line 152 "kernels/attention.c"
+#line 151 "kernels/attention.c"
                         bool ok[L8::REGS];
-#line 152
+#line 151
                         _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) ok[i] = ((qm[tx::remap<L1, L8>(i)] < n_q) & (qm[tx::remap<L1, L8>(i)] >= rn[tx::remap<L0, L8>(i)]));
                         // p_t = where(ok, p_t, 0.0f);
-#line 153 "kernels/attention.c"
+#line 152 "kernels/attention.c"
                         _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) p_t[i] = (ok[i] ? p_t[i] : 0.0f);
                     }
                     // tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
-#line 155 "kernels/attention.c"
+#line 154 "kernels/attention.c"
                     float dp_t[L8::REGS];
-#line 155
+#line 154
                     float acc_1[L8::REGS];
-#line 155
+#line 154
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) acc_1[i] = 0.0f;
-#line 155
+#line 154
                     tx::wgmma<L8, v_t_tile, true, do_t_tile, true, 128, 0>(acc_1, v_t_stages + tx_stage * v_t_tile::ELEMS, do_t_stages + tx_stage * do_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
-#line 155
+#line 154
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) dp_t[i] = acc_1[i];
                     // tile ds_t = p_t * (dp_t - dl);
-#line 156 "kernels/attention.c"
+#line 155 "kernels/attention.c"
                     float ds_t[L8::REGS];
-#line 156
+#line 155
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) ds_t[i] = (p_t[i] * (dp_t[i] - dl[tx::remap<L1, L8>(i)]));
                     // dv_acc = dot((f16)p_t, do_t, dv_acc);
-#line 161 "kernels/attention.c"
+#line 160 "kernels/attention.c"
                     float acc_2[L3::REGS];
-#line 161
+#line 160
                     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) acc_2[i] = dv_acc[i];
-#line 161
+#line 160
                     __half value_0[L8::REGS];
-#line 161
+#line 160
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) value_0[i] = tx::cast<__half>(p_t[i]);
-#line 161
+#line 160
                     tx::wgmma_rs<L3, L8, do_t_tile, false, 64, 0>(acc_2, value_0, do_t_stages + tx_stage * do_t_tile::ELEMS, [](float* d, const unsigned* a, unsigned long long b) { tx_wgmma_m64n128k16_f16_rt(d, a, b); });  // A from registers
-#line 161
+#line 160
                     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dv_acc[i] = acc_2[i];
                     // dk_acc = dot((f16)ds_t, q_t, dk_acc);
-#line 162 "kernels/attention.c"
+#line 161 "kernels/attention.c"
                     float acc_3[L3::REGS];
-#line 162
+#line 161
                     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) acc_3[i] = dk_acc[i];
-#line 162
+#line 161
                     __half value_1[L8::REGS];
-#line 162
+#line 161
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) value_1[i] = tx::cast<__half>(ds_t[i]);
-#line 162
+#line 161
                     tx::wgmma_rs<L3, L8, q_t_tile, false, 64, 0>(acc_3, value_1, q_t_stages + tx_stage * q_t_tile::ELEMS, [](float* d, const unsigned* a, unsigned long long b) { tx_wgmma_m64n128k16_f16_rt(d, a, b); });  // A from registers
-#line 162
+#line 161
                     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dk_acc[i] = acc_3[i];
                     tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
                 }
@@ -375,33 +375,33 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
         __syncthreads();
     }
     // store(dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd, dk_acc * scale,
-#line 166 "kernels/attention.c"
+#line 165 "kernels/attention.c"
     int converted_3[L9::REGS];
-#line 166
+#line 165
     tx::relayout<L2, L9>(converted_3, rd, tx_smem, [](int r) { return (L9::coord(r, 0)) * 128 + L9::coord(r, 1); });
-#line 166
+#line 165
     __half value_2[L3::REGS];
-#line 166
+#line 165
     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) value_2[i] = tx::cast<__half>((dk_acc[i] * scale));
-#line 166
+#line 165
     bool mask_2[L3::REGS];
-#line 166
+#line 165
     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_2[i] = kv_row[tx::remap<L0, L3>(i)];
-#line 166
+#line 165
     _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 2) tx::store_vec<2>(((((dk + (b * sdkb)) + (hk * sdkh)) + (rn[tx::remap<L0, L3>(i)] * sdkn)) + (converted_3[tx::remap<L9, L3>(i)] * 1)), &value_2[i], &mask_2[i]);
     // store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc, kv_row);
-#line 168 "kernels/attention.c"
+#line 167 "kernels/attention.c"
     int converted_4[L9::REGS];
-#line 168
+#line 167
     tx::relayout<L2, L9>(converted_4, rd, tx_smem, [](int r) { return (L9::coord(r, 0)) * 128 + L9::coord(r, 1); });
-#line 168
+#line 167
     __half value_3[L3::REGS];
-#line 168
+#line 167
     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) value_3[i] = tx::cast<__half>(dv_acc[i]);
-#line 168
+#line 167
     bool mask_3[L3::REGS];
-#line 168
+#line 167
     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_3[i] = kv_row[tx::remap<L0, L3>(i)];
-#line 168
+#line 167
     _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 2) tx::store_vec<2>(((((dv + (b * sdvb)) + (hk * sdvh)) + (rn[tx::remap<L0, L3>(i)] * sdvn)) + (converted_4[tx::remap<L9, L3>(i)] * 1)), &value_3[i], &mask_3[i]);
 }

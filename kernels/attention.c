@@ -100,7 +100,6 @@ kernel attention_bwd_preprocess(f32 *delta, const any *o, const any *d_o, i32 n_
 #pragma autotune key(n_q, n_kv)
 #pragma autotune config(BM=64, BN=128, num_warps=8, num_stages=2)
 #pragma autotune config(BM=64, BN=64, num_warps=8, num_stages=2)
-#pragma autotune config(BM=32, BN=128, num_warps=8, num_stages=2)
 #pragma autotune config(BM=64, BN=64, num_warps=4, num_stages=2)
 kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const any *v,
                           const any *d_o, const f32 *lse, const f32 *delta,
