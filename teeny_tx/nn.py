@@ -549,4 +549,11 @@ def dropout_backward(dy: Any, p: float, seed: int, *, interpret: bool = False) -
     return _dropout("dropout_backward", dy, p, seed, interpret)
 
 
-from .library.attention import attention, attention_backward  # noqa: E402, F401 (re-exported)
+def __getattr__(name: str) -> Any:
+    """attention and attention_backward, re-exported from teeny_tx.library.attention on first
+    use (that module imports this one's helpers, so an import here would be circular)."""
+    if name in ("attention", "attention_backward"):
+        from .library import attention
+
+        return getattr(attention, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

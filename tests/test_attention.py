@@ -406,6 +406,57 @@ def test_chained_dot_reads_a_from_registers(arch):
     assert source.count("tx::stage<") == (3 if arch == "sm_90a" else 4)  # a, b, (P), c
 
 
+def _scratch_clobbers(source: str) -> list[str]:
+    """Lines that use the shared scratch buffer while a staged dot operand lives in it: from
+    the operand's staging to the product that reads it."""
+    live, bad = False, []
+    for line in source.splitlines():
+        if "tx_smem" in line and "SmemTile" not in line and "reinterpret_cast" in line:
+            live = True  # an operand staged in the scratch buffer
+        elif any(f in line for f in ("tx::mma<", "tx::wgmma<", "tx::wgmma_rs<", "tx::dot_fma<")):
+            live = False
+        elif live and "tx_smem" in line:
+            bad.append(line.strip())
+    return bad
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+@pytest.mark.parametrize(
+    ("m", "n", "num_warps"), [(64, 64, 4), (32, 64, 4), (128, 64, 8), (64, 128, 4)]
+)
+def test_staged_operands_are_not_overwritten(arch, m, n, num_warps):
+    """Both operands' registers are computed before either is staged: computing B's (its index
+    tiles moved between layouts through the scratch buffer) overwrote a staged A (the first
+    H200 run: the row statistics and chained products wrong on every configuration)."""
+    chained = tx.compile(CHAINED, name="kernels/chained.c").chained
+    row_stats = tx.compile(ROW_STATS, name="kernels/row_stats.c").row_stats
+    with target_arch(arch):
+        sources = [
+            chained.specialize(
+                "f32", "f16", "f16", "f16", M=m, N=n, K=64, D=128, num_warps=num_warps
+            ).cuda_source,
+            row_stats.specialize(
+                "f32", "f32", "f32", "f16", "f16", M=m, N=64, K=32, num_warps=num_warps
+            ).cuda_source,
+        ]
+    for source in sources:
+        assert "tx::stage<" in source
+        assert _scratch_clobbers(source) == []
+
+
+def test_scratch_clobber_check_sees_a_clobber():
+    """The check above on the order the emitter had: A staged, then B's index tiles moved."""
+    source = "\n".join(
+        [
+            "__half* smem_a_0 = reinterpret_cast<__half*>(tx::align1024(tx_smem) + 0);",
+            "tx::stage<L4, 0, 1, TileA_0, false>(smem_a_0, load_0);",
+            "tx::relayout<L1, L5>(converted_2, rk, tx_smem, [](int r) { return 0; });",
+            "tx::wgmma<L3, TileA_0, true, TileB_0, false, 64, 0>(acc_0, smem_a_0, smem_b_0, f);",
+        ]
+    )
+    assert len(_scratch_clobbers(source)) == 1
+
+
 def test_attention_forward_reads_p_from_registers():
     golden = {g.stem: g for g in GOLDEN}["attention_fwd.f16.d128.sm90a"]
     assert "tx::wgmma_rs<" in golden.render()

@@ -101,16 +101,25 @@ class DotEmitter:
         ptrs, tiles, kmajor, staged = [], [], [], False
         offset = 0
         register_a = wgmma and self.register_a(a, layout)
+        # every operand's registers first, then the staging: computing an operand may move a
+        # tile between layouts through the scratch buffer (its index tiles, say), which would
+        # overwrite an operand already staged there
+        held = []
         for role, x in (("a", a), ("b", b)):
             src, transposed = _operand_source(x)
+            if isinstance(src, Var) and src.name in self.pipelined:
+                held.append((role, src, transposed, None))
+                continue
+            self.hoist(src)
+            held.append((role, src, transposed, self.materialise(src, src.layout)))
+        for role, src, transposed, regs in held:
             as_loaded = _kmajor_as_loaded(role, transposed)
             if role == "a" and register_a:  # wgmma reads A from the registers it is in
-                self.hoist(src)
-                ptrs.append(self.materialise(src, src.layout))
+                ptrs.append(regs)
                 tiles.append(self.L(src.layout))
                 kmajor.append(True)
                 continue
-            if isinstance(src, Var) and src.name in self.pipelined:
+            if regs is None:
                 ptr, tile = self.pipelined[src.name]
                 ptrs.append(ptr)
                 tiles.append(tile)
@@ -118,8 +127,6 @@ class DotEmitter:
                 continue
             # staged from registers: 16-bit operands as they are (ldmatrix.trans and wgmma
             # read either way), others with K contiguous
-            self.hoist(src)
-            regs = self.materialise(src, src.layout)
             flip = dtype.itemsize != 2 and not as_loaded
             rows, cols = src.type.shape
             if flip:

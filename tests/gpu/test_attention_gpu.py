@@ -174,8 +174,10 @@ def test_accumulator_row_stats(m, num_warps):
         cp.zeros(64, cp.float32),
     )
     k[(1,)](out, rows, cols, cp.asarray(a), cp.asarray(b), M=m, N=64, K=32, num_warps=num_warps)
-    for got, want in zip((out, rows, cols), _row_stats_reference(a, b), strict=True):
-        np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-4, atol=1e-4)
+    for name, got, want in zip(
+        ("out", "rows", "cols"), (out, rows, cols), _row_stats_reference(a, b), strict=True
+    ):
+        np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-4, atol=1e-4, err_msg=name)
 
 
 @pytest.mark.parametrize(("m", "num_warps"), [(64, 4), (128, 8), (32, 4)])
