@@ -305,64 +305,59 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                     tx::wgmma<L8, k_t_tile, true, q_t_tile, true, 128, 0>(acc_0, k_t_stages + tx_stage * k_t_tile::ELEMS, q_t_stages + tx_stage * q_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
 #line 148
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) p_t[i] = tx::exp2(((acc_0[i] * qk_scale) - lse2[tx::remap<L1, L8>(i)]));
-                    // if (start < unmasked || start + BM > n_q) {
-#line 149 "kernels/attention.c"
-                    if (((start < unmasked) || ((start + BM) > n_q))) {
-                        // tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
-#line 150 "kernels/attention.c"
-                        int qm[L1::REGS];
-#line 150
-                        _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) qm[i] = (start + rm[i]);
-                        // tile ok = CAUSAL ? (qm < n_q) & (qm >= expand_dims(rn, 1)) : qm < n_q;
+                    // if (CAUSAL && start < unmasked) {
 #line 151 "kernels/attention.c"
-                        bool ok[L8::REGS];
-#line 151
-                        _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) ok[i] = ((qm[tx::remap<L1, L8>(i)] < n_q) & (qm[tx::remap<L1, L8>(i)] >= rn[tx::remap<L0, L8>(i)]));
-                        // p_t = where(ok, p_t, 0.0f);
+                    if ((true && (start < unmasked))) {
+                        // tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
 #line 152 "kernels/attention.c"
-                        _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) p_t[i] = (ok[i] ? p_t[i] : 0.0f);
+                        int qm[L1::REGS];
+#line 152
+                        _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) qm[i] = (start + rm[i]);
+                        // p_t = where(qm >= expand_dims(rn, 1), p_t, 0.0f);
+#line 153 "kernels/attention.c"
+                        _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) p_t[i] = ((qm[tx::remap<L1, L8>(i)] >= rn[tx::remap<L0, L8>(i)]) ? p_t[i] : 0.0f);
                     }
                     // tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
-#line 154 "kernels/attention.c"
+#line 155 "kernels/attention.c"
                     float dp_t[L8::REGS];
-#line 154
+#line 155
                     float acc_1[L8::REGS];
-#line 154
+#line 155
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) acc_1[i] = 0.0f;
-#line 154
+#line 155
                     tx::wgmma<L8, v_t_tile, true, do_t_tile, true, 128, 0>(acc_1, v_t_stages + tx_stage * v_t_tile::ELEMS, do_t_stages + tx_stage * do_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
-#line 154
+#line 155
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) dp_t[i] = acc_1[i];
                     // tile ds_t = p_t * (dp_t - dl);
-#line 155 "kernels/attention.c"
+#line 156 "kernels/attention.c"
                     float ds_t[L8::REGS];
-#line 155
+#line 156
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) ds_t[i] = (p_t[i] * (dp_t[i] - dl[tx::remap<L1, L8>(i)]));
                     // dv_acc = dot((f16)p_t, do_t, dv_acc);
-#line 160 "kernels/attention.c"
+#line 161 "kernels/attention.c"
                     float acc_2[L3::REGS];
-#line 160
+#line 161
                     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) acc_2[i] = dv_acc[i];
-#line 160
+#line 161
                     __half value_0[L8::REGS];
-#line 160
+#line 161
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) value_0[i] = tx::cast<__half>(p_t[i]);
-#line 160
+#line 161
                     tx::wgmma_rs<L3, L8, do_t_tile, false, 64, 0>(acc_2, value_0, do_t_stages + tx_stage * do_t_tile::ELEMS, [](float* d, const unsigned* a, unsigned long long b) { tx_wgmma_m64n128k16_f16_rt(d, a, b); });  // A from registers
-#line 160
+#line 161
                     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dv_acc[i] = acc_2[i];
                     // dk_acc = dot((f16)ds_t, q_t, dk_acc);
-#line 161 "kernels/attention.c"
+#line 162 "kernels/attention.c"
                     float acc_3[L3::REGS];
-#line 161
+#line 162
                     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) acc_3[i] = dk_acc[i];
-#line 161
+#line 162
                     __half value_1[L8::REGS];
-#line 161
+#line 162
                     _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) value_1[i] = tx::cast<__half>(ds_t[i]);
-#line 161
+#line 162
                     tx::wgmma_rs<L3, L8, q_t_tile, false, 64, 0>(acc_3, value_1, q_t_stages + tx_stage * q_t_tile::ELEMS, [](float* d, const unsigned* a, unsigned long long b) { tx_wgmma_m64n128k16_f16_rt(d, a, b); });  // A from registers
-#line 161
+#line 162
                     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dk_acc[i] = acc_3[i];
                     tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
                 }
@@ -375,33 +370,33 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
         __syncthreads();
     }
     // store(dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd, dk_acc * scale,
-#line 165 "kernels/attention.c"
+#line 166 "kernels/attention.c"
     int converted_3[L9::REGS];
-#line 165
+#line 166
     tx::relayout<L2, L9>(converted_3, rd, tx_smem, [](int r) { return (L9::coord(r, 0)) * 128 + L9::coord(r, 1); });
-#line 165
+#line 166
     __half value_2[L3::REGS];
-#line 165
+#line 166
     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) value_2[i] = tx::cast<__half>((dk_acc[i] * scale));
-#line 165
+#line 166
     bool mask_2[L3::REGS];
-#line 165
+#line 166
     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_2[i] = kv_row[tx::remap<L0, L3>(i)];
-#line 165
+#line 166
     _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 2) tx::store_vec<2>(((((dk + (b * sdkb)) + (hk * sdkh)) + (rn[tx::remap<L0, L3>(i)] * sdkn)) + (converted_3[tx::remap<L9, L3>(i)] * 1)), &value_2[i], &mask_2[i]);
     // store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc, kv_row);
-#line 167 "kernels/attention.c"
+#line 168 "kernels/attention.c"
     int converted_4[L9::REGS];
-#line 167
+#line 168
     tx::relayout<L2, L9>(converted_4, rd, tx_smem, [](int r) { return (L9::coord(r, 0)) * 128 + L9::coord(r, 1); });
-#line 167
+#line 168
     __half value_3[L3::REGS];
-#line 167
+#line 168
     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) value_3[i] = tx::cast<__half>(dv_acc[i]);
-#line 167
+#line 168
     bool mask_3[L3::REGS];
-#line 167
+#line 168
     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_3[i] = kv_row[tx::remap<L0, L3>(i)];
-#line 167
+#line 168
     _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 2) tx::store_vec<2>(((((dv + (b * sdvb)) + (hk * sdvh)) + (rn[tx::remap<L0, L3>(i)] * sdvn)) + (converted_4[tx::remap<L9, L3>(i)] * 1)), &value_3[i], &mask_3[i]);
 }

@@ -63,243 +63,243 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 132096 bytes of pipeline stages
     // i32 pid_m = program_id(0);
-#line 184 "kernels/attention.c"
+#line 185 "kernels/attention.c"
     int pid_m = (int)blockIdx.x;
     // i32 bh = program_id(1);
-#line 185 "kernels/attention.c"
+#line 186 "kernels/attention.c"
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
-#line 186 "kernels/attention.c"
+#line 187 "kernels/attention.c"
     int b = (bh / h_q);
     // i32 h = bh % h_q;
-#line 187 "kernels/attention.c"
+#line 188 "kernels/attention.c"
     int h = (bh % h_q);
     // i32 hk = h / group;
-#line 188 "kernels/attention.c"
+#line 189 "kernels/attention.c"
     int hk = (h / 1);
     // tile rm = pid_m * BM + arange(0, BM);
-#line 189 "kernels/attention.c"
+#line 190 "kernels/attention.c"
     int rm[L0::REGS];
-#line 189
+#line 190
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) rm[i] = ((pid_m * BM) + L0::coord(i, 0));
     // tile rn = arange(0, BN);
-#line 190 "kernels/attention.c"
+#line 191 "kernels/attention.c"
     int rn[L1::REGS];
-#line 190
+#line 191
     _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) rn[i] = L1::coord(i, 0);
     // tile rd = expand_dims(arange(0, D), 0);
-#line 191 "kernels/attention.c"
+#line 192 "kernels/attention.c"
     int rd[L2::REGS];
-#line 191
+#line 192
     _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) rd[i] = L2::coord(i, 1);
     // tile q_row = expand_dims(rm, 1) < n_q;
-#line 192 "kernels/attention.c"
+#line 193 "kernels/attention.c"
     bool q_row[L0::REGS];
-#line 192
+#line 193
     _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) q_row[i] = (rm[i] < n_q);
     // tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd, q_row, 0);
-#line 193 "kernels/attention.c"
+#line 194 "kernels/attention.c"
     __nv_bfloat16 q_t[L3::REGS];
-#line 193
+#line 194
     bool mask_0[L3::REGS];
-#line 193
+#line 194
     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_0[i] = q_row[tx::remap<L0, L3>(i)];
-#line 193
+#line 194
     _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 8) tx::load_vec<8>(&q_t[i], ((((q + (b * sqb)) + (h * sqh)) + (rm[tx::remap<L0, L3>(i)] * sqn)) + (rd[tx::remap<L2, L3>(i)] * 1)), &mask_0[i], __nv_bfloat16(0.0f));
     // tile do_t = load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd, q_row, 0);
-#line 194 "kernels/attention.c"
+#line 195 "kernels/attention.c"
     __nv_bfloat16 do_t[L3::REGS];
-#line 194
+#line 195
     bool mask_1[L3::REGS];
-#line 194
+#line 195
     _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_1[i] = q_row[tx::remap<L0, L3>(i)];
-#line 194
+#line 195
     _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 8) tx::load_vec<8>(&do_t[i], ((((d_o + (b * sdb)) + (h * sdh)) + (rm[tx::remap<L0, L3>(i)] * sdn)) + (rd[tx::remap<L2, L3>(i)] * 1)), &mask_1[i], __nv_bfloat16(0.0f));
     // tile lse2 = expand_dims(load(lse + bh * n_q + rm, rm < n_q, 0) * 1.4426950408889634f, 1);
-#line 195 "kernels/attention.c"
+#line 196 "kernels/attention.c"
     float lse2[L4::REGS];
-#line 195
+#line 196
     int converted_0[L4::REGS];
-#line 195
+#line 196
     tx::relayout<L0, L4>(converted_0, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 195
+#line 196
     int converted_1[L4::REGS];
-#line 195
+#line 196
     tx::relayout<L0, L4>(converted_1, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 195
+#line 196
     float load_0[L4::REGS];
-#line 195
+#line 196
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) load_0[i] = (converted_1[i] < n_q) ? *(((lse + (bh * n_q)) + converted_0[i])) : 0.0f;
-#line 195
+#line 196
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) lse2[i] = (load_0[i] * 1.442695f);
     // tile dl = expand_dims(load(delta + bh * n_q + rm, rm < n_q, 0), 1);
-#line 196 "kernels/attention.c"
+#line 197 "kernels/attention.c"
     float dl[L4::REGS];
-#line 196
+#line 197
     int converted_2[L4::REGS];
-#line 196
+#line 197
     tx::relayout<L0, L4>(converted_2, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 196
+#line 197
     int converted_3[L4::REGS];
-#line 196
+#line 197
     tx::relayout<L0, L4>(converted_3, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 196
+#line 197
     float load_1[L4::REGS];
-#line 196
+#line 197
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) load_1[i] = (converted_3[i] < n_q) ? *(((delta + (bh * n_q)) + converted_2[i])) : 0.0f;
-#line 196
+#line 197
     _Pragma("unroll") for (int i = 0; i < L4::REGS; ++i) dl[i] = load_1[i];
     // tile kh = k + b * skb + hk * skh;
-#line 197 "kernels/attention.c"
+#line 198 "kernels/attention.c"
     const __nv_bfloat16* kh = ((k + (b * skb)) + (hk * skh));
     // tile vh = v + b * svb + hk * svh;
-#line 198 "kernels/attention.c"
+#line 199 "kernels/attention.c"
     const __nv_bfloat16* vh = ((v + (b * svb)) + (hk * svh));
     // f32 dq_acc[BM][D] = 0;
-#line 199 "kernels/attention.c"
+#line 200 "kernels/attention.c"
     float dq_acc[L5::REGS];
-#line 199
+#line 200
     _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) dq_acc[i] = 0.0f;
     // i32 hi = CAUSAL ? minimum((pid_m + 1) * BM, n_kv) : n_kv;
-#line 200 "kernels/attention.c"
+#line 201 "kernels/attention.c"
     int hi = n_kv;
     // i32 masked = CAUSAL ? minimum(pid_m * BM + 1, n_kv) : n_kv;
-#line 201 "kernels/attention.c"
+#line 202 "kernels/attention.c"
     int masked = n_kv;
     // for (i32 start = 0; start < hi; start += BN) {
-#line 202 "kernels/attention.c"
+#line 203 "kernels/attention.c"
     int converted_4[L8::REGS];
-#line 202
+#line 203
     tx::relayout<L1, L8>(converted_4, rn, tx_smem, [](int r) { return L8::coord(r, 1); });
     {
-#line 202
+#line 203
         // software pipeline, 2 stages: k_t, v_t copied global -> shared memory by cp.async ahead of the dot
-#line 202
+#line 203
         using k_t_tile = tx::SmemTile<__nv_bfloat16, 64, 128>;
-#line 202
+#line 203
         __nv_bfloat16* const k_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 0);
-#line 202
+#line 203
         using v_t_tile = tx::SmemTile<__nv_bfloat16, 64, 128>;
-#line 202
+#line 203
         __nv_bfloat16* const v_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 32768);
-#line 202
+#line 203
         using Tile_q_t_0 = tx::SmemTile<__nv_bfloat16, 128, 128>;
-#line 202
+#line 203
         __nv_bfloat16* const smem_q_t_0 = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 65536);
-#line 202
+#line 203
         tx::stage<L3, 0, 1, Tile_q_t_0, false>(smem_q_t_0, q_t);  // once: the loop keeps it
-#line 202
+#line 203
         using Tile_do_t_0 = tx::SmemTile<__nv_bfloat16, 128, 128>;
-#line 202
+#line 203
         __nv_bfloat16* const smem_do_t_0 = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 98304);
-#line 202
+#line 203
         tx::stage<L3, 0, 1, Tile_do_t_0, false>(smem_do_t_0, do_t);  // once: the loop keeps it
-#line 202
+#line 203
         // prologue: the copies of the first 1 iteration
         {
-#line 202
+#line 203
             int start = 0;
-#line 202
+#line 203
             for (int stage = 0; stage < 1; ++stage) {
-#line 202
+#line 203
                 if ((start < hi)) {
-#line 202
+#line 203
                     _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(k_t_stages + stage * k_t_tile::ELEMS + k_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((kh + ((rn[tx::remap<L1, L6>(i)] + start) * skn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((rn[tx::remap<L1, L6>(i)] + start) < n_kv));
-#line 202
+#line 203
                     _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(v_t_stages + stage * v_t_tile::ELEMS + v_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((vh + ((rn[tx::remap<L1, L6>(i)] + start) * svn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((rn[tx::remap<L1, L6>(i)] + start) < n_kv));
                 }
-#line 202
+#line 203
                 tx::cp_async_commit();
-#line 202
+#line 203
                 start = (start + BN);
             }
         }
-#line 202
+#line 203
         // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
-#line 202
+#line 203
         int tx_stage = 0;  // the stage this iteration's dot reads
-#line 202
+#line 203
         for (int start = 0; (start < hi); start = (start + BN)) {
-#line 202
+#line 203
             tx::cp_async_wait<0>();  // this iteration's stage has landed
-#line 202
+#line 203
             tx::fence_async_proxy();  // ... where wgmma reads it
-#line 202
+#line 203
             __syncthreads();
             {
-#line 202
+#line 203
                 const int k_ahead = start + 1 * (BN);
-#line 202
+#line 203
                 const int stage_ahead = (tx_stage + 1) % 2;
-#line 202
+#line 203
                 const int start = k_ahead;
-#line 202
+#line 203
                 if ((start < hi)) {
-#line 202
+#line 203
                     _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(k_t_stages + stage_ahead * k_t_tile::ELEMS + k_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((kh + ((rn[tx::remap<L1, L6>(i)] + start) * skn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((rn[tx::remap<L1, L6>(i)] + start) < n_kv));
-#line 202
+#line 203
                     _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(v_t_stages + stage_ahead * v_t_tile::ELEMS + v_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((vh + ((rn[tx::remap<L1, L6>(i)] + start) * svn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((rn[tx::remap<L1, L6>(i)] + start) < n_kv));
                 }
             }
-#line 202
+#line 203
             tx::cp_async_commit();
             // tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
-#line 203 "kernels/attention.c"
+#line 204 "kernels/attention.c"
             // k_t: in shared memory, stage tx_stage (copied by cp.async)
             // tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
-#line 205 "kernels/attention.c"
+#line 206 "kernels/attention.c"
             // v_t: in shared memory, stage tx_stage (copied by cp.async)
             // tile p = exp2(dot(q_t, trans(k_t)) * qk_scale - lse2);         /* [BM, BN] */
-#line 207 "kernels/attention.c"
+#line 208 "kernels/attention.c"
             float p[L7::REGS];
-#line 207
+#line 208
             float acc_0[L7::REGS];
-#line 207
+#line 208
             _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) acc_0[i] = 0.0f;
-#line 207
+#line 208
             tx::wgmma<L7, Tile_q_t_0, true, k_t_tile, true, 128, 0>(acc_0, smem_q_t_0, k_t_stages + tx_stage * k_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_bf16_kk(d, a, b); });
-#line 207
+#line 208
             _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) p[i] = tx::exp2(((acc_0[i] * qk_scale) - lse2[tx::remap<L4, L7>(i)]));
             // if (start + BN > masked) {
-#line 208 "kernels/attention.c"
+#line 209 "kernels/attention.c"
             if (((start + BN) > masked)) {
                 // tile kn = expand_dims(start + rn, 0);
-#line 209 "kernels/attention.c"
+#line 210 "kernels/attention.c"
                 int kn[L8::REGS];
-#line 209
+#line 210
                 _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) kn[i] = (start + converted_4[i]);
                 // tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
-#line 210 "kernels/attention.c"
+#line 211 "kernels/attention.c"
                 bool ok[L8::REGS];
-#line 210
+#line 211
                 _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) ok[i] = (kn[i] < n_kv);
                 // p = where(ok, p, 0.0f);
-#line 211 "kernels/attention.c"
+#line 212 "kernels/attention.c"
                 _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) p[i] = (ok[tx::remap<L8, L7>(i)] ? p[i] : 0.0f);
             }
             // tile ds = p * (dot(do_t, trans(v_t)) - dl);
-#line 213 "kernels/attention.c"
+#line 214 "kernels/attention.c"
             float ds[L7::REGS];
-#line 213
+#line 214
             float acc_1[L7::REGS];
-#line 213
+#line 214
             _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) acc_1[i] = 0.0f;
-#line 213
+#line 214
             tx::wgmma<L7, Tile_do_t_0, true, v_t_tile, true, 128, 0>(acc_1, smem_do_t_0, v_t_stages + tx_stage * v_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_bf16_kk(d, a, b); });
-#line 213
+#line 214
             _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) ds[i] = (p[i] * (acc_1[i] - dl[tx::remap<L4, L7>(i)]));
             // dq_acc = dot((bf16)ds, k_t, dq_acc);
-#line 215 "kernels/attention.c"
+#line 216 "kernels/attention.c"
             float acc_2[L5::REGS];
-#line 215
+#line 216
             _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc_2[i] = dq_acc[i];
-#line 215
+#line 216
             __nv_bfloat16 value_0[L7::REGS];
-#line 215
+#line 216
             _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>(ds[i]);
-#line 215
+#line 216
             tx::wgmma_rs<L5, L7, k_t_tile, false, 64, 0>(acc_2, value_0, k_t_stages + tx_stage * k_t_tile::ELEMS, [](float* d, const unsigned* a, unsigned long long b) { tx_wgmma_m64n128k16_bf16_rt(d, a, b); });  // A from registers
-#line 215
+#line 216
             _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) dq_acc[i] = acc_2[i];
             tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
         }
@@ -307,26 +307,26 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
         __syncthreads();
     }
     // store(dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd, dq_acc * scale,
-#line 220 "kernels/attention.c"
+#line 221 "kernels/attention.c"
     int converted_5[L4::REGS];
-#line 220
+#line 221
     tx::relayout<L0, L4>(converted_5, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 220
+#line 221
     int converted_6[L9::REGS];
-#line 220
+#line 221
     tx::relayout<L2, L9>(converted_6, rd, tx_smem, [](int r) { return (L9::coord(r, 0)) * 128 + L9::coord(r, 1); });
-#line 220
+#line 221
     bool converted_7[L4::REGS];
-#line 220
+#line 221
     tx::relayout<L0, L4>(converted_7, q_row, tx_smem, [](int r) { return (L4::coord(r, 0)) * 1 + L4::coord(r, 1); });
-#line 220
+#line 221
     __nv_bfloat16 value_1[L5::REGS];
-#line 220
+#line 221
     _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_1[i] = tx::cast<__nv_bfloat16>((dq_acc[i] * scale));
-#line 220
+#line 221
     bool mask_2[L5::REGS];
-#line 220
+#line 221
     _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_2[i] = converted_7[tx::remap<L4, L5>(i)];
-#line 220
+#line 221
     _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((dq + (b * sdqb)) + (h * sdqh)) + (converted_5[tx::remap<L4, L5>(i)] * sdqn)) + (converted_6[tx::remap<L9, L5>(i)] * 1)), &value_1[i], &mask_2[i]);
 }

@@ -122,7 +122,7 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
     f32 dk_acc[BN][D] = 0;
     f32 dv_acc[BN][D] = 0;
     /* causal: query blocks from the one holding row pid_n * BN; masked until past the block's
-     * last key, and at the ragged end of the queries */
+     * last key */
     i32 lo = CAUSAL ? (pid_n * BN / BM) * BM : 0;
     i32 unmasked = CAUSAL ? (pid_n + 1) * BN - 1 : 0;
     for (i32 g = 0; g < group; g++) {
@@ -146,10 +146,11 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
             tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
                            0);
             tile p_t = exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
-            if (start < unmasked || start + BM > n_q) {
+            /* only the causal mask: query rows past n_q add nothing (their dO and delta were
+             * read as 0, so their P^T dO and dS^T are 0) */
+            if (CAUSAL && start < unmasked) {
                 tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
-                tile ok = CAUSAL ? (qm < n_q) & (qm >= expand_dims(rn, 1)) : qm < n_q;
-                p_t = where(ok, p_t, 0.0f);
+                p_t = where(qm >= expand_dims(rn, 1), p_t, 0.0f);
             }
             tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
             tile ds_t = p_t * (dp_t - dl);

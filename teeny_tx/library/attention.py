@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from .. import cdiv
 from ..errors import LaunchError
 from ..library import module
-from ..nn import _Arrays
+from ..nn import _Arrays, _torch_stream  # -> .arrays (Arrays, torch_stream) after the move
 
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128)
@@ -133,8 +133,6 @@ def _launch(arrays: _Arrays, kernel, grid, args: tuple, fixed: AttentionConfig, 
 def _stream(arrays: _Arrays) -> Any:
     if arrays.kind != "torch":
         return None
-    from ..nn import _torch_stream
-
     return _torch_stream(arrays.torch, arrays.first.device.index)
 
 
