@@ -43,7 +43,8 @@ class AttentionConfig(NamedTuple):
 
 # by head dim; on sm_90a the 16-rows-per-warp tiles (BM = 16 * num_warps for the forward and
 # dQ, BN = 16 * num_warps for dK/dV) run on wgmma. dK/dV at D = 128 holds two [128, 128] f32
-# accumulators in 255 registers (ptxas, sm_90a: no spill when causal, 16-88 bytes otherwise)
+# accumulators in 252-255 registers (ptxas, sm_90a: no spill when causal, 4 bytes otherwise;
+# BM=32 or 4 warps of 64 x 64 spill more, 8-192 bytes)
 FORWARD = {64: AttentionConfig(128, 64, 8), 128: AttentionConfig(128, 64, 8)}
 BACKWARD_DKDV = {64: AttentionConfig(64, 128, 8), 128: AttentionConfig(64, 128, 8)}
 BACKWARD_DQ = {64: AttentionConfig(128, 64, 8), 128: AttentionConfig(128, 64, 8)}
