@@ -42,6 +42,15 @@ struct Mma {
         return warp_n() * (size(1) / WN) + 8 * (rc >> 1) + 2 * (lane() % 4) + (rc & 1);
     }
     __device__ static int coord(int r) { return coord(r, 1); }
+    // what tx::reduce asks of a layout (as Blocked answers it): along N a thread holds runs of 2
+    // columns and a row's 4 threads are the lanes of a quad; along M rows are single, 8 lanes
+    // apart by 4
+    __host__ __device__ static constexpr int spt(int d) { return d == 1 ? 2 : 1; }
+    __host__ __device__ static constexpr int lanes(int d) { return d == 1 ? 4 : 8; }
+    __host__ __device__ static constexpr int lane_stride(int d) { return d == 1 ? 1 : 4; }
+    __host__ __device__ static constexpr int warps(int d) { return d == 1 ? WN : WM; }
+    __device__ static int lane_coord(int d) { return d == 1 ? lane() % 4 : lane() / 4; }
+    __device__ static int warp_coord(int d) { return d == 1 ? warp_n() : warp_m(); }
     __device__ static bool owner() {
         return int(threadIdx.x) / 32 < WARPS && (size(0) > 1 || (lane() / 4 == 0 && warp_m() == 0)) &&
                (size(1) > 1 || (lane() % 4 == 0 && warp_n() == 0));
@@ -316,6 +325,38 @@ __device__ __forceinline__ void wgmma(float* acc, const T* sA, const T* sB, Inst
 #pragma unroll
     for (int k0 = 0; k0 < K; k0 += 32 / int(sizeof(T)))  // 32 bytes of K per instruction
         instr(acc, operand_desc<SA, A_KMAJOR>(sA, m0, k0), operand_desc<SB, B_KMAJOR>(sB, 0, k0));
+    wgmma_commit();
+    wgmma_wait<PENDING>();
+}
+
+// Two 16-bit values as one 32-bit register, the first in the low half (fragment order).
+__device__ __forceinline__ unsigned pack2(__half lo, __half hi) {
+    return unsigned(__half_as_ushort(lo)) | (unsigned(__half_as_ushort(hi)) << 16);
+}
+__device__ __forceinline__ unsigned pack2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+    return unsigned(__bfloat16_as_ushort(lo)) | (unsigned(__bfloat16_as_ushort(hi)) << 16);
+}
+
+// acc += A @ B with A in registers (wgmma's register-A form): A is a 16-bit tile held in the
+// Mma layout LA of a wgmma accumulator (Mma<[16 * warps, K], warps, 1>: P of attention, computed
+// from a product), whose registers are already the A fragments of m64nNk16: for the K step k0
+// a thread passes rows l/4 and l/4 + 8 of its warp's 16, columns k0 + 2(l%4) (+1) and + 8.
+// Instr(acc, a, desc_b) takes the 4 packed registers. B is in shared memory, as in wgmma().
+template <class Acc, class LA, class SB, bool B_KMAJOR, int K, int PENDING, typename T, typename Instr>
+__device__ __forceinline__ void wgmma_rs(float* acc, const T* a, const T* sB, Instr instr) {
+    static_assert(LA::regs(0) == 2 && LA::regs(1) == K / 4, "A holds one m16 fragment row per warp");
+    constexpr int Q = LA::regs(1);  // registers per row half
+    wgmma_fence();
+#pragma unroll
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        const int c = k0 / 4;  // the first of this step's four registers in a row half
+        unsigned r[4];
+        r[0] = pack2(a[c], a[c + 1]);
+        r[1] = pack2(a[Q + c], a[Q + c + 1]);
+        r[2] = pack2(a[c + 2], a[c + 3]);
+        r[3] = pack2(a[Q + c + 2], a[Q + c + 3]);
+        instr(acc, r, operand_desc<SB, B_KMAJOR>(sB, 0, k0));
+    }
     wgmma_commit();
     wgmma_wait<PENDING>();
 }

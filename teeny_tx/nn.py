@@ -1,6 +1,8 @@
 """``teeny_tx.nn``: the row operations of neural networks (softmax, norms, cross-entropy,
-dropout), forward and backward. A facade: the wrappers live in :mod:`teeny_tx.library.nn`."""
+dropout) and attention, forward and backward. A facade: the wrappers live in
+:mod:`teeny_tx.library.nn` and :mod:`teeny_tx.library.attention`."""
 
+from .library.attention import attention, attention_backward
 from .library.nn import (
     cross_entropy,
     cross_entropy_backward,
@@ -19,6 +21,8 @@ from .library.nn import (
 )
 
 __all__ = [
+    "attention",
+    "attention_backward",
     "cross_entropy",
     "cross_entropy_backward",
     "dropout",

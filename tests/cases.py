@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "kernels"
 GOLDEN_DIR = ROOT / "golden"
 BLOCK = 1024
+# teeny_tx/library/ holds the kernel library's new modules (attention.py) until this module
+# moves into that package: the path makes them importable as teeny_tx.library.<name>
+__path__ = [str(Path(__file__).with_suffix(""))]
 
 # Tolerances by output dtype (relative and absolute), for float64 references.
 TOLERANCE = {
@@ -648,6 +651,77 @@ GOLDEN: tuple[Golden, ...] = (
         _matmul_constexprs(128, 128, 32, PRECISION=_TF32),
         num_warps=4,
         num_stages=3,
+    ),
+)
+
+
+# kernels/attention.c, as teeny_tx.library.attention launches it: [B, N, H, D] arrays of
+# B=4, N=4096, H=32 (contiguous: strides N*H*D, D, H*D, 1 as batch, head, row, column)
+def _attention_strides(d: int, n: int = 4096, h: int = 32) -> tuple:
+    return (n * h * d, d, h * d, 1)
+
+
+def _attention_fwd_args(dtype: str, d: int, n: int = 4096, h: int = 32) -> tuple:
+    s = _attention_strides(d, n, h)
+    return (dtype, "f32", dtype, dtype, dtype, n, n, h, 1) + s * 4 + (0.18033688,)
+
+
+def _attention_bwd_args(kernel: str, dtype: str, d: int, n: int = 4096, h: int = 32) -> tuple:
+    s = _attention_strides(d, n, h)
+    if kernel == "attention_bwd_preprocess":
+        return ("f32", dtype, dtype, n, h) + s * 2
+    if kernel == "attention_bwd_dkdv":
+        head = (dtype,) * 6 + ("f32", "f32", n, n, h, h, 1)
+        return head + s * 6 + (0.18033688, 0.125)
+    return (dtype,) * 5 + ("f32", "f32", n, n, h, 1) + s * 5 + (0.18033688, 0.125)
+
+
+def _attention_flags(dtype: str, d: int, causal: int, bm: int, bn: int) -> dict[str, Any]:
+    return {"CAUSAL": causal, "BF16": int(dtype == "bf16"), "D": d, "BM": bm, "BN": bn}
+
+
+GOLDEN += (
+    Golden(
+        "attention_fwd.f16.d128.sm90a",
+        "attention.c",
+        "attention_fwd",
+        _attention_fwd_args("f16", 128),
+        _attention_flags("f16", 128, 0, 128, 64),
+        num_warps=8,
+        arch="sm_90a",
+    ),
+    Golden(
+        "attention_fwd.bf16.d64.causal.sm90",
+        "attention.c",
+        "attention_fwd",
+        _attention_fwd_args("bf16", 64),
+        _attention_flags("bf16", 64, 1, 128, 64),
+        num_warps=8,
+    ),
+    Golden(
+        "attention_bwd_preprocess.f16",
+        "attention.c",
+        "attention_bwd_preprocess",
+        _attention_bwd_args("attention_bwd_preprocess", "f16", 128),
+        {"D": 128, "BM": 64},
+    ),
+    Golden(
+        "attention_bwd_dkdv.f16.d128.causal.sm90a",
+        "attention.c",
+        "attention_bwd_dkdv",
+        _attention_bwd_args("attention_bwd_dkdv", "f16", 128),
+        _attention_flags("f16", 128, 1, 64, 128),
+        num_warps=8,
+        arch="sm_90a",
+    ),
+    Golden(
+        "attention_bwd_dq.bf16.d128.sm90a",
+        "attention.c",
+        "attention_bwd_dq",
+        _attention_bwd_args("attention_bwd_dq", "bf16", 128),
+        _attention_flags("bf16", 128, 0, 128, 64),
+        num_warps=8,
+        arch="sm_90a",
     ),
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -356,3 +357,14 @@ def cast_values(src: str) -> np.ndarray:
     specials += [1.0 + 2.0**-24 + 2.0**-52, 1.0 + 2.0**-24 - 2.0**-53, 1.0 + 2.0**-8 + 2.0**-40]
     with np.errstate(all="ignore"):
         return np.array(specials, dtype=np.float64).astype(d.np)
+
+
+@contextlib.contextmanager
+def target_arch(arch: str):
+    """Specialisations made inside compile for ``arch`` where their module names no target
+    (as on a device of that architecture): Target.for_device answers ``arch``."""
+    from teeny_tx.target import Target
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Target, "for_device", classmethod(lambda cls, **_: cls.from_arch(arch)))
+        yield

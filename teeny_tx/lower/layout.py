@@ -57,6 +57,11 @@ class Mma:
     rank = 2
     order = (1, 0)
     spt = (1, 2)  # the contiguous run a thread holds along each dimension
+    tpw = (8, 4)  # lanes along each dimension: a row of a fragment is one quad
+
+    @property
+    def wpc(self) -> tuple[int, int]:
+        return self.warps
 
     def regs_along(self, shape: tuple[int, ...], d: int) -> int:
         if shape[d] == 1:
@@ -333,6 +338,16 @@ class LayoutPass:
                 and value.op == "dot"
             ):
                 demands.setdefault(s.name, self.mma(value))
+        self._declare(demands)
+        # rows and columns of accumulators: settled over a few rounds, since a variable's
+        # natural layout may come from another's
+        for _ in range(3):
+            found = self._accumulator_slices(demands)
+            if not found:
+                break
+            demands.update(found)
+            self.vars = {}
+            self._declare(demands)
         for e in walk_exprs(self.kernel.body):
             if isinstance(e, Op) and e.op == "expand_dims" and isinstance(e.args[0], Var):
                 var = e.args[0]
@@ -341,6 +356,10 @@ class LayoutPass:
                     axis = e.attr("axis")
                     dims = tuple(d for d in range(len(e.type.shape)) if d != axis)
                     demands[var.name] = full.with_shape(var.type.shape, dims)
+        self.vars = {}
+        self._declare(demands)
+
+    def _declare(self, demands: dict[str, Layout]) -> None:
         for s in walk_stmts(self.kernel.body):
             if isinstance(s, ir.Declare) and s.type.is_tile and s.name not in self.vars:
                 layout = demands.get(s.name)
@@ -349,6 +368,58 @@ class LayoutPass:
                 if layout is None or layout.value_shape() != s.type.shape:
                     layout = self.default(s.type.shape)
                 self.vars[s.name] = layout
+
+    def _accumulator_slices(self, demands: dict[str, Layout]) -> dict[str, Layout]:
+        """Variables that broadcast against an accumulator (a dot's Mma layout) take a slice
+        of it, so the elementwise op reads both in registers: a row vector ``x`` in
+        ``acc * expand_dims(x, 1)`` or ``s - m`` (``m`` of shape [M, 1]). A variable assigned
+        the value of one that has such a slice takes it too (a running maximum ``m_i = m``),
+        and a reduction of an accumulator gives its slice (``max(s, 1)``), by ``natural``."""
+        found: dict[str, Layout] = {}
+
+        def want(name: str, layout: Layout) -> None:
+            if name not in demands and name not in found:
+                found[name] = layout
+
+        def pull(e: Expr, acc: Layout) -> None:
+            """The variables an elementwise tree computed in ``acc`` reads: each in ``acc``
+            or in a slice of it."""
+            while isinstance(e, Op) and e.op == "broadcast":
+                e = e.args[0]
+            if isinstance(e, Var) and e.type.is_tile and len(e.type.shape) == 2:
+                want(e.name, acc.with_shape(e.type.shape, (0, 1)))
+            elif isinstance(e, Op) and e.op == "expand_dims" and isinstance(e.args[0], Var):
+                var, axis = e.args[0], e.attr("axis")
+                if len(var.type.shape) == 1:
+                    want(var.name, acc.with_shape(var.type.shape, (1 - axis,)))
+            elif isinstance(e, Op) and e.op not in _STRUCTURAL and len(e.type.shape) == 2:
+                for a in e.args:
+                    pull(a, acc)
+
+        for e in walk_exprs(self.kernel.body):
+            if not isinstance(e, Op) or e.op in _STRUCTURAL or len(e.type.shape) != 2:
+                continue
+            for a in e.args:
+                n = self.natural(a) if a.type.is_tile else None
+                if n is not None and n.is_mma and n.value_shape() == e.type.shape:
+                    pull(e, n)
+                    break
+        # a variable given an accumulator layout (or a slice of one): its values are computed
+        # in it, and what they read follows; a variable assigned it shares it (m_i = m_new)
+        for s in walk_stmts(self.kernel.body):
+            value = s.init if isinstance(s, ir.Declare) else getattr(s, "value", None)
+            if not isinstance(s, (ir.Declare, ir.Assign)) or value is None:
+                continue
+            layout = demands.get(s.name) or found.get(s.name)
+            if layout is not None and layout.is_mma and len(value.type.shape) == 2:
+                full = Layout(layout.blocked, _full_shape(layout, value), (0, 1))
+                if full.shape == value.type.shape:
+                    pull(value, full)
+            if isinstance(s, ir.Assign) and isinstance(value, Var) and s.name in self.vars:
+                source = demands.get(value.name) or found.get(value.name)
+                if source is not None and source.is_mma:
+                    want(s.name, source)
+        return found
 
     def natural(self, e: Expr) -> Layout | None:
         """The layout ``e`` has when nothing asks for one (None: any layout will do)."""
@@ -366,7 +437,7 @@ class LayoutPass:
             return self.mma(e)
         if e.op in ("reduce", "scan"):
             inner = self.natural(e.args[0])
-            if inner is None or inner.is_mma:  # reductions and scans run on blocked layouts
+            if inner is None or (inner.is_mma and e.op == "scan"):  # scans: blocked only
                 inner = self.default(e.args[0].type.shape)
             return self.reduced(inner, e) if e.op == "reduce" else inner
         if e.op == "expand_dims":
@@ -421,7 +492,7 @@ class LayoutPass:
         assert isinstance(e, Op)
         if e.op == "dot":
             return self._dot(e, layout)
-        if e.op in ("reduce", "scan") and layout.is_mma:
+        if e.op == "scan" and layout.is_mma:
             # computed in a blocked layout, then moved into the accumulator's
             inner = self.natural(e)
             self.layouts.setdefault(inner.key, inner)
@@ -482,6 +553,9 @@ class LayoutPass:
     def _operand_want(self, x: Expr) -> Layout:
         if isinstance(x, Var):
             return self.vars.get(x.name) or self.operand(x)
+        natural = self.natural(x)
+        if natural is not None and natural.is_mma:
+            return natural  # computed from an accumulator (P = (f16)p): staged from its registers
         return self.operand(x)
 
     def _reduce(self, e: Op, inner: Layout) -> Expr:
@@ -549,6 +623,22 @@ class LayoutPass:
             for a in e.args
         )
         return dataclasses.replace(e, args=args, layout=layout)
+
+
+def _full_shape(layout: Layout, value: Expr) -> tuple[int, ...]:
+    """The accumulator shape a slice layout was cut from, as far as ``value`` shows it: the
+    value's own extent along each dimension where it has more than 1."""
+    return tuple(max(a, b) for a, b in zip(layout.shape, value.type.shape, strict=True))
+
+
+# ops that move or combine elements rather than compute each one from the same-placed elements
+# of their operands (the elementwise ops are all the others)
+_STRUCTURAL = frozenset(
+    {
+        "dot", "reduce", "scan", "load", "store", "atomic", "permute", "reshape", "flip",
+        "cat", "join", "split", "expand_dims", "broadcast", "convert_layout", "arange", "full",
+    }
+)  # fmt: skip
 
 
 def _restore(layout: Layout, e: Op) -> tuple[int, ...]:

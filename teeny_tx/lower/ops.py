@@ -169,7 +169,21 @@ def _pointer_offset(name: str, ptr: Expr, off: Expr, loc: Location) -> Expr:
     )
     if name == "sub":
         off = make("neg", [off], off.type, loc)
+    # operands of lower rank get their missing leading dimensions (T4), as in arithmetic
+    ptr, off = (_leading_dims(x, len(shape)) for x in (ptr, off))
     return Op(type=Type(ptr.type.dtype, shape), loc=loc, op="add", args=(ptr, off))
+
+
+def _leading_dims(x: Expr, rank: int) -> Expr:
+    while x.type.is_tile and len(x.type.shape) < rank:
+        x = Op(
+            type=x.type.with_shape((1,) + x.type.shape),
+            loc=x.loc,
+            op="expand_dims",
+            args=(x,),
+            attrs=(("axis", 0),),
+        )
+    return x
 
 
 # ---------------------------------------------------------------- NumPy semantics (C's)

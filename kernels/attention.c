@@ -1,0 +1,223 @@
+/* Attention: FlashAttention-2, forward and backward (Dao, 2023; the schedule of Triton's
+ * fused-attention tutorial), for q [B, N_q, H_q, D], k and v [B, N_kv, H_kv, D], any strides.
+ *
+ *   O = softmax(scale * Q K^T + causal mask) V        LSE = log(rowsum(exp(scale * Q K^T)))
+ *
+ * Each array is addressed through four strides (batch, head, row, column), so a [B, N, H, D]
+ * tensor, its [B, H, N, D] transpose or a slice of a fused QKV projection are read in place; a
+ * column stride of 1 (the usual case) is specialised as the constant 1, so rows are read 16
+ * bytes at a time. lse and delta are f32 [B, H_q, N_q], contiguous. Grouped-query attention:
+ * query head h reads key/value head h / group (group = H_q / H_kv). CAUSAL = 1 masks key j > query
+ * i (the top-left aligned triangle, torch's is_causal). f16 or bf16 data (BF16 = 1 for bf16:
+ * the dtype P and dS are rounded to before their products); f32 accumulation; D = 64 or 128.
+ *
+ * Softmax in base 2: the wrapper passes qk_scale = scale * log2(e), so exp(scale * s - m) is
+ * exp2(qk_scale * s - m') with one multiply folded into the scores.
+ *
+ * A key block that the causal triangle or the ragged end of the sequence cuts gets its mask;
+ * the others (all but one or two per row of blocks) skip it; blocks wholly above the diagonal
+ * are never visited (the loop bound comes from program_id). */
+
+#pragma autotune key(n_q, n_kv)
+#pragma autotune config(BM=128, BN=64, num_warps=8, num_stages=2)
+#pragma autotune config(BM=128, BN=128, num_warps=8, num_stages=2)
+#pragma autotune config(BM=64, BN=64, num_warps=4, num_stages=2)
+#pragma autotune config(BM=128, BN=64, num_warps=8, num_stages=3)
+kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
+                     i32 n_q, i32 n_kv, i32 h_q, i32 group,
+                     i32 sqb, i32 sqh, i32 sqn, i32 sqd, i32 skb, i32 skh, i32 skn, i32 skd,
+                     i32 svb, i32 svh, i32 svn, i32 svd, i32 sob, i32 soh, i32 son, i32 sod,
+                     f32 qk_scale, const i32 CAUSAL, const i32 BF16, const i32 D,
+                     const i32 BM, const i32 BN)
+{
+    i32 pid_m = program_id(0);
+    i32 bh = program_id(1);
+    i32 b = bh / h_q;
+    i32 h = bh % h_q;
+    i32 hk = h / group;
+    tile rm = pid_m * BM + arange(0, BM);
+    tile rn = arange(0, BN);
+    tile rd = expand_dims(arange(0, D), 0);
+    tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
+                    expand_dims(rm, 1) < n_q, 0);
+    tile kh = k + b * skb + hk * skh;
+    tile vh = v + b * svb + hk * svh;
+    f32 m_i[BM] = -INF;
+    f32 l_i[BM] = 0;
+    f32 acc[BM][D] = 0;
+    /* keys [0, hi); from `masked` on, a block needs the mask (diagonal or ragged end) */
+    i32 hi = CAUSAL ? minimum((pid_m + 1) * BM, n_kv) : n_kv;
+    i32 masked = CAUSAL ? minimum(pid_m * BM + 1, n_kv) : n_kv;
+    for (i32 start = 0; start < hi; start += BN) {
+        tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
+                        expand_dims(rn, 1) + start < n_kv, 0);
+        tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
+                        expand_dims(rn, 1) + start < n_kv, 0);
+        tile s = dot(q_t, trans(k_t)) * qk_scale;                    /* [BM, BN], base 2 */
+        if (start + BN > masked) {
+            tile kn = expand_dims(start + rn, 0);
+            tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
+            s = where(ok, s, -INF);
+        }
+        tile m_new = maximum(m_i, max(s, 1));
+        tile p = exp2(s - expand_dims(m_new, 1));
+        tile alpha = exp2(m_i - m_new);
+        l_i = l_i * alpha + sum(p, 1);
+        acc = acc * expand_dims(alpha, 1);
+        if (BF16) {
+            acc = dot((bf16)p, v_t, acc);
+        } else {
+            acc = dot((f16)p, v_t, acc);
+        }
+        m_i = m_new;
+    }
+    store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
+          acc / expand_dims(l_i, 1), expand_dims(rm, 1) < n_q);
+    store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
+}
+
+/* delta = rowsum(dO * O), f32 [B, H_q, N_q]: the backward's correction term. */
+kernel attention_bwd_preprocess(f32 *delta, const any *o, const any *d_o, i32 n_q, i32 h_q,
+                                i32 sob, i32 soh, i32 son, i32 sod,
+                                i32 sdb, i32 sdh, i32 sdn, i32 sdd, const i32 D, const i32 BM)
+{
+    i32 bh = program_id(1);
+    i32 b = bh / h_q;
+    i32 h = bh % h_q;
+    tile rm = program_id(0) * BM + arange(0, BM);
+    tile rd = expand_dims(arange(0, D), 0);
+    tile row = expand_dims(rm, 1) < n_q;
+    tile o_t = (f32)load(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod, row, 0);
+    tile do_t = (f32)load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd, row, 0);
+    store(delta + bh * n_q + rm, sum(o_t * do_t, 1), rm < n_q);
+}
+
+/* dK and dV of one block of BN keys of one key/value head: every query head of its group, every
+ * query block at or below the diagonal. P^T and dS^T are computed transposed ([BN, BM]), so
+ * both products accumulate into [BN, D] tiles:
+ *   dV += P^T dO     dP^T = V dO^T     dS^T = P^T * (dP^T - delta)     dK += dS^T Q
+ * and dK is scaled by the softmax scale at the end. */
+#pragma autotune key(n_q, n_kv)
+#pragma autotune config(BM=64, BN=128, num_warps=8, num_stages=2)
+#pragma autotune config(BM=64, BN=64, num_warps=8, num_stages=2)
+#pragma autotune config(BM=64, BN=64, num_warps=4, num_stages=2)
+kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const any *v,
+                          const any *d_o, const f32 *lse, const f32 *delta,
+                          i32 n_q, i32 n_kv, i32 h_q, i32 h_kv, i32 group,
+                          i32 sqb, i32 sqh, i32 sqn, i32 sqd, i32 skb, i32 skh, i32 skn, i32 skd,
+                          i32 svb, i32 svh, i32 svn, i32 svd, i32 sdb, i32 sdh, i32 sdn, i32 sdd,
+                          i32 sdkb, i32 sdkh, i32 sdkn, i32 sdkd,
+                          i32 sdvb, i32 sdvh, i32 sdvn, i32 sdvd,
+                          f32 qk_scale, f32 scale, const i32 CAUSAL, const i32 BF16,
+                          const i32 D, const i32 BM, const i32 BN)
+{
+    i32 pid_n = program_id(0);
+    i32 bh = program_id(1);
+    i32 b = bh / h_kv;
+    i32 hk = bh % h_kv;
+    tile rn = pid_n * BN + arange(0, BN);
+    tile rm = arange(0, BM);
+    tile rd = expand_dims(arange(0, D), 0);
+    tile kv_row = expand_dims(rn, 1) < n_kv;
+    f32 dk_acc[BN][D] = 0;
+    f32 dv_acc[BN][D] = 0;
+    /* causal: query blocks from the one holding row pid_n * BN; masked until past the block's
+     * last key */
+    i32 lo = CAUSAL ? (pid_n * BN / BM) * BM : 0;
+    i32 unmasked = CAUSAL ? (pid_n + 1) * BN - 1 : 0;
+    for (i32 g = 0; g < group; g++) {
+        /* read per query head (they are staged in shared memory for the loop below, so their
+         * registers are free again until the next head) */
+        tile k_t = load(k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd, kv_row, 0);
+        tile v_t = load(v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd, kv_row, 0);
+        i32 h = hk * group + g;
+        tile qh = q + b * sqb + h * sqh;
+        tile doh = d_o + b * sdb + h * sdh;
+        tile lseh = lse + (b * h_q + h) * n_q;
+        tile deltah = delta + (b * h_q + h) * n_q;
+        for (i32 start = lo; start < n_q; start += BM) {
+            tile q_t = load(qh + (expand_dims(rm, 1) + start) * sqn + rd * sqd,
+                            expand_dims(rm, 1) + start < n_q, 0);
+            tile do_t = load(doh + (expand_dims(rm, 1) + start) * sdn + rd * sdd,
+                             expand_dims(rm, 1) + start < n_q, 0);
+            /* the rows' statistics as [1, BM] rows, read in the accumulator's layout */
+            tile lse2 = load(lseh + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
+                             0) * 1.4426950408889634f;
+            tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
+                           0);
+            tile p_t = exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
+            /* only the causal mask: query rows past n_q add nothing (their dO and delta were
+             * read as 0, so their P^T dO and dS^T are 0) */
+            if (CAUSAL && start < unmasked) {
+                tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
+                p_t = where(qm >= expand_dims(rn, 1), p_t, 0.0f);
+            }
+            tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
+            tile ds_t = p_t * (dp_t - dl);
+            if (BF16) {
+                dv_acc = dot((bf16)p_t, do_t, dv_acc);
+                dk_acc = dot((bf16)ds_t, q_t, dk_acc);
+            } else {
+                dv_acc = dot((f16)p_t, do_t, dv_acc);
+                dk_acc = dot((f16)ds_t, q_t, dk_acc);
+            }
+        }
+    }
+    store(dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd, dk_acc * scale,
+          kv_row);
+    store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc, kv_row);
+}
+
+/* dQ of one block of BM queries, looping over the key blocks at or below the diagonal:
+ *   dP = dO V^T     dS = P * (dP - delta)     dQ += dS K     (times scale at the end) */
+#pragma autotune key(n_q, n_kv)
+#pragma autotune config(BM=128, BN=64, num_warps=8, num_stages=2)
+#pragma autotune config(BM=64, BN=64, num_warps=4, num_stages=2)
+#pragma autotune config(BM=128, BN=32, num_warps=8, num_stages=2)
+kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const any *d_o,
+                        const f32 *lse, const f32 *delta, i32 n_q, i32 n_kv, i32 h_q, i32 group,
+                        i32 sqb, i32 sqh, i32 sqn, i32 sqd, i32 skb, i32 skh, i32 skn, i32 skd,
+                        i32 svb, i32 svh, i32 svn, i32 svd, i32 sdb, i32 sdh, i32 sdn, i32 sdd,
+                        i32 sdqb, i32 sdqh, i32 sdqn, i32 sdqd,
+                        f32 qk_scale, f32 scale, const i32 CAUSAL, const i32 BF16,
+                        const i32 D, const i32 BM, const i32 BN)
+{
+    i32 pid_m = program_id(0);
+    i32 bh = program_id(1);
+    i32 b = bh / h_q;
+    i32 h = bh % h_q;
+    i32 hk = h / group;
+    tile rm = pid_m * BM + arange(0, BM);
+    tile rn = arange(0, BN);
+    tile rd = expand_dims(arange(0, D), 0);
+    tile q_row = expand_dims(rm, 1) < n_q;
+    tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd, q_row, 0);
+    tile do_t = load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd, q_row, 0);
+    tile lse2 = expand_dims(load(lse + bh * n_q + rm, rm < n_q, 0) * 1.4426950408889634f, 1);
+    tile dl = expand_dims(load(delta + bh * n_q + rm, rm < n_q, 0), 1);
+    tile kh = k + b * skb + hk * skh;
+    tile vh = v + b * svb + hk * svh;
+    f32 dq_acc[BM][D] = 0;
+    i32 hi = CAUSAL ? minimum((pid_m + 1) * BM, n_kv) : n_kv;
+    i32 masked = CAUSAL ? minimum(pid_m * BM + 1, n_kv) : n_kv;
+    for (i32 start = 0; start < hi; start += BN) {
+        tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
+                        expand_dims(rn, 1) + start < n_kv, 0);
+        tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
+                        expand_dims(rn, 1) + start < n_kv, 0);
+        tile p = exp2(dot(q_t, trans(k_t)) * qk_scale - lse2);         /* [BM, BN] */
+        if (start + BN > masked) {
+            tile kn = expand_dims(start + rn, 0);
+            tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
+            p = where(ok, p, 0.0f);
+        }
+        tile ds = p * (dot(do_t, trans(v_t)) - dl);
+        if (BF16) {
+            dq_acc = dot((bf16)ds, k_t, dq_acc);
+        } else {
+            dq_acc = dot((f16)ds, k_t, dq_acc);
+        }
+    }
+    store(dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd, dq_acc * scale,
+          q_row);
+}

@@ -1,0 +1,301 @@
+"""Attention: FlashAttention-2 forward and backward, the kernels of ``kernels/attention.c``.
+
+Input: q [B, N_q, H_q, D], k and v [B, N_kv, H_kv, D] (f16 or bf16, one dtype; D = 64 or 128;
+H_kv dividing H_q: grouped-query attention), as CuPy arrays or torch CUDA tensors, or NumPy
+arrays with ``interpret=True``. Any strides: a [B, H, N, D] array passed as its
+``transpose(1, 2)`` view, or q, k and v sliced out of one fused projection, are read in place.
+Output: o [B, N_q, H_q, D] (contiguous, the inputs' dtype) and lse f32 [B, H_q, N_q], the
+natural log-sum-exp of each row of scaled scores; the backward gives dq, dk, dv shaped and
+typed as q, k, v. Each function checks its arguments (``LaunchError``) and launches on the
+current stream of the arrays' library (nothing waits for the device).
+
+``causal=True`` masks key j > query i (torch's ``is_causal``: the triangle aligned at the top
+left). ``scale`` defaults to 1/sqrt(D). GPU launches take the fixed configs
+:data:`FORWARD`, :data:`BACKWARD_DKDV` and :data:`BACKWARD_DQ` (by head dim), or, with the
+module flag ``TUNE = True``, the fastest of each kernel's ``#pragma autotune`` configs (timed
+once per shape); the interpreter takes :data:`INTERPRET` (small tiles, the same kernels).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from ..errors import LaunchError
+from ..runtime.grid import cdiv
+from ..runtime.streams import torch_stream
+from .arrays import Arrays
+from .loader import module
+
+LOG2E = 1.4426950408889634
+HEAD_DIMS = (64, 128)
+DTYPES = ("f16", "bf16")
+TUNE = False  # True: GPU launches through the kernels' #pragma autotune configs
+
+
+class AttentionConfig(NamedTuple):
+    """One launch of an attention kernel: BM query rows and BN key rows per tile."""
+
+    bm: int
+    bn: int
+    num_warps: int
+    num_stages: int = 2
+
+
+# by head dim; on sm_90a the 16-rows-per-warp tiles (BM = 16 * num_warps for the forward and
+# dQ, BN = 16 * num_warps for dK/dV) run on wgmma. dK/dV at D = 128 holds two [128, 128] f32
+# accumulators in 252-255 registers (ptxas, sm_90a: no spill when causal, 4 bytes otherwise;
+# BM=32 or 4 warps of 64 x 64 spill more, 8-192 bytes)
+FORWARD = {64: AttentionConfig(128, 64, 8), 128: AttentionConfig(128, 64, 8)}
+BACKWARD_DKDV = {64: AttentionConfig(64, 128, 8), 128: AttentionConfig(64, 128, 8)}
+BACKWARD_DQ = {64: AttentionConfig(128, 64, 8), 128: AttentionConfig(128, 64, 8)}
+PREPROCESS_BM = 64
+INTERPRET = AttentionConfig(32, 32, 4)  # small tiles: the interpreter runs programs one by one
+
+
+def _strides4(arrays: Arrays, a: Any) -> tuple[int, int, int, int]:
+    b, n, h, d = arrays.strides(a)
+    return b, h, n, d  # the kernels take (batch, head, row, column)
+
+
+def _check(fn: str, named: dict[str, Any], interpret: bool) -> tuple[Arrays, dict[str, tuple]]:
+    """The arrays' library and each 4-D argument's shape, after the checks every call shares."""
+    arrays = Arrays(fn, named, interpret)
+    shapes = {}
+    for name, a in named.items():
+        if len(a.shape) != 4:
+            raise arrays.error(
+                f"{name} must be 4-D [batch, seq, heads, head_dim], got shape {tuple(a.shape)}"
+            )
+        arrays.check_dtype(a, name, DTYPES)
+        shapes[name] = tuple(int(x) for x in a.shape)
+    first = next(iter(named))
+    for name, a in named.items():
+        if arrays.dtype(a) != arrays.dtype(named[first]):
+            raise arrays.error(
+                f"{name} is {arrays.dtype(a)} but {first} is {arrays.dtype(named[first])}; "
+                "they must match"
+            )
+    return arrays, shapes
+
+
+def _qkv(arrays: Arrays, shapes: dict[str, tuple]) -> tuple[int, int, int, int, int, int]:
+    """(B, N_q, N_kv, H_q, H_kv, D), checked."""
+    b, n_q, h_q, d = shapes["q"]
+    if shapes["k"] != shapes["v"]:
+        raise arrays.error(f"k has shape {shapes['k']} but v has {shapes['v']}; they must match")
+    bk, n_kv, h_kv, dk = shapes["k"]
+    if bk != b:
+        raise arrays.error(f"q has batch {b} but k and v have {bk}")
+    if dk != d:
+        raise arrays.error(f"q has head_dim {d} but k and v have {dk}")
+    if d not in HEAD_DIMS:
+        raise arrays.error(f"head_dim {d} is not supported; this takes {HEAD_DIMS}")
+    if h_kv == 0 or h_q % h_kv:
+        raise arrays.error(
+            f"q has {h_q} heads and k, v have {h_kv}: the number of key/value heads must divide "
+            "the number of query heads (grouped-query attention)"
+        )
+    if n_kv == 0 and n_q > 0:
+        raise arrays.error("k and v have no rows: every query needs at least one key")
+    return b, n_q, n_kv, h_q, h_kv, d
+
+
+def _scales(d: int, scale: float | None) -> tuple[float, float]:
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    if not math.isfinite(scale):
+        raise LaunchError(f"attention: scale must be a finite number, got {scale}")
+    return scale, scale * LOG2E
+
+
+def _launch(arrays: Arrays, kernel, grid, args: tuple, fixed: AttentionConfig, **constexprs):
+    """Through the kernel's autotune configs on the GPU; ``fixed`` on the interpreter."""
+    if 0 in grid(fixed._asdict() | {"BM": fixed.bm, "BN": fixed.bn}):
+        return
+    if arrays.kind == "numpy" or not TUNE:
+        config = INTERPRET if arrays.kind == "numpy" else fixed
+        meta = {"BM": config.bm, "BN": config.bn}
+        g = grid(meta)
+        if arrays.kind == "numpy":
+            kernel.interpret[g](
+                *args, num_warps=config.num_warps, strided=True, **constexprs, **meta
+            )
+        else:
+            stream = _stream(arrays)
+            kernel[g](
+                *args,
+                num_warps=config.num_warps,
+                num_stages=config.num_stages,
+                stream=stream,
+                strided=True,  # q, k, v, o and their grads are indexed with their own strides
+                **constexprs,
+                **meta,
+            )
+        return
+    kernel.tune[grid](*args, stream=_stream(arrays), strided=True, **constexprs)
+
+
+def _stream(arrays: Arrays) -> Any:
+    if arrays.kind != "torch":
+        return None
+    return torch_stream(arrays.torch, arrays.first.device.index)
+
+
+def attention(
+    q: Any,
+    k: Any,
+    v: Any,
+    causal: bool = False,
+    scale: float | None = None,
+    *,
+    interpret: bool = False,
+) -> tuple[Any, Any]:
+    """(o, lse): o = softmax(scale * q k^T [+ causal mask]) v per batch and head, lse f32
+    [B, H_q, N_q] = log(sum(exp(scale * q k^T))) per row. q [B, N_q, H_q, D], k and v
+    [B, N_kv, H_kv, D]."""
+    arrays, shapes = _check("attention", {"q": q, "k": k, "v": v}, interpret)
+    b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes)
+    _, qk_scale = _scales(d, scale)
+    dtype = arrays.dtype(q)
+    kernel = module("attention.c").attention_fwd
+    with arrays.device():
+        o = arrays.empty((b, n_q, h_q, d), dtype)
+        lse = arrays.empty((b, h_q, n_q), "f32")
+        args = (o, lse, q, k, v, n_q, n_kv, h_q, h_q // h_kv)
+        args += _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
+        args += _strides4(arrays, o) + (qk_scale,)
+        _launch(
+            arrays,
+            kernel,
+            lambda meta: (cdiv(n_q, meta["BM"]), b * h_q),
+            args,
+            FORWARD[d],
+            CAUSAL=int(bool(causal)),
+            BF16=int(dtype == "bf16"),
+            D=d,
+        )
+    return o, lse
+
+
+def attention_backward(
+    do: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    o: Any,
+    lse: Any,
+    causal: bool = False,
+    scale: float | None = None,
+    *,
+    interpret: bool = False,
+) -> tuple[Any, Any, Any]:
+    """(dq, dk, dv), the gradients of :func:`attention`'s o for the output gradient ``do``,
+    from its inputs and its outputs ``o`` and ``lse`` (the same causal and scale)."""
+    arrays, shapes = _check(
+        "attention_backward", {"do": do, "q": q, "k": k, "v": v, "o": o}, interpret
+    )
+    b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes)
+    for name in ("o", "do"):
+        if shapes[name] != shapes["q"]:
+            raise arrays.error(f"{name} has shape {shapes[name]} but q has {shapes['q']}")
+    if tuple(lse.shape) != (b, h_q, n_q):
+        raise arrays.error(f"lse must have shape {(b, h_q, n_q)}, got {tuple(lse.shape)}")
+    arrays.check_dtype(lse, "lse", ("f32",))
+    if n_q and arrays.strides(lse) != (h_q * n_q, n_q, 1):
+        raise arrays.error("lse must be contiguous, as attention() returns it")
+    scale, qk_scale = _scales(d, scale)
+    dtype = arrays.dtype(q)
+    mod = module("attention.c")
+    flags = {"CAUSAL": int(bool(causal)), "BF16": int(dtype == "bf16"), "D": d}
+    group = h_q // h_kv
+    with arrays.device():
+        dq = arrays.empty((b, n_q, h_q, d), dtype)
+        dk = arrays.empty((b, n_kv, h_kv, d), dtype)
+        dv = arrays.empty((b, n_kv, h_kv, d), dtype)
+        delta = arrays.empty((b, h_q, n_q), "f32")
+        if 0 in (b, n_q, h_q):
+            _zero(arrays, dk, dv)
+            return dq, dk, dv
+        pre = (delta, o, do, n_q, h_q) + _strides4(arrays, o) + _strides4(arrays, do)
+        grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
+        arrays.launch(mod.attention_bwd_preprocess, grid, pre, 4, D=d, BM=PREPROCESS_BM)
+        qkv = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
+        qkv += _strides4(arrays, do)
+        args = (dk, dv, q, k, v, do, lse, delta, n_q, n_kv, h_q, h_kv, group) + qkv
+        args += _strides4(arrays, dk) + _strides4(arrays, dv) + (qk_scale, scale)
+        _launch(
+            arrays,
+            mod.attention_bwd_dkdv,
+            lambda meta: (cdiv(n_kv, meta["BN"]), b * h_kv),
+            args,
+            BACKWARD_DKDV[d],
+            **flags,
+        )
+        args = (dq, q, k, v, do, lse, delta, n_q, n_kv, h_q, group) + qkv
+        args += _strides4(arrays, dq) + (qk_scale, scale)
+        _launch(
+            arrays,
+            mod.attention_bwd_dq,
+            lambda meta: (cdiv(n_q, meta["BM"]), b * h_q),
+            args,
+            BACKWARD_DQ[d],
+            **flags,
+        )
+    return dq, dk, dv
+
+
+def _zero(arrays: Arrays, *outs: Any) -> None:
+    for a in outs:
+        if arrays.kind == "torch":
+            a.zero_()
+        else:
+            a[...] = 0
+
+
+# ---------------------------------------------------------------- float64 references
+
+
+def attention_reference(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = None):
+    """(o, lse) of :func:`attention` in float64 NumPy, from NumPy arrays of the same layout."""
+    o, lse, _ = _reference_forward(q, k, v, causal, scale)
+    return o, lse
+
+
+def attention_backward_reference(
+    do: Any, q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = None
+):
+    """(dq, dk, dv) of :func:`attention_backward` in float64 NumPy (the softmax's Jacobian
+    written out: dS = P * (dP - rowsum(dP * P)); a key/value head sums over its group)."""
+    import numpy as np
+
+    _, _, (p, qf, kf, vf, scale) = _reference_forward(q, k, v, causal, scale)
+    dof = np.asarray(do, np.float64).transpose(0, 2, 1, 3)
+    dv = p.transpose(0, 1, 3, 2) @ dof
+    dp = dof @ vf.transpose(0, 1, 3, 2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    dq = ds @ kf * scale
+    dk = ds.transpose(0, 1, 3, 2) @ qf * scale
+    b, h_q, n_kv, d = dk.shape
+    h_kv = np.shape(k)[2]
+    dk = dk.reshape(b, h_kv, h_q // h_kv, n_kv, d).sum(2)
+    dv = dv.reshape(b, h_kv, h_q // h_kv, n_kv, d).sum(2)
+    return tuple(x.transpose(0, 2, 1, 3) for x in (dq, dk, dv))
+
+
+def _reference_forward(q, k, v, causal, scale):
+    import numpy as np
+
+    qf, kf, vf = (np.asarray(x, np.float64).transpose(0, 2, 1, 3) for x in (q, k, v))
+    group = qf.shape[1] // kf.shape[1]
+    kf, vf = np.repeat(kf, group, axis=1), np.repeat(vf, group, axis=1)
+    scale = 1.0 / math.sqrt(qf.shape[-1]) if scale is None else float(scale)
+    s = qf @ kf.transpose(0, 1, 3, 2) * scale
+    if causal:
+        n_q, n_kv = s.shape[-2:]
+        s = np.where(np.arange(n_kv)[None, :] <= np.arange(n_q)[:, None], s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - m)
+    total = e.sum(-1, keepdims=True)
+    p = e / total
+    lse = (m + np.log(total))[..., 0]
+    return (p @ vf).transpose(0, 2, 1, 3), lse, (p, qf, kf, vf, scale)

@@ -1,0 +1,198 @@
+"""teeny_tx.nn.attention on the GPU: torch tensors against torch's scaled_dot_product_attention
+(forward) and its autograd (dQ, dK, dV), and against float64 on the host; CuPy arrays against
+the interpreter's float64 reference; sequence lengths 1, 1000 and 4097, the benchmark shapes,
+grouped-query attention, [B, H, N, D] tensors passed as transposed views."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from teeny_tx import nn
+from teeny_tx.library import attention as tattn
+from teeny_tx.library.attention import attention_backward_reference, attention_reference
+
+cp = pytest.importorskip("cupy")
+
+# max |ours - ref| / max(1, max |ref|): P and dS rounded to the input dtype before their
+# products (as in every FlashAttention kernel; torch's flash and cuDNN backends do the same)
+TOL = {"f16": 6e-3, "bf16": 3e-2}
+TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16"}
+
+
+@pytest.fixture(scope="module")
+def torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    return torch
+
+
+@pytest.fixture(autouse=True)
+def fixed_configs(monkeypatch):
+    """The fixed configs (test_tuned_launch takes the autotuner's)."""
+    monkeypatch.setattr(tattn, "TUNE", False)
+
+
+def _err(ours, ref) -> float:
+    ours, ref = ours.double(), ref.double()
+    return float((ours - ref).abs().max()) / max(1.0, float(ref.abs().max()))
+
+
+def _bnhd(torch, b, n, h, d, dtype, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(b, h, n, d, device="cuda", generator=g).to(getattr(torch, TORCH_DTYPES[dtype]))
+    return x.transpose(1, 2)  # a [B, N, H, D] view of a [B, H, N, D] tensor
+
+
+def _sdpa(torch, q, k, v, causal, scale=None):
+    """torch's SDPA in [B, N, H, D]; GQA by repeating k and v (all torch versions)."""
+    group = q.shape[2] // k.shape[2]
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    kt, vt = kt.repeat_interleave(group, 1), vt.repeat_interleave(group, 1)
+    o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=scale)
+    return o.transpose(1, 2)
+
+
+SHAPES = [
+    # (B, N, H_q, H_kv, D)
+    (1, 1, 2, 2, 64),
+    (2, 1000, 4, 2, 64),
+    (1, 1000, 2, 1, 128),
+    (1, 4097, 2, 2, 128),
+    (1, 4097, 4, 1, 64),
+]
+BENCH = [(4, 1024, 32, 32, 64), (4, 1024, 32, 32, 128), (4, 4096, 32, 32, 128)]
+
+
+def _id(s):
+    return "b{}-n{}-h{}/{}-d{}".format(*s)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES + BENCH, ids=_id)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_against_torch_sdpa(torch, shape, causal, dtype):
+    _against_sdpa(torch, shape, causal, dtype)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_tuned_launch(torch, monkeypatch, causal):
+    """Through the kernels' #pragma autotune configs (timed on first use of the shape)."""
+    monkeypatch.setattr(tattn, "TUNE", True)
+    _against_sdpa(torch, (4, 1024, 32, 32, 128), causal, "bf16")
+
+
+def _against_sdpa(torch, shape, causal, dtype):
+    b, n, h_q, h_kv, d = shape
+    seed = hash((shape, causal, dtype)) % 2**31
+    q = _bnhd(torch, b, n, h_q, d, dtype, seed).requires_grad_()
+    k = _bnhd(torch, b, n, h_kv, d, dtype, seed + 1).requires_grad_()
+    v = _bnhd(torch, b, n, h_kv, d, dtype, seed + 2).requires_grad_()
+    o, lse = nn.attention(q.detach(), k.detach(), v.detach(), causal)
+    ref = _sdpa(torch, q, k, v, causal)
+    assert o.shape == q.shape and o.dtype == q.dtype and lse.shape == (b, h_q, n)
+    assert _err(o, ref) <= TOL[dtype], f"o: {_err(o, ref):.3g}"
+    if b * h_q * n * n <= 2**27:  # lse: float64 on the device, for the shapes it fits
+        _check_lse(torch, q, k, lse, causal)
+    do = _bnhd(torch, b, n, h_q, d, dtype, seed + 3)
+    dq, dk, dv = nn.attention_backward(do, q.detach(), k.detach(), v.detach(), o, lse, causal)
+    ref.backward(do)
+    for name, ours, theirs in (("dq", dq, q.grad), ("dk", dk, k.grad), ("dv", dv, v.grad)):
+        assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
+        assert _err(ours, theirs) <= TOL[dtype], f"{name}: {_err(ours, theirs):.3g}"
+
+
+def _check_lse(torch, q, k, lse, causal):
+    n, h_q, d = q.shape[1], q.shape[2], q.shape[3]
+    h_kv = k.shape[2]
+    qd, kd = q.detach().double().transpose(1, 2), k.detach().double().transpose(1, 2)
+    kd = kd.repeat_interleave(h_q // h_kv, 1)
+    s = qd @ kd.transpose(-1, -2) / d**0.5
+    if causal:
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+    torch.testing.assert_close(lse.double(), torch.logsumexp(s, -1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_cupy_against_float64(causal, dtype):
+    """CuPy arrays, [B, N, H, D] contiguous, ragged N, GQA, scale 0.2: float64 on the host."""
+    import ml_dtypes
+
+    np_dtype = np.float16 if dtype == "f16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(11)
+    b, n, h_q, h_kv, d = 2, 1000, 4, 2, 128
+    q = rng.standard_normal((b, n, h_q, d)).astype(np_dtype)
+    k = rng.standard_normal((b, n, h_kv, d)).astype(np_dtype)
+    v = rng.standard_normal((b, n, h_kv, d)).astype(np_dtype)
+    o, lse = nn.attention(cp.asarray(q), cp.asarray(k), cp.asarray(v), causal, 0.2)
+    assert isinstance(o, cp.ndarray)
+    want_o, want_lse = attention_reference(q, k, v, causal, 0.2)
+    got = cp.asnumpy(o).astype(np.float64)
+    assert np.abs(got - want_o).max() / max(1, np.abs(want_o).max()) <= TOL[dtype]
+    np.testing.assert_allclose(cp.asnumpy(lse), want_lse, rtol=1e-4, atol=1e-4)
+    do = rng.standard_normal(q.shape).astype(np_dtype)
+    grads = nn.attention_backward(
+        cp.asarray(do), cp.asarray(q), cp.asarray(k), cp.asarray(v), o, lse, causal, 0.2
+    )
+    for name, g, want in zip(
+        ("dq", "dk", "dv"),
+        grads,
+        attention_backward_reference(do, q, k, v, causal, 0.2),
+        strict=True,
+    ):
+        err = np.abs(cp.asnumpy(g).astype(np.float64) - want).max() / max(1, np.abs(want).max())
+        assert err <= TOL[dtype], f"{name}: {err:.3g}"
+
+
+def test_gpu_agrees_with_interpreter():
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((1, 300, 2, 64)).astype(np.float16) for _ in range(3))
+    o_host, lse_host = nn.attention(q, k, v, True, interpret=True)
+    o, lse = nn.attention(cp.asarray(q), cp.asarray(k), cp.asarray(v), True)
+    np.testing.assert_allclose(
+        cp.asnumpy(o).astype(np.float32), o_host.astype(np.float32), rtol=2e-3, atol=2e-3
+    )
+    np.testing.assert_allclose(cp.asnumpy(lse), lse_host, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("m", "num_warps"), [(64, 4), (32, 4), (128, 8)])
+def test_accumulator_row_stats(m, num_warps):
+    """Reductions on accumulator tiles (quad shuffles; across warps through shared memory at
+    M=32, mma.sync with 2x2 warps) against float64."""
+    import teeny_tx as tx
+    from tests.test_attention import ROW_STATS, _row_stats_reference
+
+    k = tx.compile(ROW_STATS, name="kernels/row_stats.c").row_stats
+    rng = np.random.default_rng(m)
+    a = rng.standard_normal((m, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 64)).astype(np.float16)
+    out, rows, cols = (
+        cp.zeros((m, 64), cp.float32),
+        cp.zeros(m, cp.float32),
+        cp.zeros(64, cp.float32),
+    )
+    k[(1,)](out, rows, cols, cp.asarray(a), cp.asarray(b), M=m, N=64, K=32, num_warps=num_warps)
+    for name, got, want in zip(
+        ("out", "rows", "cols"), (out, rows, cols), _row_stats_reference(a, b), strict=True
+    ):
+        np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+@pytest.mark.parametrize(("m", "num_warps"), [(64, 4), (128, 8), (32, 4)])
+@pytest.mark.parametrize("n", [64, 128])
+def test_chained_dot(m, num_warps, n):
+    """dot((f16)p, c) with p computed from dot(a, b): on the H200 (sm_90a) wgmma reads p from
+    the accumulator's registers when M = 16 * num_warps (tx::wgmma_rs), else it is staged."""
+    import teeny_tx as tx
+    from tests.test_attention import CHAINED, chained_reference
+
+    k = tx.compile(CHAINED, name="kernels/chained.c").chained
+    rng = np.random.default_rng(m + n)
+    a = rng.standard_normal((m, 64)).astype(np.float16)
+    b = rng.standard_normal((64, n)).astype(np.float16)
+    c = rng.standard_normal((n, 128)).astype(np.float16)
+    out = cp.zeros((m, 128), cp.float32)
+    k[(1,)](out, *(cp.asarray(x) for x in (a, b, c)), M=m, N=n, K=64, D=128, num_warps=num_warps)
+    np.testing.assert_allclose(cp.asnumpy(out), chained_reference(a, b, c), rtol=2e-3, atol=2e-2)
