@@ -32,6 +32,12 @@ DTYPE_TO_TX = {"fp16": "f16", "bf16": "bf16", "fp32": "f32"}
 # bf16 2^-8, rms about a third of it) plus f32 accumulation; TF32 inputs lose 13 mantissa bits
 TOL = {"fp16": 2e-3, "bf16": 1e-2, "tf32": 3e-3}
 EXTRAS = ("gelu", "tf32", "ragged")
+# subsets of the issue's cases, each a few minutes on the H200: (sizes, dtypes, extras)
+PRESETS = {
+    "large": ("4096,8192", "fp16,bf16", "gelu"),
+    "small": ("1024,2048", "fp16,bf16", "ragged,tf32"),
+    "quick": ("2048,8192", "bf16", "none"),
+}
 
 
 # The grouped matmul of Triton's tutorial, with an optional fused bias + exact GELU (no
@@ -228,8 +234,29 @@ def bench_case(case: Case, linalg, linalg_error, args, table) -> int:
         def ours():
             return linalg.matmul(a, b, bias=bias, activation=activation, precision=precision)
 
-        label = "linalg.matmul, BM={} BN={} BK={} GROUP_M={} warps={} stages={}".format(*config)
+        label = hopper_label(linalg, case) or (
+            "linalg.matmul (cp.async), BM={} BN={} BK={} GROUP_M={} warps={} stages={}".format(
+                *config
+            )
+        )
         impls.append(Impl("ours", label, ours, checker(ours, "ours")))
+        if label.startswith("linalg.matmul (Hopper"):
+
+            def ours_cp_async():
+                linalg.HOPPER = False
+                try:
+                    return ours()
+                finally:
+                    linalg.HOPPER = True
+
+            impls.append(
+                Impl(
+                    "ours-cp.async",
+                    "linalg.matmul, the cp.async + wgmma kernel (HOPPER = False)",
+                    ours_cp_async,
+                    checker(ours_cp_async, "ours-cp.async"),
+                )
+            )
     else:
         print(f"ours: unavailable ({linalg_error})", flush=True)
         failures += 1
@@ -297,6 +324,17 @@ def bench_case(case: Case, linalg, linalg_error, args, table) -> int:
     return failures
 
 
+def hopper_label(linalg, case) -> str | None:
+    """What the Hopper path runs for ``case`` (None where linalg takes the cp.async kernel)."""
+    if case.tf32 or not getattr(linalg, "HOPPER", False):
+        return None
+    config = linalg.hopper_config(case.m, case.n)
+    return (
+        "linalg.matmul (Hopper TMA + wgmma, warp-specialised, persistent), BM={} BN={} BK={} "
+        "stages={} GROUP_M={}".format(*config)
+    )
+
+
 def load_linalg():
     """(teeny_tx.linalg, None), or (None, the error) where it does not import."""
     try:
@@ -317,9 +355,24 @@ def parse_args(argv: list[str] | None = None):
         default=",".join(EXTRAS),
         help=f"other cases, comma-separated from {', '.join(EXTRAS)}, or 'none'",
     )
+    p.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=None,
+        help="a subset that fits one ~4-minute device call (overrides --sizes/--dtypes/--extras)",
+    )
+    p.add_argument(
+        "--path",
+        choices=("hopper", "cp.async"),
+        default="hopper",
+        help="hopper: linalg.HOPPER = True (the TMA path), and linalg's cp.async kernel timed "
+        "next to it; cp.async: the cp.async kernel alone",
+    )
     p.add_argument("--warmup-ms", type=float, default=25.0)
     p.add_argument("--rep-ms", type=float, default=100.0)
     args = p.parse_args(argv)
+    if args.preset:
+        args.sizes, args.dtypes, args.extras = PRESETS[args.preset]
     args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     bad = [d for d in args.dtypes if d not in ("fp16", "bf16")]
@@ -354,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     if not rb.triton_available():
         table.notes.append(f"Triton not usable ({rb.TRITON_ERROR}): its column is n/a")
     linalg, linalg_error = load_linalg()
+    if linalg is not None:
+        linalg.HOPPER = args.path == "hopper"
     if linalg is None:
         table.notes.append(f"ours: unavailable ({linalg_error})")
     failures = 0

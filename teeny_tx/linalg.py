@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -34,6 +35,11 @@ ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "relu": 3, "silu": 4}  # the 
 DB_BLOCK_T, DB_BLOCK_N = 32, 128  # linear_db: rows summed at a time, columns per program
 MAX_BATCH = 65535  # grid axis 1 (the batch) is limited to this by CUDA
 TUNE = True  # False: every launch takes matmul_config's tiles (the GPU tests of many shapes)
+# f16/bf16 products on sm_90 take the TMA + wgmma path (hopper_matmul.py): opt-in
+# (TEENY_TX_HOPPER=1) until its first device run confirms it; its waits carry a watchdog
+# (WATCHDOG tries, then a trap that names the barrier) so a pipeline bug cannot hang a process
+HOPPER = os.environ.get("TEENY_TX_HOPPER", "0") == "1"
+WATCHDOG = 1 << 30
 GROUP_M = 8  # tuned launches: rows of tiles per group of programs (L2 reuse)
 ALIGN_MIN_ELEMENTS = 1 << 16  # operands at least this large get 16-byte aligned rows (_aligned)
 _ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4}
@@ -148,6 +154,11 @@ def _run_matmul(
         a, p = _aligned(arrays, a, p, "a")
         b, p = _aligned(arrays, b, p, "b")
     copied = a is not given[0] or b is not given[1]  # identity: arrays have no truth value
+    if config is None and 0 not in (p.m, p.n, p.batch):
+        hopper = _hopper_plan(arrays, out, a, b, bias, p, activation, precision)
+        if hopper is not None:
+            hopper(out, a, b, bias, alpha)
+            return _Recipe(None, {}, p, copied, hopper)
     (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
     args = (out, a, b, a if bias is None else bias, p.m, p.n, p.k)
     args += (sam, sak, sbk, sbn, scm, scn, sab, sbb, scb, float(alpha))
@@ -192,10 +203,11 @@ class _Recipe(NamedTuple):
     """How a matmul call was launched: its tiles, constexprs, final strides, and whether an
     operand was copied first (such calls are not replayed by a plan)."""
 
-    config: MatmulConfig
+    config: MatmulConfig | None
     constexprs: dict
     product: _Product
     copied: bool
+    hopper: Any = None  # the Hopper path's launch (out, a, b, bias, alpha), when it took it
 
 
 def _aligned(arrays: _Arrays, x: Any, p: _Product, which: str) -> tuple[Any, _Product]:
@@ -276,6 +288,8 @@ def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
     """A function (a, b, bias, alpha) -> c that repeats ``recipe``'s launch on new arrays of
     the same signature, or returns None (the caller then takes the checked path) when the
     current device is not theirs."""
+    if recipe.hopper is not None:
+        return _hopper_replay(arrays, recipe.hopper, shape, dtype)
     config, p = recipe.config, recipe.product
     (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
     sizes = (p.m, p.n, p.k, sam, sak, sbk, sbn, scm, scn, sab, sbb, scb)
@@ -311,6 +325,134 @@ def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
             return None
         c = cupy.empty(shape, np_dtype)
         launch(c, a, b, a if bias is None else bias, *sizes, float(alpha), **options, **constexprs)
+        return c
+
+    return replay
+
+
+# ---------------------------------------------------------------- the Hopper path
+
+# Hopper tiles from the largest (BM, BN, BK, stages): the first that gives at least 3/4 of a
+# wave of tiles is taken (a persistent grid of one block per SM walks them).
+HOPPER_TILES = ((128, 256, 64, 4), (128, 128, 64, 6), (64, 128, 64, 8))
+
+
+def hopper_config(m: int, n: int, sms: int = _H200_SMS):
+    """The Hopper tile of an [M, K] @ [K, N] product (see HOPPER_TILES)."""
+    from .lower.hopper import HopperConfig
+
+    fill = (t for t in HOPPER_TILES if cdiv(m, t[0]) * cdiv(n, t[1]) * 4 >= 3 * sms)
+    bm, bn, bk, stages = next(fill, HOPPER_TILES[-1])
+    return HopperConfig(bm, bn, bk, stages, GROUP_M)
+
+
+@functools.cache
+def _hopper_device(device: int) -> bool:
+    from .runtime import launch, nvrtc
+
+    forced = nvrtc.target_arch(hopper_features=True)
+    return launch.device_limits(device).capability == (9, 0) and forced == "sm_90a"
+
+
+def _pointer(arrays: _Arrays, x: Any) -> int:
+    return int(x.data_ptr()) if arrays.kind == "torch" else int(x.data.ptr)
+
+
+def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
+    """A launch ``(out, a, b, bias, alpha) -> None`` on the Hopper TMA path for this product,
+    or None where it does not apply (not an sm_90 device, f32, a batch, operands TMA cannot
+    address: those take the cp.async kernel)."""
+    from .lower.hopper import TmaUnsupported, plan_matmul, tma_operand_view
+
+    dtype = arrays.dtype(a)
+    if not HOPPER or arrays.kind == "numpy" or p.batch != 1 or dtype not in ("f16", "bf16"):
+        return None
+    if precision != PRECISIONS["IEEE"]:
+        return None
+    index = arrays.first.device.index if arrays.kind == "torch" else arrays.first.device.id
+    if not _hopper_device(index):
+        return None
+    (_, sam, sak), (_, sbk, sbn), (_, scm, scn) = p.a, p.b, p.c
+    try:
+        a_kmajor, _ = tma_operand_view("a", dtype, p.m, p.k, sam, sak, _pointer(arrays, a))
+        b_contig_n, _ = tma_operand_view("b", dtype, p.k, p.n, sbk, sbn, _pointer(arrays, b))
+        odt = arrays.dtype(out)
+        pairs = scn == 1 and scm % 2 == 0
+        node = plan_matmul(
+            dtype=dtype,
+            out_dtype=odt,
+            a_kmajor=a_kmajor,
+            b_kmajor=not b_contig_n,
+            bias_dtype=None if bias is None else arrays.dtype(bias),
+            activation=ACTIVATIONS[activation],
+            pairs=pairs,
+            config=hopper_config(p.m, p.n, arrays.sms()),
+            watchdog=WATCHDOG,
+        )
+    except TmaUnsupported:
+        return None
+    from .hopper_matmul import kernel_for
+
+    kernel = kernel_for(node)
+    a_stride = sam if a_kmajor else sak
+    b_stride = sbk if b_contig_n else sbn
+    sms = arrays.sms()
+    torch = arrays.torch if arrays.kind == "torch" else None
+    device = index
+
+    def run(out, a, b, bias, alpha):
+        pa, pb, pc = _pointer(arrays, a), _pointer(arrays, b), _pointer(arrays, out)
+        pbias = pc if bias is None else _pointer(arrays, bias)
+        stream = _torch_stream(torch, device) if torch is not None else None
+        kernel.launch(
+            pc,
+            pa,
+            pb,
+            pbias,
+            p.m,
+            p.n,
+            p.k,
+            a_stride,
+            b_stride,
+            scm,
+            scn,
+            float(alpha),
+            sms,
+            stream,
+        )
+
+    run.kernel = kernel  # type: ignore[attr-defined]
+    return run
+
+
+def _hopper_replay(arrays: _Arrays, run: Any, shape: tuple[int, int], dtype: str):
+    """A plan's replay through the Hopper launch ``run`` (pointers change; the tensor maps are
+    re-encoded only for new pointers)."""
+    if arrays.kind == "torch":
+        torch = arrays.torch
+        device = arrays.first.device
+        torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
+        current = torch.cuda.current_device
+
+        def replay(a, b, bias, alpha):
+            if current() != device.index:
+                return None
+            c = torch.empty(shape, dtype=torch_dtype, device=device)
+            run(c, a, b, bias, alpha)
+            return c
+
+        return replay
+    import cupy
+
+    device_id = arrays.first.device.id
+    np_dtype = DTYPES[dtype].np
+    get_device = cupy.cuda.runtime.getDevice
+
+    def replay(a, b, bias, alpha):
+        if get_device() != device_id:
+            return None
+        c = cupy.empty(shape, np_dtype)
+        run(c, a, b, bias, alpha)
         return c
 
     return replay
@@ -432,6 +574,7 @@ def matmul(
     key = None
     if config is None and not interpret:
         key = (_signature(a), _signature(b), _signature(bias), activation, out_dtype, precision)
+        key += (HOPPER,)
         plan = _PLANS.get(key)
         if plan is not None and None not in key[:2]:
             c = plan(a, b, bias, alpha)

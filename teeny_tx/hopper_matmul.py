@@ -1,0 +1,118 @@
+"""The Hopper matmul path end to end: a HopperMatmul node -> CUDA -> cubin -> launches.
+
+Input: a node from :func:`teeny_tx.lower.hopper.plan_matmul` and, per launch, device pointers,
+sizes and strides. Output: the kernel queued on the given stream. The tensor maps of A and B
+are encoded on the host (``runtime/tma.py``), cached by pointer, shape and stride, and passed
+by value; the grid is persistent: one block per SM at most, the tiles walked in grouped order.
+
+Compiling needs no GPU (``HopperMatmulKernel(node).cubin`` compiles for sm_90a through NVRTC);
+launching needs a Hopper device.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from .kernel import HEADERS
+from .lower.hopper import HopperMatmul
+from .runtime import cache, launch, nvrtc, tma
+from .templates.hopper import render_matmul
+
+ARCH = "sm_90a"
+
+
+class HopperMatmulKernel:
+    """One Hopper matmul specialisation: its source, cubin (lazily) and launches."""
+
+    def __init__(self, node: HopperMatmul, arch: str = ARCH):
+        self.node = node
+        self.arch = arch
+        self.source = render_matmul(node)
+
+    @cached_property
+    def compiled(self) -> nvrtc.CompileResult:
+        """NVRTC's result (cubin and log; the log has ptxas's register and spill report)."""
+        return nvrtc.compile_with_log(
+            self.source, name=self.node.name, arch=self.arch, headers=HEADERS
+        )
+
+    @cached_property
+    def cubin(self) -> bytes:
+        return cache.load_or_compile(
+            self.source,
+            name=self.node.name,
+            arch=self.arch,
+            options=nvrtc.DEFAULT_OPTIONS,
+            headers=HEADERS,
+        )
+
+    @cached_property
+    def loaded(self) -> launch.LoadedKernel:
+        return launch.LoadedKernel(self.cubin, self.node.name)
+
+    def tensor_maps(
+        self, a_ptr: int, b_ptr: int, m: int, n: int, k: int, a_stride: int, b_stride: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The tensor maps of A [M, K] and B [K, N], each viewed with its contiguous axis
+        inner; ``a_stride`` / ``b_stride``: the other axis's stride in elements."""
+        node = self.node
+        maps = []
+        operands = ((node.a, a_ptr, a_stride, (m, k)), (node.b, b_ptr, b_stride, (n, k)))
+        for op, ptr, stride, (mn, kk) in operands:
+            size = tma.ITEMSIZE[op.dtype]
+            inner, outer = (kk, mn) if op.kmajor else (mn, kk)
+            maps.append(tma.tensor_map_2d(ptr, op.dtype, inner, outer, stride * size, op.box))
+        return maps[0], maps[1]
+
+    def grid(self, m: int, n: int, sms: int) -> int:
+        bm, bn = self.node.mainloop.bm, self.node.mainloop.bn
+        return max(1, min(-(-m // bm) * -(-n // bn), sms))
+
+    def launch(
+        self,
+        c_ptr: int,
+        a_ptr: int,
+        b_ptr: int,
+        bias_ptr: int,
+        m: int,
+        n: int,
+        k: int,
+        a_stride: int,
+        b_stride: int,
+        scm: int,
+        scn: int,
+        alpha: float,
+        sms: int,
+        stream: Any = None,
+    ) -> None:
+        """Queue C = epilogue(A @ B) for the node's dtypes and majorness (see tensor_maps)."""
+        map_a, map_b = self.tensor_maps(a_ptr, b_ptr, m, n, k, a_stride, b_stride)
+        args = (
+            map_a,
+            map_b,
+            np.uint64(c_ptr),
+            np.uint64(bias_ptr),
+            np.int32(m),
+            np.int32(n),
+            np.int32(k),
+            np.int32(scm),
+            np.int32(scn),
+            np.float32(alpha),
+        )
+        grid = (self.grid(m, n, sms), 1, 1)
+        block = (self.node.mainloop.threads, 1, 1)
+        self.loaded.launch(grid, block, args, self.node.shared_bytes, stream)
+
+
+_kernels: dict[tuple, HopperMatmulKernel] = {}
+
+
+def kernel_for(node: HopperMatmul) -> HopperMatmulKernel:
+    """The kernel of ``node``, built once per process."""
+    found = _kernels.get(node.key)
+    if found is None:
+        found = _kernels[node.key] = HopperMatmulKernel(node)
+    return found

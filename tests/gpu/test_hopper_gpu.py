@@ -1,0 +1,505 @@
+"""The Hopper TMA + wgmma matmul on the device, against float64 references.
+
+Two ways to run it:
+
+- ``pytest -q tests/gpu/test_hopper_gpu.py``: the same cases as tests (skipped without a GPU).
+- ``python tests/gpu/test_hopper_gpu.py``: a self-diagnosing report for one device run. Each
+  stage prints ``STAGE <name>: OK`` or ``FAIL`` with details: the device and tools, a tensor
+  map encoded on the host, NVRTC compile and SASS checks (UTMALDG, HGMMA, SYNCS, USETMAXREG
+  present; LDL/STL absent) per config, then every correctness case in its own subprocess
+  (a timeout or a trapped mbarrier watchdog is reported, and cannot take the rest of the run
+  down), the linalg path, and compute-sanitizer (memcheck, racecheck) on small shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# (name, dtype, out dtype, A K-major, B K-major, (BM, BN, BK, stages), bias, act, (M, N, K), sms)
+CASES = [
+    (
+        "bf16-kk-128x256",
+        "bf16",
+        "bf16",
+        True,
+        True,
+        (128, 256, 64, 4),
+        None,
+        0,
+        (1024, 1024, 1024),
+        0,
+    ),
+    (
+        "f16-kn-128x256",
+        "f16",
+        "f16",
+        True,
+        False,
+        (128, 256, 64, 4),
+        None,
+        0,
+        (1024, 1024, 1024),
+        0,
+    ),
+    ("f16-mk-128x256", "f16", "f16", False, True, (128, 256, 64, 4), None, 0, (512, 768, 384), 0),
+    (
+        "bf16-mn-128x256",
+        "bf16",
+        "bf16",
+        False,
+        False,
+        (128, 256, 64, 4),
+        None,
+        0,
+        (512, 768, 384),
+        0,
+    ),
+    (
+        "f16-kn-128x128",
+        "f16",
+        "f16",
+        True,
+        False,
+        (128, 128, 64, 6),
+        None,
+        0,
+        (1024, 1024, 1024),
+        0,
+    ),
+    (
+        "bf16-kk-64x128",
+        "bf16",
+        "bf16",
+        True,
+        True,
+        (64, 128, 64, 8),
+        None,
+        0,
+        (1024, 1024, 1024),
+        0,
+    ),
+    ("f16-kn-ragged", "f16", "f16", True, False, (128, 256, 64, 4), None, 0, (1001, 517, 336), 0),
+    ("f16-kn-small-k", "f16", "f16", True, False, (128, 256, 64, 4), None, 0, (256, 256, 40), 0),
+    ("f16-kn-one", "f16", "f16", True, False, (64, 128, 64, 8), None, 0, (1, 8, 8), 0),
+    (
+        "bf16-kk-persistent3",
+        "bf16",
+        "bf16",
+        True,
+        True,
+        (128, 256, 64, 4),
+        None,
+        0,
+        (1000, 1100, 520),
+        3,
+    ),
+    (
+        "f16-kn-bias-gelu",
+        "f16",
+        "f16",
+        True,
+        False,
+        (128, 256, 64, 4),
+        "f16",
+        1,
+        (1024, 768, 512),
+        0,
+    ),
+    (
+        "bf16-kk-bias-tanh-f32",
+        "bf16",
+        "f32",
+        True,
+        True,
+        (128, 128, 64, 6),
+        "f32",
+        2,
+        (640, 384, 256),
+        0,
+    ),
+    ("f16-kn-relu-silu", "f16", "f16", True, False, (128, 256, 64, 4), None, 4, (512, 512, 512), 0),
+    (
+        "bf16-kn-4096",
+        "bf16",
+        "bf16",
+        True,
+        False,
+        (128, 256, 64, 4),
+        None,
+        0,
+        (4096, 4096, 4096),
+        0,
+    ),
+    ("f16-kk-8192", "f16", "f16", True, True, (128, 256, 64, 4), None, 0, (8192, 8192, 8192), 0),
+]
+SASS_CONFIGS = [
+    c
+    for c in CASES
+    if c[0]
+    in (
+        "bf16-kk-128x256",
+        "f16-kn-128x256",
+        "f16-mk-128x256",
+        "f16-kn-128x128",
+        "bf16-kk-64x128",
+        "f16-kn-bias-gelu",
+    )
+]
+WATCHDOG = 1 << 26
+TOL = {"f16": 3e-3, "bf16": 1.5e-2, "f32": 1e-4}  # norm-wise, output rounding dominates
+
+
+def _node(case, watchdog=WATCHDOG):
+    from teeny_tx.lower.hopper import HopperConfig, plan_matmul
+
+    name, dtype, odt, ak, bk, (bm, bn, bkk, st), bias, act, _, _ = case
+    return plan_matmul(
+        dtype=dtype,
+        out_dtype=odt,
+        a_kmajor=ak,
+        b_kmajor=bk,
+        bias_dtype=bias,
+        activation=act,
+        pairs=True,
+        config=HopperConfig(bm, bn, bkk, st, 8),
+        watchdog=watchdog,
+    )
+
+
+def _activate(x, act):
+    from math import sqrt
+
+    if act == 1:
+        from scipy.special import erf  # noqa: PLC0415 - present on the device image
+
+        return 0.5 * x * (1 + erf(x / sqrt(2)))
+    if act == 2:
+        return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
+    if act == 3:
+        return np.maximum(x, 0)
+    if act == 4:
+        return x / (1 + np.exp(-x))
+    return x
+
+
+def run_case(case) -> dict:
+    """Launch one case; return its errors and a description of where they are."""
+    import cupy as cp
+
+    from teeny_tx.dtypes import DTYPES
+    from teeny_tx.hopper_matmul import HopperMatmulKernel
+
+    name, dtype, odt, ak, bk, _, bias_dt, act, (m, n, k), sms = case
+    node = _node(case)
+    kernel = HopperMatmulKernel(node)
+    npdt = DTYPES[dtype].np
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    a = cp.asarray(rng.standard_normal((m, k), dtype=np.float32).astype(npdt))
+    b = cp.asarray(rng.standard_normal((k, n), dtype=np.float32).astype(npdt))
+    # the layouts the node reads: A [M, K] or its transpose's storage, B likewise
+    a_store = a if ak else cp.ascontiguousarray(a.T)  # K-major: [M][K]; else [K][M]
+    b_store = cp.ascontiguousarray(b.T) if bk else b  # K-major: [N][K]; else [K][N]
+    a_stride = k if ak else m
+    b_stride = k if bk else n
+    bias = None
+    if bias_dt:
+        bias = cp.asarray(rng.standard_normal(n, dtype=np.float32).astype(DTYPES[bias_dt].np))
+    c = cp.full((m, n), np.nan, DTYPES[odt].np)
+    alpha = 0.5 if act else 1.0
+    t0 = time.perf_counter()
+    kernel.launch(
+        c.data.ptr,
+        a_store.data.ptr,
+        b_store.data.ptr,
+        (bias if bias is not None else c).data.ptr,
+        m,
+        n,
+        k,
+        a_stride,
+        b_stride,
+        n,
+        1,
+        alpha,
+        sms or cp.cuda.Device().attributes["MultiProcessorCount"],
+    )
+    cp.cuda.Device().synchronize()
+    elapsed = time.perf_counter() - t0
+    ref = cp.matmul(a.astype(cp.float64), b.astype(cp.float64)) * alpha
+    if bias is not None:
+        ref += bias.astype(cp.float64)[None, :]
+    ref = cp.asnumpy(ref)
+    ref = _activate(ref, act)
+    got = cp.asnumpy(c).astype(np.float64)
+    nan = int(np.isnan(got).sum())
+    err = float(
+        np.linalg.norm(np.nan_to_num(got, nan=1e30) - ref) / max(np.linalg.norm(ref), 1e-30)
+    )
+    scale = float(np.abs(ref).max()) or 1.0
+    bad = np.abs(np.nan_to_num(got, nan=1e30) - ref) > 0.05 * scale
+    where = {}
+    if bad.any():
+        rows, cols = np.nonzero(bad)
+        where = {
+            "bad": int(bad.sum()),
+            "first": [int(rows[0]), int(cols[0])],
+            "rows_mod_64": sorted({int(r) % 64 for r in rows[:2000]})[:16],
+            "cols_mod_64": sorted({int(q) % 64 for q in cols[:2000]})[:16],
+            "got": float(got[rows[0], cols[0]]),
+            "want": float(ref[rows[0], cols[0]]),
+        }
+    ok = nan == 0 and err < TOL[odt]
+    return {
+        "case": name,
+        "ok": ok,
+        "rel_err": err,
+        "nan": nan,
+        "where": where,
+        "first_launch_s": elapsed,
+    }
+
+
+# ------------------------------------------------------------------ pytest
+
+
+cp = None
+
+
+@pytest.fixture(scope="module")
+def hopper_device():
+    global cp
+    import cupy
+
+    cp = cupy
+    if cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("not a compute capability 9.0 device")
+
+
+@pytest.mark.parametrize("case", CASES[:13], ids=[c[0] for c in CASES[:13]])
+def test_hopper_matmul_matches_float64(hopper_device, case):
+    result = run_case(case)
+    assert result["ok"], result
+
+
+def test_hopper_sass(hopper_device, tmp_path):
+    tool = cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump")
+    for case in SASS_CONFIGS:
+        report = sass_report(case, tool, tmp_path)
+        assert report["ok"], report
+
+
+def test_linalg_takes_the_hopper_path(hopper_device):
+    result = linalg_check()
+    assert result["ok"], result
+
+
+# ------------------------------------------------------------------ diagnostics
+
+
+def cuobjdump() -> str | None:
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import triton
+
+        candidate = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        return str(candidate) if candidate.exists() else None
+    except ImportError:
+        return None
+
+
+def sass_report(case, tool, directory) -> dict:
+    from teeny_tx.hopper_matmul import HopperMatmulKernel
+
+    kernel = HopperMatmulKernel(_node(case, watchdog=0))
+    compiled = kernel.compiled
+    path = Path(directory) / f"{case[0]}.cubin"
+    path.write_bytes(compiled.cubin)
+    sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True).stdout
+    counts = {
+        op: sass.count(op) for op in ("UTMALDG", "HGMMA", "SYNCS", "USETMAXREG", "LDL", "STL")
+    }
+    ptxas = [
+        line.strip()
+        for line in compiled.log.splitlines()
+        if "Used" in line or "spill" in line or "C7508" in line or "arning" in line
+    ]
+    ok = (
+        all(counts[op] > 0 for op in ("UTMALDG", "HGMMA", "SYNCS", "USETMAXREG"))
+        and counts["LDL"] == 0
+        and counts["STL"] == 0
+    )
+    return {"case": case[0], "ok": ok, "sass": counts, "ptxas": ptxas}
+
+
+def linalg_check() -> dict:
+    """linalg.matmul / linear take the Hopper path (the kernel it used is reported) and match."""
+    import cupy as cp
+
+    from teeny_tx import linalg
+
+    linalg.HOPPER = True
+    rng = np.random.default_rng(7)
+    out = {}
+    ok = True
+    for m, n, k, dt in (
+        (2048, 2048, 2048, "bf16"),
+        (4095, 4097, 1000, "f16"),
+        (300, 200, 136, "f16"),
+    ):
+        npdt = np.float16 if dt == "f16" else __import__("ml_dtypes").bfloat16
+        a = cp.asarray(rng.standard_normal((m, k), dtype=np.float32).astype(npdt))
+        b = cp.asarray(rng.standard_normal((k, n), dtype=np.float32).astype(npdt))
+        linalg._PLANS.clear()
+        c = linalg.matmul(a, b)
+        c2 = linalg.matmul(a, b)  # the replayed plan
+        w = cp.ascontiguousarray(b.T)
+        y = linalg.linear(a, w)
+        ref = cp.asnumpy(cp.matmul(a.astype(cp.float64), b.astype(cp.float64)))
+        errs = [
+            float(np.linalg.norm(cp.asnumpy(x).astype(np.float64) - ref) / np.linalg.norm(ref))
+            for x in (c, c2, y)
+        ]
+        good = all(e < TOL[dt] for e in errs)
+        ok = ok and good
+        out[f"{m}x{n}x{k} {dt}"] = {"rel_err(matmul, replay, linear)": errs, "ok": good}
+    from teeny_tx import hopper_matmul
+
+    out["hopper kernels built"] = [" ".join(map(str, key[:9])) for key in hopper_matmul._kernels]
+    ok = ok and bool(hopper_matmul._kernels)
+    return {"ok": ok, **out}
+
+
+def _stage(name: str, ok: bool, detail) -> bool:
+    print(f"STAGE {name}: {'OK' if ok else 'FAIL'}  {json.dumps(detail, default=str)}", flush=True)
+    return ok
+
+
+def _subprocess(args, timeout):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    try:
+        done = subprocess.run(
+            [sys.executable, __file__, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=ROOT,
+        )
+    except subprocess.TimeoutExpired as err:
+        return None, f"timed out after {timeout} s; output: {(err.stdout or b'')[-2000:]!r}"
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode != 0 or not lines:
+        return None, f"exit {done.returncode}: {(done.stdout + done.stderr)[-3000:]}"
+    return json.loads(lines[-1][len("RESULT ") :]), None
+
+
+def main(argv) -> int:
+    if argv[:1] == ["--one"]:
+        case = next(c for c in CASES if c[0] == argv[1])
+        print("RESULT " + json.dumps(run_case(case)), flush=True)
+        return 0
+    if argv[:1] == ["--linalg"]:
+        print("RESULT " + json.dumps(linalg_check(), default=str), flush=True)
+        return 0
+    failures = 0
+    # 1. device and tools
+    try:
+        import cupy as cp
+
+        dev = cp.cuda.Device()
+        info = {
+            "cc": dev.compute_capability,
+            "sms": dev.attributes["MultiProcessorCount"],
+            "cupy": cp.__version__,
+            "cuobjdump": cuobjdump(),
+            "compute-sanitizer": shutil.which("compute-sanitizer"),
+        }
+        ok = dev.compute_capability == "90"
+    except Exception as err:  # noqa: BLE001 - a report
+        info, ok = {"error": repr(err)}, False
+    if not _stage("device", ok, info):
+        return 1
+    # 2. a tensor map encoded on the host, passed by value
+    try:
+        from teeny_tx.runtime import tma
+
+        x = cp.zeros((256, 512), cp.float16)
+        value = tma.tensor_map_2d(x.data.ptr, "f16", 512, 256, 1024, (64, 128))
+        ok = value.nbytes == 128 and value.view(np.uint64).any()
+        detail = {"encoder": "libcuda" if tma._libcuda() else "cuda.bindings", "nonzero": bool(ok)}
+    except Exception as err:  # noqa: BLE001
+        ok, detail = False, {"error": repr(err)}
+    failures += not _stage("tensor-map", ok, detail)
+    # 3. compile + SASS per config
+    tool = cuobjdump()
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in SASS_CONFIGS:
+            try:
+                report = (
+                    sass_report(case, tool, tmp) if tool else {"ok": False, "error": "no cuobjdump"}
+                )
+            except Exception as err:  # noqa: BLE001
+                report = {"ok": False, "error": repr(err)[:3000]}
+            failures += not _stage(f"compile+sass {case[0]}", report["ok"], report)
+    # 4. correctness, one subprocess per case
+    for case in CASES:
+        timeout = 180 if case[8][0] >= 8192 else 90
+        result, error = _subprocess(["--one", case[0]], timeout)
+        if result is None:
+            failures += not _stage(f"run {case[0]}", False, {"error": error})
+        else:
+            failures += not _stage(f"run {case[0]}", result["ok"], result)
+    # 5. linalg integration
+    result, error = _subprocess(["--linalg"], 240)
+    failures += not _stage(
+        "linalg", result is not None and result["ok"], result or {"error": error}
+    )
+    # 6. compute-sanitizer on one small case of each majorness
+    sanitizer = shutil.which("compute-sanitizer")
+    if sanitizer and "--no-sanitizer" not in argv:
+        for tool_name in ("memcheck", "racecheck"):
+            for case_name in ("f16-kn-ragged", "bf16-kk-persistent3"):
+                cmd = [
+                    sanitizer,
+                    "--tool",
+                    tool_name,
+                    "--error-exitcode",
+                    "9",
+                    sys.executable,
+                    __file__,
+                    "--one",
+                    case_name,
+                ]
+                try:
+                    done = subprocess.run(
+                        cmd, capture_output=True, text=True, timeout=240, cwd=ROOT
+                    )
+                    tail = (done.stdout + done.stderr)[-1500:]
+                    ok = done.returncode == 0 and "RESULT" in done.stdout
+                except subprocess.TimeoutExpired:
+                    ok, tail = False, "timed out after 240 s"
+                failures += not _stage(f"sanitizer {tool_name} {case_name}", ok, {"tail": tail})
+    print(f"HOPPER GPU REPORT: {failures} stage(s) failed", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main(sys.argv[1:]))
