@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..lower.ir import Op
 from ..lower.layout import Layout
-from .cuda_types import ctype
+from .cuda_types import ctype, element_bytes
 
 
 def _warps_along(layout: Layout, dim: int) -> int:
@@ -125,7 +125,7 @@ class TileEmitter:
             flat = _row_major([*coords, str(e.attr("index"))], source.type.shape)
         else:  # convert_layout, reshape: the same row-major index
             flat = _row_major(coords, e.type.shape)
-        smem = self.scratch(src_layout.size * e.type.dtype.itemsize)
+        smem = self.scratch(src_layout.size * element_bytes(e.type.dtype))
         t = ctype(e.type.dtype)
         self.out(f"{t} {name}[{self.L(dst)}::REGS];")
         self.out(
@@ -148,7 +148,7 @@ class TileEmitter:
                 axis = e.attr("axis")
                 coords[axis] = f"({x.type.shape[axis]} + {coords[axis]})"
             lambdas.append(f"[](int r) {{ return {_row_major(coords, e.type.shape)}; }}")
-        smem = self.scratch(dst.size * e.type.dtype.itemsize)
+        smem = self.scratch(dst.size * element_bytes(e.type.dtype))
         name = self.fresh("joined" if e.op == "join" else "catted")
         t = ctype(e.type.dtype)
         self.out(f"{t} {name}[{self.L(dst)}::REGS];")
