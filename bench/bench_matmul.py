@@ -335,6 +335,78 @@ def hopper_label(linalg, case) -> str | None:
     )
 
 
+# Hopper kernel configurations timed directly by --sweep (BM, BN, BK, stages, GROUP_M)
+SWEEP = (
+    (128, 256, 64, 4, 8),
+    (128, 256, 64, 3, 8),
+    (128, 256, 64, 4, 16),
+    (128, 256, 64, 4, 4),
+    (128, 128, 64, 6, 8),
+    (256, 128, 64, 4, 8),
+    (128, 192, 64, 5, 8),
+)
+
+
+def _sweep_launcher(kernel, c, a, b, size, sms, stream):
+    def run():
+        pointers = (c.data_ptr(), a.data_ptr(), b.data_ptr(), c.data_ptr())
+        kernel.launch(*pointers, size, size, size, size, size, size, 1, 1.0, sms, stream)
+        return c
+
+    return run
+
+
+def hopper_sweep(args) -> None:
+    """Time the Hopper kernel itself (no linalg) over SWEEP at each --sweep size, bf16, A
+    row-major and B row-major or (linear's layout) K-major; print TFLOP/s per configuration."""
+    import torch
+
+    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.lower.hopper import HopperConfig, TmaUnsupported, plan_matmul
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for size in args.sweep:
+        a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+        ref = (a.float() @ b.float()).double()
+        for b_kmajor in (False, True):
+            b_store = b.t().contiguous() if b_kmajor else b
+            for bm, bn, bk, stages, group in SWEEP:
+                major = "K" if b_kmajor else "N"
+                name = f"{size}³ bf16 B {major}-major {bm}x{bn}x{bk} s{stages} g{group}"
+                try:
+                    node = plan_matmul(
+                        dtype="bf16",
+                        out_dtype="bf16",
+                        a_kmajor=True,
+                        b_kmajor=b_kmajor,
+                        config=HopperConfig(bm, bn, bk, stages, group),
+                    )
+                except TmaUnsupported as err:
+                    print(f"sweep {name}: not planned ({err.message})", flush=True)
+                    continue
+                kernel = HopperMatmulKernel(node)
+                c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
+                stream = torch.cuda.current_stream().cuda_stream
+
+                run = _sweep_launcher(kernel, c, a, b_store, size, sms, stream)
+
+                try:
+                    run()
+                    rb.sync()
+                    err = float((c.double() - ref).norm() / ref.norm())
+                    times = rb.time_ms(run, args.warmup_ms, args.rep_ms)
+                except Exception as exc:
+                    print(f"sweep {name}: failed ({short_error(exc)})", flush=True)
+                    continue
+                ms = median(times)
+                tflops = 2 * size**3 / (ms * 1e-3) / 1e12
+                print(
+                    f"sweep {name}: {tflops:7.1f} {UNIT} (median {ms:.4f} ms, rel err {err:.2g})",
+                    flush=True,
+                )
+
+
 def load_linalg():
     """(teeny_tx.linalg, None), or (None, the error) where it does not import."""
     try:
@@ -368,12 +440,19 @@ def parse_args(argv: list[str] | None = None):
         help="hopper: linalg.HOPPER = True (the TMA path), and linalg's cp.async kernel timed "
         "next to it; cp.async: the cp.async kernel alone",
     )
+    p.add_argument(
+        "--sweep",
+        default="",
+        help="sizes (M = N = K, bf16) at which to time the Hopper kernel's configurations "
+        "directly, before the table (e.g. 8192); empty: no sweep",
+    )
     p.add_argument("--warmup-ms", type=float, default=25.0)
     p.add_argument("--rep-ms", type=float, default=100.0)
     args = p.parse_args(argv)
     if args.preset:
         args.sizes, args.dtypes, args.extras = PRESETS[args.preset]
     args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    args.sweep = [int(s) for s in args.sweep.split(",") if s.strip()]
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     bad = [d for d in args.dtypes if d not in ("fp16", "bf16")]
     if bad or not args.dtypes:
@@ -412,6 +491,11 @@ def main(argv: list[str] | None = None) -> int:
     if linalg is None:
         table.notes.append(f"ours: unavailable ({linalg_error})")
     failures = 0
+    if args.sweep and linalg is not None:
+        try:
+            hopper_sweep(args)
+        except Exception as exc:
+            report_failure("Hopper sweep", exc)
     with rb.on_torch_stream():
         for case in cases(args):
             try:
