@@ -30,6 +30,7 @@ from .binder import Binder
 from .errors import CompileError, LaunchError, ResourceError, TeenyError
 from .lower import ir
 from .lower.builder import build_kernel
+from .lower.hopper_induction import rewrite_pointer_inductions
 from .lower.layout import assign_layouts, walk_exprs
 from .lower.signature import kernel_signature
 from .parse import Unit, parse
@@ -89,6 +90,7 @@ def specialise(
     unit: Unit, name: str, binder: Binder, key: tuple, debug: bool = False
 ) -> Specialization:
     kernel = build_kernel(unit, name, dataclasses.replace(binder.spec(key), debug=debug))
+    kernel = rewrite_pointer_inductions(kernel)  # pa += inc in a loop -> closed form
     # kernels with dot() take Hopper's features (wgmma) where the device has them
     hopper = _has_dot(kernel)
     arch = nvrtc.target_arch(hopper_features=hopper)

@@ -42,3 +42,41 @@ kernel mm_trans_ptr(f32 *c, const f16 *a, const f16 *b, i32 M, i32 N, i32 K,
     tile mask = (expand_dims(rm, 1) < M) & (expand_dims(rn, 0) < N);
     store(c + expand_dims(rm, 1) * scm + expand_dims(rn, 0) * scn, acc, mask);
 }
+
+/* Pointer tiles the induction rewrite must leave alone or handle: pa read after the loop (its
+ * advanced value is the result), a continue that skips an increment, a loop starting at k0 with
+ * an increment that is not STEP * x, and a scalar increment changed in the loop. */
+kernel advance_cases(f32 *out, const f32 *x, i32 n, i32 stride, const i32 CASE, const i32 B)
+{
+    tile r = arange(0, B);
+    tile p = x + r;
+    f32 acc[B] = 0;
+    i32 inc = stride;
+    if (CASE == 0) {
+        for (i32 k = 0; k < n; k += 2) {
+            acc += load(p, r < 1000000, 0.0f);
+            p += stride;
+        }
+        acc += load(p, r < 1000000, 0.0f);       /* read after the loop: not rewritten */
+    } else if (CASE == 1) {
+        for (i32 k = 0; k < n; k += 1) {
+            if (k == 2) {
+                continue;                          /* skips the increment: not rewritten */
+            }
+            acc += load(p, r < 1000000, 0.0f);
+            p += stride;
+        }
+    } else if (CASE == 2) {
+        for (i32 k = 3; k < n; k += 3) {
+            acc += load(p, r < 1000000, 0.0f);     /* rewritten: p + ((k - 3) / 3) * stride */
+            p += stride;
+        }
+    } else {
+        for (i32 k = 0; k < n; k += 1) {
+            acc += load(p, r < 1000000, 0.0f);
+            inc = inc + 1;
+            p += inc;                              /* the increment changes: not rewritten */
+        }
+    }
+    store(out + r, acc);
+}
