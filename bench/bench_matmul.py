@@ -31,10 +31,10 @@ DTYPE_TO_TX = {"fp16": "f16", "bf16": "bf16", "fp32": "f32"}
 # worst row's ‖out − ref‖ / ‖ref‖ against an f32 product: the output's rounding (fp16 2^-11,
 # bf16 2^-8, rms about a third of it) plus f32 accumulation; TF32 inputs lose 13 mantissa bits
 TOL = {"fp16": 2e-3, "bf16": 1e-2, "tf32": 3e-3}
-EXTRAS = ("gelu", "tf32", "ragged")
+EXTRAS = ("gelu", "tf32", "ragged", "fp8")
 # subsets of the issue's cases, each a few minutes on the H200: (sizes, dtypes, extras)
 PRESETS = {
-    "large": ("4096,8192", "fp16,bf16", "gelu"),
+    "large": ("4096,8192", "fp16,bf16", "gelu,fp8"),
     "small": ("1024,2048", "fp16,bf16", "ragged,tf32"),
     "quick": ("2048,8192", "bf16", "none"),
 }
@@ -240,7 +240,7 @@ def bench_case(case: Case, linalg, linalg_error, args, table) -> int:
             )
         )
         impls.append(Impl("ours", label, ours, checker(ours, "ours")))
-        if label.startswith("linalg.matmul (Hopper"):
+        if args.path == "both" and label.startswith("linalg.matmul (Hopper"):
 
             def ours_cp_async():
                 linalg.HOPPER = False
@@ -347,6 +347,45 @@ SWEEP = (
 )
 
 
+def bench_fp8(args, table, size: int = 8192) -> int:
+    """fp8 e4m3 size³ with per-tensor scales, bf16 out: linalg.scaled_matmul against
+    torch._scaled_mm (cuBLASLt) on the same operands (A row-major, B column-major)."""
+    import torch
+
+    from teeny_tx import linalg
+
+    name = f"fp8 e4m3 {size}³ scaled, bf16 out"
+    print(f"\n== {name}", flush=True)
+    a = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn).t()
+    sa = torch.tensor([0.5], device="cuda")
+    sb = torch.tensor([2.0], device="cuda")
+    ref = (a.float() @ b.float()).double()
+    impls = {
+        "ours": lambda: linalg.scaled_matmul(a, b, sa, sb),
+        "cuBLAS": lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16),
+    }
+    rates, failures = {}, 0
+    for column, fn in impls.items():
+        try:
+            out = fn()
+            rb.sync()
+            err = float((out.double() - ref).norm() / ref.norm())
+            if not err < 1e-2:
+                raise AssertionError(f"rel err {err:.3g} against the f32 product")
+            times = rb.time_ms(fn, args.warmup_ms, args.rep_ms)
+        except Exception as exc:
+            failures += column == "ours"
+            table.notes.append(f"{name} {column} failed: {report_failure(name, exc)}")
+            continue
+        ms = median(times)
+        rates[column] = 2 * size**3 / (ms * 1e-3) / 1e12
+        print(f"{column:<7} median {ms:8.4f} ms  {rates[column]:7.1f} {UNIT}  rel err {err:.2g}")
+    table.notes.append(f"{name}: cuBLAS column = torch._scaled_mm; Triton not run")
+    table.add(name, rates.get("ours"), {"cuBLAS": rates.get("cuBLAS"), "Triton": None})
+    return failures
+
+
 def _sweep_launcher(kernel, c, a, b, size, sms, stream):
     def run():
         pointers = (c.data_ptr(), a.data_ptr(), b.data_ptr(), c.data_ptr())
@@ -435,10 +474,10 @@ def parse_args(argv: list[str] | None = None):
     )
     p.add_argument(
         "--path",
-        choices=("hopper", "cp.async"),
+        choices=("hopper", "both", "cp.async"),
         default="hopper",
-        help="hopper: linalg.HOPPER = True (the TMA path), and linalg's cp.async kernel timed "
-        "next to it; cp.async: the cp.async kernel alone",
+        help="hopper: linalg.HOPPER = True (the TMA path); both: also linalg's cp.async kernel "
+        "(autotuned on first use: slow) next to it; cp.async: the cp.async kernel alone",
     )
     p.add_argument(
         "--sweep",
@@ -487,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
         table.notes.append(f"Triton not usable ({rb.TRITON_ERROR}): its column is n/a")
     linalg, linalg_error = load_linalg()
     if linalg is not None:
-        linalg.HOPPER = args.path == "hopper"
+        linalg.HOPPER = args.path != "cp.async"
     if linalg is None:
         table.notes.append(f"ours: unavailable ({linalg_error})")
     failures = 0
@@ -497,6 +536,13 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:
             report_failure("Hopper sweep", exc)
     with rb.on_torch_stream():
+        if "fp8" in args.extras and linalg is not None:
+            try:
+                failures += bench_fp8(args, table)
+            except Exception as exc:
+                failures += 1
+                table.notes.append(f"fp8: {report_failure('fp8', exc)}")
+            rb.free()
         for case in cases(args):
             try:
                 failures += bench_case(case, linalg, linalg_error, args, table)

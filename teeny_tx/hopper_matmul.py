@@ -87,8 +87,12 @@ class HopperMatmulKernel:
         alpha: float,
         sms: int,
         stream: Any = None,
+        scale_a: int = 0,
+        scale_b: int = 0,
     ) -> None:
-        """Queue C = epilogue(A @ B) for the node's dtypes and majorness (see tensor_maps)."""
+        """Queue C = epilogue(A @ B) for the node's dtypes and majorness (see tensor_maps);
+        ``scale_a`` / ``scale_b``: device pointers to the per-tensor f32 scales of a scaled
+        (fp8) node."""
         map_a, map_b = self.tensor_maps(a_ptr, b_ptr, m, n, k, a_stride, b_stride)
         args = (
             map_a,
@@ -102,6 +106,8 @@ class HopperMatmulKernel:
             np.int32(scn),
             np.float32(alpha),
         )
+        if self.node.epilogue.scaled:
+            args += (np.uint64(scale_a), np.uint64(scale_b))
         grid = (self.grid(m, n, sms), 1, 1)
         block = (self.node.mainloop.threads, 1, 1)
         self.loaded.launch(grid, block, args, self.node.shared_bytes, stream)

@@ -425,6 +425,120 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
     return run
 
 
+_FP8 = {"float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}  # torch's names
+
+
+def scaled_matmul(
+    a: Any,
+    b: Any,
+    scale_a: Any,
+    scale_b: Any,
+    *,
+    out_dtype: Any = None,
+    bias: Any = None,
+    activation: str | None = None,
+) -> Any:
+    """C = activation(scale_a * scale_b * (a @ b) + bias) for fp8 torch tensors, as
+    ``torch._scaled_mm`` takes them: ``a`` [M, K] row-major and ``b`` [K, N] column-major
+    (``w.t()`` of a row-major [N, K]), both ``float8_e4m3fn`` or ``float8_e5m2``; ``scale_a``
+    and ``scale_b`` one-element f32 tensors on the device (per-tensor dequantisation scales);
+    products accumulate in f32; C [M, N] is bf16 unless ``out_dtype`` says (f16, bf16, f32).
+    Runs on the Hopper TMA + wgmma path (sm_90 only)."""
+    import torch
+
+    from .hopper_matmul import kernel_for
+    from .lower.hopper import HopperConfig, TmaUnsupported, plan_matmul
+
+    names = {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b}
+    for name, x in names.items():
+        if not isinstance(x, torch.Tensor) or not x.is_cuda:
+            raise _error(f"scaled_matmul: {name} must be a CUDA torch tensor, got {type(x)}")
+    dtype = _FP8.get(str(a.dtype).removeprefix("torch."))
+    if dtype is None or a.dtype != b.dtype:
+        raise _error(
+            f"scaled_matmul: a and b must share an fp8 dtype (float8_e4m3fn or float8_e5m2), "
+            f"got {a.dtype} and {b.dtype}"
+        )
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise _error(f"scaled_matmul: shapes {tuple(a.shape)} @ {tuple(b.shape)} do not chain")
+    for name, x in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if x.numel() != 1 or x.dtype != torch.float32:
+            raise _error(f"scaled_matmul: {name} must be a one-element float32 tensor")
+    m, k = a.shape
+    n = b.shape[1]
+    if a.stride(1) != 1 or b.stride(0) != 1:
+        raise _error(
+            "scaled_matmul: a must be row-major and b column-major (K contiguous in both): "
+            "fp8 wgmma reads both operands K-major"
+        )
+    names = {None: "bf16", "f16": "f16", "bf16": "bf16", "f32": "f32"}
+    text = str(out_dtype).removeprefix("torch.") if out_dtype is not None else None
+    odt = names.get(_DTYPE_NAMES.get(text, text))
+    if odt is None:
+        raise _error(f"scaled_matmul: out_dtype must be f16, bf16 or f32, got {out_dtype!r}")
+    torch_out = getattr(torch, _TORCH_DTYPES[odt])
+    c = torch.empty((m, n), dtype=torch_out, device=a.device)
+    if 0 in (m, n):
+        return c
+    bias_dtype = None
+    if bias is not None:
+        bias_dtype = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}.get(
+            bias.dtype
+        )
+        if bias_dtype is None or bias.shape != (n,) or bias.stride(0) != 1:
+            raise _error("scaled_matmul: bias must be a contiguous [N] f16, bf16 or f32 tensor")
+    tiles = hopper_config(m, n, torch.cuda.get_device_properties(a.device).multi_processor_count)
+    try:
+        node = plan_matmul(
+            dtype=dtype,
+            out_dtype=odt,
+            a_kmajor=True,
+            b_kmajor=True,
+            bias_dtype=bias_dtype,
+            activation=ACTIVATIONS[activation],
+            pairs=n % 2 == 0,
+            scaled=True,
+            config=HopperConfig(tiles.bm, tiles.bn, 128, 4, GROUP_M),
+            watchdog=WATCHDOG,
+        )
+        from .lower.hopper import tma_operand_view
+
+        tma_operand_view("a", dtype, m, k, a.stride(0), 1, a.data_ptr())
+        tma_operand_view("b", dtype, k, n, 1, b.stride(1), b.data_ptr())
+    except TmaUnsupported as err:
+        raise _error(f"scaled_matmul: {err.message}") from None
+    kernel = kernel_for(node)
+    device = a.device.index
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    stream = _torch_stream(torch, device)
+    pointer_c = c.data_ptr()
+    kernel.launch(
+        pointer_c,
+        a.data_ptr(),
+        b.data_ptr(),
+        pointer_c if bias is None else bias.data_ptr(),
+        m,
+        n,
+        k,
+        a.stride(0),
+        b.stride(1),
+        n,
+        1,
+        1.0,
+        sms,
+        stream,
+        scale_a.data_ptr(),
+        scale_b.data_ptr(),
+    )
+    return c
+
+
+def _error(message: str):
+    from .errors import LaunchError
+
+    return LaunchError(message)
+
+
 def _hopper_replay(arrays: _Arrays, run: Any, shape: tuple[int, int], dtype: str):
     """A plan's replay through the Hopper launch ``run`` (pointers change; the tensor maps are
     re-encoded only for new pointers)."""

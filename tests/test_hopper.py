@@ -28,6 +28,9 @@ GOLDENS = {
     "hopper_matmul.bf16.linear.sm90a.cu": dict(
         dtype="bf16", out_dtype="bf16", a_kmajor=True, b_kmajor=True
     ),
+    "hopper_matmul.f8e4m3.scaled.sm90a.cu": dict(
+        dtype="f8e4m3", out_dtype="bf16", a_kmajor=True, b_kmajor=True, scaled=True
+    ),
     "hopper_matmul.f16.bias_gelu.sm90a.cu": dict(
         dtype="f16", out_dtype="f16", a_kmajor=True, b_kmajor=False, bias_dtype="f16", activation=1
     ),
@@ -73,7 +76,8 @@ def test_rendering_is_deterministic():
 @pytest.mark.parametrize(
     "kw,message",
     [
-        (dict(dtype="f32"), "multiplies f16 and bf16"),
+        (dict(dtype="f32"), "multiplies f16, bf16 and fp8"),
+        (dict(dtype="f8e4m3", b_kmajor=False), "K-major only"),
         (dict(config=HopperConfig(bm=96)), "BM=96"),
         (dict(config=HopperConfig(bn=512)), "BN=512"),
         (dict(config=HopperConfig(bk=48)), "BK=48"),
@@ -178,3 +182,25 @@ def test_the_matmul_kernels_dot_loop_is_recognised():
     loops = recognise_dot_loop(spec.kernel)
     assert len(loops) == 1
     assert loops[0].loads == ("a_t", "b_t")
+
+
+@pytest.mark.parametrize("dtype", ["f8e4m3", "f8e5m2"])
+def test_fp8_compiles_to_qgmma(dtype, tmp_path):
+    """fp8 operands: BK = 128 (128 bytes of K per row), wgmma m64nNk32 without transpose bits,
+    per-tensor scales read in the epilogue; QGMMA in the SASS, no spills."""
+    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.runtime import nvrtc
+
+    node = plan_matmul(dtype=dtype, out_dtype="bf16", a_kmajor=True, b_kmajor=True, scaled=True)
+    assert node.mainloop.bk == 128 and node.mainloop.k_step == 32
+    kernel = HopperMatmulKernel(node)
+    assert "k32.f32." in kernel.source and "scale_a[0] * scale_b[0]" in kernel.source
+    result = kernel.compiled
+    assert nvrtc.spilled_bytes(result.log) == 0
+    tool = _cuobjdump()
+    if tool is None:
+        return
+    path = tmp_path / "k.cubin"
+    path.write_bytes(result.cubin)
+    sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True).stdout
+    assert "QGMMA" in sass and "UTMALDG" in sass and "LDL" not in sass

@@ -38,8 +38,9 @@ TMA_STRIDE_ALIGN = 16  # bytes: global strides and the base address
 SWIZZLE_BYTES = 128  # the swizzle wgmma and SmemTile share: one box row is 128 bytes
 MAX_SHARED = 232448  # bytes of dynamic shared memory a block may opt into on sm_90
 
-WGMMA_DTYPES = {"f16": "f16", "bf16": "bf16"}  # operand dtype -> wgmma's type name
-ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4}
+WGMMA_DTYPES = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}  # -> wgmma's
+ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f8e4m3": 1, "f8e5m2": 1}
+FP8 = ("f8e4m3", "f8e5m2")
 
 
 class TmaUnsupported(CompileError):
@@ -92,7 +93,12 @@ class Mainloop:
     consumers: int
     producer_regs: int
     consumer_regs: int
-    instruction: str  # wgmma's operand type name ("f16", "bf16")
+    instruction: str  # wgmma's operand type name ("f16", "bf16", "e4m3", "e5m2")
+
+    @property
+    def k_step(self) -> int:
+        """K per wgmma instruction: 32 bytes of it (16 for 16-bit types, 32 for fp8)."""
+        return 32 if self.instruction in ("e4m3", "e5m2") else 16
 
     @property
     def threads(self) -> int:
@@ -108,6 +114,7 @@ class Epilogue:
     bias_dtype: str | None
     activation: int  # kernels/matmul.c's ACT
     pairs: bool
+    scaled: bool = False  # alpha is also multiplied by per-tensor scales read from the device
 
 
 @dataclass(frozen=True)
@@ -150,6 +157,7 @@ class HopperMatmul:
             e.bias_dtype,
             e.activation,
             e.pairs,
+            e.scaled,
             "k" if self.a.kmajor else "t",
             "k" if self.b.kmajor else "t",
             m.bm,
@@ -219,6 +227,7 @@ def plan_matmul(
     bias_dtype: str | None = None,
     activation: int = 0,
     pairs: bool = True,
+    scaled: bool = False,
     config: HopperConfig = HopperConfig(),
     name: str = "hopper_matmul",
     watchdog: int = 0,
@@ -228,11 +237,20 @@ def plan_matmul(
     linear layer's weight). Raises TmaUnsupported for what the path cannot do."""
     if dtype not in WGMMA_DTYPES:
         raise TmaUnsupported(
-            f"the Hopper TMA path multiplies f16 and bf16, not {dtype}",
+            f"the Hopper TMA path multiplies f16, bf16 and fp8 (f8e4m3, f8e5m2), not {dtype}",
             None,
             "f32 products take the cp.async path (TF32 or FMAs)",
         )
+    if dtype in FP8 and not (a_kmajor and b_kmajor):
+        raise TmaUnsupported(
+            f"wgmma reads {dtype} operands K-major only (A [M, K] row-major, B [K, N] "
+            "column-major, as torch._scaled_mm takes them)",
+            None,
+            "transpose the operand into a K-contiguous copy",
+        )
     c = config
+    if dtype in FP8 and c.bk == HopperConfig.bk:
+        c = HopperConfig(c.bm, c.bn, 128, c.stages, c.group_m)  # 128 bytes of K per stage row
     panel = SWIZZLE_BYTES // ITEMSIZE[dtype]
     if c.bm % 64 or not 64 <= c.bm <= 256:
         raise TmaUnsupported(f"BM={c.bm}: one consumer warpgroup per 64 rows, 1 to 4 of them", None)
@@ -268,7 +286,7 @@ def plan_matmul(
         ),
         a=a,
         b=b,
-        epilogue=Epilogue(out_dtype, bias_dtype, activation, pairs),
+        epilogue=Epilogue(out_dtype, bias_dtype, activation, pairs, scaled),
         scheduler=Scheduler(c.group_m),
         watchdog=watchdog,
     )

@@ -16,6 +16,8 @@ import jinja2
 from ..lower.hopper import HopperMatmul
 
 CTYPES = {"f16": "__half", "bf16": "__nv_bfloat16", "f32": "float"}
+# operand element types as the kernel stores them: fp8 only moves (TMA) and feeds wgmma
+STORAGE = CTYPES | {"f8e4m3": "unsigned char", "f8e5m2": "unsigned char"}
 _ACTIVATIONS = {0: "", 1: "gelu(", 2: "gelu_tanh(", 3: "relu(", 4: "silu("}
 
 
@@ -44,7 +46,7 @@ def _wgmma(node: HopperMatmul) -> dict:
         ", ".join(f'"+f"(d[{i}])' for i in range(start, min(start + 8, count)))
         for start in range(0, count, 8)
     ]
-    name = f"tx_wgmma_m64n{m.bn}k16_{m.instruction}_{trans}"
+    name = f"tx_wgmma_m64n{m.bn}k{m.k_step}_{m.instruction}_{trans}"
     return {"name": name, "count": count, "rows": rows, "outputs": outputs}
 
 
@@ -52,7 +54,8 @@ def render_matmul(node: HopperMatmul) -> str:
     """The CUDA source of ``node``'s kernel (entry point ``node.name``)."""
     e = node.epilogue
     act = _ACTIVATIONS[e.activation]
-    text = "alpha * acc" + (" + bias" if e.bias_dtype else "")
+    text = ("scale_a * scale_b * " if e.scaled else "") + "alpha * acc"
+    text += " + bias" if e.bias_dtype else ""
     epilogue_text = f"{act}{text}{')' if act else ''}"
     summary = " ".join(str(x) for x in node.key)
     return (
@@ -67,7 +70,7 @@ def render_matmul(node: HopperMatmul) -> str:
             e=e,
             scheduler=node.scheduler,
             wgmma=_wgmma(node),
-            in_t=CTYPES[node.a.dtype],
+            in_t=STORAGE[node.a.dtype],
             out_t=CTYPES[e.out_dtype],
             bias_t=CTYPES[e.bias_dtype or e.out_dtype],
             stage_bytes=node.stage_bytes,

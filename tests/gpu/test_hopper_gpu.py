@@ -317,6 +317,11 @@ def test_hopper_sass(hopper_device, tmp_path):
         assert report["ok"], report
 
 
+def test_fp8_scaled_matmul(hopper_device):
+    result = fp8_check()
+    assert result["ok"], result
+
+
 def test_linalg_takes_the_hopper_path(hopper_device):
     result = linalg_check()
     assert result["ok"], result
@@ -401,6 +406,43 @@ def linalg_check() -> dict:
     return {"ok": ok, **out}
 
 
+def fp8_check() -> dict:
+    """linalg.scaled_matmul on fp8 (e4m3 and e5m2) against the dequantised float64 product,
+    and next to torch._scaled_mm; a ragged shape and 4096^3."""
+    import torch
+
+    from teeny_tx import linalg
+
+    torch.manual_seed(3)
+    out, ok = {}, True
+    for dt in (torch.float8_e4m3fn, torch.float8_e5m2):
+        for m, n, k in ((4096, 4096, 4096), (1000, 520, 384), (256, 256, 128)):
+            a = (torch.randn(m, k, device="cuda") * 2).to(dt)
+            b = (torch.randn(n, k, device="cuda") * 2).to(dt).t()  # [K, N] column-major
+            sa = torch.tensor([0.5], device="cuda")
+            sb = torch.tensor([0.25], device="cuda")
+            bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+            c = linalg.scaled_matmul(a, b, sa, sb)
+            cb = linalg.scaled_matmul(a, b, sa, sb, bias=bias, out_dtype=torch.float32)
+            ref = (a.double() @ b.double()) * 0.125
+            errs = [
+                float((c.double() - ref).norm() / ref.norm()),
+                float((cb.double() - ref - bias.double()).norm() / ref.norm()),
+            ]
+            try:
+                peer = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
+                errs.append(float((peer.double() - ref).norm() / ref.norm()))
+            except Exception as err:  # noqa: BLE001 - the peer is a comparison only
+                errs.append(repr(err)[:200])
+            good = errs[0] < 1e-2 and errs[1] < 1e-4
+            ok = ok and good
+            out[f"{dt} {m}x{n}x{k}"] = {
+                "rel_err(bf16, f32+bias, torch._scaled_mm)": errs,
+                "ok": good,
+            }
+    return {"ok": ok, **out}
+
+
 def _stage(name: str, ok: bool, detail) -> bool:
     print(f"STAGE {name}: {'OK' if ok else 'FAIL'}  {json.dumps(detail, default=str)}", flush=True)
     return ok
@@ -429,6 +471,9 @@ def main(argv) -> int:
     if argv[:1] == ["--one"]:
         case = next(c for c in CASES if c[0] == argv[1])
         print("RESULT " + json.dumps(run_case(case)), flush=True)
+        return 0
+    if argv[:1] == ["--fp8"]:
+        print("RESULT " + json.dumps(fp8_check(), default=str), flush=True)
         return 0
     if argv[:1] == ["--linalg"]:
         print("RESULT " + json.dumps(linalg_check(), default=str), flush=True)
@@ -488,7 +533,10 @@ def main(argv) -> int:
     failures += not _stage(
         "linalg", result is not None and result["ok"], result or {"error": error}
     )
-    # 6. compute-sanitizer on one small case of each majorness
+    # 6. fp8 through linalg.scaled_matmul
+    result, error = _subprocess(["--fp8"], 240)
+    failures += not _stage("fp8", result is not None and result["ok"], result or {"error": error})
+    # 7. compute-sanitizer on one small case of each majorness
     sanitizer = shutil.which("compute-sanitizer")
     if sanitizer and "--no-sanitizer" not in argv:
         for tool_name in ("memcheck", "racecheck"):
