@@ -142,6 +142,18 @@ CASES = [
         (4096, 4096, 4096),
         0,
     ),
+    (
+        "bf16-kn-sanitize",
+        "bf16",
+        "bf16",
+        True,
+        False,
+        (128, 128, 64, 6),
+        "bf16",
+        3,
+        (300, 384, 200),
+        2,
+    ),
     ("f16-kk-8192", "f16", "f16", True, True, (128, 256, 64, 4), None, 0, (8192, 8192, 8192), 0),
 ]
 SASS_CONFIGS = [
@@ -223,8 +235,8 @@ def run_case(case) -> dict:
         bias_host = rng.standard_normal(n, dtype=np.float32).astype(DTYPES[bias_dt].np)
         bias = device(bias_host)
     out_np = DTYPES[odt].np
-    c = cp.zeros((m, n), np.uint16 if out_np().itemsize == 2 else out_np)
-    c.fill(0x7FFF if out_np().itemsize == 2 else np.nan)  # NaN in f16 and bf16 alike
+    c = cp.zeros((m, n), np.uint16 if out_np.itemsize == 2 else out_np)
+    c.fill(0x7FFF if out_np.itemsize == 2 else np.nan)  # NaN in f16 and bf16 alike
     alpha = 0.5 if act else 1.0
     t0 = time.perf_counter()
     kernel.launch(
@@ -302,7 +314,7 @@ def hopper_device():
         pytest.skip("not a compute capability 9.0 device")
 
 
-@pytest.mark.parametrize("case", CASES[:13], ids=[c[0] for c in CASES[:13]])
+@pytest.mark.parametrize("case", CASES[:-1], ids=[c[0] for c in CASES[:-1]])
 def test_hopper_matmul_matches_float64(hopper_device, case):
     result = run_case(case)
     assert result["ok"], result
@@ -460,7 +472,7 @@ def _subprocess(args, timeout):
             cwd=ROOT,
         )
     except subprocess.TimeoutExpired as err:
-        return None, f"timed out after {timeout} s; output: {(err.stdout or b'')[-2000:]!r}"
+        return None, f"timed out after {timeout} s; output: {str(err.stdout or '')[-2000:]}"
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
         return None, f"exit {done.returncode}: {(done.stdout + done.stderr)[-3000:]}"
@@ -540,7 +552,7 @@ def main(argv) -> int:
     sanitizer = shutil.which("compute-sanitizer")
     if sanitizer and "--no-sanitizer" not in argv:
         for tool_name in ("memcheck", "racecheck"):
-            for case_name in ("f16-kk-ragged", "bf16-kk-persistent3"):
+            for case_name in ("bf16-kn-sanitize",):
                 cmd = [
                     sanitizer,
                     "--tool",
@@ -554,12 +566,12 @@ def main(argv) -> int:
                 ]
                 try:
                     done = subprocess.run(
-                        cmd, capture_output=True, text=True, timeout=240, cwd=ROOT
+                        cmd, capture_output=True, text=True, timeout=150, cwd=ROOT
                     )
                     tail = (done.stdout + done.stderr)[-1500:]
                     ok = done.returncode == 0 and "RESULT" in done.stdout
                 except subprocess.TimeoutExpired:
-                    ok, tail = False, "timed out after 240 s"
+                    ok, tail = False, "timed out after 150 s"
                 failures += not _stage(f"sanitizer {tool_name} {case_name}", ok, {"tail": tail})
     print(f"HOPPER GPU REPORT: {failures} stage(s) failed", flush=True)
     return 1 if failures else 0
