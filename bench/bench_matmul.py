@@ -335,15 +335,18 @@ def hopper_label(linalg, case) -> str | None:
     )
 
 
-# Hopper kernel configurations timed directly by --sweep (BM, BN, BK, stages, GROUP_M)
+# Hopper kernel configurations timed directly by --sweep: (BM, BN, BK, stages, GROUP_M, the
+# epilogue through TMA stores)
 SWEEP = (
-    (128, 256, 64, 4, 8),
-    (128, 256, 64, 3, 8),
-    (128, 256, 64, 4, 16),
-    (128, 256, 64, 4, 4),
-    (128, 128, 64, 6, 8),
-    (256, 128, 64, 4, 8),
-    (128, 192, 64, 5, 8),
+    (128, 256, 64, 4, 8, False),
+    (128, 256, 64, 3, 8, False),
+    (128, 256, 64, 3, 8, True),
+    (128, 256, 64, 4, 16, False),
+    (128, 256, 64, 4, 4, False),
+    (128, 128, 64, 6, 8, False),
+    (128, 128, 64, 5, 8, True),
+    (256, 128, 64, 4, 8, False),
+    (128, 192, 64, 5, 8, False),
 )
 
 
@@ -410,15 +413,17 @@ def hopper_sweep(args) -> None:
         ref = (a.float() @ b.float()).double()
         for b_kmajor in (False, True):
             b_store = b.t().contiguous() if b_kmajor else b
-            for bm, bn, bk, stages, group in SWEEP:
+            for bm, bn, bk, stages, group, tma_store in SWEEP:
                 major = "K" if b_kmajor else "N"
                 name = f"{size}³ bf16 B {major}-major {bm}x{bn}x{bk} s{stages} g{group}"
+                name += " TMA-store epilogue" if tma_store else ""
                 try:
                     node = plan_matmul(
                         dtype="bf16",
                         out_dtype="bf16",
                         a_kmajor=True,
                         b_kmajor=b_kmajor,
+                        tma_store=tma_store,
                         config=HopperConfig(bm, bn, bk, stages, group),
                     )
                 except TmaUnsupported as err:

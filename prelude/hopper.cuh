@@ -46,6 +46,29 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, uns
         : "memory");
 }
 
+// The reverse: a box of shared memory (the same swizzled layout) into the tensor at (c0, c1);
+// elements outside the tensor are not written. Completion is tracked by bulk groups.
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, const void* src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                     reinterpret_cast<unsigned long long>(map)),
+                 "r"(smem_address(src)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until at most PENDING store groups still read shared memory (the buffer may be rewritten).
+template <int PENDING>
+__device__ __forceinline__ void tma_store_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(PENDING) : "memory");
+}
+// Until the stores are complete (before the block exits).
+__device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// A barrier among `threads` threads (a multiple of 32) of the block, numbered `id` (1..15; 0
+// is __syncthreads'): one consumer warpgroup synchronises without the others.
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // ---- mbarriers ------------------------------------------------------------------------------
 __device__ __forceinline__ void barrier_init(unsigned long long* bar, int count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");

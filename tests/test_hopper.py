@@ -28,6 +28,14 @@ GOLDENS = {
     "hopper_matmul.bf16.linear.sm90a.cu": dict(
         dtype="bf16", out_dtype="bf16", a_kmajor=True, b_kmajor=True
     ),
+    "hopper_matmul.bf16.tma_store.sm90a.cu": dict(
+        dtype="bf16",
+        out_dtype="bf16",
+        a_kmajor=True,
+        b_kmajor=False,
+        tma_store=True,
+        config=HopperConfig(128, 256, 64, 3),
+    ),
     "hopper_matmul.f8e4m3.scaled.sm90a.cu": dict(
         dtype="f8e4m3", out_dtype="bf16", a_kmajor=True, b_kmajor=True, scaled=True
     ),
@@ -204,3 +212,29 @@ def test_fp8_compiles_to_qgmma(dtype, tmp_path):
     path.write_bytes(result.cubin)
     sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True).stdout
     assert "QGMMA" in sass and "UTMALDG" in sass and "LDL" not in sass
+
+
+def test_tma_store_epilogue_compiles_to_utmastg(tmp_path):
+    """The TMA-store epilogue: a swizzled staging tile per consumer, an async-proxy fence and a
+    named barrier before the stores, and a read-wait before the tile is reused."""
+    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.runtime import nvrtc
+
+    kw = GOLDENS["hopper_matmul.bf16.tma_store.sm90a.cu"]
+    node = plan_matmul(**kw)
+    assert node.shared_bytes <= 232448
+    kernel = HopperMatmulKernel(node)
+    src = kernel.source
+    fence = src.index("tx::fence_async_proxy();  // the generic stores above")
+    assert src.index("tma_store_wait_read<0>()") < fence < src.index("tx::hopper::tma_store_2d(")
+    result = kernel.compiled
+    assert nvrtc.spilled_bytes(result.log) == 0
+    with pytest.raises(TmaUnsupported, match="shared memory"):
+        plan_matmul(**(kw | {"config": HopperConfig(128, 256, 64, 4)}))
+    tool = _cuobjdump()
+    if tool is None:
+        return
+    path = tmp_path / "k.cubin"
+    path.write_bytes(result.cubin)
+    sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True).stdout
+    assert "UTMASTG" in sass and "UTMALDG" in sass and "LDL" not in sass

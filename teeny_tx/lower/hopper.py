@@ -115,6 +115,11 @@ class Epilogue:
     activation: int  # kernels/matmul.c's ACT
     pairs: bool
     scaled: bool = False  # alpha is also multiplied by per-tensor scales read from the device
+    tma_store: bool = False  # through a swizzled shared tile and TMA stores, not from registers
+
+    def staging_bytes(self, bm: int, bn: int) -> int:
+        """Shared memory of the TMA-store staging tile (the whole BM x BN output tile)."""
+        return bm * bn * ITEMSIZE[self.out_dtype] if self.tma_store else 0
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,8 @@ class HopperMatmul:
     def shared_bytes(self) -> int:
         """Dynamic shared memory: the stages, the barriers, and 1024 bytes of alignment."""
         ring = self.mainloop.stages * (self.a.stage_bytes + self.b.stage_bytes)
-        return ring + 2 * 8 * self.mainloop.stages + 1024
+        staging = self.epilogue.staging_bytes(self.mainloop.bm, self.mainloop.bn)
+        return ring + staging + 2 * 8 * self.mainloop.stages + 1024
 
     @property
     def stage_bytes(self) -> int:
@@ -158,6 +164,7 @@ class HopperMatmul:
             e.activation,
             e.pairs,
             e.scaled,
+            e.tma_store,
             "k" if self.a.kmajor else "t",
             "k" if self.b.kmajor else "t",
             m.bm,
@@ -228,6 +235,7 @@ def plan_matmul(
     activation: int = 0,
     pairs: bool = True,
     scaled: bool = False,
+    tma_store: bool = False,
     config: HopperConfig = HopperConfig(),
     name: str = "hopper_matmul",
     watchdog: int = 0,
@@ -286,10 +294,16 @@ def plan_matmul(
         ),
         a=a,
         b=b,
-        epilogue=Epilogue(out_dtype, bias_dtype, activation, pairs, scaled),
+        epilogue=Epilogue(out_dtype, bias_dtype, activation, pairs, scaled, tma_store),
         scheduler=Scheduler(c.group_m),
         watchdog=watchdog,
     )
+    if tma_store and (c.bn * ITEMSIZE[out_dtype]) % SWIZZLE_BYTES:
+        raise TmaUnsupported(
+            f"a TMA-store epilogue needs BN x {ITEMSIZE[out_dtype]} bytes a multiple of "
+            f"{SWIZZLE_BYTES}, got BN={c.bn}",
+            None,
+        )
     if node.shared_bytes > MAX_SHARED:
         raise TmaUnsupported(
             f"{c.stages} stages of {node.stage_bytes} bytes need {node.shared_bytes} bytes of "
