@@ -147,9 +147,7 @@ hopper_matmul(const __grid_constant__ tx::hopper::TensorMap tma_a, const __grid_
                 const float b0 = 0.0f, b1 = 0.0f;
                 const float v0 = tx::hopper::activate<0>(acc[i] * scale + b0);
                 const float v1 = tx::hopper::activate<0>(acc[i + 1] * scale + b1);
-                const int r = row - (tm * BM + 64 * consumer), cc = col - tn * BN;  // in the staging tile
-                stage_c[TileC::offset(r, cc)] = tx::cast<__nv_bfloat16>(v0);
-                stage_c[TileC::offset(r, cc + 1)] = tx::cast<__nv_bfloat16>(v1);
+                tx::hopper::stage_pair<TileC>(stage_c, 16 * warp + lane / 4 + 8 * (i / 2 % 2), 8 * (i / 4) + 2 * (lane % 4), lane / 4, v0, v1);
             }
             tx::fence_async_proxy();  // the generic stores above, then the TMA store reads them
             tx::hopper::named_barrier(1 + consumer, 128);

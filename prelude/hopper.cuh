@@ -181,6 +181,19 @@ __device__ __forceinline__ void store_pair(T* c, int row, int col, int M, int N,
     if (col + 1 < N) p[scn] = cast<T>(v1);
 }
 
+// The same two results into a consumer's staging tile S (an SmemTile, 128-byte swizzle) at
+// row rr, columns cc and cc + 1, as one access; swz = rr % 8, which a thread knows without
+// arithmetic (lane / 4 for every row of a wgmma accumulator).
+template <class S, typename T>
+__device__ __forceinline__ void stage_pair(T* tile, int rr, int cc, int swz, float v0, float v1) {
+    const int chunk = (cc % S::PW) / S::CHUNK;
+    T* p = tile + cc / S::PW * (S::NROWS * S::PW) + rr * S::PW + (chunk ^ swz) * S::CHUNK + cc % S::CHUNK;
+    struct alignas(2 * sizeof(T)) Two {
+        T x, y;
+    };
+    *reinterpret_cast<Two*>(p) = Two{cast<T>(v0), cast<T>(v1)};
+}
+
 // ---- tile scheduler -------------------------------------------------------------------------
 // Output tiles in grouped order (prelude/matmul.h's group_pid_m/n): a persistent grid of at
 // most one block per SM walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...; the blocks in
