@@ -3,15 +3,18 @@
 // and attention are two compositions of these parts.
 //
 //   tensor maps    TensorMap (CUtensorMap's 128 opaque bytes, encoded on the host, passed as a
-//                  `const __grid_constant__` kernel parameter) and tma_load_2d: one bulk tensor
-//                  copy global -> shared memory that completes on an mbarrier
+//                  `const __grid_constant__` kernel parameter), tma_load_2d (one bulk tensor copy
+//                  global -> shared memory that completes on an mbarrier) and tma_store_2d (the
+//                  reverse, tracked by bulk groups)
 //   mbarrier ring  Ring<STAGES>: the stage and phase parity a role is at; full[s] (the producer's
 //                  copies landed, counted in bytes) and empty[s] (every consumer is done with s)
 //   roles          producer_registers / consumer_registers (setmaxnreg); the kernel is one
 //                  if/else on the warpgroup index, under __launch_bounds__(threads, 1)
 //   wgmma          operand descriptors for 128-byte-swizzled tiles (SmemTile, mma.cuh): one
 //                  panel of 128 bytes per row, 8-row core groups 1024 bytes apart
-//   epilogue       activations of the matmul epilogue and 2-element stores from registers
+//   epilogue       activations of the matmul epilogue; 2-element stores from registers, or
+//                  into a swizzled staging tile (stage_pair) that TMA stores, after an
+//                  async-proxy fence and a named barrier of the consumer warpgroup
 //   scheduler      GroupedTiles: a persistent grid walks output tiles in grouped order
 //
 // The 128-byte swizzle TMA writes (16-byte chunk c of row r lands at chunk c ^ (r % 8), in

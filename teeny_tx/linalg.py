@@ -39,6 +39,8 @@ TUNE = True  # False: every launch takes matmul_config's tiles (the GPU tests of
 # (TEENY_TX_HOPPER=1) until its first device run confirms it; its waits carry a watchdog
 # (WATCHDOG tries, then a trap that names the barrier) so a pipeline bug cannot hang a process
 HOPPER = os.environ.get("TEENY_TX_HOPPER", "0") == "1"
+# its epilogue through TMA stores (TEENY_TX_HOPPER_TMA_STORE=1) instead of from registers
+TMA_STORE = os.environ.get("TEENY_TX_HOPPER_TMA_STORE", "0") == "1"
 WATCHDOG = 1 << 30
 GROUP_M = 8  # tuned launches: rows of tiles per group of programs (L2 reuse)
 ALIGN_MIN_ELEMENTS = 1 << 16  # operands at least this large get 16-byte aligned rows (_aligned)
@@ -354,6 +356,13 @@ def _hopper_device(device: int) -> bool:
     return launch.device_limits(device).capability == (9, 0) and forced == "sm_90a"
 
 
+def _hopper_shared(config, dtype: str, out_dtype: str) -> int:
+    """Shared memory of a Hopper config with a TMA-store staging tile."""
+    size, out = _ITEMSIZE[dtype], _ITEMSIZE[out_dtype]
+    ring = config.stages * (config.bm + config.bn) * config.bk * size
+    return ring + config.bm * config.bn * out + 16 * config.stages + 1024
+
+
 def _pointer(arrays: _Arrays, x: Any) -> int:
     return int(x.data_ptr()) if arrays.kind == "torch" else int(x.data.ptr)
 
@@ -378,6 +387,13 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
         b_contig_n, _ = tma_operand_view("b", dtype, p.k, p.n, sbk, sbn, _pointer(arrays, b))
         odt = arrays.dtype(out)
         pairs = scn == 1 and scm % 2 == 0
+        config = hopper_config(p.m, p.n, arrays.sms())
+        tma_store = TMA_STORE and scn == 1 and (scm * _ITEMSIZE[odt]) % 16 == 0
+        if tma_store:  # the staging tile takes a stage's place or two
+            while config.stages > 2 and _hopper_shared(config, dtype, odt) > 232448:
+                config = config.__class__(
+                    config.bm, config.bn, config.bk, config.stages - 1, config.group_m
+                )
         node = plan_matmul(
             dtype=dtype,
             out_dtype=odt,
@@ -386,7 +402,8 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
             bias_dtype=None if bias is None else arrays.dtype(bias),
             activation=ACTIVATIONS[activation],
             pairs=pairs,
-            config=hopper_config(p.m, p.n, arrays.sms()),
+            tma_store=tma_store,
+            config=config,
             watchdog=WATCHDOG,
         )
     except TmaUnsupported:

@@ -299,14 +299,23 @@ def linalg_check() -> dict:
         c = linalg.matmul(a, b)
         c2 = linalg.matmul(a, b)  # the replayed plan
         y = linalg.linear(a, b.t().contiguous(), bias, "gelu")
+        linalg.TMA_STORE = True  # the same through the TMA-store epilogue (new kernels)
+        linalg._PLANS.clear()
+        c3 = linalg.matmul(a, b)
+        y3 = linalg.linear(a, b.t().contiguous(), bias, "gelu")
+        linalg.TMA_STORE = False
         ref = a.double() @ b.double()
         ref_y = torch.nn.functional.gelu(ref + bias.double())
         errs = [
-            float((x.double() - r).norm() / r.norm()) for x, r in ((c, ref), (c2, ref), (y, ref_y))
+            float((x.double() - r).norm() / r.norm())
+            for x, r in ((c, ref), (c2, ref), (y, ref_y), (c3, ref), (y3, ref_y))
         ]
         good = all(e < TOL[dt] for e in errs)
         ok = ok and good
-        out[f"{m}x{n}x{k} {dt}"] = {"rel_err(matmul, replay, linear+bias+gelu)": errs, "ok": good}
+        out[f"{m}x{n}x{k} {dt}"] = {
+            "rel_err(matmul, replay, linear+bias+gelu; TMA-store: matmul, linear)": errs,
+            "ok": good,
+        }
     from teeny_tx import hopper_matmul
 
     out["hopper kernels built"] = [" ".join(map(str, key[:9])) for key in hopper_matmul._kernels]
