@@ -376,6 +376,8 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
     dtype = arrays.dtype(a)
     if not HOPPER or arrays.kind == "numpy" or p.batch != 1 or dtype not in ("f16", "bf16"):
         return None
+    if p.k == 0:  # nothing to load (a tensor map needs non-zero extents): the cp.async kernel
+        return None
     if precision != PRECISIONS["IEEE"]:
         return None
     index = arrays.first.device.index if arrays.kind == "torch" else arrays.first.device.id
