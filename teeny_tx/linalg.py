@@ -499,6 +499,8 @@ def scaled_matmul(
     c = torch.empty((m, n), dtype=torch_out, device=a.device)
     if 0 in (m, n):
         return c
+    if k == 0:
+        raise _error("scaled_matmul: K = 0 (an empty product) is not supported on the fp8 path")
     bias_dtype = None
     if bias is not None:
         bias_dtype = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}.get(
