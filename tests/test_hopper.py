@@ -238,3 +238,22 @@ def test_tma_store_epilogue_compiles_to_utmastg(tmp_path):
     path.write_bytes(result.cubin)
     sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True).stdout
     assert "UTMASTG" in sass and "UTMALDG" in sass and "LDL" not in sass
+
+
+@pytest.mark.parametrize(
+    "mn,tile",
+    [
+        ((8192, 8192), (128, 256)),
+        ((2048, 2048), (128, 128)),
+        ((1024, 1024), (64, 128)),
+        ((1, 8), (64, 128)),
+    ],
+)
+def test_linalg_hopper_tiles_fill_the_machine(mn, tile):
+    """The largest Hopper tile that still gives 3/4 of a wave of tiles on 132 SMs, and it
+    plans (fits shared memory and the registers)."""
+    from teeny_tx import linalg
+
+    config = linalg.hopper_config(*mn)
+    assert (config.bm, config.bn) == tile
+    plan_matmul(dtype="bf16", out_dtype="bf16", a_kmajor=True, b_kmajor=False, config=config)
