@@ -118,6 +118,56 @@ class HopperMatmulKernel:
         block = (self.node.mainloop.threads, 1, 1)
         self.loaded.launch(grid, block, args, self.node.shared_bytes, stream)
 
+    def launcher(
+        self,
+        m: int,
+        n: int,
+        k: int,
+        a_stride: int,
+        b_stride: int,
+        scm: int,
+        scn: int,
+        alpha: float,
+        sms: int,
+    ):
+        """A launch function ``(c_ptr, a_ptr, b_ptr, bias_ptr, stream) -> None`` for products
+        of these sizes and strides: what a replayed plan calls. Everything but the pointers
+        and the stream is converted once; the tensor maps come from their cache; the kernel
+        is called through CuPy's function directly (loaded once per device)."""
+        node = self.node
+        sizes = tuple(np.int32(x) for x in (m, n, k, scm, scn)) + (np.float32(alpha),)
+        grid = (self.grid(m, n, sms), 1, 1)
+        block = (node.mainloop.threads, 1, 1)
+        shared = node.shared_bytes
+        functions: dict[int, Any] = {}
+        known: dict[tuple[int, int], tuple] = {}  # (A, B) pointers -> their tensor maps
+        maps = self.tensor_maps
+        convert = launch.convert_stream
+        pointer = launch.pointer_arg
+        get_device = launch.get_device
+        if node.epilogue.tma_store or node.epilogue.scaled:  # rare: the general path
+            return lambda c, a, b, bias, stream=None: self.launch(
+                c, a, b, bias, m, n, k, a_stride, b_stride, scm, scn, alpha, sms, stream
+            )
+
+        def run(c_ptr: int, a_ptr: int, b_ptr: int, bias_ptr: int, stream: Any = None) -> None:
+            device = get_device()
+            function = functions.get(device)
+            if function is None:
+                function = functions[device] = self.loaded.prepared(device, shared)
+            pair = known.get((a_ptr, b_ptr))
+            if pair is None:
+                if len(known) >= 64:
+                    known.clear()
+                pair = known[(a_ptr, b_ptr)] = maps(a_ptr, b_ptr, m, n, k, a_stride, b_stride)
+            args = (*pair, pointer(c_ptr), pointer(bias_ptr), *sizes)
+            try:
+                function(grid, block, args, shared, None if stream is None else convert(stream))
+            except launch.DriverError as err:
+                raise self.loaded.error(device, err, grid, block, shared) from None
+
+        return run
+
 
 _kernels: dict[tuple, HopperMatmulKernel] = {}
 

@@ -416,29 +416,34 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
     a_stride = sam if a_kmajor else sak
     b_stride = sbk if b_contig_n else sbn
     sms = arrays.sms()
-    torch = arrays.torch if arrays.kind == "torch" else None
     device = index
+    launchers: dict[float, Any] = {}  # by alpha (a launch constant)
+    sizes = (p.m, p.n, p.k, a_stride, b_stride, scm, scn)
 
-    def run(out, a, b, bias, alpha):
-        pa, pb, pc = _pointer(arrays, a), _pointer(arrays, b), _pointer(arrays, out)
-        pbias = pc if bias is None else _pointer(arrays, bias)
-        stream = _torch_stream(torch, device) if torch is not None else None
-        kernel.launch(
-            pc,
-            pa,
-            pb,
-            pbias,
-            p.m,
-            p.n,
-            p.k,
-            a_stride,
-            b_stride,
-            scm,
-            scn,
-            float(alpha),
-            sms,
-            stream,
-        )
+    if arrays.kind == "torch":
+        torch = arrays.torch
+
+        def run(out, a, b, bias, alpha):
+            go = launchers.get(alpha) or launchers.setdefault(
+                alpha, kernel.launcher(*sizes, float(alpha), sms)
+            )
+            c = out.data_ptr()
+            go(
+                c,
+                a.data_ptr(),
+                b.data_ptr(),
+                c if bias is None else bias.data_ptr(),
+                _torch_stream(torch, device),
+            )
+
+    else:
+
+        def run(out, a, b, bias, alpha):
+            go = launchers.get(alpha) or launchers.setdefault(
+                alpha, kernel.launcher(*sizes, float(alpha), sms)
+            )
+            c = out.data.ptr
+            go(c, a.data.ptr, b.data.ptr, c if bias is None else bias.data.ptr)
 
     run.kernel = kernel  # type: ignore[attr-defined]
     return run
