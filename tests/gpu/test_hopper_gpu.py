@@ -351,7 +351,9 @@ def fp8_check() -> dict:
                 errs.append(float((peer.double() - ref).norm() / ref.norm()))
             except Exception as err:  # noqa: BLE001 - the peer is a comparison only
                 errs.append(repr(err)[:200])
-            good = errs[0] < 1e-2 and errs[1] < 1e-4
+            # wgmma accumulates fp8 products with about 14 mantissa bits inside each K step
+            # (DeepGEMM's measurement): the f32 output is held to 2e-3, not to f32 rounding
+            good = errs[0] < 1e-2 and errs[1] < 2e-3
             ok = ok and good
             out[f"{dt} {m}x{n}x{k}"] = {
                 "rel_err(bf16, f32+bias, torch._scaled_mm)": errs,
