@@ -148,6 +148,9 @@ def _run_matmul(
     """out = act(alpha * a @ b + bias) through kernels/matmul.c's matmul, for the shapes and
     strides ``p`` gives (so a transpose is only a swap of strides). An operand contiguous
     along its first axis is loaded transposed (A_T, B_T): every load runs along memory."""
+    if p.batch == 1 and arrays.kind != "numpy":
+        a = _oriented(arrays, a, p, "a")
+        b = _oriented(arrays, b, p, "b")
     given = (a, b)
     if p.batch == 1 and arrays.kind != "numpy":
         if arrays.dtype(a) == "f32":  # 32-bit operands are pipelined only with K contiguous
@@ -210,6 +213,23 @@ class _Recipe(NamedTuple):
     product: _Product
     copied: bool
     hopper: Any = None  # the Hopper path's launch (out, a, b, bias, alpha), when it took it
+
+
+def _oriented(arrays: _Arrays, x: Any, p: _Product, which: str) -> Any:
+    """``x`` as the product's operand, [M, K] for ``a`` and [K, N] for ``b``, with ``p``'s
+    strides. linear passes ``w`` [out, in] and linear_backward ``dy`` [T, out] under the strides
+    of their transposes (the kernel reads only the pointer); the copies of _aligned and
+    _k_contiguous are laid out from the array's shape, so it must be the product's. (Copying
+    ``w`` [4097, 1000] as if it were [K, N] gave strides that reached 4x past the copy: the
+    illegal address of linear on the H200.)"""
+    _, s0, s1 = getattr(p, which)
+    dims = (p.m, p.k) if which == "a" else (p.k, p.n)
+    if tuple(x.shape) == dims and arrays.strides(x) == (s0, s1):
+        return x
+    view = _transpose(arrays, x)
+    if tuple(view.shape) != dims or arrays.strides(view) != (s0, s1):
+        raise AssertionError(f"operand {which}: {tuple(x.shape)} is not the product's {dims}")
+    return view
 
 
 def _aligned(arrays: _Arrays, x: Any, p: _Product, which: str) -> tuple[Any, _Product]:
