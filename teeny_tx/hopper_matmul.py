@@ -145,10 +145,29 @@ class HopperMatmulKernel:
         convert = launch.convert_stream
         pointer = launch.pointer_arg
         get_device = launch.get_device
-        if node.epilogue.tma_store or node.epilogue.scaled:  # rare: the general path
+        if node.epilogue.scaled:  # rare: the general path
             return lambda c, a, b, bias, stream=None: self.launch(
                 c, a, b, bias, m, n, k, a_stride, b_stride, scm, scn, alpha, sms, stream
             )
+        c_maps: dict[int, tuple] = {}  # C pointer -> (its tensor map,) with TMA stores; else ()
+        if node.epilogue.tma_store:
+            out_dtype = node.epilogue.out_dtype
+            out_size = tma.ITEMSIZE[out_dtype]
+            c_box = (128 // out_size, 64)  # one consumer's 64 rows x one 128-byte panel
+
+            def c_map(c_ptr: int) -> tuple:
+                found = c_maps.get(c_ptr)
+                if found is None:
+                    if len(c_maps) >= 64:
+                        c_maps.clear()
+                    found = c_maps[c_ptr] = (
+                        tma.tensor_map_2d(c_ptr, out_dtype, n, m, scm * out_size, c_box),
+                    )
+                return found
+        else:
+
+            def c_map(c_ptr: int) -> tuple:
+                return ()
 
         def run(c_ptr: int, a_ptr: int, b_ptr: int, bias_ptr: int, stream: Any = None) -> None:
             device = get_device()
@@ -160,7 +179,7 @@ class HopperMatmulKernel:
                 if len(known) >= 64:
                     known.clear()
                 pair = known[(a_ptr, b_ptr)] = maps(a_ptr, b_ptr, m, n, k, a_stride, b_stride)
-            args = (*pair, pointer(c_ptr), pointer(bias_ptr), *sizes)
+            args = (*pair, *c_map(c_ptr), pointer(c_ptr), pointer(bias_ptr), *sizes)
             try:
                 function(grid, block, args, shared, None if stream is None else convert(stream))
             except launch.DriverError as err:

@@ -18,6 +18,7 @@ inputs take only ``'ieee'`` (their products are exact in f32).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 from typing import Any, NamedTuple
@@ -39,8 +40,10 @@ TUNE = True  # False: every launch takes matmul_config's tiles (the GPU tests of
 # (TEENY_TX_HOPPER=1) until its first device run confirms it; its waits carry a watchdog
 # (WATCHDOG tries, then a trap that names the barrier) so a pipeline bug cannot hang a process
 HOPPER = os.environ.get("TEENY_TX_HOPPER", "0") == "1"
-# its epilogue through TMA stores (TEENY_TX_HOPPER_TMA_STORE=1) instead of from registers
-TMA_STORE = os.environ.get("TEENY_TX_HOPPER_TMA_STORE", "0") == "1"
+# its epilogue through TMA stores where the output allows it (rows 16-byte aligned, the
+# staging tile leaves at least MIN_STAGES stages): measured faster at 8192^3 for both large
+# tiles (H200, 2026-12-01). TEENY_TX_HOPPER_TMA_STORE=0 keeps the register epilogue.
+TMA_STORE = os.environ.get("TEENY_TX_HOPPER_TMA_STORE", "1") == "1"
 WATCHDOG = 1 << 30
 GROUP_M = 8  # tuned launches: rows of tiles per group of programs (L2 reuse)
 ALIGN_MIN_ELEMENTS = 1 << 16  # operands at least this large get 16-byte aligned rows (_aligned)
@@ -354,18 +357,38 @@ def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
 
 # ---------------------------------------------------------------- the Hopper path
 
-# Hopper tiles from the largest (BM, BN, BK, stages): the first that gives at least 3/4 of a
-# wave of tiles is taken (a persistent grid of one block per SM walks them).
-HOPPER_TILES = ((128, 256, 64, 4), (128, 128, 64, 6), (64, 128, 64, 8))
+# Hopper tiles from the largest, (BM, BN, BK, stages with the register epilogue, stages with
+# the TMA-store epilogue): the first that gives at least 3/4 of a wave of tiles is taken (a
+# persistent grid of one block per SM walks them). Stages from the H200 sweep at 8192^3 bf16
+# (TFLOP/s, 2026-12-01): 128x256 register s3 661 / s4 653, TMA-store s3 699; 128x128
+# register s6 618, TMA-store s5 685. 64x128 (small products) was not swept: the most stages
+# that fit.
+HOPPER_TILES = ((128, 256, 64, 3, 3), (128, 128, 64, 6, 5), (64, 128, 64, 8, 8))
+MIN_STAGES = 3  # fewer (an f32 staging tile of 128x256) and the register epilogue is taken
+_SHARED_LIMIT = 232448  # dynamic shared memory of an sm_90 block
 
 
-def hopper_config(m: int, n: int, sms: int = _H200_SMS):
+def hopper_config(m: int, n: int, sms: int = _H200_SMS, tma_store: bool = False):
     """The Hopper tile of an [M, K] @ [K, N] product (see HOPPER_TILES)."""
+    return _hopper_candidates(m, n, sms, tma_store)[0]
+
+
+def _hopper_configs(tma_store: bool) -> list:
+    """HOPPER_TILES as configs, with the stages of one epilogue."""
     from .lower.hopper import HopperConfig
 
-    fill = (t for t in HOPPER_TILES if cdiv(m, t[0]) * cdiv(n, t[1]) * 4 >= 3 * sms)
-    bm, bn, bk, stages = next(fill, HOPPER_TILES[-1])
-    return HopperConfig(bm, bn, bk, stages, GROUP_M)
+    return [HopperConfig(t[0], t[1], t[2], t[4 if tma_store else 3], GROUP_M) for t in HOPPER_TILES]
+
+
+def _hopper_candidates(m: int, n: int, sms: int, tma_store: bool) -> list:
+    """HOPPER_TILES as configs, the wave-filling choice first and the smaller tiles after it
+    (what a config that spills falls back to)."""
+    configs = _hopper_configs(tma_store)
+    first = next(
+        (i for i, c in enumerate(configs) if cdiv(m, c.bm) * cdiv(n, c.bn) * 4 >= 3 * sms),
+        len(configs) - 1,
+    )
+    return configs[first:]
 
 
 @functools.cache
@@ -383,6 +406,107 @@ def _hopper_shared(config, dtype: str, out_dtype: str) -> int:
     return ring + config.bm * config.bn * out + 16 * config.stages + 1024
 
 
+class HopperChoice(NamedTuple):
+    """The Hopper kernel a product takes and why: ``report`` names each config tried and
+    what ruled it out (print it, or :func:`hopper_report` for every product so far)."""
+
+    kernel: Any
+    report: str
+
+
+HOPPER_CHOICES: dict[tuple, HopperChoice] = {}  # by product class (see hopper_choose)
+
+
+def hopper_report() -> str:
+    """One line per product class that took (or was refused) the Hopper path."""
+    lines = []
+    for key, choice in HOPPER_CHOICES.items():
+        m, n, k, dtype, odt = key[:5]
+        lines.append(f"{m}x{n}x{k} {dtype}->{odt}: {choice.report}")
+    return "\n".join(lines)
+
+
+def _local_bytes(kernel, device: int) -> int:
+    """Local memory per thread of ``kernel`` as loaded on ``device`` (spills and stack)."""
+    function = kernel.loaded.prepared(device, kernel.node.shared_bytes)
+    return int(getattr(function, "local_size_bytes", 0))
+
+
+def hopper_choose(
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    out_dtype: str,
+    *,
+    a_kmajor: bool,
+    b_kmajor: bool,
+    bias_dtype: str | None,
+    activation: int,
+    pairs: bool,
+    tma_store_ok: bool,
+    sms: int,
+    local_bytes: Any,
+) -> HopperChoice | None:
+    """The Hopper kernel of a product: HOPPER_TILES' wave-filling tile, then the smaller ones;
+    the TMA-store epilogue where ``tma_store_ok`` (C's rows 16-byte aligned, unit column
+    stride) and TMA_STORE, with stages reduced until the staging tile fits (the register
+    epilogue where fewer than MIN_STAGES would remain); a config whose kernel uses local
+    memory (``local_bytes(kernel) > 0``: spills) is rejected and the next one tried. None when
+    none plans or all spill (the cp.async kernel then runs). Memoised per product class."""
+    from .hopper_matmul import kernel_for
+    from .lower.hopper import TmaUnsupported, plan_matmul
+
+    key = (m, n, k, dtype, out_dtype, a_kmajor, b_kmajor, bias_dtype, activation, pairs)
+    key += (tma_store_ok and TMA_STORE, sms)
+    found = HOPPER_CHOICES.get(key)
+    if found is not None:
+        return found if found.kernel is not None else None
+    tried = []
+    chosen = None
+    for base in _hopper_candidates(m, n, sms, tma_store_ok and TMA_STORE):
+        config, tma_store = base, tma_store_ok and TMA_STORE
+        while (
+            tma_store
+            and config.stages > 2
+            and (_hopper_shared(config, dtype, out_dtype) > _SHARED_LIMIT)
+        ):
+            config = dataclasses.replace(config, stages=config.stages - 1)
+        if tma_store and config.stages < MIN_STAGES:  # the staging tile costs too many stages
+            config, tma_store = _hopper_configs(False)[_hopper_configs(True).index(base)], False
+        name = (
+            f"{config.bm}x{config.bn}x{config.bk} s{config.stages} g{config.group_m} "
+            f"{'tma-store' if tma_store else 'register'} epilogue"
+        )
+        try:
+            node = plan_matmul(
+                dtype=dtype,
+                out_dtype=out_dtype,
+                a_kmajor=a_kmajor,
+                b_kmajor=b_kmajor,
+                bias_dtype=bias_dtype,
+                activation=activation,
+                pairs=pairs,
+                tma_store=tma_store,
+                config=config,
+                watchdog=WATCHDOG,
+            )
+        except TmaUnsupported as err:
+            tried.append(f"{name}: {str(err).splitlines()[0]}")
+            continue
+        kernel = kernel_for(node)
+        spilled = local_bytes(kernel)
+        if spilled:
+            tried.append(f"{name}: rejected, {spilled} bytes of local memory per thread (spills)")
+            continue
+        chosen = kernel
+        tried.append(f"{name}: chosen")
+        break
+    choice = HopperChoice(chosen, "; ".join(tried) or "no config")
+    HOPPER_CHOICES[key] = choice
+    return choice if chosen is not None else None
+
+
 def _pointer(arrays: _Arrays, x: Any) -> int:
     return int(x.data_ptr()) if arrays.kind == "torch" else int(x.data.ptr)
 
@@ -391,7 +515,7 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
     """A launch ``(out, a, b, bias, alpha) -> None`` on the Hopper TMA path for this product,
     or None where it does not apply (not an sm_90 device, f32, a batch, operands TMA cannot
     address: those take the cp.async kernel)."""
-    from .lower.hopper import TmaUnsupported, plan_matmul, tma_operand_view
+    from .lower.hopper import TmaUnsupported, tma_operand_view
 
     dtype = arrays.dtype(a)
     if not HOPPER or arrays.kind == "numpy" or p.batch != 1 or dtype not in ("f16", "bf16"):
@@ -408,31 +532,28 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
         a_kmajor, _ = tma_operand_view("a", dtype, p.m, p.k, sam, sak, _pointer(arrays, a))
         b_contig_n, _ = tma_operand_view("b", dtype, p.k, p.n, sbk, sbn, _pointer(arrays, b))
         odt = arrays.dtype(out)
-        pairs = scn == 1 and scm % 2 == 0
-        config = hopper_config(p.m, p.n, arrays.sms())
-        tma_store = TMA_STORE and scn == 1 and (scm * _ITEMSIZE[odt]) % 16 == 0
-        if tma_store:  # the staging tile takes a stage's place or two
-            while config.stages > 2 and _hopper_shared(config, dtype, odt) > 232448:
-                config = config.__class__(
-                    config.bm, config.bn, config.bk, config.stages - 1, config.group_m
-                )
-        node = plan_matmul(
-            dtype=dtype,
-            out_dtype=odt,
-            a_kmajor=a_kmajor,
-            b_kmajor=not b_contig_n,
-            bias_dtype=None if bias is None else arrays.dtype(bias),
-            activation=ACTIVATIONS[activation],
-            pairs=pairs,
-            tma_store=tma_store,
-            config=config,
-            watchdog=WATCHDOG,
-        )
     except TmaUnsupported:
         return None
-    from .hopper_matmul import kernel_for
-
-    kernel = kernel_for(node)
+    pairs = scn == 1 and scm % 2 == 0
+    tma_store_ok = scn == 1 and (scm * _ITEMSIZE[odt]) % 16 == 0
+    choice = hopper_choose(
+        p.m,
+        p.n,
+        p.k,
+        dtype,
+        odt,
+        a_kmajor=a_kmajor,
+        b_kmajor=not b_contig_n,
+        bias_dtype=None if bias is None else arrays.dtype(bias),
+        activation=ACTIVATIONS[activation],
+        pairs=pairs,
+        tma_store_ok=tma_store_ok,
+        sms=arrays.sms(),
+        local_bytes=lambda kernel: _local_bytes(kernel, index),
+    )
+    if choice is None:
+        return None
+    kernel = choice.kernel
     a_stride = sam if a_kmajor else sak
     b_stride = sbk if b_contig_n else sbn
     sms = arrays.sms()
@@ -466,6 +587,7 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
             go(c, a.data.ptr, b.data.ptr, c if bias is None else bias.data.ptr)
 
     run.kernel = kernel  # type: ignore[attr-defined]
+    run.choice = choice.report  # type: ignore[attr-defined]
     return run
 
 

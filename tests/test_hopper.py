@@ -258,3 +258,57 @@ def test_linalg_hopper_tiles_fill_the_machine(mn, tile):
     config = linalg.hopper_config(*mn)
     assert (config.bm, config.bn) == tile
     plan_matmul(dtype="bf16", out_dtype="bf16", a_kmajor=True, b_kmajor=False, config=config)
+
+
+def _choose(local_bytes, out_dtype="bf16", tma_store_ok=True, mn=(8192, 8192)):
+    from teeny_tx import linalg
+
+    linalg.HOPPER_CHOICES.clear()
+    return linalg.hopper_choose(
+        *mn,
+        4096,
+        "bf16",
+        out_dtype,
+        a_kmajor=True,
+        b_kmajor=False,
+        bias_dtype=None,
+        activation=0,
+        pairs=True,
+        tma_store_ok=tma_store_ok,
+        sms=132,
+        local_bytes=local_bytes,
+    )
+
+
+def test_hopper_choice_takes_the_measured_tma_store_config():
+    choice = _choose(lambda kernel: 0)
+    c = choice.kernel.node
+    assert (c.mainloop.bm, c.mainloop.bn, c.mainloop.stages) == (128, 256, 3)
+    assert c.epilogue.tma_store
+    assert choice.report == "128x256x64 s3 g8 tma-store epilogue: chosen"
+
+
+def test_hopper_choice_register_epilogue_where_tma_store_cannot_apply():
+    choice = _choose(lambda kernel: 0, tma_store_ok=False)
+    node = choice.kernel.node
+    assert not node.epilogue.tma_store and node.mainloop.stages == 3
+    # an f32 staging tile of 128x256 would leave 2 stages: the register epilogue instead
+    node = _choose(lambda kernel: 0, out_dtype="f32").kernel.node
+    assert not node.epilogue.tma_store and (node.mainloop.bn, node.mainloop.stages) == (256, 3)
+    # 128x128 with f32 out keeps TMA stores: 5 stages of 32 KiB and 64 KiB of staging fit
+    node = _choose(lambda kernel: 0, out_dtype="f32", mn=(2048, 1024)).kernel.node
+    assert node.epilogue.tma_store and (node.mainloop.bn, node.mainloop.stages) == (128, 5)
+
+
+def test_hopper_choice_rejects_configs_that_spill():
+    from teeny_tx import linalg
+
+    spills = lambda kernel: 24 if kernel.node.mainloop.bn == 256 else 0  # noqa: E731
+    choice = _choose(spills)
+    assert choice.kernel.node.mainloop.bn == 128
+    assert "128x256x64 s3 g8 tma-store epilogue: rejected, 24 bytes of local memory" in (
+        choice.report
+    )
+    assert "128x128x64 s5 g8 tma-store epilogue: chosen" in linalg.hopper_report()
+    assert _choose(lambda kernel: 8) is None  # every config spills: the cp.async kernel
+    assert "rejected" in linalg.hopper_report() and "chosen" not in linalg.hopper_report()
