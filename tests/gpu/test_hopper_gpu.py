@@ -275,50 +275,71 @@ def sass_report(case, tool, directory) -> dict:
     return {"case": case[0], "ok": ok, "sass": counts, "ptxas": ptxas}
 
 
-def linalg_check() -> dict:
-    """linalg.matmul / linear take the Hopper path (the kernel it used is reported) and match."""
+_LAST_STEP = ["(none)"]
+LINALG_CASES = {  # name: (M, N, K, dtype)
+    "2048-bf16": (2048, 2048, 2048, "bf16"),
+    "ragged-f16": (4095, 4097, 1000, "f16"),  # padded copies of A, B and linear's w
+    "small-f16": (300, 200, 136, "f16"),
+}
+
+
+def linalg_check(name: str | None = None) -> dict:
+    """linalg.matmul / linear / linear_backward on the Hopper path (both epilogues, a replayed
+    plan) and linear on the cp.async path, against float64. Each call is announced on stdout
+    (``STEP ...``) before it runs, so a process that dies names the call that killed it."""
+    import torch
 
     from teeny_tx import linalg
-
-    linalg.HOPPER = True
-    import torch
 
     torch.manual_seed(7)
     out = {}
     ok = True
-    for m, n, k, dt in (
-        (2048, 2048, 2048, "bf16"),
-        (4095, 4097, 1000, "f16"),
-        (300, 200, 136, "f16"),
-    ):
+    for case, (m, n, k, dt) in LINALG_CASES.items():
+        if name is not None and case != name:
+            continue
         tdt = torch.float16 if dt == "f16" else torch.bfloat16
         a = torch.randn(m, k, device="cuda", dtype=tdt)
         b = torch.randn(k, n, device="cuda", dtype=tdt)
+        w = b.t().contiguous()
         bias = torch.randn(n, device="cuda", dtype=tdt)
-        linalg._PLANS.clear()
-        c = linalg.matmul(a, b)
-        c2 = linalg.matmul(a, b)  # the replayed plan
-        y = linalg.linear(a, b.t().contiguous(), bias, "gelu")
-        linalg.TMA_STORE = True  # the same through the TMA-store epilogue (new kernels)
-        linalg._PLANS.clear()
-        c3 = linalg.matmul(a, b)
-        y3 = linalg.linear(a, b.t().contiguous(), bias, "gelu")
-        linalg.TMA_STORE = False
         ref = a.double() @ b.double()
         ref_y = torch.nn.functional.gelu(ref + bias.double())
-        errs = [
-            float((x.double() - r).norm() / r.norm())
-            for x, r in ((c, ref), (c2, ref), (y, ref_y), (c3, ref), (y3, ref_y))
-        ]
-        good = all(e < TOL[dt] for e in errs)
+        dy = torch.randn(m, n, device="cuda", dtype=tdt)
+        ref_dx = dy.double() @ w.double()
+        ref_dw = dy.double().t() @ a.double()
+        steps = []
+        paths = ((True, False), (True, True))
+        if case == "ragged-f16":  # the padded copies are the cp.async path's too
+            paths += ((False, False),)
+        for hopper, tma_store in paths:
+            linalg.HOPPER, linalg.TMA_STORE = hopper, tma_store
+            linalg.TUNE = hopper  # the cp.async kernel with matmul_config's tiles (no tuning)
+            path = "cp.async" if not hopper else "tma-store" if tma_store else "register"
+            linalg._PLANS.clear()
+            calls = [("matmul", ref), ("matmul replayed", ref), ("linear+bias+gelu", ref_y)]
+            if tma_store or not hopper:  # dx = dy @ w, dw = dy^T @ x (dy's strides swapped)
+                calls += [("linear_backward dx", ref_dx), ("linear_backward dw", ref_dw)]
+            for call, want in calls:
+                label = f"{case} {path} {call}"
+                print(f"STEP {label}", flush=True)
+                _LAST_STEP[0] = label
+                if call.startswith("matmul"):
+                    got = linalg.matmul(a, b)
+                elif call.startswith("linear+"):
+                    got = linalg.linear(a, w, bias, "gelu")
+                else:
+                    got = linalg.linear_backward(dy, a, w, False)[call.endswith("dw")]
+                torch.cuda.synchronize()
+                err = float((got.double() - want).norm() / want.norm())
+                steps.append((label, err))
+        linalg.HOPPER, linalg.TMA_STORE, linalg.TUNE = True, True, True
+        good = all(e < TOL[dt] for _, e in steps)
         ok = ok and good
-        out[f"{m}x{n}x{k} {dt}"] = {
-            "rel_err(matmul, replay, linear+bias+gelu; TMA-store: matmul, linear)": errs,
-            "ok": good,
-        }
+        out[case] = {"rel_err": dict(steps), "ok": good}
     from teeny_tx import hopper_matmul
 
     out["hopper kernels built"] = [" ".join(map(str, key[:9])) for key in hopper_matmul._kernels]
+    out["hopper choices"] = linalg.hopper_report()
     ok = ok and bool(hopper_matmul._kernels)
     return {"ok": ok, **out}
 
@@ -367,8 +388,26 @@ def _stage(name: str, ok: bool, detail) -> bool:
     return ok
 
 
-def _subprocess(args, timeout):
+def _first_failure(text: str) -> str:
+    """The last STEP announced and the first line that reports an error: the call that failed
+    and why, above CuPy's teardown noise (every module unload fails after a fault)."""
+    lines = text.splitlines()
+    steps = [line for line in lines if line.startswith("STEP ")]
+    errors = [
+        line.strip()
+        for line in lines
+        if "Error" in line or "CUDA_ERROR" in line or "error:" in line.lower()
+    ]
+    return (
+        f"last call: {steps[-1][5:] if steps else '(none)'}; first error: "
+        f"{errors[0] if errors else '(none)'}"
+    )
+
+
+def _subprocess(args, timeout, blocking=False):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if blocking:
+        env["CUDA_LAUNCH_BLOCKING"] = "1"
     try:
         done = subprocess.run(
             [sys.executable, __file__, *args],
@@ -382,7 +421,10 @@ def _subprocess(args, timeout):
         return None, f"timed out after {timeout} s; output: {str(err.stdout or '')[-2000:]}"
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
-        return None, f"exit {done.returncode}: {(done.stdout + done.stderr)[-3000:]}"
+        text = done.stdout + "\n" + done.stderr
+        summary = _first_failure(text)
+        print(f"FAILED {' '.join(args)}: {summary}", flush=True)
+        return None, f"exit {done.returncode}: {summary}; tail: {text[-1500:]}"
     return json.loads(lines[-1][len("RESULT ") :]), None
 
 
@@ -395,8 +437,18 @@ def main(argv) -> int:
         print("RESULT " + json.dumps(fp8_check(), default=str), flush=True)
         return 0
     if argv[:1] == ["--linalg"]:
-        print("RESULT " + json.dumps(linalg_check(), default=str), flush=True)
+        try:
+            result = linalg_check(argv[1] if len(argv) > 1 else None)
+        except Exception as err:  # noqa: BLE001 - the report names the call and the error
+            result = {"ok": False, "failed call": _LAST_STEP[0], "error": repr(err)[:2000]}
+        print("RESULT " + json.dumps(result, default=str), flush=True)
         return 0
+    # --only linalg,fp8: just those stages (names: tensor-map sass run linalg fp8 sanitizer)
+    only = set(argv[argv.index("--only") + 1].split(",")) if "--only" in argv else None
+
+    def want(stage: str) -> bool:
+        return only is None or stage in only
+
     failures = 0
     # 1. device and tools
     try:
@@ -416,70 +468,85 @@ def main(argv) -> int:
     if not _stage("device", ok, info):
         return 1
     # 2. a tensor map encoded on the host, passed by value
-    try:
-        from teeny_tx.runtime import tma
+    if want("tensor-map"):
+        try:
+            from teeny_tx.runtime import tma
 
-        x = cp.zeros((256, 512), cp.float16)
-        value = tma.tensor_map_2d(x.data.ptr, "f16", 512, 256, 1024, (64, 128))
-        ok = value.nbytes == 128 and value.view(np.uint64).any()
-        detail = {"encoder": "libcuda" if tma._libcuda() else "cuda.bindings", "nonzero": bool(ok)}
-    except Exception as err:  # noqa: BLE001
-        ok, detail = False, {"error": repr(err)}
-    failures += not _stage("tensor-map", ok, detail)
+            x = cp.zeros((256, 512), cp.float16)
+            value = tma.tensor_map_2d(x.data.ptr, "f16", 512, 256, 1024, (64, 128))
+            ok = value.nbytes == 128 and value.view(np.uint64).any()
+            detail = {
+                "encoder": "libcuda" if tma._libcuda() else "cuda.bindings",
+                "nonzero": bool(ok),
+            }
+        except Exception as err:  # noqa: BLE001
+            ok, detail = False, {"error": repr(err)}
+        failures += not _stage("tensor-map", ok, detail)
     # 3. compile + SASS per config
-    tool = cuobjdump()
-    import tempfile
+    if want("sass"):
+        tool = cuobjdump()
+        import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        for case in SASS_CONFIGS:
-            try:
-                report = (
-                    sass_report(case, tool, tmp) if tool else {"ok": False, "error": "no cuobjdump"}
-                )
-            except Exception as err:  # noqa: BLE001
-                report = {"ok": False, "error": repr(err)[:3000]}
-            failures += not _stage(f"compile+sass {case[0]}", report["ok"], report)
-    # 4. correctness, one subprocess per case
-    for case in CASES:
-        timeout = 180 if case[8][0] >= 8192 else 90
-        result, error = _subprocess(["--one", case[0]], timeout)
-        if result is None:
-            failures += not _stage(f"run {case[0]}", False, {"error": error})
-        else:
-            failures += not _stage(f"run {case[0]}", result["ok"], result)
-    # 5. linalg integration
-    result, error = _subprocess(["--linalg"], 240)
-    failures += not _stage(
-        "linalg", result is not None and result["ok"], result or {"error": error}
-    )
-    # 6. fp8 through linalg.scaled_matmul
-    result, error = _subprocess(["--fp8"], 240)
-    failures += not _stage("fp8", result is not None and result["ok"], result or {"error": error})
-    # 7. compute-sanitizer on one small case of each majorness
-    sanitizer = shutil.which("compute-sanitizer")
-    if sanitizer and "--no-sanitizer" not in argv:
-        for tool_name in ("memcheck", "racecheck"):
-            for case_name in ("bf16-kn-sanitize",):
-                cmd = [
-                    sanitizer,
-                    "--tool",
-                    tool_name,
-                    "--error-exitcode",
-                    "9",
-                    sys.executable,
-                    __file__,
-                    "--one",
-                    case_name,
-                ]
+        with tempfile.TemporaryDirectory() as tmp:
+            for case in SASS_CONFIGS:
                 try:
-                    done = subprocess.run(
-                        cmd, capture_output=True, text=True, timeout=150, cwd=ROOT
+                    report = (
+                        sass_report(case, tool, tmp)
+                        if tool
+                        else {"ok": False, "error": "no cuobjdump"}
                     )
-                    tail = (done.stdout + done.stderr)[-1500:]
-                    ok = done.returncode == 0 and "RESULT" in done.stdout
-                except subprocess.TimeoutExpired:
-                    ok, tail = False, "timed out after 150 s"
-                failures += not _stage(f"sanitizer {tool_name} {case_name}", ok, {"tail": tail})
+                except Exception as err:  # noqa: BLE001
+                    report = {"ok": False, "error": repr(err)[:3000]}
+                failures += not _stage(f"compile+sass {case[0]}", report["ok"], report)
+    # 4. correctness, one subprocess per case
+    if want("run"):
+        for case in CASES:
+            timeout = 180 if case[8][0] >= 8192 else 90
+            result, error = _subprocess(["--one", case[0]], timeout)
+            if result is None:
+                failures += not _stage(f"run {case[0]}", False, {"error": error})
+            else:
+                failures += not _stage(f"run {case[0]}", result["ok"], result)
+    # 5. linalg integration, one subprocess per case with CUDA_LAUNCH_BLOCKING=1: a fault
+    if want("linalg"):
+        # raises at the launch that made it, and the last STEP line names that call
+        for case in LINALG_CASES:
+            result, error = _subprocess(["--linalg", case], 240, blocking=True)
+            failures += not _stage(
+                f"linalg {case}", result is not None and result["ok"], result or {"error": error}
+            )
+    # 6. fp8 through linalg.scaled_matmul
+    if want("fp8"):
+        result, error = _subprocess(["--fp8"], 240)
+        failures += not _stage(
+            "fp8", result is not None and result["ok"], result or {"error": error}
+        )
+    # 7. compute-sanitizer on one small case of each majorness
+    if want("sanitizer"):
+        sanitizer = shutil.which("compute-sanitizer")
+        if sanitizer and "--no-sanitizer" not in argv:
+            for tool_name in ("memcheck", "racecheck"):
+                for case_name in ("bf16-kn-sanitize",):
+                    cmd = [
+                        sanitizer,
+                        "--tool",
+                        tool_name,
+                        "--error-exitcode",
+                        "9",
+                        sys.executable,
+                        __file__,
+                        "--one",
+                        case_name,
+                    ]
+                    try:
+                        done = subprocess.run(
+                            cmd, capture_output=True, text=True, timeout=150, cwd=ROOT
+                        )
+                        tail = (done.stdout + done.stderr)[-1500:]
+                        ok = done.returncode == 0 and "RESULT" in done.stdout
+                    except subprocess.TimeoutExpired:
+                        ok, tail = False, "timed out after 150 s"
+                    failures += not _stage(f"sanitizer {tool_name} {case_name}", ok, {"tail": tail})
     print(f"HOPPER GPU REPORT: {failures} stage(s) failed", flush=True)
     return 1 if failures else 0
 
