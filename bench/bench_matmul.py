@@ -15,6 +15,11 @@ bench_softmax.py times (a 256 MB L2 flush before each call, CUDA events, median)
 teeny_tx.linalg.matmul_config; the Triton peer is the tutorial's grouped matmul, autotuned
 over four Hopper configurations (its choice is printed). --out writes the table.
 
+Without --preset/--sizes/--dtypes/--extras the 'large' preset runs (fp16 and bf16 4096³ and
+8192³, fp16 8192³ + bias + GELU, fp8 e4m3 8192³: about 150 s on the H200); --preset all runs
+every case. The Hopper path's choice of tile, stages and epilogue per product is printed
+(``Hopper choice:``) and noted under the table.
+
 Run from the repository root: python3 bench/bench_matmul.py --out /tmp/matmul.md
 """
 
@@ -37,6 +42,7 @@ PRESETS = {
     "large": ("4096,8192", "fp16,bf16", "gelu,fp8"),
     "small": ("1024,2048", "fp16,bf16", "ragged,tf32"),
     "quick": ("2048,8192", "bf16", "none"),
+    "all": ("1024,2048,4096,8192", "fp16,bf16", ",".join(EXTRAS)),
 }
 
 
@@ -351,10 +357,13 @@ def hopper_label(linalg, case) -> str | None:
     """What the Hopper path runs for ``case`` (None where linalg takes the cp.async kernel)."""
     if case.tf32 or not getattr(linalg, "HOPPER", False):
         return None
-    config = linalg.hopper_config(case.m, case.n)
+    tma_store = getattr(linalg, "TMA_STORE", False)
+    c = linalg.hopper_config(case.m, case.n, tma_store=tma_store)
     return (
         "linalg.matmul (Hopper TMA + wgmma, warp-specialised, persistent), BM={} BN={} BK={} "
-        "stages={} GROUP_M={}".format(*config)
+        "stages={} GROUP_M={}, {} epilogue (the choice made: see the notes)".format(
+            c.bm, c.bn, c.bk, c.stages, c.group_m, "TMA-store" if tma_store else "register"
+        )
     )
 
 
@@ -496,18 +505,29 @@ def load_linalg():
 
 def parse_args(argv: list[str] | None = None):
     p = base_parser(__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="1024,2048,4096,8192", help="M = N = K of the square cases")
-    p.add_argument("--dtypes", default="fp16,bf16", help="input dtypes of the square cases")
+    p.add_argument(
+        "--sizes", default=None, help="M = N = K of the square cases (all: 1024,2048,4096,8192)"
+    )
+    p.add_argument("--dtypes", default=None, help="input dtypes of the square cases (fp16,bf16)")
     p.add_argument(
         "--extras",
-        default=",".join(EXTRAS),
+        default=None,
         help=f"other cases, comma-separated from {', '.join(EXTRAS)}, or 'none'",
     )
     p.add_argument(
         "--preset",
         choices=sorted(PRESETS),
         default=None,
-        help="a subset that fits one ~4-minute device call (overrides --sizes/--dtypes/--extras)",
+        help="a subset that fits one device call (overrides --sizes/--dtypes/--extras); "
+        "without --preset, --sizes, --dtypes and --extras: 'large' (about 150 s); 'all': "
+        "every case",
+    )
+    p.add_argument(
+        "--epilogue",
+        choices=("tma-store", "register"),
+        default="tma-store",
+        help="the Hopper path's epilogue (linalg.TMA_STORE): through TMA stores where C "
+        "allows it (the default), or from registers",
     )
     p.add_argument(
         "--path",
@@ -525,8 +545,14 @@ def parse_args(argv: list[str] | None = None):
     p.add_argument("--warmup-ms", type=float, default=25.0)
     p.add_argument("--rep-ms", type=float, default=100.0)
     args = p.parse_args(argv)
+    if args.preset is None and args.sizes is args.dtypes is args.extras is None:
+        args.preset = "large"
     if args.preset:
         args.sizes, args.dtypes, args.extras = PRESETS[args.preset]
+    else:
+        args.sizes = args.sizes or PRESETS["all"][0]
+        args.dtypes = args.dtypes or PRESETS["all"][1]
+        args.extras = args.extras or PRESETS["all"][2]
     args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     args.sweep = [int(s) for s in args.sweep.split(",") if s.strip()]
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
@@ -564,6 +590,7 @@ def main(argv: list[str] | None = None) -> int:
     linalg, linalg_error = load_linalg()
     if linalg is not None:
         linalg.HOPPER = args.path != "cp.async"
+        linalg.TMA_STORE = args.epilogue == "tma-store"
     if linalg is None:
         table.notes.append(f"ours: unavailable ({linalg_error})")
     failures = 0
@@ -587,6 +614,10 @@ def main(argv: list[str] | None = None) -> int:
                 failures += 1
                 table.notes.append(f"{case.name}: {report_failure(case.name, exc)}")
             rb.free()
+    if linalg is not None and getattr(linalg, "hopper_report", None):
+        for line in linalg.hopper_report().splitlines():  # each product's config and why
+            print(f"Hopper choice: {line}", flush=True)
+            table.notes.append(f"Hopper choice: {line}")
     return rb.finish([table], args.out, failures)
 
 
