@@ -222,6 +222,25 @@ def test_linear_forward_and_backward():
     check(db[None, :], np.ones((1, t), np.float32), dy, "bf16")
 
 
+@pytest.mark.parametrize("hopper", [False, True])
+def test_linear_with_padded_copies(monkeypatch, hopper):
+    """w [out, in] with in = 1000 (rows off 16 elements) and dy [T, out] with out = 517 are
+    copied into padded buffers: the copies are laid out as the product's operands (w^T, dy^T),
+    not as the arrays (which read 4x past the copy: an illegal address on the H200)."""
+    if hopper and cp.cuda.Device().compute_capability != "90":
+        pytest.skip("the TMA + wgmma path needs a compute capability 9.0 device")
+    monkeypatch.setattr(linalg, "HOPPER", hopper)
+    t, n_in, n_out = 300, 1000, 517
+    (x, x_d), (w, w_d) = _pair((t, n_in), "f16", 41), _pair((n_out, n_in), "f16", 42, scale=0.05)
+    (bias, bias_d), (dy, dy_d) = _pair((1, n_out), "f16", 43), _pair((t, n_out), "f16", 44)
+    bias, bias_d = bias[0], bias_d[0]
+    got = linalg.linear(x_d, w_d, bias_d, "gelu")
+    check(got, x, w.T, "f16", bias=bias, activation="gelu")
+    dx, dw, _ = linalg.linear_backward(dy_d, x_d, w_d, False)
+    check(dx, dy, w, "f16")
+    check(dw, dy.T, x, "f16")
+
+
 def test_linear_backward_many_tokens_small_layer():
     """db over 20000 rows: chunks of rows over ~4 programs per SM, then their f32 partials."""
     (dy, dy_d), (x, x_d) = _pair((20000, 48), "f16", 27), _pair((20000, 32), "f16", 28)
@@ -359,6 +378,18 @@ def hopper_launches(monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(hopper_matmul.HopperMatmulKernel, "launch", counted)
+    make_launcher = hopper_matmul.HopperMatmulKernel.launcher
+
+    def counted_launcher(self, *args, **kwargs):  # linalg's path: a launcher per product size
+        run = make_launcher(self, *args, **kwargs)
+
+        def run_counted(*call, **kw):
+            launches.append(self.node.key)
+            return run(*call, **kw)
+
+        return run_counted
+
+    monkeypatch.setattr(hopper_matmul.HopperMatmulKernel, "launcher", counted_launcher)
     linalg._PLANS.clear()
     yield launches
     linalg._PLANS.clear()
