@@ -37,7 +37,9 @@ DB_BLOCK_T, DB_BLOCK_N = 32, 128  # linear_db: rows summed at a time, columns pe
 MAX_BATCH = 65535  # grid axis 1 (the batch) is limited to this by CUDA
 TUNE = True  # False: every launch takes matmul_config's tiles (the GPU tests of many shapes)
 # f16/bf16 products on sm_90 take the TMA + wgmma path (hopper_matmul.py): opt-in
-# (TEENY_TX_HOPPER=1) until its first device run confirms it; its waits carry a watchdog
+# (TEENY_TX_HOPPER=1) until a device run confirms linalg's use of it (the direct kernel cases
+# passed on the H200; the linalg stage's illegal address came from linear's padded copies,
+# fixed in _oriented, not yet re-run on the device); its waits carry a watchdog
 # (WATCHDOG tries, then a trap that names the barrier) so a pipeline bug cannot hang a process
 HOPPER = os.environ.get("TEENY_TX_HOPPER", "0") == "1"
 # its epilogue through TMA stores where the output allows it (rows 16-byte aligned, the
