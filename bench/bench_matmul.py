@@ -15,6 +15,11 @@ bench_softmax.py times (a 256 MB L2 flush before each call, CUDA events, median)
 teeny_tx.linalg.matmul_config; the Triton peer is the tutorial's grouped matmul, autotuned
 over four Hopper configurations (its choice is printed). --out writes the table.
 
+Without --preset/--sizes/--dtypes/--extras the 'large' preset runs (fp16 and bf16 4096³ and
+8192³, fp16 8192³ + bias + GELU, fp8 e4m3 8192³: about 150 s on the H200); --preset all runs
+every case. The Hopper path's choice of tile, stages and epilogue per product is printed
+(``Hopper choice:``) and noted under the table.
+
 Run from the repository root: python3 bench/bench_matmul.py --out /tmp/matmul.md
 """
 
@@ -31,7 +36,14 @@ DTYPE_TO_TX = {"fp16": "f16", "bf16": "bf16", "fp32": "f32"}
 # worst row's ‖out − ref‖ / ‖ref‖ against an f32 product: the output's rounding (fp16 2^-11,
 # bf16 2^-8, rms about a third of it) plus f32 accumulation; TF32 inputs lose 13 mantissa bits
 TOL = {"fp16": 2e-3, "bf16": 1e-2, "tf32": 3e-3}
-EXTRAS = ("gelu", "tf32", "ragged")
+EXTRAS = ("gelu", "tf32", "ragged", "fp8")
+# subsets of the issue's cases, each a few minutes on the H200: (sizes, dtypes, extras)
+PRESETS = {
+    "large": ("4096,8192", "fp16,bf16", "gelu,fp8"),
+    "small": ("1024,2048", "fp16,bf16", "ragged,tf32"),
+    "quick": ("2048,8192", "bf16", "none"),
+    "all": ("1024,2048,4096,8192", "fp16,bf16", ",".join(EXTRAS)),
+}
 
 
 # The grouped matmul of Triton's tutorial, with an optional fused bias + exact GELU (no
@@ -228,8 +240,29 @@ def bench_case(case: Case, linalg, linalg_error, args, table) -> int:
         def ours():
             return linalg.matmul(a, b, bias=bias, activation=activation, precision=precision)
 
-        label = "linalg.matmul, BM={} BN={} BK={} GROUP_M={} warps={} stages={}".format(*config)
+        label = hopper_label(linalg, case) or (
+            "linalg.matmul (cp.async), BM={} BN={} BK={} GROUP_M={} warps={} stages={}".format(
+                *config
+            )
+        )
         impls.append(Impl("ours", label, ours, checker(ours, "ours")))
+        if args.path == "both" and label.startswith("linalg.matmul (Hopper"):
+
+            def ours_cp_async():
+                linalg.HOPPER = False
+                try:
+                    return ours()
+                finally:
+                    linalg.HOPPER = True
+
+            impls.append(
+                Impl(
+                    "ours-cp.async",
+                    "linalg.matmul, the cp.async + wgmma kernel (HOPPER = False)",
+                    ours_cp_async,
+                    checker(ours_cp_async, "ours-cp.async"),
+                )
+            )
     else:
         print(f"ours: unavailable ({linalg_error})", flush=True)
         failures += 1
@@ -288,6 +321,11 @@ def bench_case(case: Case, linalg, linalg_error, args, table) -> int:
             f"  {tflops:7.1f} {UNIT}  worst row rel err {err:.2g}",
             flush=True,
         )
+        if case.m * case.n * case.k <= CALLED_MAX:  # host work matters here: time it too
+            us = called_us(impl.run)
+            rate = case.flops / (us * 1e-6) / 1e12
+            print(f"{column:<7} as called back to back: {us:7.2f} us/call  {rate:7.1f} {UNIT}")
+            table.notes.append(f"{case.name} {column} as called (host included): {us:.1f} us")
         if rates.get(column) is None or tflops > rates[column]:
             rates[column], best[column] = tflops, label
     for column, label in best.items():
@@ -295,6 +333,163 @@ def bench_case(case: Case, linalg, linalg_error, args, table) -> int:
             table.notes.append(f"{case.name} {column}: {label}")
     table.add(case.name, rates.get("ours"), {p: rates.get(p) for p in PEERS})
     return failures
+
+
+CALLED_MAX = 2048**3  # products up to this size are also timed as a user calls them
+
+
+def called_us(fn, calls: int = 200) -> float:
+    """Microseconds per call of ``fn`` called back to back from Python, host work included
+    (wall clock over ``calls`` calls, synchronised at both ends, no L2 flush)."""
+    import time
+
+    for _ in range(10):
+        fn()
+    rb.sync()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    rb.sync()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def hopper_label(linalg, case) -> str | None:
+    """What the Hopper path runs for ``case`` (None where linalg takes the cp.async kernel)."""
+    if case.tf32 or not getattr(linalg, "HOPPER", False):
+        return None
+    tma_store = getattr(linalg, "TMA_STORE", False)
+    c = linalg.hopper_config(case.m, case.n, tma_store=tma_store)
+    return (
+        "linalg.matmul (Hopper TMA + wgmma, warp-specialised, persistent), BM={} BN={} BK={} "
+        "stages={} GROUP_M={}, {} epilogue (the choice made: see the notes)".format(
+            c.bm, c.bn, c.bk, c.stages, c.group_m, "TMA-store" if tma_store else "register"
+        )
+    )
+
+
+# Hopper kernel configurations timed directly by --sweep: (BM, BN, BK, stages, GROUP_M, the
+# epilogue through TMA stores)
+SWEEP = (
+    (128, 256, 64, 4, 8, False),
+    (128, 256, 64, 3, 8, False),
+    (128, 256, 64, 3, 8, True),
+    (128, 256, 64, 4, 16, False),
+    (128, 256, 64, 4, 4, False),
+    (128, 128, 64, 6, 8, False),
+    (128, 128, 64, 5, 8, True),
+    (256, 128, 64, 4, 8, False),
+    (128, 192, 64, 5, 8, False),
+)
+
+
+def bench_fp8(args, table, size: int = 8192) -> int:
+    """fp8 e4m3 size³ with per-tensor scales, bf16 out: linalg.scaled_matmul against
+    torch._scaled_mm (cuBLASLt) on the same operands (A row-major, B column-major)."""
+    import torch
+
+    from teeny_tx.library import linalg
+
+    name = f"fp8 e4m3 {size}³ scaled, bf16 out"
+    print(f"\n== {name}", flush=True)
+    a = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn).t()
+    sa = torch.tensor([0.5], device="cuda")
+    sb = torch.tensor([2.0], device="cuda")
+    ref = (a.float() @ b.float()).double()
+    impls = {
+        "ours": lambda: linalg.scaled_matmul(a, b, sa, sb),
+        "cuBLAS": lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16),
+        # fast accumulation: wgmma's own accumulator throughout, as our kernel does
+        "cuBLAS:fast": lambda: torch._scaled_mm(
+            a, b, sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True
+        ),
+    }
+    rates, failures = {}, 0
+    for label, fn in impls.items():
+        column = label.split(":")[0]
+        try:
+            out = fn()
+            rb.sync()
+            err = float((out.double() - ref).norm() / ref.norm())
+            if not err < 1e-2:
+                raise AssertionError(f"rel err {err:.3g} against the f32 product")
+            times = rb.time_ms(fn, args.warmup_ms, args.rep_ms)
+        except Exception as exc:
+            failures += column == "ours"
+            table.notes.append(f"{name} {label} failed: {report_failure(name, exc)}")
+            continue
+        ms = median(times)
+        rate = 2 * size**3 / (ms * 1e-3) / 1e12
+        rates[column] = max(rates.get(column, 0.0), rate)
+        print(f"{label:<11} median {ms:8.4f} ms  {rate:7.1f} {UNIT}  rel err {err:.2g}", flush=True)
+    table.notes.append(
+        f"{name}: cuBLAS column = the faster of torch._scaled_mm with and without "
+        "use_fast_accum; Triton not run"
+    )
+    table.add(name, rates.get("ours"), {"cuBLAS": rates.get("cuBLAS"), "Triton": None})
+    return failures
+
+
+def _sweep_launcher(kernel, c, a, b, size, sms, stream):
+    def run():
+        pointers = (c.data_ptr(), a.data_ptr(), b.data_ptr(), c.data_ptr())
+        kernel.launch(*pointers, size, size, size, size, size, size, 1, 1.0, sms, stream)
+        return c
+
+    return run
+
+
+def hopper_sweep(args) -> None:
+    """Time the Hopper kernel itself (no linalg) over SWEEP at each --sweep size, bf16, A
+    row-major and B row-major or (linear's layout) K-major; print TFLOP/s per configuration."""
+    import torch
+
+    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.lower.hopper import HopperConfig, TmaUnsupported, plan_matmul
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for size in args.sweep:
+        a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+        ref = (a.float() @ b.float()).double()
+        for b_kmajor in (False, True):
+            b_store = b.t().contiguous() if b_kmajor else b
+            for bm, bn, bk, stages, group, tma_store in SWEEP:
+                major = "K" if b_kmajor else "N"
+                name = f"{size}³ bf16 B {major}-major {bm}x{bn}x{bk} s{stages} g{group}"
+                name += " TMA-store epilogue" if tma_store else ""
+                try:
+                    node = plan_matmul(
+                        dtype="bf16",
+                        out_dtype="bf16",
+                        a_kmajor=True,
+                        b_kmajor=b_kmajor,
+                        tma_store=tma_store,
+                        config=HopperConfig(bm, bn, bk, stages, group),
+                    )
+                except TmaUnsupported as err:
+                    print(f"sweep {name}: not planned ({err.message})", flush=True)
+                    continue
+                kernel = HopperMatmulKernel(node)
+                c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
+                stream = torch.cuda.current_stream().cuda_stream
+
+                run = _sweep_launcher(kernel, c, a, b_store, size, sms, stream)
+
+                try:
+                    run()
+                    rb.sync()
+                    err = float((c.double() - ref).norm() / ref.norm())
+                    times = rb.time_ms(run, args.warmup_ms, args.rep_ms)
+                except Exception as exc:
+                    print(f"sweep {name}: failed ({short_error(exc)})", flush=True)
+                    continue
+                ms = median(times)
+                tflops = 2 * size**3 / (ms * 1e-3) / 1e12
+                print(
+                    f"sweep {name}: {tflops:7.1f} {UNIT} (median {ms:.4f} ms, rel err {err:.2g})",
+                    flush=True,
+                )
 
 
 def load_linalg():
@@ -310,17 +505,56 @@ def load_linalg():
 
 def parse_args(argv: list[str] | None = None):
     p = base_parser(__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="1024,2048,4096,8192", help="M = N = K of the square cases")
-    p.add_argument("--dtypes", default="fp16,bf16", help="input dtypes of the square cases")
+    p.add_argument(
+        "--sizes", default=None, help="M = N = K of the square cases (all: 1024,2048,4096,8192)"
+    )
+    p.add_argument("--dtypes", default=None, help="input dtypes of the square cases (fp16,bf16)")
     p.add_argument(
         "--extras",
-        default=",".join(EXTRAS),
+        default=None,
         help=f"other cases, comma-separated from {', '.join(EXTRAS)}, or 'none'",
+    )
+    p.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=None,
+        help="a subset that fits one device call (overrides --sizes/--dtypes/--extras); "
+        "without --preset, --sizes, --dtypes and --extras: 'large' (about 150 s); 'all': "
+        "every case",
+    )
+    p.add_argument(
+        "--epilogue",
+        choices=("tma-store", "register"),
+        default="tma-store",
+        help="the Hopper path's epilogue (linalg.TMA_STORE): through TMA stores where C "
+        "allows it (the default), or from registers",
+    )
+    p.add_argument(
+        "--path",
+        choices=("hopper", "both", "cp.async"),
+        default="hopper",
+        help="hopper: linalg.HOPPER = True (the TMA path); both: also linalg's cp.async kernel "
+        "(autotuned on first use: slow) next to it; cp.async: the cp.async kernel alone",
+    )
+    p.add_argument(
+        "--sweep",
+        default="",
+        help="sizes (M = N = K, bf16) at which to time the Hopper kernel's configurations "
+        "directly, before the table (e.g. 8192); empty: no sweep",
     )
     p.add_argument("--warmup-ms", type=float, default=25.0)
     p.add_argument("--rep-ms", type=float, default=100.0)
     args = p.parse_args(argv)
+    if args.preset is None and args.sizes is args.dtypes is args.extras is None:
+        args.preset = "large"
+    if args.preset:
+        args.sizes, args.dtypes, args.extras = PRESETS[args.preset]
+    else:
+        args.sizes = args.sizes or PRESETS["all"][0]
+        args.dtypes = args.dtypes or PRESETS["all"][1]
+        args.extras = args.extras or PRESETS["all"][2]
     args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    args.sweep = [int(s) for s in args.sweep.split(",") if s.strip()]
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     bad = [d for d in args.dtypes if d not in ("fp16", "bf16")]
     if bad or not args.dtypes:
@@ -354,10 +588,25 @@ def main(argv: list[str] | None = None) -> int:
     if not rb.triton_available():
         table.notes.append(f"Triton not usable ({rb.TRITON_ERROR}): its column is n/a")
     linalg, linalg_error = load_linalg()
+    if linalg is not None:
+        linalg.HOPPER = args.path != "cp.async"
+        linalg.TMA_STORE = args.epilogue == "tma-store"
     if linalg is None:
         table.notes.append(f"ours: unavailable ({linalg_error})")
     failures = 0
+    if args.sweep and linalg is not None:
+        try:
+            hopper_sweep(args)
+        except Exception as exc:
+            report_failure("Hopper sweep", exc)
     with rb.on_torch_stream():
+        if "fp8" in args.extras and linalg is not None:
+            try:
+                failures += bench_fp8(args, table)
+            except Exception as exc:
+                failures += 1
+                table.notes.append(f"fp8: {report_failure('fp8', exc)}")
+            rb.free()
         for case in cases(args):
             try:
                 failures += bench_case(case, linalg, linalg_error, args, table)
@@ -365,6 +614,10 @@ def main(argv: list[str] | None = None) -> int:
                 failures += 1
                 table.notes.append(f"{case.name}: {report_failure(case.name, exc)}")
             rb.free()
+    if linalg is not None and getattr(linalg, "hopper_report", None):
+        for line in linalg.hopper_report().splitlines():  # each product's config and why
+            print(f"Hopper choice: {line}", flush=True)
+            table.notes.append(f"Hopper choice: {line}")
     return rb.finish([table], args.out, failures)
 
 

@@ -66,7 +66,8 @@ def main() -> None:
 
     import teeny_tx
     from teeny_tx.kernel import HEADERS
-    from teeny_tx.library import GOLDEN, KERNELS, target_arch
+    from tests.cases import GOLDEN, KERNELS
+    from tests.conftest import target_arch
     from teeny_tx.runtime import cache, nvrtc
 
     warnings.simplefilter("ignore")

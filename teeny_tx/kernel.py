@@ -29,6 +29,7 @@ from ._prelude import FILES
 from .errors import CompileError, LaunchError, ResourceError, TeenyError
 from .lower import ir
 from .lower.builder import build_kernel
+from .lower.hopper_induction import rewrite_pointer_inductions
 from .lower.layout import walk_exprs
 from .lower.passes import decide
 from .lower.signature import kernel_signature
@@ -95,6 +96,7 @@ def specialise(
     """Lower, lay out and emit the specialisation ``key`` of kernel ``name`` for ``target``
     (None: the device's, asking for Hopper's features when the kernel has dot())."""
     kernel = build_kernel(unit, name, dataclasses.replace(binder.spec(key), debug=debug))
+    kernel = rewrite_pointer_inductions(kernel)  # pa += inc in a loop -> closed form
     hopper = _has_dot(kernel)
     if target is None:
         target = Target.for_device(hopper_features=hopper)

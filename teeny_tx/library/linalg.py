@@ -18,14 +18,16 @@ inputs take only ``'ieee'`` (their products are exact in f32).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import os
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..constants import PRECISIONS as _PRECISION_TABLE
 from ..constants import values
-from ..dtypes import DTYPES, from_name
+from ..dtypes import DTYPES, TORCH_NAMES, from_name
 from ..kernel import Kernel
 from ..runtime.grid import cdiv
 from ..runtime.streams import torch_stream
@@ -39,6 +41,17 @@ ACTIVATIONS = {a.name: a.code for a in activations.ACTIVATIONS}  # the kernel's 
 DB_BLOCK_T, DB_BLOCK_N = 32, 128  # linear_db: rows summed at a time, columns per program
 MAX_BATCH = 65535  # grid axis 1 (the batch) is limited to this by CUDA
 TUNE = True  # False: every launch takes matmul_config's tiles (the GPU tests of many shapes)
+# f16/bf16 products on sm_90 take the TMA + wgmma path (hopper_matmul.py): opt-in
+# (TEENY_TX_HOPPER=1) until a device run confirms linalg's use of it (the direct kernel cases
+# passed on the H200; the linalg stage's illegal address came from linear's padded copies,
+# fixed in _oriented, not yet re-run on the device); its waits carry a watchdog
+# (WATCHDOG tries, then a trap that names the barrier) so a pipeline bug cannot hang a process
+HOPPER = os.environ.get("TEENY_TX_HOPPER", "0") == "1"
+# its epilogue through TMA stores where the output allows it (rows 16-byte aligned, the
+# staging tile leaves at least MIN_STAGES stages): measured faster at 8192^3 for both large
+# tiles (H200, 2026-12-01). TEENY_TX_HOPPER_TMA_STORE=0 keeps the register epilogue.
+TMA_STORE = os.environ.get("TEENY_TX_HOPPER_TMA_STORE", "1") == "1"
+WATCHDOG = 1 << 30
 GROUP_M = 8  # tuned launches: rows of tiles per group of programs (L2 reuse)
 ALIGN_MIN_ELEMENTS = 1 << 16  # operands at least this large get 16-byte aligned rows (_aligned)
 
@@ -145,6 +158,9 @@ def _run_matmul(
     """out = act(alpha * a @ b + bias) through kernels/matmul.c's matmul, for the shapes and
     strides ``p`` gives (so a transpose is only a swap of strides). An operand contiguous
     along its first axis is loaded transposed (A_T, B_T): every load runs along memory."""
+    if p.batch == 1 and arrays.kind != "numpy":
+        a = _oriented(arrays, a, p, "a")
+        b = _oriented(arrays, b, p, "b")
     given = (a, b)
     if p.batch == 1 and arrays.kind != "numpy":
         if arrays.dtype(a) == "f32":  # 32-bit operands are pipelined only with K contiguous
@@ -153,6 +169,11 @@ def _run_matmul(
         a, p = _aligned(arrays, a, p, "a")
         b, p = _aligned(arrays, b, p, "b")
     copied = a is not given[0] or b is not given[1]  # identity: arrays have no truth value
+    if config is None and 0 not in (p.m, p.n, p.batch):
+        hopper = _hopper_plan(arrays, out, a, b, bias, p, activation, precision)
+        if hopper is not None:
+            hopper(out, a, b, bias, alpha)
+            return _Recipe(None, {}, p, copied, hopper)
     (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
     args = (out, a, b, a if bias is None else bias, p.m, p.n, p.k)
     args += (sam, sak, sbk, sbn, scm, scn, sab, sbb, scb, float(alpha))
@@ -197,10 +218,28 @@ class _Recipe(NamedTuple):
     """How a matmul call was launched: its tiles, constexprs, final strides, and whether an
     operand was copied first (such calls are not replayed by a plan)."""
 
-    config: MatmulConfig
+    config: MatmulConfig | None
     constexprs: dict
     product: _Product
     copied: bool
+    hopper: Any = None  # the Hopper path's launch (out, a, b, bias, alpha), when it took it
+
+
+def _oriented(arrays: _Arrays, x: Any, p: _Product, which: str) -> Any:
+    """``x`` as the product's operand, [M, K] for ``a`` and [K, N] for ``b``, with ``p``'s
+    strides. linear passes ``w`` [out, in] and linear_backward ``dy`` [T, out] under the strides
+    of their transposes (the kernel reads only the pointer); the copies of _aligned and
+    _k_contiguous are laid out from the array's shape, so it must be the product's. (Copying
+    ``w`` [4097, 1000] as if it were [K, N] gave strides that reached 4x past the copy: the
+    illegal address of linear on the H200.)"""
+    _, s0, s1 = getattr(p, which)
+    dims = (p.m, p.k) if which == "a" else (p.k, p.n)
+    if tuple(x.shape) == dims and arrays.strides(x) == (s0, s1):
+        return x
+    view = _transpose(arrays, x)
+    if tuple(view.shape) != dims or arrays.strides(view) != (s0, s1):
+        raise AssertionError(f"operand {which}: {tuple(x.shape)} is not the product's {dims}")
+    return view
 
 
 def _aligned(arrays: _Arrays, x: Any, p: _Product, which: str) -> tuple[Any, _Product]:
@@ -281,6 +320,8 @@ def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
     """A function (a, b, bias, alpha) -> c that repeats ``recipe``'s launch on new arrays of
     the same signature, or returns None (the caller then takes the checked path) when the
     current device is not theirs."""
+    if recipe.hopper is not None:
+        return _hopper_replay(arrays, recipe.hopper, shape, dtype)
     config, p = recipe.config, recipe.product
     (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
     sizes = (p.m, p.n, p.k, sam, sak, sbk, sbn, scm, scn, sab, sbb, scb)
@@ -316,6 +357,391 @@ def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
             return None
         c = cupy.empty(shape, np_dtype)
         launch(c, a, b, a if bias is None else bias, *sizes, float(alpha), **options, **constexprs)
+        return c
+
+    return replay
+
+
+# ---------------------------------------------------------------- the Hopper path
+
+# Hopper tiles from the largest, (BM, BN, BK, stages with the register epilogue, stages with
+# the TMA-store epilogue): the first that gives at least 3/4 of a wave of tiles is taken (a
+# persistent grid of one block per SM walks them). Stages from the H200 sweep at 8192^3 bf16
+# (TFLOP/s, 2026-12-01): 128x256 register s3 661 / s4 653, TMA-store s3 699; 128x128
+# register s6 618, TMA-store s5 685. 64x128 (small products) was not swept: the most stages
+# that fit.
+HOPPER_TILES = ((128, 256, 64, 3, 3), (128, 128, 64, 6, 5), (64, 128, 64, 8, 8))
+MIN_STAGES = 3  # fewer (an f32 staging tile of 128x256) and the register epilogue is taken
+_SHARED_LIMIT = 232448  # dynamic shared memory of an sm_90 block
+
+
+def hopper_config(m: int, n: int, sms: int = INTERPRETER_SMS, tma_store: bool = False):
+    """The Hopper tile of an [M, K] @ [K, N] product (see HOPPER_TILES)."""
+    return _hopper_candidates(m, n, sms, tma_store)[0]
+
+
+def _hopper_configs(tma_store: bool) -> list:
+    """HOPPER_TILES as configs, with the stages of one epilogue."""
+    from ..lower.hopper import HopperConfig
+
+    return [HopperConfig(t[0], t[1], t[2], t[4 if tma_store else 3], GROUP_M) for t in HOPPER_TILES]
+
+
+def _hopper_candidates(m: int, n: int, sms: int, tma_store: bool) -> list:
+    """HOPPER_TILES as configs, the wave-filling choice first and the smaller tiles after it
+    (what a config that spills falls back to)."""
+    configs = _hopper_configs(tma_store)
+    first = next(
+        (i for i, c in enumerate(configs) if cdiv(m, c.bm) * cdiv(n, c.bn) * 4 >= 3 * sms),
+        len(configs) - 1,
+    )
+    return configs[first:]
+
+
+@functools.cache
+def _hopper_device(device: int) -> bool:
+    from ..runtime import launch, nvrtc
+
+    forced = nvrtc.target_arch(hopper_features=True)
+    return launch.device_limits(device).capability == (9, 0) and forced == "sm_90a"
+
+
+def _hopper_shared(config, dtype: str, out_dtype: str) -> int:
+    """Shared memory of a Hopper config with a TMA-store staging tile."""
+    size, out = DTYPES[dtype].itemsize, DTYPES[out_dtype].itemsize
+    ring = config.stages * (config.bm + config.bn) * config.bk * size
+    return ring + config.bm * config.bn * out + 16 * config.stages + 1024
+
+
+class HopperChoice(NamedTuple):
+    """The Hopper kernel a product takes and why: ``report`` names each config tried and
+    what ruled it out (print it, or :func:`hopper_report` for every product so far)."""
+
+    kernel: Any
+    report: str
+
+
+HOPPER_CHOICES: dict[tuple, HopperChoice] = {}  # by product class (see hopper_choose)
+
+
+def hopper_report() -> str:
+    """One line per product class that took (or was refused) the Hopper path."""
+    lines = []
+    for key, choice in HOPPER_CHOICES.items():
+        m, n, k, dtype, odt = key[:5]
+        lines.append(f"{m}x{n}x{k} {dtype}->{odt}: {choice.report}")
+    return "\n".join(lines)
+
+
+def _local_bytes(kernel, device: int) -> int:
+    """Local memory per thread of ``kernel`` as loaded on ``device`` (spills and stack)."""
+    function = kernel.loaded.prepared(device, kernel.node.shared_bytes)
+    return int(getattr(function, "local_size_bytes", 0))
+
+
+def hopper_choose(
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    out_dtype: str,
+    *,
+    a_kmajor: bool,
+    b_kmajor: bool,
+    bias_dtype: str | None,
+    activation: int,
+    pairs: bool,
+    tma_store_ok: bool,
+    sms: int,
+    local_bytes: Any,
+) -> HopperChoice | None:
+    """The Hopper kernel of a product: HOPPER_TILES' wave-filling tile, then the smaller ones;
+    the TMA-store epilogue where ``tma_store_ok`` (C's rows 16-byte aligned, unit column
+    stride) and TMA_STORE, with stages reduced until the staging tile fits (the register
+    epilogue where fewer than MIN_STAGES would remain); a config whose kernel uses local
+    memory (``local_bytes(kernel) > 0``: spills) is rejected and the next one tried. None when
+    none plans or all spill (the cp.async kernel then runs). Memoised per product class."""
+    from ..hopper_matmul import kernel_for
+    from ..lower.hopper import TmaUnsupported, plan_matmul
+
+    key = (m, n, k, dtype, out_dtype, a_kmajor, b_kmajor, bias_dtype, activation, pairs)
+    key += (tma_store_ok and TMA_STORE, sms)
+    found = HOPPER_CHOICES.get(key)
+    if found is not None:
+        return found if found.kernel is not None else None
+    tried = []
+    chosen = None
+    for base in _hopper_candidates(m, n, sms, tma_store_ok and TMA_STORE):
+        config, tma_store = base, tma_store_ok and TMA_STORE
+        while (
+            tma_store
+            and config.stages > 2
+            and (_hopper_shared(config, dtype, out_dtype) > _SHARED_LIMIT)
+        ):
+            config = dataclasses.replace(config, stages=config.stages - 1)
+        if tma_store and config.stages < MIN_STAGES:  # the staging tile costs too many stages
+            config, tma_store = _hopper_configs(False)[_hopper_configs(True).index(base)], False
+        name = (
+            f"{config.bm}x{config.bn}x{config.bk} s{config.stages} g{config.group_m} "
+            f"{'tma-store' if tma_store else 'register'} epilogue"
+        )
+        try:
+            node = plan_matmul(
+                dtype=dtype,
+                out_dtype=out_dtype,
+                a_kmajor=a_kmajor,
+                b_kmajor=b_kmajor,
+                bias_dtype=bias_dtype,
+                activation=activation,
+                pairs=pairs,
+                tma_store=tma_store,
+                config=config,
+                watchdog=WATCHDOG,
+            )
+        except TmaUnsupported as err:
+            tried.append(f"{name}: {str(err).splitlines()[0]}")
+            continue
+        kernel = kernel_for(node)
+        spilled = local_bytes(kernel)
+        if spilled:
+            tried.append(f"{name}: rejected, {spilled} bytes of local memory per thread (spills)")
+            continue
+        chosen = kernel
+        tried.append(f"{name}: chosen")
+        break
+    choice = HopperChoice(chosen, "; ".join(tried) or "no config")
+    HOPPER_CHOICES[key] = choice
+    return choice if chosen is not None else None
+
+
+def _pointer(arrays: _Arrays, x: Any) -> int:
+    return int(x.data_ptr()) if arrays.kind == "torch" else int(x.data.ptr)
+
+
+def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
+    """A launch ``(out, a, b, bias, alpha) -> None`` on the Hopper TMA path for this product,
+    or None where it does not apply (not an sm_90 device, f32, a batch, operands TMA cannot
+    address: those take the cp.async kernel)."""
+    from ..lower.hopper import TmaUnsupported, tma_operand_view
+
+    dtype = arrays.dtype(a)
+    if not HOPPER or arrays.kind == "numpy" or p.batch != 1 or dtype not in ("f16", "bf16"):
+        return None
+    if p.k == 0:  # nothing to load (a tensor map needs non-zero extents): the cp.async kernel
+        return None
+    if precision != PRECISIONS["IEEE"]:
+        return None
+    index = arrays.first.device.index if arrays.kind == "torch" else arrays.first.device.id
+    if not _hopper_device(index):
+        return None
+    (_, sam, sak), (_, sbk, sbn), (_, scm, scn) = p.a, p.b, p.c
+    try:
+        a_kmajor, _ = tma_operand_view("a", dtype, p.m, p.k, sam, sak, _pointer(arrays, a))
+        b_contig_n, _ = tma_operand_view("b", dtype, p.k, p.n, sbk, sbn, _pointer(arrays, b))
+        odt = arrays.dtype(out)
+    except TmaUnsupported:
+        return None
+    pairs = scn == 1 and scm % 2 == 0
+    tma_store_ok = scn == 1 and (scm * DTYPES[odt].itemsize) % 16 == 0
+    choice = hopper_choose(
+        p.m,
+        p.n,
+        p.k,
+        dtype,
+        odt,
+        a_kmajor=a_kmajor,
+        b_kmajor=not b_contig_n,
+        bias_dtype=None if bias is None else arrays.dtype(bias),
+        activation=ACTIVATIONS[activation],
+        pairs=pairs,
+        tma_store_ok=tma_store_ok,
+        sms=arrays.sms(),
+        local_bytes=lambda kernel: _local_bytes(kernel, index),
+    )
+    if choice is None:
+        return None
+    kernel = choice.kernel
+    a_stride = sam if a_kmajor else sak
+    b_stride = sbk if b_contig_n else sbn
+    sms = arrays.sms()
+    device = index
+    launchers: dict[float, Any] = {}  # by alpha (a launch constant)
+    sizes = (p.m, p.n, p.k, a_stride, b_stride, scm, scn)
+
+    if arrays.kind == "torch":
+        torch = arrays.torch
+
+        def run(out, a, b, bias, alpha):
+            go = launchers.get(alpha) or launchers.setdefault(
+                alpha, kernel.launcher(*sizes, float(alpha), sms)
+            )
+            c = out.data_ptr()
+            go(
+                c,
+                a.data_ptr(),
+                b.data_ptr(),
+                c if bias is None else bias.data_ptr(),
+                torch_stream(torch, device),
+            )
+
+    else:
+
+        def run(out, a, b, bias, alpha):
+            go = launchers.get(alpha) or launchers.setdefault(
+                alpha, kernel.launcher(*sizes, float(alpha), sms)
+            )
+            c = out.data.ptr
+            go(c, a.data.ptr, b.data.ptr, c if bias is None else bias.data.ptr)
+
+    run.kernel = kernel  # type: ignore[attr-defined]
+    run.choice = choice.report  # type: ignore[attr-defined]
+    return run
+
+
+_FP8 = {"float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}  # torch's names
+
+
+def scaled_matmul(
+    a: Any,
+    b: Any,
+    scale_a: Any,
+    scale_b: Any,
+    *,
+    out_dtype: Any = None,
+    bias: Any = None,
+    activation: str | None = None,
+) -> Any:
+    """C = activation(scale_a * scale_b * (a @ b) + bias) for fp8 torch tensors, as
+    ``torch._scaled_mm`` takes them: ``a`` [M, K] row-major and ``b`` [K, N] column-major
+    (``w.t()`` of a row-major [N, K]), both ``float8_e4m3fn`` or ``float8_e5m2``; ``scale_a``
+    and ``scale_b`` one-element f32 tensors on the device (per-tensor dequantisation scales);
+    products accumulate in f32; C [M, N] is bf16 unless ``out_dtype`` says (f16, bf16, f32).
+    Runs on the Hopper TMA + wgmma path (sm_90 only)."""
+    import torch
+
+    from ..hopper_matmul import kernel_for
+    from ..lower.hopper import HopperConfig, TmaUnsupported, plan_matmul
+
+    names = {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b}
+    for name, x in names.items():
+        if not isinstance(x, torch.Tensor) or not x.is_cuda:
+            raise _error(f"scaled_matmul: {name} must be a CUDA torch tensor, got {type(x)}")
+    dtype = _FP8.get(str(a.dtype).removeprefix("torch."))
+    if dtype is None or a.dtype != b.dtype:
+        raise _error(
+            f"scaled_matmul: a and b must share an fp8 dtype (float8_e4m3fn or float8_e5m2), "
+            f"got {a.dtype} and {b.dtype}"
+        )
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise _error(f"scaled_matmul: shapes {tuple(a.shape)} @ {tuple(b.shape)} do not chain")
+    for name, x in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if x.numel() != 1 or x.dtype != torch.float32:
+            raise _error(f"scaled_matmul: {name} must be a one-element float32 tensor")
+    m, k = a.shape
+    n = b.shape[1]
+    if a.stride(1) != 1 or b.stride(0) != 1:
+        raise _error(
+            "scaled_matmul: a must be row-major and b column-major (K contiguous in both): "
+            "fp8 wgmma reads both operands K-major"
+        )
+    names = {None: "bf16", "f16": "f16", "bf16": "bf16", "f32": "f32"}
+    text = str(out_dtype).removeprefix("torch.") if out_dtype is not None else None
+    odt = names.get(TORCH_NAMES.get(text, text))
+    if odt is None:
+        raise _error(f"scaled_matmul: out_dtype must be f16, bf16 or f32, got {out_dtype!r}")
+    torch_out = getattr(torch, str(DTYPES[odt].torch))
+    c = torch.empty((m, n), dtype=torch_out, device=a.device)
+    if 0 in (m, n):
+        return c
+    if k == 0:
+        raise _error("scaled_matmul: K = 0 (an empty product) is not supported on the fp8 path")
+    bias_dtype = None
+    if bias is not None:
+        bias_dtype = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}.get(
+            bias.dtype
+        )
+        if bias_dtype is None or bias.shape != (n,) or bias.stride(0) != 1:
+            raise _error("scaled_matmul: bias must be a contiguous [N] f16, bf16 or f32 tensor")
+    tiles = hopper_config(m, n, torch.cuda.get_device_properties(a.device).multi_processor_count)
+    try:
+        node = plan_matmul(
+            dtype=dtype,
+            out_dtype=odt,
+            a_kmajor=True,
+            b_kmajor=True,
+            bias_dtype=bias_dtype,
+            activation=ACTIVATIONS[activation],
+            pairs=n % 2 == 0,
+            scaled=True,
+            config=HopperConfig(tiles.bm, tiles.bn, 128, 4, GROUP_M),
+            watchdog=WATCHDOG,
+        )
+        from .lower.hopper import tma_operand_view
+
+        tma_operand_view("a", dtype, m, k, a.stride(0), 1, a.data_ptr())
+        tma_operand_view("b", dtype, k, n, 1, b.stride(1), b.data_ptr())
+    except TmaUnsupported as err:
+        raise _error(f"scaled_matmul: {err.message}") from None
+    kernel = kernel_for(node)
+    device = a.device.index
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    stream = torch_stream(torch, device)
+    pointer_c = c.data_ptr()
+    kernel.launch(
+        pointer_c,
+        a.data_ptr(),
+        b.data_ptr(),
+        pointer_c if bias is None else bias.data_ptr(),
+        m,
+        n,
+        k,
+        a.stride(0),
+        b.stride(1),
+        n,
+        1,
+        1.0,
+        sms,
+        stream,
+        scale_a.data_ptr(),
+        scale_b.data_ptr(),
+    )
+    return c
+
+
+def _error(message: str):
+    from ..errors import LaunchError
+
+    return LaunchError(message)
+
+
+def _hopper_replay(arrays: _Arrays, run: Any, shape: tuple[int, int], dtype: str):
+    """A plan's replay through the Hopper launch ``run`` (pointers change; the tensor maps are
+    re-encoded only for new pointers)."""
+    if arrays.kind == "torch":
+        torch = arrays.torch
+        device = arrays.first.device
+        torch_dtype = getattr(torch, str(DTYPES[dtype].torch))
+        current = torch.cuda.current_device
+
+        def replay(a, b, bias, alpha):
+            if current() != device.index:
+                return None
+            c = torch.empty(shape, dtype=torch_dtype, device=device)
+            run(c, a, b, bias, alpha)
+            return c
+
+        return replay
+    import cupy
+
+    device_id = arrays.first.device.id
+    np_dtype = DTYPES[dtype].np
+    get_device = cupy.cuda.runtime.getDevice
+
+    def replay(a, b, bias, alpha):
+        if get_device() != device_id:
+            return None
+        c = cupy.empty(shape, np_dtype)
+        run(c, a, b, bias, alpha)
         return c
 
     return replay
@@ -434,6 +860,7 @@ def matmul(
     key = None
     if config is None and not interpret:
         key = (_signature(a), _signature(b), _signature(bias), activation, out_dtype, precision)
+        key += (HOPPER,)
         plan = _PLANS.get(key)
         if plan is not None and None not in key[:2]:
             c = plan(a, b, bias, alpha)

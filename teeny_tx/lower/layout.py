@@ -330,6 +330,11 @@ class LayoutPass:
                         x = x.args[0]
                     if isinstance(x, Var):
                         demands.setdefault(x.name, self.operand(x))
+        # a pointer tile read only by a dot operand's load (``load(pa)``, ``load(pa + off)``)
+        # is kept in that load's layout: no pointer tile moves through shared memory
+        for s in walk_stmts(self.kernel.body):
+            if isinstance(s, ir.Declare) and s.name in demands and _loads_from(s.init):
+                demands.setdefault(_loads_from(s.init), demands[s.name])
         for s in walk_stmts(self.kernel.body):
             value = s.init if isinstance(s, ir.Declare) else getattr(s, "value", None)
             if (
@@ -725,6 +730,16 @@ def _walk(e: Expr):
         for a in e.args:
             yield from _walk(a)
     yield e
+
+
+def _loads_from(e: Expr | None) -> str | None:
+    """The pointer-tile variable ``e`` loads from: ``load(p)`` or ``load(p + scalar)``."""
+    if not (isinstance(e, Op) and e.op == "load"):
+        return None
+    ptr = e.args[0]
+    if isinstance(ptr, Op) and ptr.op == "add" and not ptr.args[1].type.is_tile:
+        ptr = ptr.args[0]
+    return ptr.name if isinstance(ptr, Var) and ptr.type.is_tile else None
 
 
 def is_pointer(e: Expr) -> bool:

@@ -13,3 +13,8 @@ def ctype(dtype) -> str:
     if isinstance(dtype, PointerType):
         return f"{'const ' if dtype.const else ''}{dtype.elem.cuda}*"
     return dtype.cuda
+
+
+def element_bytes(dtype) -> int:
+    """Bytes one element takes in registers or shared memory: a pointer's are 8."""
+    return 8 if isinstance(dtype, PointerType) else dtype.itemsize

@@ -221,6 +221,25 @@ def test_linear_forward_and_backward():
     check(db[None, :], np.ones((1, t), np.float32), dy, "bf16")
 
 
+@pytest.mark.parametrize("hopper", [False, True])
+def test_linear_with_padded_copies(monkeypatch, hopper):
+    """w [out, in] with in = 1000 (rows off 16 elements) and dy [T, out] with out = 517 are
+    copied into padded buffers: the copies are laid out as the product's operands (w^T, dy^T),
+    not as the arrays (which read 4x past the copy: an illegal address on the H200)."""
+    if hopper and cp.cuda.Device().compute_capability != "90":
+        pytest.skip("the TMA + wgmma path needs a compute capability 9.0 device")
+    monkeypatch.setattr(linalg, "HOPPER", hopper)
+    t, n_in, n_out = 300, 1000, 517
+    (x, x_d), (w, w_d) = _pair((t, n_in), "f16", 41), _pair((n_out, n_in), "f16", 42, scale=0.05)
+    (bias, bias_d), (dy, dy_d) = _pair((1, n_out), "f16", 43), _pair((t, n_out), "f16", 44)
+    bias, bias_d = bias[0], bias_d[0]
+    got = linalg.linear(x_d, w_d, bias_d, "gelu")
+    check(got, x, w.T, "f16", bias=bias, activation="gelu")
+    dx, dw, _ = linalg.linear_backward(dy_d, x_d, w_d, False)
+    check(dx, dy, w, "f16")
+    check(dw, dy.T, x, "f16")
+
+
 def test_linear_backward_many_tokens_small_layer():
     """db over 20000 rows: chunks of rows over ~4 programs per SM, then their f32 partials."""
     (dy, dy_d), (x, x_d) = _pair((20000, 48), "f16", 27), _pair((20000, 32), "f16", 28)
@@ -337,3 +356,96 @@ def test_repeated_calls_replay_a_plan():
     (a, da), (b, db) = _pair((200, 96), "f16", 12, layout="col"), _pair((96, 136), "f16", 13)
     check(linalg.matmul(da, db), a, b, "f16")
     assert len(linalg._PLANS) == 2
+
+
+# ---------------------------------------------------------------- the Hopper TMA path
+
+
+@pytest.fixture
+def hopper_launches(monkeypatch):
+    """linalg with its Hopper path on (sm_90 only); the list of its launches (node keys)."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("the TMA + wgmma path needs a compute capability 9.0 device")
+    from teeny_tx import hopper_matmul
+
+    monkeypatch.setattr(linalg, "HOPPER", True)
+    launches = []
+    original = hopper_matmul.HopperMatmulKernel.launch
+
+    def counted(self, *args, **kwargs):
+        launches.append(self.node.key)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(hopper_matmul.HopperMatmulKernel, "launch", counted)
+    make_launcher = hopper_matmul.HopperMatmulKernel.launcher
+
+    def counted_launcher(self, *args, **kwargs):  # linalg's path: a launcher per product size
+        run = make_launcher(self, *args, **kwargs)
+
+        def run_counted(*call, **kw):
+            launches.append(self.node.key)
+            return run(*call, **kw)
+
+        return run_counted
+
+    monkeypatch.setattr(hopper_matmul.HopperMatmulKernel, "launcher", counted_launcher)
+    linalg._PLANS.clear()
+    yield launches
+    linalg._PLANS.clear()
+
+
+@pytest.mark.parametrize(
+    "mnk,dtype,layout_a,layout_b",
+    [
+        ((1024, 1024, 1024), "f16", "row", "row"),
+        ((1024, 1024, 1024), "bf16", "row", "col"),
+        ((2048, 2048, 2048), "bf16", "col", "row"),
+        ((640, 384, 200), "f16", "col", "col"),
+        ((4095, 4097, 1000), "f16", "row", "row"),
+        ((17, 300, 40), "bf16", "row", "row"),
+        ((1, 8, 8), "f16", "row", "row"),
+    ],
+)
+def test_hopper_path_matches_float64(hopper_launches, mnk, dtype, layout_a, layout_b):
+    m, n, k = mnk
+    (a, da), (b, db) = _pair((m, k), dtype, m + 1, layout_a), _pair((k, n), dtype, n, layout_b)
+    check(linalg.matmul(da, db), a, b, dtype)
+    assert hopper_launches, "linalg.matmul did not take the Hopper path"
+    check(linalg.matmul(da, db), a, b, dtype)  # the replayed plan (when nothing was copied)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh", "relu", "silu"])
+@pytest.mark.parametrize("out_dtype", ["f16", "f32"])
+def test_hopper_path_epilogues(hopper_launches, activation, out_dtype):
+    (a, da), (b, db) = _pair((1024, 512), "f16", 7, scale=0.25), _pair((512, 768), "f16", 8)
+    bias, bias_d = _pair((1, 768), "f16", 9)
+    bias, bias_d = bias[0], bias_d[0]
+    got = linalg.matmul(da, db, bias=bias_d, activation=activation, alpha=0.5, out_dtype=out_dtype)
+    check(got, a, b, out_dtype, bias=bias, activation=activation, alpha=0.5)
+    assert hopper_launches
+
+
+# ---------------------------------------------------------------- pointer-advance loops
+
+
+@pytest.mark.parametrize("name", ["mm_advance", "mm_trans_ptr"])
+@pytest.mark.parametrize("stages", [1, 3])
+def test_pointer_tile_loops_on_the_gpu(name, stages):
+    """The tutorial's loop (pointer tiles advanced in the loop) and a pointer tile through
+    trans() build and run, against float64 and the interpreter."""
+    import teeny_tx as tx
+
+    mod = tx.compile("tests/kernels/pointer_loops.c", name="tests/kernels/pointer_loops.c")
+    m, n, k = 300, 200, 333
+    (a, da), (b, db) = _pair((m, k), "f16", 11), _pair((k, n), "f16", 12)
+    c = cp.zeros((m, n), np.float32)
+    args = (m, n, k, k, 1, n, 1, n, 1)
+    getattr(mod, name)[(tx.cdiv(m, 64), tx.cdiv(n, 64))](
+        c, da, db, *args, BM=64, BN=64, BK=32, num_warps=4, num_stages=stages
+    )
+    check(c, a, b, "f32", rel_tol=2e-6)
+    host = np.zeros((m, n), np.float32)
+    getattr(mod, name).interpret[(tx.cdiv(m, 64), tx.cdiv(n, 64))](
+        host, a, b, *args, BM=64, BN=64, BK=32
+    )
+    np.testing.assert_allclose(cp.asnumpy(c), host, rtol=1e-5, atol=1e-4)

@@ -1,0 +1,199 @@
+"""The Hopper matmul path end to end: a HopperMatmul node -> CUDA -> cubin -> launches.
+
+Input: a node from :func:`teeny_tx.lower.hopper.plan_matmul` and, per launch, device pointers,
+sizes and strides. Output: the kernel queued on the given stream. The tensor maps of A and B
+are encoded on the host (``runtime/tma.py``), cached by pointer, shape and stride, and passed
+by value; the grid is persistent: one block per SM at most, the tiles walked in grouped order.
+
+Compiling needs no GPU (``HopperMatmulKernel(node).cubin`` compiles for sm_90a through NVRTC);
+launching needs a Hopper device.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from .kernel import HEADERS
+from .lower.hopper import HopperMatmul
+from .runtime import cache, launch, nvrtc, tma
+from .templates.hopper import render_matmul
+
+ARCH = "sm_90a"
+
+
+class HopperMatmulKernel:
+    """One Hopper matmul specialisation: its source, cubin (lazily) and launches."""
+
+    def __init__(self, node: HopperMatmul, arch: str = ARCH):
+        self.node = node
+        self.arch = arch
+        self.source = render_matmul(node)
+
+    @cached_property
+    def compiled(self) -> nvrtc.CompileResult:
+        """NVRTC's result (cubin and log; the log has ptxas's register and spill report)."""
+        return nvrtc.compile_with_log(
+            self.source, name=self.node.name, arch=self.arch, headers=HEADERS
+        )
+
+    @cached_property
+    def cubin(self) -> bytes:
+        return cache.load_or_compile(
+            self.source,
+            name=self.node.name,
+            arch=self.arch,
+            options=nvrtc.DEFAULT_OPTIONS,
+            headers=HEADERS,
+        )
+
+    @cached_property
+    def loaded(self) -> launch.LoadedKernel:
+        return launch.LoadedKernel(self.cubin, self.node.name)
+
+    def tensor_maps(
+        self, a_ptr: int, b_ptr: int, m: int, n: int, k: int, a_stride: int, b_stride: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The tensor maps of A [M, K] and B [K, N], each viewed with its contiguous axis
+        inner; ``a_stride`` / ``b_stride``: the other axis's stride in elements."""
+        node = self.node
+        maps = []
+        operands = ((node.a, a_ptr, a_stride, (m, k)), (node.b, b_ptr, b_stride, (n, k)))
+        for op, ptr, stride, (mn, kk) in operands:
+            size = tma.ITEMSIZE[op.dtype]
+            inner, outer = (kk, mn) if op.kmajor else (mn, kk)
+            maps.append(tma.tensor_map_2d(ptr, op.dtype, inner, outer, stride * size, op.box))
+        return maps[0], maps[1]
+
+    def grid(self, m: int, n: int, sms: int) -> int:
+        bm, bn = self.node.mainloop.bm, self.node.mainloop.bn
+        return max(1, min(-(-m // bm) * -(-n // bn), sms))
+
+    def launch(
+        self,
+        c_ptr: int,
+        a_ptr: int,
+        b_ptr: int,
+        bias_ptr: int,
+        m: int,
+        n: int,
+        k: int,
+        a_stride: int,
+        b_stride: int,
+        scm: int,
+        scn: int,
+        alpha: float,
+        sms: int,
+        stream: Any = None,
+        scale_a: int = 0,
+        scale_b: int = 0,
+    ) -> None:
+        """Queue C = epilogue(A @ B) for the node's dtypes and majorness (see tensor_maps);
+        ``scale_a`` / ``scale_b``: device pointers to the per-tensor f32 scales of a scaled
+        (fp8) node."""
+        map_a, map_b = self.tensor_maps(a_ptr, b_ptr, m, n, k, a_stride, b_stride)
+        maps = (map_a, map_b)
+        e = self.node.epilogue
+        if e.tma_store:  # C [M, N] row-major, in boxes of one consumer's 64 rows x one panel
+            panel = 128 // tma.ITEMSIZE[e.out_dtype]
+            box = (panel, 64)
+            size = tma.ITEMSIZE[e.out_dtype]
+            maps += (tma.tensor_map_2d(c_ptr, e.out_dtype, n, m, scm * size, box),)
+        args = (
+            *maps,
+            np.uint64(c_ptr),
+            np.uint64(bias_ptr),
+            np.int32(m),
+            np.int32(n),
+            np.int32(k),
+            np.int32(scm),
+            np.int32(scn),
+            np.float32(alpha),
+        )
+        if self.node.epilogue.scaled:
+            args += (np.uint64(scale_a), np.uint64(scale_b))
+        grid = (self.grid(m, n, sms), 1, 1)
+        block = (self.node.mainloop.threads, 1, 1)
+        self.loaded.launch(grid, block, args, self.node.shared_bytes, stream)
+
+    def launcher(
+        self,
+        m: int,
+        n: int,
+        k: int,
+        a_stride: int,
+        b_stride: int,
+        scm: int,
+        scn: int,
+        alpha: float,
+        sms: int,
+    ):
+        """A launch function ``(c_ptr, a_ptr, b_ptr, bias_ptr, stream) -> None`` for products
+        of these sizes and strides: what a replayed plan calls. Everything but the pointers
+        and the stream is converted once; the tensor maps come from their cache; the kernel
+        is called through CuPy's function directly (loaded once per device)."""
+        node = self.node
+        sizes = tuple(np.int32(x) for x in (m, n, k, scm, scn)) + (np.float32(alpha),)
+        grid = (self.grid(m, n, sms), 1, 1)
+        block = (node.mainloop.threads, 1, 1)
+        shared = node.shared_bytes
+        functions: dict[int, Any] = {}
+        known: dict[tuple[int, int], tuple] = {}  # (A, B) pointers -> their tensor maps
+        maps = self.tensor_maps
+        convert = launch.convert_stream
+        pointer = launch.pointer_arg
+        get_device = launch.get_device
+        if node.epilogue.scaled:  # rare: the general path
+            return lambda c, a, b, bias, stream=None: self.launch(
+                c, a, b, bias, m, n, k, a_stride, b_stride, scm, scn, alpha, sms, stream
+            )
+        c_maps: dict[int, tuple] = {}  # C pointer -> (its tensor map,) with TMA stores; else ()
+        if node.epilogue.tma_store:
+            out_dtype = node.epilogue.out_dtype
+            out_size = tma.ITEMSIZE[out_dtype]
+            c_box = (128 // out_size, 64)  # one consumer's 64 rows x one 128-byte panel
+
+            def c_map(c_ptr: int) -> tuple:
+                found = c_maps.get(c_ptr)
+                if found is None:
+                    if len(c_maps) >= 64:
+                        c_maps.clear()
+                    found = c_maps[c_ptr] = (
+                        tma.tensor_map_2d(c_ptr, out_dtype, n, m, scm * out_size, c_box),
+                    )
+                return found
+        else:
+
+            def c_map(c_ptr: int) -> tuple:
+                return ()
+
+        def run(c_ptr: int, a_ptr: int, b_ptr: int, bias_ptr: int, stream: Any = None) -> None:
+            device = get_device()
+            function = functions.get(device)
+            if function is None:
+                function = functions[device] = self.loaded.prepared(device, shared)
+            pair = known.get((a_ptr, b_ptr))
+            if pair is None:
+                if len(known) >= 64:
+                    known.clear()
+                pair = known[(a_ptr, b_ptr)] = maps(a_ptr, b_ptr, m, n, k, a_stride, b_stride)
+            args = (*pair, *c_map(c_ptr), pointer(c_ptr), pointer(bias_ptr), *sizes)
+            try:
+                function(grid, block, args, shared, None if stream is None else convert(stream))
+            except launch.DriverError as err:
+                raise self.loaded.error(device, err, grid, block, shared) from None
+
+        return run
+
+
+_kernels: dict[tuple, HopperMatmulKernel] = {}
+
+
+def kernel_for(node: HopperMatmul) -> HopperMatmulKernel:
+    """The kernel of ``node``, built once per process."""
+    found = _kernels.get(node.key)
+    if found is None:
+        found = _kernels[node.key] = HopperMatmulKernel(node)
+    return found

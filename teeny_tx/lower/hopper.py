@@ -1,0 +1,361 @@
+"""Hopper lowering: a dot loop fed by TMA-addressable loads -> a warp-specialised mainloop.
+
+Input: a matrix product's shape, dtypes, operand strides and alignment (what ``linalg`` or a
+kernel's specialisation knows), and the requested tiles. Output: a :class:`HopperMatmul`, the
+decided IR node the Hopper templates render (``templates/hopper.py``), or a
+:class:`TmaUnsupported` naming the rule that keeps TMA out (a stride, an alignment, a box).
+
+The parts, CUTLASS-style, each a field of the node:
+
+- **mainloop** (:class:`Mainloop`): a producer warpgroup whose one elected thread issues TMA
+  bulk tensor copies of both operands into a ring of ``stages`` shared-memory stages, and
+  ``consumers`` warpgroups that each multiply 64 rows of the tile with wgmma m64nNk16 straight
+  from the swizzled stages; mbarriers with parity waits hand each stage over (full: the copies
+  landed; empty: every consumer is done reading it); ``setmaxnreg`` gives the consumers the
+  registers the producer does not need.
+- **operands** (:class:`TmaOperand`): per operand, the tensor map's 2-D view (which axis is
+  contiguous, the box, the 128-byte swizzle) and the shared tile it fills.
+- **epilogue** (:class:`Epilogue`): alpha, bias, activation and the store from registers.
+- **scheduler** (:class:`Scheduler`): a persistent grid of at most one block per SM walking
+  output tiles in grouped (L2-friendly) order.
+
+:func:`plan_matmul` checks that each operand is TMA-addressable: rank 2 with one unit stride,
+the other stride a multiple of 16 bytes, a 16-byte aligned base, box dimensions of at most 256
+elements with 128-byte inner rows. :func:`recognise_dot_loop` finds, in a kernel's typed IR, the
+loop shape this lowering replaces (loads feeding a ``dot`` at the top of a counted loop).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import CompileError
+from . import ir
+
+# what TMA allows (the CUDA driver API's cuTensorMapEncodeTiled rules)
+TMA_MAX_BOX = 256  # elements per box dimension
+TMA_STRIDE_ALIGN = 16  # bytes: global strides and the base address
+SWIZZLE_BYTES = 128  # the swizzle wgmma and SmemTile share: one box row is 128 bytes
+MAX_SHARED = 232448  # bytes of dynamic shared memory a block may opt into on sm_90
+
+WGMMA_DTYPES = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}  # -> wgmma's
+ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f8e4m3": 1, "f8e5m2": 1}
+FP8 = ("f8e4m3", "f8e5m2")
+
+
+class TmaUnsupported(CompileError):
+    """An operand that TMA cannot address, and why (raised only when TMA was asked for)."""
+
+
+@dataclass(frozen=True)
+class TmaOperand:
+    """One operand's tensor map and shared tile.
+
+    The tensor map views the operand as 2-D ``[outer, inner]`` with ``inner`` contiguous;
+    ``kmajor`` says whether inner is K. Its box is ``[box_rows, 64 elements]`` (128 bytes,
+    the swizzle span); a stage holds ``panels`` boxes side by side along inner, i.e. the
+    ``SmemTile<T, rows, cols>`` with ``cols = panels * 64``.
+    """
+
+    name: str  # "a" or "b"
+    dtype: str
+    kmajor: bool
+    rows: int  # the shared tile's rows (the tensor map's outer box extent)
+    cols: int  # the shared tile's columns (inner; a multiple of the 128-byte panel)
+
+    @property
+    def panel(self) -> int:
+        return SWIZZLE_BYTES // ITEMSIZE[self.dtype]
+
+    @property
+    def panels(self) -> int:
+        return self.cols // self.panel
+
+    @property
+    def box(self) -> tuple[int, int]:
+        """(inner, outer) box extent in elements, as cuTensorMapEncodeTiled takes it."""
+        return (self.panel, self.rows)
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.rows * self.cols * ITEMSIZE[self.dtype]
+
+
+@dataclass(frozen=True)
+class Mainloop:
+    """The warp-specialised K loop: tile BM x BN x BK, ``stages`` deep, 1 producer and
+    ``consumers`` wgmma warpgroups (64 rows each), registers rebalanced by setmaxnreg."""
+
+    bm: int
+    bn: int
+    bk: int
+    stages: int
+    consumers: int
+    producer_regs: int
+    consumer_regs: int
+    instruction: str  # wgmma's operand type name ("f16", "bf16", "e4m3", "e5m2")
+
+    @property
+    def k_step(self) -> int:
+        """K per wgmma instruction: 32 bytes of it (16 for 16-bit types, 32 for fp8)."""
+        return 32 if self.instruction in ("e4m3", "e5m2") else 16
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + 1)
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """out = act(alpha * acc + bias), rounded to ``out_dtype`` and stored from registers
+    (``pairs``: two adjacent columns per access, when C's rows are contiguous and aligned)."""
+
+    out_dtype: str
+    bias_dtype: str | None
+    activation: int  # kernels/matmul.c's ACT
+    pairs: bool
+    scaled: bool = False  # alpha is also multiplied by per-tensor scales read from the device
+    tma_store: bool = False  # through a swizzled shared tile and TMA stores, not from registers
+
+    def staging_bytes(self, bm: int, bn: int) -> int:
+        """Shared memory of the TMA-store staging tile (the whole BM x BN output tile)."""
+        return bm * bn * ITEMSIZE[self.out_dtype] if self.tma_store else 0
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """Persistent grouped order: ``group_m`` rows of tiles per group."""
+
+    group_m: int
+
+
+@dataclass(frozen=True)
+class HopperMatmul:
+    """The decided IR node of one Hopper matmul specialisation."""
+
+    name: str
+    mainloop: Mainloop
+    a: TmaOperand
+    b: TmaOperand
+    epilogue: Epilogue
+    scheduler: Scheduler
+    watchdog: int = 0  # > 0: mbarrier waits trap after this many tries (a debugging aid)
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory: the stages, the barriers, and 1024 bytes of alignment."""
+        ring = self.mainloop.stages * (self.a.stage_bytes + self.b.stage_bytes)
+        staging = self.epilogue.staging_bytes(self.mainloop.bm, self.mainloop.bn)
+        return ring + staging + 2 * 8 * self.mainloop.stages + 1024
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.a.stage_bytes + self.b.stage_bytes
+
+    @property
+    def key(self) -> tuple:
+        """A printable specialisation key."""
+        m, e = self.mainloop, self.epilogue
+        return (
+            self.name,
+            self.a.dtype,
+            e.out_dtype,
+            e.bias_dtype,
+            e.activation,
+            e.pairs,
+            e.scaled,
+            e.tma_store,
+            "k" if self.a.kmajor else "t",
+            "k" if self.b.kmajor else "t",
+            m.bm,
+            m.bn,
+            m.bk,
+            m.stages,
+            m.consumers,
+            self.scheduler.group_m,
+            self.watchdog,
+        )
+
+
+@dataclass(frozen=True)
+class HopperConfig:
+    """Requested tiles of the Hopper path (BM = 64 x consumers)."""
+
+    bm: int = 128
+    bn: int = 256
+    bk: int = 64
+    stages: int = 4
+    group_m: int = 8
+
+
+def tma_operand_view(
+    name: str, dtype: str, rows: int, cols: int, s_rows: int, s_cols: int, pointer: int | None
+) -> tuple[bool, int]:
+    """Whether a ``[rows, cols]`` operand with element strides (s_rows, s_cols) is viewed with
+    cols contiguous (True) or rows contiguous (False), and its outer stride in bytes. Raises
+    TmaUnsupported naming the rule broken."""
+    size = ITEMSIZE[dtype]
+    if s_cols == 1 and (cols > 1 or s_rows != 1):
+        inner_contiguous, outer = True, s_rows
+    elif s_rows == 1:
+        inner_contiguous, outer = False, s_cols
+    else:
+        raise TmaUnsupported(
+            f"operand {name} has strides ({s_rows}, {s_cols}): TMA needs one unit stride",
+            None,
+            "make the operand contiguous along one axis (a copy), or use the cp.async path",
+        )
+    if outer < 1 and min(rows, cols) > 1:
+        raise TmaUnsupported(f"operand {name}: its outer stride {outer} must be positive", None)
+    outer_bytes = max(outer, 1) * size
+    if outer_bytes % TMA_STRIDE_ALIGN:
+        raise TmaUnsupported(
+            f"operand {name}: its row stride of {outer} elements ({outer_bytes} bytes) is not a "
+            f"multiple of {TMA_STRIDE_ALIGN} bytes, which TMA requires",
+            None,
+            "pad the leading dimension to a multiple of 8 (16-bit) or 4 (32-bit) elements",
+        )
+    if pointer is not None and pointer % TMA_STRIDE_ALIGN:
+        raise TmaUnsupported(
+            f"operand {name}: its address is not {TMA_STRIDE_ALIGN}-byte aligned, which TMA "
+            "requires",
+            None,
+            "pass a view that starts on a 16-byte boundary",
+        )
+    return inner_contiguous, outer_bytes
+
+
+def plan_matmul(
+    *,
+    dtype: str,
+    out_dtype: str,
+    a_kmajor: bool,
+    b_kmajor: bool,
+    bias_dtype: str | None = None,
+    activation: int = 0,
+    pairs: bool = True,
+    scaled: bool = False,
+    tma_store: bool = False,
+    config: HopperConfig = HopperConfig(),
+    name: str = "hopper_matmul",
+    watchdog: int = 0,
+) -> HopperMatmul:
+    """The Hopper matmul node for operands of ``dtype`` (f16 or bf16) with the given K-major
+    flags (A [M, K] is K-major when K is contiguous; B [K, N] when K is contiguous, as for a
+    linear layer's weight). Raises TmaUnsupported for what the path cannot do."""
+    if dtype not in WGMMA_DTYPES:
+        raise TmaUnsupported(
+            f"the Hopper TMA path multiplies f16, bf16 and fp8 (f8e4m3, f8e5m2), not {dtype}",
+            None,
+            "f32 products take the cp.async path (TF32 or FMAs)",
+        )
+    if dtype in FP8 and not (a_kmajor and b_kmajor):
+        raise TmaUnsupported(
+            f"wgmma reads {dtype} operands K-major only (A [M, K] row-major, B [K, N] "
+            "column-major, as torch._scaled_mm takes them)",
+            None,
+            "transpose the operand into a K-contiguous copy",
+        )
+    c = config
+    if dtype in FP8 and c.bk == HopperConfig.bk:
+        c = HopperConfig(c.bm, c.bn, 128, c.stages, c.group_m)  # 128 bytes of K per stage row
+    panel = SWIZZLE_BYTES // ITEMSIZE[dtype]
+    if c.bm % 64 or not 64 <= c.bm <= 256:
+        raise TmaUnsupported(f"BM={c.bm}: one consumer warpgroup per 64 rows, 1 to 4 of them", None)
+    if c.bn % 16 or not 16 <= c.bn <= TMA_MAX_BOX:
+        raise TmaUnsupported(f"BN={c.bn}: wgmma takes N a multiple of 16 up to 256", None)
+    if c.bk % panel:
+        raise TmaUnsupported(f"BK={c.bk}: a multiple of the {panel}-element swizzle panel", None)
+    # A [M, K]: K-major -> tile [BM][BK]; M-major -> tile [BK][BM] (panels along M)
+    a = TmaOperand("a", dtype, a_kmajor, *((c.bm, c.bk) if a_kmajor else (c.bk, c.bm)))
+    b = TmaOperand("b", dtype, b_kmajor, *((c.bn, c.bk) if b_kmajor else (c.bk, c.bn)))
+    for op in (a, b):
+        if op.cols % op.panel or op.rows > TMA_MAX_BOX:
+            raise TmaUnsupported(
+                f"operand {op.name}: a [{op.rows}, {op.cols}] stage tile does not split into "
+                f"TMA boxes of [at most {TMA_MAX_BOX}, {op.panel}]",
+                None,
+            )
+    consumers = c.bm // 64
+    producer_regs = 40
+    budget = 65536 - 128 * producer_regs
+    consumer_regs = min(232, budget // (128 * consumers) // 8 * 8)
+    node = HopperMatmul(
+        name=name,
+        mainloop=Mainloop(
+            c.bm,
+            c.bn,
+            c.bk,
+            c.stages,
+            consumers,
+            producer_regs,
+            consumer_regs,
+            WGMMA_DTYPES[dtype],
+        ),
+        a=a,
+        b=b,
+        epilogue=Epilogue(out_dtype, bias_dtype, activation, pairs, scaled, tma_store),
+        scheduler=Scheduler(c.group_m),
+        watchdog=watchdog,
+    )
+    if tma_store and (c.bn * ITEMSIZE[out_dtype]) % SWIZZLE_BYTES:
+        raise TmaUnsupported(
+            f"a TMA-store epilogue needs BN x {ITEMSIZE[out_dtype]} bytes a multiple of "
+            f"{SWIZZLE_BYTES}, got BN={c.bn}",
+            None,
+        )
+    if node.shared_bytes > MAX_SHARED:
+        raise TmaUnsupported(
+            f"{c.stages} stages of {node.stage_bytes} bytes need {node.shared_bytes} bytes of "
+            f"shared memory; a block may have {MAX_SHARED}",
+            None,
+            "use fewer stages or smaller tiles",
+        )
+    return node
+
+
+# ------------------------------------------------------------ recognising the loop
+
+
+@dataclass(frozen=True)
+class DotLoop:
+    """A counted loop whose body starts with tile loads used only as one dot's operands."""
+
+    loop: ir.Loop
+    dot: ir.Op
+    loads: tuple[str, ...]  # the variables loaded, in order (A's first)
+
+
+def _operand_var(x: ir.Expr) -> tuple[str | None, bool]:
+    if isinstance(x, ir.Op) and x.op == "permute":
+        x = x.args[0]
+        transposed = True
+    else:
+        transposed = False
+    return (x.name if isinstance(x, ir.Var) else None), transposed
+
+
+def recognise_dot_loop(kernel: ir.Kernel) -> list[DotLoop]:
+    """The loops of ``kernel`` with the mainloop shape: ``for`` with one induction variable,
+    no break/continue/return, tile loads at the top of the body each used once, as an operand
+    of the one ``dot`` in the body. These are the loops the Hopper path replaces."""
+    from .layout import walk_exprs, walk_stmts
+
+    found = []
+    for s in walk_stmts(kernel.body):
+        if not isinstance(s, ir.Loop) or s.kind != "for" or len(s.init) != 1:
+            continue
+        if any(isinstance(t, (ir.Break, ir.Continue, ir.Return)) for t in walk_stmts(s.body)):
+            continue
+        dots = [e for e in walk_exprs(s.body) if isinstance(e, ir.Op) and e.op == "dot"]
+        if len(dots) != 1:
+            continue
+        loads = {
+            t.name
+            for t in s.body
+            if isinstance(t, ir.Declare) and isinstance(t.init, ir.Op) and t.init.op == "load"
+        }
+        names = [_operand_var(x)[0] for x in dots[0].args[:2]]
+        if all(n in loads for n in names):
+            found.append(DotLoop(s, dots[0], tuple(names)))  # type: ignore[arg-type]
+    return found

@@ -1,0 +1,80 @@
+"""Render a decided Hopper node (``lower/hopper.py``) into CUDA C++ through its template.
+
+Input: a :class:`~teeny_tx.lower.hopper.HopperMatmul`. Output: the kernel's CUDA source
+(``templates/hopper_matmul.cu.j2`` over ``prelude/hopper.cuh``), deterministic text. This
+module only lays out: the node carries every decision; here are the C spellings of its dtypes
+and the operand lists of the wgmma instruction.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import jinja2
+
+from ..lower.hopper import HopperMatmul
+
+CTYPES = {"f16": "__half", "bf16": "__nv_bfloat16", "f32": "float"}
+# operand element types as the kernel stores them: fp8 only moves (TMA) and feeds wgmma
+STORAGE = CTYPES | {"f8e4m3": "unsigned char", "f8e5m2": "unsigned char"}
+_ACTIVATIONS = {0: "", 1: "gelu(", 2: "gelu_tanh(", 3: "relu(", 4: "silu("}
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def _wgmma(node: HopperMatmul) -> dict:
+    """Name and operand text of the kernel's wgmma m64nNk16 (registers in wgmma's order)."""
+    m = node.mainloop
+    count = m.bn // 2
+    trans = ("k" if node.a.kmajor else "t") + ("k" if node.b.kmajor else "t")
+    rows = [
+        ", ".join(f"%{i}" for i in range(start, min(start + 16, count)))
+        for start in range(0, count, 16)
+    ]
+    outputs = [
+        ", ".join(f'"+f"(d[{i}])' for i in range(start, min(start + 8, count)))
+        for start in range(0, count, 8)
+    ]
+    name = f"tx_wgmma_m64n{m.bn}k{m.k_step}_{m.instruction}_{trans}"
+    return {"name": name, "count": count, "rows": rows, "outputs": outputs}
+
+
+def render_matmul(node: HopperMatmul) -> str:
+    """The CUDA source of ``node``'s kernel (entry point ``node.name``)."""
+    e = node.epilogue
+    act = _ACTIVATIONS[e.activation]
+    text = ("scale_a * scale_b * " if e.scaled else "") + "alpha * acc"
+    text += " + bias" if e.bias_dtype else ""
+    epilogue_text = f"{act}{text}{')' if act else ''}"
+    summary = " ".join(str(x) for x in node.key)
+    return (
+        _environment()
+        .get_template("hopper_matmul.cu.j2")
+        .render(
+            name=node.name,
+            summary=f"key: {summary}; {node.shared_bytes} bytes of shared memory",
+            m=node.mainloop,
+            a=node.a,
+            b=node.b,
+            e=e,
+            scheduler=node.scheduler,
+            wgmma=_wgmma(node),
+            in_t=STORAGE[node.a.dtype],
+            out_t=CTYPES[e.out_dtype],
+            bias_t=CTYPES[e.bias_dtype or e.out_dtype],
+            stage_bytes=node.stage_bytes,
+            epilogue_text=epilogue_text,
+            watchdog=node.watchdog,
+        )
+    )

@@ -1,0 +1,88 @@
+"""A replayed Hopper launch encodes its tensor maps from the arrays of the current call: a
+tensor map embeds its global address, so a plan replayed for new arrays of the same signature
+must never pass the maps of the arrays it was made for. The maps' extents and byte strides are
+those of the operands' views. CPU only: the encoder and CuPy's launch are replaced by
+recorders."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from teeny_tx import hopper_matmul
+from teeny_tx.lower.hopper import HopperConfig, plan_matmul
+from teeny_tx.runtime import launch, tma
+
+
+class _Recorder:
+    def __init__(self):
+        self.encoded = []  # (ptr, dtype, inner, outer, stride bytes, box)
+        self.launches = []  # the argument tuples
+
+    def tensor_map(self, ptr, dtype, inner, outer, stride, box):
+        self.encoded.append((ptr, dtype, inner, outer, stride, tuple(box)))
+        value = np.zeros(1, tma.TENSOR_MAP)
+        value.view(np.uint64)[0] = ptr  # the address, where the real map keeps it too
+        return value
+
+    def function(self, grid, block, args, shared, stream):
+        self.launches.append(args)
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    rec = _Recorder()
+    monkeypatch.setattr(tma, "tensor_map_2d", rec.tensor_map)
+    monkeypatch.setattr(launch, "get_device", lambda: 0)
+    monkeypatch.setattr(launch, "pointer_arg", np.uint64)
+    monkeypatch.setattr(launch, "convert_stream", lambda s: s)
+    return rec
+
+
+def _kernel(rec, **kw):
+    node = plan_matmul(
+        dtype="f16",
+        out_dtype="f16",
+        bias_dtype=None,
+        config=HopperConfig(128, 128, 64, 4, 8),
+        **kw,
+    )
+    kernel = hopper_matmul.HopperMatmulKernel(node)
+
+    class Loaded:
+        def prepared(self, device, shared):
+            return rec.function
+
+        def launch(self, grid, block, args, shared, stream=None):
+            rec.function(grid, block, args, shared, stream)
+
+    kernel.__dict__["loaded"] = Loaded()  # no cubin, no device
+    return kernel
+
+
+@pytest.mark.parametrize("a_kmajor, b_kmajor", [(True, True), (True, False), (False, True)])
+@pytest.mark.parametrize("tma_store", [False, True])
+def test_replayed_launcher_maps_follow_the_pointers(recorder, a_kmajor, b_kmajor, tma_store):
+    m, n, k = 300, 200, 136
+    a_stride = k if a_kmajor else m
+    b_stride = k if b_kmajor else n
+    kernel = _kernel(recorder, a_kmajor=a_kmajor, b_kmajor=b_kmajor, tma_store=tma_store)
+    run = kernel.launcher(m, n, k, a_stride, b_stride, n, 1, 1.0, 132)
+    calls = [(0x10000, 0x20000, 0x30000), (0x40000, 0x50000, 0x60000), (0x70000, 0x20000, 0x30000)]
+    for c, a, b in calls:
+        run(c, a, b, c)
+    assert len(recorder.launches) == 3
+    for (c, a, b), args in zip(calls, recorder.launches, strict=True):
+        maps = [x for x in args if isinstance(x, np.ndarray) and x.dtype == tma.TENSOR_MAP]
+        addresses = [int(x.view(np.uint64)[0]) for x in maps]
+        assert addresses == ([a, b, c] if tma_store else [a, b])
+        assert int(args[len(maps)]) == c  # the C pointer beside them
+    # the extents and byte strides of each map are those of the operand's view
+    for ptr, _, inner, outer, stride, box in recorder.encoded:
+        if ptr in (0x20000, 0x50000):
+            assert (inner, outer, stride) == ((k, m, 2 * k) if a_kmajor else (m, k, 2 * m))
+        elif ptr in (0x30000, 0x60000):
+            assert (inner, outer, stride) == ((k, n, 2 * k) if b_kmajor else (n, k, 2 * n))
+        else:
+            assert (inner, outer, stride, box) == (n, m, 2 * n, (64, 64))
+        assert box[0] * 2 <= 128  # the 128-byte swizzle's inner box limit
