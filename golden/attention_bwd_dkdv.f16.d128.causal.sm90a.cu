@@ -20,17 +20,17 @@ __device__ __forceinline__ void tx_wgmma_m64n64k16_f16_kk(float* d, unsigned lon
 }
 
 // One warpgroup MMA: acc[64 x 128] += A[64 x 16] @ B[16 x 128], f16 in, f32 accumulate;
-// A in registers (a: four packed fragment registers), B MN-major in shared memory (descriptor b).
-__device__ __forceinline__ void tx_wgmma_m64n128k16_f16_rt(float* d, const unsigned* a, unsigned long long b) {
+// A K-major, B MN-major in shared memory (descriptors a, b).
+__device__ __forceinline__ void tx_wgmma_m64n128k16_f16_kt(float* d, unsigned long long a, unsigned long long b) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16\n"
         "{"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[32]), "+f"(d[33]), "+f"(d[2]), "+f"(d[3]), "+f"(d[34]), "+f"(d[35]),
           "+f"(d[4]), "+f"(d[5]), "+f"(d[36]), "+f"(d[37]), "+f"(d[6]), "+f"(d[7]), "+f"(d[38]), "+f"(d[39]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[40]), "+f"(d[41]), "+f"(d[10]), "+f"(d[11]), "+f"(d[42]), "+f"(d[43]),
@@ -39,7 +39,7 @@ __device__ __forceinline__ void tx_wgmma_m64n128k16_f16_rt(float* d, const unsig
           "+f"(d[20]), "+f"(d[21]), "+f"(d[52]), "+f"(d[53]), "+f"(d[22]), "+f"(d[23]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[56]), "+f"(d[57]), "+f"(d[26]), "+f"(d[27]), "+f"(d[58]), "+f"(d[59]),
           "+f"(d[28]), "+f"(d[29]), "+f"(d[60]), "+f"(d[61]), "+f"(d[30]), "+f"(d[31]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+        : "l"(a), "l"(b), "r"(1));
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -50,18 +50,18 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     constexpr int D = 128;
     constexpr int BM = 64;
     constexpr int BN = 128;
-    using L0 = tx::Mma<tx::Ints<128, 1>, 8, 1>;  // [128, 1]: wgmma accumulator, 8x1 warps of m16n8 fragments; 2 per thread, some threads hold copies
-    using L1 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
-    using L2 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L3 = tx::Mma<tx::Ints<128, 128>, 8, 1>;  // [128, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 64 per thread
-    using L4 = tx::Blocked<tx::Ints<128, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 64 per thread
-    using L5 = tx::Blocked<tx::Ints<128, 1>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 1]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L6 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 32 per thread
-    using L7 = tx::Blocked<tx::Ints<64, 1>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 1]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 4 per thread, some threads hold copies
-    using L8 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
-    using L9 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
-    extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
-    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 132096 bytes of pipeline stages
+    using tx_L0 = tx::Mma<tx::Ints<128, 1>, 8, 1>;  // [128, 1]: wgmma accumulator, 8x1 warps of m16n8 fragments; 2 per thread, some threads hold copies
+    using tx_L1 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
+    using tx_L2 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
+    using tx_L3 = tx::Mma<tx::Ints<128, 128>, 8, 1>;  // [128, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 64 per thread
+    using tx_L4 = tx::Blocked<tx::Ints<128, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 64 per thread
+    using tx_L5 = tx::Blocked<tx::Ints<128, 1>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 1]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
+    using tx_L6 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 32 per thread
+    using tx_L7 = tx::Blocked<tx::Ints<64, 1>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 1]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 4 per thread, some threads hold copies
+    using tx_L8 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
+    using tx_L9 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
+    extern __shared__ __align__(16) unsigned char tx_smem[];  // 17408 bytes of scratch
+    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 17408);  // 132096 bytes of pipeline stages
     // i32 pid_n = program_id(0);
 #line 114 "kernels/attention.c"
     int pid_n = (int)blockIdx.x;
@@ -70,96 +70,73 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_kv;
 #line 116 "kernels/attention.c"
-    int b = (bh / h_kv);
+    int b = bh / h_kv;
     // i32 hk = bh % h_kv;
 #line 117 "kernels/attention.c"
-    int hk = (bh % h_kv);
+    int hk = bh % h_kv;
     // tile rn = pid_n * BN + arange(0, BN);
 #line 118 "kernels/attention.c"
-    int rn[L0::REGS];
-#line 118
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) rn[i] = ((pid_n * BN) + L0::coord(i, 0));
+    int rn[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rn[tx_i] = pid_n * BN + tx_L0::coord(tx_i, 0);
     // tile rm = arange(0, BM);
 #line 119 "kernels/attention.c"
-    int rm[L1::REGS];
-#line 119
-    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) rm[i] = L1::coord(i, 1);
+    int rm[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rm[tx_i] = tx_L1::coord(tx_i, 1);
     // tile rd = expand_dims(arange(0, D), 0);
 #line 120 "kernels/attention.c"
-    int rd[L2::REGS];
-#line 120
-    _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) rd[i] = L2::coord(i, 1);
+    int rd[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rd[tx_i] = tx_L2::coord(tx_i, 1);
     // tile kv_row = expand_dims(rn, 1) < n_kv;
 #line 121 "kernels/attention.c"
-    bool kv_row[L0::REGS];
-#line 121
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) kv_row[i] = (rn[i] < n_kv);
+    bool kv_row[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) kv_row[tx_i] = rn[tx_i] < n_kv;
     // f32 dk_acc[BN][D] = 0;
 #line 122 "kernels/attention.c"
-    float dk_acc[L3::REGS];
-#line 122
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dk_acc[i] = 0.0f;
+    float dk_acc[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dk_acc[tx_i] = 0.0f;
     // f32 dv_acc[BN][D] = 0;
 #line 123 "kernels/attention.c"
-    float dv_acc[L3::REGS];
-#line 123
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dv_acc[i] = 0.0f;
+    float dv_acc[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dv_acc[tx_i] = 0.0f;
     // i32 lo = CAUSAL ? (pid_n * BN / BM) * BM : 0;
 #line 126 "kernels/attention.c"
-    int lo = (((pid_n * BN) / BM) * BM);
+    int lo = pid_n * BN / BM * BM;
     // i32 unmasked = CAUSAL ? (pid_n + 1) * BN - 1 : 0;
 #line 127 "kernels/attention.c"
-    int unmasked = (((pid_n + 1) * BN) - 1);
+    int unmasked = (pid_n + 1) * BN - 1;
     // for (i32 g = 0; g < group; g++) {
 #line 128 "kernels/attention.c"
-    int converted_0[L5::REGS];
+    int tx_rn_cvt[tx_L5::REGS]; tx::relayout<tx_L0, tx_L5>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L5::coord(tx_r, 0); });
 #line 128
-    tx::relayout<L0, L5>(converted_0, rn, tx_smem, [](int r) { return L5::coord(r, 0); });
+    bool tx_kv_row_cvt[tx_L5::REGS]; tx::relayout<tx_L0, tx_L5>(tx_kv_row_cvt, kv_row, tx_smem, [](int tx_r) { return tx_L5::coord(tx_r, 0) + tx_L5::coord(tx_r, 1); });
 #line 128
-    bool converted_1[L5::REGS];
-#line 128
-    tx::relayout<L0, L5>(converted_1, kv_row, tx_smem, [](int r) { return (L5::coord(r, 0)) * 1 + L5::coord(r, 1); });
-#line 128
-    int converted_2[L7::REGS];
-#line 128
-    tx::relayout<L1, L7>(converted_2, rm, tx_smem, [](int r) { return L7::coord(r, 0); });
+    int tx_rm_cvt[tx_L7::REGS]; tx::relayout<tx_L1, tx_L7>(tx_rm_cvt, rm, tx_smem, [](int tx_r) { return tx_L7::coord(tx_r, 0); });
     {
-#line 128
         // software pipeline, 2 stages: k_t, v_t copied global -> shared memory by cp.async ahead of the dot
+        using tx_k_t_tile = tx::SmemTile<__half, 128, 128>;
 #line 128
-        using k_t_tile = tx::SmemTile<__half, 128, 128>;
+        __half* const tx_k_t_stages = reinterpret_cast<__half*>(tx_pipeline);
+        using tx_v_t_tile = tx::SmemTile<__half, 128, 128>;
 #line 128
-        __half* const k_t_stages = reinterpret_cast<__half*>(tx_pipeline + 0);
-#line 128
-        using v_t_tile = tx::SmemTile<__half, 128, 128>;
-#line 128
-        __half* const v_t_stages = reinterpret_cast<__half*>(tx_pipeline + 65536);
-#line 128
+        __half* const tx_v_t_stages = reinterpret_cast<__half*>(tx_pipeline + 65536);
         // prologue: the copies of the first 1 iteration
         {
 #line 128
             int g = 0;
 #line 128
-            for (int stage = 0; stage < 1; ++stage) {
+            for (int tx_prologue_stage_1 = 0; tx_prologue_stage_1 < 1; ++tx_prologue_stage_1) {
 #line 128
-                if ((g < 1)) {
+                if (g < 1) {
 #line 128
-                    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 8) tx::cp_async16(k_t_stages + stage * k_t_tile::ELEMS + k_t_tile::offset(L4::coord(i, 0), L4::coord(i, 1)), ((((k + (b * skb)) + (hk * skh)) + (converted_0[tx::remap<L5, L4>(i)] * skn)) + (rd[tx::remap<L2, L4>(i)] * 1)), converted_1[tx::remap<L5, L4>(i)]);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage_1 * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), k + b * skb + hk * skh + tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] * skn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
 #line 128
-                    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 8) tx::cp_async16(v_t_stages + stage * v_t_tile::ELEMS + v_t_tile::offset(L4::coord(i, 0), L4::coord(i, 1)), ((((v + (b * svb)) + (hk * svh)) + (converted_0[tx::remap<L5, L4>(i)] * svn)) + (rd[tx::remap<L2, L4>(i)] * 1)), converted_1[tx::remap<L5, L4>(i)]);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage_1 * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), v + b * svb + hk * svh + tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] * svn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
                 }
 #line 128
                 tx::cp_async_commit();
 #line 128
-                g = (g + 1);
+                g = g + 1;
             }
         }
-#line 128
         // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
 #line 128
-        int tx_stage = 0;  // the stage this iteration's dot reads
+        int tx_stage_1 = 0;  // the stage this iteration's dot reads
 #line 128
-        for (int g = 0; (g < 1); g = (g + 1)) {
+        for (int g = 0; g < 1; g = g + 1) {
 #line 128
             tx::cp_async_wait<0>();  // this iteration's stage has landed
 #line 128
@@ -168,81 +145,76 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
             __syncthreads();
             {
 #line 128
-                const int k_ahead = g + 1 * (1);
+                const int tx_g_ahead = g + 1;
 #line 128
-                const int stage_ahead = (tx_stage + 1) % 2;
+                const int tx_stage_ahead_1 = (tx_stage_1 + 1) % 2;
 #line 128
-                const int g = k_ahead;
+                const int g = tx_g_ahead;
 #line 128
-                if ((g < 1)) {
+                if (g < 1) {
 #line 128
-                    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 8) tx::cp_async16(k_t_stages + stage_ahead * k_t_tile::ELEMS + k_t_tile::offset(L4::coord(i, 0), L4::coord(i, 1)), ((((k + (b * skb)) + (hk * skh)) + (converted_0[tx::remap<L5, L4>(i)] * skn)) + (rd[tx::remap<L2, L4>(i)] * 1)), converted_1[tx::remap<L5, L4>(i)]);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead_1 * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), k + b * skb + hk * skh + tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] * skn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
 #line 128
-                    _Pragma("unroll") for (int i = 0; i < L4::REGS; i += 8) tx::cp_async16(v_t_stages + stage_ahead * v_t_tile::ELEMS + v_t_tile::offset(L4::coord(i, 0), L4::coord(i, 1)), ((((v + (b * svb)) + (hk * svh)) + (converted_0[tx::remap<L5, L4>(i)] * svn)) + (rd[tx::remap<L2, L4>(i)] * 1)), converted_1[tx::remap<L5, L4>(i)]);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead_1 * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), v + b * svb + hk * svh + tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] * svn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
                 }
             }
 #line 128
             tx::cp_async_commit();
             // tile k_t = load(k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd, kv_row, 0);
 #line 131 "kernels/attention.c"
-            // k_t: in shared memory, stage tx_stage (copied by cp.async)
+            // k_t: in shared memory, stage tx_stage_1 (copied by cp.async)
             // tile v_t = load(v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd, kv_row, 0);
 #line 132 "kernels/attention.c"
-            // v_t: in shared memory, stage tx_stage (copied by cp.async)
+            // v_t: in shared memory, stage tx_stage_1 (copied by cp.async)
             // i32 h = hk * group + g;
 #line 133 "kernels/attention.c"
-            int h = ((hk * 1) + g);
+            int h = hk + g;
             // tile qh = q + b * sqb + h * sqh;
 #line 134 "kernels/attention.c"
-            const __half* qh = ((q + (b * sqb)) + (h * sqh));
+            const __half* qh = q + b * sqb + h * sqh;
             // tile doh = d_o + b * sdb + h * sdh;
 #line 135 "kernels/attention.c"
-            const __half* doh = ((d_o + (b * sdb)) + (h * sdh));
+            const __half* doh = d_o + b * sdb + h * sdh;
             // tile lseh = lse + (b * h_q + h) * n_q;
 #line 136 "kernels/attention.c"
-            const float* lseh = (lse + (((b * h_q) + h) * n_q));
+            const float* lseh = lse + (b * h_q + h) * n_q;
             // tile deltah = delta + (b * h_q + h) * n_q;
 #line 137 "kernels/attention.c"
-            const float* deltah = (delta + (((b * h_q) + h) * n_q));
+            const float* deltah = delta + (b * h_q + h) * n_q;
             // for (i32 start = lo; start < n_q; start += BM) {
 #line 138 "kernels/attention.c"
             {
-#line 138
                 // software pipeline, 2 stages: q_t, do_t copied global -> shared memory by cp.async ahead of the dot
+                using tx_q_t_tile = tx::SmemTile<__half, 64, 128>;
 #line 138
-                using q_t_tile = tx::SmemTile<__half, 64, 128>;
+                __half* const tx_q_t_stages = reinterpret_cast<__half*>(tx_pipeline);
+                using tx_do_t_tile = tx::SmemTile<__half, 64, 128>;
 #line 138
-                __half* const q_t_stages = reinterpret_cast<__half*>(tx_pipeline + 0);
-#line 138
-                using do_t_tile = tx::SmemTile<__half, 64, 128>;
-#line 138
-                __half* const do_t_stages = reinterpret_cast<__half*>(tx_pipeline + 32768);
-#line 138
+                __half* const tx_do_t_stages = reinterpret_cast<__half*>(tx_pipeline + 32768);
                 // prologue: the copies of the first 1 iteration
                 {
 #line 138
                     int start = lo;
 #line 138
-                    for (int stage = 0; stage < 1; ++stage) {
+                    for (int tx_prologue_stage = 0; tx_prologue_stage < 1; ++tx_prologue_stage) {
 #line 138
-                        if ((start < n_q)) {
+                        if (start < n_q) {
 #line 138
-                            _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(q_t_stages + stage * q_t_tile::ELEMS + q_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((qh + ((converted_2[tx::remap<L7, L6>(i)] + start) * sqn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((converted_2[tx::remap<L7, L6>(i)] + start) < n_q));
+                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_q_t_stages + tx_prologue_stage * tx_q_t_tile::ELEMS + tx_q_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), qh + (tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start) * sqn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start < n_q);
 #line 138
-                            _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(do_t_stages + stage * do_t_tile::ELEMS + do_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((doh + ((converted_2[tx::remap<L7, L6>(i)] + start) * sdn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((converted_2[tx::remap<L7, L6>(i)] + start) < n_q));
+                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_prologue_stage * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), doh + (tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start) * sdn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start < n_q);
                         }
 #line 138
                         tx::cp_async_commit();
 #line 138
-                        start = (start + BM);
+                        start = start + BM;
                     }
                 }
-#line 138
                 // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
 #line 138
                 int tx_stage = 0;  // the stage this iteration's dot reads
 #line 138
-                for (int start = lo; (start < n_q); start = (start + BM)) {
+                for (int start = lo; start < n_q; start = start + BM) {
 #line 138
                     tx::cp_async_wait<0>();  // this iteration's stage has landed
 #line 138
@@ -251,17 +223,17 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                     __syncthreads();
                     {
 #line 138
-                        const int k_ahead = start + 1 * (BM);
+                        const int tx_start_ahead = start + BM;
 #line 138
-                        const int stage_ahead = (tx_stage + 1) % 2;
+                        const int tx_stage_ahead = (tx_stage + 1) % 2;
 #line 138
-                        const int start = k_ahead;
+                        const int start = tx_start_ahead;
 #line 138
-                        if ((start < n_q)) {
+                        if (start < n_q) {
 #line 138
-                            _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(q_t_stages + stage_ahead * q_t_tile::ELEMS + q_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((qh + ((converted_2[tx::remap<L7, L6>(i)] + start) * sqn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((converted_2[tx::remap<L7, L6>(i)] + start) < n_q));
+                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_q_t_stages + tx_stage_ahead * tx_q_t_tile::ELEMS + tx_q_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), qh + (tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start) * sqn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start < n_q);
 #line 138
-                            _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(do_t_stages + stage_ahead * do_t_tile::ELEMS + do_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((doh + ((converted_2[tx::remap<L7, L6>(i)] + start) * sdn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((converted_2[tx::remap<L7, L6>(i)] + start) < n_q));
+                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_stage_ahead * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), doh + (tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start) * sdn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start < n_q);
                         }
                     }
 #line 138
@@ -274,129 +246,113 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                     // do_t: in shared memory, stage tx_stage (copied by cp.async)
                     // tile lse2 = load(lseh + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
 #line 144 "kernels/attention.c"
-                    float lse2[L1::REGS];
+                    bool tx_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask[tx_i] = start + rm[tx_i] < n_q;
 #line 144
-                    float load_0[L1::REGS];
+                    float tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 2) tx::load_vec<2>(&tx_load[tx_i], lseh + start + rm[tx_i], &tx_mask[tx_i], 0.0f);
 #line 144
-                    bool mask_0[L1::REGS];
-#line 144
-                    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) mask_0[i] = ((start + rm[i]) < n_q);
-#line 144
-                    _Pragma("unroll") for (int i = 0; i < L1::REGS; i += 2) tx::load_vec<2>(&load_0[i], ((lseh + start) + rm[i]), &mask_0[i], 0.0f);
-#line 144
-                    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) lse2[i] = (load_0[i] * 1.442695f);
+                    float lse2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) lse2[tx_i] = tx_load[tx_i] * 1.442695f;
                     // tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
 #line 146 "kernels/attention.c"
-                    float dl[L1::REGS];
+                    bool tx_mask_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask_1[tx_i] = start + rm[tx_i] < n_q;
 #line 146
-                    bool mask_1[L1::REGS];
-#line 146
-                    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) mask_1[i] = ((start + rm[i]) < n_q);
-#line 146
-                    _Pragma("unroll") for (int i = 0; i < L1::REGS; i += 2) tx::load_vec<2>(&dl[i], ((deltah + start) + rm[i]), &mask_1[i], 0.0f);
+                    float dl[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 2) tx::load_vec<2>(&dl[tx_i], deltah + start + rm[tx_i], &tx_mask_1[tx_i], 0.0f);
                     // tile p_t = exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
 #line 148 "kernels/attention.c"
-                    float p_t[L8::REGS];
+                    float tx_acc[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
 #line 148
-                    float acc_0[L8::REGS];
+                    tx::wgmma<tx_L8, tx_k_t_tile, true, tx_q_t_tile, true, 128, 0>(tx_acc, tx_k_t_stages + tx_stage_1 * tx_k_t_tile::ELEMS, tx_q_t_stages + tx_stage * tx_q_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_f16_kk(tx_d, tx_a, tx_b); });
 #line 148
-                    _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) acc_0[i] = 0.0f;
-#line 148
-                    tx::wgmma<L8, k_t_tile, true, q_t_tile, true, 128, 0>(acc_0, k_t_stages + tx_stage * k_t_tile::ELEMS, q_t_stages + tx_stage * q_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
-#line 148
-                    _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) p_t[i] = tx::exp2(((acc_0[i] * qk_scale) - lse2[tx::remap<L1, L8>(i)]));
+                    float p_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p_t[tx_i] = tx::exp2(tx_acc[tx_i] * qk_scale - lse2[tx::remap<tx_L1, tx_L8>(tx_i)]);
                     // if (CAUSAL && start < unmasked) {
 #line 151 "kernels/attention.c"
-                    if ((true && (start < unmasked))) {
+                    if (true && (start < unmasked)) {
                         // tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
 #line 152 "kernels/attention.c"
-                        int qm[L1::REGS];
-#line 152
-                        _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) qm[i] = (start + rm[i]);
+                        int qm[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) qm[tx_i] = start + rm[tx_i];
                         // p_t = where(qm >= expand_dims(rn, 1), p_t, 0.0f);
 #line 153 "kernels/attention.c"
-                        _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) p_t[i] = ((qm[tx::remap<L1, L8>(i)] >= rn[tx::remap<L0, L8>(i)]) ? p_t[i] : 0.0f);
+                        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p_t[tx_i] = (qm[tx::remap<tx_L1, tx_L8>(tx_i)] >= rn[tx::remap<tx_L0, tx_L8>(tx_i)]) ? p_t[tx_i] : 0.0f;
                     }
                     // tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
 #line 155 "kernels/attention.c"
-                    float dp_t[L8::REGS];
+                    float tx_acc_1[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_acc_1[tx_i] = 0.0f;
 #line 155
-                    float acc_1[L8::REGS];
+                    tx::wgmma<tx_L8, tx_v_t_tile, true, tx_do_t_tile, true, 128, 0>(tx_acc_1, tx_v_t_stages + tx_stage_1 * tx_v_t_tile::ELEMS, tx_do_t_stages + tx_stage * tx_do_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_f16_kk(tx_d, tx_a, tx_b); });
 #line 155
-                    _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) acc_1[i] = 0.0f;
-#line 155
-                    tx::wgmma<L8, v_t_tile, true, do_t_tile, true, 128, 0>(acc_1, v_t_stages + tx_stage * v_t_tile::ELEMS, do_t_stages + tx_stage * do_t_tile::ELEMS, [](float* d, unsigned long long a, unsigned long long b) { tx_wgmma_m64n64k16_f16_kk(d, a, b); });
-#line 155
-                    _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) dp_t[i] = acc_1[i];
+                    float dp_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) dp_t[tx_i] = tx_acc_1[tx_i];
                     // tile ds_t = p_t * (dp_t - dl);
 #line 156 "kernels/attention.c"
-                    float ds_t[L8::REGS];
-#line 156
-                    _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) ds_t[i] = (p_t[i] * (dp_t[i] - dl[tx::remap<L1, L8>(i)]));
+                    float ds_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) ds_t[tx_i] = p_t[tx_i] * (dp_t[tx_i] - dl[tx::remap<tx_L1, tx_L8>(tx_i)]);
                     // dv_acc = dot((f16)p_t, do_t, dv_acc);
 #line 161 "kernels/attention.c"
-                    float acc_2[L3::REGS];
+                    float tx_acc_2[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_acc_2[tx_i] = dv_acc[tx_i];
 #line 161
-                    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) acc_2[i] = dv_acc[i];
+                    __half tx_value[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__half>(p_t[tx_i]);
+                    using tx_a_tile = tx::SmemTile<__half, 128, 64>;
 #line 161
-                    __half value_0[L8::REGS];
+                    __half* tx_a_smem = reinterpret_cast<__half*>(tx::align1024(tx_smem));
 #line 161
-                    _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) value_0[i] = tx::cast<__half>(p_t[i]);
+                    tx::stage<tx_L8, 0, 1, tx_a_tile, false>(tx_a_smem, tx_value);
 #line 161
-                    tx::wgmma_rs<L3, L8, do_t_tile, false, 64, 0>(acc_2, value_0, do_t_stages + tx_stage * do_t_tile::ELEMS, [](float* d, const unsigned* a, unsigned long long b) { tx_wgmma_m64n128k16_f16_rt(d, a, b); });  // A from registers
+                    tx::fence_async_proxy();  // shared stores, then wgmma reads them
 #line 161
-                    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dv_acc[i] = acc_2[i];
+                    __syncthreads();
+#line 161
+                    tx::wgmma<tx_L3, tx_a_tile, true, tx_do_t_tile, false, 64, 0>(tx_acc_2, tx_a_smem, tx_do_t_stages + tx_stage * tx_do_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_kt(tx_d, tx_a, tx_b); });
+#line 161
+                    __syncthreads();
+#line 161
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dv_acc[tx_i] = tx_acc_2[tx_i];
                     // dk_acc = dot((f16)ds_t, q_t, dk_acc);
 #line 162 "kernels/attention.c"
-                    float acc_3[L3::REGS];
+                    float tx_acc_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_acc_3[tx_i] = dk_acc[tx_i];
 #line 162
-                    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) acc_3[i] = dk_acc[i];
+                    __half tx_value_1[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__half>(ds_t[tx_i]);
+                    using tx_a_tile_1 = tx::SmemTile<__half, 128, 64>;
 #line 162
-                    __half value_1[L8::REGS];
+                    __half* tx_a_smem_1 = reinterpret_cast<__half*>(tx::align1024(tx_smem));
 #line 162
-                    _Pragma("unroll") for (int i = 0; i < L8::REGS; ++i) value_1[i] = tx::cast<__half>(ds_t[i]);
+                    tx::stage<tx_L8, 0, 1, tx_a_tile_1, false>(tx_a_smem_1, tx_value_1);
 #line 162
-                    tx::wgmma_rs<L3, L8, q_t_tile, false, 64, 0>(acc_3, value_1, q_t_stages + tx_stage * q_t_tile::ELEMS, [](float* d, const unsigned* a, unsigned long long b) { tx_wgmma_m64n128k16_f16_rt(d, a, b); });  // A from registers
+                    tx::fence_async_proxy();  // shared stores, then wgmma reads them
 #line 162
-                    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) dk_acc[i] = acc_3[i];
+                    __syncthreads();
+#line 162
+                    tx::wgmma<tx_L3, tx_a_tile_1, true, tx_q_t_tile, false, 64, 0>(tx_acc_3, tx_a_smem_1, tx_q_t_stages + tx_stage * tx_q_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_kt(tx_d, tx_a, tx_b); });
+#line 162
+                    __syncthreads();
+#line 162
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dk_acc[tx_i] = tx_acc_3[tx_i];
+#line 138
                     tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
                 }
+#line 138
                 tx::cp_async_wait<0>();
+#line 138
                 __syncthreads();
             }
-            tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
+#line 128
+            tx_stage_1 = tx_stage_1 == 1 ? 0 : tx_stage_1 + 1;
         }
+#line 128
         tx::cp_async_wait<0>();
+#line 128
         __syncthreads();
     }
     // store(dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd, dk_acc * scale,
 #line 166 "kernels/attention.c"
-    int converted_3[L9::REGS];
+    int tx_rd_cvt[tx_L9::REGS]; tx::relayout<tx_L2, tx_L9>(tx_rd_cvt, rd, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 0) * 128 + tx_L9::coord(tx_r, 1); });
 #line 166
-    tx::relayout<L2, L9>(converted_3, rd, tx_smem, [](int r) { return (L9::coord(r, 0)) * 128 + L9::coord(r, 1); });
+    __half tx_value_2[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_value_2[tx_i] = tx::cast<__half>(dk_acc[tx_i] * scale);
 #line 166
-    __half value_2[L3::REGS];
+    bool tx_mask_2[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_2[tx_i] = kv_row[tx::remap<tx_L0, tx_L3>(tx_i)];
 #line 166
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) value_2[i] = tx::cast<__half>((dk_acc[i] * scale));
-#line 166
-    bool mask_2[L3::REGS];
-#line 166
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_2[i] = kv_row[tx::remap<L0, L3>(i)];
-#line 166
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 2) tx::store_vec<2>(((((dk + (b * sdkb)) + (hk * sdkh)) + (rn[tx::remap<L0, L3>(i)] * sdkn)) + (converted_3[tx::remap<L9, L3>(i)] * 1)), &value_2[i], &mask_2[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec<2>(dk + b * sdkb + hk * sdkh + rn[tx::remap<tx_L0, tx_L3>(tx_i)] * sdkn + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_2[tx_i], &tx_mask_2[tx_i]);
     // store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc, kv_row);
 #line 168 "kernels/attention.c"
-    int converted_4[L9::REGS];
+    __half tx_value_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_value_3[tx_i] = tx::cast<__half>(dv_acc[tx_i]);
 #line 168
-    tx::relayout<L2, L9>(converted_4, rd, tx_smem, [](int r) { return (L9::coord(r, 0)) * 128 + L9::coord(r, 1); });
+    bool tx_mask_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_3[tx_i] = kv_row[tx::remap<tx_L0, tx_L3>(tx_i)];
 #line 168
-    __half value_3[L3::REGS];
-#line 168
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) value_3[i] = tx::cast<__half>(dv_acc[i]);
-#line 168
-    bool mask_3[L3::REGS];
-#line 168
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_3[i] = kv_row[tx::remap<L0, L3>(i)];
-#line 168
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 2) tx::store_vec<2>(((((dv + (b * sdvb)) + (hk * sdvh)) + (rn[tx::remap<L0, L3>(i)] * sdvn)) + (converted_4[tx::remap<L9, L3>(i)] * 1)), &value_3[i], &mask_3[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec<2>(dv + b * sdvb + hk * sdvh + rn[tx::remap<tx_L0, tx_L3>(tx_i)] * sdvn + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_3[tx_i], &tx_mask_3[tx_i]);
 }

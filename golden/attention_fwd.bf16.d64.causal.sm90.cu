@@ -10,16 +10,16 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     constexpr int D = 64;
     constexpr int BM = 128;
     constexpr int BN = 64;
-    using L0 = tx::Mma<tx::Ints<128, 1>, 4, 2>;  // [128, 1]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 4 per thread, some threads hold copies
-    using L1 = tx::Blocked<tx::Ints<64, 1>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 1]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 2 per thread, some threads hold copies
-    using L2 = tx::Blocked<tx::Ints<1, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
-    using L3 = tx::Blocked<tx::Ints<128, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 32 per thread
-    using L4 = tx::Blocked<tx::Ints<128, 1>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 1]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 4 per thread, some threads hold copies
-    using L5 = tx::Mma<tx::Ints<128, 64>, 4, 2>;  // [128, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 32 per thread
-    using L6 = tx::Blocked<tx::Ints<64, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 16 per thread
-    using L7 = tx::Mma<tx::Ints<1, 64>, 4, 2>;  // [1, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 8 per thread, some threads hold copies
+    using tx_L0 = tx::Mma<tx::Ints<128, 1>, 4, 2>;  // [128, 1]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 4 per thread, some threads hold copies
+    using tx_L1 = tx::Blocked<tx::Ints<64, 1>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 1]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 2 per thread, some threads hold copies
+    using tx_L2 = tx::Blocked<tx::Ints<1, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [1, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 8 per thread, some threads hold copies
+    using tx_L3 = tx::Blocked<tx::Ints<128, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 32 per thread
+    using tx_L4 = tx::Blocked<tx::Ints<128, 1>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [128, 1]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 4 per thread, some threads hold copies
+    using tx_L5 = tx::Mma<tx::Ints<128, 64>, 4, 2>;  // [128, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 32 per thread
+    using tx_L6 = tx::Blocked<tx::Ints<64, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 16 per thread
+    using tx_L7 = tx::Mma<tx::Ints<1, 64>, 4, 2>;  // [1, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 8 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16384 bytes of scratch
-    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 16384);  // 50176 bytes of pipeline stages
+    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 16384);  // 33792 bytes of pipeline stages
     // i32 pid_m = program_id(0);
 #line 33 "kernels/attention.c"
     int pid_m = (int)blockIdx.x;
@@ -28,137 +28,102 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
 #line 35 "kernels/attention.c"
-    int b = (bh / h_q);
+    int b = bh / h_q;
     // i32 h = bh % h_q;
 #line 36 "kernels/attention.c"
-    int h = (bh % h_q);
+    int h = bh % h_q;
     // i32 hk = h / group;
 #line 37 "kernels/attention.c"
-    int hk = (h / 1);
+    int hk = h / 1;
     // tile rm = pid_m * BM + arange(0, BM);
 #line 38 "kernels/attention.c"
-    int rm[L0::REGS];
-#line 38
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) rm[i] = ((pid_m * BM) + L0::coord(i, 0));
+    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = pid_m * BM + tx_L0::coord(tx_i, 0);
     // tile rn = arange(0, BN);
 #line 39 "kernels/attention.c"
-    int rn[L1::REGS];
-#line 39
-    _Pragma("unroll") for (int i = 0; i < L1::REGS; ++i) rn[i] = L1::coord(i, 0);
+    int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = tx_L1::coord(tx_i, 0);
     // tile rd = expand_dims(arange(0, D), 0);
 #line 40 "kernels/attention.c"
-    int rd[L2::REGS];
-#line 40
-    _Pragma("unroll") for (int i = 0; i < L2::REGS; ++i) rd[i] = L2::coord(i, 1);
+    int rd[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rd[tx_i] = tx_L2::coord(tx_i, 1);
     // tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
 #line 41 "kernels/attention.c"
-    __nv_bfloat16 q_t[L3::REGS];
+    int tx_rm_cvt[tx_L4::REGS]; tx::relayout<tx_L0, tx_L4>(tx_rm_cvt, rm, tx_smem, [](int tx_r) { return tx_L4::coord(tx_r, 0); });
 #line 41
-    int converted_0[L4::REGS];
+    bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = tx_rm_cvt[tx::remap<tx_L4, tx_L3>(tx_i)] < n_q;
 #line 41
-    tx::relayout<L0, L4>(converted_0, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 41
-    int converted_1[L4::REGS];
-#line 41
-    tx::relayout<L0, L4>(converted_1, rm, tx_smem, [](int r) { return L4::coord(r, 0); });
-#line 41
-    bool mask_0[L3::REGS];
-#line 41
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; ++i) mask_0[i] = (converted_1[tx::remap<L4, L3>(i)] < n_q);
-#line 41
-    _Pragma("unroll") for (int i = 0; i < L3::REGS; i += 8) tx::load_vec<8>(&q_t[i], ((((q + (b * sqb)) + (h * sqh)) + (converted_0[tx::remap<L4, L3>(i)] * sqn)) + (rd[tx::remap<L2, L3>(i)] * 1)), &mask_0[i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec<8>(&q_t[tx_i], q + b * sqb + h * sqh + tx_rm_cvt[tx::remap<tx_L4, tx_L3>(tx_i)] * sqn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], &tx_mask[tx_i], __nv_bfloat16(0.0f));
     // tile kh = k + b * skb + hk * skh;
 #line 43 "kernels/attention.c"
-    const __nv_bfloat16* kh = ((k + (b * skb)) + (hk * skh));
+    const __nv_bfloat16* kh = k + b * skb + hk * skh;
     // tile vh = v + b * svb + hk * svh;
 #line 44 "kernels/attention.c"
-    const __nv_bfloat16* vh = ((v + (b * svb)) + (hk * svh));
+    const __nv_bfloat16* vh = v + b * svb + hk * svh;
     // f32 m_i[BM] = -INF;
 #line 45 "kernels/attention.c"
-    float m_i[L0::REGS];
-#line 45
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) m_i[i] = -__int_as_float(0x7f800000);
+    float m_i[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) m_i[tx_i] = -__int_as_float(0x7f800000);
     // f32 l_i[BM] = 0;
 #line 46 "kernels/attention.c"
-    float l_i[L0::REGS];
-#line 46
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) l_i[i] = 0.0f;
+    float l_i[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) l_i[tx_i] = 0.0f;
     // f32 acc[BM][D] = 0;
 #line 47 "kernels/attention.c"
-    float acc[L5::REGS];
-#line 47
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc[i] = 0.0f;
+    float acc[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // i32 hi = CAUSAL ? minimum((pid_m + 1) * BM, n_kv) : n_kv;
 #line 49 "kernels/attention.c"
-    int hi = tx::minimum(((pid_m + 1) * BM), n_kv);
+    int hi = tx::minimum((pid_m + 1) * BM, n_kv);
     // i32 masked = CAUSAL ? minimum(pid_m * BM + 1, n_kv) : n_kv;
 #line 50 "kernels/attention.c"
-    int masked = tx::minimum(((pid_m * BM) + 1), n_kv);
+    int masked = tx::minimum(pid_m * BM + 1, n_kv);
     // for (i32 start = 0; start < hi; start += BN) {
 #line 51 "kernels/attention.c"
-    int converted_2[L7::REGS];
-#line 51
-    tx::relayout<L1, L7>(converted_2, rn, tx_smem, [](int r) { return L7::coord(r, 1); });
+    int tx_rn_cvt[tx_L7::REGS]; tx::relayout<tx_L1, tx_L7>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L7::coord(tx_r, 1); });
     {
-#line 51
         // software pipeline, 2 stages: k_t, v_t copied global -> shared memory by cp.async ahead of the dot
+        using tx_k_t_tile = tx::SmemTile<__nv_bfloat16, 64, 64>;
 #line 51
-        using k_t_tile = tx::SmemTile<__nv_bfloat16, 64, 64>;
+        __nv_bfloat16* const tx_k_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline);
+        using tx_v_t_tile = tx::SmemTile<__nv_bfloat16, 64, 64>;
 #line 51
-        __nv_bfloat16* const k_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 0);
-#line 51
-        using v_t_tile = tx::SmemTile<__nv_bfloat16, 64, 64>;
-#line 51
-        __nv_bfloat16* const v_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 16384);
-#line 51
-        using Tile_q_t_0 = tx::SmemTile<__nv_bfloat16, 128, 64>;
-#line 51
-        __nv_bfloat16* const smem_q_t_0 = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 32768);
-#line 51
-        tx::stage<L3, 0, 1, Tile_q_t_0, false>(smem_q_t_0, q_t);  // once: the loop keeps it
-#line 51
+        __nv_bfloat16* const tx_v_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 16384);
         // prologue: the copies of the first 1 iteration
         {
 #line 51
             int start = 0;
 #line 51
-            for (int stage = 0; stage < 1; ++stage) {
+            for (int tx_prologue_stage = 0; tx_prologue_stage < 1; ++tx_prologue_stage) {
 #line 51
-                if ((start < hi)) {
+                if (start < hi) {
 #line 51
-                    _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(k_t_stages + stage * k_t_tile::ELEMS + k_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((kh + ((rn[tx::remap<L1, L6>(i)] + start) * skn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((rn[tx::remap<L1, L6>(i)] + start) < n_kv));
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
 #line 51
-                    _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(v_t_stages + stage * v_t_tile::ELEMS + v_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((vh + ((rn[tx::remap<L1, L6>(i)] + start) * svn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((rn[tx::remap<L1, L6>(i)] + start) < n_kv));
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
                 }
 #line 51
                 tx::cp_async_commit();
 #line 51
-                start = (start + BN);
+                start = start + BN;
             }
         }
-#line 51
         // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
 #line 51
         int tx_stage = 0;  // the stage this iteration's dot reads
 #line 51
-        for (int start = 0; (start < hi); start = (start + BN)) {
+        for (int start = 0; start < hi; start = start + BN) {
 #line 51
             tx::cp_async_wait<0>();  // this iteration's stage has landed
 #line 51
             __syncthreads();
             {
 #line 51
-                const int k_ahead = start + 1 * (BN);
+                const int tx_start_ahead = start + BN;
 #line 51
-                const int stage_ahead = (tx_stage + 1) % 2;
+                const int tx_stage_ahead = (tx_stage + 1) % 2;
 #line 51
-                const int start = k_ahead;
+                const int start = tx_start_ahead;
 #line 51
-                if ((start < hi)) {
+                if (start < hi) {
 #line 51
-                    _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(k_t_stages + stage_ahead * k_t_tile::ELEMS + k_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((kh + ((rn[tx::remap<L1, L6>(i)] + start) * skn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((rn[tx::remap<L1, L6>(i)] + start) < n_kv));
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
 #line 51
-                    _Pragma("unroll") for (int i = 0; i < L6::REGS; i += 8) tx::cp_async16(v_t_stages + stage_ahead * v_t_tile::ELEMS + v_t_tile::offset(L6::coord(i, 0), L6::coord(i, 1)), ((vh + ((rn[tx::remap<L1, L6>(i)] + start) * svn)) + (rd[tx::remap<L2, L6>(i)] * 1)), ((rn[tx::remap<L1, L6>(i)] + start) < n_kv));
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
                 }
             }
 #line 51
@@ -171,108 +136,91 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
             // v_t: in shared memory, stage tx_stage (copied by cp.async)
             // tile s = dot(q_t, trans(k_t)) * qk_scale;                    /* [BM, BN], base 2 */
 #line 56 "kernels/attention.c"
-            float s[L5::REGS];
+            float tx_acc[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
+            using tx_a_tile = tx::SmemTile<__nv_bfloat16, 128, 64>;
 #line 56
-            float acc_0[L5::REGS];
+            __nv_bfloat16* tx_a_smem = reinterpret_cast<__nv_bfloat16*>(tx_smem);
 #line 56
-            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc_0[i] = 0.0f;
+            tx::stage<tx_L3, 0, 1, tx_a_tile, false>(tx_a_smem, q_t);
 #line 56
-            tx::mma<L5, tx::MmaBF16, Tile_q_t_0, true, k_t_tile, true, 64>(acc_0, smem_q_t_0, k_t_stages + tx_stage * k_t_tile::ELEMS);
+            __syncthreads();
 #line 56
-            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) s[i] = (acc_0[i] * qk_scale);
+            tx::mma<tx_L5, tx::MmaBF16, tx_a_tile, true, tx_k_t_tile, true, 64>(tx_acc, tx_a_smem, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS);
+#line 56
+            __syncthreads();
+#line 56
+            float s[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) s[tx_i] = tx_acc[tx_i] * qk_scale;
             // if (start + BN > masked) {
 #line 57 "kernels/attention.c"
-            if (((start + BN) > masked)) {
+            if (start + BN > masked) {
                 // tile kn = expand_dims(start + rn, 0);
 #line 58 "kernels/attention.c"
-                int kn[L7::REGS];
-#line 58
-                _Pragma("unroll") for (int i = 0; i < L7::REGS; ++i) kn[i] = (start + converted_2[i]);
+                int kn[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) kn[tx_i] = start + tx_rn_cvt[tx_i];
                 // tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
 #line 59 "kernels/attention.c"
-                bool ok[L5::REGS];
-#line 59
-                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) ok[i] = ((kn[tx::remap<L7, L5>(i)] < n_kv) & (kn[tx::remap<L7, L5>(i)] <= rm[tx::remap<L0, L5>(i)]));
+                bool ok[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) ok[tx_i] = (kn[tx::remap<tx_L7, tx_L5>(tx_i)] < n_kv) & (kn[tx::remap<tx_L7, tx_L5>(tx_i)] <= rm[tx::remap<tx_L0, tx_L5>(tx_i)]);
                 // s = where(ok, s, -INF);
 #line 60 "kernels/attention.c"
-                _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) s[i] = (ok[i] ? s[i] : -__int_as_float(0x7f800000));
+                _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) s[tx_i] = ok[tx_i] ? s[tx_i] : (-__int_as_float(0x7f800000));
             }
             // tile m_new = maximum(m_i, max(s, 1));
 #line 62 "kernels/attention.c"
-            float m_new[L0::REGS];
+            float tx_red[tx_L0::REGS]; tx::reduce<tx_L5, tx_L0, 1>(tx_red, s, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
 #line 62
-            float red_0[L0::REGS];
-#line 62
-            tx::reduce<L5, L0, 1>(red_0, s, [](float a, float b) { return tx::maximum(a, b); }, tx_smem);
-#line 62
-            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) m_new[i] = tx::maximum(m_i[i], red_0[i]);
+            float m_new[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) m_new[tx_i] = tx::maximum(m_i[tx_i], tx_red[tx_i]);
             // tile p = exp2(s - expand_dims(m_new, 1));
 #line 63 "kernels/attention.c"
-            float p[L5::REGS];
-#line 63
-            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) p[i] = tx::exp2((s[i] - m_new[tx::remap<L0, L5>(i)]));
+            float p[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) p[tx_i] = tx::exp2(s[tx_i] - m_new[tx::remap<tx_L0, tx_L5>(tx_i)]);
             // tile alpha = exp2(m_i - m_new);
 #line 64 "kernels/attention.c"
-            float alpha[L0::REGS];
-#line 64
-            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) alpha[i] = tx::exp2((m_i[i] - m_new[i]));
+            float alpha[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) alpha[tx_i] = tx::exp2(m_i[tx_i] - m_new[tx_i]);
             // l_i = l_i * alpha + sum(p, 1);
 #line 65 "kernels/attention.c"
-            float red_1[L0::REGS];
+            float tx_red_1[tx_L0::REGS]; tx::reduce<tx_L5, tx_L0, 1>(tx_red_1, p, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 65
-            tx::reduce<L5, L0, 1>(red_1, p, [](float a, float b) { return (a + b); }, tx_smem);
-#line 65
-            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) l_i[i] = ((l_i[i] * alpha[i]) + red_1[i]);
+            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) l_i[tx_i] = l_i[tx_i] * alpha[tx_i] + tx_red_1[tx_i];
             // acc = acc * expand_dims(alpha, 1);
 #line 66 "kernels/attention.c"
-            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc[i] = (acc[i] * alpha[tx::remap<L0, L5>(i)]);
+            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = acc[tx_i] * alpha[tx::remap<tx_L0, tx_L5>(tx_i)];
             // acc = dot((bf16)p, v_t, acc);
 #line 68 "kernels/attention.c"
-            float acc_1[L5::REGS];
+            float tx_acc_1[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_acc_1[tx_i] = acc[tx_i];
 #line 68
-            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc_1[i] = acc[i];
+            __nv_bfloat16 tx_value[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(p[tx_i]);
+            using tx_a_tile_1 = tx::SmemTile<__nv_bfloat16, 128, 64>;
 #line 68
-            __nv_bfloat16 value_0[L5::REGS];
+            __nv_bfloat16* tx_a_smem_1 = reinterpret_cast<__nv_bfloat16*>(tx_smem);
 #line 68
-            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_0[i] = tx::cast<__nv_bfloat16>(p[i]);
-#line 68
-            using TileA_0 = tx::SmemTile<__nv_bfloat16, 128, 64>;
-#line 68
-            __nv_bfloat16* smem_a_0 = reinterpret_cast<__nv_bfloat16*>(tx_smem + 0);
-#line 68
-            tx::stage<L5, 0, 1, TileA_0, false>(smem_a_0, value_0);
+            tx::stage<tx_L5, 0, 1, tx_a_tile_1, false>(tx_a_smem_1, tx_value);
 #line 68
             __syncthreads();
 #line 68
-            tx::mma<L5, tx::MmaBF16, TileA_0, true, v_t_tile, false, 64>(acc_1, smem_a_0, v_t_stages + tx_stage * v_t_tile::ELEMS);
+            tx::mma<tx_L5, tx::MmaBF16, tx_a_tile_1, true, tx_v_t_tile, false, 64>(tx_acc_1, tx_a_smem_1, tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS);
 #line 68
             __syncthreads();
 #line 68
-            _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) acc[i] = acc_1[i];
+            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = tx_acc_1[tx_i];
             // m_i = m_new;
 #line 72 "kernels/attention.c"
-            _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) m_i[i] = m_new[i];
+            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) m_i[tx_i] = m_new[tx_i];
+#line 51
             tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
         }
+#line 51
         tx::cp_async_wait<0>();
+#line 51
         __syncthreads();
     }
     // store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
 #line 74 "kernels/attention.c"
-    int converted_3[L7::REGS];
+    int tx_rd_cvt[tx_L7::REGS]; tx::relayout<tx_L2, tx_L7>(tx_rd_cvt, rd, tx_smem, [](int tx_r) { return tx_L7::coord(tx_r, 0) * 64 + tx_L7::coord(tx_r, 1); });
 #line 74
-    tx::relayout<L2, L7>(converted_3, rd, tx_smem, [](int r) { return (L7::coord(r, 0)) * 64 + L7::coord(r, 1); });
+    __nv_bfloat16 tx_value_1[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>(acc[tx_i] / l_i[tx::remap<tx_L0, tx_L5>(tx_i)]);
 #line 74
-    __nv_bfloat16 value_1[L5::REGS];
+    bool tx_mask_1[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_mask_1[tx_i] = rm[tx::remap<tx_L0, tx_L5>(tx_i)] < n_q;
 #line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) value_1[i] = tx::cast<__nv_bfloat16>((acc[i] / l_i[tx::remap<L0, L5>(i)]));
-#line 74
-    bool mask_1[L5::REGS];
-#line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; ++i) mask_1[i] = (rm[tx::remap<L0, L5>(i)] < n_q);
-#line 74
-    _Pragma("unroll") for (int i = 0; i < L5::REGS; i += 2) tx::store_vec<2>(((((o + (b * sob)) + (h * soh)) + (rm[tx::remap<L0, L5>(i)] * son)) + (converted_3[tx::remap<L7, L5>(i)] * 1)), &value_1[i], &mask_1[i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec<2>(o + b * sob + h * soh + rm[tx::remap<tx_L0, tx_L5>(tx_i)] * son + tx_rd_cvt[tx::remap<tx_L7, tx_L5>(tx_i)], &tx_value_1[tx_i], &tx_mask_1[tx_i]);
     // store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
 #line 76 "kernels/attention.c"
-    _Pragma("unroll") for (int i = 0; i < L0::REGS; ++i) if (L0::owner() && (rm[i] < n_q)) *(((lse + (bh * n_q)) + rm[i])) = ((m_i[i] + tx::log2(l_i[i])) * 0.6931472f);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(lse + bh * n_q + rm[tx_i]) = (m_i[tx_i] + tx::log2(l_i[tx_i])) * 0.6931472f;
 }

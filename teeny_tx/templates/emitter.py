@@ -46,6 +46,8 @@ from .emit_tiles import TileEmitter
 
 INDENT = "    "
 SKELETON = "kernel.cu.j2"
+# Templates of whole kernels, not op families: the Hopper matmul renders its own (templates/hopper.py)
+SKELETONS = (SKELETON, "hopper_matmul.cu.j2")
 _MACRO = re.compile(r"{%-?\s*macro\s+(\w+)")
 
 # handlers that other modules add: IR node type -> f(emitter, node); op -> f(emitter, op, dst)
@@ -89,9 +91,9 @@ def environment() -> jinja2.Environment:
 
 
 def families() -> list[str]:
-    """The op-family templates: every ``*.cu.j2`` but the kernel skeleton, in name order."""
+    """The op-family templates: every ``*.cu.j2`` but the kernel skeletons, in name order."""
     env = environment()
-    return env.list_templates(filter_func=lambda n: n.endswith(".cu.j2") and n != SKELETON)
+    return env.list_templates(filter_func=lambda n: n.endswith(".cu.j2") and n not in SKELETONS)
 
 
 @cache
