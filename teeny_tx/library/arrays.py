@@ -224,7 +224,7 @@ class Arrays:
         """Whether the current device is the arrays' (a plan replays only there)."""
         if self.kind == "numpy":
             return always
-        from .runtime import launch
+        from ..runtime import launch
 
         index = self.first.device.index if self.kind == "torch" else self.first.device.id
         get_device = launch.get_device

@@ -676,7 +676,7 @@ def scaled_matmul(
             config=HopperConfig(tiles.bm, tiles.bn, 128, 4, GROUP_M),
             watchdog=WATCHDOG,
         )
-        from .lower.hopper import tma_operand_view
+        from ..lower.hopper import tma_operand_view
 
         tma_operand_view("a", dtype, m, k, a.stride(0), 1, a.data_ptr())
         tma_operand_view("b", dtype, k, n, 1, b.stride(1), b.data_ptr())

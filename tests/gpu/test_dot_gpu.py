@@ -154,6 +154,7 @@ def test_mm_strided_operands(dot_kernels, dtype, layout):
         BM=64,
         BN=64,
         BK=16,
+        strided=True,  # the views are indexed with the strides passed
     )
     assert rel_err(c.get(), ref) < 1e-5
 

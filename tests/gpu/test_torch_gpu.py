@@ -18,7 +18,8 @@ if not torch.cuda.is_available():
 import torch.nn.functional as F  # noqa: E402
 
 import teeny_tx.torch as ttx  # noqa: E402
-from teeny_tx import TeenyError, linalg, nn  # noqa: E402
+from teeny_tx import TeenyError  # noqa: E402
+from teeny_tx.library import linalg, nn  # noqa: E402
 from teeny_tx.library import torch_ops as ops  # noqa: E402
 
 from ..test_torch_graph_ops import bias_tanh  # noqa: E402
