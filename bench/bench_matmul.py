@@ -495,7 +495,7 @@ def hopper_sweep(args) -> None:
 def load_linalg():
     """(teeny_tx.linalg, None), or (None, the error) where it does not import."""
     try:
-        import teeny_tx.linalg as linalg
+        from teeny_tx.library import linalg
 
         return linalg, None
     except Exception as exc:

@@ -188,7 +188,7 @@ def _run_matmul(
     if 0 in (p.m, p.n, p.batch):
         return None
     if config is None:  # tuned: the kernel's pragma configs, timed once per shape
-        options = {}
+        options: dict[str, Any] = {"strided": True}  # operands are indexed with their strides
         if arrays.kind == "torch":
             options["stream"] = torch_stream(arrays.torch, arrays.first.device.index)
         grid = lambda meta: (cdiv(p.m, meta["BM"]) * cdiv(p.n, meta["BN"]), p.batch)  # noqa: E731
@@ -400,10 +400,11 @@ def _hopper_candidates(m: int, n: int, sms: int, tma_store: bool) -> list:
 
 @functools.cache
 def _hopper_device(device: int) -> bool:
-    from ..runtime import launch, nvrtc
+    from ..runtime import launch
+    from ..target import Target
 
-    forced = nvrtc.target_arch(hopper_features=True)
-    return launch.device_limits(device).capability == (9, 0) and forced == "sm_90a"
+    target = Target.from_env() or Target.for_device(hopper_features=True)
+    return launch.device_limits(device).capability == (9, 0) and target.arch == "sm_90a"
 
 
 def _hopper_shared(config, dtype: str, out_dtype: str) -> int:
