@@ -46,7 +46,7 @@ from .emit_tiles import TileEmitter
 
 INDENT = "    "
 SKELETON = "kernel.cu.j2"
-# Templates of whole kernels, not op families: the Hopper matmul renders its own (templates/hopper.py)
+# Whole-kernel templates, not op families (the Hopper matmul renders its own: templates/hopper.py)
 SKELETONS = (SKELETON, "hopper_matmul.cu.j2")
 _MACRO = re.compile(r"{%-?\s*macro\s+(\w+)")
 
