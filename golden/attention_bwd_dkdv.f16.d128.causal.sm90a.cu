@@ -20,17 +20,17 @@ __device__ __forceinline__ void tx_wgmma_m64n64k16_f16_kk(float* d, unsigned lon
 }
 
 // One warpgroup MMA: acc[64 x 128] += A[64 x 16] @ B[16 x 128], f16 in, f32 accumulate;
-// A K-major, B MN-major in shared memory (descriptors a, b).
-__device__ __forceinline__ void tx_wgmma_m64n128k16_f16_kt(float* d, unsigned long long a, unsigned long long b) {
+// A in registers (a: four packed fragment registers), B MN-major in shared memory (descriptor b).
+__device__ __forceinline__ void tx_wgmma_m64n128k16_f16_rt(float* d, const unsigned* a, unsigned long long b) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16\n"
         "{"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[32]), "+f"(d[33]), "+f"(d[2]), "+f"(d[3]), "+f"(d[34]), "+f"(d[35]),
           "+f"(d[4]), "+f"(d[5]), "+f"(d[36]), "+f"(d[37]), "+f"(d[6]), "+f"(d[7]), "+f"(d[38]), "+f"(d[39]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[40]), "+f"(d[41]), "+f"(d[10]), "+f"(d[11]), "+f"(d[42]), "+f"(d[43]),
@@ -39,7 +39,7 @@ __device__ __forceinline__ void tx_wgmma_m64n128k16_f16_kt(float* d, unsigned lo
           "+f"(d[20]), "+f"(d[21]), "+f"(d[52]), "+f"(d[53]), "+f"(d[22]), "+f"(d[23]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[56]), "+f"(d[57]), "+f"(d[26]), "+f"(d[27]), "+f"(d[58]), "+f"(d[59]),
           "+f"(d[28]), "+f"(d[29]), "+f"(d[60]), "+f"(d[61]), "+f"(d[30]), "+f"(d[31]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a), "l"(b), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -60,8 +60,8 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     using tx_L7 = tx::Blocked<tx::Ints<64, 1>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 1]: 1x8 per thread, 2x16 lanes, 8x1 warps, order [1, 0]; 4 per thread, some threads hold copies
     using tx_L8 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
     using tx_L9 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
-    extern __shared__ __align__(16) unsigned char tx_smem[];  // 17408 bytes of scratch
-    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 17408);  // 132096 bytes of pipeline stages
+    extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
+    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 132096 bytes of pipeline stages
     // i32 pid_n = program_id(0);
 #line 114 "kernels/attention.c"
     int pid_n = (int)blockIdx.x;
@@ -288,19 +288,8 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                     float tx_acc_2[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_acc_2[tx_i] = dv_acc[tx_i];
 #line 161
                     __half tx_value[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__half>(p_t[tx_i]);
-                    using tx_a_tile = tx::SmemTile<__half, 128, 64>;
 #line 161
-                    __half* tx_a_smem = reinterpret_cast<__half*>(tx::align1024(tx_smem));
-#line 161
-                    tx::stage<tx_L8, 0, 1, tx_a_tile, false>(tx_a_smem, tx_value);
-#line 161
-                    tx::fence_async_proxy();  // shared stores, then wgmma reads them
-#line 161
-                    __syncthreads();
-#line 161
-                    tx::wgmma<tx_L3, tx_a_tile, true, tx_do_t_tile, false, 64, 0>(tx_acc_2, tx_a_smem, tx_do_t_stages + tx_stage * tx_do_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_kt(tx_d, tx_a, tx_b); });
-#line 161
-                    __syncthreads();
+                    tx::wgmma_rs<tx_L3, tx_L8, tx_do_t_tile, false, 64, 0>(tx_acc_2, tx_value, tx_do_t_stages + tx_stage * tx_do_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers
 #line 161
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dv_acc[tx_i] = tx_acc_2[tx_i];
                     // dk_acc = dot((f16)ds_t, q_t, dk_acc);
@@ -308,19 +297,8 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                     float tx_acc_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_acc_3[tx_i] = dk_acc[tx_i];
 #line 162
                     __half tx_value_1[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__half>(ds_t[tx_i]);
-                    using tx_a_tile_1 = tx::SmemTile<__half, 128, 64>;
 #line 162
-                    __half* tx_a_smem_1 = reinterpret_cast<__half*>(tx::align1024(tx_smem));
-#line 162
-                    tx::stage<tx_L8, 0, 1, tx_a_tile_1, false>(tx_a_smem_1, tx_value_1);
-#line 162
-                    tx::fence_async_proxy();  // shared stores, then wgmma reads them
-#line 162
-                    __syncthreads();
-#line 162
-                    tx::wgmma<tx_L3, tx_a_tile_1, true, tx_q_t_tile, false, 64, 0>(tx_acc_3, tx_a_smem_1, tx_q_t_stages + tx_stage * tx_q_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_kt(tx_d, tx_a, tx_b); });
-#line 162
-                    __syncthreads();
+                    tx::wgmma_rs<tx_L3, tx_L8, tx_q_t_tile, false, 64, 0>(tx_acc_3, tx_value_1, tx_q_t_stages + tx_stage * tx_q_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers
 #line 162
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dk_acc[tx_i] = tx_acc_3[tx_i];
 #line 138

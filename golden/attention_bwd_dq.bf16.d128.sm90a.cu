@@ -20,17 +20,17 @@ __device__ __forceinline__ void tx_wgmma_m64n64k16_bf16_kk(float* d, unsigned lo
 }
 
 // One warpgroup MMA: acc[64 x 128] += A[64 x 16] @ B[16 x 128], bf16 in, f32 accumulate;
-// A K-major, B MN-major in shared memory (descriptors a, b).
-__device__ __forceinline__ void tx_wgmma_m64n128k16_bf16_kt(float* d, unsigned long long a, unsigned long long b) {
+// A in registers (a: four packed fragment registers), B MN-major in shared memory (descriptor b).
+__device__ __forceinline__ void tx_wgmma_m64n128k16_bf16_rt(float* d, const unsigned* a, unsigned long long b) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16\n"
         "{"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[32]), "+f"(d[33]), "+f"(d[2]), "+f"(d[3]), "+f"(d[34]), "+f"(d[35]),
           "+f"(d[4]), "+f"(d[5]), "+f"(d[36]), "+f"(d[37]), "+f"(d[6]), "+f"(d[7]), "+f"(d[38]), "+f"(d[39]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[40]), "+f"(d[41]), "+f"(d[10]), "+f"(d[11]), "+f"(d[42]), "+f"(d[43]),
@@ -39,7 +39,7 @@ __device__ __forceinline__ void tx_wgmma_m64n128k16_bf16_kt(float* d, unsigned l
           "+f"(d[20]), "+f"(d[21]), "+f"(d[52]), "+f"(d[53]), "+f"(d[22]), "+f"(d[23]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[56]), "+f"(d[57]), "+f"(d[26]), "+f"(d[27]), "+f"(d[58]), "+f"(d[59]),
           "+f"(d[28]), "+f"(d[29]), "+f"(d[60]), "+f"(d[61]), "+f"(d[30]), "+f"(d[31]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a), "l"(b), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -60,8 +60,8 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     using tx_L7 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
     using tx_L8 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
     using tx_L9 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
-    extern __shared__ __align__(16) unsigned char tx_smem[];  // 33792 bytes of scratch
-    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 33792);  // 66560 bytes of pipeline stages
+    extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
+    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 132096 bytes of pipeline stages
     // i32 pid_m = program_id(0);
 #line 185 "kernels/attention.c"
     int pid_m = (int)blockIdx.x;
@@ -137,6 +137,16 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
         using tx_v_t_tile = tx::SmemTile<__nv_bfloat16, 64, 128>;
 #line 203
         __nv_bfloat16* const tx_v_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 32768);
+        using tx_q_t_tile = tx::SmemTile<__nv_bfloat16, 128, 128>;
+#line 203
+        __nv_bfloat16* const tx_q_t_smem = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 65536);
+#line 203
+        tx::stage<tx_L3, 0, 1, tx_q_t_tile, false>(tx_q_t_smem, q_t);  // once: the loop does not change it
+        using tx_do_t_tile = tx::SmemTile<__nv_bfloat16, 128, 128>;
+#line 203
+        __nv_bfloat16* const tx_do_t_smem = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 98304);
+#line 203
+        tx::stage<tx_L3, 0, 1, tx_do_t_tile, false>(tx_do_t_smem, do_t);  // once: the loop does not change it
         // prologue: the copies of the first 1 iteration
         {
 #line 203
@@ -193,19 +203,8 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
             // tile p = exp2(dot(q_t, trans(k_t)) * qk_scale - lse2);         /* [BM, BN] */
 #line 208 "kernels/attention.c"
             float tx_acc[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
-            using tx_a_tile = tx::SmemTile<__nv_bfloat16, 128, 128>;
 #line 208
-            __nv_bfloat16* tx_a_smem = reinterpret_cast<__nv_bfloat16*>(tx::align1024(tx_smem));
-#line 208
-            tx::stage<tx_L3, 0, 1, tx_a_tile, false>(tx_a_smem, q_t);
-#line 208
-            tx::fence_async_proxy();  // shared stores, then wgmma reads them
-#line 208
-            __syncthreads();
-#line 208
-            tx::wgmma<tx_L7, tx_a_tile, true, tx_k_t_tile, true, 128, 0>(tx_acc, tx_a_smem, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_bf16_kk(tx_d, tx_a, tx_b); });
-#line 208
-            __syncthreads();
+            tx::wgmma<tx_L7, tx_q_t_tile, true, tx_k_t_tile, true, 128, 0>(tx_acc, tx_q_t_smem, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_bf16_kk(tx_d, tx_a, tx_b); });
 #line 208
             float p[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) p[tx_i] = tx::exp2(tx_acc[tx_i] * qk_scale - lse2[tx::remap<tx_L4, tx_L7>(tx_i)]);
             // if (start + BN > masked) {
@@ -224,19 +223,8 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
             // tile ds = p * (dot(do_t, trans(v_t)) - dl);
 #line 214 "kernels/attention.c"
             float tx_acc_1[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_acc_1[tx_i] = 0.0f;
-            using tx_a_tile_1 = tx::SmemTile<__nv_bfloat16, 128, 128>;
 #line 214
-            __nv_bfloat16* tx_a_smem_1 = reinterpret_cast<__nv_bfloat16*>(tx::align1024(tx_smem));
-#line 214
-            tx::stage<tx_L3, 0, 1, tx_a_tile_1, false>(tx_a_smem_1, do_t);
-#line 214
-            tx::fence_async_proxy();  // shared stores, then wgmma reads them
-#line 214
-            __syncthreads();
-#line 214
-            tx::wgmma<tx_L7, tx_a_tile_1, true, tx_v_t_tile, true, 128, 0>(tx_acc_1, tx_a_smem_1, tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_bf16_kk(tx_d, tx_a, tx_b); });
-#line 214
-            __syncthreads();
+            tx::wgmma<tx_L7, tx_do_t_tile, true, tx_v_t_tile, true, 128, 0>(tx_acc_1, tx_do_t_smem, tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_bf16_kk(tx_d, tx_a, tx_b); });
 #line 214
             float ds[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) ds[tx_i] = p[tx_i] * (tx_acc_1[tx_i] - dl[tx::remap<tx_L4, tx_L7>(tx_i)]);
             // dq_acc = dot((bf16)ds, k_t, dq_acc);
@@ -244,19 +232,8 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
             float tx_acc_2[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_acc_2[tx_i] = dq_acc[tx_i];
 #line 216
             __nv_bfloat16 tx_value[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(ds[tx_i]);
-            using tx_a_tile_2 = tx::SmemTile<__nv_bfloat16, 128, 64>;
 #line 216
-            __nv_bfloat16* tx_a_smem_2 = reinterpret_cast<__nv_bfloat16*>(tx::align1024(tx_smem));
-#line 216
-            tx::stage<tx_L7, 0, 1, tx_a_tile_2, false>(tx_a_smem_2, tx_value);
-#line 216
-            tx::fence_async_proxy();  // shared stores, then wgmma reads them
-#line 216
-            __syncthreads();
-#line 216
-            tx::wgmma<tx_L5, tx_a_tile_2, true, tx_k_t_tile, false, 64, 0>(tx_acc_2, tx_a_smem_2, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_bf16_kt(tx_d, tx_a, tx_b); });
-#line 216
-            __syncthreads();
+            tx::wgmma_rs<tx_L5, tx_L7, tx_k_t_tile, false, 64, 0>(tx_acc_2, tx_value, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_bf16_rt(tx_d, tx_a, tx_b); });  // A from registers
 #line 216
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) dq_acc[tx_i] = tx_acc_2[tx_i];
 #line 203

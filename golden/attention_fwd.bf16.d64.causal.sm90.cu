@@ -19,7 +19,7 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     using tx_L6 = tx::Blocked<tx::Ints<64, 64>, tx::Ints<1, 8>, tx::Ints<4, 8>, tx::Ints<8, 1>, tx::Ints<1, 0>>;  // [64, 64]: 1x8 per thread, 4x8 lanes, 8x1 warps, order [1, 0]; 16 per thread
     using tx_L7 = tx::Mma<tx::Ints<1, 64>, 4, 2>;  // [1, 64]: mma.sync accumulator, 4x2 warps of m16n8 fragments; 8 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16384 bytes of scratch
-    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 16384);  // 33792 bytes of pipeline stages
+    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 16384);  // 50176 bytes of pipeline stages
     // i32 pid_m = program_id(0);
 #line 33 "kernels/attention.c"
     int pid_m = (int)blockIdx.x;
@@ -83,6 +83,11 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
         using tx_v_t_tile = tx::SmemTile<__nv_bfloat16, 64, 64>;
 #line 51
         __nv_bfloat16* const tx_v_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 16384);
+        using tx_q_t_tile = tx::SmemTile<__nv_bfloat16, 128, 64>;
+#line 51
+        __nv_bfloat16* const tx_q_t_smem = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 32768);
+#line 51
+        tx::stage<tx_L3, 0, 1, tx_q_t_tile, false>(tx_q_t_smem, q_t);  // once: the loop does not change it
         // prologue: the copies of the first 1 iteration
         {
 #line 51
@@ -137,17 +142,8 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
             // tile s = dot(q_t, trans(k_t)) * qk_scale;                    /* [BM, BN], base 2 */
 #line 56 "kernels/attention.c"
             float tx_acc[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
-            using tx_a_tile = tx::SmemTile<__nv_bfloat16, 128, 64>;
 #line 56
-            __nv_bfloat16* tx_a_smem = reinterpret_cast<__nv_bfloat16*>(tx_smem);
-#line 56
-            tx::stage<tx_L3, 0, 1, tx_a_tile, false>(tx_a_smem, q_t);
-#line 56
-            __syncthreads();
-#line 56
-            tx::mma<tx_L5, tx::MmaBF16, tx_a_tile, true, tx_k_t_tile, true, 64>(tx_acc, tx_a_smem, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS);
-#line 56
-            __syncthreads();
+            tx::mma<tx_L5, tx::MmaBF16, tx_q_t_tile, true, tx_k_t_tile, true, 64>(tx_acc, tx_q_t_smem, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS);
 #line 56
             float s[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) s[tx_i] = tx_acc[tx_i] * qk_scale;
             // if (start + BN > masked) {
@@ -187,15 +183,15 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
             float tx_acc_1[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_acc_1[tx_i] = acc[tx_i];
 #line 68
             __nv_bfloat16 tx_value[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(p[tx_i]);
-            using tx_a_tile_1 = tx::SmemTile<__nv_bfloat16, 128, 64>;
+            using tx_a_tile = tx::SmemTile<__nv_bfloat16, 128, 64>;
 #line 68
-            __nv_bfloat16* tx_a_smem_1 = reinterpret_cast<__nv_bfloat16*>(tx_smem);
+            __nv_bfloat16* tx_a_smem = reinterpret_cast<__nv_bfloat16*>(tx_smem);
 #line 68
-            tx::stage<tx_L5, 0, 1, tx_a_tile_1, false>(tx_a_smem_1, tx_value);
+            tx::stage<tx_L5, 0, 1, tx_a_tile, false>(tx_a_smem, tx_value);
 #line 68
             __syncthreads();
 #line 68
-            tx::mma<tx_L5, tx::MmaBF16, tx_a_tile_1, true, tx_v_t_tile, false, 64>(tx_acc_1, tx_a_smem_1, tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS);
+            tx::mma<tx_L5, tx::MmaBF16, tx_a_tile, true, tx_v_t_tile, false, 64>(tx_acc_1, tx_a_smem, tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS);
 #line 68
             __syncthreads();
 #line 68

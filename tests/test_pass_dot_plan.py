@@ -57,3 +57,53 @@ def test_wgmma_of_an_overlapping_pipeline_leaves_one_group_running(dot_kernels):
     (p,) = plans(dot_kernels.mm_staged, "f32", "f16", "f16", 256, 256, 256, arch="sm_90a",
                  **common, num_stages=3)  # fmt: skip
     assert p.pending == 0 and p.scratch_bytes == 64 * 64 * 2 + 1024  # aligned for wgmma
+
+
+def _golden_spec(stem):
+    from tests.cases import GOLDEN, module
+
+    g = {g.stem: g for g in GOLDEN}[stem]
+    k = getattr(module(g.file), g.kernel)
+    options = {"num_warps": g.num_warps, "num_stages": g.num_stages}
+    return k.specialize(*g.args, **options, target=g.arch, **g.constexprs)
+
+
+def _dot_plans(spec):
+    return [
+        e.attr("plan") for e in walk_exprs(spec.kernel.body) if isinstance(e, Op) and e.op == "dot"
+    ]
+
+
+def test_attention_forward_reads_q_once_and_p_from_registers():
+    """The query block, which the key loop does not change, is staged once before the loop;
+    on sm_90a P (computed from the scores' accumulator) is wgmma's register A operand."""
+    from teeny_tx.lower import ir
+    from teeny_tx.lower.layout import walk_stmts
+
+    spec = _golden_spec("attention_fwd.f16.d128.sm90a")
+    (loop,) = [s for s in walk_stmts(spec.kernel.body) if isinstance(s, ir.PipelinedLoop)]
+    assert [x.var for x in loop.once] == ["q_t"] and [x.var for x in loop.loads] == ["k_t", "v_t"]
+    assert loop.once[0].offset >= max(x.offset for x in loop.loads) + 1024
+    qk, pv = _dot_plans(spec)
+    assert [o.source for o in qk.operands] == ["once", "stage"] and qk.scratch_bytes == 0
+    assert [o.source for o in pv.operands] == ["registers", "stage"] and pv.register_a
+    assert not qk.from_scratch and not pv.from_scratch
+    # mma.sync has no register-A form from shared-memory descriptors: P is staged there
+    spec = _golden_spec("attention_fwd.bf16.d64.causal.sm90")
+    qk, pv = _dot_plans(spec)
+    assert [o.source for o in qk.operands] == ["once", "stage"]
+    assert [o.source for o in pv.operands] == ["scratch", "stage"] and not pv.register_a
+
+
+def test_an_operand_an_enclosing_pipeline_stages_is_not_staged_again():
+    """dK/dV: the key block is a stage of the group loop's pipeline; the query loop inside
+    reads it there, and stages nothing once (its own operands all change)."""
+    from teeny_tx.lower import ir
+    from teeny_tx.lower.layout import walk_stmts
+
+    spec = _golden_spec("attention_bwd_dkdv.f16.d128.causal.sm90a")
+    loops = [s for s in walk_stmts(spec.kernel.body) if isinstance(s, ir.PipelinedLoop)]
+    outer = [p for p in loops if "k_t" in {x.var for x in p.loads}]
+    assert outer and all("k_t" not in {x.var for x in p.once} for p in loops)
+    sources = {(o.role, o.source) for p in _dot_plans(spec) for o in p.operands}
+    assert ("a", "stage") in sources or ("b", "stage") in sources

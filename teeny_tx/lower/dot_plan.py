@@ -8,7 +8,17 @@ tile comes from:
 - ``stage``: the current stage of a pipelined loop's ring (the loop's copies put it there);
 - ``scratch``: the operand's registers written into the scratch buffer just before the dot
   (``tx::stage``), 16-bit operands as they are (ldmatrix.trans and wgmma read either way), the
-  others with K contiguous (``flip``).
+  others with K contiguous (``flip``);
+- ``once``: the operand's shared tile written once before a pipelined loop that does not
+  change it (``ir.StagedOnce``: attention's query block);
+- ``registers``: wgmma's register-A form (``tx::wgmma_rs``, sm_90a): a 16-bit A tile, not
+  transposed, held in a wgmma accumulator layout of the dot's warps (attention's
+  ``P = (f16)p``, computed from a product) passes its registers as the A fragments, so it never
+  touches shared memory.
+
+The emitter computes both operands' registers before it stages either: computing one (moving
+its index tiles between layouts, say) may use the scratch buffer, where the other would already
+be staged.
 
 Dots whose shape the tensor cores cannot take are a located error here.
 """
@@ -39,10 +49,11 @@ WGMMA_ALIGN = 1024  # wgmma reads 128-byte swizzled panels from a 1024-aligned b
 @dataclass(frozen=True)
 class DotOperand:
     role: str  # "a" or "b"
-    source: str  # "stage" or "scratch"
-    kmajor: bool  # K is the contiguous axis of the shared tile
-    tile: str  # the shared tile's C++ type (tx::SmemTile)
-    pointer: str  # its first element: a stage ring's buffer, or the scratch pointer
+    source: str  # "stage", "once", "scratch" or "registers" (see the module)
+    kmajor: bool  # K is the contiguous axis of the shared tile (True for "registers")
+    tile: str  # the shared tile's C++ type (tx::SmemTile); "" for "registers"
+    pointer: str  # its first element: a stage ring's buffer, or the scratch pointer; "" for
+    # "registers"
     stage: str = ""  # the stage counter (source "stage")
     flip: bool = False  # written transposed, so K is contiguous (source "scratch")
     rows: int = 0  # the shared tile's shape and offset in the scratch (source "scratch")
@@ -63,11 +74,34 @@ class DotPlan:
     def from_scratch(self) -> bool:
         return any(o.source == "scratch" for o in self.operands)
 
+    @property
+    def register_a(self) -> bool:
+        return self.operands[0].source == "registers"
+
+
+def _register_a(a: Expr, acc: Op) -> bool:
+    """Whether a wgmma dot reads its A operand from the registers it is in (see the module):
+    a 16-bit tile, not transposed, in the wgmma accumulator layout of the dot's warps, of the
+    dot's M and the operand's K."""
+    src, transposed = operand_source(a)
+    lay = src.layout
+    return (
+        not transposed
+        and src.type.dtype.itemsize == 2
+        and lay is not None
+        and lay.is_mma
+        and lay.blocked.version == 3
+        and lay.blocked.warps == acc.layout.blocked.warps
+        and lay.dims == (0, 1)
+        and lay.shape == (acc.type.shape[0], a.type.shape[1])
+    )
+
 
 class _Planner:
     def __init__(self, names: Names) -> None:
         self.names = names
         self.staged: dict[str, tuple[ir.StagedLoad, str]] = {}
+        self.once: dict[str, ir.StagedOnce] = {}
         self.pending = 0
 
     def dot(self, e: Op) -> Op:
@@ -92,6 +126,13 @@ class _Planner:
             if isinstance(src, Var) and src.name in self.staged:
                 load, stage = self.staged[src.name]
                 operands.append(DotOperand(role, "stage", as_loaded, load.tile, load.buffer, stage))
+                continue
+            if isinstance(src, Var) and src.name in self.once:
+                once = self.once[src.name]
+                operands.append(DotOperand(role, "once", as_loaded, once.tile, once.buffer))
+                continue
+            if role == "a" and wgmma and _register_a(x, e):
+                operands.append(DotOperand(role, "registers", True, "", ""))
                 continue
             flip = dtype.itemsize != 2 and not as_loaded
             rows, cols = src.type.shape[::-1] if flip else src.type.shape
@@ -153,12 +194,14 @@ class _Planner:
                 body=self.block(s.body),
             )
         if isinstance(s, ir.PipelinedLoop):
-            outer = dict(self.staged), self.pending
+            outer = dict(self.staged), dict(self.once), self.pending
             for load in s.loads:
                 self.staged[load.var] = (load, s.stage)
+            for once in s.once:
+                self.once[once.var] = once
             self.pending = 1 if s.overlap else 0
             loop = self.stmt(s.loop)
-            self.staged, self.pending = outer
+            self.staged, self.once, self.pending = outer
             return dataclasses.replace(s, loop=loop)
         return s
 

@@ -224,6 +224,20 @@ class Staged(Stmt):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
+class StagedOnce:
+    """A 16-bit dot operand that a pipelined loop does not change (attention's query block),
+    written from its registers (``value``, a variable) into shared memory once, before the
+    loop, at ``offset`` of the pipeline region, after the rings; ``tile`` and ``buffer`` name
+    the shared tile's C++ type and its first element. The loop's dots read it there."""
+
+    var: str
+    value: Var
+    tile: str
+    buffer: str
+    offset: int
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
 class PipelinedLoop(Stmt):
     """A ``for`` loop whose ``loads`` run ``ahead`` iterations ahead of its body through a ring
     of ``stages`` shared-memory buffers (``bytes`` in all, 1024-aligned). ``loop`` is the loop
@@ -242,6 +256,7 @@ class PipelinedLoop(Stmt):
     stage_ahead: str
     k_ahead: str
     prologue: str
+    once: tuple[StagedOnce, ...] = ()  # operands staged once before the loop
 
 
 # ---------------------------------------------------------------- the kernel

@@ -13,6 +13,11 @@ bytes at a time, zeros where masked. Such a load becomes ``cp.async`` copies int
 ``num_stages`` buffers, issued ``num_stages - 1`` iterations ahead (one less where wgmma of one
 iteration may still read its stage while the next starts). Operands of 32-bit elements are
 pipelined only with K contiguous (``ldmatrix.trans`` moves 16-bit elements only).
+
+16-bit dot operands of such a loop that it does not change (variables declared before it:
+attention's query block, dK/dV's key block) are written into shared memory once, before the
+loop, after the rings (:class:`ir.StagedOnce`), instead of into the scratch buffer by every
+iteration; not in loops that hold loops (whose own pipelines would reuse the region).
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ class _Planner:
         self.stages = kernel.num_stages
         self.axis = axis
         self.names = names
+        self.staged: set[str] = set()  # variables the enclosing pipelined loops stage
 
     def candidates(self, s: ir.Loop) -> list[tuple[ir.Declare, int]] | None:
         """The loads of ``s`` to pipeline with their vector widths, or None (see the module)."""
@@ -161,6 +167,23 @@ class _Planner:
             if isinstance(operand_source(x)[0], Var)
         }
         names = {t.name for t, _ in found}
+        changed = assigned_names([s])
+        once_vars: dict[str, Var] = {}
+        if not any(isinstance(t, (ir.Loop, ir.PipelinedLoop)) for t in walk_stmts(s.body)):
+            for e in dots:
+                for x in e.args[:2]:
+                    src = operand_source(x)[0]
+                    if (
+                        isinstance(src, Var)
+                        and src.name not in changed
+                        and src.name not in names
+                        and src.name not in self.staged
+                        and src.type.is_tile
+                        and src.type.dtype.itemsize == 2
+                        and src.layout is not None
+                    ):
+                        once_vars.setdefault(src.name, src)
+        names |= set(once_vars)
         sources = [operand_source(x)[0] for e in dots for x in e.args[:2]]
         # wgmma may run on while the next iteration starts when each dot reads only pipelined
         # operands: the copies then run one stage less ahead, to leave its stage alone
@@ -187,15 +210,32 @@ class _Planner:
             )
             size = stages * rows * cols * load.type.dtype.itemsize
             offset += -(-size // STAGE_ALIGN) * STAGE_ALIGN
+        once = []
+        for name, var in once_vars.items():
+            once.append(
+                ir.StagedOnce(
+                    var=name,
+                    value=var,
+                    tile=self.names.fresh(f"{name}_tile"),
+                    buffer=self.names.fresh(f"{name}_smem"),
+                    offset=offset,
+                )
+            )
+            rows, cols = var.type.shape
+            offset += -(-rows * cols * var.type.dtype.itemsize // STAGE_ALIGN) * STAGE_ALIGN
         body = tuple(
             ir.Staged(loc=t.loc, name=t.name, staged=loads[t.name])
             if isinstance(t, ir.Declare) and t.name in loads
             else t
             for t in s.body
         )
+        outer = self.staged
+        self.staged = outer | set(loads)
+        inner = self.block(body)
+        self.staged = outer
         return ir.PipelinedLoop(
             loc=s.loc,
-            loop=dataclasses.replace(s, body=self.block(body)),
+            loop=dataclasses.replace(s, body=inner),
             loads=tuple(loads.values()),
             stages=stages,
             ahead=stages - 2 if overlap else stages - 1,
@@ -206,6 +246,7 @@ class _Planner:
             stage_ahead=self.names.fresh("stage_ahead"),
             k_ahead=self.names.fresh(f"{s.init[0].name}_ahead"),
             prologue=self.names.fresh("prologue_stage"),
+            once=tuple(once),
         )
 
     def block(self, stmts) -> tuple[ir.Stmt, ...]:

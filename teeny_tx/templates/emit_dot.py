@@ -39,20 +39,32 @@ class DotEmitter:
         out = self.names.fresh("acc")
         with self.registers_of(layout) as alias:
             self.emit("define_tile", ctype(e.type.dtype), out, alias, self.ex(acc))
-        pointers = []
+        # every operand's registers first, then the staging: computing an operand may move a
+        # tile between layouts through the scratch buffer, where the other would be staged
+        regs = {}
         for o, x in zip(plan.operands, e.args[:2], strict=True):
+            if o.source in ("scratch", "registers"):
+                src = operand_source(x)[0]
+                self.hoist(src)
+                regs[o.role] = (src, self.materialise(src, src.layout))
+        pointers = []
+        for o in plan.operands:
             if o.source == "stage":
                 pointers.append(self.render_macro("stage_pointer", o.pointer, o.stage, o.tile))
                 continue
-            src = operand_source(x)[0]
-            self.hoist(src)
-            regs = self.materialise(src, src.layout)
+            if o.source == "once":
+                pointers.append(o.pointer)
+                continue
+            src, values = regs[o.role]
+            if o.source == "registers":  # wgmma reads A from the registers it is in
+                pointers.append(values)
+                continue
             base = f"tx::align1024({self.scratch(0)})" if plan.wgmma else self.scratch(0)
             stage = "tx::stage_tf32" if plan.wgmma and dtype.name == "f32" else "tx::stage"
             d0, d1 = src.layout.dims
             self.emit(
                 "stage_operand", ctype(dtype), o.tile, o.rows, o.cols, o.pointer, base,
-                o.offset, stage, self.L(src.layout), d0, d1, o.flip, regs,
+                o.offset, stage, self.L(src.layout), d0, d1, o.flip, values,
             )  # fmt: skip
             pointers.append(o.pointer)
         if plan.from_scratch:
@@ -61,7 +73,14 @@ class DotEmitter:
         acc_layout = self.L(layout)
         ta, tb = plan.operands
         operands = self.render_macro("dot_operands", ta.tile, ta.kmajor, tb.tile, tb.kmajor, plan.k)
-        if plan.wgmma:
+        if plan.register_a:
+            instr = self.wgmma_rs_instruction(dtype.name, e.type.shape[1], tb.kmajor)
+            a_layout = self.L(regs["a"][0].layout)
+            self.emit(
+                "wgmma_rs", acc_layout, a_layout, tb.tile, tb.kmajor, plan.k, plan.pending,
+                out, *pointers, instr,
+            )  # fmt: skip
+        elif plan.wgmma:
             kmajor = [o.kmajor for o in plan.operands]
             instr = self.wgmma_instruction(dtype.name, e.type.shape[1], kmajor)
             self.emit("wgmma", acc_layout, operands, plan.pending, out, *pointers, instr)
@@ -73,6 +92,26 @@ class DotEmitter:
             self.emit("barrier")
         self.temps[id(e)] = (out, layout, "")
 
+    def wgmma_rs_instruction(self, dtype: str, n: int, b_kmajor: bool) -> str:
+        """The name of a device function issuing one wgmma m64nNk16 with A in registers (four
+        packed fragment registers) and B through its descriptor (rendered once per kernel)."""
+        name = f"tx_wgmma_m64n{n}k16_{dtype}_r{'k' if b_kmajor else 't'}"
+        if name not in self.preamble:
+            rows, outputs, count = _accumulator_operands(n)
+            a_operands = "{" + ", ".join(f"%{count + i}" for i in range(4)) + "}"
+            self.preamble[name] = self.render_macro(
+                "wgmma_rs_instruction",
+                name,
+                n,
+                dtype,
+                int(not b_kmajor),
+                rows,
+                a_operands,
+                outputs,
+                count,
+            )
+        return name
+
     def wgmma_instruction(self, dtype: str, n: int, kmajor: list[bool]) -> str:
         """The name of a device function issuing one wgmma m64nNk16 (m64nNk8 for TF32; rendered
         once per kernel before it): accumulator registers in the Mma layout's order, A and B
@@ -83,16 +122,7 @@ class DotEmitter:
         k = 8 if dtype == "tf32" else 16
         name = f"tx_wgmma_m64n{n}k{k}_{dtype}_{trans}"
         if name not in self.preamble:
-            quarter = n // 4  # registers per accumulator row half (the Mma layout's regs(1))
-            regs = [((i >> 1) & 1) * quarter + 2 * (i >> 2) + (i & 1) for i in range(n // 2)]
-            rows = [
-                ", ".join(f"%{i}" for i in range(start, min(start + 16, len(regs))))
-                for start in range(0, len(regs), 16)
-            ]
-            outputs = [
-                ", ".join(f'"+f"(d[{r}])' for r in regs[start : start + 8])
-                for start in range(0, len(regs), 8)
-            ]
+            rows, outputs, count = _accumulator_operands(n)
             self.preamble[name] = self.render_macro(
                 "wgmma_instruction",
                 name,
@@ -103,7 +133,7 @@ class DotEmitter:
                 int(not kmajor[1]),
                 rows,
                 outputs,
-                len(regs),
+                count,
             )
         return name
 
@@ -126,6 +156,15 @@ class DotEmitter:
             for x in p.loads
         ]
         self.pipeline_bytes = max(self.pipeline_bytes, p.bytes)
+        with self.capture() as once:
+            for x in p.once:
+                v = x.value
+                d0, d1 = v.layout.dims
+                regs = self.materialise(v, v.layout)
+                self.emit(
+                    "stage_once", ctype(v.type.dtype), x.tile, *v.type.shape, x.buffer,
+                    x.offset, self.L(v.layout), d0, d1, regs,
+                )  # fmt: skip
         with self.capture() as rounding:
             for x in p.loads:
                 if x.tf32:
@@ -145,6 +184,7 @@ class DotEmitter:
             self.copies(p, cond, p.prologue),
             self.copies(p, cond, p.stage_ahead),
             rounding,
+            once,
         )
         outer, self.pipeline_stage = self.pipeline_stage, p.stage
         self.loop_body(s.body, None, depth=2)
@@ -169,3 +209,20 @@ class DotEmitter:
                     else:  # a ragged edge may cut a chunk: copy_chunk handles it
                         self.emit("copy_chunk", alias, x.vec, dst, src, mask_name, False)
         return self.render_macro("copies", cond, lines).split("\n")
+
+
+def _accumulator_operands(n: int) -> tuple[list[str], list[str], int]:
+    """The accumulator operands of a wgmma m64nN asm statement: the operand numbers by rows of
+    16, the "+f" outputs (each accumulator register in the Mma layout's order) by rows of 8,
+    and their count."""
+    quarter = n // 4  # registers per accumulator row half (the Mma layout's regs(1))
+    regs = [((i >> 1) & 1) * quarter + 2 * (i >> 2) + (i & 1) for i in range(n // 2)]
+    rows = [
+        ", ".join(f"%{i}" for i in range(start, min(start + 16, len(regs))))
+        for start in range(0, len(regs), 16)
+    ]
+    outputs = [
+        ", ".join(f'"+f"(d[{r}])' for r in regs[start : start + 8])
+        for start in range(0, len(regs), 8)
+    ]
+    return rows, outputs, len(regs)
