@@ -66,9 +66,9 @@ def main() -> None:
 
     import teeny_tx
     from teeny_tx.kernel import HEADERS
+    from teeny_tx.runtime import cache, nvrtc
     from tests.cases import GOLDEN, KERNELS
     from tests.conftest import target_arch
-    from teeny_tx.runtime import cache, nvrtc
 
     warnings.simplefilter("ignore")
     print(

@@ -46,7 +46,8 @@ from .emit_tiles import TileEmitter
 
 INDENT = "    "
 SKELETON = "kernel.cu.j2"
-# Templates of whole kernels, not op families: the Hopper matmul renders its own (templates/hopper.py)
+# Templates of whole kernels, not op families (the Hopper matmul's is rendered by
+# templates/hopper.py)
 SKELETONS = (SKELETON, "hopper_matmul.cu.j2")
 _MACRO = re.compile(r"{%-?\s*macro\s+(\w+)")
 
