@@ -167,7 +167,12 @@ def op(
         for kind in ("out", "grad")
         for i in range(n_out)
     ]
-    grad_returns = tuple[(torch.Tensor,) * len(wanted)] if len(wanted) != 1 else torch.Tensor
+    # a tuple type of len(wanted) tensors, built at run time (the schema is read from it)
+    grad_returns = (
+        tuple[(torch.Tensor,) * len(wanted)]  # type: ignore[misc]
+        if len(wanted) != 1
+        else torch.Tensor
+    )
 
     def backward_impl(*args):
         return backward(Launch(name + "_backward", cpu=cpu), *args)

@@ -60,6 +60,13 @@ def _dots(stmts) -> list[Op]:
     return [e for e in walk_exprs(stmts) if isinstance(e, Op) and e.op == "dot"]
 
 
+def _loop_var(s: ir.Loop) -> str:
+    """The induction variable of a loop that :meth:`_Planner.candidates` accepted."""
+    init = s.init[0]
+    assert isinstance(init, ir.Declare), "a pipelined loop declares its variable"
+    return init.name
+
+
 class _Planner:
     def __init__(self, kernel: ir.Kernel, axis: AxisInfo, names: Names) -> None:
         self.stages = kernel.num_stages
@@ -154,11 +161,12 @@ class _Planner:
         dots = _dots(s.body)
         wgmma = [e for e in dots if e.layout.blocked.version == 3]
         tf32 = {
-            operand_source(x)[0].name
+            src.name
             for e in wgmma
             if e.attr("precision") == "TF32"
             for x in e.args[:2]
-            if isinstance(operand_source(x)[0], Var)
+            for src in (operand_source(x)[0],)
+            if isinstance(src, Var)
         }
         names = {t.name for t, _ in found}
         sources = [operand_source(x)[0] for e in dots for x in e.args[:2]]
@@ -204,7 +212,7 @@ class _Planner:
             bytes=offset + STAGE_ALIGN,  # + the alignment of the region to 1024
             stage=self.names.fresh("stage"),
             stage_ahead=self.names.fresh("stage_ahead"),
-            k_ahead=self.names.fresh(f"{s.init[0].name}_ahead"),
+            k_ahead=self.names.fresh(f"{_loop_var(s)}_ahead"),
             prologue=self.names.fresh("prologue_stage"),
         )
 
