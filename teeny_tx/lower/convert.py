@@ -16,6 +16,7 @@ where they are: the emitter computes them into a temporary of their statement.
 from __future__ import annotations
 
 import dataclasses
+from typing import overload
 
 from . import ir
 from .ir import Expr, Op, Var
@@ -74,6 +75,10 @@ class _Placer:
         out.append(ir.Declare(loc=loc, name=name, type=e.type, init=e, layout=e.layout))
         available[_key(e)] = Var(type=e.type, loc=e.loc, name=name, layout=e.layout)
 
+    @overload
+    def replace(self, e: Expr, available: dict[Key, Var]) -> Expr: ...
+    @overload
+    def replace(self, e: None, available: dict[Key, Var]) -> None: ...
     def replace(self, e: Expr | None, available: dict[Key, Var]) -> Expr | None:
         if e is None or not isinstance(e, Op):
             return e

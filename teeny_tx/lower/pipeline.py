@@ -84,7 +84,12 @@ class _Planner:
         ):
             return None
         init, step = s.init[0], s.step[0]
-        if not isinstance(init, ir.Declare) or init.type.is_tile or not init.type.dtype.is_int:
+        if (
+            not isinstance(init, ir.Declare)
+            or init.type.is_tile
+            or init.type.is_pointer
+            or not init.type.scalar.is_int
+        ):
             return None
         if not (
             isinstance(step, ir.Assign)
@@ -98,6 +103,8 @@ class _Planner:
         changed = assigned_names([s])
         loop_var = init.name
         for x in (init.init, s.cond, step.value.args[1]):
+            if x is None:  # a declaration without a value reads nothing
+                continue
             if _needs_statement(x) or (set(_var_names(x)) & changed) - {loop_var}:
                 return None
         if set(_var_names(step.value.args[1])) & changed:
@@ -181,6 +188,7 @@ class _Planner:
         loads, offset = {}, 0
         for t, vec in found:
             load = t.init
+            assert isinstance(load, Op), "candidates() takes declarations of a load"
             rows, cols = load.type.shape
             mask = load.args[1] if load.attr("masked") else None
             loads[t.name] = ir.StagedLoad(
