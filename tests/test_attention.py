@@ -349,7 +349,7 @@ def test_accumulator_row_stats_stay_in_registers(arch, m, num_warps):
     mma = {
         line.split()[1]
         for line in source.splitlines()
-        if line.strip().startswith("using L") and "tx::Mma<" in line
+        if line.strip().startswith("using tx_L") and "tx::Mma<" in line
     }
     full = next(
         name
