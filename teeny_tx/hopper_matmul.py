@@ -94,14 +94,14 @@ class HopperMatmulKernel:
         ``scale_a`` / ``scale_b``: device pointers to the per-tensor f32 scales of a scaled
         (fp8) node."""
         map_a, map_b = self.tensor_maps(a_ptr, b_ptr, m, n, k, a_stride, b_stride)
-        maps = (map_a, map_b)
+        maps: tuple[np.ndarray, ...] = (map_a, map_b)
         e = self.node.epilogue
         if e.tma_store:  # C [M, N] row-major, in boxes of one consumer's 64 rows x one panel
             panel = 128 // tma.ITEMSIZE[e.out_dtype]
             box = (panel, 64)
             size = tma.ITEMSIZE[e.out_dtype]
             maps += (tma.tensor_map_2d(c_ptr, e.out_dtype, n, m, scm * size, box),)
-        args = (
+        args: tuple[Any, ...] = (
             *maps,
             np.uint64(c_ptr),
             np.uint64(bias_ptr),

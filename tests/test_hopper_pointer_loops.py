@@ -22,8 +22,7 @@ def mod():
 
 @pytest.mark.parametrize("name", KERNELS)
 @pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
-def test_builds_and_compiles(mod, name, arch, monkeypatch):
-    monkeypatch.setenv("TEENY_TX_ARCH", arch)
+def test_builds_and_compiles(mod, name, arch):
     spec = getattr(mod, name).specialize(
         "f32",
         "f16",
@@ -34,6 +33,7 @@ def test_builds_and_compiles(mod, name, arch, monkeypatch):
         BK=32,
         num_warps=4,
         num_stages=3,
+        target=arch,
     )
     assert spec.arch == arch
     result = nvrtc.compile_with_log(spec.cuda_source, name=name, arch=arch, headers=HEADERS)
@@ -74,7 +74,7 @@ def test_rewrite_applies_only_where_it_keeps_the_meaning(mod, case, rewritten):
     """The rewritten IR (what the GPU path lowers) runs on the interpreter exactly as the
     kernel does; only the loop whose pointer is dead after it, with no continue and a loop-
     invariant increment, loses its pointer assignment."""
-    from teeny_tx import interpreter
+    from teeny_tx import interp
 
     x = np.random.default_rng(case).standard_normal(4000).astype(np.float32)
     spec = mod.advance_cases.specialize("f32", "f32", 9, 32, CASE=case, B=32)
@@ -82,14 +82,13 @@ def test_rewrite_applies_only_where_it_keeps_the_meaning(mod, case, rewritten):
     want = np.zeros(32, np.float32)
     got = np.zeros(32, np.float32)
     mod.advance_cases.interpret[(1,)](want, x, 9, 32, CASE=case, B=32)
-    interpreter.run(spec.kernel, (1, 1, 1), {"out": got, "x": x, "n": 9, "stride": 32})
+    interp.run(spec.kernel, (1, 1, 1), {"out": got, "x": x, "n": 9, "stride": 32})
     np.testing.assert_array_equal(got, want)
 
 
-def test_the_tutorial_loop_pipelines_like_the_index_form(mod, monkeypatch):
+def test_the_tutorial_loop_pipelines_like_the_index_form(mod):
     """After the rewrite, the loads of mm_advance are cp.async-pipelined into wgmma at the
     128x256x64 tile, and no pointer tile moves through shared memory."""
-    monkeypatch.setenv("TEENY_TX_ARCH", "sm_90a")
     spec = mod.mm_advance.specialize(
         "f32",
         "f16",
@@ -100,6 +99,7 @@ def test_the_tutorial_loop_pipelines_like_the_index_form(mod, monkeypatch):
         BK=64,
         num_warps=8,
         num_stages=4,
+        target="sm_90a",
     )
     src = spec.cuda_source
     assert "software pipeline, 4 stages: a_t, b_t" in src
@@ -109,7 +109,7 @@ def test_the_tutorial_loop_pipelines_like_the_index_form(mod, monkeypatch):
         assert not ("relayout<" in line and (", pa," in line or ", pb," in line)), line
     a = np.random.default_rng(1).standard_normal((70, 90)).astype(np.float16)
     b = np.random.default_rng(2).standard_normal((90, 50)).astype(np.float16)
-    from teeny_tx import interpreter
+    from teeny_tx import interp
 
     small = mod.mm_advance.specialize(
         "f32", "f16", "f16", *(70, 50, 90, 90, 1, 50, 1, 50, 1), BM=32, BN=32, BK=16, num_warps=4
@@ -122,6 +122,6 @@ def test_the_tutorial_loop_pipelines_like_the_index_form(mod, monkeypatch):
             strict=True,
         )
     )
-    interpreter.run(small.kernel, (3, 2, 1), args)
+    interp.run(small.kernel, (3, 2, 1), args)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-3)

@@ -27,7 +27,20 @@ def forward(launch, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     rows, cols = x.shape
     y = x.new_empty((rows, cols))
     grid = (cdiv(rows, BR), cdiv(cols, BC))
-    launch(MOD.bias_tanh_fwd, grid, y, x, bias, rows, cols, x.stride(0), BLOCK_R=BR, BLOCK_C=BC)
+    # x may be a row-strided view: the kernel indexes it with the row stride it is passed
+    launch(
+        MOD.bias_tanh_fwd,
+        grid,
+        y,
+        x,
+        bias,
+        rows,
+        cols,
+        x.stride(0),
+        BLOCK_R=BR,
+        BLOCK_C=BC,
+        strided=True,
+    )
     return y
 
 

@@ -205,7 +205,10 @@ class Arrays:
             import cupy
 
             return functools.partial(cupy.empty, shape, DTYPES[dtype].np)
-        torch_dtype = getattr(self.torch, DTYPES[dtype].torch)
+        torch_name = DTYPES[dtype].torch
+        if torch_name is None:
+            raise LaunchError(f"torch has no {dtype} dtype: no torch tensor of it can be made")
+        torch_dtype = getattr(self.torch, torch_name)
         return functools.partial(
             self.torch.empty, shape, dtype=torch_dtype, device=self.first.device
         )

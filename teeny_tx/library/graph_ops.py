@@ -8,7 +8,9 @@ with torch (``torch.empty_like``, ``x.new_empty``) and queues kernels through ``
 optionally ``backward(launch, *inputs, *outputs, *grads)`` returning one gradient per input
 named in ``grads_for``. Output: a callable op, ``torch.ops.<namespace>.<name>``.
 
-``launch(kernel, grid, *args, num_warps=4, num_stages=2, **constexprs)``:
+``launch(kernel, grid, *args, num_warps=4, num_stages=2, strided=False, **constexprs)``
+(``strided=True`` when the kernel indexes a non-contiguous tensor argument with strides it is
+passed, as for any launch; without it such a view is a ``LaunchError``):
 
 - CUDA tensors: ``kernel[grid](...)`` on torch's current stream;
 - CPU tensors: ``kernel.interpret[grid](...)`` on NumPy views of the tensors (the kernel's
@@ -45,6 +47,7 @@ class Launch:
         *args: Any,
         num_warps: int = 4,
         num_stages: int = 2,
+        strided: bool = False,
         **constexprs: Any,
     ) -> None:
         if self.fake:
@@ -52,7 +55,12 @@ class Launch:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if not tensors:
             raise TeenyError(f"{self.name}: launch() needs at least one tensor argument")
-        options = {"num_warps": num_warps, "num_stages": num_stages, **constexprs}
+        options = {
+            "num_warps": num_warps,
+            "num_stages": num_stages,
+            "strided": strided,
+            **constexprs,
+        }
         if tensors[0].is_cuda:
             device = tensors[0].device
             stream = current_stream(device)
@@ -159,7 +167,12 @@ def op(
         for kind in ("out", "grad")
         for i in range(n_out)
     ]
-    grad_returns = tuple[(torch.Tensor,) * len(wanted)] if len(wanted) != 1 else torch.Tensor
+    # a tuple type of len(wanted) tensors, built at run time (the schema is read from it)
+    grad_returns = (
+        tuple[(torch.Tensor,) * len(wanted)]  # type: ignore[misc]
+        if len(wanted) != 1
+        else torch.Tensor
+    )
 
     def backward_impl(*args):
         return backward(Launch(name + "_backward", cpu=cpu), *args)

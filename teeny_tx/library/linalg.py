@@ -31,6 +31,7 @@ from ..dtypes import DTYPES, TORCH_NAMES, from_name
 from ..kernel import Kernel
 from ..runtime.grid import cdiv
 from ..runtime.streams import torch_stream
+from ..target import Target
 from . import activations
 from .arrays import FLOATS, INTERPRETER_SMS
 from .arrays import Arrays as _Arrays
@@ -400,11 +401,12 @@ def _hopper_candidates(m: int, n: int, sms: int, tma_store: bool) -> list:
 
 @functools.cache
 def _hopper_device(device: int) -> bool:
+    """Whether ``device`` runs the Hopper kernel: compute capability 9.0, and no
+    ``$TEENY_TX_ARCH`` naming a target without wgmma (unset: such a device gets sm_90a)."""
     from ..runtime import launch
-    from ..target import Target
 
-    target = Target.from_env() or Target.for_device(hopper_features=True)
-    return launch.device_limits(device).capability == (9, 0) and target.arch == "sm_90a"
+    forced = Target.from_env()
+    return launch.device_limits(device).capability == (9, 0) and (forced is None or forced.wgmma)
 
 
 def _hopper_shared(config, dtype: str, out_dtype: str) -> int:
@@ -623,8 +625,8 @@ def scaled_matmul(
     from ..hopper_matmul import kernel_for
     from ..lower.hopper import HopperConfig, TmaUnsupported, plan_matmul
 
-    names = {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b}
-    for name, x in names.items():
+    operands = {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b}
+    for name, x in operands.items():
         if not isinstance(x, torch.Tensor) or not x.is_cuda:
             raise _error(f"scaled_matmul: {name} must be a CUDA torch tensor, got {type(x)}")
     dtype = _FP8.get(str(a.dtype).removeprefix("torch."))
@@ -645,7 +647,7 @@ def scaled_matmul(
             "scaled_matmul: a must be row-major and b column-major (K contiguous in both): "
             "fp8 wgmma reads both operands K-major"
         )
-    names = {None: "bf16", "f16": "f16", "bf16": "bf16", "f32": "f32"}
+    names: dict[str | None, str] = {None: "bf16", "f16": "f16", "bf16": "bf16", "f32": "f32"}
     text = str(out_dtype).removeprefix("torch.") if out_dtype is not None else None
     odt = names.get(TORCH_NAMES.get(text, text))
     if odt is None:
@@ -724,14 +726,14 @@ def _hopper_replay(arrays: _Arrays, run: Any, shape: tuple[int, int], dtype: str
         torch_dtype = getattr(torch, str(DTYPES[dtype].torch))
         current = torch.cuda.current_device
 
-        def replay(a, b, bias, alpha):
+        def torch_replay(a, b, bias, alpha):
             if current() != device.index:
                 return None
             c = torch.empty(shape, dtype=torch_dtype, device=device)
             run(c, a, b, bias, alpha)
             return c
 
-        return replay
+        return torch_replay
     import cupy
 
     device_id = arrays.first.device.id

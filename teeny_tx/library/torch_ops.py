@@ -774,9 +774,13 @@ def layer_norm(
 
 
 def rms_norm(
-    x: torch.Tensor, normalized_shape: Any, weight: torch.Tensor | None = None, eps: float = 1e-6
+    x: torch.Tensor,
+    normalized_shape: Any,
+    weight: torch.Tensor | None = None,
+    eps: float | None = 1e-6,
 ) -> torch.Tensor:
-    """F.rms_norm over the last dimension through kernels/rmsnorm.c (eps defaults to 1e-6)."""
+    """F.rms_norm over the last dimension through kernels/rmsnorm.c (eps None or left out:
+    1e-6)."""
     n = _last_dim(normalized_shape, x, "rms_norm")
     weight = weight if weight is not None else x.new_ones(n)
     return rms_norm_op(x, weight, 1e-6 if eps is None else eps)[0]

@@ -35,8 +35,9 @@ class LoweringContext:
         """The typed IR of an expression node."""
         raise NotImplementedError
 
-    def constant(self, node: Any, what: str) -> Any:
-        """The compile-time value of an expression node (a located error where it has none)."""
+    def constant(self, node: Any, what: str, integer: bool = True) -> Any:
+        """The compile-time value of an expression node (a located error where it has none):
+        an integer (or truth value) unless ``integer`` is False."""
         raise NotImplementedError
 
     def apply(self, name: str, args: list[Expr], loc: Location) -> Expr:

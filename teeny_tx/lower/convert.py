@@ -16,6 +16,7 @@ where they are: the emitter computes them into a temporary of their statement.
 from __future__ import annotations
 
 import dataclasses
+from typing import overload
 
 from . import ir
 from .ir import Expr, Op, Var
@@ -47,8 +48,15 @@ def _is_var_conversion(e: Expr) -> bool:
     return isinstance(e, Op) and e.op == "convert_layout" and isinstance(e.args[0], Var)
 
 
+def _source(e: Op) -> Var:
+    """The variable that a conversion of a variable (``_is_var_conversion``) converts."""
+    src = e.args[0]
+    assert isinstance(src, Var), "only conversions of variables are placed"
+    return src
+
+
 def _key(e: Op) -> Key:
-    return (e.args[0].name, e.layout.key)
+    return (_source(e).name, e.layout.key)
 
 
 def assigned_names(stmts) -> set[str]:
@@ -63,10 +71,14 @@ class _Placer:
     def declare(self, e: Op, loc, out: list[ir.Stmt], available: dict[Key, Var]) -> None:
         if _key(e) in available:
             return
-        name = self.names.fresh(f"{e.args[0].name}_cvt")
+        name = self.names.fresh(f"{_source(e).name}_cvt")
         out.append(ir.Declare(loc=loc, name=name, type=e.type, init=e, layout=e.layout))
         available[_key(e)] = Var(type=e.type, loc=e.loc, name=name, layout=e.layout)
 
+    @overload
+    def replace(self, e: Expr, available: dict[Key, Var]) -> Expr: ...
+    @overload
+    def replace(self, e: None, available: dict[Key, Var]) -> None: ...
     def replace(self, e: Expr | None, available: dict[Key, Var]) -> Expr | None:
         if e is None or not isinstance(e, Op):
             return e

@@ -21,8 +21,9 @@ The parts, CUTLASS-style, each a field of the node:
 
 :func:`plan_matmul` checks that each operand is TMA-addressable: rank 2 with one unit stride,
 the other stride a multiple of 16 bytes, a 16-byte aligned base, box dimensions of at most 256
-elements with 128-byte inner rows. :func:`recognise_dot_loop` finds, in a kernel's typed IR, the
-loop shape this lowering replaces (loads feeding a ``dot`` at the top of a counted loop).
+elements with 128-byte inner rows. :func:`recognise_dot_loop` finds, in a kernel's typed or
+decided IR, the loop shape this lowering replaces (loads feeding a ``dot`` at the top of a
+counted loop).
 """
 
 from __future__ import annotations
@@ -326,20 +327,25 @@ class DotLoop:
     loads: tuple[str, ...]  # the variables loaded, in order (A's first)
 
 
-def _operand_var(x: ir.Expr) -> tuple[str | None, bool]:
-    if isinstance(x, ir.Op) and x.op == "permute":
-        x = x.args[0]
-        transposed = True
-    else:
-        transposed = False
-    return (x.name if isinstance(x, ir.Var) else None), transposed
+def _top_loads(body: tuple[ir.Stmt, ...]) -> set[str]:
+    """The tiles ``body`` loads at its top level: declarations of a load in the typed IR, and
+    the loads the software pipeline (``lower/pipeline.py``) staged, in the decided IR."""
+    return {
+        t.name
+        for t in body
+        if (isinstance(t, ir.Declare) and isinstance(t.init, ir.Op) and t.init.op == "load")
+        or isinstance(t, ir.Staged)
+    }
 
 
 def recognise_dot_loop(kernel: ir.Kernel) -> list[DotLoop]:
     """The loops of ``kernel`` with the mainloop shape: ``for`` with one induction variable,
     no break/continue/return, tile loads at the top of the body each used once, as an operand
-    of the one ``dot`` in the body. These are the loops the Hopper path replaces."""
+    of the one ``dot`` in the body. These are the loops the Hopper path replaces. ``kernel``
+    is the typed IR (before the passes) or the decided one, where such a loop is usually an
+    :class:`ir.PipelinedLoop` already (its :attr:`~ir.PipelinedLoop.loop` is found)."""
     from .layout import walk_exprs, walk_stmts
+    from .pipeline import operand_source
 
     found = []
     for s in walk_stmts(kernel.body):
@@ -350,12 +356,9 @@ def recognise_dot_loop(kernel: ir.Kernel) -> list[DotLoop]:
         dots = [e for e in walk_exprs(s.body) if isinstance(e, ir.Op) and e.op == "dot"]
         if len(dots) != 1:
             continue
-        loads = {
-            t.name
-            for t in s.body
-            if isinstance(t, ir.Declare) and isinstance(t.init, ir.Op) and t.init.op == "load"
-        }
-        names = [_operand_var(x)[0] for x in dots[0].args[:2]]
-        if all(n in loads for n in names):
-            found.append(DotLoop(s, dots[0], tuple(names)))  # type: ignore[arg-type]
+        loads = _top_loads(s.body)
+        sources = [operand_source(x)[0] for x in dots[0].args[:2]]
+        names = tuple(x.name for x in sources if isinstance(x, ir.Var))
+        if len(names) == 2 and all(n in loads for n in names):
+            found.append(DotLoop(s, dots[0], names))
     return found

@@ -20,6 +20,7 @@ read after the loop; the body has no ``continue`` (which would skip the incremen
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from ..errors import CompileError
 from . import ir
@@ -53,9 +54,10 @@ def _substitute(e: ir.Expr, table: dict[str, ir.Expr]) -> ir.Expr:
 
 
 def _substitute_stmt(s: ir.Stmt, table: dict[str, ir.Expr]) -> ir.Stmt:
-    changes = {}
+    changes: dict[str, Any] = {}
     for f in dataclasses.fields(s):
         value = getattr(s, f.name)
+        new: Any
         if isinstance(value, ir.Expr):
             new = _substitute(value, table)
         elif isinstance(value, tuple) and value and isinstance(value[0], ir.Stmt):
@@ -85,7 +87,8 @@ def _closed_form(loop: ir.Loop, var: ir.Declare, step: int, inc: ir.Expr, loc) -
     """The offset of iteration k: ((k - k0) / step) * inc, or (k - k0) * X for inc = step * X."""
     k = ir.Var(type=var.type, loc=loc, name=var.name)
     init = var.init
-    start = k
+    assert init is not None, "_rewrite_loop takes loops whose variable has a first value"
+    start: ir.Expr = k
     if not (isinstance(init, ir.Const) and init.value == 0):
         start = rule_arith("sub", [k, init], loc, None)
     if isinstance(inc, ir.Op) and inc.op == "mul":
@@ -103,7 +106,12 @@ def _rewrite_loop(loop: ir.Loop, after: tuple[ir.Stmt, ...]) -> ir.Loop:
     if loop.kind != "for" or len(loop.init) != 1 or len(loop.step) != 1:
         return loop
     var, step_stmt = loop.init[0], loop.step[0]
-    if not (isinstance(var, ir.Declare) and var.init is not None and var.type.dtype.is_int):
+    if not (
+        isinstance(var, ir.Declare)
+        and var.init is not None
+        and not var.type.is_pointer
+        and var.type.scalar.is_int
+    ):
         return loop
     if var.type.is_tile or not isinstance(step_stmt, ir.Assign) or step_stmt.name != var.name:
         return loop
@@ -120,9 +128,11 @@ def _rewrite_loop(loop: ir.Loop, after: tuple[ir.Stmt, ...]) -> ir.Loop:
         return loop
     step = value.args[1].value
     body = list(loop.body)
-    tail = []
+    tail: list[tuple[ir.Assign, ir.Op]] = []  # each increment and its pointer addition
     while body and _is_increment(body[-1]):
-        tail.insert(0, body.pop())
+        s = body.pop()
+        assert isinstance(s, ir.Assign) and isinstance(s.value, ir.Op)
+        tail.insert(0, (s, s.value))
     if not tail:
         return loop
     inner = list(walk_stmts(body))
@@ -132,16 +142,16 @@ def _rewrite_loop(loop: ir.Loop, after: tuple[ir.Stmt, ...]) -> ir.Loop:
     if var.name in assigned:
         return loop
     table: dict[str, ir.Expr] = {}
-    for s in tail:
-        inc = s.value.args[1]
-        changed = assigned | {t.name for t in tail}
+    for s, add in tail:
+        inc = add.args[1]
+        changed = assigned | {t.name for t, _ in tail}
         if s.name in table or s.name in assigned or _names(inc) & changed:
             return loop
         if _reads(after, s.name):
             return loop
         try:
             offset = _closed_form(loop, var, step, inc, s.loc)
-            table[s.name] = rule_arith("add", [s.value.args[0], offset], s.loc, None)
+            table[s.name] = rule_arith("add", [add.args[0], offset], s.loc, None)
         except CompileError:
             return loop
     body = [_substitute_stmt(t, table) for t in body]

@@ -65,6 +65,13 @@ def _dots(stmts) -> list[Op]:
     return [e for e in walk_exprs(stmts) if isinstance(e, Op) and e.op == "dot"]
 
 
+def _loop_var(s: ir.Loop) -> str:
+    """The induction variable of a loop that :meth:`_Planner.candidates` accepted."""
+    init = s.init[0]
+    assert isinstance(init, ir.Declare), "a pipelined loop declares its variable"
+    return init.name
+
+
 class _Planner:
     def __init__(self, kernel: ir.Kernel, axis: AxisInfo, names: Names) -> None:
         self.stages = kernel.num_stages
@@ -83,7 +90,12 @@ class _Planner:
         ):
             return None
         init, step = s.init[0], s.step[0]
-        if not isinstance(init, ir.Declare) or init.type.is_tile or not init.type.dtype.is_int:
+        if (
+            not isinstance(init, ir.Declare)
+            or init.type.is_tile
+            or init.type.is_pointer
+            or not init.type.scalar.is_int
+        ):
             return None
         if not (
             isinstance(step, ir.Assign)
@@ -97,6 +109,8 @@ class _Planner:
         changed = assigned_names([s])
         loop_var = init.name
         for x in (init.init, s.cond, step.value.args[1]):
+            if x is None:  # a declaration without a value reads nothing
+                continue
             if _needs_statement(x) or (set(_var_names(x)) & changed) - {loop_var}:
                 return None
         if set(_var_names(step.value.args[1])) & changed:
@@ -160,11 +174,12 @@ class _Planner:
         dots = _dots(s.body)
         wgmma = [e for e in dots if e.layout.blocked.version == 3]
         tf32 = {
-            operand_source(x)[0].name
+            src.name
             for e in wgmma
             if e.attr("precision") == "TF32"
             for x in e.args[:2]
-            if isinstance(operand_source(x)[0], Var)
+            for src in (operand_source(x)[0],)
+            if isinstance(src, Var)
         }
         names = {t.name for t, _ in found}
         changed = assigned_names([s])
@@ -196,6 +211,7 @@ class _Planner:
         loads, offset = {}, 0
         for t, vec in found:
             load = t.init
+            assert isinstance(load, Op), "candidates() takes declarations of a load"
             rows, cols = load.type.shape
             mask = load.args[1] if load.attr("masked") else None
             loads[t.name] = ir.StagedLoad(
@@ -244,7 +260,7 @@ class _Planner:
             bytes=offset + STAGE_ALIGN,  # + the alignment of the region to 1024
             stage=self.names.fresh("stage"),
             stage_ahead=self.names.fresh("stage_ahead"),
-            k_ahead=self.names.fresh(f"{s.init[0].name}_ahead"),
+            k_ahead=self.names.fresh(f"{_loop_var(s)}_ahead"),
             prologue=self.names.fresh("prologue_stage"),
             once=tuple(once),
         )

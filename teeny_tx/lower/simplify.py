@@ -26,8 +26,10 @@ _IDENTITIES = {
 
 
 def _integral(e: Expr) -> bool:
-    dtype = e.type.dtype
-    return e.type.is_pointer or (dtype.is_int and dtype.kind != "b")
+    if e.type.is_pointer:
+        return True
+    dtype = e.type.scalar
+    return dtype.is_int and dtype.kind != "b"
 
 
 def _layout_key(e: Expr):

@@ -10,6 +10,7 @@ likewise, unless its layout holds copies (each element is then written by its ow
 from __future__ import annotations
 
 import dataclasses
+from typing import overload
 
 from . import ir
 from .axisinfo import AxisInfo
@@ -29,6 +30,10 @@ class _Vectorizer:
     def __init__(self, axis: AxisInfo) -> None:
         self.axis = axis
 
+    @overload
+    def expr(self, e: Expr) -> Expr: ...
+    @overload
+    def expr(self, e: None) -> None: ...
     def expr(self, e: Expr | None) -> Expr | None:
         if not isinstance(e, Op):
             return e

@@ -178,5 +178,5 @@ def _name_loc(coord, name: str, filename: str, lines: list[str], text: str) -> L
     for m in re.finditer(rf"(?<![\w]){re.escape(name)}(?![\w])", line):
         if m.start() + 1 >= loc.col:
             return Location(loc.file, loc.line, m.start() + 1, line)
-    m = re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", line)
-    return Location(loc.file, loc.line, m.start() + 1, line) if m else loc
+    first = re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", line)
+    return Location(loc.file, loc.line, first.start() + 1, line) if first else loc

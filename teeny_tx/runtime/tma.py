@@ -92,7 +92,7 @@ def _encode_bindings(dtype, ptr, dims, strides, box) -> bytes:
         raise LaunchError(
             "tensor maps need the CUDA driver (libcuda.so.1) or the cuda-bindings package"
         ) from err
-    err, tmap = driver.cuTensorMapEncodeTiled(
+    status, tmap = driver.cuTensorMapEncodeTiled(
         driver.CUtensorMapDataType(DATA_TYPES[dtype]),
         len(dims),
         ptr,
@@ -105,8 +105,8 @@ def _encode_bindings(dtype, ptr, dims, strides, box) -> bytes:
         driver.CUtensorMapL2promotion(_L2_PROMOTION_256B),
         driver.CUtensorMapFloatOOBfill(_OOB_FILL_ZERO),
     )
-    if int(err) != 0:
-        raise LaunchError(f"cuTensorMapEncodeTiled failed ({err}) for dims {tuple(dims)}")
+    if int(status) != 0:
+        raise LaunchError(f"cuTensorMapEncodeTiled failed ({status}) for dims {tuple(dims)}")
     return bytes((ctypes.c_char * 128).from_address(int(tmap.getPtr())))
 
 
