@@ -42,12 +42,11 @@ ACTIVATIONS = {a.name: a.code for a in activations.ACTIVATIONS}  # the kernel's 
 DB_BLOCK_T, DB_BLOCK_N = 32, 128  # linear_db: rows summed at a time, columns per program
 MAX_BATCH = 65535  # grid axis 1 (the batch) is limited to this by CUDA
 TUNE = True  # False: every launch takes matmul_config's tiles (the GPU tests of many shapes)
-# f16/bf16 products on sm_90 take the TMA + wgmma path (hopper_matmul.py): opt-in
-# (TEENY_TX_HOPPER=1) until a device run confirms linalg's use of it (the direct kernel cases
-# passed on the H200; the linalg stage's illegal address came from linear's padded copies,
-# fixed in _oriented, not yet re-run on the device); its waits carry a watchdog
-# (WATCHDOG tries, then a trap that names the barrier) so a pipeline bug cannot hang a process
-HOPPER = os.environ.get("TEENY_TX_HOPPER", "0") == "1"
+# f16/bf16 products on sm_90a devices take the TMA + wgmma path (hopper_matmul.py), on since
+# the H200 run of 2026-12-01 checked every bench product against float64 through it
+# (TEENY_TX_HOPPER=0 keeps the cp.async kernel); its waits carry a watchdog (WATCHDOG tries,
+# then a trap that names the barrier) so a pipeline bug cannot hang a process
+HOPPER = os.environ.get("TEENY_TX_HOPPER", "1") == "1"
 # its epilogue through TMA stores where the output allows it (rows 16-byte aligned, the
 # staging tile leaves at least MIN_STAGES stages): measured faster at 8192^3 for both large
 # tiles (H200, 2026-12-01). TEENY_TX_HOPPER_TMA_STORE=0 keeps the register epilogue.
