@@ -23,6 +23,7 @@
 #pragma autotune config(BM=128, BN=128, num_warps=8, num_stages=2)
 #pragma autotune config(BM=64, BN=64, num_warps=4, num_stages=2)
 #pragma autotune config(BM=128, BN=64, num_warps=8, num_stages=3)
+#pragma autotune config(BM=128, BN=128, num_warps=8, num_stages=3)
 kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
                      i32 n_q, i32 n_kv, i32 h_q, i32 group,
                      i32 sqb, i32 sqh, i32 sqn, i32 sqd, i32 skb, i32 skh, i32 skn, i32 skd,
@@ -174,6 +175,7 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
 #pragma autotune config(BM=128, BN=64, num_warps=8, num_stages=2)
 #pragma autotune config(BM=64, BN=64, num_warps=4, num_stages=2)
 #pragma autotune config(BM=128, BN=32, num_warps=8, num_stages=2)
+#pragma autotune config(BM=128, BN=128, num_warps=8, num_stages=2)
 kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const any *d_o,
                         const f32 *lse, const f32 *delta, i32 n_q, i32 n_kv, i32 h_q, i32 group,
                         i32 sqb, i32 sqh, i32 sqn, i32 sqd, i32 skb, i32 skh, i32 skn, i32 skd,

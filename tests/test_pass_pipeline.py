@@ -108,3 +108,42 @@ def test_wgmma_overlaps_the_next_iteration(dot_kernels):
         arch="sm_90a", **{**common, "PRECISION": 21, "BK": 32}, num_stages=3,
     )  # fmt: skip
     assert all(x.tf32 for x in p.loads)  # TF32 wgmma: each landed stage is rounded first
+
+
+NESTED = """kernel k(f32 *c, const f16 *a, const f16 *b, i32 G, i32 K)
+{
+    tile r = expand_dims(arange(0, 64), 1);
+    tile q = expand_dims(arange(0, 64), 0);
+    f32 acc[64][64] = 0;
+    for (i32 g = 0; g < G; g += 1) {
+        tile x = load(a + (r + g * 64) * 64 + q);
+        for (i32 k = 0; k < K; k += 64) {
+            tile y = load(b + (r + k) * 64 + q);
+            acc = dot(x, y, acc);
+        }
+    }
+    store(c + r * 64 + q, acc);
+}
+"""
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+@pytest.mark.parametrize("stages", [2, 3])
+def test_nested_pipelines_do_not_share_stages(arch, stages):
+    """A pipelined loop inside another runs while the outer ring's stages hold live tiles (x
+    here; dK/dV's key block): the inner ring starts where the outer one ends. (Both rings at
+    offset 0 overwrote dK/dV's K tile with Q on the H200.)"""
+    k = tx.compile(NESTED, name="kernels/k.c").k
+    outer, inner = plan(k, "f32", "f16", "f16", 4, 256, arch=arch, num_stages=stages)
+    assert [x.var for x in outer.loads] == ["x"] and [x.var for x in inner.loads] == ["y"]
+    ring = -(-stages * 64 * 64 * 2 // 1024) * 1024
+    assert outer.loads[0].offset == 0 and inner.loads[0].offset == ring
+    assert outer.bytes == ring + 1024 and inner.bytes == 2 * ring + 1024
+    source = k.cuda_source("f32", "f16", "f16", 4, 256, target=arch, num_stages=stages)
+    assert f"reinterpret_cast<__half*>(tx_pipeline + {ring})" in source
+
+
+def test_nested_pipelines_sum_in_the_shared_memory_request():
+    k = tx.compile(NESTED, name="kernels/k.c").k
+    spec = k.specialize("f32", "f16", "f16", 4, 256, target="sm_90a", num_stages=2)
+    assert spec.shared_mem >= 2 * (2 * 64 * 64 * 2) + 1024  # both rings, then the alignment

@@ -19,7 +19,6 @@ once per shape); the interpreter takes :data:`INTERPRET` (small tiles, the same 
 from __future__ import annotations
 
 import math
-import os
 from typing import Any, NamedTuple
 
 from ..errors import LaunchError
@@ -33,9 +32,6 @@ HEAD_DIMS = (64, 128)
 DTYPES = ("f16", "bf16")
 TUNE = False  # True: GPU launches through the kernels' #pragma autotune configs
 
-# The GPU backward is off until its dK/dV miscompile is fixed (see attention_backward).
-GPU_BACKWARD = os.environ.get("TEENY_TX_ATTENTION_BWD", "0") == "1"
-
 
 class AttentionConfig(NamedTuple):
     """One launch of an attention kernel: BM query rows and BN key rows per tile."""
@@ -46,13 +42,14 @@ class AttentionConfig(NamedTuple):
     num_stages: int = 2
 
 
-# by head dim; on sm_90a the 16-rows-per-warp tiles (BM = 16 * num_warps for the forward and
-# dQ, BN = 16 * num_warps for dK/dV) run on wgmma. dK/dV at D = 128 holds two [128, 128] f32
-# accumulators in 252-255 registers (ptxas, sm_90a: no spill when causal, 4 bytes otherwise;
-# BM=32 or 4 warps of 64 x 64 spill more, 8-192 bytes)
-FORWARD = {64: AttentionConfig(128, 64, 8), 128: AttentionConfig(128, 64, 8)}
-BACKWARD_DKDV = {64: AttentionConfig(64, 128, 8), 128: AttentionConfig(64, 128, 8)}
-BACKWARD_DQ = {64: AttentionConfig(128, 64, 8), 128: AttentionConfig(128, 64, 8)}
+# by head dim: the fastest of bench/sweep_attention.py on the H200 (2026-12-01, N=4096, B=4,
+# H=32, fp16, causal and not; BENCHMARKS.md). On sm_90a the 16-rows-per-warp tiles (BM = 16 *
+# num_warps for the forward and dQ, BN = 16 * num_warps for dK/dV) run on wgmma. dK/dV at D = 128
+# holds two [128, 128] f32 accumulators per 256 threads (ptxas spills about 100 bytes; 4 warps
+# of 64 x 64 or BM = 32 are slower), and its 3-stage ring does not fit in shared memory.
+FORWARD = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 128, 8, 3)}
+BACKWARD_DKDV = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
+BACKWARD_DQ = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(128, 128, 8)}
 PREPROCESS_BM = 64
 INTERPRET = AttentionConfig(32, 32, 4)  # small tiles: the interpreter runs programs one by one
 
@@ -208,16 +205,6 @@ def attention_backward(
     if n_q and arrays.strides(lse) != (h_q * n_q, n_q, 1):
         raise arrays.error("lse must be contiguous, as attention() returns it")
     scale, qk_scale = _scales(d, scale)
-    if arrays.kind != "numpy" and not GPU_BACKWARD:
-        # Measured on the H200 (2026-12-01): since the emitter rewrite, the dK/dV kernel's
-        # generated CUDA gives wrong dK (dQ is right); the interpreter is right. Refuse rather
-        # than return wrong gradients until tests/gpu/test_attention_gpu.py passes again.
-        raise arrays.error(
-            "attention_backward on the GPU is disabled: its dK/dV kernel is known to miscompile "
-            "since the emitter rewrite; run it with interpret=True on NumPy arrays, or use "
-            "torch's scaled_dot_product_attention for the backward (TEENY_TX_ATTENTION_BWD=1 "
-            "enables it for debugging)"
-        )
     dtype = arrays.dtype(q)
     mod = module("attention.c")
     flags = {"CAUSAL": int(bool(causal)), "BF16": int(dtype == "bf16"), "D": d}

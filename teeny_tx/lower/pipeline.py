@@ -18,6 +18,10 @@ pipelined only with K contiguous (``ldmatrix.trans`` moves 16-bit elements only)
 attention's query block, dK/dV's key block) are written into shared memory once, before the
 loop, after the rings (:class:`ir.StagedOnce`), instead of into the scratch buffer by every
 iteration; not in loops that hold loops (whose own pipelines would reuse the region).
+
+Rings of a pipelined loop nested in another (dK/dV's query loop inside its loop over the query
+heads of a group) start where the enclosing loop's rings end: the outer stages stay live while
+the inner loop runs.
 """
 
 from __future__ import annotations
@@ -78,6 +82,9 @@ class _Planner:
         self.axis = axis
         self.names = names
         self.staged: set[str] = set()  # variables the enclosing pipelined loops stage
+        # where the next ring may start: a loop nested in a pipelined loop runs while the
+        # enclosing loop's stages hold live tiles, so its rings are placed after them
+        self.base = 0
 
     def candidates(self, s: ir.Loop) -> list[tuple[ir.Declare, int]] | None:
         """The loads of ``s`` to pipeline with their vector widths, or None (see the module)."""
@@ -208,7 +215,7 @@ class _Planner:
             and len(wgmma) == len(dots)
             and all(isinstance(x, Var) and x.name in names for x in sources)
         )
-        loads, offset = {}, 0
+        loads, offset = {}, self.base
         for t, vec in found:
             load = t.init
             assert isinstance(load, Op), "candidates() takes declarations of a load"
@@ -245,10 +252,10 @@ class _Planner:
             else t
             for t in s.body
         )
-        outer = self.staged
-        self.staged = outer | set(loads)
+        outer, base = self.staged, self.base
+        self.staged, self.base = outer | set(loads), offset
         inner = self.block(body)
-        self.staged = outer
+        self.staged, self.base = outer, base
         return ir.PipelinedLoop(
             loc=s.loc,
             loop=dataclasses.replace(s, body=inner),
@@ -257,7 +264,7 @@ class _Planner:
             ahead=stages - 2 if overlap else stages - 1,
             overlap=overlap,
             async_reads=bool(wgmma),
-            bytes=offset + STAGE_ALIGN,  # + the alignment of the region to 1024
+            bytes=offset + STAGE_ALIGN,  # the end of its rings + the region's 1024 alignment
             stage=self.names.fresh("stage"),
             stage_ahead=self.names.fresh("stage_ahead"),
             k_ahead=self.names.fresh(f"{_loop_var(s)}_ahead"),
