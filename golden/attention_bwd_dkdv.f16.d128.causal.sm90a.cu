@@ -61,7 +61,7 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     using tx_L8 = tx::Mma<tx::Ints<128, 64>, 8, 1>;  // [128, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread
     using tx_L9 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
-    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 197632 bytes of pipeline stages
+    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 197664 bytes of pipeline stages
     // i32 pid_n = program_id(0);
 #line 115 "kernels/attention.c"
     int pid_n = (int)blockIdx.x;
@@ -191,6 +191,14 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                 using tx_do_t_tile = tx::SmemTile<__half, 64, 128>;
 #line 139
                 __half* const tx_do_t_stages = reinterpret_cast<__half*>(tx_pipeline + 163840);
+#line 139
+                unsigned long long* const tx_stage_barriers = reinterpret_cast<unsigned long long*>(tx_pipeline + 196608);  // full[s], then empty[s]
+#line 139
+                tx::stage_barriers_init(tx_stage_barriers, 4);
+#line 139
+                tx::fence_async_proxy();
+#line 139
+                __syncthreads();  // the barriers are ready
                 // prologue: the copies of the first 1 iteration
                 {
 #line 139
@@ -205,7 +213,7 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_prologue_stage * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), doh + (tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start) * sdn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start < n_q);
                         }
 #line 139
-                        tx::cp_async_commit();
+                        tx::stage_arrive_full(&tx_stage_barriers[tx_prologue_stage]);
 #line 139
                         start = start + BM;
                     }
@@ -214,13 +222,13 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 139
                 int tx_stage = 0;  // the stage this iteration's dot reads
 #line 139
+                unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
+#line 139
                 for (int start = lo; start < n_q; start = start + BM) {
 #line 139
-                    tx::cp_async_wait<0>();  // this iteration's stage has landed
+                    tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 2) & 1);  // every thread's copies into this iteration's stage have landed
 #line 139
-                    tx::fence_async_proxy();  // ... where wgmma reads it
-#line 139
-                    __syncthreads();
+                    tx::fence_async_proxy();  // ... where wgmma reads them
                     {
 #line 139
                         const int tx_start_ahead = start + BM;
@@ -229,15 +237,19 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 139
                         const int start = tx_start_ahead;
 #line 139
+                        if (tx_iteration + 1 >= 2)  // every thread has read the stage's last contents
+#line 139
+                            tx::stage_wait_empty(&tx_stage_barriers[2 + tx_stage_ahead], ((tx_iteration + 1) / 2 - 1) & 1);
+#line 139
                         if (start < n_q) {
 #line 139
                             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_q_t_stages + tx_stage_ahead * tx_q_t_tile::ELEMS + tx_q_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), qh + (tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start) * sqn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start < n_q);
 #line 139
                             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_stage_ahead * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), doh + (tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start) * sdn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start < n_q);
                         }
-                    }
 #line 139
-                    tx::cp_async_commit();
+                        tx::stage_arrive_full(&tx_stage_barriers[tx_stage_ahead]);
+                    }
                     // tile q_t = load(qh + (expand_dims(rm, 1) + start) * sqn + rd * sqd,
 #line 140 "kernels/attention.c"
                     // q_t: in shared memory, stage tx_stage (copied by cp.async)
@@ -302,8 +314,14 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 163
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dk_acc[tx_i] = tx_acc_3[tx_i];
 #line 139
+                    tx::stage_arrive_empty(&tx_stage_barriers[2 + tx_stage]);  // this thread's dots have read its stage
+#line 139
+                    ++tx_iteration;
+#line 139
                     tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
                 }
+#line 139
+                tx::stage_barriers_drain<2, 1>(tx_stage_barriers, tx_iteration);
 #line 139
                 tx::cp_async_wait<0>();
 #line 139

@@ -61,7 +61,7 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
     using tx_L8 = tx::Mma<tx::Ints<1, 64>, 8, 1>;  // [1, 64]: wgmma accumulator, 8x1 warps of m16n8 fragments; 16 per thread, some threads hold copies
     using tx_L9 = tx::Mma<tx::Ints<1, 128>, 8, 1>;  // [1, 128]: wgmma accumulator, 8x1 warps of m16n8 fragments; 32 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
-    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 99328 bytes of pipeline stages
+    unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 99360 bytes of pipeline stages
     // i32 pid_m = program_id(0);
 #line 34 "kernels/attention.c"
     int pid_m = (int)blockIdx.x;
@@ -128,6 +128,14 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
         __half* const tx_q_t_smem = reinterpret_cast<__half*>(tx_pipeline + 65536);
 #line 52
         tx::stage<tx_L3, 0, 1, tx_q_t_tile, false>(tx_q_t_smem, q_t);  // once: the loop does not change it
+#line 52
+        unsigned long long* const tx_stage_barriers = reinterpret_cast<unsigned long long*>(tx_pipeline + 98304);  // full[s], then empty[s]
+#line 52
+        tx::stage_barriers_init(tx_stage_barriers, 4);
+#line 52
+        tx::fence_async_proxy();
+#line 52
+        __syncthreads();  // the barriers and the operands staged once are ready
         // prologue: the copies of the first 1 iteration
         {
 #line 52
@@ -142,7 +150,7 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
                 }
 #line 52
-                tx::cp_async_commit();
+                tx::stage_arrive_full(&tx_stage_barriers[tx_prologue_stage]);
 #line 52
                 start = start + BN;
             }
@@ -151,13 +159,13 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 52
         int tx_stage = 0;  // the stage this iteration's dot reads
 #line 52
+        unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
+#line 52
         for (int start = 0; start < hi; start = start + BN) {
 #line 52
-            tx::cp_async_wait<0>();  // this iteration's stage has landed
+            tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 2) & 1);  // every thread's copies into this iteration's stage have landed
 #line 52
-            tx::fence_async_proxy();  // ... where wgmma reads it
-#line 52
-            __syncthreads();
+            tx::fence_async_proxy();  // ... where wgmma reads them
             {
 #line 52
                 const int tx_start_ahead = start + BN;
@@ -166,15 +174,19 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 52
                 const int start = tx_start_ahead;
 #line 52
+                if (tx_iteration + 1 >= 2)  // every thread has read the stage's last contents
+#line 52
+                    tx::stage_wait_empty(&tx_stage_barriers[2 + tx_stage_ahead], ((tx_iteration + 1) / 2 - 1) & 1);
+#line 52
                 if (start < hi) {
 #line 52
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
 #line 52
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
                 }
-            }
 #line 52
-            tx::cp_async_commit();
+                tx::stage_arrive_full(&tx_stage_barriers[tx_stage_ahead]);
+            }
             // tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
 #line 53 "kernels/attention.c"
             // k_t: in shared memory, stage tx_stage (copied by cp.async)
@@ -233,8 +245,14 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 73 "kernels/attention.c"
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) m_i[tx_i] = m_new[tx_i];
 #line 52
+            tx::stage_arrive_empty(&tx_stage_barriers[2 + tx_stage]);  // this thread's dots have read its stage
+#line 52
+            ++tx_iteration;
+#line 52
             tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
         }
+#line 52
+        tx::stage_barriers_drain<2, 1>(tx_stage_barriers, tx_iteration);
 #line 52
         tx::cp_async_wait<0>();
 #line 52

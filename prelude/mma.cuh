@@ -109,6 +109,60 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int PENDING>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING)); }
 
+// ---- stage hand-over by mbarriers (a pipelined loop whose wgmma finish within the iteration)
+// Per stage s of the ring, full[s] and empty[s] = bars[s] and bars[STAGES + s], each counting
+// every thread of the block. A thread's copies into s arrive on full[s] when they have landed
+// (cp.async.mbarrier.arrive adds one pending arrival that the copies' completion removes; the
+// plain arrive after it releases the element-wise stores of a ragged edge); once its dots have
+// read s, it arrives on empty[s]. The copies into a stage wait for its previous readers only,
+// so warpgroups are not held together at a block-wide barrier every iteration.
+__device__ __forceinline__ void stage_barriers_init(unsigned long long* bars, int count) {
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < count; ++i)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bars + i)),
+                         "r"(int(blockDim.x * blockDim.y * blockDim.z))
+                         : "memory");
+    }
+}
+__device__ __forceinline__ void stage_arrive_full(unsigned long long* bar) {
+    asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(smem_address(bar)) : "memory");
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
+}
+__device__ __forceinline__ void stage_arrive_empty(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
+}
+// Until the phase of parity `parity` of the barrier has completed (acquire: what the arriving
+// threads wrote before they arrived is visible).
+__device__ __forceinline__ void stage_wait(unsigned long long* bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done) {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.b32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(smem_address(bar)), "r"(parity)
+            : "memory");
+    }
+}
+__device__ __forceinline__ void stage_wait_full(unsigned long long* bar, unsigned parity) { stage_wait(bar, parity); }
+__device__ __forceinline__ void stage_wait_empty(unsigned long long* bar, unsigned parity) { stage_wait(bar, parity); }
+// After the loop's `iterations` iterations: wait for the phases no iteration waited on (the
+// copies issued for iterations past the end, and the reads of the last STAGES - AHEAD), so
+// every barrier is idle before the region is used again (or initialised again by a loop that
+// runs this one more than once).
+template <int STAGES, int AHEAD>
+__device__ __forceinline__ void stage_barriers_drain(unsigned long long* bars, unsigned iterations) {
+#pragma unroll
+    for (unsigned j = 0; j < unsigned(AHEAD); ++j)
+        stage_wait(&bars[(iterations + j) % STAGES], ((iterations + j) / STAGES) & 1);
+    const unsigned unread = unsigned(STAGES - AHEAD);
+#pragma unroll
+    for (unsigned j = 0; j < unread; ++j) {
+        if (iterations < unread - j) continue;  // fewer iterations than that ran
+        const unsigned i = iterations - (unread - j);
+        stage_wait(&bars[STAGES + i % STAGES], (i / STAGES) & 1);
+    }
+}
+
 // One 16-byte chunk (VEC contiguous elements) of a load. The chunk is copied if all its lanes
 // are on, and zero-filled if all are off. At a ragged edge, where only some lanes are on, the
 // chunk is written element by element, with 0 for the lanes that are off.

@@ -138,7 +138,11 @@ def test_nested_pipelines_do_not_share_stages(arch, stages):
     assert [x.var for x in outer.loads] == ["x"] and [x.var for x in inner.loads] == ["y"]
     ring = -(-stages * 64 * 64 * 2 // 1024) * 1024
     assert outer.loads[0].offset == 0 and inner.loads[0].offset == ring
-    assert outer.bytes == ring + 1024 and inner.bytes == 2 * ring + 1024
+    # on wgmma the innermost ring hands its stages over by mbarriers, placed after the ring
+    assert outer.barriers is None and (inner.barriers is not None) == (arch == "sm_90a")
+    barriers = 16 * stages if inner.barriers else 0
+    assert inner.barrier_offset == 2 * ring or not barriers
+    assert outer.bytes == ring + 1024 and inner.bytes == 2 * ring + barriers + 1024
     source = k.cuda_source("f32", "f16", "f16", 4, 256, target=arch, num_stages=stages)
     assert f"reinterpret_cast<__half*>(tx_pipeline + {ring})" in source
 
@@ -147,3 +151,28 @@ def test_nested_pipelines_sum_in_the_shared_memory_request():
     k = tx.compile(NESTED, name="kernels/k.c").k
     spec = k.specialize("f32", "f16", "f16", 4, 256, target="sm_90a", num_stages=2)
     assert spec.shared_mem >= 2 * (2 * 64 * 64 * 2) + 1024  # both rings, then the alignment
+
+
+def test_mbarrier_handoff_where_wgmma_reads_within_the_iteration(dot_kernels):
+    """sm_90a: the stages of a loop whose wgmma finish inside the iteration change hands by a
+    full and an empty mbarrier per stage (no __syncthreads per iteration); a loop whose wgmma
+    runs on into the next iteration (overlap) and every mma.sync loop keep the block barrier."""
+    common = dict(PRECISION=20, BM=64, BN=128, BK=64, num_warps=4)
+    for arch, stages, handoff in [("sm_90a", 2, True), ("sm_90a", 3, False), ("sm_90", 2, False)]:
+        (p,) = plan(dot_kernels.mm, "f32", "f16", "f16", *ROW, **common, num_stages=stages,
+                    arch=arch)  # fmt: skip
+        assert (p.barriers is not None) == handoff, (arch, stages)
+        assert (p.iteration is not None) == handoff
+        if handoff:
+            assert p.barriers.startswith("tx_") and p.iteration.startswith("tx_")
+            assert p.barrier_offset == sum(
+                -(-stages * x.load.type.shape[0] * x.load.type.shape[1] * 2 // 1024) * 1024
+                for x in p.loads
+            )
+        source = dot_kernels.mm.cuda_source(
+            "f32", "f16", "f16", *ROW, **common, num_stages=stages, target=arch
+        )
+        loop = source[source.index("// main loop") :]
+        loop = loop[: loop.index(f"{p.stage} = {p.stage} == {stages - 1} ? 0")]
+        assert ("__syncthreads" in loop) != handoff
+        assert ("tx::stage_wait_full" in loop) == handoff

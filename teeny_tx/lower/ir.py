@@ -243,7 +243,11 @@ class PipelinedLoop(Stmt):
     of ``stages`` shared-memory buffers (``bytes`` in all, 1024-aligned). ``loop`` is the loop
     with those loads' declarations replaced by :class:`Staged`. ``overlap``: the dots (wgmma)
     of one iteration may still run while the next starts. ``stage``, ``stage_ahead``,
-    ``k_ahead`` and ``prologue`` are the generated names of the counters the loop keeps."""
+    ``k_ahead`` and ``prologue`` are the generated names of the counters the loop keeps.
+    ``barriers``: the name of the loop's mbarrier pairs (one "full" and one "empty" per stage,
+    at ``barrier_offset`` of the pipeline region) where the stages are handed over by
+    mbarriers instead of a block-wide barrier per iteration, and ``iteration`` its iteration
+    counter; None where the loop synchronises with ``__syncthreads``."""
 
     loop: Loop
     loads: tuple[StagedLoad, ...]
@@ -257,6 +261,9 @@ class PipelinedLoop(Stmt):
     k_ahead: str
     prologue: str
     once: tuple[StagedOnce, ...] = ()  # operands staged once before the loop
+    barriers: str | None = None
+    barrier_offset: int = 0
+    iteration: str | None = None
 
 
 # ---------------------------------------------------------------- the kernel

@@ -76,6 +76,9 @@ class Names:
             elif isinstance(s, PipelinedLoop):
                 for name in (s.stage, s.stage_ahead, s.k_ahead, s.prologue):
                     names.take(name)
+                for extra in (s.barriers, s.iteration):
+                    if extra is not None:
+                        names.take(extra)
                 for load in s.loads:
                     names.take(load.tile)
                     names.take(load.buffer)

@@ -19,6 +19,13 @@ attention's query block, dK/dV's key block) are written into shared memory once,
 loop, after the rings (:class:`ir.StagedOnce`), instead of into the scratch buffer by every
 iteration; not in loops that hold loops (whose own pipelines would reuse the region).
 
+On sm_90a, where the loop's dots are wgmma that complete within the iteration, the stages
+change hands through mbarriers (after the rings: a "full" and an "empty" barrier per stage)
+instead of one ``__syncthreads`` per iteration: every thread's copies into a stage arrive on
+its full barrier when they land, every thread arrives on its empty barrier when its dots have
+read it, and the copies into a stage wait for that stage's previous readers only. Warpgroups
+may then drift up to an iteration apart, so one's softmax runs while another's wgmma does.
+
 Rings of a pipelined loop nested in another (dK/dV's query loop inside its loop over the query
 heads of a group) start where the enclosing loop's rings end: the outer stages stay live while
 the inner loop runs.
@@ -36,6 +43,7 @@ from .layout import walk_exprs, walk_stmts
 from .names import Names
 
 STAGE_ALIGN = 1024  # each ring starts on a 1024-byte boundary (128-byte swizzle panels)
+BARRIER_BYTES = 8  # one mbarrier
 
 
 def operand_source(x: Expr) -> tuple[Expr, bool]:
@@ -246,6 +254,19 @@ class _Planner:
             )
             rows, cols = var.type.shape
             offset += -(-rows * cols * var.type.dtype.itemsize // STAGE_ALIGN) * STAGE_ALIGN
+        # the stages change hands through mbarriers, so the warpgroups need not meet at a
+        # block-wide barrier each iteration (one may run its softmax while another's wgmma
+        # runs): where the dots are wgmma that finish within their iteration, the loop holds no
+        # loop (whose own barriers would meet anyway) and no copy is rounded in place (TF32)
+        barriers = (
+            bool(wgmma)
+            and not overlap
+            and not tf32
+            and not any(isinstance(t, (ir.Loop, ir.PipelinedLoop)) for t in walk_stmts(s.body))
+        )
+        barrier_offset = offset
+        if barriers:
+            offset += -(-2 * stages * BARRIER_BYTES // 16) * 16
         body = tuple(
             ir.Staged(loc=t.loc, name=t.name, staged=loads[t.name])
             if isinstance(t, ir.Declare) and t.name in loads
@@ -270,6 +291,9 @@ class _Planner:
             k_ahead=self.names.fresh(f"{_loop_var(s)}_ahead"),
             prologue=self.names.fresh("prologue_stage"),
             once=tuple(once),
+            barriers=self.names.fresh("stage_barriers") if barriers else None,
+            barrier_offset=barrier_offset,
+            iteration=self.names.fresh("iteration") if barriers else None,
         )
 
     def block(self, stmts) -> tuple[ir.Stmt, ...]:
