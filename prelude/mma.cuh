@@ -111,10 +111,10 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 
 // ---- stage hand-over by mbarriers (a pipelined loop whose wgmma finish within the iteration)
 // Per stage s of the ring, full[s] and empty[s] = bars[s] and bars[STAGES + s], each counting
-// every thread of the block. A thread's copies into s arrive on full[s] when they have landed
-// (cp.async.mbarrier.arrive adds one pending arrival that the copies' completion removes; the
-// plain arrive after it releases the element-wise stores of a ragged edge); once its dots have
-// read s, it arrives on empty[s]. The copies into a stage wait for its previous readers only,
+// every thread of the block. A thread's copies into s arrive on full[s] once they have landed
+// (cp.async.mbarrier.arrive.noinc: the copies' completion is the thread's arrival; the loop's
+// copies are all whole 16-byte cp.async chunks); once its dots have read s, it arrives on
+// empty[s]. The copies into a stage wait for its previous readers only,
 // so warpgroups are not held together at a block-wide barrier every iteration.
 __device__ __forceinline__ void stage_barriers_init(unsigned long long* bars, int count) {
     if (threadIdx.x == 0) {
@@ -125,8 +125,7 @@ __device__ __forceinline__ void stage_barriers_init(unsigned long long* bars, in
     }
 }
 __device__ __forceinline__ void stage_arrive_full(unsigned long long* bar) {
-    asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(smem_address(bar)) : "memory");
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_address(bar)) : "memory");
 }
 __device__ __forceinline__ void stage_arrive_empty(unsigned long long* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");

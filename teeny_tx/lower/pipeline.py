@@ -21,8 +21,8 @@ iteration; not in loops that hold loops (whose own pipelines would reuse the reg
 
 On sm_90a, where the loop's dots are wgmma that complete within the iteration, the stages
 change hands through mbarriers (after the rings: a "full" and an "empty" barrier per stage)
-instead of one ``__syncthreads`` per iteration: every thread's copies into a stage arrive on
-its full barrier when they land, every thread arrives on its empty barrier when its dots have
+instead of one ``__syncthreads`` per iteration (where every copy is whole 16-byte chunks):
+every thread's copies into a stage arrive on its full barrier when they land, every thread arrives on its empty barrier when its dots have
 read it, and the copies into a stage wait for that stage's previous readers only. Warpgroups
 may then drift up to an iteration apart, so one's softmax runs while another's wgmma does.
 
@@ -257,11 +257,14 @@ class _Planner:
         # the stages change hands through mbarriers, so the warpgroups need not meet at a
         # block-wide barrier each iteration (one may run its softmax while another's wgmma
         # runs): where the dots are wgmma that finish within their iteration, the loop holds no
-        # loop (whose own barriers would meet anyway) and no copy is rounded in place (TF32)
+        # loop (whose own barriers would meet anyway), no copy is rounded in place (TF32) and
+        # every copy is whole 16-byte cp.async chunks (a ragged chunk's element-wise stores
+        # would not be covered by the copies' arrival)
         barriers = (
             bool(wgmma)
             and not overlap
             and not tf32
+            and all(x.chunk_mask or not x.load.attr("masked") for x in loads.values())
             and not any(isinstance(t, (ir.Loop, ir.PipelinedLoop)) for t in walk_stmts(s.body))
         )
         barrier_offset = offset
