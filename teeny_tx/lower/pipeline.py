@@ -22,9 +22,10 @@ iteration; not in loops that hold loops (whose own pipelines would reuse the reg
 On sm_90a, where the loop's dots are wgmma that complete within the iteration, the stages
 change hands through mbarriers (after the rings: a "full" and an "empty" barrier per stage)
 instead of one ``__syncthreads`` per iteration (where every copy is whole 16-byte chunks):
-every thread's copies into a stage arrive on its full barrier when they land, every thread arrives on its empty barrier when its dots have
-read it, and the copies into a stage wait for that stage's previous readers only. Warpgroups
-may then drift up to an iteration apart, so one's softmax runs while another's wgmma does.
+every thread's copies into a stage arrive on its full barrier when they land, every thread
+arrives on its empty barrier when its dots have read it, and the copies into a stage wait for
+that stage's previous readers only. Warpgroups may then drift up to an iteration apart, so one's
+softmax runs while another's wgmma does.
 
 Rings of a pipelined loop nested in another (dK/dV's query loop inside its loop over the query
 heads of a group) start where the enclosing loop's rings end: the outer stages stay live while

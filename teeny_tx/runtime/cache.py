@@ -39,7 +39,7 @@ from pathlib import Path
 from teeny_tx.errors import RegisterSpillWarning
 from teeny_tx.runtime import nvrtc
 from teeny_tx.runtime.elf import elf_extent
-from teeny_tx.runtime.files import atomic_write
+from teeny_tx.runtime.files import atomic_write, remove_quietly
 from teeny_tx.runtime.nvrtc import DEFAULT_OPTIONS
 
 # Bump when the key's recipe or the file layout changes, so old files are never read.
@@ -120,7 +120,7 @@ def _secret(directory: Path) -> bytes:
             with contextlib.suppress(FileExistsError):
                 os.link(temp, path)
         finally:
-            _remove_quietly(temp)
+            remove_quietly(temp)
     info = path.lstat()
     if (
         not stat.S_ISREG(info.st_mode)
@@ -260,11 +260,6 @@ def _pch_dir() -> Path | None:
         return cache_dir() / "pch"
     except OSError:
         return None
-
-
-def _remove_quietly(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
 
 
 def _warn_once(directory: Path, err: OSError) -> None:

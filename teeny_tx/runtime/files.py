@@ -23,6 +23,11 @@ def atomic_write(path: Path, data: bytes) -> None:
             file.write(data)
         os.replace(temp, path)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+        remove_quietly(temp)
         raise
+
+
+def remove_quietly(path: str | Path) -> None:
+    """Remove ``path`` if it can be removed (a temporary file left by a failed write)."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
