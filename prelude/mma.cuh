@@ -399,17 +399,20 @@ template <class Acc, class LA, class SB, bool B_KMAJOR, int K, int PENDING, type
 __device__ __forceinline__ void wgmma_rs(float* acc, const T* a, const T* sB, Instr instr) {
     static_assert(LA::regs(0) == 2 && LA::regs(1) == K / 4, "A holds one m16 fragment row per warp");
     constexpr int Q = LA::regs(1);  // registers per row half
-    wgmma_fence();
+    // every step's A fragments packed before the first wgmma: registers written between the
+    // wgmmas of one group would make ptxas wait for each product before the next
+    unsigned r[K / 16][4];
 #pragma unroll
     for (int k0 = 0; k0 < K; k0 += 16) {
         const int c = k0 / 4;  // the first of this step's four registers in a row half
-        unsigned r[4];
-        r[0] = pack2(a[c], a[c + 1]);
-        r[1] = pack2(a[Q + c], a[Q + c + 1]);
-        r[2] = pack2(a[c + 2], a[c + 3]);
-        r[3] = pack2(a[Q + c + 2], a[Q + c + 3]);
-        instr(acc, r, operand_desc<SB, B_KMAJOR>(sB, 0, k0));
+        r[k0 / 16][0] = pack2(a[c], a[c + 1]);
+        r[k0 / 16][1] = pack2(a[Q + c], a[Q + c + 1]);
+        r[k0 / 16][2] = pack2(a[c + 2], a[c + 3]);
+        r[k0 / 16][3] = pack2(a[Q + c + 2], a[Q + c + 3]);
     }
+    wgmma_fence();
+#pragma unroll
+    for (int k0 = 0; k0 < K; k0 += 16) instr(acc, r[k0 / 16], operand_desc<SB, B_KMAJOR>(sB, 0, k0));
     wgmma_commit();
     wgmma_wait<PENDING>();
 }
