@@ -1,0 +1,199 @@
+"""Host cost of each teeny_tx.nn / linalg wrapper against bare launches of the same kernels.
+
+``python3 bench/bench_host.py`` (GPU machine) or ``python3 bench/bench_host.py --cpu`` (no GPU:
+the device mocked as in ``bench/profile_wrappers.py`` — fake device memory, a no-op driver
+launch, no compiling, the autotuner's first config).
+
+For each wrapper on a tiny input (the host path is all that is timed), on CuPy arrays and on
+torch tensors (GPU only): µs per repeated call; the bare launches it makes — each kernel launch
+of the wrapper's first call replayed through ``kernel[grid](...)`` with the same arguments (the
+generated launcher's hot path); and the allocations of one repeated call, timed alone. ratio =
+(wrapper - allocations) / bare launches: the target is <= 1.2. Timings are the best of
+--repeats rounds, the rounds of wrapper, launches and allocations interleaved (a shared machine
+drifts); with --cpu they are CPU time of this thread (time.thread_time), so other processes
+on a shared machine count less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TARGET = 1.2
+
+
+CLOCK = [time.perf_counter]  # --cpu: time.thread_time (the machine is shared: CPU time only)
+
+
+def loop_us(fn, n: int, sync) -> float:
+    clock = CLOCK[0]
+    sync()
+    start = clock()
+    for _ in range(n):
+        fn()
+    sync()
+    return (clock() - start) / n * 1e6
+
+
+class Recorder:
+    """Patches Arrays.bound and Arrays.allocator so the benchmark learns what a wrapper
+    launches (the launcher and its arguments, on the first call) and allocates (per call)."""
+
+    def __init__(self):
+        from teeny_tx.library import arrays
+
+        self.launches: list | None = None
+        self.allocs: list | None = None
+        bound, allocator = arrays.Arrays.bound, arrays.Arrays.allocator
+        recorder = self
+
+        def recording_bound(self, kernel, grid, num_warps, **constexprs):
+            run = bound(self, kernel, grid, num_warps, **constexprs)
+
+            def launch(*args):
+                if recorder.launches is not None:
+                    recorder.launches.append((run, args))
+                return run(*args)
+
+            return launch
+
+        def recording_allocator(self, shape, dtype):
+            alloc = allocator(self, shape, dtype)
+
+            def make():
+                if recorder.allocs is not None:
+                    recorder.allocs.append(alloc)
+                return alloc()
+
+            return make
+
+        arrays.Arrays.bound = recording_bound
+        arrays.Arrays.allocator = recording_allocator
+
+    def first(self, fn):
+        """Run the first call of ``fn``; returns the launches it made."""
+        from teeny_tx.library import nn
+
+        nn._PLANS.clear()
+        self.launches = []
+        fn()
+        launches, self.launches = self.launches, None
+        return launches
+
+    def allocations(self, fn):
+        self.allocs = []
+        fn()
+        allocs, self.allocs = self.allocs, None
+        return allocs
+
+
+def cases(lib, empty, int64):
+    """(name, call) of every wrapper on a tiny input of library ``lib`` ("cupy"/"torch")."""
+    import teeny_tx.linalg as linalg
+    import teeny_tx.nn as nn
+
+    rows, cols = 4, 1024
+    f16 = np.float16
+    x, dy = empty((rows, cols), f16), empty((rows, cols), f16)
+    w, b = empty((cols,), f16), empty((cols,), f16)
+    stat = empty((rows,), np.float32)
+    targets = int64(rows)
+    wide = empty((rows, 2 * cols), f16)[:, ::2]
+    a, bm = empty((256, 256), f16), empty((256, 256), f16)
+    return [
+        ("softmax", lambda: nn.softmax(x)),
+        ("softmax x[:, ::2]", lambda: nn.softmax(wide)),
+        ("log_softmax", lambda: nn.log_softmax(x)),
+        ("softmax_backward", lambda: nn.softmax_backward(x, dy)),
+        ("layer_norm", lambda: nn.layer_norm(x, w, b)),
+        ("layer_norm_backward", lambda: nn.layer_norm_backward(dy, x, w, stat, stat)),
+        ("rms_norm", lambda: nn.rms_norm(x, w)),
+        ("rms_norm_backward", lambda: nn.rms_norm_backward(dy, x, w, stat)),
+        ("cross_entropy", lambda: nn.cross_entropy(x, targets)),
+        ("cross_entropy_backward", lambda: nn.cross_entropy_backward(x, targets, stat)),
+        ("dropout", lambda: nn.dropout(x, 0.1, 7)),
+        ("linalg.matmul", lambda: linalg.matmul(a, bm)),
+        ("linalg.linear", lambda: linalg.linear(a, bm)),
+    ]
+
+
+def measure(recorder: Recorder, name: str, fn, sync, n: int, repeats: int) -> str:
+    try:
+        launches = recorder.first(fn)
+        fn()
+        allocs = recorder.allocations(fn)
+    except Exception as err:  # noqa: BLE001 - a wrapper that refuses the case: say so
+        return f"{name:26} refused: {str(err).splitlines()[0][:70]}"
+    bare = [lambda run=run, args=args: run(*args) for run, args in launches]
+    best = {"wrapper": float("inf"), "bare": float("inf"), "allocs": float("inf")}
+    for _ in range(repeats):
+        best["wrapper"] = min(best["wrapper"], loop_us(fn, n, sync))
+        best["bare"] = min(best["bare"], sum(loop_us(f, n, sync) for f in bare))
+        best["allocs"] = min(best["allocs"], sum(loop_us(a, n, sync) for a in allocs))
+    own = best["wrapper"] - best["allocs"]
+    ratio = own / best["bare"] if best["bare"] else float("nan")
+    verdict = "meets" if ratio <= TARGET else "MISSES"
+    return (
+        f"{name:26} {best['wrapper']:8.2f} {len(launches):3d} {best['bare']:8.2f} "
+        f"{len(allocs):3d} {best['allocs']:8.2f} {ratio:6.2f}  {verdict}"
+    )
+
+
+def run(lib: str, empty, int64, sync, n: int, repeats: int) -> None:
+    recorder = Recorder()
+    print(f"\n{lib}: {'wrapper':17} {'us/call':>8} {'#l':>3} {'bare us':>8} {'#a':>3}", end="")
+    print(f" {'alloc us':>8} {'ratio':>6}  (ratio = (wrapper - allocs) / bare, target <= 1.2)")
+    for name, fn in cases(lib, empty, int64):
+        print(measure(recorder, name, fn, sync, n, repeats), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu", action="store_true", help="mock the device (no GPU needed)")
+    parser.add_argument("--calls", type=int, default=300, help="calls per timed loop")
+    parser.add_argument("--repeats", type=int, default=15, help="rounds; the best is kept")
+    args = parser.parse_args()
+    if args.cpu:
+        from profile_wrappers import _Mock
+
+        mock = _Mock()
+        CLOCK[0] = time.thread_time
+        targets = lambda rows: mock.array((rows,), np.int64)  # noqa: E731
+        run("cupy (mocked)", mock.array, targets, lambda: None, args.calls, args.repeats)
+        return
+    import cupy
+
+    sync = cupy.cuda.runtime.deviceSynchronize
+    run(
+        "cupy",
+        lambda shape, dtype: cupy.zeros(shape, dtype),
+        lambda rows: cupy.zeros(rows, cupy.int64),
+        sync,
+        args.calls,
+        args.repeats,
+    )
+    try:
+        import torch
+    except ImportError:
+        print("torch not importable: no torch rows")
+        return
+    dtypes = {np.float16: torch.float16, np.float32: torch.float32}
+    run(
+        "torch",
+        lambda shape, dtype: torch.zeros(shape, dtype=dtypes[dtype], device="cuda"),
+        lambda rows: torch.zeros(rows, dtype=torch.int64, device="cuda"),
+        sync,
+        args.calls,
+        args.repeats,
+    )
+
+
+if __name__ == "__main__":
+    main()
