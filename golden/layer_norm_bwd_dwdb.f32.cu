@@ -37,12 +37,12 @@ layer_norm_bwd_dwdb(float* dw, float* db, const float* __restrict__ dw_part, con
         int offs[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) offs[tx_i] = p[tx::remap<tx_L1, tx_L2>(tx_i)] * n_cols + cols[tx::remap<tx_L0, tx_L2>(tx_i)];
         // dw_acc += load(dw_part + offs, mask, 0.0f);
 #line 122 "kernels/layernorm.c"
-        float tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 4) tx::load_vec<4>(&tx_load[tx_i], dw_part + offs[tx_i], &mask[tx_i], 0.0f);
+        float tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load[tx_i], dw_part + offs[tx_i], mask[tx_i], 0.0f);
 #line 122
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) dw_acc[tx_i] = dw_acc[tx_i] + tx_load[tx_i];
         // db_acc += load(db_part + offs, mask, 0.0f);
 #line 123 "kernels/layernorm.c"
-        float tx_load_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 4) tx::load_vec<4>(&tx_load_1[tx_i], db_part + offs[tx_i], &mask[tx_i], 0.0f);
+        float tx_load_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load_1[tx_i], db_part + offs[tx_i], mask[tx_i], 0.0f);
 #line 123
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) db_acc[tx_i] = db_acc[tx_i] + tx_load_1[tx_i];
     }

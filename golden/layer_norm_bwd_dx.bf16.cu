@@ -21,7 +21,7 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
     bool col_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) col_mask[tx_i] = cols[tx_i] < n_cols;
     // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
 #line 81 "kernels/layernorm.c"
-    float tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&tx_load[tx_i], w + cols[tx_i], &col_mask[tx_i], 0.0f);
+    float tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load[tx_i], w + cols[tx_i], col_mask[tx_i], 0.0f);
 #line 81
     float wv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wv[tx_i] = tx_load[tx_i];
     // tile c2 = expand_dims(cols, 0);
@@ -59,12 +59,12 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
         int r2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) r2[tx_i] = rows[tx_i];
         // tile g = (f32)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
 #line 93 "kernels/layernorm.c"
-        __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], dy + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * dy_stride + c2[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
+        __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], dy + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * dy_stride + c2[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 93
         float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
         // tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
 #line 94 "kernels/layernorm.c"
-        __nv_bfloat16 tx_load_2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_2[tx_i], x + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * x_stride + c2[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
+        __nv_bfloat16 tx_load_2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_2[tx_i], x + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * x_stride + c2[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 94
         float v[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) v[tx_i] = tx::cast<float>(tx_load_2[tx_i]);
         // tile mu = expand_dims(load(mean + rows, row_mask, 0.0f), 1);
@@ -99,7 +99,7 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
 #line 101 "kernels/layernorm.c"
         __nv_bfloat16 tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>((wg[tx_i] - (xhat[tx_i] * c1[tx::remap<tx_L1, tx_L0>(tx_i)] + c0[tx::remap<tx_L1, tx_L0>(tx_i)])) * r[tx::remap<tx_L1, tx_L0>(tx_i)]);
 #line 101
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(dx + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * dx_stride + c2[tx_i], &tx_value_1[tx_i], &mask[tx_i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dx + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * dx_stride + c2[tx_i], &tx_value_1[tx_i], mask[tx_i]);
         // dw_acc += g * xhat;
 #line 102 "kernels/layernorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) dw_acc[tx_i] = dw_acc[tx_i] + g[tx_i] * xhat[tx_i];
@@ -111,10 +111,10 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
 #line 105 "kernels/layernorm.c"
     float tx_red_2[tx_L0::REGS]; tx::reduce<tx_L0, tx_L0, 0>(tx_red_2, dw_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
 #line 105
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec<4>(dw_part + pid * n_cols + cols[tx_i], &tx_red_2[tx_i], &col_mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(dw_part + pid * n_cols + cols[tx_i], &tx_red_2[tx_i], col_mask[tx_i]);
     // store(db_part + pid * n_cols + cols, sum(db_acc, 0), col_mask);
 #line 106 "kernels/layernorm.c"
     float tx_red_3[tx_L0::REGS]; tx::reduce<tx_L0, tx_L0, 0>(tx_red_3, db_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
 #line 106
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec<4>(db_part + pid * n_cols + cols[tx_i], &tx_red_3[tx_i], &col_mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(db_part + pid * n_cols + cols[tx_i], &tx_red_3[tx_i], col_mask[tx_i]);
 }

@@ -33,7 +33,7 @@ layer_norm_fwd(__half* y, float* mean, float* rstd, const __half* __restrict__ x
     int c2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
     // tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
 #line 53 "kernels/layernorm.c"
-    __half tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], x + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * x_stride + c2[tx_i], &mask[tx_i], __half(0.0f));
+    __half tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * x_stride + c2[tx_i], mask[tx_i], __half(0.0f));
 #line 53
     float v[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) v[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile mu = sum(v, 1) / n_cols;
@@ -53,19 +53,19 @@ layer_norm_fwd(__half* y, float* mean, float* rstd, const __half* __restrict__ x
     float r[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) r[tx_i] = tx::rsqrt(tx_red_1[tx_i] / tx::cast<float>(n_cols) + eps);
     // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
 #line 57 "kernels/layernorm.c"
-    __half tx_load_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], w + cols[tx_i], &col_mask[tx_i], __half(0.0f));
+    __half tx_load_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], w + cols[tx_i], col_mask[tx_i], __half(0.0f));
 #line 57
     float wv[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) wv[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // tile bv = expand_dims((f32)load(b + cols, col_mask, 0.0f), 0);
 #line 58 "kernels/layernorm.c"
-    __half tx_load_2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_2[tx_i], b + cols[tx_i], &col_mask[tx_i], __half(0.0f));
+    __half tx_load_2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_2[tx_i], b + cols[tx_i], col_mask[tx_i], __half(0.0f));
 #line 58
     float bv[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) bv[tx_i] = tx::cast<float>(tx_load_2[tx_i]);
     // store(y + r2 * y_stride + c2, centred * expand_dims(r, 1) * wv + bv, mask);
 #line 59 "kernels/layernorm.c"
     __half tx_value_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__half>(centred[tx_i] * r[tx::remap<tx_L0, tx_L1>(tx_i)] * wv[tx_i] + bv[tx_i]);
 #line 59
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::store_vec<8>(y + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * y_stride + c2[tx_i], &tx_value_1[tx_i], &mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::store_vec_if<8>(y + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * y_stride + c2[tx_i], &tx_value_1[tx_i], mask[tx_i]);
     // store(mean + rows, mu, row_mask);
 #line 60 "kernels/layernorm.c"
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && row_mask[tx_i]) *(mean + rows[tx_i]) = mu[tx_i];

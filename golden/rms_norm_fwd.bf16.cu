@@ -33,7 +33,7 @@ rms_norm_fwd(__nv_bfloat16* y, float* rstd, const __nv_bfloat16* __restrict__ x,
     int c2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
     // tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
 #line 42 "kernels/rmsnorm.c"
-    __nv_bfloat16 tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], x + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * x_stride + c2[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * x_stride + c2[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 42
     float v[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) v[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile r = rsqrt(sum(v * v, 1) / n_cols + eps);
@@ -45,14 +45,14 @@ rms_norm_fwd(__nv_bfloat16* y, float* rstd, const __nv_bfloat16* __restrict__ x,
     float r[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) r[tx_i] = tx::rsqrt(tx_red[tx_i] / tx::cast<float>(n_cols) + eps);
     // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
 #line 44 "kernels/rmsnorm.c"
-    __nv_bfloat16 tx_load_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], w + cols[tx_i], &col_mask[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 tx_load_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], w + cols[tx_i], col_mask[tx_i], __nv_bfloat16(0.0f));
 #line 44
     float wv[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) wv[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(y + r2 * y_stride + c2, v * expand_dims(r, 1) * wv, mask);
 #line 45 "kernels/rmsnorm.c"
     __nv_bfloat16 tx_value_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>(v[tx_i] * r[tx::remap<tx_L0, tx_L1>(tx_i)] * wv[tx_i]);
 #line 45
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::store_vec<8>(y + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * y_stride + c2[tx_i], &tx_value_1[tx_i], &mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::store_vec_if<8>(y + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * y_stride + c2[tx_i], &tx_value_1[tx_i], mask[tx_i]);
     // store(rstd + rows, r, row_mask);
 #line 46 "kernels/rmsnorm.c"
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && row_mask[tx_i]) *(rstd + rows[tx_i]) = r[tx_i];
