@@ -280,9 +280,11 @@ def _norm_facts(args: tuple, kernel: Kernel) -> tuple[int, int, bool]:
 
 def backward_programs(rows: int, sms: int, c: Config) -> int:
     """G, the programs of a norm backward's dx kernel under config ``c``: SMs * max(1, 16 /
-    num_warps) (about as many as are resident at once), at most one per ROWS rows; then as
-    few as cover the rows at cdiv(rows, G) rows each (no program left without rows)."""
-    programs = max(1, min(cdiv(rows, c.kwargs["ROWS"]), sms * max(1, 16 // c.num_warps)))
+    num_warps) (about as many as are resident at once), at most 4 per SM (each writes a
+    partial row of dW/dB: fewer is less traffic), at most one per ROWS rows; then as few as
+    cover the rows at cdiv(rows, G) rows each (no program left without rows)."""
+    per_sm = min(4, max(1, 16 // c.num_warps))
+    programs = max(1, min(cdiv(rows, c.kwargs["ROWS"]), sms * per_sm))
     return cdiv(rows, cdiv(rows, programs)) if rows else 1
 
 
