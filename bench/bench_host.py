@@ -150,11 +150,35 @@ def measure(recorder: Recorder, name: str, fn, sync, n: int, repeats: int) -> st
     )
 
 
+LINES: list[str] = []  # what --out writes
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+    LINES.append(line)
+
+
 def run(lib: str, recorder: Recorder, empty, int64, sync, n: int, repeats: int) -> None:
-    print(f"\n{lib}: {'wrapper':17} {'us/call':>8} {'#l':>3} {'bare us':>8} {'#a':>3}", end="")
-    print(f" {'alloc us':>8} {'ratio':>6}  (ratio = (wrapper - allocs) / bare, target <= 1.2)")
+    say(
+        f"\n{lib}: {'wrapper':17} {'us/call':>8} {'#l':>3} {'bare us':>8} {'#a':>3} "
+        f"{'alloc us':>8} {'ratio':>6}  (ratio = (wrapper - allocs) / bare, target <= 1.2)"
+    )
     for name, fn in cases(lib, empty, int64):
-        print(measure(recorder, name, fn, sync, n, repeats), flush=True)
+        say(measure(recorder, name, fn, sync, n, repeats))
+
+
+def write(out: str | None) -> None:
+    """The lines as a markdown section (bench/run_device.sh gathers every benchmark's)."""
+    if not out:
+        return
+    from common import device_name, utc_now
+
+    text = "### Wrapper host cost against bare launches of the same kernels\n\n"
+    text += f"date: {utc_now()}, device: {device_name()}\n\n```text\n"
+    text += "\n".join(LINES).strip("\n") + "\n```\n"
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
 
 
 def main() -> None:
@@ -162,6 +186,7 @@ def main() -> None:
     parser.add_argument("--cpu", action="store_true", help="mock the device (no GPU needed)")
     parser.add_argument("--calls", type=int, default=300, help="calls per timed loop")
     parser.add_argument("--repeats", type=int, default=15, help="rounds; the best is kept")
+    parser.add_argument("--out", default=None, help="write the lines as markdown here")
     args = parser.parse_args()
     if args.cpu:
         from profile_wrappers import _Mock
@@ -171,6 +196,7 @@ def main() -> None:
         recorder = Recorder([mock.cupy])
         targets = lambda rows: mock.array((rows,), np.int64)  # noqa: E731
         run("cupy (mocked)", recorder, mock.array, targets, lambda: None, args.calls, args.repeats)
+        write(args.out)
         return
     import cupy
 
@@ -191,7 +217,8 @@ def main() -> None:
         args.repeats,
     )
     if torch is None:
-        print("torch not importable: no torch rows")
+        say("torch not importable: no torch rows")
+        write(args.out)
         return
     dtypes = {np.float16: torch.float16, np.float32: torch.float32}
     run(
@@ -203,6 +230,7 @@ def main() -> None:
         args.calls,
         args.repeats,
     )
+    write(args.out)
 
 
 if __name__ == "__main__":
