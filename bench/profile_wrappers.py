@@ -94,7 +94,7 @@ class _Mock:
 
     def _patch_tuner(self):
         """The autotuner picks each kernel's first config without compiling or timing."""
-        from teeny_tx import autotune
+        from teeny_tx.runtime import autotune
 
         def choose(self, key, args, constexprs, grid, stream, strided=False):
             choice = autotune.Choice(self.configs[0], None, 0, len(self.configs), ())

@@ -54,9 +54,10 @@ def main() -> None:
     widths = [int(w) for w in parser.parse_args().widths.split(",")]
     dtype = parser.parse_args().dtype
 
-    from teeny_tx import nn
-    from teeny_tx.autotune import compile_cubins, cubin_resources
     from teeny_tx.errors import RegisterSpillWarning
+    from teeny_tx.library import nn
+    from teeny_tx.runtime.autotune import compile_cubins
+    from teeny_tx.runtime.elf import cubin_resources
 
     rows = 8192
     jobs = []
@@ -80,10 +81,8 @@ def main() -> None:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             cubin = spec.cubin
-        text = reports.get(i) or next(
-            (str(w.message) for w in caught if issubclass(w.category, RegisterSpillWarning)), ""
-        )
-        spilled = text.split("spills ")[1].split(" ")[0] if "spills " in text else "0"
+        spills = [w.message.spilled for w in caught if issubclass(w.category, RegisterSpillWarning)]
+        spilled = str(reports.get(i) or (spills[0] if spills else 0))
         regs, frame = cubin_resources(cubin)
         threads = 32 * c.num_warps
         blocks = min(2048 // threads, 65536 // max(1, regs * threads))

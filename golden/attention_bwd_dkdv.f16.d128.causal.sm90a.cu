@@ -260,14 +260,14 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 145 "kernels/attention.c"
                     bool tx_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask[tx_i] = start + rm[tx_i] < n_q;
 #line 145
-                    float tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 2) tx::load_vec<2>(&tx_load[tx_i], lseh + start + rm[tx_i], &tx_mask[tx_i], 0.0f);
+                    float tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 2) tx::load_vec_if<2>(&tx_load[tx_i], lseh + start + rm[tx_i], tx_mask[tx_i], 0.0f);
 #line 145
                     float lse2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) lse2[tx_i] = tx_load[tx_i] * 1.442695f;
                     // tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
 #line 147 "kernels/attention.c"
                     bool tx_mask_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask_1[tx_i] = start + rm[tx_i] < n_q;
 #line 147
-                    float dl[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 2) tx::load_vec<2>(&dl[tx_i], deltah + start + rm[tx_i], &tx_mask_1[tx_i], 0.0f);
+                    float dl[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 2) tx::load_vec_if<2>(&dl[tx_i], deltah + start + rm[tx_i], tx_mask_1[tx_i], 0.0f);
                     // tile p_t = exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
 #line 149 "kernels/attention.c"
                     float tx_acc[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
@@ -343,12 +343,12 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 167
     bool tx_mask_2[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_2[tx_i] = kv_row[tx::remap<tx_L0, tx_L3>(tx_i)];
 #line 167
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec<2>(dk + b * sdkb + hk * sdkh + rn[tx::remap<tx_L0, tx_L3>(tx_i)] * sdkn + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_2[tx_i], &tx_mask_2[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dk + b * sdkb + hk * sdkh + rn[tx::remap<tx_L0, tx_L3>(tx_i)] * sdkn + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_2[tx_i], tx_mask_2[tx_i]);
     // store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc, kv_row);
 #line 169 "kernels/attention.c"
     __half tx_value_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_value_3[tx_i] = tx::cast<__half>(dv_acc[tx_i]);
 #line 169
     bool tx_mask_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_3[tx_i] = kv_row[tx::remap<tx_L0, tx_L3>(tx_i)];
 #line 169
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec<2>(dv + b * sdvb + hk * sdvh + rn[tx::remap<tx_L0, tx_L3>(tx_i)] * sdvn + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_3[tx_i], &tx_mask_3[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dv + b * sdvb + hk * sdvh + rn[tx::remap<tx_L0, tx_L3>(tx_i)] * sdvn + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_3[tx_i], tx_mask_3[tx_i]);
 }

@@ -93,12 +93,12 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 196 "kernels/attention.c"
     bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = q_row[tx::remap<tx_L0, tx_L3>(tx_i)];
 #line 196
-    __nv_bfloat16 q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec<8>(&q_t[tx_i], q + b * sqb + h * sqh + rm[tx::remap<tx_L0, tx_L3>(tx_i)] * sqn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], &tx_mask[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + b * sqb + h * sqh + rm[tx::remap<tx_L0, tx_L3>(tx_i)] * sqn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __nv_bfloat16(0.0f));
     // tile do_t = load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd, q_row, 0);
 #line 197 "kernels/attention.c"
     bool tx_mask_1[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_1[tx_i] = q_row[tx::remap<tx_L0, tx_L3>(tx_i)];
 #line 197
-    __nv_bfloat16 do_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec<8>(&do_t[tx_i], d_o + b * sdb + h * sdh + rm[tx::remap<tx_L0, tx_L3>(tx_i)] * sdn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], &tx_mask_1[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 do_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&do_t[tx_i], d_o + b * sdb + h * sdh + rm[tx::remap<tx_L0, tx_L3>(tx_i)] * sdn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask_1[tx_i], __nv_bfloat16(0.0f));
     // tile lse2 = expand_dims(load(lse + bh * n_q + rm, rm < n_q, 0) * 1.4426950408889634f, 1);
 #line 198 "kernels/attention.c"
     int tx_rm_cvt[tx_L4::REGS]; tx::relayout<tx_L0, tx_L4>(tx_rm_cvt, rm, tx_smem, [](int tx_r) { return tx_L4::coord(tx_r, 0); });
@@ -272,5 +272,5 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 223
     bool tx_mask_2[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_mask_2[tx_i] = tx_q_row_cvt[tx::remap<tx_L4, tx_L5>(tx_i)];
 #line 223
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec<2>(dq + b * sdqb + h * sdqh + tx_rm_cvt[tx::remap<tx_L4, tx_L5>(tx_i)] * sdqn + tx_rd_cvt[tx::remap<tx_L9, tx_L5>(tx_i)], &tx_value_1[tx_i], &tx_mask_2[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec_if<2>(dq + b * sdqb + h * sdqh + tx_rm_cvt[tx::remap<tx_L4, tx_L5>(tx_i)] * sdqn + tx_rd_cvt[tx::remap<tx_L9, tx_L5>(tx_i)], &tx_value_1[tx_i], tx_mask_2[tx_i]);
 }

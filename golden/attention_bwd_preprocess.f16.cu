@@ -32,14 +32,14 @@ attention_bwd_preprocess(float* delta, const __half* __restrict__ o, const __hal
 #line 91 "kernels/attention.c"
     bool tx_mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask[tx_i] = row[tx::remap<tx_L0, tx_L2>(tx_i)];
 #line 91
-    __half tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], o + b * sob + h * soh + rm[tx::remap<tx_L0, tx_L2>(tx_i)] * son + rd[tx::remap<tx_L1, tx_L2>(tx_i)], &tx_mask[tx_i], __half(0.0f));
+    __half tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], o + b * sob + h * soh + rm[tx::remap<tx_L0, tx_L2>(tx_i)] * son + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask[tx_i], __half(0.0f));
 #line 91
     float o_t[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) o_t[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile do_t = (f32)load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd, row, 0);
 #line 92 "kernels/attention.c"
     bool tx_mask_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask_1[tx_i] = row[tx::remap<tx_L0, tx_L2>(tx_i)];
 #line 92
-    __half tx_load_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], d_o + b * sdb + h * sdh + rm[tx::remap<tx_L0, tx_L2>(tx_i)] * sdn + rd[tx::remap<tx_L1, tx_L2>(tx_i)], &tx_mask_1[tx_i], __half(0.0f));
+    __half tx_load_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], d_o + b * sdb + h * sdh + rm[tx::remap<tx_L0, tx_L2>(tx_i)] * sdn + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask_1[tx_i], __half(0.0f));
 #line 92
     float do_t[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) do_t[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(delta + bh * n_q + rm, sum(o_t * do_t, 1), rm < n_q);

@@ -50,7 +50,7 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
 #line 42
     bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = tx_rm_cvt[tx::remap<tx_L4, tx_L3>(tx_i)] < n_q;
 #line 42
-    __nv_bfloat16 q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec<8>(&q_t[tx_i], q + b * sqb + h * sqh + tx_rm_cvt[tx::remap<tx_L4, tx_L3>(tx_i)] * sqn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], &tx_mask[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + b * sqb + h * sqh + tx_rm_cvt[tx::remap<tx_L4, tx_L3>(tx_i)] * sqn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __nv_bfloat16(0.0f));
     // tile kh = k + b * skb + hk * skh;
 #line 44 "kernels/attention.c"
     const __nv_bfloat16* kh = k + b * skb + hk * skh;
@@ -215,7 +215,7 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
 #line 75
     bool tx_mask_1[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_mask_1[tx_i] = rm[tx::remap<tx_L0, tx_L5>(tx_i)] < n_q;
 #line 75
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec<2>(o + b * sob + h * soh + rm[tx::remap<tx_L0, tx_L5>(tx_i)] * son + tx_rd_cvt[tx::remap<tx_L7, tx_L5>(tx_i)], &tx_value_1[tx_i], &tx_mask_1[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec_if<2>(o + b * sob + h * soh + rm[tx::remap<tx_L0, tx_L5>(tx_i)] * son + tx_rd_cvt[tx::remap<tx_L7, tx_L5>(tx_i)], &tx_value_1[tx_i], tx_mask_1[tx_i]);
     // store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
 #line 77 "kernels/attention.c"
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(lse + bh * n_q + rm[tx_i]) = (m_i[tx_i] + tx::log2(l_i[tx_i])) * 0.6931472f;

@@ -28,14 +28,14 @@ cross_entropy_bwd(__nv_bfloat16* dlogits, const __nv_bfloat16* __restrict__ logi
 #line 92 "kernels/cross_entropy.c"
         __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = __nv_bfloat16(0.0f);
 #line 92
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(dlogits + row * d_stride + cols[tx_i], &tx_value[tx_i], &mask[tx_i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dlogits + row * d_stride + cols[tx_i], &tx_value[tx_i], mask[tx_i]);
         // return;
 #line 93 "kernels/cross_entropy.c"
         return;
     }
     // tile x = (f32)load(logits + row * stride + cols * step, mask, 0.0f);
 #line 95 "kernels/cross_entropy.c"
-    __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], logits + row * stride + cols[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], logits + row * stride + cols[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 95
     float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // tile p = exp(x - load(lse + row));
@@ -49,5 +49,5 @@ cross_entropy_bwd(__nv_bfloat16* dlogits, const __nv_bfloat16* __restrict__ logi
 #line 97
     __nv_bfloat16 tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>((p[tx_i] - tx::cast<float>(tx::cast<long long>(cols[tx_i]) == t)) * (grad / tx_load_3));
 #line 97
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(dlogits + row * d_stride + cols[tx_i], &tx_value_1[tx_i], &mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dlogits + row * d_stride + cols[tx_i], &tx_value_1[tx_i], mask[tx_i]);
 }

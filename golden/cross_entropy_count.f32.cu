@@ -25,7 +25,7 @@ cross_entropy_count(float* count, const long long* __restrict__ targets, int n_r
 #line 44 "kernels/cross_entropy.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_count_kept_rows[tx_i] < n_rows;
 #line 44
-        long long tx_count_kept_t[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 2) tx::load_vec<2>(&tx_count_kept_t[tx_i], targets + tx_count_kept_rows[tx_i], &tx_mask[tx_i], ignore_index);
+        long long tx_count_kept_t[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 2) tx::load_vec_if<2>(&tx_count_kept_t[tx_i], targets + tx_count_kept_rows[tx_i], tx_mask[tx_i], ignore_index);
         // kept += (i32)(t != ignore_index);
 #line 45 "kernels/cross_entropy.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_kept[tx_i] = tx_count_kept_kept[tx_i] + tx::cast<int>(tx_count_kept_t[tx_i] != ignore_index);

@@ -34,7 +34,7 @@ cross_entropy_fwd(float* loss, float* lse, const __nv_bfloat16* __restrict__ log
 #line 28 "kernels/cross_entropy.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_logsumexp_offs[tx_i] < n_cols;
 #line 28
-        __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], x + tx_row_logsumexp_offs[tx_i], &tx_mask[tx_i], __nv_bfloat16(-__int_as_float(0x7f800000)));
+        __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + tx_row_logsumexp_offs[tx_i], tx_mask[tx_i], __nv_bfloat16(-__int_as_float(0x7f800000)));
 #line 28
         float tx_row_logsumexp_x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_x[tx_i] = tx::cast<float>(tx_load[tx_i]);
         // tile e = exp(-abs(x - m));

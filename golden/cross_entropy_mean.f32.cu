@@ -25,7 +25,7 @@ cross_entropy_mean(float* loss_mean, float* count, const float* __restrict__ los
 #line 70 "kernels/cross_entropy.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = rows[tx_i] < n_rows;
 #line 70
-        float tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&tx_load[tx_i], loss + rows[tx_i], &tx_mask[tx_i], 0.0f);
+        float tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load[tx_i], loss + rows[tx_i], tx_mask[tx_i], 0.0f);
 #line 70
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) total[tx_i] = total[tx_i] + tx_load[tx_i];
     }
@@ -45,7 +45,7 @@ cross_entropy_mean(float* loss_mean, float* count, const float* __restrict__ los
 #line 44 "kernels/cross_entropy.c"
         bool tx_mask_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask_1[tx_i] = tx_count_kept_rows[tx_i] < n_rows;
 #line 44
-        long long tx_count_kept_t[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 2) tx::load_vec<2>(&tx_count_kept_t[tx_i], targets + tx_count_kept_rows[tx_i], &tx_mask_1[tx_i], ignore_index);
+        long long tx_count_kept_t[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 2) tx::load_vec_if<2>(&tx_count_kept_t[tx_i], targets + tx_count_kept_rows[tx_i], tx_mask_1[tx_i], ignore_index);
         // kept += (i32)(t != ignore_index);
 #line 45 "kernels/cross_entropy.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_kept[tx_i] = tx_count_kept_kept[tx_i] + tx::cast<int>(tx_count_kept_t[tx_i] != ignore_index);

@@ -20,7 +20,7 @@ log_softmax(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ in, int n_cols
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
     // tile x = (f32)load(in + row * in_stride + cols * in_step, mask, -INF);
 #line 88 "kernels/softmax.c"
-    __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], in + row * in_stride + cols[tx_i], &mask[tx_i], __nv_bfloat16(-__int_as_float(0x7f800000)));
+    __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], in + row * in_stride + cols[tx_i], mask[tx_i], __nv_bfloat16(-__int_as_float(0x7f800000)));
 #line 88
     float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile shifted = x - max(x);
@@ -36,5 +36,5 @@ log_softmax(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ in, int n_cols
 #line 90
     __nv_bfloat16 tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>(shifted[tx_i] - tx::log(tx_red_1[0]));
 #line 90
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(out + row * out_stride + cols[tx_i], &tx_value_1[tx_i], &mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(out + row * out_stride + cols[tx_i], &tx_value_1[tx_i], mask[tx_i]);
 }

@@ -34,7 +34,7 @@ log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__
 #line 64 "kernels/softmax.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_sum_offs[tx_i] < n_cols;
 #line 64
-        __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], tx_row_sum_a + tx_row_sum_offs[tx_i], &tx_mask[tx_i], __nv_bfloat16(0.0f));
+        __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], tx_row_sum_a + tx_row_sum_offs[tx_i], tx_mask[tx_i], __nv_bfloat16(0.0f));
 #line 64
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_acc[tx_i] = tx_row_sum_acc[tx_i] + tx::cast<float>(tx_load[tx_i]);
     }
@@ -54,18 +54,18 @@ log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
         // tile logp = (f32)load(y + row * y_stride + offs * y_step, mask, 0.0f);
 #line 176 "kernels/softmax.c"
-        __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], y + row * y_stride + offs[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
+        __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], y + row * y_stride + offs[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 176
         float logp[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) logp[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
         // tile g = (f32)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
 #line 177 "kernels/softmax.c"
-        __nv_bfloat16 tx_load_2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_2[tx_i], dy + row * dy_stride + offs[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
+        __nv_bfloat16 tx_load_2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_2[tx_i], dy + row * dy_stride + offs[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 177
         float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_2[tx_i]);
         // store(dx + row * dx_stride + offs, g - exp(logp) * total, mask);
 #line 178 "kernels/softmax.c"
         __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(g[tx_i] - tx::exp(logp[tx_i]) * total);
 #line 178
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(dx + row * dx_stride + offs[tx_i], &tx_value[tx_i], &mask[tx_i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dx + row * dx_stride + offs[tx_i], &tx_value[tx_i], mask[tx_i]);
     }
 }

@@ -37,7 +37,7 @@ log_softmax_looped(float* out, const float* __restrict__ in, int n_cols, int in_
 #line 33 "kernels/softmax.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_logsumexp_offs[tx_i] < n_cols;
 #line 33
-        float tx_row_logsumexp_x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&tx_row_logsumexp_x[tx_i], tx_row_logsumexp_row + tx_row_logsumexp_offs[tx_i], &tx_mask[tx_i], -__int_as_float(0x7f800000));
+        float tx_row_logsumexp_x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_row_logsumexp_x[tx_i], tx_row_logsumexp_row + tx_row_logsumexp_offs[tx_i], tx_mask[tx_i], -__int_as_float(0x7f800000));
         // tile e = exp(-abs(x - m));
 #line 34 "kernels/softmax.c"
         float tx_row_logsumexp_e[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_e[tx_i] = tx::exp(-tx::abs(tx_row_logsumexp_x[tx_i] - tx_row_logsumexp_m[tx_i]));
@@ -71,11 +71,11 @@ log_softmax_looped(float* out, const float* __restrict__ in, int n_cols, int in_
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
         // tile x = (f32)load(in + row * in_stride + offs * in_step, mask, 0.0f);
 #line 118 "kernels/softmax.c"
-        float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&x[tx_i], in + row * in_stride + offs[tx_i], &mask[tx_i], 0.0f);
+        float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&x[tx_i], in + row * in_stride + offs[tx_i], mask[tx_i], 0.0f);
         // store(out + row * out_stride + offs, x - lse, mask);
 #line 119 "kernels/softmax.c"
         float tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = x[tx_i] - lse;
 #line 119
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec<4>(out + row * out_stride + offs[tx_i], &tx_value_1[tx_i], &mask[tx_i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(out + row * out_stride + offs[tx_i], &tx_value_1[tx_i], mask[tx_i]);
     }
 }

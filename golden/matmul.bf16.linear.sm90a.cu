@@ -234,5 +234,5 @@ matmul(__nv_bfloat16* c, const __nv_bfloat16* __restrict__ a, const __nv_bfloat1
 #line 84
     bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = (tx_cm_cvt[tx::remap<tx_L10, tx_L3>(tx_i)] < M) & (tx_cn_cvt[tx::remap<tx_L11, tx_L3>(tx_i)] < N);
 #line 84
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec<2>(c + batch * scb + tx_cm_cvt[tx::remap<tx_L10, tx_L3>(tx_i)] * scm + tx_cn_cvt[tx::remap<tx_L11, tx_L3>(tx_i)], &tx_value[tx_i], &tx_mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(c + batch * scb + tx_cm_cvt[tx::remap<tx_L10, tx_L3>(tx_i)] * scm + tx_cn_cvt[tx::remap<tx_L11, tx_L3>(tx_i)], &tx_value[tx_i], tx_mask[tx_i]);
 }

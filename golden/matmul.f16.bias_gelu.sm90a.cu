@@ -219,7 +219,7 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
 #line 71
     bool tx_mask[tx_L9::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L9::REGS; ++tx_i) tx_mask[tx_i] = tx_rn_cvt[tx_i] < N;
 #line 71
-    __half tx_load[tx_L9::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L9::REGS; tx_i += 2) tx::load_vec<2>(&tx_load[tx_i], bias + tx_rn_cvt[tx_i], &tx_mask[tx_i], __half(0.0f));
+    __half tx_load[tx_L9::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L9::REGS; tx_i += 2) tx::load_vec_if<2>(&tx_load[tx_i], bias + tx_rn_cvt[tx_i], tx_mask[tx_i], __half(0.0f));
 #line 71
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) out[tx_i] = out[tx_i] + tx::cast<float>(tx_load[tx::remap<tx_L9, tx_L4>(tx_i)]);
     // out = gelu_exact(out);
@@ -241,5 +241,5 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
 #line 84
     bool tx_mask_1[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_mask_1[tx_i] = (tx_cm_cvt[tx::remap<tx_L10, tx_L4>(tx_i)] < M) & (tx_cn_cvt[tx::remap<tx_L9, tx_L4>(tx_i)] < N);
 #line 84
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 2) tx::store_vec<2>(c + batch * scb + tx_cm_cvt[tx::remap<tx_L10, tx_L4>(tx_i)] * scm + tx_cn_cvt[tx::remap<tx_L9, tx_L4>(tx_i)], &tx_value[tx_i], &tx_mask_1[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 2) tx::store_vec_if<2>(c + batch * scb + tx_cm_cvt[tx::remap<tx_L10, tx_L4>(tx_i)] * scm + tx_cn_cvt[tx::remap<tx_L9, tx_L4>(tx_i)], &tx_value[tx_i], tx_mask_1[tx_i]);
 }

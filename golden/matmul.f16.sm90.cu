@@ -190,5 +190,5 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
 #line 84
     bool tx_mask[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_mask[tx_i] = (tx_cm_cvt[tx::remap<tx_L9, tx_L4>(tx_i)] < M) & (tx_cn_cvt[tx::remap<tx_L10, tx_L4>(tx_i)] < N);
 #line 84
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 2) tx::store_vec<2>(c + batch * scb + tx_cm_cvt[tx::remap<tx_L9, tx_L4>(tx_i)] * scm + tx_cn_cvt[tx::remap<tx_L10, tx_L4>(tx_i)], &tx_value[tx_i], &tx_mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 2) tx::store_vec_if<2>(c + batch * scb + tx_cm_cvt[tx::remap<tx_L9, tx_L4>(tx_i)] * scm + tx_cn_cvt[tx::remap<tx_L10, tx_L4>(tx_i)], &tx_value[tx_i], tx_mask[tx_i]);
 }

@@ -150,7 +150,7 @@ matmul(float* c, const float* __restrict__ a, const float* __restrict__ b, const
 #line 66 "kernels/matmul.c"
             bool tx_mask[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_mask[tx_i] = (bk[tx::remap<tx_L3, tx_L8>(tx_i)] + k < K) & (bn[tx::remap<tx_L1, tx_L8>(tx_i)] < N);
 #line 66
-            float b_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; tx_i += 4) tx::load_vec<4>(&b_t[tx_i], b + batch * sbb + (bk[tx::remap<tx_L3, tx_L8>(tx_i)] + k) * sbk + bn[tx::remap<tx_L1, tx_L8>(tx_i)], &tx_mask[tx_i], 0.0f);
+            float b_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; tx_i += 4) tx::load_vec_if<4>(&b_t[tx_i], b + batch * sbb + (bk[tx::remap<tx_L3, tx_L8>(tx_i)] + k) * sbk + bn[tx::remap<tx_L1, tx_L8>(tx_i)], tx_mask[tx_i], 0.0f);
             // acc = dot(A_T ? trans(a_t) : a_t, B_T ? trans(b_t) : b_t, acc, PRECISION);
 #line 67 "kernels/matmul.c"
             float tx_acc[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_acc[tx_i] = acc[tx_i];
@@ -192,5 +192,5 @@ matmul(float* c, const float* __restrict__ a, const float* __restrict__ b, const
 #line 84
     bool tx_mask_1[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_mask_1[tx_i] = (tx_cm_cvt[tx::remap<tx_L9, tx_L4>(tx_i)] < M) & (tx_cn_cvt[tx::remap<tx_L10, tx_L4>(tx_i)] < N);
 #line 84
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 2) tx::store_vec<2>(c + batch * scb + tx_cm_cvt[tx::remap<tx_L9, tx_L4>(tx_i)] * scm + tx_cn_cvt[tx::remap<tx_L10, tx_L4>(tx_i)], &out[tx_i], &tx_mask_1[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 2) tx::store_vec_if<2>(c + batch * scb + tx_cm_cvt[tx::remap<tx_L9, tx_L4>(tx_i)] * scm + tx_cn_cvt[tx::remap<tx_L10, tx_L4>(tx_i)], &out[tx_i], tx_mask_1[tx_i]);
 }

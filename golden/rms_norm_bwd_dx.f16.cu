@@ -12,84 +12,84 @@ rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const
     using tx_L2 = tx::Blocked<tx::Ints<2, 1>, tx::Ints<1, 8>, tx::Ints<1, 32>, tx::Ints<2, 2>, tx::Ints<1, 0>>;  // [2, 1]: 1x8 per thread, 1x32 lanes, 2x2 warps, order [1, 0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 8192 bytes of scratch
     // i32 pid = program_id(0);
-#line 63 "kernels/rmsnorm.c"
+#line 70 "kernels/rmsnorm.c"
     int pid = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 64 "kernels/rmsnorm.c"
+#line 71 "kernels/rmsnorm.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 1);
     // tile col_mask = cols < n_cols;
-#line 65 "kernels/rmsnorm.c"
+#line 72 "kernels/rmsnorm.c"
     bool col_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) col_mask[tx_i] = cols[tx_i] < n_cols;
-    // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
-#line 66 "kernels/rmsnorm.c"
-    __half tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], w + cols[tx_i], &col_mask[tx_i], __half(0.0f));
-#line 66
-    float wv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wv[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile c2 = expand_dims(cols, 0);
-#line 67 "kernels/rmsnorm.c"
+#line 73 "kernels/rmsnorm.c"
     int c2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
     // f32 dw_acc[ROWS][BLOCK] = 0;
-#line 68 "kernels/rmsnorm.c"
+#line 74 "kernels/rmsnorm.c"
     float dw_acc[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) dw_acc[tx_i] = 0.0f;
     // i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
-#line 69 "kernels/rmsnorm.c"
+#line 75 "kernels/rmsnorm.c"
     int per_program = (n_rows + (int)gridDim.x - 1) / (int)gridDim.x;
     // i32 first = pid * per_program;
-#line 70 "kernels/rmsnorm.c"
+#line 76 "kernels/rmsnorm.c"
     int first = pid * per_program;
     // i32 last = minimum(first + per_program, n_rows);
-#line 71 "kernels/rmsnorm.c"
+#line 77 "kernels/rmsnorm.c"
     int last = tx::minimum(first + per_program, n_rows);
     // for (i32 row = first; row < last; row += ROWS) {
-#line 72 "kernels/rmsnorm.c"
+#line 78 "kernels/rmsnorm.c"
     for (int row = first; row < last; row = row + ROWS) {
         // tile rows = row + arange(0, ROWS);
-#line 73 "kernels/rmsnorm.c"
+#line 79 "kernels/rmsnorm.c"
         int rows[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rows[tx_i] = row + tx_L2::coord(tx_i, 0);
         // tile row_mask = rows < last;
-#line 74 "kernels/rmsnorm.c"
+#line 80 "kernels/rmsnorm.c"
         bool row_mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) row_mask[tx_i] = rows[tx_i] < last;
         // tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
-#line 75 "kernels/rmsnorm.c"
+#line 81 "kernels/rmsnorm.c"
         bool mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) mask[tx_i] = row_mask[tx::remap<tx_L2, tx_L1>(tx_i)] & col_mask[tx::remap<tx_L0, tx_L1>(tx_i)];
         // tile r2 = expand_dims(rows, 1);
-#line 76 "kernels/rmsnorm.c"
+#line 82 "kernels/rmsnorm.c"
         int r2[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) r2[tx_i] = rows[tx_i];
         // tile g = (f32)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
-#line 77 "kernels/rmsnorm.c"
-        __half tx_load_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load_1[tx_i] = mask[tx_i] ? *(dy + r2[tx::remap<tx_L2, tx_L1>(tx_i)] * dy_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
-#line 77
-        float g[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
+#line 83 "kernels/rmsnorm.c"
+        __half tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load[tx_i] = mask[tx_i] ? *(dy + r2[tx::remap<tx_L2, tx_L1>(tx_i)] * dy_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
+#line 83
+        float g[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load[tx_i]);
         // tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
-#line 78 "kernels/rmsnorm.c"
-        float tx_load_2[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_load_2[tx_i] = row_mask[tx_i] ? *(rstd + rows[tx_i]) : 0.0f;
-#line 78
-        float r[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) r[tx_i] = tx_load_2[tx_i];
+#line 84 "kernels/rmsnorm.c"
+        float tx_load_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_load_1[tx_i] = row_mask[tx_i] ? *(rstd + rows[tx_i]) : 0.0f;
+#line 84
+        float r[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) r[tx_i] = tx_load_1[tx_i];
         // tile xhat = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f) * r;
-#line 79 "kernels/rmsnorm.c"
-        __half tx_load_3[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load_3[tx_i] = mask[tx_i] ? *(x + r2[tx::remap<tx_L2, tx_L1>(tx_i)] * x_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
-#line 79
-        float xhat[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) xhat[tx_i] = tx::cast<float>(tx_load_3[tx_i]) * r[tx::remap<tx_L2, tx_L1>(tx_i)];
+#line 85 "kernels/rmsnorm.c"
+        __half tx_load_2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load_2[tx_i] = mask[tx_i] ? *(x + r2[tx::remap<tx_L2, tx_L1>(tx_i)] * x_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
+#line 85
+        float xhat[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) xhat[tx_i] = tx::cast<float>(tx_load_2[tx_i]) * r[tx::remap<tx_L2, tx_L1>(tx_i)];
+        // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
+#line 86 "kernels/rmsnorm.c"
+        __half tx_load_3[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_3[tx_i], w + cols[tx_i], &col_mask[tx_i], __half(0.0f));
+#line 86
+        float wv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wv[tx_i] = tx::cast<float>(tx_load_3[tx_i]);
         // tile wg = wv * g;
-#line 80 "kernels/rmsnorm.c"
+#line 87 "kernels/rmsnorm.c"
         float wg[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) wg[tx_i] = wv[tx::remap<tx_L0, tx_L1>(tx_i)] * g[tx_i];
         // tile c1 = expand_dims(sum(xhat * wg, 1) / n_cols, 1);
-#line 81 "kernels/rmsnorm.c"
+#line 88 "kernels/rmsnorm.c"
         float tx_value[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_value[tx_i] = xhat[tx_i] * wg[tx_i];
-#line 81
+#line 88
         float tx_red[tx_L2::REGS]; tx::reduce<tx_L1, tx_L2, 1>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 81
+#line 88
         float c1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) c1[tx_i] = tx_red[tx_i] / tx::cast<float>(n_cols);
         // store(dx + r2 * dx_stride + c2, (wg - xhat * c1) * r, mask);
-#line 82 "kernels/rmsnorm.c"
+#line 89 "kernels/rmsnorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) if (mask[tx_i]) *(dx + r2[tx::remap<tx_L2, tx_L1>(tx_i)] * dx_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) = tx::cast<__half>((wg[tx_i] - xhat[tx_i] * c1[tx::remap<tx_L2, tx_L1>(tx_i)]) * r[tx::remap<tx_L2, tx_L1>(tx_i)]);
         // dw_acc += g * xhat;
-#line 83 "kernels/rmsnorm.c"
+#line 90 "kernels/rmsnorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) dw_acc[tx_i] = dw_acc[tx_i] + g[tx_i] * xhat[tx_i];
     }
     // store(dw_part + pid * n_cols + cols, sum(dw_acc, 0), col_mask);
-#line 85 "kernels/rmsnorm.c"
+#line 92 "kernels/rmsnorm.c"
     float tx_red_1[tx_L0::REGS]; tx::reduce<tx_L1, tx_L0, 0>(tx_red_1, dw_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 85
+#line 92
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && col_mask[tx_i]) *(dw_part + pid * n_cols + cols[tx_i]) = tx_red_1[tx_i];
 }

@@ -11,49 +11,49 @@ rms_norm_fwd(__nv_bfloat16* y, float* rstd, const __nv_bfloat16* __restrict__ x,
     using tx_L1 = tx::Blocked<tx::Ints<1, 4096>, tx::Ints<1, 8>, tx::Ints<1, 32>, tx::Ints<1, 16>, tx::Ints<1, 0>>;  // [1, 4096]: 1x8 per thread, 1x32 lanes, 1x16 warps, order [1, 0]; 8 per thread
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // tile rows = program_id(0) * ROWS + arange(0, ROWS);
-#line 35 "kernels/rmsnorm.c"
+#line 40 "kernels/rmsnorm.c"
     int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = (int)blockIdx.x + tx_L0::coord(tx_i, 0);
     // tile cols = arange(0, BLOCK);
-#line 36 "kernels/rmsnorm.c"
+#line 41 "kernels/rmsnorm.c"
     int cols[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) cols[tx_i] = tx_L1::coord(tx_i, 1);
     // tile col_mask = cols < n_cols;
-#line 37 "kernels/rmsnorm.c"
+#line 42 "kernels/rmsnorm.c"
     bool col_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) col_mask[tx_i] = cols[tx_i] < n_cols;
     // tile row_mask = rows < n_rows;
-#line 38 "kernels/rmsnorm.c"
+#line 43 "kernels/rmsnorm.c"
     bool row_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) row_mask[tx_i] = rows[tx_i] < n_rows;
     // tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
-#line 39 "kernels/rmsnorm.c"
+#line 44 "kernels/rmsnorm.c"
     bool mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) mask[tx_i] = row_mask[tx::remap<tx_L0, tx_L1>(tx_i)] & col_mask[tx_i];
     // tile r2 = expand_dims(rows, 1);
-#line 40 "kernels/rmsnorm.c"
+#line 45 "kernels/rmsnorm.c"
     int r2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) r2[tx_i] = rows[tx_i];
     // tile c2 = expand_dims(cols, 0);
-#line 41 "kernels/rmsnorm.c"
+#line 46 "kernels/rmsnorm.c"
     int c2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
     // tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
-#line 42 "kernels/rmsnorm.c"
-    __nv_bfloat16 tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], x + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * x_stride + c2[tx_i], &mask[tx_i], __nv_bfloat16(0.0f));
-#line 42
+#line 47 "kernels/rmsnorm.c"
+    __nv_bfloat16 tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * x_stride + c2[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
+#line 47
     float v[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) v[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile r = rsqrt(sum(v * v, 1) / n_cols + eps);
-#line 43 "kernels/rmsnorm.c"
+#line 48 "kernels/rmsnorm.c"
     float tx_value[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_value[tx_i] = v[tx_i] * v[tx_i];
-#line 43
+#line 48
     float tx_red[tx_L0::REGS]; tx::reduce<tx_L1, tx_L0, 1>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 43
+#line 48
     float r[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) r[tx_i] = tx::rsqrt(tx_red[tx_i] / tx::cast<float>(n_cols) + eps);
     // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
-#line 44 "kernels/rmsnorm.c"
-    __nv_bfloat16 tx_load_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], w + cols[tx_i], &col_mask[tx_i], __nv_bfloat16(0.0f));
-#line 44
+#line 49 "kernels/rmsnorm.c"
+    __nv_bfloat16 tx_load_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], w + cols[tx_i], col_mask[tx_i], __nv_bfloat16(0.0f));
+#line 49
     float wv[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) wv[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(y + r2 * y_stride + c2, v * expand_dims(r, 1) * wv, mask);
-#line 45 "kernels/rmsnorm.c"
+#line 50 "kernels/rmsnorm.c"
     __nv_bfloat16 tx_value_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>(v[tx_i] * r[tx::remap<tx_L0, tx_L1>(tx_i)] * wv[tx_i]);
-#line 45
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::store_vec<8>(y + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * y_stride + c2[tx_i], &tx_value_1[tx_i], &mask[tx_i]);
+#line 50
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::store_vec_if<8>(y + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * y_stride + c2[tx_i], &tx_value_1[tx_i], mask[tx_i]);
     // store(rstd + rows, r, row_mask);
-#line 46 "kernels/rmsnorm.c"
+#line 51 "kernels/rmsnorm.c"
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && row_mask[tx_i]) *(rstd + rows[tx_i]) = r[tx_i];
 }

@@ -37,10 +37,10 @@ softmax_backward_looped(float* dx, const float* __restrict__ y, const float* __r
         bool tx_row_dot_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_mask[tx_i] = tx_row_dot_offs[tx_i] < n_cols;
         // tile pa = (f32)load(a + offs * a_step, mask, 0.0f);
 #line 51 "kernels/softmax.c"
-        float tx_row_dot_pa[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&tx_row_dot_pa[tx_i], tx_row_dot_a + tx_row_dot_offs[tx_i], &tx_row_dot_mask[tx_i], 0.0f);
+        float tx_row_dot_pa[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_row_dot_pa[tx_i], tx_row_dot_a + tx_row_dot_offs[tx_i], tx_row_dot_mask[tx_i], 0.0f);
         // acc += pa * (f32)load(b + offs * b_step, mask, 0.0f);
 #line 52 "kernels/softmax.c"
-        float tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&tx_load[tx_i], tx_row_dot_b + tx_row_dot_offs[tx_i], &tx_row_dot_mask[tx_i], 0.0f);
+        float tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load[tx_i], tx_row_dot_b + tx_row_dot_offs[tx_i], tx_row_dot_mask[tx_i], 0.0f);
 #line 52
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_acc[tx_i] = tx_row_dot_acc[tx_i] + tx_row_dot_pa[tx_i] * tx_load[tx_i];
     }
@@ -60,14 +60,14 @@ softmax_backward_looped(float* dx, const float* __restrict__ y, const float* __r
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
         // tile p = (f32)load(y + row * y_stride + offs * y_step, mask, 0.0f);
 #line 160 "kernels/softmax.c"
-        float p[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&p[tx_i], y + row * y_stride + offs[tx_i], &mask[tx_i], 0.0f);
+        float p[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&p[tx_i], y + row * y_stride + offs[tx_i], mask[tx_i], 0.0f);
         // tile g = (f32)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
 #line 161 "kernels/softmax.c"
-        float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec<4>(&g[tx_i], dy + row * dy_stride + offs[tx_i], &mask[tx_i], 0.0f);
+        float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&g[tx_i], dy + row * dy_stride + offs[tx_i], mask[tx_i], 0.0f);
         // store(dx + row * dx_stride + offs, p * (g - dot), mask);
 #line 162 "kernels/softmax.c"
         float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = p[tx_i] * (g[tx_i] - dot);
 #line 162
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec<4>(dx + row * dx_stride + offs[tx_i], &tx_value[tx_i], &mask[tx_i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(dx + row * dx_stride + offs[tx_i], &tx_value[tx_i], mask[tx_i]);
     }
 }

@@ -37,7 +37,7 @@ softmax_looped(__half* out, const __half* __restrict__ in, int n_cols, int in_st
 #line 33 "kernels/softmax.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_logsumexp_offs[tx_i] < n_cols;
 #line 33
-        __half tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], tx_row_logsumexp_row + tx_row_logsumexp_offs[tx_i], &tx_mask[tx_i], __half(-__int_as_float(0x7f800000)));
+        __half tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], tx_row_logsumexp_row + tx_row_logsumexp_offs[tx_i], tx_mask[tx_i], __half(-__int_as_float(0x7f800000)));
 #line 33
         float tx_row_logsumexp_x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_x[tx_i] = tx::cast<float>(tx_load[tx_i]);
         // tile e = exp(-abs(x - m));
@@ -73,13 +73,13 @@ softmax_looped(__half* out, const __half* __restrict__ in, int n_cols, int in_st
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
         // tile x = (f32)load(in + row * in_stride + offs * in_step, mask, 0.0f);
 #line 104 "kernels/softmax.c"
-        __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], in + row * in_stride + offs[tx_i], &mask[tx_i], __half(0.0f));
+        __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], in + row * in_stride + offs[tx_i], mask[tx_i], __half(0.0f));
 #line 104
         float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
         // store(out + row * out_stride + offs, exp(x - lse), mask);
 #line 105 "kernels/softmax.c"
         __half tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__half>(tx::exp(x[tx_i] - lse));
 #line 105
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(out + row * out_stride + offs[tx_i], &tx_value_1[tx_i], &mask[tx_i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(out + row * out_stride + offs[tx_i], &tx_value_1[tx_i], mask[tx_i]);
     }
 }

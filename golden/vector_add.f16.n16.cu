@@ -18,13 +18,13 @@ vector_add(const __half* __restrict__ a, const __half* __restrict__ b, __half* o
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n;
     // tile x = load(a + offs, mask, 0.0f);
 #line 7 "kernels/vector_add.c"
-    __half x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&x[tx_i], a + offs[tx_i], &mask[tx_i], __half(0.0f));
+    __half x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&x[tx_i], a + offs[tx_i], mask[tx_i], __half(0.0f));
     // tile y = load(b + offs, mask, 0.0f);
 #line 8 "kernels/vector_add.c"
-    __half y[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&y[tx_i], b + offs[tx_i], &mask[tx_i], __half(0.0f));
+    __half y[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&y[tx_i], b + offs[tx_i], mask[tx_i], __half(0.0f));
     // store(out + offs, x + y, mask);
 #line 9 "kernels/vector_add.c"
     __half tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = x[tx_i] + y[tx_i];
 #line 9
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec<8>(out + offs[tx_i], &tx_value[tx_i], &mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(out + offs[tx_i], &tx_value[tx_i], mask[tx_i]);
 }

@@ -12,7 +12,7 @@
  *
  * As in layernorm.c: a program holds ROWS rows of BLOCK >= n_cols columns (a power of two) as
  * one [ROWS, BLOCK] tile (the forward loads the weights after the reductions, the backward
- * once per program before its rows); ROWS and num_warps are the autotuner's configs. dW
+ * with each row, from L1); ROWS and num_warps are the autotuner's configs. dW
  * takes two kernels and no atomics: program p of the G of rms_norm_bwd_dx keeps the dW of its
  * rows [p * R, (p + 1) * R), R = cdiv(n_rows, G), in f32 registers and writes it to row p of
  * dw_part [G, n_cols]; rms_norm_bwd_dw sums those rows.
@@ -28,6 +28,11 @@
 #pragma autotune config(ROWS=4, num_warps=4)
 #pragma autotune config(ROWS=4, num_warps=8)
 #pragma autotune config(ROWS=8, num_warps=8)
+#pragma autotune config(ROWS=1, num_warps=2)
+#pragma autotune config(ROWS=2, num_warps=2)
+#pragma autotune config(ROWS=2, num_warps=16)
+#pragma autotune config(ROWS=4, num_warps=16)
+#pragma autotune config(ROWS=2, num_warps=32)
 kernel rms_norm_fwd(any *y, f32 *rstd, const any *x, const any *w, i32 n_rows, i32 n_cols,
                     i32 x_stride, i32 x_step, i32 y_stride, f32 eps, const i32 BLOCK,
                     const i32 ROWS)
@@ -55,6 +60,8 @@ kernel rms_norm_fwd(any *y, f32 *rstd, const any *x, const any *w, i32 n_rows, i
 #pragma autotune config(ROWS=2, num_warps=8)
 #pragma autotune config(ROWS=4, num_warps=4)
 #pragma autotune config(ROWS=4, num_warps=8)
+#pragma autotune config(ROWS=1, num_warps=2)
+#pragma autotune config(ROWS=2, num_warps=16)
 kernel rms_norm_bwd_dx(any *dx, f32 *dw_part, const any *dy, const any *x, const any *w,
                        const f32 *rstd, i32 n_rows, i32 n_cols, i32 dy_stride, i32 dy_step,
                        i32 x_stride, i32 x_step, i32 dx_stride, const i32 BLOCK,
@@ -63,7 +70,6 @@ kernel rms_norm_bwd_dx(any *dx, f32 *dw_part, const any *dy, const any *x, const
     i32 pid = program_id(0);
     tile cols = arange(0, BLOCK);
     tile col_mask = cols < n_cols;
-    tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
     tile c2 = expand_dims(cols, 0);
     f32 dw_acc[ROWS][BLOCK] = 0;
     i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
@@ -77,6 +83,7 @@ kernel rms_norm_bwd_dx(any *dx, f32 *dw_part, const any *dy, const any *x, const
         tile g = (f32)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
         tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
         tile xhat = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f) * r;
+        tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
         tile wg = wv * g;
         tile c1 = expand_dims(sum(xhat * wg, 1) / n_cols, 1);
         store(dx + r2 * dx_stride + c2, (wg - xhat * c1) * r, mask);

@@ -302,6 +302,30 @@ __device__ __forceinline__ void load_vec(T* dst, const T* p, const bool* mask, T
     }
 }
 
+// A vector access whose mask is one value over its VEC lanes (the lowering proved it): one
+// test, a predicated 16-byte access, no lane-by-lane fallback.
+template <int VEC, typename T>
+__device__ __forceinline__ void load_vec_if(T* dst, const T* p, bool mask, T other) {
+    if (mask) {
+        Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(p);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) dst[j] = v.v[j];
+    } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) dst[j] = other;
+    }
+}
+
+template <int VEC, typename T>
+__device__ __forceinline__ void store_vec_if(T* p, const T* src, bool mask) {
+    if (mask) {
+        Vec<T, VEC> v;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v.v[j] = src[j];
+        *reinterpret_cast<Vec<T, VEC>*>(p) = v;
+    }
+}
+
 template <int VEC, typename T>
 __device__ __forceinline__ void load_vec(T* dst, const T* p) {
     Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(p);

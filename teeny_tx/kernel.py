@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -179,13 +180,7 @@ class Kernel:
         pack (``sig`` None): every argument checked, the specialisation compiled and loaded,
         the signature remembered, then the launch."""
         key, values, _ = self.binder.bind_device(args, constexprs, num_warps, num_stages, strided)
-        entry = self._compiled.get(key)
-        if entry is None:
-            spec = self._specialization(key)
-            packer = self.binder.wide if key[-1] else self.binder.narrow
-            entry = self._compiled[key] = Entry(
-                spec.loaded, spec.block, spec.shared_mem, packer, key
-            )
+        entry = self._entry(key)
         if sig is not None and len(self._entries) < 65536:
             self._entries[sig] = entry
         grid3 = (
@@ -203,6 +198,42 @@ class Kernel:
             function(grid3, entry.block, entry.packer.pack(*values), entry.shared, stream)
         except launch.DriverError as err:
             raise entry.error(device, err, grid3) from None
+
+    def _entry(self, key: tuple) -> Entry:
+        """The prepared launch of ``key``: compiled (or read from the cache) at its first use."""
+        entry = self._compiled.get(key)
+        if entry is None:
+            spec = self._specialization(key)
+            packer = self.binder.wide if key[-1] else self.binder.narrow
+            entry = self._compiled[key] = Entry(
+                spec.loaded, spec.block, spec.shared_mem, packer, key
+            )
+        return entry
+
+    def direct(
+        self,
+        grid: Any,
+        args: tuple,
+        num_warps: int = 4,
+        num_stages: int = 2,
+        strided: bool = False,
+        checked: tuple[str, ...] = (),
+        **constexprs: Any,
+    ) -> Callable[..., None]:
+        """The launch of these arguments' specialisation over ``grid`` (a grid of positive
+        sizes, or a callable of the constexprs and options) on the current device,
+        as a function of runtime arguments like ``args`` that skips the launcher's signature
+        look-up (see :meth:`Binder.direct`: what it rechecks, what the caller promises). For
+        callers that key repeated calls themselves (the kernel library's plans). Every
+        argument is checked here; arguments of other kinds get the plain launcher."""
+        launcher = functools.partial(
+            self[grid], num_warps=num_warps, num_stages=num_stages, strided=strided, **constexprs
+        )
+        key, _, _ = self.binder.bind_device(args, constexprs, num_warps, num_stages, strided)
+        grid3 = as_grid3(grid, {**constexprs, "num_warps": key[0], "num_stages": key[1]})
+        entry, device = self._entry(key), launch.get_device()
+        run = self.binder.direct(entry, grid3, device, tuple(args), key, checked, launcher)
+        return launcher if run is None else run
 
     def _specialization(self, key: tuple, target: Target | str | None = None) -> Specialization:
         """The specialisation of ``key`` for ``target`` (else the module's, else the device's):

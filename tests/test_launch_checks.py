@@ -300,7 +300,7 @@ def test_a_stride_equal_to_one_is_a_constant_and_vectorises():
     k = teeny_tx.compile(STRIDED, name=KERNEL_FILE).k
     one = k.specialize("f32", "f32", 4096, 1, BLOCK=1024)
     three = k.cuda_source("f32", "f32", 4096, 3, BLOCK=1024)
-    assert "tx::load_vec<4>(" in one.cuda_source and "a + offs[tx_i]," in one.cuda_source
+    assert "tx::load_vec_if<4>(" in one.cuda_source and "a + offs[tx_i]," in one.cuda_source
     assert "tx::load_vec<" not in three and "* stride" in three
     # the parameter stays in the signature: the launch values do not change
     assert "int n, int stride)" in one.cuda_source and "int n, int stride)" in three

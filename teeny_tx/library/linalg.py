@@ -939,6 +939,15 @@ def linear(
     """y = activation(x @ w.T + bias), torch's ``F.linear`` convention: ``x`` [T, in], ``w``
     [out, in], ``bias`` [out] or None; y [T, out]. A row-major ``w`` is read along its rows
     (the kernel loads w^T's tiles transposed). Other arguments as :func:`matmul`'s."""
+    key = None
+    if config is None and not interpret:  # a plan, as matmul's (the product is x @ w^T)
+        key = ("linear", _signature(x), _signature(w), _signature(bias), activation, out_dtype)
+        key += (precision, HOPPER)
+        plan = _PLANS.get(key)
+        if plan is not None and None not in key[1:3]:
+            y = plan(x, w, bias, 1.0)
+            if y is not None:
+                return y
     named = {"x": x, "w": w} | ({} if bias is None else {"bias": bias})
     arrays = _Arrays("linear", named, interpret)
     (t, n_in), (sxt, sxi) = _operand(arrays, x, "x", ("T", "in"))
@@ -953,7 +962,11 @@ def linear(
     with arrays.device():
         y = arrays.empty((t, n_out), odt)
         p = _Product(t, n_out, n_in, 1, (0, sxt, sxi), (0, swi, swo), (0, n_out, 1))
-        _run_matmul(arrays, y, x, w, p, cfg, bias=bias, activation=act, precision=prec)
+        recipe = _run_matmul(arrays, y, x, w, p, cfg, bias=bias, activation=act, precision=prec)
+    if key is not None and None not in key[1:3] and recipe is not None and not recipe.copied:
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = _plan(arrays, recipe, (t, n_out), odt)
     return y
 
 

@@ -19,7 +19,9 @@ from typing import Any
 
 from cupy import ndarray as _CupyArray
 
+from ..errors import LaunchError
 from ..kernel import Kernel
+from ..runtime import launch as launch_module
 from ..runtime.autotune import Config
 from ..runtime.grid import cdiv
 from ..runtime.memory import TORCH_TENSOR
@@ -68,39 +70,82 @@ def partial_programs(n_rows: int, sms: int) -> tuple[int, int]:
 
 # A call whose arrays have the shapes, strides, dtypes and device of an earlier one replays
 # that call's plan: the function the earlier call built after checking its arguments and
-# choosing its launches (bound launchers, grids, constexprs, the sizes and strides it passes).
-# The replay allocates the outputs and launches; the launchers recheck what a signature does
-# not fix (addresses, alignment, contiguity). A plan made on one device replays only there.
-_PLANS: dict[tuple, Callable[..., Any]] = {}
+# choosing its launches. A plan is made by a ``make(*launches)`` of each wrapper: its first
+# run launches through the kernels' launchers (every argument checked) with :class:`_Launch`es
+# that remember their arguments; the plan kept for the key is ``make`` of their direct
+# launches (``Kernel.direct``: the specialisation looked up once, each launch's pointers'
+# alignment and varying scalars rechecked, anything else sent back to the launcher). A
+# replay is one dict look-up, the device check, the allocations and the direct launches.
+# A plan replays only while its arrays' device is current (else the call takes the full path).
+_PLANS: dict[tuple, tuple[int, Callable[..., Any]]] = {}  # key -> (device, plan)
 MAX_PLANS = 4096
 TUNE = True  # False: the norms launch their default config (the GPU tests of many shapes)
-_ELSEWHERE = object()  # a plan's answer when the current device is not its arrays'
 
 
 def _signature(a: Any) -> tuple | None:
     """What a plan depends on in an argument: None for anything but CuPy arrays and torch
     tensors (those calls are never replayed)."""
     kind = type(a)
-    if kind is _CupyArray:
+    if kind is _CupyArray:  # a C-contiguous array's shape fixes its strides
+        if a._c_contiguous:
+            return (a.shape, a.dtype.char, a.data.device_id)
         return (a.shape, a.strides, a.dtype.char, a.data.device_id)
     if kind is TORCH_TENSOR[0]:
+        if a.is_contiguous():
+            return (a.shape, a.dtype, a.get_device())
         return (a.shape, a.stride(), a.dtype, a.get_device())
     return None
 
 
-def _replay(key: tuple, *args: Any) -> Any:
-    plan = _PLANS.get(key)
-    return _ELSEWHERE if plan is None else plan(*args)
+class _Launch:
+    """One kernel launch of a plan. Called, it launches through the kernel's launcher (or
+    the interpreter) and remembers the arguments of a GPU launch; :meth:`fast` is then the
+    direct launch of that specialisation, for the plan's replays."""
+
+    def __init__(
+        self,
+        arrays: _Arrays,
+        kernel: Kernel,
+        grid: tuple,
+        num_warps: int,
+        checked: tuple[str, ...] = (),
+        **constexprs: Any,
+    ):
+        self.run = arrays.bound(kernel, grid, num_warps, **constexprs)
+        self.kernel, self.grid, self.num_warps = kernel, grid, num_warps
+        self.checked, self.constexprs = checked, constexprs
+        self.gpu = arrays.kind != "numpy" and 0 not in grid
+        self.args: tuple | None = None
+
+    def __call__(self, *args: Any) -> None:
+        self.run(*args)
+        if self.gpu:
+            self.args = args
+
+    def fast(self) -> Callable[..., None]:
+        """The direct launch of the remembered arguments' specialisation (enter the arrays'
+        device first); the launcher itself when there was no GPU launch."""
+        args, self.args = self.args, None
+        if args is None:
+            return self.run
+        return self.kernel.direct(
+            self.grid, args, self.num_warps, strided=True, checked=self.checked, **self.constexprs
+        )
 
 
-def _planned(key: tuple | None, arrays: _Arrays, plan: Callable[..., Any], *args: Any) -> Any:
-    """Run a new ``plan`` on its device, and keep it for ``key`` (None: not replayable)."""
+def _planned(
+    key: tuple | None, arrays: _Arrays, make: Callable[..., Callable], launches: tuple, *args
+) -> Any:
+    """Run ``make(*launches)`` on the arrays' device; keep ``make`` of their direct launches
+    as the plan of ``key`` (None: not replayable)."""
     with arrays.device():
-        out = plan(*args)
-    if key is not None and arrays.kind != "numpy":
-        if len(_PLANS) >= MAX_PLANS:
-            _PLANS.clear()
-        _PLANS[key] = plan
+        out = make(*launches)(*args)
+        if key is not None and arrays.kind != "numpy":
+            plan = make(*(launch.fast() for launch in launches))
+            if len(_PLANS) >= MAX_PLANS:
+                _PLANS.clear()
+            first = arrays.first  # the plan holds its device's index, not the array
+            _PLANS[key] = (first.device.index if arrays.kind == "torch" else first.device.id, plan)
     return out
 
 
@@ -112,53 +157,52 @@ def _key(interpret: bool, fn: str, arrays: tuple, *options: Any) -> tuple | None
     signatures = tuple(map(_signature, arrays))
     if None in signatures:
         return None
-    return (fn, signatures, *options)
+    return (fn, *signatures, *options)
 
 
 # ---------------------------------------------------------------- softmax
 
 
 def _softmax_forward(fn: str, x: Any, interpret: bool) -> Any:
-    key = _key(interpret, fn, (x,))
-    if key is not None:
-        out = _replay(key, x)
-        if out is not _ELSEWHERE:
-            return out
     arrays = _Arrays(fn, {"x": x}, interpret)
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     config = row_config(cols)
     kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
-    launch = arrays.bound(kernel, (rows,), config.num_warps, BLOCK=config.block)
-    here = arrays.here()
+    first = _Launch(arrays, kernel, (rows,), config.num_warps, BLOCK=config.block)
 
-    def plan(x):
-        if not here():
-            return _ELSEWHERE
-        y = alloc()
-        launch(y, x, cols, stride, col_stride, cols)
-        return y
+    def make(launch):
+        def plan(x):
+            y = alloc()
+            launch(y, x, cols, stride, col_stride, cols)
+            return y
 
-    return _planned(key, arrays, plan, x)
+        return plan
+
+    return _planned(_key(interpret, fn, (x,)), arrays, make, (first,), x)
 
 
 def softmax(x: Any, *, interpret: bool = False) -> Any:
     """y = exp(x - max) / sum(exp(x - max)) along each row of ``x`` [rows, cols] (any
     strides); y is contiguous."""
+    hit = None if interpret else _PLANS.get(("softmax", _signature(x)))
+    if hit is not None and hit[0] == launch_module.get_device():
+        return hit[1](x)
     return _softmax_forward("softmax", x, interpret)
 
 
 def log_softmax(x: Any, *, interpret: bool = False) -> Any:
     """y = x - logsumexp(x) along each row of ``x`` [rows, cols] (any strides)."""
+    hit = None if interpret else _PLANS.get(("log_softmax", _signature(x)))
+    if hit is not None and hit[0] == launch_module.get_device():
+        return hit[1](x)
     return _softmax_forward("log_softmax", x, interpret)
 
 
 def _softmax_backward(fn: str, y: Any, dy: Any, interpret: bool) -> Any:
-    key = _key(interpret, fn, (y, dy))
-    if key is not None:
-        out = _replay(key, y, dy)
-        if out is not _ELSEWHERE:
-            return out
+    hit = None if interpret else _PLANS.get((fn, _signature(y), _signature(dy)))
+    if hit is not None and hit[0] == launch_module.get_device():
+        return hit[1](y, dy)
     arrays = _Arrays(fn, {"y": y, "dy": dy}, interpret)
     rows, cols, y_stride, y_col = arrays.strided_matrix(y, "y")
     _, _, dy_stride, dy_col = arrays.strided_matrix(dy, "dy")
@@ -166,17 +210,17 @@ def _softmax_backward(fn: str, y: Any, dy: Any, interpret: bool) -> Any:
     config = row_config(cols)
     kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
     alloc = arrays.allocator((rows, cols), arrays.dtype(dy))
-    launch = arrays.bound(kernel, (rows,), config.num_warps, BLOCK=config.block)
-    here = arrays.here()
+    first = _Launch(arrays, kernel, (rows,), config.num_warps, BLOCK=config.block)
 
-    def plan(y, dy):
-        if not here():
-            return _ELSEWHERE
-        dx = alloc()
-        launch(dx, y, dy, cols, y_stride, y_col, dy_stride, dy_col, cols)
-        return dx
+    def make(launch):
+        def plan(y, dy):
+            dx = alloc()
+            launch(dx, y, dy, cols, y_stride, y_col, dy_stride, dy_col, cols)
+            return dx
 
-    return _planned(key, arrays, plan, y, dy)
+        return plan
+
+    return _planned(_key(interpret, fn, (y, dy)), arrays, make, (first,), y, dy)
 
 
 def softmax_backward(y: Any, dy: Any, *, interpret: bool = False) -> Any:
@@ -236,9 +280,11 @@ def _norm_facts(args: tuple, kernel: Kernel) -> tuple[int, int, bool]:
 
 def backward_programs(rows: int, sms: int, c: Config) -> int:
     """G, the programs of a norm backward's dx kernel under config ``c``: SMs * max(1, 16 /
-    num_warps) (about as many as are resident at once), at most one per ROWS rows; then as
-    few as cover the rows at cdiv(rows, G) rows each (no program left without rows)."""
-    programs = max(1, min(cdiv(rows, c.kwargs["ROWS"]), sms * max(1, 16 // c.num_warps)))
+    num_warps) (about as many as are resident at once), at most 4 per SM (each writes a
+    partial row of dW/dB: fewer is less traffic), at most one per ROWS rows; then as few as
+    cover the rows at cdiv(rows, G) rows each (no program left without rows)."""
+    per_sm = min(4, max(1, 16 // c.num_warps))
+    programs = max(1, min(cdiv(rows, c.kwargs["ROWS"]), sms * per_sm))
     return cdiv(rows, cdiv(rows, programs)) if rows else 1
 
 
@@ -302,12 +348,12 @@ def _norm_block(arrays: _Arrays, cols: int) -> int:
     return block
 
 
-def _weights(arrays: _Arrays, cols: int, named: dict[str, Any]) -> Callable[..., tuple]:
+def _weights(arrays: _Arrays, cols: int, named: dict[str, Any]) -> Callable[..., tuple] | None:
     """Check per-column weights; returns a function making them contiguous (copies of views,
-    the arrays themselves otherwise)."""
+    the arrays themselves otherwise), None when all are (nothing to do per call)."""
     dense = [arrays.vector(a, name, cols, FLOATS, "x's columns", True) for name, a in named.items()]
     if all(dense):
-        return lambda *ws: ws
+        return None
     copy = arrays.contiguous()
     return lambda *ws: tuple(w if ok else copy(w) for w, ok in zip(ws, dense, strict=True))
 
@@ -325,11 +371,11 @@ def layer_norm(
     (any strides), rstd = 1 / sqrt(biased variance + eps); mean and rstd f32 [rows].
     ``config``: a Config(dict(ROWS=...), num_warps=...) of the kernel's instead of the
     autotuner's."""
-    key = _key(interpret, "layer_norm", (x, weight, bias), config)
-    if key is not None:
-        out = _replay(key, x, weight, bias, eps)
-        if out is not _ELSEWHERE:
-            return out
+    if not interpret:
+        key = ("layer_norm", _signature(x), _signature(weight), _signature(bias), config)
+        hit = _PLANS.get(key)
+        if hit is not None and hit[0] == launch_module.get_device():
+            return hit[1](x, weight, bias, eps)
     arrays = _Arrays("layer_norm", {"x": x, "weight": weight, "bias": bias}, interpret)
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     dense = _weights(arrays, cols, {"weight": weight, "bias": bias})
@@ -337,24 +383,27 @@ def layer_norm(
     kernel = _norm_kernel("layernorm.c", "layer_norm_fwd")
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
     alloc_stat = arrays.allocator((rows,), "f32")
-    here = arrays.here()
+    sizes = (rows, cols, stride, col_stride, cols)
     with arrays.device():
         y, mean, rstd = alloc(), alloc_stat(), alloc_stat()
-        w, b = dense(weight, bias)
-        sizes = (rows, cols, stride, col_stride, cols)
+        w, b = (weight, bias) if dense is None else dense(weight, bias)
         args = (y, mean, rstd, x, w, b, *sizes, float(eps))
         c = _norm_launch_config(arrays, kernel, _rows_grid, args, block, config)
+    del y, mean, rstd, w, b, args
     grid = (cdiv(rows, c.kwargs["ROWS"]),)
-    launch = arrays.bound(kernel, grid, c.num_warps, BLOCK=block, **c.kwargs)
+    first = _Launch(arrays, kernel, grid, c.num_warps, ("eps",), BLOCK=block, **c.kwargs)
 
-    def plan(x, weight, bias, eps):
-        if not here():
-            return _ELSEWHERE
-        y, mean, rstd = alloc(), alloc_stat(), alloc_stat()
-        launch(y, mean, rstd, x, *dense(weight, bias), *sizes, float(eps))
-        return y, mean, rstd
+    def make(launch):
+        def plan(x, weight, bias, eps):
+            y, mean, rstd = alloc(), alloc_stat(), alloc_stat()
+            w, b = (weight, bias) if dense is None else dense(weight, bias)
+            launch(y, mean, rstd, x, w, b, *sizes, float(eps))
+            return y, mean, rstd
 
-    return _planned(key, arrays, plan, x, weight, bias, eps)
+        return plan
+
+    key = _key(interpret, "layer_norm", (x, weight, bias), config)
+    return _planned(key, arrays, make, (first,), x, weight, bias, eps)
 
 
 def _norm_backward_checks(
@@ -380,55 +429,52 @@ def _norm_backward(
     per-program partial sums of dW (dB) into [programs, cols] f32 buffers, one small kernel
     sums them (see kernels/layernorm.c)."""
     layer = file == "layernorm.c"
-    key = _key(interpret, fn, (dy, x, weight, *stats.values()), config)
-    if key is not None:
-        out = _replay(key, dy, x, weight, *stats.values())
-        if out is not _ELSEWHERE:
-            return out
     arrays, sizes, dense = _norm_backward_checks(fn, dy, x, weight, stats, interpret)
     rows, cols = sizes[:2]
     block = _norm_block(arrays, cols)
     dx_kernel = _norm_kernel(file, "layer_norm_bwd_dx" if layer else "rms_norm_bwd_dx")
     sum_kernel = getattr(module(file), "layer_norm_bwd_dwdb" if layer else "rms_norm_bwd_dw")
-    here = arrays.here()
     w_dtype = arrays.dtype(weight)
     alloc_dx = arrays.allocator((rows, cols), arrays.dtype(dy))
     alloc_w = arrays.allocator((cols,), w_dtype)
+    tail = (rows, cols, *sizes[2:], cols)
     with arrays.device():
         sms = arrays.sms()
         given = (config,) if _is_norm_config(config) else ()
         most = max(backward_programs(rows, sms, c) for c in (*dx_kernel.tune.configs, *given))
         alloc_most = arrays.allocator((most, cols), "f32")
         parts = (alloc_most(), alloc_most()) if layer else (alloc_most(),)
-        tail = (rows, cols, *sizes[2:], cols)
-        args = (alloc_dx(), *parts, dy, x, *dense(weight), *stats.values(), *tail)
+        w = weight if dense is None else dense(weight)[0]
+        args = (alloc_dx(), *parts, dy, x, w, *stats.values(), *tail)
 
         def grid(meta: dict) -> tuple[int]:
             return (backward_programs(rows, sms, Config(meta, meta["num_warps"])),)
 
         c = _norm_launch_config(arrays, dx_kernel, grid, args, block, config)
+    del parts, w, args
     n_parts = backward_programs(rows, sms, c)
     alloc_part = arrays.allocator((n_parts, cols), "f32")
-    launch_dx = arrays.bound(dx_kernel, (n_parts,), c.num_warps, BLOCK=block, **c.kwargs)
-    launch_sum = arrays.bound(
-        sum_kernel,
-        (cdiv(cols, PARTIAL_BLOCK_N),),
-        4,
-        BLOCK_P=PARTIAL_BLOCK_P,
-        BLOCK_N=PARTIAL_BLOCK_N,
+    first_dx = _Launch(arrays, dx_kernel, (n_parts,), c.num_warps, BLOCK=block, **c.kwargs)
+    sum_grid = (cdiv(cols, PARTIAL_BLOCK_N),)
+    first_sum = _Launch(
+        arrays, sum_kernel, sum_grid, 4, BLOCK_P=PARTIAL_BLOCK_P, BLOCK_N=PARTIAL_BLOCK_N
     )
 
-    def plan(dy, x, weight, *stats):
-        if not here():
-            return _ELSEWHERE
-        dx = alloc_dx()
-        parts = (alloc_part(), alloc_part()) if layer else (alloc_part(),)
-        grads = (alloc_w(), alloc_w()) if layer else (alloc_w(),)
-        launch_dx(dx, *parts, dy, x, *dense(weight), *stats, *tail)
-        launch_sum(*grads, *parts, n_parts, cols)
-        return (dx, *grads)
+    def make(launch_dx, launch_sum):
+        def plan(dy, x, weight, *stats):
+            dx = alloc_dx()
+            parts = (alloc_part(), alloc_part()) if layer else (alloc_part(),)
+            grads = (alloc_w(), alloc_w()) if layer else (alloc_w(),)
+            w = weight if dense is None else dense(weight)[0]
+            launch_dx(dx, *parts, dy, x, w, *stats, *tail)
+            launch_sum(*grads, *parts, n_parts, cols)
+            return (dx, *grads)
 
-    return _planned(key, arrays, plan, dy, x, weight, *stats.values())
+        return plan
+
+    key = _key(interpret, fn, (dy, x, weight, *stats.values()), config)
+    launches = (first_dx, first_sum)
+    return _planned(key, arrays, make, launches, dy, x, weight, *stats.values())
 
 
 def layer_norm_backward(
@@ -443,6 +489,11 @@ def layer_norm_backward(
 ) -> tuple[Any, Any, Any]:
     """(dx, dweight, dbias) of :func:`layer_norm`, from the forward's ``mean`` and ``rstd``;
     ``config`` as :func:`layer_norm`'s, for the dx kernel."""
+    if not interpret:
+        key = ("layer_norm_backward", _signature(dy), _signature(x), _signature(weight))
+        hit = _PLANS.get((*key, _signature(mean), _signature(rstd), config))
+        if hit is not None and hit[0] == launch_module.get_device():
+            return hit[1](dy, x, weight, mean, rstd)
     stats = {"mean": mean, "rstd": rstd}
     return _norm_backward(
         "layer_norm_backward", "layernorm.c", dy, x, weight, stats, config, interpret
@@ -459,11 +510,10 @@ def rms_norm(
 ) -> tuple[Any, Any]:
     """(y, rstd): y = x * rstd * weight per row of ``x`` [rows, cols] (any strides), rstd =
     1 / sqrt(mean(x^2) + eps), f32 [rows]. ``config`` as :func:`layer_norm`'s."""
-    key = _key(interpret, "rms_norm", (x, weight), config)
-    if key is not None:
-        out = _replay(key, x, weight, eps)
-        if out is not _ELSEWHERE:
-            return out
+    if not interpret:
+        hit = _PLANS.get(("rms_norm", _signature(x), _signature(weight), config))
+        if hit is not None and hit[0] == launch_module.get_device():
+            return hit[1](x, weight, eps)
     arrays = _Arrays("rms_norm", {"x": x, "weight": weight}, interpret)
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     dense = _weights(arrays, cols, {"weight": weight})
@@ -471,22 +521,26 @@ def rms_norm(
     kernel = _norm_kernel("rmsnorm.c", "rms_norm_fwd")
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
     alloc_stat = arrays.allocator((rows,), "f32")
-    here = arrays.here()
     sizes = (rows, cols, stride, col_stride, cols)
     with arrays.device():
-        args = (alloc(), alloc_stat(), x, *dense(weight), *sizes, float(eps))
+        w = weight if dense is None else dense(weight)[0]
+        args = (alloc(), alloc_stat(), x, w, *sizes, float(eps))
         c = _norm_launch_config(arrays, kernel, _rows_grid, args, block, config)
+    del w, args
     grid = (cdiv(rows, c.kwargs["ROWS"]),)
-    launch = arrays.bound(kernel, grid, c.num_warps, BLOCK=block, **c.kwargs)
+    first = _Launch(arrays, kernel, grid, c.num_warps, ("eps",), BLOCK=block, **c.kwargs)
 
-    def plan(x, weight, eps):
-        if not here():
-            return _ELSEWHERE
-        y, rstd = alloc(), alloc_stat()
-        launch(y, rstd, x, *dense(weight), *sizes, float(eps))
-        return y, rstd
+    def make(launch):
+        def plan(x, weight, eps):
+            y, rstd = alloc(), alloc_stat()
+            w = weight if dense is None else dense(weight)[0]
+            launch(y, rstd, x, w, *sizes, float(eps))
+            return y, rstd
 
-    return _planned(key, arrays, plan, x, weight, eps)
+        return plan
+
+    key = _key(interpret, "rms_norm", (x, weight), config)
+    return _planned(key, arrays, make, (first,), x, weight, eps)
 
 
 def rms_norm_backward(
@@ -500,6 +554,11 @@ def rms_norm_backward(
 ) -> tuple[Any, Any]:
     """(dx, dweight) of :func:`rms_norm`, from the forward's ``rstd``; ``config`` as
     :func:`layer_norm`'s, for the dx kernel."""
+    if not interpret:
+        key = ("rms_norm_backward", _signature(dy), _signature(x), _signature(weight))
+        hit = _PLANS.get((*key, _signature(rstd), config))
+        if hit is not None and hit[0] == launch_module.get_device():
+            return hit[1](dy, x, weight, rstd)
     stats = {"rstd": rstd}
     return _norm_backward("rms_norm_backward", "rmsnorm.c", dy, x, weight, stats, config, interpret)
 
@@ -510,13 +569,12 @@ _MEAN_BLOCK = 1024  # rows a time in the one-program mean and count kernels
 
 
 def _cross_entropy_checks(fn: str, named: dict[str, Any], interpret: bool):
-    """(arrays, rows, cols, row stride, column stride, targets copier)."""
+    """(arrays, rows, cols, row stride, column stride, targets copier or None: contiguous)."""
     arrays = _Arrays(fn, named, interpret)
     rows, cols, stride, col_stride = arrays.strided_matrix(named["logits"], "logits")
     dense = arrays.vector(named["targets"], "targets", rows, ("i64",), "logits' rows", True)
     copy = arrays.contiguous()
-    targets = (lambda t: t) if dense else copy
-    return arrays, rows, cols, stride, col_stride, targets
+    return arrays, rows, cols, stride, col_stride, None if dense else copy
 
 
 def cross_entropy(
@@ -526,11 +584,10 @@ def cross_entropy(
     logsumexp(row) - row[target] (0-d f32; NaN when every row is ignored), and each row's
     logsumexp (f32 [rows], for :func:`cross_entropy_backward`). ``targets``: int64 [rows];
     ``logits`` [rows, cols] of any strides."""
-    key = _key(interpret, "cross_entropy", (logits, targets))
-    if key is not None:
-        out = _replay(key, logits, targets, ignore_index)
-        if out is not _ELSEWHERE:
-            return out
+    if not interpret:
+        hit = _PLANS.get(("cross_entropy", _signature(logits), _signature(targets)))
+        if hit is not None and hit[0] == launch_module.get_device():
+            return hit[1](logits, targets, ignore_index)
     named = {"logits": logits, "targets": targets}
     arrays, rows, cols, stride, col_stride, dense = _cross_entropy_checks(
         "cross_entropy", named, interpret
@@ -539,21 +596,27 @@ def cross_entropy(
     mod = module("cross_entropy.c")
     alloc_rows, alloc_loss = arrays.allocator((rows,), "f32"), arrays.allocator((), "f32")
     alloc_count = arrays.allocator((1,), "f32")
-    rows_launch = arrays.bound(mod.cross_entropy_fwd, (rows,), config.num_warps, BLOCK=config.block)
-    mean_launch = arrays.bound(mod.cross_entropy_mean, (1,), 4, BLOCK=_MEAN_BLOCK)
-    here = arrays.here()
+    ignore = ("ignore_index",)
+    first_rows = _Launch(
+        arrays, mod.cross_entropy_fwd, (rows,), config.num_warps, ignore, BLOCK=config.block
+    )
+    first_mean = _Launch(arrays, mod.cross_entropy_mean, (1,), 4, ignore, BLOCK=_MEAN_BLOCK)
 
-    def plan(logits, targets, ignore_index):
-        if not here():
-            return _ELSEWHERE
-        targets = dense(targets)
-        losses, lse, loss, count = alloc_rows(), alloc_rows(), alloc_loss(), alloc_count()
-        ignore = int(ignore_index)
-        rows_launch(losses, lse, logits, targets, cols, stride, col_stride, ignore)
-        mean_launch(loss, count, losses, targets, rows, ignore)
-        return loss, lse
+    def make(rows_launch, mean_launch):
+        def plan(logits, targets, ignore_index):
+            if dense is not None:
+                targets = dense(targets)
+            losses, lse, loss, count = alloc_rows(), alloc_rows(), alloc_loss(), alloc_count()
+            ignore = int(ignore_index)
+            rows_launch(losses, lse, logits, targets, cols, stride, col_stride, ignore)
+            mean_launch(loss, count, losses, targets, rows, ignore)
+            return loss, lse
 
-    return _planned(key, arrays, plan, logits, targets, ignore_index)
+        return plan
+
+    key = _key(interpret, "cross_entropy", (logits, targets))
+    launches = (first_rows, first_mean)
+    return _planned(key, arrays, make, launches, logits, targets, ignore_index)
 
 
 def cross_entropy_backward(
@@ -567,11 +630,11 @@ def cross_entropy_backward(
 ) -> Any:
     """dlogits = (softmax(row) - onehot(target)) * grad / count, 0 on ignored rows; count is
     the number of rows not ignored (computed on the device), ``lse`` the forward's."""
-    key = _key(interpret, "cross_entropy_backward", (logits, targets, lse))
-    if key is not None:
-        out = _replay(key, logits, targets, lse, ignore_index, grad)
-        if out is not _ELSEWHERE:
-            return out
+    if not interpret:
+        key = ("cross_entropy_backward", _signature(logits), _signature(targets))
+        hit = _PLANS.get((*key, _signature(lse)))
+        if hit is not None and hit[0] == launch_module.get_device():
+            return hit[1](logits, targets, lse, ignore_index, grad)
     named = {"logits": logits, "targets": targets, "lse": lse}
     arrays, rows, cols, stride, col_stride, dense = _cross_entropy_checks(
         "cross_entropy_backward", named, interpret
@@ -581,34 +644,45 @@ def cross_entropy_backward(
     mod = module("cross_entropy.c")
     alloc = arrays.allocator((rows, cols), arrays.dtype(logits))
     alloc_count = arrays.allocator((1,), "f32")
-    count_launch = arrays.bound(mod.cross_entropy_count, (1,), 4, BLOCK=_MEAN_BLOCK)
+    ignore = ("ignore_index",)
+    first_count = _Launch(arrays, mod.cross_entropy_count, (1,), 4, ignore, BLOCK=_MEAN_BLOCK)
     grid = (rows, cdiv(cols, config.block))
-    rows_launch = arrays.bound(mod.cross_entropy_bwd, grid, config.num_warps, BLOCK=config.block)
-    here = arrays.here()
+    first_rows = _Launch(
+        arrays,
+        mod.cross_entropy_bwd,
+        grid,
+        config.num_warps,
+        ("ignore_index", "grad"),
+        BLOCK=config.block,
+    )
 
-    def plan(logits, targets, lse, ignore_index, grad):
-        if not here():
-            return _ELSEWHERE
-        targets = dense(targets)
-        dlogits, count = alloc(), alloc_count()
-        ignore = int(ignore_index)
-        count_launch(count, targets, rows, ignore)
-        rows_launch(
-            dlogits,
-            logits,
-            targets,
-            lse,
-            count,
-            cols,
-            stride,
-            col_stride,
-            cols,
-            ignore,
-            float(grad),
-        )
-        return dlogits
+    def make(count_launch, rows_launch):
+        def plan(logits, targets, lse, ignore_index, grad):
+            if dense is not None:
+                targets = dense(targets)
+            dlogits, count = alloc(), alloc_count()
+            ignore = int(ignore_index)
+            count_launch(count, targets, rows, ignore)
+            rows_launch(
+                dlogits,
+                logits,
+                targets,
+                lse,
+                count,
+                cols,
+                stride,
+                col_stride,
+                cols,
+                ignore,
+                float(grad),
+            )
+            return dlogits
 
-    return _planned(key, arrays, plan, logits, targets, lse, ignore_index, grad)
+        return plan
+
+    key = _key(interpret, "cross_entropy_backward", (logits, targets, lse))
+    launches = (first_count, first_rows)
+    return _planned(key, arrays, make, launches, logits, targets, lse, ignore_index, grad)
 
 
 # ---------------------------------------------------------------- dropout
@@ -617,45 +691,46 @@ DROPOUT_BLOCK = 1024
 
 
 def _dropout(fn: str, x: Any, p: float, seed: int, interpret: bool) -> Any:
-    key = _key(interpret, fn, (x,))
-    if key is not None:
-        out = _replay(key, x, p, seed)
-        if out is not _ELSEWHERE:
-            return out
     name = "x" if fn == "dropout" else "dy"
     arrays = _Arrays(fn, {name: x}, interpret)
     arrays.check_dtype(x, name, FLOATS)
     if not 0.0 <= p < 1.0:
         raise arrays.error(f"p must be in [0, 1), got {p}")
     contiguous = x.is_contiguous() if arrays.kind == "torch" else x.flags.c_contiguous
-    dense = (lambda a: a) if contiguous else arrays.contiguous()  # the kernel reads elements
+    dense = None if contiguous else arrays.contiguous()  # the kernel reads elements
     shape = tuple(int(n) for n in x.shape)
     n = math.prod(shape)
     alloc = arrays.allocator(shape, arrays.dtype(x))
-    launch = arrays.bound(
-        getattr(module("dropout.c"), fn), (cdiv(n, DROPOUT_BLOCK),), 4, BLOCK=DROPOUT_BLOCK
-    )
-    here = arrays.here()
+    grid = (cdiv(n, DROPOUT_BLOCK),)
+    kernel = getattr(module("dropout.c"), fn)
+    first = _Launch(arrays, kernel, grid, 4, ("p", "seed"), BLOCK=DROPOUT_BLOCK)
 
-    def plan(x, p, seed):
-        if not here():
-            return _ELSEWHERE
-        if not 0.0 <= p < 1.0:
-            raise arrays.error(f"p must be in [0, 1), got {p}")
-        out = alloc()
-        launch(out, dense(x), float(p), int(seed), n)
-        return out
+    def make(launch):
+        def plan(x, p, seed):
+            if not 0.0 <= p < 1.0:
+                raise LaunchError(f"{fn}: p must be in [0, 1), got {p}")
+            out = alloc()
+            launch(out, x if dense is None else dense(x), float(p), int(seed), n)
+            return out
 
-    return _planned(key, arrays, plan, x, p, seed)
+        return plan
+
+    return _planned(_key(interpret, fn, (x,)), arrays, make, (first,), x, p, seed)
 
 
 def dropout(x: Any, p: float, seed: int, *, interpret: bool = False) -> Any:
     """x / (1 - p) where a Philox uniform of (seed, element index) exceeds p, else 0; any shape
     (a view is copied first). The same seed regenerates the same mask in
     :func:`dropout_backward`."""
+    hit = None if interpret else _PLANS.get(("dropout", _signature(x)))
+    if hit is not None and hit[0] == launch_module.get_device():
+        return hit[1](x, p, seed)
     return _dropout("dropout", x, p, seed, interpret)
 
 
 def dropout_backward(dy: Any, p: float, seed: int, *, interpret: bool = False) -> Any:
     """dx = dy / (1 - p) where the forward kept the element, else 0 (same seed, same mask)."""
+    hit = None if interpret else _PLANS.get(("dropout_backward", _signature(dy)))
+    if hit is not None and hit[0] == launch_module.get_device():
+        return hit[1](dy, p, seed)
     return _dropout("dropout_backward", dy, p, seed, interpret)

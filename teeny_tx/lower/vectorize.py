@@ -5,6 +5,8 @@ same kernel where every tile ``load`` and ``store`` carries attr ``vec``: the la
 moves (1: lane by lane). A load is vectorised where the axis info proves its lanes contiguous
 and aligned in one thread's consecutive registers, and its ``other`` is a scalar; a store
 likewise, unless its layout holds copies (each element is then written by its owner only).
+A vectorised access whose mask is constant over each of its groups also carries
+``mask_uniform`` (one mask test per access, no lane-by-lane fallback).
 """
 
 from __future__ import annotations
@@ -26,6 +28,16 @@ def _width(e: Op, axis: AxisInfo) -> int:
     return 1 if e.layout.replicated else vec
 
 
+def _uniform(e: Op, vec: int, axis: AxisInfo) -> bool:
+    """Whether a vectorised access's mask is one value over each of its groups of ``vec``
+    lanes (a column mask ``cols < n`` with n divisible by the group, a row mask): one test per
+    access then, a predicated 16-byte load or store with no lane-by-lane fallback."""
+    if vec == 1 or not e.attr("masked"):
+        return False
+    mask = e.args[1] if e.op == "load" else e.args[2]
+    return axis.info(mask).const % vec == 0
+
+
 class _Vectorizer:
     def __init__(self, axis: AxisInfo) -> None:
         self.axis = axis
@@ -41,7 +53,9 @@ class _Vectorizer:
         if args != e.args:
             e = dataclasses.replace(e, args=args)
         if e.op in ("load", "store") and e.args[0].type.is_tile and e.attr("vec") is None:
-            e = dataclasses.replace(e, attrs=(*e.attrs, ("vec", _width(e, self.axis))))
+            vec = _width(e, self.axis)
+            attrs = (*e.attrs, ("vec", vec), ("mask_uniform", _uniform(e, vec, self.axis)))
+            e = dataclasses.replace(e, attrs=attrs)
         return e
 
     def block(self, stmts) -> tuple[ir.Stmt, ...]:

@@ -25,7 +25,8 @@ argument's type, dtype, address low bits and size (attribute reads only), forms 
 tuple that decides the key, and looks the prepared launch up by it. A signature seen before was
 checked in full on its first call, so the hot path checks only what can differ between calls
 with one signature (contiguity, device memory, scalar ranges — the last by ``struct`` packing,
-which refuses out-of-range values). Anything unusual goes to the full checks.
+which refuses out-of-range values, and an explicit test for f32, which it would pack as inf).
+Anything unusual goes to the full checks.
 """
 
 from __future__ import annotations
@@ -276,6 +277,7 @@ class Binder:
             "convert_stream": _launch.convert_stream,
             "driver_error": _launch.DriverError,
             "PACK_ERRORS": _PACK_ERRORS,
+            "F32_MAX": _F32_MAX,
             "bf16_bits": bf16_bits,
             "other": self._other,
             "not_contiguous": self._not_contiguous,
@@ -372,6 +374,16 @@ class Binder:
             "        stream = convert_stream(stream)",
             "    elif torch:",
             "        stream = torch_stream(device)",
+        ]
+        wide_floats = [f"a{i}" for i, p in enumerate(self.runtime) if _narrowing(p)]
+        if wide_floats:  # struct packs an f32 too large as inf: the full checks refuse it
+            tests = " or ".join(f"{a} > F32_MAX or {a} < -F32_MAX" for a in wide_floats)
+            lines += [
+                f"    if {tests}:",
+                "        return miss(None, args, constexprs, num_warps, num_stages, stream,"
+                " strided, fixed or grid_fn)",
+            ]
+        lines += [
             "    packer = entry.packer",
             "    slot = getattr(packer.local, 'slot', None) or packer.new_slot()",
             "    try:",
@@ -383,6 +395,116 @@ class Binder:
             "        function(grid, entry.block, slot.pointers, entry.shared, stream)",
             "    except driver_error as err:",
             "        raise entry.error(device, err, grid) from None",
+        ]
+        return "\n".join(lines) + "\n"
+
+    # ------------------------------------------------------------ device launches: direct
+
+    def direct(
+        self,
+        entry: Entry,
+        grid: tuple,
+        device: int,
+        args: tuple,
+        key: tuple,
+        checked: tuple[str, ...],
+        fallback: Callable[..., None],
+    ) -> Callable[..., None] | None:
+        """A launch of one prepared specialisation with no signature look-up: the plans of
+        the kernel library's wrappers, which key their own calls on every array's shape,
+        strides, dtype and device (what fixes this launch's key but the addresses).
+
+        ``args`` are the checked runtime arguments that made ``key``; the function returned
+        takes runtime arguments of the same kinds (CuPy arrays or CUDA tensors where they
+        were) and launches over ``grid`` on the current stream of ``device`` (which must be
+        the current device). Rechecked per call: each pointer's alignment against the key's
+        (its low bits), and the scalars named in ``checked`` (their type and the key's
+        facts: equal to 1, divisible by 16); the other scalars are the caller's promise to
+        be the values the key was made with. Anything that differs, or a value that does not
+        pack, goes to ``fallback`` (the kernel's launcher: full checks, their errors). None
+        when an argument is neither a CuPy array nor a CUDA tensor (no direct launch then).
+        """
+        torch = TORCH_TENSOR[0]
+        pointer, is_torch = {}, False
+        for i, (p, a) in enumerate(zip(self.runtime, args, strict=True)):
+            if p.kind != "pointer":
+                continue
+            if type(a) is _CupyArray:
+                pointer[i] = f"a{i}.data.ptr"
+            elif torch is not None and type(a) is torch and a.is_cuda:
+                pointer[i], is_torch = f"a{i}.data_ptr()", True
+            else:
+                return None
+        scope = {
+            "function": entry.functions.get(device) or entry.prepare(device),
+            "grid": grid,
+            "block": entry.block,
+            "shared": entry.shared,
+            "packer": entry.packer,
+            "local": entry.packer.local,
+            "pack_into": entry.packer.pack_into,
+            "fallback": fallback,
+            "torch_stream": _launch.torch_current_stream,
+            "device": device,
+            "driver_error": _launch.DriverError,
+            "PACK_ERRORS": _PACK_ERRORS,
+            "F32_MAX": _F32_MAX,
+            "bf16_bits": bf16_bits,
+            "error": entry.error,
+        }
+        source = self._direct_source(key, pointer, set(checked), is_torch)
+        exec(compile(source, f"<teeny_tx direct launch of {self.kernel}>", "exec"), scope)
+        return scope["run"]
+
+    def _direct_source(self, key: tuple, pointer: dict[int, str], checked: set, torch: bool):
+        names = [f"a{i}" for i in range(len(self.runtime))]
+        every = ", ".join(names)
+        lines = [f"def run({every}):"]
+        aligned, packed, pos = [], [], 2
+        for i, p in enumerate(self.runtime):
+            if p.kind == "pointer":
+                lines.append(f"    p{i} = {pointer[i]}")
+                if key[pos + 1] > 1:  # the key's alignment: the low bits that must be 0
+                    aligned.append(f"p{i} & {key[pos + 1] - 1}")
+                packed.append(f"p{i}")
+                pos += 2
+            else:
+                packed.append(f"bf16_bits(a{i})" if p.dtype.name == "bf16" else f"a{i}")
+        scalars = [p for p in self.runtime if p.kind == "scalar"]
+        facts = dict(zip([p.name for p in scalars], key[pos : pos + len(scalars)], strict=True))
+        tests = [f"({' | '.join(aligned)})"] if aligned else []
+        for i, p in enumerate(self.runtime):
+            if p.kind == "pointer" or p.name not in checked:
+                continue
+            a = f"a{i}"
+            kind = "int" if p.dtype.is_int else "bool" if p.dtype.kind == "b" else "float"
+            tests.append(f"type({a}) is not {kind}")
+            if _narrowing(p):
+                tests.append(f"{a} > F32_MAX or {a} < -F32_MAX")
+            if p.dtype.is_int:  # the key's fact of it: 1, divisible by 16, or neither
+                fact = facts[p.name]
+                if fact == 1:
+                    tests.append(f"{a} != 1")
+                elif fact == 16:
+                    tests.append(f"{a} & 15")
+                else:
+                    tests.append(f"{a} == 1 or not {a} & 15")
+        unchecked = sorted(set(checked) - {p.name for p in scalars})
+        if unchecked:
+            raise LaunchError(f"{self.kernel}: checked names no scalar: {', '.join(unchecked)}")
+        if tests:
+            lines += [f"    if {' or '.join(tests)}:", f"        return fallback({every})"]
+        lines += [
+            "    slot = getattr(local, 'slot', None) or packer.new_slot()",
+            "    try:",
+            f"        pack_into(slot.buffer, 0, {', '.join(packed)})",
+            "    except PACK_ERRORS:",
+            f"        return fallback({every})",
+            "    try:",
+            "        function(grid, block, slot.pointers, shared,"
+            f" {'torch_stream(device)' if torch else 'None'})",
+            "    except driver_error as err:",
+            "        raise error(device, err, grid) from None",
         ]
         return "\n".join(lines) + "\n"
 
@@ -625,6 +747,13 @@ def bf16_bits(value: Any) -> int:
 
 
 _BF16_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _narrowing(p: ParamSpec) -> bool:
+    """Whether ``p`` is an f32 scalar: the one type struct packs silently out of range (as
+    inf; f16 and bf16 values too large raise OverflowError, which the launchers catch)."""
+    return p.kind == "scalar" and p.dtype.name == "f32"
 
 
 def scalar_value(value: Any, dtype: DType) -> Any:

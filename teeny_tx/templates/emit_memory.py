@@ -57,7 +57,8 @@ class MemoryEmitter:
             mask_name = self.materialise(mask, layout) if mask is not None else None
             with self.registers_of(layout) as name:
                 other_text = self.ex(other) if other is not None else None
-                self.emit("load_vec", name, vec, dst, self.ex(ptr), mask_name, other_text)
+                uniform = bool(e.attr("mask_uniform"))
+                self.emit("load_vec", name, vec, dst, self.ex(ptr), mask_name, other_text, uniform)
             return
         with self.registers_of(layout) as name:
             self.emit(
@@ -89,7 +90,8 @@ class MemoryEmitter:
             value_name = self.materialise(value, layout, ptr.type.dtype.elem)
             mask_name = self.materialise(mask, layout) if mask is not None else None
             with self.registers_of(layout) as name:
-                self.emit("store_vec", name, vec, self.ex(ptr), value_name, mask_name)
+                uniform = bool(e.attr("mask_uniform"))
+                self.emit("store_vec", name, vec, self.ex(ptr), value_name, mask_name, uniform)
             return
         with self.registers_of(layout) as name:
             conds = [guard] if guard else []

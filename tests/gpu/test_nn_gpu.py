@@ -139,6 +139,27 @@ def test_plans_replay_on_new_arrays_and_follow_the_device_arrays():
     case.check([cp.asnumpy(yb)], (b,), 33, 1000)
 
 
+@pytest.mark.parametrize("case", ROW_CASES, ids=lambda c: c.name)
+def test_a_replay_on_a_view_of_another_alignment_is_right(case):
+    """The plan of [:, :cols] views (16-byte aligned) replayed on [:, 1:cols + 1] views of the
+    same shape and strides (2- or 4-byte aligned): the direct launch sees the address and goes
+    back to the launcher, whose specialisation reads lane by lane; then the aligned views
+    again (the direct launch), each against float64."""
+    rows, cols, dtype = 5, 1024, "f16" if "f16" in case.dtypes else case.dtypes[0]
+    for shift in (0, 1, 0):
+        args = _host_args(case, dtype, rows, cols, seed=shift)
+        on_device = []
+        for a in args:
+            if a.ndim != 2:
+                on_device.append(cp.asarray(a))
+                continue
+            wide = np.full((rows, cols + 8), np.nan, dtype=a.dtype)
+            wide[:, shift : shift + cols] = a
+            on_device.append(cp.asarray(wide)[:, shift : shift + cols])
+        outs = case.run(on_device)
+        case.check([cp.asnumpy(o) for o in outs], args, rows, cols)
+
+
 def test_cupy_mixed_with_numpy_is_refused():
     x = cp.zeros((2, 3), cp.float32)
     with pytest.raises(tx.LaunchError, match="one library"):
