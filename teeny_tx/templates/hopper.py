@@ -68,7 +68,7 @@ def render_matmul(node: HopperMatmul) -> str:
             a=node.a,
             b=node.b,
             e=e,
-            scheduler=node.scheduler,
+            group=max(1, node.scheduler.group_m // node.mainloop.cluster),  # in cluster rows
             wgmma=_wgmma(node),
             in_t=STORAGE[node.a.dtype],
             out_t=CTYPES[e.out_dtype],
