@@ -149,7 +149,6 @@ hopper_matmul(const __grid_constant__ tx::hopper::TensorMap tma_a, const __grid_
             for (int t = 0; t < ATOMS; ++t) {
 #pragma unroll
                 for (int i = 0; i < BN / 2; i += 2) {
-                    const int col = tn * BN + 8 * (i / 4) + 2 * (lane % 4);
                     const float b0 = 0.0f, b1 = 0.0f;
                     const float v0 = tx::hopper::activate<0>(acc[t][i] * scale + b0);
                     const float v1 = tx::hopper::activate<0>(acc[t][i + 1] * scale + b1);

@@ -147,10 +147,10 @@ class HopperMatmulKernel:
         if found is None:
             if len(self._launchers) >= 64:
                 self._launchers.clear()
-            found = self._launchers[key] = self._make_launcher(*key)
+            found = self._launchers[key] = self.fresh_launcher(*key)
         return found
 
-    def _make_launcher(
+    def fresh_launcher(
         self,
         m: int,
         n: int,
@@ -162,6 +162,7 @@ class HopperMatmulKernel:
         alpha: float,
         sms: int,
     ):
+        """A new launcher of :meth:`launcher`'s kind, not kept (what a tuner times)."""
         node = self.node
         sizes = tuple(np.int32(x) for x in (m, n, k, scm, scn)) + (np.float32(alpha),)
         grid = (self.grid(m, n, sms), 1, 1)
