@@ -165,6 +165,7 @@ __device__ __forceinline__ unsigned cluster_rank() {
     return rank;
 }
 __device__ __forceinline__ void cluster_sync() {
+    __syncwarp();  // the barrier is .aligned: the warp's threads (some back from a role's branch) meet first
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 

@@ -808,7 +808,7 @@ def matmul(
     key = None
     if config is None and not interpret:
         key = (_signature(a), _signature(b), _signature(bias), activation, out_dtype, precision)
-        key += (HOPPER,)
+        key += (HOPPER, TUNE, TMA_STORE)  # the switches that change the launch chosen
         plan = _PLANS.get(key)
         if plan is not None and None not in key[:2]:
             c = plan(a, b, bias, alpha)

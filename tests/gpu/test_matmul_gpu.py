@@ -380,6 +380,7 @@ def hopper_launches(monkeypatch):
 
     monkeypatch.setattr(linalg, "HOPPER", True)
     monkeypatch.setattr(linalg, "TUNE", True)
+    monkeypatch.setattr(linalg, "WATCHDOG", 1 << 26)  # a pipeline bug traps, not hangs
     launches: list[tuple] = []
     original = hopper_matmul.HopperMatmulKernel.launch
 
@@ -460,16 +461,22 @@ def test_hopper_path_odd_sizes(hopper_launches, mnk, dtype, layout_a, layout_b):
 
 def test_hopper_launch_count_sees_other_paths(hopper_launches, monkeypatch):
     """The count is of Hopper launches, nothing else: a product TMA cannot address (rows of
-    600 bytes, too small to be copied into aligned rows) and the path switched off both take
-    the cp.async kernel, correctly, and leave the count at zero."""
+    600 bytes, too small to be copied into aligned rows) takes the cp.async kernel, correctly,
+    and leaves the count at zero; so do TUNE off (the state that made these tests check the
+    cp.async kernel) and HOPPER off; with both on it counts (a plan made under another switch
+    is not replayed)."""
     (a, da), (b, db) = _pair((17, 40), "bf16", 1), _pair((40, 300), "bf16", 2)
     check(linalg.matmul(da, db), a, b, "bf16")
     assert hopper_launches == []
     (a, da), (b, db) = _pair((256, 256), "f16", 3), _pair((256, 256), "f16", 4)
+    monkeypatch.setattr(linalg, "TUNE", False)  # what the 15 tests ran under: matmul_config's
+    check(linalg.matmul(da, db), a, b, "f16")  # tiles, the cp.async kernel
+    assert hopper_launches == []
     monkeypatch.setattr(linalg, "HOPPER", False)
     check(linalg.matmul(da, db), a, b, "f16")
     assert hopper_launches == []
     monkeypatch.setattr(linalg, "HOPPER", True)
+    monkeypatch.setattr(linalg, "TUNE", True)
     check(linalg.matmul(da, db), a, b, "f16")
     assert len(hopper_launches) == 1
 
