@@ -18,7 +18,8 @@ time as a user calls it (host included, back-to-back calls) is printed too.
 Candidates are built without the watchdog (linalg builds its kernels with one: the table's
 choice is also timed with it, to show its cost) and run in child processes by family (base,
 atoms2, panels, cluster, tuned), each under a time limit, so a kernel that fails or hangs
-costs its family, not the sweep; the kernels are compiled first, in parallel processes, into
+costs its family, not the sweep (the tuned family, which times every family's kernels, is
+then skipped); the kernels are compiled first, in parallel processes, into
 the cubin cache the children read. The summary at the end gives, per case, cuBLAS, linalg's
 choice and the best candidate.
 
@@ -394,7 +395,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = Path(args.json or "/tmp/sweep_hopper.jsonl").with_suffix(".jsonl")
     results.unlink(missing_ok=True)
+    failed = []
     for fam in families:
+        if fam == "tuned" and failed:  # the tuner times those families' kernels too
+            print(f"\n== family tuned: skipped ({', '.join(failed)} failed)", flush=True)
+            continue
         command = [sys.executable, __file__, "--child", fam, "--results", str(results)]
         command += ["--cases", args.cases] if args.cases else []
         print(f"\n== family {fam}", flush=True)
@@ -402,8 +407,10 @@ def main(argv: list[str] | None = None) -> int:
             done = subprocess.run(command, timeout=args.timeout, check=False)
             if done.returncode:
                 print(f"family {fam}: exited with status {done.returncode}", flush=True)
+                failed.append(fam)
         except subprocess.TimeoutExpired:
             print(f"family {fam}: stopped after {args.timeout:.0f} s (a hang?)", flush=True)
+            failed.append(fam)
     rows = []
     if results.exists():
         rows = [json.loads(line) for line in results.read_text().splitlines() if line]
