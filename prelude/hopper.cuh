@@ -152,6 +152,12 @@ struct Ring {
             phase ^= 1u;
         }
     }
+    // n stages on at once (a ping-pong consumer passing the other one's tile)
+    __device__ __forceinline__ void skip(int n) {
+        const int to = stage + n;
+        phase ^= unsigned(to / STAGES) & 1u;
+        stage = to % STAGES;
+    }
 };
 
 // ---- clusters -------------------------------------------------------------------------------

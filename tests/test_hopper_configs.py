@@ -61,7 +61,7 @@ def test_every_variant_of_the_large_tile_plans():
         node = plan_matmul(**PRODUCT, tma_store=candidate.tma_store, config=candidate.config)
         assert node.shared_bytes <= 232448, node.label
         m = node.mainloop
-        assert m.consumers * m.consumer_rows == m.bm
+        assert m.consumers * m.consumer_rows == m.bm * (2 if m.pingpong else 1)
         assert 128 * m.producer_regs + 128 * m.consumers * m.consumer_regs <= 65536
     clusters = [c for c in found if c.config.cluster == 2]
     assert {(c.config.bm, c.config.bn) for c in clusters} == {(128, 256), (256, 128)}
@@ -82,6 +82,7 @@ def test_variants_without_tma_stores_keep_the_register_epilogue():
         (HopperConfig(128, 256, 64, 3, store_panels=3), "store_panels=3"),
         (HopperConfig(128, 256, 64, 4), "shared memory"),  # the whole staging tile: 3 stages
         (HopperConfig(128, 16, 64, 3, cluster=2), "multicast"),  # one panel cannot split
+        (HopperConfig(256, 128, 64, 3, atoms=2, pingpong=True), "pingpong: BM=256"),
     ],
 )
 def test_new_fields_are_checked(config, message):
@@ -110,6 +111,8 @@ def node_config(**kw) -> HopperConfig:
         (False, True, node_config(store_panels=1), {"UTMASTG": 1}),
         (False, True, HopperConfig(128, 256, 64, 3, cluster=2), {"MULTICAST": 1, "UCGABAR": 2}),
         (True, False, node_config(cluster=2), {"MULTICAST": 1, "UCGABAR": 2}),
+        (False, True, HopperConfig(128, 128, 64, 5, atoms=2, pingpong=True), {"HGMMA": 8}),
+        (True, False, HopperConfig(64, 256, 64, 5, pingpong=True), {"HGMMA": 4}),
         (
             True,
             True,

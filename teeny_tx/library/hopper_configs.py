@@ -127,15 +127,27 @@ def variants(first: Candidate, tma_store_ok: bool) -> list[Candidate]:
                 Candidate(HopperConfig(256, 128, 64, 4, GROUP_M, atoms=2, store_panels=1), True),
                 *four,
             ]
-        out += [Candidate(wide, store), *four]
+        out += [Candidate(wide, store), *four, *pingpong(store)]
         clustered = [first, Candidate(wide, store), four[0]]
         out += [Candidate(dataclasses.replace(x.config, cluster=2), x.tma_store) for x in clustered]
     elif (c.bm, c.bn) == (128, 128):
         out.append(Candidate(dataclasses.replace(c, cluster=2), store))
+        out += pingpong(store)
     elif (c.bm, c.bn) == (64, 128):  # few tiles: larger ones (fewer, each more efficient)
         for bigger in table_configs(store)[:2]:
             out.append(Candidate(dataclasses.replace(bigger, group_m=c.group_m), store))
     return out
+
+
+def pingpong(tma_store: bool) -> list[Candidate]:
+    """The ping-pong schedule's tiles: 128 x 128 (two m64 atoms per consumer) and 64 x 256,
+    with the stages that fit beside each epilogue's staging."""
+    return [
+        Candidate(HopperConfig(128, 128, 64, 5 if tma_store else 6, GROUP_M, atoms=2,
+                               pingpong=True), tma_store),
+        Candidate(HopperConfig(64, 256, 64, 4 if tma_store else 5, GROUP_M, pingpong=True),
+                  tma_store),
+    ]  # fmt: skip
 
 
 def shape_class(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -147,7 +159,9 @@ def label(candidate: Candidate) -> str:
     """A candidate in the words of :attr:`HopperMatmul.label`."""
     c, store = candidate
     text = f"{c.bm}x{c.bn}x{c.bk} s{c.stages} g{c.group_m}"
-    text += f" {c.bm // (64 * c.atoms)}x{64 * c.atoms}rows" if c.atoms > 1 else ""
+    consumers = 2 if c.pingpong else c.bm // (64 * c.atoms)
+    text += f" {consumers}x{64 * c.atoms}rows" if c.atoms > 1 or c.pingpong else ""
+    text += " pingpong" if c.pingpong else ""
     text += f" cluster{c.cluster}" if c.cluster > 1 else ""
     panels = f"/{c.store_panels}panel" if c.store_panels and store else ""
     return f"{text} {'tma-store' + panels if store else 'register'} epilogue"

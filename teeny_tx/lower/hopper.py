@@ -13,7 +13,9 @@ The parts, CUTLASS-style, each a field of the node:
   m64nNk16 straight from the swizzled stages (``atoms`` instructions per K step: 256 x 128
   tiles with two consumers of 128 rows); mbarriers with parity waits hand each stage over
   (full: the copies landed; empty: every consumer is done reading it); ``setmaxnreg`` gives
-  the consumers the registers the producer does not need. With ``cluster = 2`` two CTAs of a
+  the consumers the registers the producer does not need (``pingpong``: two consumers take
+  turns, a whole tile each, so one's epilogue overlaps the other's mainloop). With
+  ``cluster = 2`` two CTAs of a
   thread-block cluster, neighbours along M, share B's tile: each loads half of it and TMA
   multicasts that half into both CTAs' stages; a stage is refilled once the consumers of both
   CTAs released it (their arrivals reach the peer's empty barrier through ``mapa``).
@@ -112,6 +114,7 @@ class Mainloop:
     instruction: str  # wgmma's operand type name ("f16", "bf16", "e4m3", "e5m2")
     atoms: int = 1  # m64 wgmma instructions per K step of a consumer (its rows / 64)
     cluster: int = 1  # CTAs per cluster along M (2: B's tile multicast to both)
+    pingpong: bool = False  # the consumers take turns, a whole tile each (BM = their rows)
 
     @property
     def consumer_rows(self) -> int:
@@ -146,8 +149,8 @@ class Epilogue:
         return SWIZZLE_BYTES // ITEMSIZE[self.out_dtype]
 
     def staging_bytes(self, bm: int, bn: int, consumers: int) -> int:
-        """Shared memory of the TMA-store staging: the whole BM x BN output tile, or
-        ``store_panels`` one-panel buffers of each consumer's rows."""
+        """Shared memory of the TMA-store staging: ``bm`` rows (every consumer's) of BN
+        columns, or ``store_panels`` one-panel buffers of each consumer's rows."""
         if not self.tma_store:
             return 0
         if self.store_panels:
@@ -179,8 +182,9 @@ class HopperMatmul:
         """Dynamic shared memory: the stages, the barriers, and 1024 bytes of alignment."""
         m = self.mainloop
         ring = m.stages * (self.a.stage_bytes + self.b.stage_bytes)
-        staging = self.epilogue.staging_bytes(m.bm, m.bn, m.consumers)
-        return ring + staging + 2 * 8 * m.stages + 1024
+        staging = self.epilogue.staging_bytes(m.consumers * m.consumer_rows, m.bn, m.consumers)
+        order = 2 * 8 if m.pingpong else 0  # the consumers' turn barriers
+        return ring + staging + 2 * 8 * m.stages + order + 1024
 
     @property
     def stage_bytes(self) -> int:
@@ -209,6 +213,7 @@ class HopperMatmul:
             m.consumers,
             m.atoms,
             m.cluster,
+            m.pingpong,
             self.scheduler.group_m,
             self.watchdog,
         )
@@ -219,7 +224,7 @@ class HopperMatmul:
         consumers' rows, cluster and epilogue."""
         m, e = self.mainloop, self.epilogue
         text = f"{m.bm}x{m.bn}x{m.bk} s{m.stages} g{self.scheduler.group_m}"
-        text += f" {m.consumers}x{m.consumer_rows}rows"
+        text += f" {m.consumers}x{m.consumer_rows}rows" + (" pingpong" if m.pingpong else "")
         text += f" cluster{m.cluster}" if m.cluster > 1 else ""
         panels = f"/{e.store_panels}panel" if e.store_panels else ""
         store = f"tma-store{panels}" if e.tma_store else "register"
@@ -233,7 +238,9 @@ class HopperConfig:
     rows); ``cluster`` CTAs along M share B's tile by TMA multicast (1 or 2);
     ``store_panels``: a TMA-store epilogue staged through this many (1 or 2) one-panel buffers
     of 128 bytes of columns per consumer instead of the whole output tile (a stage more fits;
-    two let a panel's store overlap the next panel's staging)."""
+    two let a panel's store overlap the next panel's staging); ``pingpong``: two consumers of
+    BM = 64 x atoms rows that take turns, a tile each, one's epilogue under the other's
+    mainloop (CUTLASS's ping-pong schedule)."""
 
     bm: int = 128
     bn: int = 256
@@ -243,6 +250,7 @@ class HopperConfig:
     atoms: int = 1
     cluster: int = 1
     store_panels: int = 0
+    pingpong: bool = False
 
 
 def tma_operand_view(
@@ -320,6 +328,8 @@ def plan_matmul(
     if c.atoms not in (1, 2):
         raise TmaUnsupported(f"atoms={c.atoms}: a consumer multiplies 64 or 128 rows", None)
     rows = 64 * c.atoms
+    if c.pingpong and c.bm != rows:
+        raise TmaUnsupported(f"pingpong: BM={c.bm} must be one consumer's {rows} rows", None)
     if c.bm % rows or not 1 <= c.bm // rows <= 4 or c.bm > 256:
         raise TmaUnsupported(
             f"BM={c.bm}: one consumer warpgroup per {rows} rows, 1 to 4 of them, BM <= 256", None
@@ -349,7 +359,7 @@ def plan_matmul(
                 f"TMA boxes of [at most {TMA_MAX_BOX}, {op.panel}]",
                 None,
             )
-    consumers = c.bm // rows
+    consumers = 2 if c.pingpong else c.bm // rows
     producer_regs = 40
     budget = 65536 - 128 * producer_regs
     consumer_regs = min(232, budget // (128 * consumers) // 8 * 8)
@@ -366,6 +376,7 @@ def plan_matmul(
             WGMMA_DTYPES[dtype],
             c.atoms,
             c.cluster,
+            c.pingpong,
         ),
         a=a,
         b=b,

@@ -64,11 +64,17 @@ CASES = [
     ("f16-mn-c2", "f16", "f16", T, T, (128, 256, 64, 4), None, 0, (333, 777, 250), 0),
     ("f16-kk-c2a2p1-tmastore", "f16", "f16", K, K, (256, 128, 64, 4), "f16", 3, (600, 392, 264), 4),
     ("bf16-kk-c2-bias-f32", "bf16", "f32", K, K, (128, 128, 64, 5), "f32", 2, (200, 300, 100), 0),
+    # ping-pong (pp): the consumers take turns, a tile each; few SMs, so each block has many
+    ("bf16-kn-pp-tmastore", "bf16", "bf16", K, T, (128, 128, 64, 5), None, 0, (1001, 520, 336), 3),
+    ("f16-kk-pp-many", "f16", "f16", K, K, (128, 128, 64, 6), None, 0, (1001, 517, 336), 2),
+    ("f16-kn-pp64-bias", "f16", "f16", K, T, (64, 256, 64, 5), "f16", 1, (777, 640, 200), 0),
+    ("f16-kn-pp-small-k", "f16", "f16", K, T, (128, 128, 64, 6), None, 0, (520, 520, 40), 1),
+    ("bf16-mn-ppc2-tmastore", "bf16", "bf16", T, T, (128, 128, 64, 5), None, 0, (600, 392, 264), 4),
     ("f16-kk-8192", "f16", "f16", K, K, (128, 256, 64, 4), None, 0, (8192, 8192, 8192), 0),
 ]
 # fmt: on
 # HopperConfig fields beyond the tile and stages, by case name (a2: two m64 atoms per consumer,
-# p1/p2: TMA stores from one or two panel buffers, c2: a 2-CTA cluster)
+# p1/p2: TMA stores from one or two panel buffers, c2: a 2-CTA cluster, pp: ping-pong)
 EXTRA = {
     "bf16-kn-a2-tmastore": dict(atoms=2),
     "f16-kk-a2": dict(atoms=2),
@@ -81,6 +87,11 @@ EXTRA = {
     "f16-mn-c2": dict(cluster=2),
     "f16-kk-c2a2p1-tmastore": dict(atoms=2, cluster=2, store_panels=1),
     "bf16-kk-c2-bias-f32": dict(cluster=2),
+    "bf16-kn-pp-tmastore": dict(atoms=2, pingpong=True),
+    "f16-kk-pp-many": dict(atoms=2, pingpong=True),
+    "f16-kn-pp64-bias": dict(pingpong=True),
+    "f16-kn-pp-small-k": dict(atoms=2, pingpong=True),
+    "bf16-mn-ppc2-tmastore": dict(atoms=2, pingpong=True, cluster=2),
 }
 SASS_NAMES = (
     "bf16-kk-128x256",
@@ -93,6 +104,7 @@ SASS_NAMES = (
     "bf16-kn-a2-tmastore",
     "bf16-kn-p2-tmastore",
     "f16-kk-c2a2p1-tmastore",
+    "bf16-kn-pp-tmastore",
 )
 SASS_CONFIGS = [c for c in CASES if c[0] in SASS_NAMES]
 WATCHDOG = 1 << 26
