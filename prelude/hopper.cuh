@@ -8,6 +8,8 @@
 //                  reverse, tracked by bulk groups)
 //   mbarrier ring  Ring<STAGES>: the stage and phase parity a role is at; full[s] (the producer's
 //                  copies landed, counted in bytes) and empty[s] (every consumer is done with s)
+//   clusters       cluster_rank, cluster_sync; tma_load_2d_multicast (one copy into every CTA of
+//                  a mask) and barrier_arrive_cta (an arrival on a peer CTA's mbarrier)
 //   roles          producer_registers / consumer_registers (setmaxnreg); the kernel is one
 //                  if/else on the warpgroup index, under __launch_bounds__(threads, 1)
 //   wgmma          operand descriptors for 128-byte-swizzled tiles (SmemTile, mma.cuh): one
@@ -46,6 +48,18 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, uns
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
             smem_address(dst)),
         "l"(reinterpret_cast<unsigned long long>(map)), "r"(smem_address(bar)), "r"(c0), "r"(c1)
+        : "memory");
+}
+
+// The same copy multicast to the CTAs of the cluster in `mask` (bit i: CTA rank i): the box
+// lands at dst's offset in each of their shared memories and completes on the mbarrier at
+// bar's offset in each (every CTA expects the bytes that reach it on its own barrier).
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TensorMap* map, unsigned long long* bar,
+                                                      int c0, int c1, unsigned short mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(smem_address(dst)),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(smem_address(bar)), "r"(c0), "r"(c1), "h"(mask)
         : "memory");
 }
 
@@ -88,6 +102,15 @@ __device__ __forceinline__ void barrier_expect_bytes(unsigned long long* bar, in
 __device__ __forceinline__ void barrier_arrive(unsigned long long* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
 }
+// An arrival on the mbarrier at bar's offset in the shared memory of cluster CTA `cta` (this
+// one included): how a consumer releases a stage that its peer's producer multicasts into.
+__device__ __forceinline__ void barrier_arrive_cta(unsigned long long* bar, unsigned cta) {
+    asm volatile(
+        "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_address(bar)),
+        "r"(cta)
+        : "memory");
+}
 // Whether the phase of parity `parity` has completed (a fresh barrier is in phase 0: waiting
 // for parity 1 returns at once, which is how a producer's first pass finds every stage empty).
 __device__ __forceinline__ bool barrier_try_wait(unsigned long long* bar, unsigned parity) {
@@ -129,7 +152,28 @@ struct Ring {
             phase ^= 1u;
         }
     }
+    // n stages on at once (a ping-pong consumer passing the other one's tile)
+    __device__ __forceinline__ void skip(int n) {
+        const int to = stage + n;
+        phase ^= unsigned(to / STAGES) & 1u;
+        stage = to % STAGES;
+    }
 };
+
+// ---- clusters -------------------------------------------------------------------------------
+// This CTA's rank in its thread-block cluster (the kernel's __cluster_dims__), and a barrier of
+// every thread of every CTA of the cluster (release/acquire: barrier inits and shared memory
+// before it are visible to the peers after it). A CTA must not exit while a peer may still
+// arrive on its barriers: the kernel ends with cluster_sync().
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    return rank;
+}
+__device__ __forceinline__ void cluster_sync() {
+    __syncwarp();  // the barrier is .aligned: the warp's threads (some back from a role's branch) meet first
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 
 // ---- roles ----------------------------------------------------------------------------------
 // setmaxnreg moves registers between warpgroups: the producer keeps few, the consumers (whose

@@ -31,6 +31,7 @@ class HopperMatmulKernel:
         self.node = node
         self.arch = arch
         self.source = render_matmul(node)
+        self._launchers: dict[tuple, Any] = {}
 
     @cached_property
     def compiled(self) -> nvrtc.CompileResult:
@@ -68,8 +69,14 @@ class HopperMatmulKernel:
         return maps[0], maps[1]
 
     def grid(self, m: int, n: int, sms: int) -> int:
-        bm, bn = self.node.mainloop.bm, self.node.mainloop.bn
-        return max(1, min(-(-m // bm) * -(-n // bn), sms))
+        """Blocks of the persistent grid: one per tile up to one per SM; with clusters, a
+        multiple of the cluster size (a cluster per ``cluster`` tile rows and SMs)."""
+        ml = self.node.mainloop
+        tiles_m, tiles_n = -(-m // ml.bm), -(-n // ml.bn)
+        if ml.cluster == 1:
+            return max(1, min(tiles_m * tiles_n, sms))
+        clusters = -(-tiles_m // ml.cluster) * tiles_n
+        return ml.cluster * max(1, min(clusters, sms // ml.cluster))
 
     def launch(
         self,
@@ -133,7 +140,29 @@ class HopperMatmulKernel:
         """A launch function ``(c_ptr, a_ptr, b_ptr, bias_ptr, stream) -> None`` for products
         of these sizes and strides: what a replayed plan calls. Everything but the pointers
         and the stream is converted once; the tensor maps come from their cache; the kernel
-        is called through CuPy's function directly (loaded once per device)."""
+        is called through CuPy's function directly (loaded once per device). Launchers are
+        kept per sizes (64 at most; :func:`forget_launchers` empties every kernel's)."""
+        key = (m, n, k, a_stride, b_stride, scm, scn, alpha, sms)
+        found = self._launchers.get(key)
+        if found is None:
+            if len(self._launchers) >= 64:
+                self._launchers.clear()
+            found = self._launchers[key] = self.fresh_launcher(*key)
+        return found
+
+    def fresh_launcher(
+        self,
+        m: int,
+        n: int,
+        k: int,
+        a_stride: int,
+        b_stride: int,
+        scm: int,
+        scn: int,
+        alpha: float,
+        sms: int,
+    ):
+        """A new launcher of :meth:`launcher`'s kind, not kept (what a tuner times)."""
         node = self.node
         sizes = tuple(np.int32(x) for x in (m, n, k, scm, scn)) + (np.float32(alpha),)
         grid = (self.grid(m, n, sms), 1, 1)
@@ -197,3 +226,9 @@ def kernel_for(node: HopperMatmul) -> HopperMatmulKernel:
     if found is None:
         found = _kernels[node.key] = HopperMatmulKernel(node)
     return found
+
+
+def forget_launchers() -> None:
+    """Drop the launchers every kernel keeps (what a test that counts launches starts from)."""
+    for kernel in _kernels.values():
+        kernel._launchers.clear()

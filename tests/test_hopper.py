@@ -36,6 +36,22 @@ GOLDENS = {
         tma_store=True,
         config=HopperConfig(128, 256, 64, 3),
     ),
+    "hopper_matmul.bf16.cluster2.sm90a.cu": dict(  # 256 x 128, two consumers of 128 rows
+        dtype="bf16",
+        out_dtype="bf16",
+        a_kmajor=True,
+        b_kmajor=True,
+        tma_store=True,
+        config=HopperConfig(256, 128, 64, 4, atoms=2, cluster=2, store_panels=1),
+    ),
+    "hopper_matmul.f16.pingpong.sm90a.cu": dict(  # two consumers taking turns, a tile each
+        dtype="f16",
+        out_dtype="f16",
+        a_kmajor=True,
+        b_kmajor=False,
+        tma_store=True,
+        config=HopperConfig(128, 128, 64, 5, atoms=2, pingpong=True),
+    ),
     "hopper_matmul.f8e4m3.scaled.sm90a.cu": dict(
         dtype="f8e4m3", out_dtype="bf16", a_kmajor=True, b_kmajor=True, scaled=True
     ),

@@ -18,7 +18,6 @@ inputs take only ``'ieee'`` (their products are exact in f32).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import os
 from typing import Any, NamedTuple
@@ -32,7 +31,7 @@ from ..kernel import Kernel
 from ..runtime.grid import cdiv
 from ..runtime.streams import torch_stream
 from ..target import Target
-from . import activations
+from . import activations, hopper_configs
 from .arrays import FLOATS, INTERPRETER_SMS
 from .arrays import Arrays as _Arrays
 from .loader import module
@@ -44,14 +43,18 @@ MAX_BATCH = 65535  # grid axis 1 (the batch) is limited to this by CUDA
 TUNE = True  # False: every launch takes matmul_config's tiles (the GPU tests of many shapes)
 # f16/bf16 products on sm_90a devices take the TMA + wgmma path (hopper_matmul.py), on since
 # the H200 run of 2026-12-01 checked every bench product against float64 through it
-# (TEENY_TX_HOPPER=0 keeps the cp.async kernel); its waits carry a watchdog (WATCHDOG tries,
-# then a trap that names the barrier) so a pipeline bug cannot hang a process
+# (TEENY_TX_HOPPER=0 keeps the cp.async kernel)
 HOPPER = os.environ.get("TEENY_TX_HOPPER", "1") == "1"
 # its epilogue through TMA stores where the output allows it (rows 16-byte aligned, the
 # staging tile leaves at least MIN_STAGES stages): measured faster at 8192^3 for both large
 # tiles (H200, 2026-12-01). TEENY_TX_HOPPER_TMA_STORE=0 keeps the register epilogue.
 TMA_STORE = os.environ.get("TEENY_TX_HOPPER_TMA_STORE", "1") == "1"
-WATCHDOG = 1 << 30
+# mbarrier waits that trap after this many tries, naming the barrier (0: plain waits). Off by
+# default: its counter and printf cost every kernel a stack frame and some registers (ptxas:
+# 16 bytes of stack at 128x256, and 72 bytes of spills with bias + GELU, which then took a
+# smaller tile); bench/sweep_hopper.py times the table's choice both ways. The GPU tests
+# turn it on, so that a pipeline bug traps instead of hanging the run.
+WATCHDOG = int(os.environ.get("TEENY_TX_HOPPER_WATCHDOG", "0"))
 GROUP_M = 8  # tuned launches: rows of tiles per group of programs (L2 reuse)
 ALIGN_MIN_ELEMENTS = 1 << 16  # operands at least this large get 16-byte aligned rows (_aligned)
 
@@ -364,38 +367,16 @@ def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
 
 # ---------------------------------------------------------------- the Hopper path
 
-# Hopper tiles from the largest, (BM, BN, BK, stages with the register epilogue, stages with
-# the TMA-store epilogue): the first that gives at least 3/4 of a wave of tiles is taken (a
-# persistent grid of one block per SM walks them). Stages from the H200 sweep at 8192^3 bf16
-# (TFLOP/s, 2026-12-01): 128x256 register s3 661 / s4 653, TMA-store s3 699; 128x128
-# register s6 618, TMA-store s5 685. 64x128 (small products) was not swept: the most stages
-# that fit.
-HOPPER_TILES = ((128, 256, 64, 3, 3), (128, 128, 64, 6, 5), (64, 128, 64, 8, 8))
-MIN_STAGES = 3  # fewer (an f32 staging tile of 128x256) and the register epilogue is taken
-_SHARED_LIMIT = 232448  # dynamic shared memory of an sm_90 block
+# The Hopper configurations (the measured table, the tuner's variants, the choice per product
+# class) live in hopper_configs.py; these names are linalg's view of them.
+HOPPER_CHOICES = hopper_configs.CHOICES
+HopperChoice = hopper_configs.HopperChoice
+hopper_report = hopper_configs.report
 
 
 def hopper_config(m: int, n: int, sms: int = INTERPRETER_SMS, tma_store: bool = False):
-    """The Hopper tile of an [M, K] @ [K, N] product (see HOPPER_TILES)."""
-    return _hopper_candidates(m, n, sms, tma_store)[0]
-
-
-def _hopper_configs(tma_store: bool) -> list:
-    """HOPPER_TILES as configs, with the stages of one epilogue."""
-    from ..lower.hopper import HopperConfig
-
-    return [HopperConfig(t[0], t[1], t[2], t[4 if tma_store else 3], GROUP_M) for t in HOPPER_TILES]
-
-
-def _hopper_candidates(m: int, n: int, sms: int, tma_store: bool) -> list:
-    """HOPPER_TILES as configs, the wave-filling choice first and the smaller tiles after it
-    (what a config that spills falls back to)."""
-    configs = _hopper_configs(tma_store)
-    first = next(
-        (i for i, c in enumerate(configs) if cdiv(m, c.bm) * cdiv(n, c.bn) * 4 >= 3 * sms),
-        len(configs) - 1,
-    )
-    return configs[first:]
+    """The Hopper tile of an [M, K] @ [K, N] product (hopper_configs.TILES' wave-filling one)."""
+    return hopper_configs.table_candidates(m, n, sms, tma_store)[0]
 
 
 @functools.cache
@@ -408,37 +389,16 @@ def _hopper_device(device: int) -> bool:
     return launch.device_limits(device).capability == (9, 0) and (forced is None or forced.wgmma)
 
 
-def _hopper_shared(config, dtype: str, out_dtype: str) -> int:
-    """Shared memory of a Hopper config with a TMA-store staging tile."""
-    size, out = DTYPES[dtype].itemsize, DTYPES[out_dtype].itemsize
-    ring = config.stages * (config.bm + config.bn) * config.bk * size
-    return ring + config.bm * config.bn * out + 16 * config.stages + 1024
+def _spilled_bytes(kernel, device: int) -> int:
+    """Bytes per thread that ``kernel`` spills, as loaded on ``device``: its local memory, and
+    where there is some, ptxas's own report (the watchdog's printf has a stack frame of a
+    few bytes that is no spill; compiling again to read the report costs a second, once)."""
+    from ..runtime import nvrtc
 
-
-class HopperChoice(NamedTuple):
-    """The Hopper kernel a product takes and why: ``report`` names each config tried and
-    what ruled it out (print it, or :func:`hopper_report` for every product so far)."""
-
-    kernel: Any
-    report: str
-
-
-HOPPER_CHOICES: dict[tuple, HopperChoice] = {}  # by product class (see hopper_choose)
-
-
-def hopper_report() -> str:
-    """One line per product class that took (or was refused) the Hopper path."""
-    lines = []
-    for key, choice in HOPPER_CHOICES.items():
-        m, n, k, dtype, odt = key[:5]
-        lines.append(f"{m}x{n}x{k} {dtype}->{odt}: {choice.report}")
-    return "\n".join(lines)
-
-
-def _local_bytes(kernel, device: int) -> int:
-    """Local memory per thread of ``kernel`` as loaded on ``device`` (spills and stack)."""
     function = kernel.loaded.prepared(device, kernel.node.shared_bytes)
-    return int(getattr(function, "local_size_bytes", 0))
+    if not int(getattr(function, "local_size_bytes", 0)):
+        return 0
+    return nvrtc.spilled_bytes(kernel.compiled.log)
 
 
 def hopper_choose(
@@ -448,72 +408,50 @@ def hopper_choose(
     dtype: str,
     out_dtype: str,
     *,
-    a_kmajor: bool,
-    b_kmajor: bool,
-    bias_dtype: str | None,
-    activation: int,
-    pairs: bool,
     tma_store_ok: bool,
-    sms: int,
     local_bytes: Any,
+    **kwargs,
 ) -> HopperChoice | None:
-    """The Hopper kernel of a product: HOPPER_TILES' wave-filling tile, then the smaller ones;
-    the TMA-store epilogue where ``tma_store_ok`` (C's rows 16-byte aligned, unit column
-    stride) and TMA_STORE, with stages reduced until the staging tile fits (the register
-    epilogue where fewer than MIN_STAGES would remain); a config whose kernel uses local
-    memory (``local_bytes(kernel) > 0``: spills) is rejected and the next one tried. None when
-    none plans or all spill (the cp.async kernel then runs). Memoised per product class."""
-    from ..hopper_matmul import kernel_for
-    from ..lower.hopper import TmaUnsupported, plan_matmul
+    """hopper_configs.hopper_choose with linalg's switches: TMA stores only under TMA_STORE,
+    the watchdog of WATCHDOG tries (see hopper_configs for the rest)."""
+    return hopper_configs.hopper_choose(
+        m,
+        n,
+        k,
+        dtype,
+        out_dtype,
+        tma_store_ok=tma_store_ok and TMA_STORE,
+        local_bytes=local_bytes,
+        watchdog=WATCHDOG,
+        **kwargs,
+    )
 
-    key = (m, n, k, dtype, out_dtype, a_kmajor, b_kmajor, bias_dtype, activation, pairs)
-    key += (tma_store_ok and TMA_STORE, sms)
-    found = HOPPER_CHOICES.get(key)
-    if found is not None:
-        return found if found.kernel is not None else None
-    tried = []
-    chosen = None
-    for base in _hopper_candidates(m, n, sms, tma_store_ok and TMA_STORE):
-        config, tma_store = base, tma_store_ok and TMA_STORE
-        while (
-            tma_store
-            and config.stages > 2
-            and (_hopper_shared(config, dtype, out_dtype) > _SHARED_LIMIT)
-        ):
-            config = dataclasses.replace(config, stages=config.stages - 1)
-        if tma_store and config.stages < MIN_STAGES:  # the staging tile costs too many stages
-            config, tma_store = _hopper_configs(False)[_hopper_configs(True).index(base)], False
-        name = (
-            f"{config.bm}x{config.bn}x{config.bk} s{config.stages} g{config.group_m} "
-            f"{'tma-store' if tma_store else 'register'} epilogue"
-        )
-        try:
-            node = plan_matmul(
-                dtype=dtype,
-                out_dtype=out_dtype,
-                a_kmajor=a_kmajor,
-                b_kmajor=b_kmajor,
-                bias_dtype=bias_dtype,
-                activation=activation,
-                pairs=pairs,
-                tma_store=tma_store,
-                config=config,
-                watchdog=WATCHDOG,
-            )
-        except TmaUnsupported as err:
-            tried.append(f"{name}: {str(err).splitlines()[0]}")
-            continue
-        kernel = kernel_for(node)
-        spilled = local_bytes(kernel)
-        if spilled:
-            tried.append(f"{name}: rejected, {spilled} bytes of local memory per thread (spills)")
-            continue
-        chosen = kernel
-        tried.append(f"{name}: chosen")
-        break
-    choice = HopperChoice(chosen, "; ".join(tried) or "no config")
-    HOPPER_CHOICES[key] = choice
-    return choice if chosen is not None else None
+
+def _hopper_timer(kernel_args: tuple, pointers: tuple[int, int, int, int]):
+    """The tuner's timer for one product: each candidate launched on the call's own operands
+    (C is written; the chosen kernel writes it again), by CUDA events on CuPy's current
+    stream after a device synchronisation (the operands may come from another stream)."""
+    import cupy
+
+    def launch(kernel):
+        run = kernel.fresh_launcher(*kernel_args)  # not kept: the plan's launcher is another
+        return lambda: run(*pointers)
+
+    timer = hopper_configs.event_timer(launch)
+
+    def timed(kernel) -> float:
+        cupy.cuda.runtime.deviceSynchronize()
+        return timer(kernel)
+
+    return timed
+
+
+def _device_name(index: int) -> str:
+    """The GPU a tuned choice is made for (name and compute capability)."""
+    from ..runtime import launch
+
+    limits = launch.device_limits(index)
+    return f"{limits.name} (sm_{limits.capability[0]}{limits.capability[1]})"
 
 
 def _pointer(arrays: _Arrays, x: Any) -> int:
@@ -545,6 +483,16 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
         return None
     pairs = scn == 1 and scm % 2 == 0
     tma_store_ok = scn == 1 and (scm * DTYPES[odt].itemsize) % 16 == 0
+    a_stride = sam if a_kmajor else sak
+    b_stride = sbk if b_contig_n else sbn
+    sms = arrays.sms()
+    sizes = (p.m, p.n, p.k, a_stride, b_stride, scm, scn)
+    timer = None
+    if hopper_configs.TUNE:
+        c_ptr = _pointer(arrays, out)
+        bias_ptr = c_ptr if bias is None else _pointer(arrays, bias)
+        pointers = (c_ptr, _pointer(arrays, a), _pointer(arrays, b), bias_ptr)
+        timer = _hopper_timer((*sizes, 1.0, sms), pointers)
     choice = hopper_choose(
         p.m,
         p.n,
@@ -557,18 +505,16 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
         activation=ACTIVATIONS[activation],
         pairs=pairs,
         tma_store_ok=tma_store_ok,
-        sms=arrays.sms(),
-        local_bytes=lambda kernel: _local_bytes(kernel, index),
+        sms=sms,
+        local_bytes=lambda kernel: _spilled_bytes(kernel, index),
+        timer=timer,
+        device=_device_name(index) if timer is not None else "",
     )
     if choice is None:
         return None
     kernel = choice.kernel
-    a_stride = sam if a_kmajor else sak
-    b_stride = sbk if b_contig_n else sbn
-    sms = arrays.sms()
     device = index
     launchers: dict[float, Any] = {}  # by alpha (a launch constant)
-    sizes = (p.m, p.n, p.k, a_stride, b_stride, scm, scn)
 
     if arrays.kind == "torch":
         torch = arrays.torch
@@ -862,7 +808,7 @@ def matmul(
     key = None
     if config is None and not interpret:
         key = (_signature(a), _signature(b), _signature(bias), activation, out_dtype, precision)
-        key += (HOPPER,)
+        key += (HOPPER, TUNE, TMA_STORE)  # the switches that change the launch chosen
         plan = _PLANS.get(key)
         if plan is not None and None not in key[:2]:
             c = plan(a, b, bias, alpha)

@@ -9,15 +9,23 @@ The parts, CUTLASS-style, each a field of the node:
 
 - **mainloop** (:class:`Mainloop`): a producer warpgroup whose one elected thread issues TMA
   bulk tensor copies of both operands into a ring of ``stages`` shared-memory stages, and
-  ``consumers`` warpgroups that each multiply 64 rows of the tile with wgmma m64nNk16 straight
-  from the swizzled stages; mbarriers with parity waits hand each stage over (full: the copies
-  landed; empty: every consumer is done reading it); ``setmaxnreg`` gives the consumers the
-  registers the producer does not need.
+  ``consumers`` warpgroups that each multiply ``64 * atoms`` rows of the tile with wgmma
+  m64nNk16 straight from the swizzled stages (``atoms`` instructions per K step: 256 x 128
+  tiles with two consumers of 128 rows); mbarriers with parity waits hand each stage over
+  (full: the copies landed; empty: every consumer is done reading it); ``setmaxnreg`` gives
+  the consumers the registers the producer does not need (``pingpong``: two consumers take
+  turns, a whole tile each, so one's epilogue overlaps the other's mainloop). With
+  ``cluster = 2`` two CTAs of a
+  thread-block cluster, neighbours along M, share B's tile: each loads half of it and TMA
+  multicasts that half into both CTAs' stages; a stage is refilled once the consumers of both
+  CTAs released it (their arrivals reach the peer's empty barrier through ``mapa``).
 - **operands** (:class:`TmaOperand`): per operand, the tensor map's 2-D view (which axis is
   contiguous, the box, the 128-byte swizzle) and the shared tile it fills.
-- **epilogue** (:class:`Epilogue`): alpha, bias, activation and the store from registers.
-- **scheduler** (:class:`Scheduler`): a persistent grid of at most one block per SM walking
-  output tiles in grouped (L2-friendly) order.
+- **epilogue** (:class:`Epilogue`): alpha, bias, activation and the store: from registers,
+  or through a swizzled staging tile and TMA stores (the whole tile, or ``store_panels``
+  buffers of one 128-byte panel of columns per consumer, so the ring keeps a stage more).
+- **scheduler** (:class:`Scheduler`): a persistent grid of at most one block (one cluster)
+  per SM (pair of SMs) walking output tiles in grouped (L2-friendly) order.
 
 :func:`plan_matmul` checks that each operand is TMA-addressable: rank 2 with one unit stride,
 the other stride a multiple of 16 bytes, a 16-byte aligned base, box dimensions of at most 256
@@ -28,6 +36,7 @@ counted loop).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..errors import CompileError
@@ -63,6 +72,7 @@ class TmaOperand:
     kmajor: bool
     rows: int  # the shared tile's rows (the tensor map's outer box extent)
     cols: int  # the shared tile's columns (inner; a multiple of the 128-byte panel)
+    split: int = 1  # CTAs of a cluster that each load 1/split of the tile and multicast it
 
     @property
     def panel(self) -> int:
@@ -74,8 +84,15 @@ class TmaOperand:
 
     @property
     def box(self) -> tuple[int, int]:
-        """(inner, outer) box extent in elements, as cuTensorMapEncodeTiled takes it."""
-        return (self.panel, self.rows)
+        """(inner, outer) box extent in elements, as cuTensorMapEncodeTiled takes it; a split
+        operand's CTA loads all panels of 1/split of the rows (K-major) or 1/split of the
+        panels (inner is M or N)."""
+        return (self.panel, self.rows // self.split if self.kmajor else self.rows)
+
+    @property
+    def share(self) -> int:
+        """What one CTA of a split loads: rows of every panel (K-major), else whole panels."""
+        return self.rows // self.split if self.kmajor else self.panels // self.split
 
     @property
     def stage_bytes(self) -> int:
@@ -95,6 +112,13 @@ class Mainloop:
     producer_regs: int
     consumer_regs: int
     instruction: str  # wgmma's operand type name ("f16", "bf16", "e4m3", "e5m2")
+    atoms: int = 1  # m64 wgmma instructions per K step of a consumer (its rows / 64)
+    cluster: int = 1  # CTAs per cluster along M (2: B's tile multicast to both)
+    pingpong: bool = False  # the consumers take turns, a whole tile each (BM = their rows)
+
+    @property
+    def consumer_rows(self) -> int:
+        return 64 * self.atoms
 
     @property
     def k_step(self) -> int:
@@ -117,10 +141,21 @@ class Epilogue:
     pairs: bool
     scaled: bool = False  # alpha is also multiplied by per-tensor scales read from the device
     tma_store: bool = False  # through a swizzled shared tile and TMA stores, not from registers
+    store_panels: int = 0  # TMA stores from this many one-panel buffers per consumer (0: BM x BN)
 
-    def staging_bytes(self, bm: int, bn: int) -> int:
-        """Shared memory of the TMA-store staging tile (the whole BM x BN output tile)."""
-        return bm * bn * ITEMSIZE[self.out_dtype] if self.tma_store else 0
+    @property
+    def panel(self) -> int:
+        """Output columns per 128-byte panel of the staging tile."""
+        return SWIZZLE_BYTES // ITEMSIZE[self.out_dtype]
+
+    def staging_bytes(self, bm: int, bn: int, consumers: int) -> int:
+        """Shared memory of the TMA-store staging: ``bm`` rows (every consumer's) of BN
+        columns, or ``store_panels`` one-panel buffers of each consumer's rows."""
+        if not self.tma_store:
+            return 0
+        if self.store_panels:
+            return self.store_panels * bm * self.panel * ITEMSIZE[self.out_dtype]
+        return bm * bn * ITEMSIZE[self.out_dtype]
 
 
 @dataclass(frozen=True)
@@ -145,9 +180,11 @@ class HopperMatmul:
     @property
     def shared_bytes(self) -> int:
         """Dynamic shared memory: the stages, the barriers, and 1024 bytes of alignment."""
-        ring = self.mainloop.stages * (self.a.stage_bytes + self.b.stage_bytes)
-        staging = self.epilogue.staging_bytes(self.mainloop.bm, self.mainloop.bn)
-        return ring + staging + 2 * 8 * self.mainloop.stages + 1024
+        m = self.mainloop
+        ring = m.stages * (self.a.stage_bytes + self.b.stage_bytes)
+        staging = self.epilogue.staging_bytes(m.consumers * m.consumer_rows, m.bn, m.consumers)
+        order = 2 * 8 if m.pingpong else 0  # the consumers' turn barriers
+        return ring + staging + 2 * 8 * m.stages + order + 1024
 
     @property
     def stage_bytes(self) -> int:
@@ -166,6 +203,7 @@ class HopperMatmul:
             e.pairs,
             e.scaled,
             e.tma_store,
+            e.store_panels,
             "k" if self.a.kmajor else "t",
             "k" if self.b.kmajor else "t",
             m.bm,
@@ -173,20 +211,46 @@ class HopperMatmul:
             m.bk,
             m.stages,
             m.consumers,
+            m.atoms,
+            m.cluster,
+            m.pingpong,
             self.scheduler.group_m,
             self.watchdog,
         )
 
+    @property
+    def label(self) -> str:
+        """The configuration in a few words (reports, sweeps): tile, stages, group, the
+        consumers' rows, cluster and epilogue."""
+        m, e = self.mainloop, self.epilogue
+        text = f"{m.bm}x{m.bn}x{m.bk} s{m.stages} g{self.scheduler.group_m}"
+        text += f" {m.consumers}x{m.consumer_rows}rows" + (" pingpong" if m.pingpong else "")
+        text += f" cluster{m.cluster}" if m.cluster > 1 else ""
+        panels = f"/{e.store_panels}panel" if e.store_panels else ""
+        store = f"tma-store{panels}" if e.tma_store else "register"
+        return f"{text} {store} epilogue"
+
 
 @dataclass(frozen=True)
 class HopperConfig:
-    """Requested tiles of the Hopper path (BM = 64 x consumers)."""
+    """Requested tiles of the Hopper path: BM = 64 x atoms x consumers (``atoms`` m64 wgmma
+    instructions per consumer and K step: 256 x 128 with atoms=2 runs two consumers of 128
+    rows); ``cluster`` CTAs along M share B's tile by TMA multicast (1 or 2);
+    ``store_panels``: a TMA-store epilogue staged through this many (1 or 2) one-panel buffers
+    of 128 bytes of columns per consumer instead of the whole output tile (a stage more fits;
+    two let a panel's store overlap the next panel's staging); ``pingpong``: two consumers of
+    BM = 64 x atoms rows that take turns, a tile each, one's epilogue under the other's
+    mainloop (CUTLASS's ping-pong schedule)."""
 
     bm: int = 128
     bn: int = 256
     bk: int = 64
     stages: int = 4
     group_m: int = 8
+    atoms: int = 1
+    cluster: int = 1
+    store_panels: int = 0
+    pingpong: bool = False
 
 
 def tma_operand_view(
@@ -259,17 +323,35 @@ def plan_matmul(
         )
     c = config
     if dtype in FP8 and c.bk == HopperConfig.bk:
-        c = HopperConfig(c.bm, c.bn, 128, c.stages, c.group_m)  # 128 bytes of K per stage row
+        c = dataclasses.replace(c, bk=128)  # 128 bytes of K per stage row
     panel = SWIZZLE_BYTES // ITEMSIZE[dtype]
-    if c.bm % 64 or not 64 <= c.bm <= 256:
-        raise TmaUnsupported(f"BM={c.bm}: one consumer warpgroup per 64 rows, 1 to 4 of them", None)
+    if c.atoms not in (1, 2):
+        raise TmaUnsupported(f"atoms={c.atoms}: a consumer multiplies 64 or 128 rows", None)
+    rows = 64 * c.atoms
+    if c.pingpong and c.bm != rows:
+        raise TmaUnsupported(f"pingpong: BM={c.bm} must be one consumer's {rows} rows", None)
+    if c.bm % rows or not 1 <= c.bm // rows <= 4 or c.bm > 256:
+        raise TmaUnsupported(
+            f"BM={c.bm}: one consumer warpgroup per {rows} rows, 1 to 4 of them, BM <= 256", None
+        )
+    if c.store_panels not in (0, 1, 2):
+        raise TmaUnsupported(f"store_panels={c.store_panels}: 0 (the whole tile), 1 or 2", None)
+    if c.cluster not in (1, 2):
+        raise TmaUnsupported(f"cluster={c.cluster}: clusters of 1 or 2 CTAs along M", None)
     if c.bn % 16 or not 16 <= c.bn <= TMA_MAX_BOX:
         raise TmaUnsupported(f"BN={c.bn}: wgmma takes N a multiple of 16 up to 256", None)
     if c.bk % panel:
         raise TmaUnsupported(f"BK={c.bk}: a multiple of the {panel}-element swizzle panel", None)
     # A [M, K]: K-major -> tile [BM][BK]; M-major -> tile [BK][BM] (panels along M)
     a = TmaOperand("a", dtype, a_kmajor, *((c.bm, c.bk) if a_kmajor else (c.bk, c.bm)))
-    b = TmaOperand("b", dtype, b_kmajor, *((c.bn, c.bk) if b_kmajor else (c.bk, c.bn)))
+    b = TmaOperand("b", dtype, b_kmajor, *((c.bn, c.bk) if b_kmajor else (c.bk, c.bn)), c.cluster)
+    whole = b.rows if b.kmajor else b.panels
+    if b.split > 1 and (b.share * b.split != whole or (b.kmajor and b.share % 8) or not b.share):
+        raise TmaUnsupported(
+            f"operand b: a [{b.rows}, {b.cols}] stage tile does not split into {b.split} "
+            "multicast parts (whole panels, or at least 8 rows of each)",
+            None,
+        )
     for op in (a, b):
         if op.cols % op.panel or op.rows > TMA_MAX_BOX:
             raise TmaUnsupported(
@@ -277,7 +359,7 @@ def plan_matmul(
                 f"TMA boxes of [at most {TMA_MAX_BOX}, {op.panel}]",
                 None,
             )
-    consumers = c.bm // 64
+    consumers = 2 if c.pingpong else c.bm // rows
     producer_regs = 40
     budget = 65536 - 128 * producer_regs
     consumer_regs = min(232, budget // (128 * consumers) // 8 * 8)
@@ -292,10 +374,21 @@ def plan_matmul(
             producer_regs,
             consumer_regs,
             WGMMA_DTYPES[dtype],
+            c.atoms,
+            c.cluster,
+            c.pingpong,
         ),
         a=a,
         b=b,
-        epilogue=Epilogue(out_dtype, bias_dtype, activation, pairs, scaled, tma_store),
+        epilogue=Epilogue(
+            out_dtype,
+            bias_dtype,
+            activation,
+            pairs,
+            scaled,
+            tma_store,
+            c.store_panels if tma_store else 0,
+        ),
         scheduler=Scheduler(c.group_m),
         watchdog=watchdog,
     )

@@ -68,7 +68,10 @@ def render_matmul(node: HopperMatmul) -> str:
             a=node.a,
             b=node.b,
             e=e,
-            scheduler=node.scheduler,
+            group=max(1, node.scheduler.group_m // node.mainloop.cluster),  # in cluster rows
+            # a consumer's first row in the tile, and the consumers that read each stage
+            row0="0" if node.mainloop.pingpong else "ROWS * consumer",
+            readers=1 if node.mainloop.pingpong else "CONSUMERS",
             wgmma=_wgmma(node),
             in_t=STORAGE[node.a.dtype],
             out_t=CTYPES[e.out_dtype],

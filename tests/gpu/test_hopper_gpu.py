@@ -50,9 +50,49 @@ CASES = [
     ("f16-kk-tmastore-odd", "f16", "f16", K, K, (128, 128, 64, 5), "f16", 1, (1001, 520, 336), 3),
     ("bf16-kk-tmastore-f32", "bf16", "f32", K, K, (128, 128, 64, 4), None, 0, (640, 384, 256), 0),
     ("bf16-kn-sanitize", "bf16", "bf16", K, T, (128, 128, 64, 6), "bf16", 3, (300, 384, 200), 2),
+    # the sweep's configurations (EXTRA below): 128-row consumers, panel-buffer TMA stores,
+    # 2-CTA clusters with B multicast; odd sizes, persistent grids that revisit the buffers,
+    # and (cluster) an odd number of M tiles, whose last cluster has a CTA past M
+    ("bf16-kn-a2-tmastore", "bf16", "bf16", K, T, (256, 128, 64, 3), None, 0, (1001, 520, 336), 3),
+    ("f16-kk-a2", "f16", "f16", K, K, (256, 128, 64, 4), None, 0, (1001, 517, 336), 0),
+    ("bf16-mn-a2-bias", "bf16", "f32", T, T, (256, 128, 64, 4), "f32", 2, (640, 384, 256), 2),
+    ("bf16-kn-p2-tmastore", "bf16", "bf16", K, T, (128, 256, 64, 4), None, 0, (1001, 1032, 328), 3),
+    ("f16-kk-a2-p1-tmastore", "f16", "f16", K, K, (256, 128, 64, 4), "f16", 1, (777, 640, 200), 2),
+    ("f16-kn-p1-tmastore-f32", "f16", "f32", K, T, (128, 128, 64, 5), None, 0, (515, 392, 136), 0),
+    ("bf16-kn-c2-tmastore", "bf16", "bf16", K, T, (128, 256, 64, 3), None, 0, (383, 1032, 520), 0),
+    ("bf16-kk-c2-many", "bf16", "bf16", K, K, (128, 256, 64, 4), None, 0, (1001, 1100, 520), 4),
+    ("f16-mn-c2", "f16", "f16", T, T, (128, 256, 64, 4), None, 0, (328, 776, 250), 0),
+    ("f16-kk-c2a2p1-tmastore", "f16", "f16", K, K, (256, 128, 64, 4), "f16", 3, (600, 392, 264), 4),
+    ("bf16-kk-c2-bias-f32", "bf16", "f32", K, K, (128, 128, 64, 5), "f32", 2, (200, 300, 104), 0),
+    # ping-pong (pp): the consumers take turns, a tile each; few SMs, so each block has many
+    ("bf16-kn-pp-tmastore", "bf16", "bf16", K, T, (128, 128, 64, 5), None, 0, (1001, 520, 336), 3),
+    ("f16-kk-pp-many", "f16", "f16", K, K, (128, 128, 64, 6), None, 0, (1001, 517, 336), 2),
+    ("f16-kn-pp64-bias", "f16", "f16", K, T, (64, 256, 64, 5), "f16", 1, (777, 640, 200), 0),
+    ("f16-kn-pp-small-k", "f16", "f16", K, T, (128, 128, 64, 6), None, 0, (520, 520, 40), 1),
+    ("bf16-mn-ppc2-tmastore", "bf16", "bf16", T, T, (128, 128, 64, 5), None, 0, (600, 392, 264), 4),
     ("f16-kk-8192", "f16", "f16", K, K, (128, 256, 64, 4), None, 0, (8192, 8192, 8192), 0),
 ]
 # fmt: on
+# HopperConfig fields beyond the tile and stages, by case name (a2: two m64 atoms per consumer,
+# p1/p2: TMA stores from one or two panel buffers, c2: a 2-CTA cluster, pp: ping-pong)
+EXTRA = {
+    "bf16-kn-a2-tmastore": dict(atoms=2),
+    "f16-kk-a2": dict(atoms=2),
+    "bf16-mn-a2-bias": dict(atoms=2),
+    "bf16-kn-p2-tmastore": dict(store_panels=2),
+    "f16-kk-a2-p1-tmastore": dict(atoms=2, store_panels=1),
+    "f16-kn-p1-tmastore-f32": dict(store_panels=1),
+    "bf16-kn-c2-tmastore": dict(cluster=2),
+    "bf16-kk-c2-many": dict(cluster=2),
+    "f16-mn-c2": dict(cluster=2),
+    "f16-kk-c2a2p1-tmastore": dict(atoms=2, cluster=2, store_panels=1),
+    "bf16-kk-c2-bias-f32": dict(cluster=2),
+    "bf16-kn-pp-tmastore": dict(atoms=2, pingpong=True),
+    "f16-kk-pp-many": dict(atoms=2, pingpong=True),
+    "f16-kn-pp64-bias": dict(pingpong=True),
+    "f16-kn-pp-small-k": dict(atoms=2, pingpong=True),
+    "bf16-mn-ppc2-tmastore": dict(atoms=2, pingpong=True, cluster=2),
+}
 SASS_NAMES = (
     "bf16-kk-128x256",
     "f16-kn-128x256",
@@ -61,6 +101,10 @@ SASS_NAMES = (
     "bf16-kk-64x128",
     "f16-kn-bias-gelu",
     "bf16-kn-tmastore",
+    "bf16-kn-a2-tmastore",
+    "bf16-kn-p2-tmastore",
+    "f16-kk-c2a2p1-tmastore",
+    "bf16-kn-pp-tmastore",
 )
 SASS_CONFIGS = [c for c in CASES if c[0] in SASS_NAMES]
 WATCHDOG = 1 << 26
@@ -80,9 +124,13 @@ def _node(case, watchdog=WATCHDOG):
         activation=act,
         pairs=n % 2 == 0,
         tma_store="tmastore" in name,
-        config=HopperConfig(bm, bn, bkk, st, 8),
+        config=HopperConfig(bm, bn, bkk, st, 8, **EXTRA.get(name, {})),
         watchdog=watchdog,
     )
+
+
+def _clustered(case) -> bool:
+    return EXTRA.get(case[0], {}).get("cluster", 1) > 1
 
 
 def _activate(x, act):
@@ -259,9 +307,8 @@ def sass_report(case, tool, directory) -> dict:
     path = Path(directory) / f"{case[0]}.cubin"
     path.write_bytes(compiled.cubin)
     sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True).stdout
-    counts = {
-        op: sass.count(op) for op in ("UTMALDG", "HGMMA", "SYNCS", "USETMAXREG", "LDL", "STL")
-    }
+    ops = ("UTMALDG", "HGMMA", "SYNCS", "USETMAXREG", "LDL", "STL", "MULTICAST", "UCGABAR")
+    counts = {op: sass.count(op) for op in ops}
     ptxas = [
         line.strip()
         for line in compiled.log.splitlines()
@@ -271,6 +318,8 @@ def sass_report(case, tool, directory) -> dict:
         all(counts[op] > 0 for op in ("UTMALDG", "HGMMA", "SYNCS", "USETMAXREG"))
         and counts["LDL"] == 0
         and counts["STL"] == 0
+        # a cluster's B is multicast and the CTAs meet at cluster barriers; nothing else is
+        and (counts["MULTICAST"] > 0 and counts["UCGABAR"] > 0) == _clustered(case)
     )
     return {"case": case[0], "ok": ok, "sass": counts, "ptxas": ptxas}
 

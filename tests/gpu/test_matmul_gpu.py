@@ -363,13 +363,25 @@ def test_repeated_calls_replay_a_plan():
 
 @pytest.fixture
 def hopper_launches(monkeypatch):
-    """linalg with its Hopper path on (sm_90 only); the list of its launches (node keys)."""
+    """linalg as a user calls it (tuned launches: ``TUNE`` on, no ``config``) with its Hopper
+    path on (sm_90 only); the list of the Hopper kernel's launches (node keys).
+
+    The autouse fixture above turns ``TUNE`` off, and with it linalg passes matmul_config's
+    tiles and runs the cp.async kernel: these tests turn it back on, or they would check the
+    cp.async kernel under the Hopper tests' names. Each launch is counted where it happens:
+    ``HopperMatmulKernel.launch`` (the general path) and every call of a function that
+    ``HopperMatmulKernel.launcher`` made (what linalg's plans and their replays call). The
+    caches that keep launchers across calls (linalg's plans and choices, the kernels' own
+    launcher caches) are emptied first, so every launcher of the test is made, and counted,
+    inside it."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA + wgmma path needs a compute capability 9.0 device")
     from teeny_tx import hopper_matmul
 
     monkeypatch.setattr(linalg, "HOPPER", True)
-    launches = []
+    monkeypatch.setattr(linalg, "TUNE", True)
+    monkeypatch.setattr(linalg, "WATCHDOG", 1 << 26)  # a pipeline bug traps, not hangs
+    launches: list[tuple] = []
     original = hopper_matmul.HopperMatmulKernel.launch
 
     def counted(self, *args, **kwargs):
@@ -389,9 +401,27 @@ def hopper_launches(monkeypatch):
         return run_counted
 
     monkeypatch.setattr(hopper_matmul.HopperMatmulKernel, "launcher", counted_launcher)
-    linalg._PLANS.clear()
+
+    def forget() -> None:
+        linalg._PLANS.clear()
+        linalg.HOPPER_CHOICES.clear()
+        hopper_matmul.forget_launchers()
+
+    forget()
     yield launches
-    linalg._PLANS.clear()
+    forget()
+
+
+def _padded(shape, dtype: str, seed: int, layout: str):
+    """(host values, the same values on the GPU) whose rows (``layout`` "row") or columns
+    ("col") are padded to 16 bytes: any M, N, K stays TMA-addressable without a copy."""
+    rows, cols = shape if layout == "row" else shape[::-1]
+    x = _host((rows, cols), dtype, seed)
+    lead = -(-cols // 8) * 8
+    big = np.zeros((rows, lead), x.dtype)
+    big[:, :cols] = x
+    dev = cp.asarray(big)[:, :cols]
+    return (x, dev) if layout == "row" else (np.ascontiguousarray(x.T), dev.T)
 
 
 @pytest.mark.parametrize(
@@ -402,7 +432,6 @@ def hopper_launches(monkeypatch):
         ((2048, 2048, 2048), "bf16", "col", "row"),
         ((640, 384, 200), "f16", "col", "col"),
         ((4095, 4097, 1000), "f16", "row", "row"),
-        ((17, 300, 40), "bf16", "row", "row"),
         ((1, 8, 8), "f16", "row", "row"),
     ],
 )
@@ -410,8 +439,46 @@ def test_hopper_path_matches_float64(hopper_launches, mnk, dtype, layout_a, layo
     m, n, k = mnk
     (a, da), (b, db) = _pair((m, k), dtype, m + 1, layout_a), _pair((k, n), dtype, n, layout_b)
     check(linalg.matmul(da, db), a, b, dtype)
-    assert hopper_launches, "linalg.matmul did not take the Hopper path"
+    assert len(hopper_launches) == 1, f"not the Hopper path: {linalg.hopper_report()}"
     check(linalg.matmul(da, db), a, b, dtype)  # the replayed plan (when nothing was copied)
+    assert len(hopper_launches) == 2, "the second call did not launch the Hopper kernel"
+
+
+@pytest.mark.parametrize(
+    "mnk,layout_a,layout_b",
+    [((17, 301, 41), "row", "row"), ((129, 255, 999), "col", "row"), ((1001, 67, 3), "row", "col")],
+)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_hopper_path_odd_sizes(hopper_launches, mnk, dtype, layout_a, layout_b):
+    """Odd M, N and K through TMA's zero-filled boxes and the bounded register epilogue (C's
+    odd rows rule out TMA stores): operands with padded leading dimensions stay on the path."""
+    m, n, k = mnk
+    a, da = _padded((m, k), dtype, m, layout_a)
+    b, db = _padded((k, n), dtype, n + 1, layout_b)
+    check(linalg.matmul(da, db), a, b, dtype)
+    assert len(hopper_launches) == 1, f"not the Hopper path: {linalg.hopper_report()}"
+
+
+def test_hopper_launch_count_sees_other_paths(hopper_launches, monkeypatch):
+    """The count is of Hopper launches, nothing else: a product TMA cannot address (rows of
+    600 bytes, too small to be copied into aligned rows) takes the cp.async kernel, correctly,
+    and leaves the count at zero; so do TUNE off (the state that made these tests check the
+    cp.async kernel) and HOPPER off; with both on it counts (a plan made under another switch
+    is not replayed)."""
+    (a, da), (b, db) = _pair((17, 40), "bf16", 1), _pair((40, 300), "bf16", 2)
+    check(linalg.matmul(da, db), a, b, "bf16")
+    assert hopper_launches == []
+    (a, da), (b, db) = _pair((256, 256), "f16", 3), _pair((256, 256), "f16", 4)
+    monkeypatch.setattr(linalg, "TUNE", False)  # what the 15 tests ran under: matmul_config's
+    check(linalg.matmul(da, db), a, b, "f16")  # tiles, the cp.async kernel
+    assert hopper_launches == []
+    monkeypatch.setattr(linalg, "HOPPER", False)
+    check(linalg.matmul(da, db), a, b, "f16")
+    assert hopper_launches == []
+    monkeypatch.setattr(linalg, "HOPPER", True)
+    monkeypatch.setattr(linalg, "TUNE", True)
+    check(linalg.matmul(da, db), a, b, "f16")
+    assert len(hopper_launches) == 1
 
 
 @pytest.mark.parametrize("activation", ["gelu", "gelu_tanh", "relu", "silu"])
@@ -422,7 +489,7 @@ def test_hopper_path_epilogues(hopper_launches, activation, out_dtype):
     bias, bias_d = bias[0], bias_d[0]
     got = linalg.matmul(da, db, bias=bias_d, activation=activation, alpha=0.5, out_dtype=out_dtype)
     check(got, a, b, out_dtype, bias=bias, activation=activation, alpha=0.5)
-    assert hopper_launches
+    assert len(hopper_launches) == 1, f"not the Hopper path: {linalg.hopper_report()}"
 
 
 # ---------------------------------------------------------------- pointer-advance loops
