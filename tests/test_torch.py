@@ -203,9 +203,13 @@ TOL = {torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2, torch.flo
 
 
 def _close(got, want, dtype, scale=None):
+    """Within TOL of torch's, NaN exactly where torch's is NaN (an all-ignored loss)."""
     tol = TOL[dtype]
-    scale = want.abs().max().item() if scale is None else scale
     assert got.dtype == want.dtype and got.shape == want.shape
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan), f"NaN at {got.isnan().nonzero()}, torch {nan.nonzero()}"
+    got, want = got[~nan], want[~nan]
+    scale = (want.abs().max().item() if want.numel() else 0.0) if scale is None else scale
     err = (got.double() - want.double()).abs().max().item() if want.numel() else 0.0
     assert err <= tol * (1.0 + scale), f"max error {err} (scale {scale})"
 
@@ -300,6 +304,20 @@ def test_cross_entropy_against_torch(rows, classes, dtype):
         lambda x: F.cross_entropy(x.float(), t).to(torch.float32),
         [logits],
     )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("rows,classes", [(1, 1), (5, 1), (1, 7)])
+def test_cross_entropy_edge_rows(rows, classes, dtype):
+    """One row, one class (loss 0, gradient 0) and every row ignored (loss NaN, gradient 0),
+    as torch."""
+    logits = _randn(rows, classes, dtype=dtype, scale=3.0)
+    for t in (_targets(rows, classes, ignore=False), torch.full((rows,), -100)):
+        _both(
+            lambda x, t=t: ttx.cross_entropy(x, t),
+            lambda x, t=t: F.cross_entropy(x.float(), t),
+            [logits],
+        )
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -48,9 +48,13 @@ def _randn(*shape, dtype=torch.float32, seed=0, scale=1.0):
 
 
 def _close(got, want, dtype):
+    """Within TOL of torch's, NaN exactly where torch's is NaN (an all-ignored loss)."""
+    assert got.shape == want.shape and got.dtype == want.dtype
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan), f"NaN at {got.isnan().nonzero()}, torch {nan.nonzero()}"
+    got, want = got[~nan], want[~nan]
     scale = want.abs().max().item() if want.numel() else 0.0
     err = (got.double() - want.double()).abs().max().item() if want.numel() else 0.0
-    assert got.shape == want.shape and got.dtype == want.dtype
     assert err <= TOL[dtype] * (1.0 + scale), f"max error {err} (scale {scale})"
 
 
@@ -75,7 +79,8 @@ def _cases(dtype, shape):
     f = lambda fn: lambda *t: fn(*(u.float() for u in t)).to(dtype)  # noqa: E731
     rows = x.reshape(-1, c)
     t = torch.randint(0, c, (rows.shape[0],), device=DEV)
-    t[::3] = -100
+    if rows.shape[0] > 2:  # (a single row ignored would leave nothing to average: NaN)
+        t[::3] = -100
     wl = _randn(24, c, dtype=dtype, seed=4)
     idx = torch.randint(0, 50, (3, 7), device=DEV)
     return [
@@ -138,6 +143,22 @@ def test_every_op_against_torch(shape, dtype):
             _both(ours, theirs, inputs, dtype)
         except AssertionError as err:
             raise AssertionError(f"{name}: {err}") from None
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("rows,classes", [(1, 1), (5, 1), (1, 7), (4, 1001)])
+def test_cross_entropy_edge_rows(rows, classes, dtype):
+    """One row, one class (loss 0, gradient 0) and every row ignored (loss NaN, gradient 0),
+    as torch."""
+    x = _randn(rows, classes, dtype=dtype, scale=3.0)
+    kept = torch.randint(0, classes, (rows,), device=DEV)
+    for t in (kept, torch.full((rows,), -100, device=DEV)):
+        _both(
+            lambda x, t=t: ttx.cross_entropy(x, t),
+            lambda x, t=t: F.cross_entropy(x.float(), t),
+            [x],
+            dtype,
+        )
 
 
 def test_strided_views():
