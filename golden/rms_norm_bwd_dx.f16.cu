@@ -20,7 +20,7 @@ rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const
     // tile col_mask = cols < n_cols;
 #line 65 "kernels/rmsnorm.c"
     bool col_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) col_mask[tx_i] = cols[tx_i] < n_cols;
-    // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
+    // tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);
 #line 66 "kernels/rmsnorm.c"
     __half tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load[tx_i], w + cols[tx_i], &col_mask[tx_i], __half(0.0f));
 #line 66
@@ -28,7 +28,7 @@ rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const
     // tile c2 = expand_dims(cols, 0);
 #line 67 "kernels/rmsnorm.c"
     int c2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
-    // f32 dw_acc[ROWS][BLOCK] = 0;
+    // acc_t dw_acc[ROWS][BLOCK] = 0;
 #line 68 "kernels/rmsnorm.c"
     float dw_acc[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) dw_acc[tx_i] = 0.0f;
     // i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
@@ -55,7 +55,7 @@ rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const
         // tile r2 = expand_dims(rows, 1);
 #line 76 "kernels/rmsnorm.c"
         int r2[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) r2[tx_i] = rows[tx_i];
-        // tile g = (f32)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
+        // tile g = (acc_t)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
 #line 77 "kernels/rmsnorm.c"
         __half tx_load_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load_1[tx_i] = mask[tx_i] ? *(dy + r2[tx::remap<tx_L2, tx_L1>(tx_i)] * dy_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
 #line 77
@@ -65,7 +65,7 @@ rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const
         float tx_load_2[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_load_2[tx_i] = row_mask[tx_i] ? *(rstd + rows[tx_i]) : 0.0f;
 #line 78
         float r[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) r[tx_i] = tx_load_2[tx_i];
-        // tile xhat = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f) * r;
+        // tile xhat = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f) * r;
 #line 79 "kernels/rmsnorm.c"
         __half tx_load_3[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load_3[tx_i] = mask[tx_i] ? *(x + r2[tx::remap<tx_L2, tx_L1>(tx_i)] * x_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
 #line 79

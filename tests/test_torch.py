@@ -132,7 +132,44 @@ def _f64(*shape, seed=0, scale=1.0):
     return _randn(*shape, dtype=F64, seed=seed, scale=scale).requires_grad_()
 
 
+# Every op with a backward, in float64: the kernels compute in acc_t, which is f64 for f64
+# data (statistics and partial sums too; dot() accumulates f64 in f64), so finite differences
+# (torch's default step 1e-6) and the backward kernels agree to gradcheck's default tolerances.
 GRADCHECK_F64 = {
+    "softmax": lambda: (ttx.softmax, (_f64(3, 7),)),
+    "softmax_dim0": lambda: (lambda x: ttx.softmax(x, 0), (_f64(5, 3),)),
+    "log_softmax": lambda: (ttx.log_softmax, (_f64(3, 7, scale=2.0),)),
+    "layer_norm": lambda: (
+        lambda x, w, b: ttx.layer_norm(x, (9,), w, b),
+        (_f64(4, 9), _f64(9, seed=1), _f64(9, seed=2)),
+    ),
+    "layer_norm_strided": lambda: (
+        lambda x, w, b: ttx.layer_norm(x[:, 1:10], (9,), w, b),
+        (_f64(4, 12), _f64(9, seed=1), _f64(9, seed=2)),
+    ),
+    "rms_norm": lambda: (lambda x, w: ttx.rms_norm(x, (9,), w), (_f64(4, 9), _f64(9, seed=1))),
+    "cross_entropy": lambda: (
+        lambda x: ttx.cross_entropy(x, torch.tensor([2, -100, 0, 4])),
+        (_f64(4, 5, scale=2.0),),
+    ),
+    "cross_entropy_1x1": lambda: (
+        lambda x: ttx.cross_entropy(x, torch.tensor([0])),
+        (_f64(1, 1),),
+    ),
+    "matmul": lambda: (ttx.matmul, (_f64(5, 4), _f64(4, 3, seed=1))),
+    "bmm": lambda: (ttx.matmul, (_f64(2, 5, 4), _f64(2, 4, 3, seed=1))),
+    "linear": lambda: (
+        lambda x, w, b: ttx.linear(x, w, b),
+        (_f64(2, 3, 4), _f64(3, 4, seed=1), _f64(3, seed=2)),
+    ),
+    "linear_silu": lambda: (
+        lambda x, w, b: ttx.linear(x, w, b, "silu"),
+        (_f64(5, 4), _f64(3, 4, seed=1), _f64(3, seed=2)),
+    ),
+    "linear_gelu": lambda: (
+        lambda x, w: ttx.linear(x, w, None, "gelu"),
+        (_f64(5, 4), _f64(3, 4, seed=1)),
+    ),
     "gelu": lambda: (lambda x: ttx.gelu(x), (_f64(3, 7, scale=2.0),)),
     "gelu_tanh": lambda: (lambda x: ttx.gelu(x, "tanh"), (_f64(3, 7, scale=2.0),)),
     "silu": lambda: (ttx.silu, (_f64(19, scale=2.0),)),
@@ -153,6 +190,10 @@ GRADCHECK_F64 = {
         lambda x, r, w: ttx.add_rms_norm(x, r, w),
         (_f64(4, 9), _f64(4, 9, seed=1), _f64(9, seed=2)),
     ),
+    "attention": lambda: (
+        lambda q, k, v: ttx.attention(q, k, v, causal=True),
+        (_f64(1, 2, 5, 4), _f64(1, 2, 5, 4, seed=1), _f64(1, 2, 5, 4, seed=2)),
+    ),
 }
 
 
@@ -162,39 +203,22 @@ def test_gradcheck_float64(name):
     assert torch.autograd.gradcheck(fn, args)
 
 
-def _f32(*shape, seed=0, scale=1.0):
-    return _randn(*shape, seed=seed, scale=scale).requires_grad_()
-
-
-# These kernels compute in f32 whatever the data (softmax.c, layernorm.c, rmsnorm.c and
-# cross_entropy.c keep f32 statistics; dot() has no f64): gradcheck in float32 with a step and
-# tolerance that f32 rounding allows (eps 1e-2: finite differences exact to ~1e-5 relative).
-GRADCHECK_F32 = {
-    "softmax": lambda: (ttx.softmax, (_f32(3, 7),)),
-    "log_softmax": lambda: (ttx.log_softmax, (_f32(3, 7),)),
-    "layer_norm": lambda: (
-        lambda x, w, b: ttx.layer_norm(x, (9,), w, b),
-        (_f32(4, 9), _f32(9, seed=1), _f32(9, seed=2)),
-    ),
-    "rms_norm": lambda: (lambda x, w: ttx.rms_norm(x, (9,), w), (_f32(4, 9), _f32(9, seed=1))),
-    "cross_entropy": lambda: (
-        lambda x: ttx.cross_entropy(x, torch.tensor([2, -100, 0, 4])),
-        (_f32(4, 5),),
-    ),
-    "matmul": lambda: (ttx.matmul, (_f32(5, 4), _f32(4, 3, seed=1))),
-    "bmm": lambda: (ttx.matmul, (_f32(2, 5, 4), _f32(2, 4, 3, seed=1))),
-    "linear_silu": lambda: (
-        lambda x, w, b: ttx.linear(x, w, b, "silu"),
-        (_f32(5, 4), _f32(3, 4, seed=1), _f32(3, seed=2)),
-    ),
-}
-
-
-@pytest.mark.filterwarnings("ignore:Input #")  # gradcheck's "not double precision" warning
-@pytest.mark.parametrize("name", list(GRADCHECK_F32))
-def test_gradcheck_float32(name):
-    fn, args = GRADCHECK_F32[name]()
-    assert torch.autograd.gradcheck(fn, args, eps=1e-2, atol=2e-3, rtol=2e-3)
+def test_float64_ops_compute_in_float64():
+    """What gradcheck relies on, checked directly: f64 data in, f64 results out and the
+    statistics in f64, within 1e-13 of torch's float64 ops (an f32 step anywhere would show
+    as an error near 1e-7)."""
+    x = _randn(6, 37, dtype=F64, scale=3.0)
+    w, b = _randn(37, dtype=F64, seed=1), _randn(37, dtype=F64, seed=2)
+    y, mean, rstd = ops.layer_norm_op(x, w, b, 0.0)
+    assert mean.dtype == rstd.dtype == F64
+    torch.testing.assert_close(y, F.layer_norm(x, (37,), w, b, 0.0), rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(rstd, 1 / x.var(-1, unbiased=False).sqrt(), rtol=1e-13, atol=0)
+    loss, lse = ops.cross_entropy_op(x, _targets(6, 37), -100)
+    assert loss.dtype == lse.dtype == F64
+    torch.testing.assert_close(loss, F.cross_entropy(x, _targets(6, 37)), rtol=1e-14, atol=0)
+    torch.testing.assert_close(ttx.softmax(x), x.softmax(-1), rtol=1e-14, atol=1e-16)
+    a, m = _randn(33, 40, dtype=F64), _randn(40, 17, dtype=F64, seed=1)
+    torch.testing.assert_close(ttx.matmul(a, m), a @ m, rtol=1e-14, atol=1e-13)
 
 
 # ---------------------------------------------------------------- against torch
