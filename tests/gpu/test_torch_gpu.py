@@ -26,7 +26,7 @@ from ..test_torch_graph_ops import bias_tanh  # noqa: E402
 
 DEV = "cuda"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-TOL = {torch.float32: 3e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+TOL = {torch.float32: 3e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2, torch.float64: 1e-12}
 
 
 @pytest.fixture(autouse=True)
@@ -159,6 +159,38 @@ def test_cross_entropy_edge_rows(rows, classes, dtype):
             [x],
             dtype,
         )
+
+
+def test_float64_row_ops_against_torch():
+    """f64 on the GPU: the row kernels compute in f64 (acc_t), statistics included."""
+    f64 = torch.float64
+    x, r = _randn(3, 1001, dtype=f64, scale=2.0), _randn(3, 1001, dtype=f64, seed=1)
+    w, b = _randn(1001, dtype=f64, seed=2) + 1, _randn(1001, dtype=f64, seed=3)
+    t = torch.randint(0, 1001, (3,), device=DEV)
+    for ours, theirs, inputs in (
+        (ttx.softmax, lambda x: torch.softmax(x, -1), [x]),
+        (ttx.log_softmax, lambda x: torch.log_softmax(x, -1), [x]),
+        (
+            lambda x, w, b: ttx.layer_norm(x, (1001,), w, b),
+            lambda x, w, b: F.layer_norm(x, (1001,), w, b),
+            [x, w, b],
+        ),
+        (
+            lambda x, w: ttx.rms_norm(x, (1001,), w),
+            lambda x, w: F.rms_norm(x, (1001,), w, 1e-6),
+            [x, w],
+        ),
+        (
+            lambda x, r, w, b: ttx.add_layer_norm(x, r, w, b)[0],
+            lambda x, r, w, b: F.layer_norm(x + r, (1001,), w, b),
+            [x, r, w, b],
+        ),
+        (lambda x: ttx.cross_entropy(x, t), lambda x: F.cross_entropy(x, t), [x]),
+        (ttx.gelu, F.gelu, [x]),
+    ):
+        _both(ours, theirs, inputs, f64)
+    with pytest.raises(TeenyError, match="f64 products run on the interpreter only"):
+        ttx.matmul(x, x.t())
 
 
 def test_strided_views():
