@@ -33,7 +33,7 @@ cross_entropy_bwd(__nv_bfloat16* dlogits, const __nv_bfloat16* __restrict__ logi
 #line 93 "kernels/cross_entropy.c"
         return;
     }
-    // tile x = (f32)load(logits + row * stride + cols * step, mask, 0.0f);
+    // tile x = (acc_t)load(logits + row * stride + cols * step, mask, 0.0f);
 #line 95 "kernels/cross_entropy.c"
     __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], logits + row * stride + cols[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 95
@@ -43,7 +43,7 @@ cross_entropy_bwd(__nv_bfloat16* dlogits, const __nv_bfloat16* __restrict__ logi
     float tx_load_2; tx_load_2 = *(lse + row);
 #line 96
     float p[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) p[tx_i] = tx::exp(x[tx_i] - tx_load_2);
-    // store(dlogits + row * d_stride + cols, (p - (f32)(cols == t)) * (grad / load(count)), mask);
+    // store(dlogits + row * d_stride + cols, (p - (acc_t)(cols == t)) * (grad / load(count)), mask);
 #line 97 "kernels/cross_entropy.c"
     float tx_load_3; tx_load_3 = *count;
 #line 97

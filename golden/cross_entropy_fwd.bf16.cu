@@ -18,10 +18,10 @@ cross_entropy_fwd(float* loss, float* lse, const __nv_bfloat16* __restrict__ log
     // tile cols = arange(0, BLOCK);
 #line 23 "kernels/cross_entropy.c"
     int tx_row_logsumexp_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_cols[tx_i] = tx_L0::coord(tx_i, 0);
-    // f32 m[BLOCK] = -INF;
+    // acc_t m[BLOCK] = -INF;
 #line 24 "kernels/cross_entropy.c"
     float tx_row_logsumexp_m[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_m[tx_i] = -__int_as_float(0x7f800000);
-    // f32 s[BLOCK] = 0;
+    // acc_t s[BLOCK] = 0;
 #line 25 "kernels/cross_entropy.c"
     float tx_row_logsumexp_s[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_s[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
@@ -30,7 +30,7 @@ cross_entropy_fwd(float* loss, float* lse, const __nv_bfloat16* __restrict__ log
         // tile offs = c * BLOCK + cols;
 #line 27 "kernels/cross_entropy.c"
         int tx_row_logsumexp_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_offs[tx_i] = tx_row_logsumexp_c * BLOCK + tx_row_logsumexp_cols[tx_i];
-        // tile x = (f32)load(row + offs * step, offs < n_cols, -INF);
+        // tile x = (acc_t)load(row + offs * step, offs < n_cols, -INF);
 #line 28 "kernels/cross_entropy.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_logsumexp_offs[tx_i] < n_cols;
 #line 28
@@ -47,12 +47,12 @@ cross_entropy_fwd(float* loss, float* lse, const __nv_bfloat16* __restrict__ log
 #line 31 "kernels/cross_entropy.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_m[tx_i] = tx::maximum(tx_row_logsumexp_m[tx_i], tx_row_logsumexp_x[tx_i]);
     }
-    // f32 mx = max(m);
+    // acc_t mx = max(m);
 #line 33 "kernels/cross_entropy.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_row_logsumexp_m, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
 #line 33
     float tx_row_logsumexp_mx = tx_red[0];
-    // f32 l = row_logsumexp(x, n_cols, step, BLOCK);
+    // acc_t l = row_logsumexp(x, n_cols, step, BLOCK);
 #line 55 "kernels/cross_entropy.c"
     float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx_row_logsumexp_s[tx_i] * tx::exp(tx_row_logsumexp_m[tx_i] - tx_row_logsumexp_mx);
 #line 55
@@ -67,7 +67,7 @@ cross_entropy_fwd(float* loss, float* lse, const __nv_bfloat16* __restrict__ log
     // bool inside = t >= 0 && t < n_cols;
 #line 57 "kernels/cross_entropy.c"
     bool inside = (t >= 0LL) && (t < tx::cast<long long>(n_cols));
-    // f32 picked = (f32)load(x + t * step, inside, 0.0f);
+    // acc_t picked = (acc_t)load(x + t * step, inside, 0.0f);
 #line 58 "kernels/cross_entropy.c"
     __nv_bfloat16 tx_load_2; tx_load_2 = inside ? *(x + t) : __nv_bfloat16(0.0f);
 #line 58

@@ -12,7 +12,7 @@ cross_entropy_mean(float* loss_mean, float* count, const float* __restrict__ los
     // tile lanes = arange(0, BLOCK);
 #line 66 "kernels/cross_entropy.c"
     int lanes[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) lanes[tx_i] = tx_L0::coord(tx_i, 0);
-    // f32 total[BLOCK] = 0;
+    // acc_t total[BLOCK] = 0;
 #line 67 "kernels/cross_entropy.c"
     float total[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) total[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_rows; c++) {
@@ -50,7 +50,7 @@ cross_entropy_mean(float* loss_mean, float* count, const float* __restrict__ los
 #line 45 "kernels/cross_entropy.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_kept[tx_i] = tx_count_kept_kept[tx_i] + tx::cast<int>(tx_count_kept_t[tx_i] != ignore_index);
     }
-    // f32 n = count_kept(targets, n_rows, ignore_index, BLOCK);
+    // acc_t n = count_kept(targets, n_rows, ignore_index, BLOCK);
 #line 72 "kernels/cross_entropy.c"
     int tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_count_kept_kept, [](int tx_a, int tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 72

@@ -17,10 +17,10 @@ layer_norm_bwd_dwdb(float* dw, float* db, const float* __restrict__ dw_part, con
     // tile parts = expand_dims(arange(0, BLOCK_P), 1);
 #line 123 "kernels/layernorm.c"
     int parts[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) parts[tx_i] = tx_L1::coord(tx_i, 0);
-    // f32 dw_acc[BLOCK_P][BLOCK_N] = 0;
+    // acc_t dw_acc[BLOCK_P][BLOCK_N] = 0;
 #line 124 "kernels/layernorm.c"
     float dw_acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) dw_acc[tx_i] = 0.0f;
-    // f32 db_acc[BLOCK_P][BLOCK_N] = 0;
+    // acc_t db_acc[BLOCK_P][BLOCK_N] = 0;
 #line 125 "kernels/layernorm.c"
     float db_acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) db_acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK_P < n_parts; c++) {

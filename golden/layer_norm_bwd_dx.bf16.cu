@@ -22,10 +22,10 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
     // tile c2 = expand_dims(cols, 0);
 #line 89 "kernels/layernorm.c"
     int c2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
-    // f32 dw_acc[ROWS][BLOCK] = 0;
+    // acc_t dw_acc[ROWS][BLOCK] = 0;
 #line 90 "kernels/layernorm.c"
     float dw_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) dw_acc[tx_i] = 0.0f;
-    // f32 db_acc[ROWS][BLOCK] = 0;
+    // acc_t db_acc[ROWS][BLOCK] = 0;
 #line 91 "kernels/layernorm.c"
     float db_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) db_acc[tx_i] = 0.0f;
     // i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
@@ -52,12 +52,12 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
         // tile r2 = expand_dims(rows, 1);
 #line 99 "kernels/layernorm.c"
         int r2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) r2[tx_i] = rows[tx_i];
-        // tile g = (f32)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
+        // tile g = (acc_t)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
 #line 100 "kernels/layernorm.c"
         __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], dy + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * dy_stride + c2[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 100
         float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load[tx_i]);
-        // tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
+        // tile v = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
 #line 101 "kernels/layernorm.c"
         __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], x + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * x_stride + c2[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 101
@@ -75,7 +75,7 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
         // tile xhat = where(mask, (v - mu) * r, 0.0f);
 #line 104 "kernels/layernorm.c"
         float xhat[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) xhat[tx_i] = mask[tx_i] ? ((v[tx_i] - mu[tx::remap<tx_L1, tx_L0>(tx_i)]) * r[tx::remap<tx_L1, tx_L0>(tx_i)]) : 0.0f;
-        // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
+        // tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
 #line 105 "kernels/layernorm.c"
         float tx_load_4[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load_4[tx_i], w + cols[tx_i], col_mask[tx_i], 0.0f);
 #line 105

@@ -31,7 +31,7 @@ layer_norm_fwd(__half* y, float* mean, float* rstd, const __half* __restrict__ x
     // tile c2 = expand_dims(cols, 0);
 #line 58 "kernels/layernorm.c"
     int c2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
-    // tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
+    // tile v = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
 #line 59 "kernels/layernorm.c"
     __half tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * x_stride + c2[tx_i], mask[tx_i], __half(0.0f));
 #line 59
@@ -51,12 +51,12 @@ layer_norm_fwd(__half* y, float* mean, float* rstd, const __half* __restrict__ x
     float tx_red_1[tx_L0::REGS]; tx::reduce<tx_L1, tx_L0, 1>(tx_red_1, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 62
     float r[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) r[tx_i] = tx::rsqrt(tx_red_1[tx_i] / tx::cast<float>(n_cols) + eps);
-    // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
+    // tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);
 #line 63 "kernels/layernorm.c"
     __half tx_load_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], w + cols[tx_i], col_mask[tx_i], __half(0.0f));
 #line 63
     float wv[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) wv[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
-    // tile bv = expand_dims((f32)load(b + cols, col_mask, 0.0f), 0);
+    // tile bv = expand_dims((acc_t)load(b + cols, col_mask, 0.0f), 0);
 #line 64 "kernels/layernorm.c"
     __half tx_load_2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_2[tx_i], b + cols[tx_i], col_mask[tx_i], __half(0.0f));
 #line 64

@@ -18,7 +18,7 @@ log_softmax(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ in, int n_cols
     // tile mask = cols < n_cols;
 #line 87 "kernels/softmax.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
-    // tile x = (f32)load(in + row * in_stride + cols * in_step, mask, -INF);
+    // tile x = (acc_t)load(in + row * in_stride + cols * in_step, mask, -INF);
 #line 88 "kernels/softmax.c"
     __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], in + row * in_stride + cols[tx_i], mask[tx_i], __nv_bfloat16(-__int_as_float(0x7f800000)));
 #line 88

@@ -18,12 +18,12 @@ log_softmax_backward(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ y, con
     // tile mask = cols < n_cols;
 #line 142 "kernels/softmax.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
-    // tile logp = (f32)load(y + row * y_stride + cols * y_step, mask, 0.0f);
+    // tile logp = (acc_t)load(y + row * y_stride + cols * y_step, mask, 0.0f);
 #line 143 "kernels/softmax.c"
     __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], y + row * y_stride + cols[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 143
     float logp[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) logp[tx_i] = tx::cast<float>(tx_load[tx_i]);
-    // tile g = (f32)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
+    // tile g = (acc_t)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
 #line 144 "kernels/softmax.c"
     __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], dy + row * dy_stride + cols[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 144

@@ -15,13 +15,13 @@ log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__
     // tile cols = arange(0, BLOCK);
 #line 171 "kernels/softmax.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
-    // f32 row_sum(tile a, i32 step, i32 n_cols, const i32 BLOCK)
+    // acc_t row_sum(tile a, i32 step, i32 n_cols, const i32 BLOCK)
 #line 58 "kernels/softmax.c"
     const __nv_bfloat16* tx_row_sum_a = dy + row * dy_stride;
     // tile cols = arange(0, BLOCK);
 #line 60 "kernels/softmax.c"
     int tx_row_sum_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_cols[tx_i] = tx_L0::coord(tx_i, 0);
-    // f32 acc[BLOCK] = 0;
+    // acc_t acc[BLOCK] = 0;
 #line 61 "kernels/softmax.c"
     float tx_row_sum_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
@@ -30,7 +30,7 @@ log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__
         // tile offs = c * BLOCK + cols;
 #line 63 "kernels/softmax.c"
         int tx_row_sum_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_offs[tx_i] = tx_row_sum_c * BLOCK + tx_row_sum_cols[tx_i];
-        // acc += (f32)load(a + offs * step, offs < n_cols, 0.0f);
+        // acc += (acc_t)load(a + offs * step, offs < n_cols, 0.0f);
 #line 64 "kernels/softmax.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_sum_offs[tx_i] < n_cols;
 #line 64
@@ -38,7 +38,7 @@ log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__
 #line 64
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_acc[tx_i] = tx_row_sum_acc[tx_i] + tx::cast<float>(tx_load[tx_i]);
     }
-    // f32 total = row_sum(dy + row * dy_stride, dy_step, n_cols, BLOCK);
+    // acc_t total = row_sum(dy + row * dy_stride, dy_step, n_cols, BLOCK);
 #line 172 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_row_sum_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 172
@@ -52,12 +52,12 @@ log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__
         // tile mask = offs < n_cols;
 #line 175 "kernels/softmax.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
-        // tile logp = (f32)load(y + row * y_stride + offs * y_step, mask, 0.0f);
+        // tile logp = (acc_t)load(y + row * y_stride + offs * y_step, mask, 0.0f);
 #line 176 "kernels/softmax.c"
         __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], y + row * y_stride + offs[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 176
         float logp[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) logp[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
-        // tile g = (f32)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
+        // tile g = (acc_t)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
 #line 177 "kernels/softmax.c"
         __nv_bfloat16 tx_load_2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_2[tx_i], dy + row * dy_stride + offs[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 177

@@ -124,7 +124,7 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
     // tile bn = B_T ? expand_dims(rn, 1) : expand_dims(rn, 0);     /* [BN, 1] or [1, BN] */
 #line 62 "kernels/matmul.c"
     int bn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) bn[tx_i] = rn[tx_i];
-    // f32 acc[BM][BN] = 0;
+    // acc_t acc[BM][BN] = 0;
 #line 63 "kernels/matmul.c"
     float acc[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // for (i32 k = 0; k < K; k += BK) {
@@ -213,7 +213,7 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
     // tile out = acc * alpha;
 #line 69 "kernels/matmul.c"
     float out[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) out[tx_i] = acc[tx_i] * alpha;
-    // out += (f32)load(bias + rn, rn < N, 0);
+    // out += (acc_t)load(bias + rn, rn < N, 0);
 #line 71 "kernels/matmul.c"
     int tx_rn_cvt[tx_L9::REGS]; tx::relayout<tx_L1, tx_L9>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 1); });
 #line 71

@@ -89,7 +89,7 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
     // tile bn = B_T ? expand_dims(rn, 1) : expand_dims(rn, 0);     /* [BN, 1] or [1, BN] */
 #line 62 "kernels/matmul.c"
     int bn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) bn[tx_i] = rn[tx_i];
-    // f32 acc[BM][BN] = 0;
+    // acc_t acc[BM][BN] = 0;
 #line 63 "kernels/matmul.c"
     float acc[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // for (i32 k = 0; k < K; k += BK) {

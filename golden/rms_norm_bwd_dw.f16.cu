@@ -17,7 +17,7 @@ rms_norm_bwd_dw(__half* dw, const float* __restrict__ dw_part, int n_parts, int 
     // tile parts = expand_dims(arange(0, BLOCK_P), 1);
 #line 101 "kernels/rmsnorm.c"
     int parts[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) parts[tx_i] = tx_L1::coord(tx_i, 0);
-    // f32 acc[BLOCK_P][BLOCK_N] = 0;
+    // acc_t acc[BLOCK_P][BLOCK_N] = 0;
 #line 102 "kernels/rmsnorm.c"
     float acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK_P < n_parts; c++) {

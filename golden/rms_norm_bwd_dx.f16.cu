@@ -23,7 +23,7 @@ rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const
     // tile c2 = expand_dims(cols, 0);
 #line 73 "kernels/rmsnorm.c"
     int c2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
-    // f32 dw_acc[ROWS][BLOCK] = 0;
+    // acc_t dw_acc[ROWS][BLOCK] = 0;
 #line 74 "kernels/rmsnorm.c"
     float dw_acc[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) dw_acc[tx_i] = 0.0f;
     // i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
@@ -50,7 +50,7 @@ rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const
         // tile r2 = expand_dims(rows, 1);
 #line 82 "kernels/rmsnorm.c"
         int r2[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) r2[tx_i] = rows[tx_i];
-        // tile g = (f32)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
+        // tile g = (acc_t)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
 #line 83 "kernels/rmsnorm.c"
         __half tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load[tx_i] = mask[tx_i] ? *(dy + r2[tx::remap<tx_L2, tx_L1>(tx_i)] * dy_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
 #line 83
@@ -60,12 +60,12 @@ rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const
         float tx_load_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_load_1[tx_i] = row_mask[tx_i] ? *(rstd + rows[tx_i]) : 0.0f;
 #line 84
         float r[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) r[tx_i] = tx_load_1[tx_i];
-        // tile xhat = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f) * r;
+        // tile xhat = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f) * r;
 #line 85 "kernels/rmsnorm.c"
         __half tx_load_2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load_2[tx_i] = mask[tx_i] ? *(x + r2[tx::remap<tx_L2, tx_L1>(tx_i)] * x_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
 #line 85
         float xhat[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) xhat[tx_i] = tx::cast<float>(tx_load_2[tx_i]) * r[tx::remap<tx_L2, tx_L1>(tx_i)];
-        // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
+        // tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
 #line 86 "kernels/rmsnorm.c"
         __half tx_load_3[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_3[tx_i], w + cols[tx_i], &col_mask[tx_i], __half(0.0f));
 #line 86

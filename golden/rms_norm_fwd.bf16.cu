@@ -31,7 +31,7 @@ rms_norm_fwd(__nv_bfloat16* y, float* rstd, const __nv_bfloat16* __restrict__ x,
     // tile c2 = expand_dims(cols, 0);
 #line 46 "kernels/rmsnorm.c"
     int c2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
-    // tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
+    // tile v = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
 #line 47 "kernels/rmsnorm.c"
     __nv_bfloat16 tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * x_stride + c2[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 47
@@ -43,7 +43,7 @@ rms_norm_fwd(__nv_bfloat16* y, float* rstd, const __nv_bfloat16* __restrict__ x,
     float tx_red[tx_L0::REGS]; tx::reduce<tx_L1, tx_L0, 1>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 48
     float r[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) r[tx_i] = tx::rsqrt(tx_red[tx_i] / tx::cast<float>(n_cols) + eps);
-    // tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
+    // tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);
 #line 49 "kernels/rmsnorm.c"
     __nv_bfloat16 tx_load_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], w + cols[tx_i], col_mask[tx_i], __nv_bfloat16(0.0f));
 #line 49

@@ -18,7 +18,7 @@ softmax(float* out, const float* __restrict__ in, int n_cols, int in_stride, int
     // tile mask = cols < n_cols;
 #line 76 "kernels/softmax.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
-    // tile x = (f32)load(in + row * in_stride + cols * in_step, mask, -INF);
+    // tile x = (acc_t)load(in + row * in_stride + cols * in_step, mask, -INF);
 #line 77 "kernels/softmax.c"
     float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = mask[tx_i] ? *(in + row * in_stride + cols[tx_i]) : -__int_as_float(0x7f800000);
     // tile e = exp(x - max(x));

@@ -18,12 +18,12 @@ softmax_backward(__half* dx, const __half* __restrict__ y, const __half* __restr
     // tile mask = cols < n_cols;
 #line 130 "kernels/softmax.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
-    // tile p = (f32)load(y + row * y_stride + cols * y_step, mask, 0.0f);
+    // tile p = (acc_t)load(y + row * y_stride + cols * y_step, mask, 0.0f);
 #line 131 "kernels/softmax.c"
     __half tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load[tx_i] = mask[tx_i] ? *(y + row * y_stride + cols[tx_i]) : __half(0.0f);
 #line 131
     float p[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) p[tx_i] = tx::cast<float>(tx_load[tx_i]);
-    // tile g = (f32)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
+    // tile g = (acc_t)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
 #line 132 "kernels/softmax.c"
     __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load_1[tx_i] = mask[tx_i] ? *(dy + row * dy_stride + cols[tx_i]) : __half(0.0f);
 #line 132

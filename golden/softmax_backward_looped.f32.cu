@@ -15,7 +15,7 @@ softmax_backward_looped(float* dx, const float* __restrict__ y, const float* __r
     // tile cols = arange(0, BLOCK);
 #line 155 "kernels/softmax.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
-    // f32 row_dot(tile a, i32 a_step, tile b, i32 b_step, i32 n_cols, const i32 BLOCK)
+    // acc_t row_dot(tile a, i32 a_step, tile b, i32 b_step, i32 n_cols, const i32 BLOCK)
 #line 44 "kernels/softmax.c"
     const float* tx_row_dot_a = y + row * y_stride;
 #line 44
@@ -23,7 +23,7 @@ softmax_backward_looped(float* dx, const float* __restrict__ y, const float* __r
     // tile cols = arange(0, BLOCK);
 #line 46 "kernels/softmax.c"
     int tx_row_dot_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_cols[tx_i] = tx_L0::coord(tx_i, 0);
-    // f32 acc[BLOCK] = 0;
+    // acc_t acc[BLOCK] = 0;
 #line 47 "kernels/softmax.c"
     float tx_row_dot_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
@@ -35,16 +35,16 @@ softmax_backward_looped(float* dx, const float* __restrict__ y, const float* __r
         // tile mask = offs < n_cols;
 #line 50 "kernels/softmax.c"
         bool tx_row_dot_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_mask[tx_i] = tx_row_dot_offs[tx_i] < n_cols;
-        // tile pa = (f32)load(a + offs * a_step, mask, 0.0f);
+        // tile pa = (acc_t)load(a + offs * a_step, mask, 0.0f);
 #line 51 "kernels/softmax.c"
         float tx_row_dot_pa[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_row_dot_pa[tx_i], tx_row_dot_a + tx_row_dot_offs[tx_i], tx_row_dot_mask[tx_i], 0.0f);
-        // acc += pa * (f32)load(b + offs * b_step, mask, 0.0f);
+        // acc += pa * (acc_t)load(b + offs * b_step, mask, 0.0f);
 #line 52 "kernels/softmax.c"
         float tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load[tx_i], tx_row_dot_b + tx_row_dot_offs[tx_i], tx_row_dot_mask[tx_i], 0.0f);
 #line 52
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_acc[tx_i] = tx_row_dot_acc[tx_i] + tx_row_dot_pa[tx_i] * tx_load[tx_i];
     }
-    // f32 dot = row_dot(y + row * y_stride, y_step, dy + row * dy_stride, dy_step, n_cols, BLOCK);
+    // acc_t dot = row_dot(y + row * y_stride, y_step, dy + row * dy_stride, dy_step, n_cols, BLOCK);
 #line 156 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_row_dot_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 156
@@ -58,10 +58,10 @@ softmax_backward_looped(float* dx, const float* __restrict__ y, const float* __r
         // tile mask = offs < n_cols;
 #line 159 "kernels/softmax.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
-        // tile p = (f32)load(y + row * y_stride + offs * y_step, mask, 0.0f);
+        // tile p = (acc_t)load(y + row * y_stride + offs * y_step, mask, 0.0f);
 #line 160 "kernels/softmax.c"
         float p[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&p[tx_i], y + row * y_stride + offs[tx_i], mask[tx_i], 0.0f);
-        // tile g = (f32)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
+        // tile g = (acc_t)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
 #line 161 "kernels/softmax.c"
         float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&g[tx_i], dy + row * dy_stride + offs[tx_i], mask[tx_i], 0.0f);
         // store(dx + row * dx_stride + offs, p * (g - dot), mask);

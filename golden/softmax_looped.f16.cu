@@ -15,16 +15,16 @@ softmax_looped(__half* out, const __half* __restrict__ in, int n_cols, int in_st
     // tile cols = arange(0, BLOCK);
 #line 99 "kernels/softmax.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
-    // f32 row_logsumexp(tile row, i32 n_cols, i32 step, const i32 BLOCK)
+    // acc_t row_logsumexp(tile row, i32 n_cols, i32 step, const i32 BLOCK)
 #line 26 "kernels/softmax.c"
     const __half* tx_row_logsumexp_row = in + row * in_stride;
     // tile cols = arange(0, BLOCK);
 #line 28 "kernels/softmax.c"
     int tx_row_logsumexp_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_cols[tx_i] = tx_L0::coord(tx_i, 0);
-    // f32 m[BLOCK] = -INF;
+    // acc_t m[BLOCK] = -INF;
 #line 29 "kernels/softmax.c"
     float tx_row_logsumexp_m[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_m[tx_i] = -__int_as_float(0x7f800000);
-    // f32 s[BLOCK] = 0;
+    // acc_t s[BLOCK] = 0;
 #line 30 "kernels/softmax.c"
     float tx_row_logsumexp_s[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_s[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
@@ -33,7 +33,7 @@ softmax_looped(__half* out, const __half* __restrict__ in, int n_cols, int in_st
         // tile offs = c * BLOCK + cols;
 #line 32 "kernels/softmax.c"
         int tx_row_logsumexp_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_offs[tx_i] = tx_row_logsumexp_c * BLOCK + tx_row_logsumexp_cols[tx_i];
-        // tile x = (f32)load(row + offs * step, offs < n_cols, -INF);
+        // tile x = (acc_t)load(row + offs * step, offs < n_cols, -INF);
 #line 33 "kernels/softmax.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_logsumexp_offs[tx_i] < n_cols;
 #line 33
@@ -50,12 +50,12 @@ softmax_looped(__half* out, const __half* __restrict__ in, int n_cols, int in_st
 #line 36 "kernels/softmax.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_m[tx_i] = tx::maximum(tx_row_logsumexp_m[tx_i], tx_row_logsumexp_x[tx_i]);
     }
-    // f32 mx = max(m);
+    // acc_t mx = max(m);
 #line 38 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_row_logsumexp_m, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
 #line 38
     float tx_row_logsumexp_mx = tx_red[0];
-    // f32 lse = row_logsumexp(in + row * in_stride, n_cols, in_step, BLOCK);
+    // acc_t lse = row_logsumexp(in + row * in_stride, n_cols, in_step, BLOCK);
 #line 100 "kernels/softmax.c"
     float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx_row_logsumexp_s[tx_i] * tx::exp(tx_row_logsumexp_m[tx_i] - tx_row_logsumexp_mx);
 #line 100
@@ -71,7 +71,7 @@ softmax_looped(__half* out, const __half* __restrict__ in, int n_cols, int in_st
         // tile mask = offs < n_cols;
 #line 103 "kernels/softmax.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
-        // tile x = (f32)load(in + row * in_stride + offs * in_step, mask, 0.0f);
+        // tile x = (acc_t)load(in + row * in_stride + offs * in_step, mask, 0.0f);
 #line 104 "kernels/softmax.c"
         __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], in + row * in_stride + offs[tx_i], mask[tx_i], __half(0.0f));
 #line 104

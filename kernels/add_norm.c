@@ -3,8 +3,8 @@
  * "h = h + f(h); y = norm(h)" then reads its rows once instead of twice.
  *
  * Rows are the first dimension; the last is contiguous; every 2-D array has its own row stride
- * (in elements). Data are f16, bf16, f32 or f64; everything is computed in f32 (f64 for f64
- * data: wide() below) and rounded once at each store; the statistics (mean, rstd) and the
+ * (in elements). Data are f16, bf16, f32 or f64; everything is computed in acc_t (f32; f64
+ * for f64 data) and rounded once at each store; the statistics (mean, rstd) and the
  * weight-gradient partials are f32 (f64 for f64 data). One row is one tile of BLOCK >= n_cols
  * columns (a power of two). h is rounded to its dtype before it is normalised (ROUND: 1 for
  * f16 data, 2 for bf16, 0 for f32 and f64), so the norm the backward differentiates, from the
@@ -24,21 +24,14 @@
  * writes its dw (and db) sums to row p of the partials: no atomics, the same result each run.
  */
 
-/* x in f32, or f64 for f64 data: the typed f32 one promotes f16/bf16 to f32 and leaves f64 */
-tile wide(tile x)
-{
-    f32 one = 1.0f;
-    return x * one;
-}
-
 /* x + r, rounded as the h array stores it (ROUND: 0 none, 1 f16, 2 bf16) */
 tile residual_sum(tile x, tile r, const i32 ROUND)
 {
-    tile s = wide(x) + wide(r);
+    tile s = (acc_t)x + (acc_t)r;
     if (ROUND == 1) {
-        s = (f32)(f16)s;
+        s = (acc_t)(f16)s;
     } else if (ROUND == 2) {
-        s = (f32)(bf16)s;
+        s = (acc_t)(bf16)s;
     }
     return s;
 }
@@ -57,8 +50,8 @@ kernel add_layer_norm_fwd(any *y, any *h, any *mean, any *rstd, const any *x, co
     tile mu = sum(s) / n_cols;
     tile centred = where(mask, s - mu, 0.0f);
     tile rs = rsqrt(sum(centred * centred) / n_cols + eps);
-    tile wv = wide(load(w + cols, mask, 0.0f));
-    tile bv = wide(load(b + cols, mask, 0.0f));
+    tile wv = (acc_t)load(w + cols, mask, 0.0f);
+    tile bv = (acc_t)load(b + cols, mask, 0.0f);
     store(y + row * y_stride + cols, centred * rs * wv + bv, mask);
     store(mean + row, mu);
     store(rstd + row, rs);
@@ -72,19 +65,19 @@ kernel add_layer_norm_bwd(any *dx, any *dw_part, any *db_part, const any *dy, co
     i32 pid = program_id(0);
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
-    tile wv = wide(load(w + cols, mask, 0.0f));
-    tile dw_acc = wv * 0.0f;
-    tile db_acc = wv * 0.0f;
+    tile wv = (acc_t)load(w + cols, mask, 0.0f);
+    acc_t dw_acc[BLOCK] = 0;
+    acc_t db_acc[BLOCK] = 0;
     i32 first = pid * rows_per_program;
     for (i32 row = first; row < first + rows_per_program && row < n_rows; row++) {
-        tile g = wide(load(dy + row * dy_stride + cols, mask, 0.0f));
-        tile hv = wide(load(h + row * h_stride + cols, mask, 0.0f));
-        tile rs = wide(load(rstd + row));
-        tile hhat = where(mask, (hv - wide(load(mean + row))) * rs, 0.0f);
+        tile g = (acc_t)load(dy + row * dy_stride + cols, mask, 0.0f);
+        tile hv = (acc_t)load(h + row * h_stride + cols, mask, 0.0f);
+        tile rs = (acc_t)load(rstd + row);
+        tile hhat = where(mask, (hv - (acc_t)load(mean + row)) * rs, 0.0f);
         tile wg = wv * g;
         tile c1 = sum(hhat * wg) / n_cols;
         tile c2 = sum(wg) / n_cols;
-        tile carried = wide(load(dh + row * dh_stride + cols, mask, 0.0f));
+        tile carried = (acc_t)load(dh + row * dh_stride + cols, mask, 0.0f);
         store(dx + row * dx_stride + cols, (wg - hhat * c1 - c2) * rs + carried, mask);
         dw_acc += g * hhat;
         db_acc += g;
@@ -104,7 +97,7 @@ kernel add_rms_norm_fwd(any *y, any *h, any *rstd, const any *x, const any *r, c
                           load(r + row * r_stride + cols, mask, 0.0f), ROUND);
     store(h + row * h_stride + cols, s, mask);
     tile rs = rsqrt(sum(s * s) / n_cols + eps);
-    tile wv = wide(load(w + cols, mask, 0.0f));
+    tile wv = (acc_t)load(w + cols, mask, 0.0f);
     store(y + row * y_stride + cols, s * rs * wv, mask);
     store(rstd + row, rs);
 }
@@ -117,16 +110,16 @@ kernel add_rms_norm_bwd(any *dx, any *dw_part, const any *dy, const any *dh, con
     i32 pid = program_id(0);
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
-    tile wv = wide(load(w + cols, mask, 0.0f));
-    tile dw_acc = wv * 0.0f;
+    tile wv = (acc_t)load(w + cols, mask, 0.0f);
+    acc_t dw_acc[BLOCK] = 0;
     i32 first = pid * rows_per_program;
     for (i32 row = first; row < first + rows_per_program && row < n_rows; row++) {
-        tile g = wide(load(dy + row * dy_stride + cols, mask, 0.0f));
-        tile rs = wide(load(rstd + row));
-        tile hhat = wide(load(h + row * h_stride + cols, mask, 0.0f)) * rs;
+        tile g = (acc_t)load(dy + row * dy_stride + cols, mask, 0.0f);
+        tile rs = (acc_t)load(rstd + row);
+        tile hhat = (acc_t)load(h + row * h_stride + cols, mask, 0.0f) * rs;
         tile wg = wv * g;
         tile c1 = sum(hhat * wg) / n_cols;
-        tile carried = wide(load(dh + row * dh_stride + cols, mask, 0.0f));
+        tile carried = (acc_t)load(dh + row * dh_stride + cols, mask, 0.0f);
         store(dx + row * dx_stride + cols, (wg - hhat * c1) * rs + carried, mask);
         dw_acc += g * hhat;
     }
@@ -138,10 +131,10 @@ kernel column_sum(any *out, const any *part, i32 n_parts, i32 n_cols, const i32 
 {
     tile cols = expand_dims(program_id(0) * BLOCK_N + arange(0, BLOCK_N), 0);
     tile parts = expand_dims(arange(0, BLOCK_P), 1);
-    tile acc = wide(load(part + parts * n_cols + cols, (parts < n_parts) & (cols < n_cols), 0.0f));
+    tile acc = (acc_t)load(part + parts * n_cols + cols, (parts < n_parts) & (cols < n_cols), 0.0f);
     for (i32 c = 1; c * BLOCK_P < n_parts; c++) {
         tile p = c * BLOCK_P + parts;
-        acc += wide(load(part + p * n_cols + cols, (p < n_parts) & (cols < n_cols), 0.0f));
+        acc += (acc_t)load(part + p * n_cols + cols, (p < n_parts) & (cols < n_cols), 0.0f);
     }
     store(out + program_id(0) * BLOCK_N + arange(0, BLOCK_N), sum(acc, 0),
           program_id(0) * BLOCK_N + arange(0, BLOCK_N) < n_cols);

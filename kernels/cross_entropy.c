@@ -18,24 +18,24 @@
  * keeps a running maximum m and the sum s of exp(x - m), with one exp per element (see
  * kernels/softmax.c, which has the same helper). Loops step by chunk number so that the
  * compiler sees aligned chunks (vector loads). */
-f32 row_logsumexp(tile row, i32 n_cols, i32 step, const i32 BLOCK)
+acc_t row_logsumexp(tile row, i32 n_cols, i32 step, const i32 BLOCK)
 {
     tile cols = arange(0, BLOCK);
-    f32 m[BLOCK] = -INF;
-    f32 s[BLOCK] = 0;
+    acc_t m[BLOCK] = -INF;
+    acc_t s[BLOCK] = 0;
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
-        tile x = (f32)load(row + offs * step, offs < n_cols, -INF);
+        tile x = (acc_t)load(row + offs * step, offs < n_cols, -INF);
         tile e = exp(-abs(x - m));
         s = where(x > m, s * e + 1.0f, where(x == -INF, s, s + e));
         m = maximum(m, x);
     }
-    f32 mx = max(m);
+    acc_t mx = max(m);
     return mx + log(sum(s * exp(m - mx)));
 }
 
 /* The number of targets[0 .. n_rows) that are not ignore_index, read BLOCK at a time. */
-f32 count_kept(const i64 *targets, i32 n_rows, i64 ignore_index, const i32 BLOCK)
+acc_t count_kept(const i64 *targets, i32 n_rows, i64 ignore_index, const i32 BLOCK)
 {
     tile lanes = arange(0, BLOCK);
     i32 kept[BLOCK] = 0;
@@ -44,44 +44,44 @@ f32 count_kept(const i64 *targets, i32 n_rows, i64 ignore_index, const i32 BLOCK
         tile t = load(targets + rows, rows < n_rows, ignore_index);
         kept += (i32)(t != ignore_index);
     }
-    return (f32)sum(kept);
+    return (acc_t)sum(kept);
 }
 
-kernel cross_entropy_fwd(f32 *loss, f32 *lse, const any *logits, const i64 *targets, i32 n_cols,
+kernel cross_entropy_fwd(any *loss, any *lse, const any *logits, const i64 *targets, i32 n_cols,
                          i32 stride, i32 step, i64 ignore_index, const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile x = logits + row * stride;
-    f32 l = row_logsumexp(x, n_cols, step, BLOCK);
+    acc_t l = row_logsumexp(x, n_cols, step, BLOCK);
     i64 t = load(targets + row);
     bool inside = t >= 0 && t < n_cols;
-    f32 picked = (f32)load(x + t * step, inside, 0.0f);
+    acc_t picked = (acc_t)load(x + t * step, inside, 0.0f);
     store(lse + row, l);
     store(loss + row, t == ignore_index ? 0.0f : (inside ? l - picked : NAN));
 }
 
-kernel cross_entropy_mean(f32 *loss_mean, f32 *count, const f32 *loss, const i64 *targets,
+kernel cross_entropy_mean(any *loss_mean, any *count, const any *loss, const i64 *targets,
                           i32 n_rows, i64 ignore_index, const i32 BLOCK)
 {
     tile lanes = arange(0, BLOCK);
-    f32 total[BLOCK] = 0;
+    acc_t total[BLOCK] = 0;
     for (i32 c = 0; c * BLOCK < n_rows; c++) {
         tile rows = c * BLOCK + lanes;
         total += load(loss + rows, rows < n_rows, 0.0f);
     }
-    f32 n = count_kept(targets, n_rows, ignore_index, BLOCK);
+    acc_t n = count_kept(targets, n_rows, ignore_index, BLOCK);
     store(count, n);
     store(loss_mean, sum(total) / n);
 }
 
-kernel cross_entropy_count(f32 *count, const i64 *targets, i32 n_rows, i64 ignore_index,
+kernel cross_entropy_count(any *count, const i64 *targets, i32 n_rows, i64 ignore_index,
                            const i32 BLOCK)
 {
     store(count, count_kept(targets, n_rows, ignore_index, BLOCK));
 }
 
-kernel cross_entropy_bwd(any *dlogits, const any *logits, const i64 *targets, const f32 *lse,
-                         const f32 *count, i32 n_cols, i32 stride, i32 step, i32 d_stride,
+kernel cross_entropy_bwd(any *dlogits, const any *logits, const i64 *targets, const any *lse,
+                         const any *count, i32 n_cols, i32 stride, i32 step, i32 d_stride,
                          i64 ignore_index, f32 grad, const i32 BLOCK)
 {
     i32 row = program_id(0);
@@ -92,7 +92,7 @@ kernel cross_entropy_bwd(any *dlogits, const any *logits, const i64 *targets, co
         store(dlogits + row * d_stride + cols, 0.0f, mask);
         return;
     }
-    tile x = (f32)load(logits + row * stride + cols * step, mask, 0.0f);
+    tile x = (acc_t)load(logits + row * stride + cols * step, mask, 0.0f);
     tile p = exp(x - load(lse + row));
-    store(dlogits + row * d_stride + cols, (p - (f32)(cols == t)) * (grad / load(count)), mask);
+    store(dlogits + row * d_stride + cols, (p - (acc_t)(cols == t)) * (grad / load(count)), mask);
 }

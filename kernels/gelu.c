@@ -1,7 +1,7 @@
 /* Activations a model trains with, forward and backward: GELU (exact and tanh), ReLU, SiLU, and
  * SwiGLU, silu(gate) * up. Elementwise over n contiguous elements of any float dtype.
  *
- * Each computes in f32 (in f64 for f64 data: wide() below) and rounds once when it stores.
+ * Each computes in acc_t (f32; f64 for f64 data) and rounds once when it stores.
  * ACT numbers the activation as kernels/matmul.c's epilogue does: 1 GELU (erf), 2 GELU (tanh
  * approximation), 3 ReLU, 4 SiLU, so a linear layer's fused epilogue has its backward here.
  *
@@ -15,13 +15,6 @@
  *   swiglu_fwd:      y = silu(gate) * up
  *   swiglu_bwd:      dgate = dy * up * silu'(gate),  dup = dy * silu(gate)
  */
-
-/* x in f32, or f64 for f64 data: the typed f32 one promotes f16/bf16 to f32 and leaves f64 */
-tile wide(tile x)
-{
-    f32 one = 1.0f;
-    return x * one;
-}
 
 tile act_fwd(tile x, const i32 ACT)
 {
@@ -59,7 +52,7 @@ kernel activation_fwd(any *y, const any *x, i32 n, const i32 ACT, const i32 BLOC
 {
     tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
     tile mask = offs < n;
-    tile v = wide(load(x + offs, mask, 0.0f));
+    tile v = (acc_t)load(x + offs, mask, 0.0f);
     store(y + offs, act_fwd(v, ACT), mask);
 }
 
@@ -68,8 +61,8 @@ kernel activation_bwd(any *dx, const any *x, const any *dy, i32 n, const i32 ACT
 {
     tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
     tile mask = offs < n;
-    tile v = wide(load(x + offs, mask, 0.0f));
-    tile g = wide(load(dy + offs, mask, 0.0f));
+    tile v = (acc_t)load(x + offs, mask, 0.0f);
+    tile g = (acc_t)load(dy + offs, mask, 0.0f);
     store(dx + offs, act_grad(v, ACT) * g, mask);
 }
 
@@ -77,8 +70,8 @@ kernel swiglu_fwd(any *y, const any *gate, const any *up, i32 n, const i32 BLOCK
 {
     tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
     tile mask = offs < n;
-    tile g = wide(load(gate + offs, mask, 0.0f));
-    tile u = wide(load(up + offs, mask, 0.0f));
+    tile g = (acc_t)load(gate + offs, mask, 0.0f);
+    tile u = (acc_t)load(up + offs, mask, 0.0f);
     store(y + offs, g * sigmoid(g) * u, mask);
 }
 
@@ -87,9 +80,9 @@ kernel swiglu_bwd(any *dgate, any *dup, const any *gate, const any *up, const an
 {
     tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
     tile mask = offs < n;
-    tile g = wide(load(gate + offs, mask, 0.0f));
-    tile u = wide(load(up + offs, mask, 0.0f));
-    tile d = wide(load(dy + offs, mask, 0.0f));
+    tile g = (acc_t)load(gate + offs, mask, 0.0f);
+    tile u = (acc_t)load(up + offs, mask, 0.0f);
+    tile d = (acc_t)load(dy + offs, mask, 0.0f);
     tile s = sigmoid(g);
     store(dgate + offs, d * u * s * (1.0f + g * (1.0f - s)), mask);
     store(dup + offs, d * g * s, mask);

@@ -45,7 +45,7 @@
 #pragma autotune config(ROWS=2, num_warps=16)
 #pragma autotune config(ROWS=4, num_warps=16)
 #pragma autotune config(ROWS=2, num_warps=32)
-kernel layer_norm_fwd(any *y, f32 *mean, f32 *rstd, const any *x, const any *w, const any *b,
+kernel layer_norm_fwd(any *y, any *mean, any *rstd, const any *x, const any *w, const any *b,
                       i32 n_rows, i32 n_cols, i32 x_stride, i32 x_step, i32 y_stride,
                       f32 eps, const i32 BLOCK, const i32 ROWS)
 {
@@ -56,12 +56,12 @@ kernel layer_norm_fwd(any *y, f32 *mean, f32 *rstd, const any *x, const any *w, 
     tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
     tile r2 = expand_dims(rows, 1);
     tile c2 = expand_dims(cols, 0);
-    tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
+    tile v = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
     tile mu = sum(v, 1) / n_cols;
     tile centred = where(mask, v - expand_dims(mu, 1), 0.0f);
     tile r = rsqrt(sum(centred * centred, 1) / n_cols + eps);
-    tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
-    tile bv = expand_dims((f32)load(b + cols, col_mask, 0.0f), 0);
+    tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);
+    tile bv = expand_dims((acc_t)load(b + cols, col_mask, 0.0f), 0);
     store(y + r2 * y_stride + c2, centred * expand_dims(r, 1) * wv + bv, mask);
     store(mean + rows, mu, row_mask);
     store(rstd + rows, r, row_mask);
@@ -78,8 +78,8 @@ kernel layer_norm_fwd(any *y, f32 *mean, f32 *rstd, const any *x, const any *w, 
 #pragma autotune config(ROWS=4, num_warps=8)
 #pragma autotune config(ROWS=1, num_warps=2)
 #pragma autotune config(ROWS=2, num_warps=16)
-kernel layer_norm_bwd_dx(any *dx, f32 *dw_part, f32 *db_part, const any *dy, const any *x,
-                         const any *w, const f32 *mean, const f32 *rstd, i32 n_rows, i32 n_cols,
+kernel layer_norm_bwd_dx(any *dx, any *dw_part, any *db_part, const any *dy, const any *x,
+                         const any *w, const any *mean, const any *rstd, i32 n_rows, i32 n_cols,
                          i32 dy_stride, i32 dy_step, i32 x_stride, i32 x_step,
                          i32 dx_stride, const i32 BLOCK, const i32 ROWS)
 {
@@ -87,8 +87,8 @@ kernel layer_norm_bwd_dx(any *dx, f32 *dw_part, f32 *db_part, const any *dy, con
     tile cols = arange(0, BLOCK);
     tile col_mask = cols < n_cols;
     tile c2 = expand_dims(cols, 0);
-    f32 dw_acc[ROWS][BLOCK] = 0;
-    f32 db_acc[ROWS][BLOCK] = 0;
+    acc_t dw_acc[ROWS][BLOCK] = 0;
+    acc_t db_acc[ROWS][BLOCK] = 0;
     i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
     i32 first = pid * per_program;
     i32 last = minimum(first + per_program, n_rows);
@@ -97,12 +97,12 @@ kernel layer_norm_bwd_dx(any *dx, f32 *dw_part, f32 *db_part, const any *dy, con
         tile row_mask = rows < last;
         tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
         tile r2 = expand_dims(rows, 1);
-        tile g = (f32)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
-        tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
+        tile g = (acc_t)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
+        tile v = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
         tile mu = expand_dims(load(mean + rows, row_mask, 0.0f), 1);
         tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
         tile xhat = where(mask, (v - mu) * r, 0.0f);
-        tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
+        tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
         tile wg = wv * g;
         tile c1 = expand_dims(sum(xhat * wg, 1) / n_cols, 1);
         tile c0 = expand_dims(sum(wg, 1) / n_cols, 1);
@@ -116,13 +116,13 @@ kernel layer_norm_bwd_dx(any *dx, f32 *dw_part, f32 *db_part, const any *dy, con
 
 /* dw[j] = sum over p of dw_part[p, j] (and db likewise); one program per BLOCK_N columns,
  * reading BLOCK_P partial rows at a time. */
-kernel layer_norm_bwd_dwdb(any *dw, any *db, const f32 *dw_part, const f32 *db_part,
+kernel layer_norm_bwd_dwdb(any *dw, any *db, const any *dw_part, const any *db_part,
                            i32 n_parts, i32 n_cols, const i32 BLOCK_P, const i32 BLOCK_N)
 {
     tile cols = program_id(0) * BLOCK_N + arange(0, BLOCK_N);
     tile parts = expand_dims(arange(0, BLOCK_P), 1);
-    f32 dw_acc[BLOCK_P][BLOCK_N] = 0;
-    f32 db_acc[BLOCK_P][BLOCK_N] = 0;
+    acc_t dw_acc[BLOCK_P][BLOCK_N] = 0;
+    acc_t db_acc[BLOCK_P][BLOCK_N] = 0;
     for (i32 c = 0; c * BLOCK_P < n_parts; c++) {
         tile p = c * BLOCK_P + parts;
         tile mask = (p < n_parts) & (expand_dims(cols, 0) < n_cols);

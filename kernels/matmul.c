@@ -60,7 +60,7 @@ kernel matmul(any *c, const any *a, const any *b, const any *bias, i32 M, i32 N,
     tile ak = A_T ? expand_dims(rk, 1) : expand_dims(rk, 0);     /* [BK, 1] or [1, BK] */
     tile bk = B_T ? expand_dims(rk, 0) : expand_dims(rk, 1);     /* [1, BK] or [BK, 1] */
     tile bn = B_T ? expand_dims(rn, 1) : expand_dims(rn, 0);     /* [BN, 1] or [1, BN] */
-    f32 acc[BM][BN] = 0;
+    acc_t acc[BM][BN] = 0;
     for (i32 k = 0; k < K; k += BK) {
         tile a_t = load(a + batch * sab + am * sam + (ak + k) * sak, (am < M) & (ak + k < K), 0);
         tile b_t = load(b + batch * sbb + (bk + k) * sbk + bn * sbn, (bk + k < K) & (bn < N), 0);
@@ -68,7 +68,7 @@ kernel matmul(any *c, const any *a, const any *b, const any *bias, i32 M, i32 N,
     }
     tile out = acc * alpha;
     if (HAS_BIAS) {
-        out += (f32)load(bias + rn, rn < N, 0);
+        out += (acc_t)load(bias + rn, rn < N, 0);
     }
     if (ACT == 1) {
         out = gelu_exact(out);
@@ -96,9 +96,9 @@ kernel linear_db(any *out, const any *x, i32 rows, i32 cols, i32 s_row, i32 s_co
     i32 last = minimum(first + chunk, rows);
     tile rt = expand_dims(arange(0, BT), 1);
     tile col = expand_dims(cn, 0);
-    f32 acc[BT][BN] = 0;
+    acc_t acc[BT][BN] = 0;
     for (i32 t = first; t < last; t += BT) {
-        acc += (f32)load(x + (rt + t) * s_row + col * s_col, (rt + t < last) & (col < cols), 0);
+        acc += (acc_t)load(x + (rt + t) * s_row + col * s_col, (rt + t < last) & (col < cols), 0);
     }
     store(out + program_id(1) * cols + cn, sum(acc, 0), cn < cols);
 }

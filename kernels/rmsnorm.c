@@ -33,7 +33,7 @@
 #pragma autotune config(ROWS=2, num_warps=16)
 #pragma autotune config(ROWS=4, num_warps=16)
 #pragma autotune config(ROWS=2, num_warps=32)
-kernel rms_norm_fwd(any *y, f32 *rstd, const any *x, const any *w, i32 n_rows, i32 n_cols,
+kernel rms_norm_fwd(any *y, any *rstd, const any *x, const any *w, i32 n_rows, i32 n_cols,
                     i32 x_stride, i32 x_step, i32 y_stride, f32 eps, const i32 BLOCK,
                     const i32 ROWS)
 {
@@ -44,9 +44,9 @@ kernel rms_norm_fwd(any *y, f32 *rstd, const any *x, const any *w, i32 n_rows, i
     tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
     tile r2 = expand_dims(rows, 1);
     tile c2 = expand_dims(cols, 0);
-    tile v = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
+    tile v = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
     tile r = rsqrt(sum(v * v, 1) / n_cols + eps);
-    tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);
+    tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);
     store(y + r2 * y_stride + c2, v * expand_dims(r, 1) * wv, mask);
     store(rstd + rows, r, row_mask);
 }
@@ -62,8 +62,8 @@ kernel rms_norm_fwd(any *y, f32 *rstd, const any *x, const any *w, i32 n_rows, i
 #pragma autotune config(ROWS=4, num_warps=8)
 #pragma autotune config(ROWS=1, num_warps=2)
 #pragma autotune config(ROWS=2, num_warps=16)
-kernel rms_norm_bwd_dx(any *dx, f32 *dw_part, const any *dy, const any *x, const any *w,
-                       const f32 *rstd, i32 n_rows, i32 n_cols, i32 dy_stride, i32 dy_step,
+kernel rms_norm_bwd_dx(any *dx, any *dw_part, const any *dy, const any *x, const any *w,
+                       const any *rstd, i32 n_rows, i32 n_cols, i32 dy_stride, i32 dy_step,
                        i32 x_stride, i32 x_step, i32 dx_stride, const i32 BLOCK,
                        const i32 ROWS)
 {
@@ -71,7 +71,7 @@ kernel rms_norm_bwd_dx(any *dx, f32 *dw_part, const any *dy, const any *x, const
     tile cols = arange(0, BLOCK);
     tile col_mask = cols < n_cols;
     tile c2 = expand_dims(cols, 0);
-    f32 dw_acc[ROWS][BLOCK] = 0;
+    acc_t dw_acc[ROWS][BLOCK] = 0;
     i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
     i32 first = pid * per_program;
     i32 last = minimum(first + per_program, n_rows);
@@ -80,10 +80,10 @@ kernel rms_norm_bwd_dx(any *dx, f32 *dw_part, const any *dy, const any *x, const
         tile row_mask = rows < last;
         tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
         tile r2 = expand_dims(rows, 1);
-        tile g = (f32)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
+        tile g = (acc_t)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
         tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
-        tile xhat = (f32)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f) * r;
-        tile wv = expand_dims((f32)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
+        tile xhat = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f) * r;
+        tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
         tile wg = wv * g;
         tile c1 = expand_dims(sum(xhat * wg, 1) / n_cols, 1);
         store(dx + r2 * dx_stride + c2, (wg - xhat * c1) * r, mask);
@@ -94,12 +94,12 @@ kernel rms_norm_bwd_dx(any *dx, f32 *dw_part, const any *dy, const any *x, const
 
 /* dw[j] = sum over p of dw_part[p, j]; one program per BLOCK_N columns, reading BLOCK_P
  * partial rows at a time. */
-kernel rms_norm_bwd_dw(any *dw, const f32 *dw_part, i32 n_parts, i32 n_cols, const i32 BLOCK_P,
+kernel rms_norm_bwd_dw(any *dw, const any *dw_part, i32 n_parts, i32 n_cols, const i32 BLOCK_P,
                        const i32 BLOCK_N)
 {
     tile cols = program_id(0) * BLOCK_N + arange(0, BLOCK_N);
     tile parts = expand_dims(arange(0, BLOCK_P), 1);
-    f32 acc[BLOCK_P][BLOCK_N] = 0;
+    acc_t acc[BLOCK_P][BLOCK_N] = 0;
     for (i32 c = 0; c * BLOCK_P < n_parts; c++) {
         tile p = c * BLOCK_P + parts;
         tile mask = (p < n_parts) & (expand_dims(cols, 0) < n_cols);

@@ -23,45 +23,45 @@
  * lanes are combined once at the end. One exp per element: e = exp(-|x - m|) is exp(m - x),
  * the factor that rescales s, when x is a new maximum, else exp(x - m), the term to add. A -INF
  * element (masked-off lanes too) adds nothing, so a lane that saw only -INF keeps s = 0. */
-f32 row_logsumexp(tile row, i32 n_cols, i32 step, const i32 BLOCK)
+acc_t row_logsumexp(tile row, i32 n_cols, i32 step, const i32 BLOCK)
 {
     tile cols = arange(0, BLOCK);
-    f32 m[BLOCK] = -INF;
-    f32 s[BLOCK] = 0;
+    acc_t m[BLOCK] = -INF;
+    acc_t s[BLOCK] = 0;
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
-        tile x = (f32)load(row + offs * step, offs < n_cols, -INF);
+        tile x = (acc_t)load(row + offs * step, offs < n_cols, -INF);
         tile e = exp(-abs(x - m));
         s = where(x > m, s * e + 1.0f, where(x == -INF, s, s + e));
         m = maximum(m, x);
     }
-    f32 mx = max(m);
+    acc_t mx = max(m);
     return mx + log(sum(s * exp(m - mx)));
 }
 
 /* sum(a * b) over a row of n_cols elements (column strides a_step, b_step), in chunks of
  * BLOCK. */
-f32 row_dot(tile a, i32 a_step, tile b, i32 b_step, i32 n_cols, const i32 BLOCK)
+acc_t row_dot(tile a, i32 a_step, tile b, i32 b_step, i32 n_cols, const i32 BLOCK)
 {
     tile cols = arange(0, BLOCK);
-    f32 acc[BLOCK] = 0;
+    acc_t acc[BLOCK] = 0;
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
-        tile pa = (f32)load(a + offs * a_step, mask, 0.0f);
-        acc += pa * (f32)load(b + offs * b_step, mask, 0.0f);
+        tile pa = (acc_t)load(a + offs * a_step, mask, 0.0f);
+        acc += pa * (acc_t)load(b + offs * b_step, mask, 0.0f);
     }
     return sum(acc);
 }
 
 /* sum(a) over a row of n_cols elements (column stride step), in chunks of BLOCK. */
-f32 row_sum(tile a, i32 step, i32 n_cols, const i32 BLOCK)
+acc_t row_sum(tile a, i32 step, i32 n_cols, const i32 BLOCK)
 {
     tile cols = arange(0, BLOCK);
-    f32 acc[BLOCK] = 0;
+    acc_t acc[BLOCK] = 0;
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
-        acc += (f32)load(a + offs * step, offs < n_cols, 0.0f);
+        acc += (acc_t)load(a + offs * step, offs < n_cols, 0.0f);
     }
     return sum(acc);
 }
@@ -74,7 +74,7 @@ kernel softmax(any *out, const any *in, i32 n_cols, i32 in_stride, i32 in_step, 
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
-    tile x = (f32)load(in + row * in_stride + cols * in_step, mask, -INF);
+    tile x = (acc_t)load(in + row * in_stride + cols * in_step, mask, -INF);
     tile e = exp(x - max(x));
     store(out + row * out_stride + cols, e * (1.0f / sum(e)), mask);
 }
@@ -85,7 +85,7 @@ kernel log_softmax(any *out, const any *in, i32 n_cols, i32 in_stride, i32 in_st
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
-    tile x = (f32)load(in + row * in_stride + cols * in_step, mask, -INF);
+    tile x = (acc_t)load(in + row * in_stride + cols * in_step, mask, -INF);
     tile shifted = x - max(x);
     store(out + row * out_stride + cols, shifted - log(sum(exp(shifted))), mask);
 }
@@ -97,11 +97,11 @@ kernel softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i32 in
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
-    f32 lse = row_logsumexp(in + row * in_stride, n_cols, in_step, BLOCK);
+    acc_t lse = row_logsumexp(in + row * in_stride, n_cols, in_step, BLOCK);
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
-        tile x = (f32)load(in + row * in_stride + offs * in_step, mask, 0.0f);
+        tile x = (acc_t)load(in + row * in_stride + offs * in_step, mask, 0.0f);
         store(out + row * out_stride + offs, exp(x - lse), mask);
     }
 }
@@ -111,11 +111,11 @@ kernel log_softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i3
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
-    f32 lse = row_logsumexp(in + row * in_stride, n_cols, in_step, BLOCK);
+    acc_t lse = row_logsumexp(in + row * in_stride, n_cols, in_step, BLOCK);
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
-        tile x = (f32)load(in + row * in_stride + offs * in_step, mask, 0.0f);
+        tile x = (acc_t)load(in + row * in_stride + offs * in_step, mask, 0.0f);
         store(out + row * out_stride + offs, x - lse, mask);
     }
 }
@@ -128,8 +128,8 @@ kernel softmax_backward(any *dx, const any *y, const any *dy, i32 n_cols, i32 y_
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
-    tile p = (f32)load(y + row * y_stride + cols * y_step, mask, 0.0f);
-    tile g = (f32)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
+    tile p = (acc_t)load(y + row * y_stride + cols * y_step, mask, 0.0f);
+    tile g = (acc_t)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
     store(dx + row * dx_stride + cols, p * (g - sum(p * g)), mask);
 }
 
@@ -140,8 +140,8 @@ kernel log_softmax_backward(any *dx, const any *y, const any *dy, i32 n_cols, i3
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     tile mask = cols < n_cols;
-    tile logp = (f32)load(y + row * y_stride + cols * y_step, mask, 0.0f);
-    tile g = (f32)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
+    tile logp = (acc_t)load(y + row * y_stride + cols * y_step, mask, 0.0f);
+    tile g = (acc_t)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
     store(dx + row * dx_stride + cols, g - exp(logp) * sum(g), mask);
 }
 
@@ -153,12 +153,12 @@ kernel softmax_backward_looped(any *dx, const any *y, const any *dy, i32 n_cols,
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
-    f32 dot = row_dot(y + row * y_stride, y_step, dy + row * dy_stride, dy_step, n_cols, BLOCK);
+    acc_t dot = row_dot(y + row * y_stride, y_step, dy + row * dy_stride, dy_step, n_cols, BLOCK);
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
-        tile p = (f32)load(y + row * y_stride + offs * y_step, mask, 0.0f);
-        tile g = (f32)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
+        tile p = (acc_t)load(y + row * y_stride + offs * y_step, mask, 0.0f);
+        tile g = (acc_t)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
         store(dx + row * dx_stride + offs, p * (g - dot), mask);
     }
 }
@@ -169,12 +169,12 @@ kernel log_softmax_backward_looped(any *dx, const any *y, const any *dy, i32 n_c
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
-    f32 total = row_sum(dy + row * dy_stride, dy_step, n_cols, BLOCK);
+    acc_t total = row_sum(dy + row * dy_stride, dy_step, n_cols, BLOCK);
     for (i32 c = 0; c * BLOCK < n_cols; c++) {
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
-        tile logp = (f32)load(y + row * y_stride + offs * y_step, mask, 0.0f);
-        tile g = (f32)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
+        tile logp = (acc_t)load(y + row * y_stride + offs * y_step, mask, 0.0f);
+        tile g = (acc_t)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
         store(dx + row * dx_stride + offs, g - exp(logp) * total, mask);
     }
 }

@@ -26,6 +26,7 @@ typedef double f64;
 typedef void kernel;                /* `kernel name(params) { ... }` is an entry point          */
 typedef void any;                   /* `const any *p`: element type taken from the argument     */
 typedef struct tx_tile tile;        /* `tile x = ...;` a block-wide value, shape/dtype inferred */
+typedef struct tx_acc acc_t;        /* compute type: f64 if a pointer argument is f64, else f32 */
 
 /* ---- constants (weak f32: they adopt the float type they meet) ----------------------------- */
 extern const f32 INF;               /* +infinity                                                */
@@ -68,8 +69,9 @@ tile split(tile x, i32 k);          /* x[..., k] of a tile whose last dimension 
 
 /* ---- matrix products ------------------------------------------------------------------------ */
 /* dot(a, b, acc = 0, input_precision = IEEE): a [M, K] @ b [K, N] + acc, M, N, K >= 16 (or     */
-/* batches [B, M, K] @ [B, K, N]); f16/bf16 accumulate in f32, i8 in i32; f32 inputs are IEEE    */
-/* unless TF32 (inputs rounded to TF32) or TF32X3 (three TF32 products, near f32) is asked for.  */
+/* batches [B, M, K] @ [B, K, N]); f16/bf16 accumulate in f32, i8 in i32, f64 in f64 (FMAs on  */
+/* the GPU); f32 inputs are IEEE unless TF32 (inputs rounded to TF32) or TF32X3 (three TF32      */
+/* products, near f32) is asked for.                                                             */
 /* The NumPy interpreter runs it today; the tensor-core CUDA lowering is not written yet.        */
 extern const i32 IEEE, TF32, TF32X3;
 tile dot(tile a, tile b, ...);

@@ -447,16 +447,16 @@ __device__ __forceinline__ unsigned char* align1024(unsigned char* p) {
     return p + ((1024 - (smem_address(p) & 1023)) & 1023);
 }
 
-// acc += A @ B in f32 FMAs (IEEE f32 dot: no tensor cores), A as [M][K] and B as [N][K] in
-// shared memory; each thread sums its own accumulator elements in order of k.
-template <class Acc, class SA, class SB, int K>
-__device__ __forceinline__ void dot_fma(float* acc, const float* sA, const float* sB) {
+// acc += A @ B in FMAs of T (IEEE f32 or f64 dot: no tensor cores), A as [M][K] and B as
+// [N][K] in shared memory; each thread sums its own accumulator elements in order of k.
+template <class Acc, class SA, class SB, int K, class T>
+__device__ __forceinline__ void dot_fma(T* acc, const T* sA, const T* sB) {
 #pragma unroll
     for (int r = 0; r < Acc::REGS; ++r) {
         const int m = Acc::coord(r, 0), n = Acc::coord(r, 1);
-        float s = acc[r];
+        T s = acc[r];
 #pragma unroll 8
-        for (int k = 0; k < K; ++k) s = ::fmaf(sA[SA::offset(m, k)], sB[SB::offset(n, k)], s);
+        for (int k = 0; k < K; ++k) s = tx::fma(sA[SA::offset(m, k)], sB[SB::offset(n, k)], s);
         acc[r] = s;
     }
 }

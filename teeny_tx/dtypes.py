@@ -10,6 +10,7 @@ them). Every other module reads dtypes from here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -117,6 +118,19 @@ F64 = DType("f64", "f", 64, "double", np.dtype(np.float64), "float64", ("double"
 DTYPES: dict[str, DType] = {
     d.name: d for d in (BOOL, I8, I16, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F64)
 }
+
+# The compute type. `acc_t` in a kernel (prelude/language.h) names the dtype its arithmetic runs
+# in, fixed per specialisation by the kernel's pointer arguments: f64 when one of them points
+# to f64 data, else f32 (f16 and bf16 compute in f32, as PyTorch's at::acc_type). A kernel that
+# writes `(acc_t)load(x + offs)` and `acc_t sum[BLOCK] = 0;` computes f16/bf16/f32 data in f32,
+# exactly as with f32 spelled out, and f64 data in f64.
+ACC = "acc_t"
+
+
+def acc_dtype(pointees: Iterable[DType]) -> DType:
+    """The dtype `acc_t` names in a kernel whose pointer arguments point to ``pointees``."""
+    return F64 if F64 in tuple(pointees) else F32
+
 
 # Lookups derived from the table (nothing else spells a dtype)
 _FROM_NUMPY: dict[np.dtype, str] = {d.numpy: d.name for d in DTYPES.values() if d.numpy}

@@ -116,6 +116,18 @@ def test_a_quoted_file_must_hold_the_quoted_lines(tmp_path):
     assert "does not exist" in book.check_page(_page(tmp_path, no_file))[0]
 
 
+def test_blocks_run_in_a_module_importable_while_the_page_runs(tmp_path):
+    """torch.compile imports the module of each function it traces (tested by import here, as
+    Dynamo does it: its failure, 'No module named __book__', was seen on torch 2.11)."""
+    text = (
+        "<!-- book: run -->\n```python\nimport importlib\nx = 42\n"
+        "print(__name__, importlib.import_module(__name__).x)\n```\n\n"
+        "<!-- book: output -->\n```text\n__book__ 42\n```\n"
+    )
+    assert book.check_page(_page(tmp_path, text)) == []
+    assert book.BOOK_MODULE not in sys.modules
+
+
 def test_gpu_blocks_run_only_in_the_gpu_check(tmp_path):
     text = '<!-- book: gpu -->\n```python\nraise RuntimeError("needs a GPU")\n```\n'
     assert book.check_page(_page(tmp_path, text)) == []

@@ -410,8 +410,8 @@ def _f(*shape, dtype=np.float32):
             r"precision='tf32' applies to f32 inputs only",
         ),
         (
-            lambda: linalg.matmul(_f(2, 3), _f(3, 5), out_dtype="f64", interpret=True),
-            r"out_dtype must be one of f32, f16, bf16",
+            lambda: linalg.matmul(_f(2, 3), _f(3, 5), out_dtype="i32", interpret=True),
+            r"out_dtype must be one of f32, f16, bf16, f64",
         ),
         (
             lambda: linalg.matmul(_f(2, 3), _f(3, 5), config=(16, 16, 16), interpret=True),

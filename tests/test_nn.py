@@ -228,8 +228,8 @@ def _f32(*shape):
     [
         (lambda: nn.softmax(_f32(2, 3, 4), interpret=True), r"softmax: x must be 2-D"),
         (
-            lambda: nn.softmax(np.zeros((2, 3)), interpret=True),
-            r"x has dtype float64; this takes f32",
+            lambda: nn.softmax(np.zeros((2, 3), np.int32), interpret=True),
+            r"x has dtype int32; this takes f32, f16, bf16, f64",
         ),
         (lambda: nn.softmax(_f32(2, 3)), r"NumPy array; pass CuPy arrays or torch CUDA tensors"),
         (

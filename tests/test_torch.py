@@ -16,6 +16,8 @@ import teeny_tx.torch as ttx  # noqa: E402
 from teeny_tx import TeenyError  # noqa: E402
 from teeny_tx.library import torch_ops as ops  # noqa: E402
 
+F64 = torch.float64
+
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
@@ -35,84 +37,92 @@ def _targets(n, classes, seed=0, ignore=True):
 # ---------------------------------------------------------------- opcheck
 
 
-def _samples():
-    """(op, args) of each custom op, f32 CPU, odd sizes, some strided."""
-    x = _randn(5, 37)
-    wide = _randn(4, 3, 40)[..., :33]  # strided view: row stride 40
-    w, b = _randn(33, seed=1), _randn(33, seed=2)
+def _samples(dtype):
+    """(op, args) of each custom op, CPU tensors of ``dtype``, odd sizes, some strided."""
+
+    def r(*shape, seed=0):
+        return _randn(*shape, dtype=dtype, seed=seed)
+
+    x = r(5, 37)
+    wide = r(4, 3, 40)[..., :33]  # strided view: row stride 40
+    w, b = r(33, seed=1), r(33, seed=2)
     return {
         "softmax": (ops.softmax_op, (x,)),
         "log_softmax": (ops.log_softmax_op, (wide,)),
         "layer_norm": (ops.layer_norm_op, (wide, w, b, 1e-5)),
         "rms_norm": (ops.rms_norm_op, (wide, w, 1e-6)),
-        "dropout": (ops.dropout_op, (_randn(3, 41), 0.3, torch.tensor([1234]))),
-        "cross_entropy": (ops.cross_entropy_op, (_randn(9, 11), _targets(9, 11), -100)),
-        "matmul": (ops.matmul_op, (_randn(20, 17), _randn(19, 17, seed=1).t())),
-        "bmm": (ops.bmm_op, (_randn(3, 17, 16), _randn(3, 16, 18, seed=1))),
-        "linear": (ops.linear_op, (_randn(20, 17), _randn(19, 17, seed=1), _randn(19), "")),
-        "linear_gelu": (ops.linear_op, (_randn(20, 17), _randn(19, 17, seed=1), None, "gelu")),
-        "embedding": (ops.embedding_op, (_randn(10, 16), torch.randint(0, 10, (3, 5)))),
-        "add_layer_norm": (ops.add_layer_norm_op, (wide, _randn(4, 3, 33, seed=3), w, b, 1e-5)),
-        "add_rms_norm": (ops.add_rms_norm_op, (wide, _randn(4, 3, 33, seed=3), w, 1e-6)),
-        "activation": (ops.activation_op, (_randn(2, 33), "gelu_tanh")),
-        "swiglu": (ops.swiglu_op, (_randn(2, 33), _randn(2, 33, seed=1))),
+        "dropout": (ops.dropout_op, (r(3, 41), 0.3, torch.tensor([1234]))),
+        "cross_entropy": (ops.cross_entropy_op, (r(9, 11), _targets(9, 11), -100)),
+        "matmul": (ops.matmul_op, (r(20, 17), r(19, 17, seed=1).t())),
+        "bmm": (ops.bmm_op, (r(3, 17, 16), r(3, 16, 18, seed=1))),
+        "linear": (ops.linear_op, (r(20, 17), r(19, 17, seed=1), r(19), "")),
+        "linear_gelu": (ops.linear_op, (r(20, 17), r(19, 17, seed=1), None, "gelu")),
+        "embedding": (ops.embedding_op, (r(10, 16), torch.randint(0, 10, (3, 5)))),
+        "add_layer_norm": (ops.add_layer_norm_op, (wide, r(4, 3, 33, seed=3), w, b, 1e-5)),
+        "add_rms_norm": (ops.add_rms_norm_op, (wide, r(4, 3, 33, seed=3), w, 1e-6)),
+        "activation": (ops.activation_op, (r(2, 33), "gelu_tanh")),
+        "swiglu": (ops.swiglu_op, (r(2, 33), r(2, 33, seed=1))),
         # the backward ops on their own (autograd calls them; compiled graphs hold them)
-        "softmax_backward": (ops.softmax_backward_op, (x.softmax(-1), _randn(5, 37, seed=1))),
+        "softmax_backward": (ops.softmax_backward_op, (x.softmax(-1), r(5, 37, seed=1))),
         "log_softmax_backward": (
             ops.log_softmax_backward_op,
-            (x.log_softmax(-1), _randn(5, 37, seed=1)),
+            (x.log_softmax(-1), r(5, 37, seed=1)),
         ),
         "layer_norm_backward": (
             ops.layer_norm_backward_op,
-            (_randn(4, 3, 33, seed=4), wide, w, *ops.layer_norm_op(wide, w, b, 1e-5)[1:]),
+            (r(4, 3, 33, seed=4), wide, w, *ops.layer_norm_op(wide, w, b, 1e-5)[1:]),
         ),
         "rms_norm_backward": (
             ops.rms_norm_backward_op,
-            (_randn(4, 3, 33, seed=4), wide, w, ops.rms_norm_op(wide, w, 1e-6)[1]),
+            (r(4, 3, 33, seed=4), wide, w, ops.rms_norm_op(wide, w, 1e-6)[1]),
         ),
         "cross_entropy_backward": (
             ops.cross_entropy_backward_op,
-            (_randn(9, 11), _targets(9, 11), _randn(9, 11).logsumexp(-1), -100),
+            (r(9, 11), _targets(9, 11), r(9, 11).logsumexp(-1), -100),
         ),
         "linear_backward": (
             ops.linear_backward_op,
-            (_randn(20, 19), _randn(20, 17, seed=1), _randn(19, 17, seed=2), True),
+            (r(20, 19), r(20, 17, seed=1), r(19, 17, seed=2), True),
         ),
         "embedding_backward": (
             ops.embedding_backward_op,
-            (_randn(3, 5, 16), torch.randint(0, 10, (3, 5)), 10),
+            (r(3, 5, 16), torch.randint(0, 10, (3, 5)), 10),
         ),
         "add_layer_norm_backward": (
             ops.add_layer_norm_backward_op,
-            (x, _randn(5, 37, seed=1), _randn(5, 37, seed=2), _randn(37), *_stats(5, 2)),
+            (x, r(5, 37, seed=1), r(5, 37, seed=2), r(37), *_stats(5, 2, dtype)),
         ),
         "add_rms_norm_backward": (
             ops.add_rms_norm_backward_op,
-            (x, _randn(5, 37, seed=1), _randn(5, 37, seed=2), _randn(37), _stats(5, 1)[0]),
+            (x, r(5, 37, seed=1), r(5, 37, seed=2), r(37), _stats(5, 1, dtype)[0]),
         ),
         "activation_backward": (
             ops.activation_backward_op,
-            (_randn(2, 33), _randn(2, 33, seed=1), "silu"),
+            (r(2, 33), r(2, 33, seed=1), "silu"),
         ),
         "swiglu_backward": (
             ops.swiglu_backward_op,
-            (_randn(30), _randn(30, seed=1), _randn(30, seed=2)),
+            (r(30), r(30, seed=1), r(30, seed=2)),
         ),
-        "dropout_backward": (ops.dropout_backward_op, (_randn(3, 41), 0.3, torch.tensor([7]))),
+        "dropout_backward": (ops.dropout_backward_op, (r(3, 41), 0.3, torch.tensor([7]))),
     }
 
 
-def _stats(rows, n):
-    """``n`` f32 statistics per row (a mean, a positive rstd)."""
-    return [_randn(rows, seed=10 + i).abs() + 0.5 for i in range(n)]
+def _stats(rows, n, dtype):
+    """``n`` statistics per row (a mean, a positive rstd), in the ops' statistics dtype."""
+    stat = ops.stat_dtype(torch.empty(0, dtype=dtype))
+    return [_randn(rows, seed=10 + i, dtype=stat).abs() + 0.5 for i in range(n)]
 
 
-SAMPLES = _samples()
+SAMPLES = {torch.float32: _samples(torch.float32), F64: _samples(F64)}
 
 
-@pytest.mark.parametrize("name", list(SAMPLES))
-def test_opcheck(name):
-    op, args = SAMPLES[name]
+@pytest.mark.parametrize("dtype", list(SAMPLES), ids=str)
+@pytest.mark.parametrize("name", list(SAMPLES[torch.float32]))
+def test_opcheck(name, dtype):
+    """Every op's fake (shapes, dtypes: f64 statistics for f64 data), schema and autograd
+    registration, in f32 and f64."""
+    op, args = SAMPLES[dtype][name]
     grads = not name.endswith("_backward")  # backward ops have no autograd (no double backward)
     args = tuple(
         a.detach().clone().requires_grad_(grads and a.is_floating_point())
@@ -125,14 +135,49 @@ def test_opcheck(name):
 
 # ---------------------------------------------------------------- gradcheck
 
-F64 = torch.float64
-
 
 def _f64(*shape, seed=0, scale=1.0):
     return _randn(*shape, dtype=F64, seed=seed, scale=scale).requires_grad_()
 
 
+# Every op with a backward, in float64: the kernels compute in acc_t, which is f64 for f64
+# data (statistics and partial sums too; dot() accumulates f64 in f64), so finite differences
+# (torch's default step 1e-6) and the backward kernels agree to gradcheck's default tolerances.
 GRADCHECK_F64 = {
+    "softmax": lambda: (ttx.softmax, (_f64(3, 7),)),
+    "softmax_dim0": lambda: (lambda x: ttx.softmax(x, 0), (_f64(5, 3),)),
+    "log_softmax": lambda: (ttx.log_softmax, (_f64(3, 7, scale=2.0),)),
+    "layer_norm": lambda: (
+        lambda x, w, b: ttx.layer_norm(x, (6,), w, b),
+        (_f64(3, 6), _f64(6, seed=1), _f64(6, seed=2)),
+    ),
+    "layer_norm_strided": lambda: (
+        lambda x, w, b: ttx.layer_norm(x[:, 1:6], (5,), w, b),
+        (_f64(3, 8), _f64(5, seed=1), _f64(5, seed=2)),
+    ),
+    "rms_norm": lambda: (lambda x, w: ttx.rms_norm(x, (9,), w), (_f64(4, 9), _f64(9, seed=1))),
+    "cross_entropy": lambda: (
+        lambda x: ttx.cross_entropy(x, torch.tensor([2, -100, 0, 4])),
+        (_f64(4, 5, scale=2.0),),
+    ),
+    "cross_entropy_1x1": lambda: (
+        lambda x: ttx.cross_entropy(x, torch.tensor([0])),
+        (_f64(1, 1),),
+    ),
+    "matmul": lambda: (ttx.matmul, (_f64(5, 4), _f64(4, 3, seed=1))),
+    "bmm": lambda: (ttx.matmul, (_f64(2, 3, 2), _f64(2, 2, 3, seed=1))),
+    "linear": lambda: (
+        lambda x, w, b: ttx.linear(x, w, b),
+        (_f64(2, 3, 4), _f64(3, 4, seed=1), _f64(3, seed=2)),
+    ),
+    "linear_silu": lambda: (
+        lambda x, w, b: ttx.linear(x, w, b, "silu"),
+        (_f64(5, 4), _f64(3, 4, seed=1), _f64(3, seed=2)),
+    ),
+    "linear_gelu": lambda: (
+        lambda x, w: ttx.linear(x, w, None, "gelu"),
+        (_f64(5, 4), _f64(3, 4, seed=1)),
+    ),
     "gelu": lambda: (lambda x: ttx.gelu(x), (_f64(3, 7, scale=2.0),)),
     "gelu_tanh": lambda: (lambda x: ttx.gelu(x, "tanh"), (_f64(3, 7, scale=2.0),)),
     "silu": lambda: (ttx.silu, (_f64(19, scale=2.0),)),
@@ -147,11 +192,15 @@ GRADCHECK_F64 = {
     ),
     "add_layer_norm": lambda: (
         lambda x, r, w, b: ttx.add_layer_norm(x, r, w, b),
-        (_f64(4, 9), _f64(4, 9, seed=1), _f64(9, seed=2), _f64(9, seed=3)),
+        (_f64(3, 5), _f64(3, 5, seed=1), _f64(5, seed=2), _f64(5, seed=3)),
     ),
     "add_rms_norm": lambda: (
         lambda x, r, w: ttx.add_rms_norm(x, r, w),
-        (_f64(4, 9), _f64(4, 9, seed=1), _f64(9, seed=2)),
+        (_f64(3, 5), _f64(3, 5, seed=1), _f64(5, seed=2)),
+    ),
+    "attention": lambda: (
+        lambda q, k, v: ttx.attention(q, k, v, causal=True),
+        (_f64(1, 1, 4, 3), _f64(1, 1, 4, 3, seed=1), _f64(1, 1, 4, 3, seed=2)),
     ),
 }
 
@@ -162,39 +211,22 @@ def test_gradcheck_float64(name):
     assert torch.autograd.gradcheck(fn, args)
 
 
-def _f32(*shape, seed=0, scale=1.0):
-    return _randn(*shape, seed=seed, scale=scale).requires_grad_()
-
-
-# These kernels compute in f32 whatever the data (softmax.c, layernorm.c, rmsnorm.c and
-# cross_entropy.c keep f32 statistics; dot() has no f64): gradcheck in float32 with a step and
-# tolerance that f32 rounding allows (eps 1e-2: finite differences exact to ~1e-5 relative).
-GRADCHECK_F32 = {
-    "softmax": lambda: (ttx.softmax, (_f32(3, 7),)),
-    "log_softmax": lambda: (ttx.log_softmax, (_f32(3, 7),)),
-    "layer_norm": lambda: (
-        lambda x, w, b: ttx.layer_norm(x, (9,), w, b),
-        (_f32(4, 9), _f32(9, seed=1), _f32(9, seed=2)),
-    ),
-    "rms_norm": lambda: (lambda x, w: ttx.rms_norm(x, (9,), w), (_f32(4, 9), _f32(9, seed=1))),
-    "cross_entropy": lambda: (
-        lambda x: ttx.cross_entropy(x, torch.tensor([2, -100, 0, 4])),
-        (_f32(4, 5),),
-    ),
-    "matmul": lambda: (ttx.matmul, (_f32(5, 4), _f32(4, 3, seed=1))),
-    "bmm": lambda: (ttx.matmul, (_f32(2, 5, 4), _f32(2, 4, 3, seed=1))),
-    "linear_silu": lambda: (
-        lambda x, w, b: ttx.linear(x, w, b, "silu"),
-        (_f32(5, 4), _f32(3, 4, seed=1), _f32(3, seed=2)),
-    ),
-}
-
-
-@pytest.mark.filterwarnings("ignore:Input #")  # gradcheck's "not double precision" warning
-@pytest.mark.parametrize("name", list(GRADCHECK_F32))
-def test_gradcheck_float32(name):
-    fn, args = GRADCHECK_F32[name]()
-    assert torch.autograd.gradcheck(fn, args, eps=1e-2, atol=2e-3, rtol=2e-3)
+def test_float64_ops_compute_in_float64():
+    """What gradcheck relies on, checked directly: f64 data in, f64 results out and the
+    statistics in f64, within 1e-13 of torch's float64 ops (an f32 step anywhere would show
+    as an error near 1e-7)."""
+    x = _randn(6, 37, dtype=F64, scale=3.0)
+    w, b = _randn(37, dtype=F64, seed=1), _randn(37, dtype=F64, seed=2)
+    y, mean, rstd = ops.layer_norm_op(x, w, b, 0.0)
+    assert mean.dtype == rstd.dtype == F64
+    torch.testing.assert_close(y, F.layer_norm(x, (37,), w, b, 0.0), rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(rstd, 1 / x.var(-1, unbiased=False).sqrt(), rtol=1e-13, atol=0)
+    loss, lse = ops.cross_entropy_op(x, _targets(6, 37), -100)
+    assert loss.dtype == lse.dtype == F64
+    torch.testing.assert_close(loss, F.cross_entropy(x, _targets(6, 37)), rtol=1e-14, atol=0)
+    torch.testing.assert_close(ttx.softmax(x), x.softmax(-1), rtol=1e-14, atol=1e-16)
+    a, m = _randn(33, 40, dtype=F64), _randn(40, 17, dtype=F64, seed=1)
+    torch.testing.assert_close(ttx.matmul(a, m), a @ m, rtol=1e-14, atol=1e-13)
 
 
 # ---------------------------------------------------------------- against torch
@@ -203,9 +235,13 @@ TOL = {torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2, torch.flo
 
 
 def _close(got, want, dtype, scale=None):
+    """Within TOL of torch's, NaN exactly where torch's is NaN (an all-ignored loss)."""
     tol = TOL[dtype]
-    scale = want.abs().max().item() if scale is None else scale
     assert got.dtype == want.dtype and got.shape == want.shape
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan), f"NaN at {got.isnan().nonzero()}, torch {nan.nonzero()}"
+    got, want = got[~nan], want[~nan]
+    scale = (want.abs().max().item() if want.numel() else 0.0) if scale is None else scale
     err = (got.double() - want.double()).abs().max().item() if want.numel() else 0.0
     assert err <= tol * (1.0 + scale), f"max error {err} (scale {scale})"
 
@@ -226,7 +262,14 @@ def _both(ours, theirs, inputs, seed=7):
             _close(xa.grad, xb.grad, xb.dtype)
 
 
-DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def _up(t):
+    """A tensor in the dtype the kernels compute it in (f32, f64 for f64): the reference."""
+    return t.double() if t.dtype == F64 else t.float()
+
+
 SHAPES = ((1, 1), (3, 1001), (2, 5, 64))
 
 
@@ -241,16 +284,16 @@ def test_row_ops_against_torch(shape, dtype):
     c = shape[-1]
     w, b = _randn(c, dtype=dtype, seed=1) + 1, _randn(c, dtype=dtype, seed=2)
     r = _rows_of(shape, dtype, seed=3)
-    _both(ttx.softmax, lambda x: torch.softmax(x.float(), -1).to(dtype), [x])
-    _both(ttx.log_softmax, lambda x: torch.log_softmax(x.float(), -1).to(dtype), [x])
+    _both(ttx.softmax, lambda x: torch.softmax(_up(x), -1).to(dtype), [x])
+    _both(ttx.log_softmax, lambda x: torch.log_softmax(_up(x), -1).to(dtype), [x])
     _both(
         lambda x, w, b: ttx.layer_norm(x, (c,), w, b),
-        lambda x, w, b: F.layer_norm(x.float(), (c,), w.float(), b.float()).to(dtype),
+        lambda x, w, b: F.layer_norm(_up(x), (c,), _up(w), _up(b)).to(dtype),
         [x, w, b],
     )
     _both(
         lambda x, w: ttx.rms_norm(x, (c,), w, 1e-6),
-        lambda x, w: F.rms_norm(x.float(), (c,), w.float(), 1e-6).to(dtype),
+        lambda x, w: F.rms_norm(_up(x), (c,), _up(w), 1e-6).to(dtype),
         [x, w],
     )
     _both(
@@ -266,13 +309,21 @@ def test_row_ops_against_torch(shape, dtype):
 
 
 def _ref_add_layer_norm(x, r, w, b, dtype):
-    h = x.float() + r.float()
-    return F.layer_norm(h, (h.shape[-1],), w.float(), b.float()).to(dtype), h.to(dtype)
+    h = _up(x) + _up(r)
+    return F.layer_norm(h, (h.shape[-1],), _up(w), _up(b)).to(dtype), h.to(dtype)
 
 
 def _ref_add_rms_norm(x, r, w, dtype):
-    h = x.float() + r.float()
-    return F.rms_norm(h, (h.shape[-1],), w.float(), 1e-6).to(dtype), h.to(dtype)
+    h = _up(x) + _up(r)
+    return F.rms_norm(h, (h.shape[-1],), _up(w), 1e-6).to(dtype), h.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64], ids=str)
+def test_long_rows_take_the_looped_kernels(dtype):
+    """Rows longer than one tile (nn.MAX_ROW_BLOCK): the chunked online-softmax kernels."""
+    x = _rows_of((2, 16411), dtype)
+    _both(ttx.softmax, lambda x: torch.softmax(_up(x), -1).to(dtype), [x])
+    _both(ttx.log_softmax, lambda x: torch.log_softmax(_up(x), -1).to(dtype), [x])
 
 
 def test_row_ops_take_strided_views():
@@ -297,9 +348,23 @@ def test_cross_entropy_against_torch(rows, classes, dtype):
     t = _targets(rows, classes)
     _both(
         lambda x: ttx.cross_entropy(x, t),
-        lambda x: F.cross_entropy(x.float(), t).to(torch.float32),
+        lambda x: F.cross_entropy(_up(x), t),
         [logits],
     )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("rows,classes", [(1, 1), (5, 1), (1, 7)])
+def test_cross_entropy_edge_rows(rows, classes, dtype):
+    """One row, one class (loss 0, gradient 0) and every row ignored (loss NaN, gradient 0),
+    as torch."""
+    logits = _randn(rows, classes, dtype=dtype, scale=3.0)
+    for t in (_targets(rows, classes, ignore=False), torch.full((rows,), -100)):
+        _both(
+            lambda x, t=t: ttx.cross_entropy(x, t),
+            lambda x, t=t: F.cross_entropy(_up(x), t),
+            [logits],
+        )
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -316,7 +381,7 @@ def test_linear_against_torch(activation, dtype):
     }[activation]
     _both(
         lambda x, w, b: ttx.linear(x, w, b, activation),
-        lambda x, w, b: act(F.linear(x.float(), w.float(), b.float())).to(dtype),
+        lambda x, w, b: act(F.linear(_up(x), _up(w), _up(b))).to(dtype),
         [x, w, b],
     )
 
@@ -324,12 +389,12 @@ def test_linear_against_torch(activation, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_matmul_against_torch(dtype):
     a, b = _randn(19, 33, dtype=dtype), _randn(40, 21, dtype=dtype, seed=1)[7:40, ::1]
-    _both(ttx.matmul, lambda a, b: (a.float() @ b.float()).to(dtype), [a, b])
+    _both(ttx.matmul, lambda a, b: (_up(a) @ _up(b)).to(dtype), [a, b])
     a3, b3 = _randn(3, 17, 16, dtype=dtype), _randn(3, 18, 16, dtype=dtype).transpose(1, 2)
-    _both(ttx.matmul, lambda a, b: torch.bmm(a.float(), b.float()).to(dtype), [a3, b3])
+    _both(ttx.matmul, lambda a, b: torch.bmm(_up(a), _up(b)).to(dtype), [a3, b3])
 
 
-@pytest.mark.parametrize("dtype", (*DTYPES, torch.float64), ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("n", [1, 1001])
 def test_elementwise_against_torch(n, dtype):
     x, y = _randn(n, dtype=dtype, scale=3.0), _randn(n, dtype=dtype, seed=1)
@@ -343,7 +408,7 @@ def test_elementwise_against_torch(n, dtype):
     _both(ttx.swiglu, lambda g, u: (F.silu(g.double()) * u.double()).to(dtype), [x, y])
 
 
-@pytest.mark.parametrize("dtype", (*DTYPES, torch.float64), ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_embedding_against_torch(dtype):
     w = _randn(50, 19, dtype=dtype)
     idx = torch.randint(0, 50, (4, 33), generator=_gen(3))

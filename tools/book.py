@@ -6,8 +6,10 @@ just above it, by an HTML comment (invisible on the site) naming its kind:
 
 ``<!-- book: run -->``
     Python, run on the CPU (the interpreter) by ``tests/test_book.py``. The ``run`` blocks of a
-    page share one namespace, in page order, like the cells of a notebook; the working
-    directory is the repository root.
+    page share one namespace, in page order, like the cells of a notebook: a module named
+    ``__book__``, importable while the page runs (as a script's ``__main__`` is, so that
+    ``torch.compile`` can import the module of a function it traces); the working directory is
+    the repository root.
 ``<!-- book: gpu -->``
     Python that needs a GPU, run by ``tests/gpu/test_book_gpu.py`` after the page's ``run``
     blocks (so it may use their names).
@@ -46,12 +48,14 @@ import os
 import re
 import subprocess
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
+BOOK_MODULE = "__book__"  # the module a page's blocks run in
 KINDS = ("run", "gpu", "output", "file", "excerpt", "readme", "shell", "figure")
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+)(?P<info>[^`]*)$")
 _COMMENT = re.compile(r"<!--\s*book:\s*(?P<body>.*?)\s*-->\s*$", re.DOTALL)
@@ -227,15 +231,19 @@ def check_page(page: Path, gpu: bool = False) -> list[str]:
     compared (the CPU test compares the rest).
     """
     failures: list[str] = []
-    namespace: dict = {"__name__": "__book__"}
+    # The blocks run in a module of their own, importable while the page runs (as a script's
+    # __main__ is): torch.compile imports the module of each function whose globals it reads.
+    module = types.ModuleType(BOOK_MODULE)
+    namespace = module.__dict__
     printed: str | None = None  # the output of the last code that ran, for output blocks
     source = ""  # the kind of that code
-    old = os.getcwd()
-    os.chdir(ROOT)
     try:
         page_blocks = blocks(page)
     except BookError as e:
         return [str(e)]
+    old = os.getcwd()
+    os.chdir(ROOT)
+    sys.modules[BOOK_MODULE] = module
     try:
         for block in page_blocks:
             try:
@@ -276,6 +284,8 @@ def check_page(page: Path, gpu: bool = False) -> list[str]:
                 failures.append(f"{block.where} ({block.kind}): {type(e).__name__}: {e}")
     finally:
         os.chdir(old)
+        if sys.modules.get(BOOK_MODULE) is module:
+            del sys.modules[BOOK_MODULE]
     return failures
 
 

@@ -17,12 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import DTYPES, TORCH_NAMES, from_numpy
+from ..dtypes import DTYPES, TORCH_NAMES, acc_dtype, from_numpy
 from ..errors import LaunchError
 from ..kernel import Kernel
 from ..runtime.streams import torch_stream
 
-FLOATS = ("f32", "f16", "bf16")
+# The float dtypes the library's kernels take: they compute in f32, f64 for f64 data (acc_t,
+# dtypes.acc_dtype); f64 is what torch.autograd.gradcheck runs on CPU tensors (the interpreter).
+FLOATS = ("f32", "f16", "bf16", "f64")
 
 
 INTERPRETER_SMS = 132  # the interpreter splits work as on an H200, so both backends agree
@@ -86,6 +88,12 @@ class Arrays:
             return TORCH_NAMES.get(str(a.dtype).removeprefix("torch."))
         d = from_numpy(a.dtype)
         return d.name if d is not None else None
+
+    def acc(self, a: Any) -> str:
+        """The dtype the kernels compute ``a``'s data in, and keep statistics in: f64 for f64,
+        else f32 (the kernels' ``acc_t``)."""
+        d = self.dtype(a)
+        return acc_dtype([DTYPES[d]] if d in DTYPES else []).name
 
     def strides(self, a: Any) -> tuple[int, ...]:
         """Strides in elements."""

@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import DTYPES, acc_dtype
 from ..runtime.grid import cdiv
-from .arrays import Arrays
+from .arrays import FLOATS, Arrays
 from .loader import module
 from .nn import PARTIAL_BLOCK_N, PARTIAL_BLOCK_P, norm_config, partial_programs
 
-FLOATS = ("f32", "f16", "bf16", "f64")
 ELEMENTWISE_BLOCK = 1024
 EMBED_BLOCK_T, EMBED_BLOCK_D = 16, 128
 _ROUND = {"f16": 1, "bf16": 2}  # add_norm.c's ROUND: h rounded before it is normalised
@@ -29,8 +29,8 @@ ACTIVATIONS = {"gelu": 1, "gelu_tanh": 2, "relu": 3, "silu": 4}  # kernels/matmu
 
 
 def wide_dtype(dtype: str) -> str:
-    """The dtype the kernels compute and keep statistics in for ``dtype`` data."""
-    return "f64" if dtype == "f64" else "f32"
+    """The dtype the kernels compute and keep statistics in for ``dtype`` data (acc_t)."""
+    return acc_dtype([DTYPES[dtype]]).name
 
 
 def _size(a: Any) -> int:

@@ -709,6 +709,12 @@ def _operand(arrays: _Arrays, x: Any, name: str, what: str) -> tuple[tuple[int, 
         dims = ", ".join(what)
         raise arrays.error(f"{name} must be {len(what)}-D [{dims}], got shape {tuple(x.shape)}")
     arrays.check_dtype(x, name, FLOATS)
+    if arrays.dtype(x) == "f64" and arrays.kind != "numpy":
+        raise arrays.error(
+            f"{name} is f64: f64 products run on the interpreter only (NumPy arrays with "
+            "interpret=True, CPU tensors through teeny_tx.torch); on the GPU multiply f32, "
+            "f16 or bf16"
+        )
     return tuple(int(d) for d in x.shape), arrays.strides(x)
 
 
@@ -971,7 +977,7 @@ def _column_sums(arrays: _Arrays, x: Any, rows: int, cols: int, s_row: int, s_co
         args = (out, x, rows, cols, s_row, s_col, max(rows, 1))
         _launch(arrays, kernel, (col_programs, 1), args, 4, 2, **blocks)
         return out
-    partial = arrays.empty((parts, cols), "f32")
+    partial = arrays.empty((parts, cols), arrays.acc(x))
     args = (partial, x, rows, cols, s_row, s_col, chunk)
     _launch(arrays, kernel, (col_programs, parts), args, 4, 2, **blocks)
     args = (out, partial, parts, cols, cols, 1, parts)

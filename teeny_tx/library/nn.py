@@ -1,12 +1,13 @@
 """Row operations of neural networks: softmax, layer norm, RMS norm and cross-entropy.
 
 Input: CuPy arrays or torch CUDA tensors of shape [rows, cols] (last dimension contiguous, any
-row stride; f16, bf16 or f32), or NumPy arrays with ``interpret=True``. Output: new arrays of
+row stride; f16, bf16, f32 or f64), or NumPy arrays with ``interpret=True``. Output: new arrays of
 the input's library on its device (torch: ``torch.empty_like`` and torch's current stream; CuPy:
 ``cupy.empty`` and CuPy's current stream; NumPy: run on the interpreter). Statistics (mean,
-rstd, lse, the loss) are f32. Each function checks its arguments (``LaunchError``), picks the
-launch with :func:`row_config`, and launches the kernels of ``kernels/softmax.c``,
-``layernorm.c``, ``rmsnorm.c`` and ``cross_entropy.c``; nothing waits for the device.
+rstd, lse, the loss) are f32, f64 for f64 data (the kernels compute in their ``acc_t``). Each
+function checks its arguments (``LaunchError``), picks the launch with :func:`row_config`, and
+launches the kernels of ``kernels/softmax.c``, ``layernorm.c``, ``rmsnorm.c`` and
+``cross_entropy.c``; nothing waits for the device.
 """
 
 from __future__ import annotations
@@ -382,7 +383,7 @@ def layer_norm(
     block = _norm_block(arrays, cols)
     kernel = _norm_kernel("layernorm.c", "layer_norm_fwd")
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
-    alloc_stat = arrays.allocator((rows,), "f32")
+    alloc_stat = arrays.allocator((rows,), arrays.acc(x))
     sizes = (rows, cols, stride, col_stride, cols)
     with arrays.device():
         y, mean, rstd = alloc(), alloc_stat(), alloc_stat()
@@ -418,7 +419,7 @@ def _norm_backward_checks(
     arrays.same(dy, "dy", x, "x")
     dense = _weights(arrays, cols, {"weight": weight})
     for name, stat in stats.items():
-        arrays.vector(stat, name, rows, ("f32",), "x's rows")
+        arrays.vector(stat, name, rows, (arrays.acc(x),), "x's rows")
     return arrays, (rows, cols, dy_stride, dy_col, x_stride, x_col), dense
 
 
@@ -442,7 +443,7 @@ def _norm_backward(
         sms = arrays.sms()
         given = (config,) if _is_norm_config(config) else ()
         most = max(backward_programs(rows, sms, c) for c in (*dx_kernel.tune.configs, *given))
-        alloc_most = arrays.allocator((most, cols), "f32")
+        alloc_most = arrays.allocator((most, cols), arrays.acc(x))
         parts = (alloc_most(), alloc_most()) if layer else (alloc_most(),)
         w = weight if dense is None else dense(weight)[0]
         args = (alloc_dx(), *parts, dy, x, w, *stats.values(), *tail)
@@ -453,7 +454,7 @@ def _norm_backward(
         c = _norm_launch_config(arrays, dx_kernel, grid, args, block, config)
     del parts, w, args
     n_parts = backward_programs(rows, sms, c)
-    alloc_part = arrays.allocator((n_parts, cols), "f32")
+    alloc_part = arrays.allocator((n_parts, cols), arrays.acc(x))
     first_dx = _Launch(arrays, dx_kernel, (n_parts,), c.num_warps, BLOCK=block, **c.kwargs)
     sum_grid = (cdiv(cols, PARTIAL_BLOCK_N),)
     first_sum = _Launch(
@@ -520,7 +521,7 @@ def rms_norm(
     block = _norm_block(arrays, cols)
     kernel = _norm_kernel("rmsnorm.c", "rms_norm_fwd")
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
-    alloc_stat = arrays.allocator((rows,), "f32")
+    alloc_stat = arrays.allocator((rows,), arrays.acc(x))
     sizes = (rows, cols, stride, col_stride, cols)
     with arrays.device():
         w = weight if dense is None else dense(weight)[0]
@@ -594,8 +595,9 @@ def cross_entropy(
     )
     config = row_config(cols, LOOP_BLOCK)
     mod = module("cross_entropy.c")
-    alloc_rows, alloc_loss = arrays.allocator((rows,), "f32"), arrays.allocator((), "f32")
-    alloc_count = arrays.allocator((1,), "f32")
+    acc = arrays.acc(logits)
+    alloc_rows, alloc_loss = arrays.allocator((rows,), acc), arrays.allocator((), acc)
+    alloc_count = arrays.allocator((1,), acc)
     ignore = ("ignore_index",)
     first_rows = _Launch(
         arrays, mod.cross_entropy_fwd, (rows,), config.num_warps, ignore, BLOCK=config.block
@@ -639,11 +641,11 @@ def cross_entropy_backward(
     arrays, rows, cols, stride, col_stride, dense = _cross_entropy_checks(
         "cross_entropy_backward", named, interpret
     )
-    arrays.vector(lse, "lse", rows, ("f32",), "logits' rows")
+    arrays.vector(lse, "lse", rows, (arrays.acc(logits),), "logits' rows")
     config = row_config(cols, LOOP_BLOCK)
     mod = module("cross_entropy.c")
     alloc = arrays.allocator((rows, cols), arrays.dtype(logits))
-    alloc_count = arrays.allocator((1,), "f32")
+    alloc_count = arrays.allocator((1,), arrays.acc(logits))
     ignore = ("ignore_index",)
     first_count = _Launch(arrays, mod.cross_entropy_count, (1,), 4, ignore, BLOCK=_MEAN_BLOCK)
     grid = (rows, cdiv(cols, config.block))

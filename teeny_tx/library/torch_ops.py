@@ -96,6 +96,12 @@ def rows(x: torch.Tensor) -> torch.Tensor:
     return x2 if x2.stride(-1) == 1 or x2.shape[-1] <= 1 else x2.contiguous()
 
 
+def stat_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype of the statistics (mean, rstd, lse, the loss) an op returns for ``x``: the
+    kernels' compute type, float64 for float64 data, else float32."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
 def dense(g: torch.Tensor) -> torch.Tensor:
     """A gradient as a kernel reads it: autograd may hand an expanded (stride 0) tensor."""
     return g if g.is_contiguous() else g.contiguous()
@@ -172,7 +178,7 @@ def layer_norm_op(
 @layer_norm_op.register_fake
 def _(x, weight, bias, eps):
     n = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    stat = x.new_empty((n,), dtype=torch.float32)
+    stat = x.new_empty((n,), dtype=stat_dtype(x))
     return x.new_empty(x.shape), stat, stat.new_empty((n,))
 
 
@@ -218,7 +224,7 @@ def rms_norm_op(
 @rms_norm_op.register_fake
 def _(x, weight, eps):
     n = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    return x.new_empty(x.shape), x.new_empty((n,), dtype=torch.float32)
+    return x.new_empty(x.shape), x.new_empty((n,), dtype=stat_dtype(x))
 
 
 @_op("rms_norm_backward")
@@ -293,8 +299,8 @@ def cross_entropy_op(
 
 @cross_entropy_op.register_fake
 def _(logits, targets, ignore_index):
-    stat = logits.new_empty((logits.shape[0],), dtype=torch.float32)
-    return logits.new_empty((), dtype=torch.float32), stat
+    stat = logits.new_empty((logits.shape[0],), dtype=stat_dtype(logits))
+    return logits.new_empty((), dtype=stat.dtype), stat
 
 
 @_op("cross_entropy_backward")
@@ -492,7 +498,7 @@ def add_layer_norm_op(
 @add_layer_norm_op.register_fake
 def _(x, residual, weight, bias, eps):
     n = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    stat = x.new_empty((n,), dtype=torch.float32)
+    stat = x.new_empty((n,), dtype=stat_dtype(x))
     return x.new_empty(x.shape), x.new_empty(x.shape), stat, stat.new_empty((n,))
 
 
@@ -555,7 +561,7 @@ def add_rms_norm_op(
 @add_rms_norm_op.register_fake
 def _(x, residual, weight, eps):
     n = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    return x.new_empty(x.shape), x.new_empty(x.shape), x.new_empty((n,), dtype=torch.float32)
+    return x.new_empty(x.shape), x.new_empty(x.shape), x.new_empty((n,), dtype=stat_dtype(x))
 
 
 @_op("add_rms_norm_backward")

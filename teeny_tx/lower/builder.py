@@ -24,7 +24,7 @@ from pycparser import c_ast
 
 from .._prelude import FILES
 from ..constants import CONSTANTS
-from ..dtypes import BOOL, DTYPES, F32, DType
+from ..dtypes import ACC, BOOL, DTYPES, F32, DType, acc_dtype
 from ..errors import CompileError, Location
 from ..parse import Unit, literals
 from ..parse.reserved import RESERVED_NAMES
@@ -98,6 +98,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         self.used_names: set[str] = set()
         self.names = Names()  # renamed locals: shadowed names, inlined helpers' locals
         self.inlining: list[str] = []
+        self.acc = F32  # what `acc_t` names: set from the pointer arguments by build()
 
     # ------------------------------------------------------------ entry
 
@@ -108,7 +109,11 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         align = dict(self.spec.align)
         assigned = _assigned_names(self.fn.body)
         params = []
-        for p in kernel_signature(self.unit, self.fn):
+        signature = kernel_signature(self.unit, self.fn)
+        self.acc = acc_dtype(
+            p.dtype or pointer_dtypes[p.name] for p in signature if p.kind == "pointer"
+        )
+        for p in signature:
             if p.kind == "constexpr":
                 if p.name not in constexprs:
                     raise CompileError(
@@ -253,7 +258,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             node = node.type
         if isinstance(node, c_ast.PtrDecl):
             name, quals = self.type_name(node.type, loc)
-            return Type(PointerType(element_dtype(name, loc), "const" in quals)), True
+            return Type(PointerType(self.element(name, loc), "const" in quals)), True
         name, _ = self.type_name(node, loc)
         if name == "tile":
             if dims:
@@ -261,7 +266,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
                     "`tile` infers its shape; write a dtype to declare one, e.g. f32 x[N]", loc
                 )
             return None, False
-        dtype = element_dtype(name, loc)
+        dtype = self.element(name, loc)
         shape = []
         for d in dims:
             n = self.constant(d, "a tile dimension")
@@ -271,6 +276,11 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
                 )
             shape.append(n)
         return Type(self.value_dtype(dtype), tuple(shape)), True
+
+    def element(self, name: str, loc: Location) -> DType:
+        """The element type ``name`` declares: ``acc_t`` is this specialisation's compute
+        type (dtypes.acc_dtype), any other name the dtype of that name."""
+        return self.acc if name == ACC else element_dtype(name, loc)
 
     def type_name(self, node, loc: Location) -> tuple[str, list[str]]:
         names = getattr(getattr(node, "type", None), "names", None)

@@ -1,15 +1,15 @@
 """Matrix products: dot(a, b, acc, input_precision), typed here.
 
 Input: the call's argument nodes. Output: an ``ir.Op`` ``dot`` of shape [M, N] (or [B, M, N]),
-its operands converted, the precision explicit. f16/bf16 inputs accumulate in f32, i8 in i32;
-f32 inputs are IEEE unless TF32 or TF32X3 is asked for: never a silent TF32.
+its operands converted, the precision explicit. f16/bf16 inputs accumulate in f32, i8 in i32,
+f64 in f64; f32 inputs are IEEE unless TF32 or TF32X3 is asked for: never a silent TF32.
 """
 
 from __future__ import annotations
 
 from ..constants import DEFAULT_PRECISION, name_of, names, values
 from ..constants import PRECISIONS as PRECISION_TABLE
-from ..dtypes import F32, I32
+from ..dtypes import F32, F64, I32
 from ..errors import CompileError, Location
 from . import typing as ty
 from .context import LoweringContext
@@ -17,7 +17,8 @@ from .ir import Const, Expr, Op, Type
 
 # input_precision constants (weak integers in kernel text, as the prelude declares them)
 PRECISIONS = values(PRECISION_TABLE)
-_INPUTS = ("f16", "bf16", "f32", "i8")
+_INPUTS = ("f16", "bf16", "f32", "f64", "i8")
+_ACCUMULATORS = {"i8": I32, "f64": F64}  # (the others: F32)
 
 
 class DotOps(LoweringContext):
@@ -26,7 +27,7 @@ class DotOps(LoweringContext):
         for x, node in ((a, args[0]), (b, args[1])):
             if x.type.is_pointer or x.type.dtype.name not in _INPUTS:
                 raise CompileError(
-                    f"dot() takes f16, bf16, f32 or i8 tiles, got {x.type}", self.loc(node)
+                    f"dot() takes f16, bf16, f32, f64 or i8 tiles, got {x.type}", self.loc(node)
                 )
         if a.type.dtype != b.type.dtype:
             raise CompileError(
@@ -53,7 +54,7 @@ class DotOps(LoweringContext):
                 loc,
                 "pad the tiles to 16 and mask the extra rows and columns",
             )
-        acc_dtype = I32 if a.type.dtype.name == "i8" else F32
+        acc_dtype = _ACCUMULATORS.get(a.type.dtype.name, F32)
         shape = (*batch, m, n)
         if len(args) > 2:
             acc = self.expr(args[2])
@@ -64,7 +65,7 @@ class DotOps(LoweringContext):
                 )
             acc = ty.cast(acc, acc_dtype)
         else:
-            acc = Const(type=Type(acc_dtype), loc=loc, value=0.0 if acc_dtype == F32 else 0)
+            acc = Const(type=Type(acc_dtype), loc=loc, value=0.0 if acc_dtype.is_float else 0)
         acc = ty.broadcast_to(acc, shape) if acc.type.is_tile else acc
         precision = PRECISIONS[DEFAULT_PRECISION]
         if len(args) > 3:

@@ -34,7 +34,7 @@ from .ir import Expr, Op, Var
 from .names import Names
 from .pipeline import kmajor_as_loaded, operand_source
 
-# the instruction (prelude/mma.cuh) of each operand dtype and precision; None: f32 FMAs
+# the instruction (prelude/mma.cuh) of each operand dtype and precision; None: FMAs (f32, f64)
 INSTRUCTIONS = {
     ("f16", "IEEE"): "tx::MmaF16",
     ("bf16", "IEEE"): "tx::MmaBF16",
@@ -42,6 +42,7 @@ INSTRUCTIONS = {
     ("f32", "TF32"): "tx::MmaTF32",
     ("f32", "TF32X3"): "tx::MmaTF32x3",
     ("f32", "IEEE"): None,
+    ("f64", "IEEE"): None,
 }
 WGMMA_ALIGN = 1024  # wgmma reads 128-byte swizzled panels from a 1024-aligned base
 
@@ -151,7 +152,7 @@ class _Planner:
             )
             offset += rows * cols * dtype.itemsize
         if instruction is None and not wgmma and not all(o.kmajor for o in operands):
-            raise CompileError("internal: an IEEE f32 dot operand is not K-major", e.loc)
+            raise CompileError("internal: an FMA dot operand is not K-major", e.loc)
         from_scratch = offset > 0
         plan = DotPlan(
             instruction,

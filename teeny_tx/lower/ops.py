@@ -714,8 +714,8 @@ _def(
 )
 _def(
     "dot",
-    "dot(a, b, acc = 0, input_precision = IEEE): a @ b + acc; f16/bf16 into f32, i8 into i32; "
-    "f32 is IEEE unless TF32 or TF32X3 is asked for (interpreter only so far)",
+    "dot(a, b, acc = 0, input_precision = IEEE): a @ b + acc; f16/bf16 into f32, i8 into i32, "
+    "f64 into f64; f32 is IEEE unless TF32 or TF32X3 is asked for (interpreter only so far)",
     (2, 4),
     None,
     family="dot",

@@ -12,7 +12,7 @@ from typing import Any
 
 from pycparser import c_ast
 
-from ..dtypes import C_NAMES, DTYPES, DType
+from ..dtypes import ACC, C_NAMES, DTYPES, DType
 from ..errors import CompileError, Location
 from ..parse import Unit
 
@@ -81,6 +81,13 @@ def element_dtype(name: str, loc: Location) -> DType:
     """The element type a declaration names, or a CompileError with the name to use instead."""
     if name in DTYPES:
         return DTYPES[name]
+    if name == ACC:  # (the builder resolves it in the body; parameters decide it)
+        raise CompileError(
+            f"a kernel parameter cannot be declared {ACC}",
+            loc,
+            f"{ACC} is decided by the pointer arguments; declare pointers `any *p` and scalars "
+            "with an element type (f32 eps converts to f64 where it meets f64)",
+        )
     hint = C_NAMES.get(name)
     raise CompileError(
         f"unknown element type '{name}'",

@@ -26,7 +26,7 @@ from ..test_torch_graph_ops import bias_tanh  # noqa: E402
 
 DEV = "cuda"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-TOL = {torch.float32: 3e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+TOL = {torch.float32: 3e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2, torch.float64: 1e-12}
 
 
 @pytest.fixture(autouse=True)
@@ -48,9 +48,13 @@ def _randn(*shape, dtype=torch.float32, seed=0, scale=1.0):
 
 
 def _close(got, want, dtype):
+    """Within TOL of torch's, NaN exactly where torch's is NaN (an all-ignored loss)."""
+    assert got.shape == want.shape and got.dtype == want.dtype
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan), f"NaN at {got.isnan().nonzero()}, torch {nan.nonzero()}"
+    got, want = got[~nan], want[~nan]
     scale = want.abs().max().item() if want.numel() else 0.0
     err = (got.double() - want.double()).abs().max().item() if want.numel() else 0.0
-    assert got.shape == want.shape and got.dtype == want.dtype
     assert err <= TOL[dtype] * (1.0 + scale), f"max error {err} (scale {scale})"
 
 
@@ -75,7 +79,8 @@ def _cases(dtype, shape):
     f = lambda fn: lambda *t: fn(*(u.float() for u in t)).to(dtype)  # noqa: E731
     rows = x.reshape(-1, c)
     t = torch.randint(0, c, (rows.shape[0],), device=DEV)
-    t[::3] = -100
+    if rows.shape[0] > 2:  # (a single row ignored would leave nothing to average: NaN)
+        t[::3] = -100
     wl = _randn(24, c, dtype=dtype, seed=4)
     idx = torch.randint(0, 50, (3, 7), device=DEV)
     return [
@@ -138,6 +143,54 @@ def test_every_op_against_torch(shape, dtype):
             _both(ours, theirs, inputs, dtype)
         except AssertionError as err:
             raise AssertionError(f"{name}: {err}") from None
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("rows,classes", [(1, 1), (5, 1), (1, 7), (4, 1001)])
+def test_cross_entropy_edge_rows(rows, classes, dtype):
+    """One row, one class (loss 0, gradient 0) and every row ignored (loss NaN, gradient 0),
+    as torch."""
+    x = _randn(rows, classes, dtype=dtype, scale=3.0)
+    kept = torch.randint(0, classes, (rows,), device=DEV)
+    for t in (kept, torch.full((rows,), -100, device=DEV)):
+        _both(
+            lambda x, t=t: ttx.cross_entropy(x, t),
+            lambda x, t=t: F.cross_entropy(x.float(), t),
+            [x],
+            dtype,
+        )
+
+
+def test_float64_row_ops_against_torch():
+    """f64 on the GPU: the row kernels compute in f64 (acc_t), statistics included."""
+    f64 = torch.float64
+    x, r = _randn(3, 1001, dtype=f64, scale=2.0), _randn(3, 1001, dtype=f64, seed=1)
+    w, b = _randn(1001, dtype=f64, seed=2) + 1, _randn(1001, dtype=f64, seed=3)
+    t = torch.randint(0, 1001, (3,), device=DEV)
+    for ours, theirs, inputs in (
+        (ttx.softmax, lambda x: torch.softmax(x, -1), [x]),
+        (ttx.log_softmax, lambda x: torch.log_softmax(x, -1), [x]),
+        (
+            lambda x, w, b: ttx.layer_norm(x, (1001,), w, b),
+            lambda x, w, b: F.layer_norm(x, (1001,), w, b),
+            [x, w, b],
+        ),
+        (
+            lambda x, w: ttx.rms_norm(x, (1001,), w),
+            lambda x, w: F.rms_norm(x, (1001,), w, 1e-6),
+            [x, w],
+        ),
+        (
+            lambda x, r, w, b: ttx.add_layer_norm(x, r, w, b)[0],
+            lambda x, r, w, b: F.layer_norm(x + r, (1001,), w, b),
+            [x, r, w, b],
+        ),
+        (lambda x: ttx.cross_entropy(x, t), lambda x: F.cross_entropy(x, t), [x]),
+        (ttx.gelu, F.gelu, [x]),
+    ):
+        _both(ours, theirs, inputs, f64)
+    with pytest.raises(TeenyError, match="f64 products run on the interpreter only"):
+        ttx.matmul(x, x.t())
 
 
 def test_strided_views():
