@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
@@ -108,32 +109,10 @@ class _Mock:
 
 
 def _cases(mock: _Mock):
-    import teeny_tx.linalg as linalg
-    import teeny_tx.nn as nn
+    """bench_host's wrapper calls, on the mock's arrays."""
+    from bench_host import cases
 
-    rows, cols = 4, 1024
-    x = mock.array((rows, cols), np.float16)
-    dy = mock.array((rows, cols), np.float16)
-    w, b = mock.array((cols,), np.float16), mock.array((cols,), np.float16)
-    stat = mock.array((rows,), np.float32)
-    targets = mock.array((rows,), np.int64)
-    wide = mock.array((rows, 2 * cols), np.float16)[:, ::2]  # a strided view
-    a, bm = mock.array((256, 256), np.float16), mock.array((256, 256), np.float16)
-    return [
-        ("softmax", lambda: nn.softmax(x)),
-        ("softmax strided x[:, ::2]", lambda: nn.softmax(wide)),
-        ("log_softmax", lambda: nn.log_softmax(x)),
-        ("softmax_backward", lambda: nn.softmax_backward(x, dy)),
-        ("layer_norm", lambda: nn.layer_norm(x, w, b)),
-        ("layer_norm_backward", lambda: nn.layer_norm_backward(dy, x, w, stat, stat)),
-        ("rms_norm", lambda: nn.rms_norm(x, w)),
-        ("rms_norm_backward", lambda: nn.rms_norm_backward(dy, x, w, stat)),
-        ("cross_entropy", lambda: nn.cross_entropy(x, targets)),
-        ("cross_entropy_backward", lambda: nn.cross_entropy_backward(x, targets, stat)),
-        ("dropout", lambda: nn.dropout(x, 0.1, 1)),
-        ("linalg.matmul", lambda: linalg.matmul(a, bm)),
-        ("linalg.linear", lambda: linalg.linear(a, bm)),
-    ]
+    return cases("mock", mock.array, lambda n: mock.array((n,), np.int64))
 
 
 def cpu_main() -> None:
