@@ -87,9 +87,13 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
 }
 
 // ---- mbarriers ------------------------------------------------------------------------------
-__device__ __forceinline__ void barrier_init(unsigned long long* bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
-}
+// barrier_init, barrier_arrive, barrier_try_wait and barrier_wait are mma.cuh's (tx::), shared
+// with the pipelined loops' stage hand-over; the TMA- and cluster-specific ones are here.
+using tx::barrier_arrive;
+using tx::barrier_init;
+using tx::barrier_try_wait;
+using tx::barrier_wait;
+
 // Barrier initialisation made visible to the async proxy (TMA) and the other threads' waits.
 __device__ __forceinline__ void barrier_init_fence() {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -99,9 +103,6 @@ __device__ __forceinline__ void barrier_expect_bytes(unsigned long long* bar, in
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes)
                  : "memory");
 }
-__device__ __forceinline__ void barrier_arrive(unsigned long long* bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
-}
 // An arrival on the mbarrier at bar's offset in the shared memory of cluster CTA `cta` (this
 // one included): how a consumer releases a stage that its peer's producer multicasts into.
 __device__ __forceinline__ void barrier_arrive_cta(unsigned long long* bar, unsigned cta) {
@@ -110,34 +111,6 @@ __device__ __forceinline__ void barrier_arrive_cta(unsigned long long* bar, unsi
         "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_address(bar)),
         "r"(cta)
         : "memory");
-}
-// Whether the phase of parity `parity` has completed (a fresh barrier is in phase 0: waiting
-// for parity 1 returns at once, which is how a producer's first pass finds every stage empty).
-__device__ __forceinline__ bool barrier_try_wait(unsigned long long* bar, unsigned parity) {
-    unsigned done;
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.b32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_address(bar)), "r"(parity)
-        : "memory");
-    return done != 0;
-}
-// With TX_HOPPER_WATCHDOG defined (a number of tries), a wait that never ends reports the
-// barrier and traps instead of hanging the device: a debugging aid the GPU tests turn on.
-__device__ __forceinline__ void barrier_wait(unsigned long long* bar, unsigned parity) {
-#ifdef TX_HOPPER_WATCHDOG
-    long long tries = 0;
-    while (!barrier_try_wait(bar, parity)) {
-        if (++tries == (long long)(TX_HOPPER_WATCHDOG)) {
-            printf("teeny_tx watchdog: block %d thread %d waits on mbarrier at smem 0x%x for parity %u\n",
-                   int(blockIdx.x), int(threadIdx.x), smem_address(bar), parity);
-            __trap();
-        }
-    }
-#else
-    while (!barrier_try_wait(bar, parity)) {
-    }
-#endif
 }
 
 // Where a role is in the ring of STAGES shared-memory stages: the stage, and the parity of the

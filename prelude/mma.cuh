@@ -109,6 +109,43 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int PENDING>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING)); }
 
+// ---- mbarriers (shared with prelude/hopper.cuh) ---------------------------------------------
+__device__ __forceinline__ void barrier_init(unsigned long long* bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void barrier_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
+}
+// Whether the phase of parity `parity` has completed (a fresh barrier is in phase 0: waiting
+// for parity 1 returns at once, which is how a producer's first pass finds every stage empty).
+__device__ __forceinline__ bool barrier_try_wait(unsigned long long* bar, unsigned parity) {
+    unsigned done;
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.b32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_address(bar)), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+// With TX_HOPPER_WATCHDOG defined (a number of tries), a wait that never ends reports the
+// barrier and traps instead of hanging the device: a debugging aid the GPU tests turn on.
+__device__ __forceinline__ void barrier_wait(unsigned long long* bar, unsigned parity) {
+#ifdef TX_HOPPER_WATCHDOG
+    long long tries = 0;
+    while (!barrier_try_wait(bar, parity)) {
+        if (++tries == (long long)(TX_HOPPER_WATCHDOG)) {
+            printf("teeny_tx watchdog: block %d thread %d waits on mbarrier at smem 0x%x for parity %u\n",
+                   int(blockIdx.x), int(threadIdx.x), smem_address(bar), parity);
+            __trap();
+        }
+    }
+#else
+    while (!barrier_try_wait(bar, parity)) {
+    }
+#endif
+}
+
+
 // ---- stage hand-over by mbarriers (a pipelined loop whose wgmma finish within the iteration)
 // Per stage s of the ring, full[s] and empty[s] = bars[s] and bars[STAGES + s], each counting
 // every thread of the block. A thread's copies into s arrive on full[s] once they have landed
@@ -118,32 +155,15 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 // so warpgroups are not held together at a block-wide barrier every iteration.
 __device__ __forceinline__ void stage_barriers_init(unsigned long long* bars, int count) {
     if (threadIdx.x == 0) {
-        for (int i = 0; i < count; ++i)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bars + i)),
-                         "r"(int(blockDim.x * blockDim.y * blockDim.z))
-                         : "memory");
+        for (int i = 0; i < count; ++i) barrier_init(bars + i, int(blockDim.x * blockDim.y * blockDim.z));
     }
 }
 __device__ __forceinline__ void stage_arrive_full(unsigned long long* bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_address(bar)) : "memory");
 }
-__device__ __forceinline__ void stage_arrive_empty(unsigned long long* bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
-}
-// Until the phase of parity `parity` of the barrier has completed (acquire: what the arriving
-// threads wrote before they arrived is visible).
-__device__ __forceinline__ void stage_wait(unsigned long long* bar, unsigned parity) {
-    unsigned done = 0;
-    while (!done) {
-        asm volatile(
-            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.b32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(smem_address(bar)), "r"(parity)
-            : "memory");
-    }
-}
-__device__ __forceinline__ void stage_wait_full(unsigned long long* bar, unsigned parity) { stage_wait(bar, parity); }
-__device__ __forceinline__ void stage_wait_empty(unsigned long long* bar, unsigned parity) { stage_wait(bar, parity); }
+__device__ __forceinline__ void stage_arrive_empty(unsigned long long* bar) { barrier_arrive(bar); }
+__device__ __forceinline__ void stage_wait_full(unsigned long long* bar, unsigned parity) { barrier_wait(bar, parity); }
+__device__ __forceinline__ void stage_wait_empty(unsigned long long* bar, unsigned parity) { barrier_wait(bar, parity); }
 // After the loop's `iterations` iterations: wait for the phases no iteration waited on (the
 // copies issued for iterations past the end, and the reads of the last STAGES - AHEAD), so
 // every barrier is idle before the region is used again (or initialised again by a loop that
@@ -152,13 +172,13 @@ template <int STAGES, int AHEAD>
 __device__ __forceinline__ void stage_barriers_drain(unsigned long long* bars, unsigned iterations) {
 #pragma unroll
     for (unsigned j = 0; j < unsigned(AHEAD); ++j)
-        stage_wait(&bars[(iterations + j) % STAGES], ((iterations + j) / STAGES) & 1);
+        barrier_wait(&bars[(iterations + j) % STAGES], ((iterations + j) / STAGES) & 1);
     const unsigned unread = unsigned(STAGES - AHEAD);
 #pragma unroll
     for (unsigned j = 0; j < unread; ++j) {
         if (iterations < unread - j) continue;  // fewer iterations than that ran
         const unsigned i = iterations - (unread - j);
-        stage_wait(&bars[STAGES + i % STAGES], (i / STAGES) & 1);
+        barrier_wait(&bars[STAGES + i % STAGES], (i / STAGES) & 1);
     }
 }
 
