@@ -200,7 +200,8 @@ class _Planner:
         names = {t.name for t, _ in found}
         changed = assigned_names([s])
         once_vars: dict[str, Var] = {}
-        if not any(isinstance(t, (ir.Loop, ir.PipelinedLoop)) for t in walk_stmts(s.body)):
+        holds_loops = any(isinstance(t, (ir.Loop, ir.PipelinedLoop)) for t in walk_stmts(s.body))
+        if not holds_loops:
             for e in dots:
                 for x in e.args[:2]:
                     src = operand_source(x)[0]
@@ -266,7 +267,7 @@ class _Planner:
             and not overlap
             and not tf32
             and all(x.chunk_mask or not x.load.attr("masked") for x in loads.values())
-            and not any(isinstance(t, (ir.Loop, ir.PipelinedLoop)) for t in walk_stmts(s.body))
+            and not holds_loops
         )
         barrier_offset = offset
         if barriers:
