@@ -6,6 +6,8 @@ fullgraph=True; the Module drop-ins' state dicts; AdamW against torch.optim.Adam
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -130,7 +132,7 @@ def test_opcheck(name, dtype):
         else a
         for a in args
     )
-    torch.library.opcheck(op, args)
+    torch.library.opcheck(op.custom_op, args)
 
 
 # ---------------------------------------------------------------- gradcheck
@@ -445,6 +447,39 @@ def test_errors_name_the_problem():
         ttx.softmax(torch.ones(3, 4, dtype=torch.int32))
 
 
+def test_eager_calls_skip_the_dispatcher_and_traced_calls_do_not(monkeypatch):
+    """A plain eager call runs the op's implementation directly (with the same autograd
+    formulas); under a dispatch mode (here fake tensors) the call goes to the custom op."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    calls = []
+    real = ops.softmax_op.custom_op
+
+    def counting(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(ops.softmax_op, "custom_op", counting)
+    x = _randn(3, 7).requires_grad_()
+    y = ttx.softmax(x)
+    (y * _randn(3, 7, seed=1)).sum().backward()
+    assert calls == [] and x.grad is not None
+    expected = torch.softmax(x.detach(), -1)
+    torch.testing.assert_close(y.detach(), expected)
+    with FakeTensorMode() as mode:
+        ttx.softmax(mode.from_tensor(torch.randn(3, 7)))
+    assert len(calls) == 1
+    # parameters are plain tensors to it too: a module's call takes the eager path
+    linear_calls = []
+    real_linear = ops.linear_op.custom_op
+    monkeypatch.setattr(
+        ops.linear_op, "custom_op", lambda *a: linear_calls.append(a) or real_linear(*a)
+    )
+    layer = ttx.Linear(7, 5)
+    layer(x).sum().backward()
+    assert linear_calls == [] and layer.weight.grad is not None
+
+
 # ---------------------------------------------------------------- torch.compile
 
 
@@ -494,6 +529,52 @@ def test_compile_fullgraph(backend):
             assert torch.equal(xa.grad, xb.grad)
     ops_in_graph = {str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"}
     assert any("teeny_tx" in t for t in ops_in_graph)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="inductor on the CPU needs g++")
+def test_compile_inductor_gets_explicit_fallbacks():
+    """Under inductor (with the fallbacks of inductor_fallbacks) the compiled block computes
+    what the eager one does, gradients included."""
+    torch._dynamo.reset()
+    compiled = torch.compile(_block, fullgraph=True, backend="inductor")
+    inputs = _block_inputs()
+    a = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    b = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    la, lb = compiled(*a), _block(*b)
+    la.backward()
+    lb.backward()
+    torch.testing.assert_close(la, lb)
+    for xa, xb in zip(a, b, strict=True):
+        if xb.grad is not None:
+            torch.testing.assert_close(xa.grad, xb.grad)
+
+
+_FALLBACKS_PROBE = """
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+import teeny_tx.torch as ttx
+from teeny_tx.library import inductor_fallbacks
+from torch._inductor import lowering
+ops = [getattr(torch.ops.teeny_tx, q.split("::")[1]).default for q in inductor_fallbacks.OPS]
+before = sum(op in lowering.lowerings for op in ops)
+with FakeTensorMode() as mode:
+    ttx.softmax(mode.from_tensor(torch.randn(3, 5)), -1)
+print(len(ops), before, sum(op in lowering.lowerings for op in ops))
+"""
+
+
+def test_first_fake_call_registers_inductor_fallbacks():
+    """Once inductor is imported, the first fake-tensor call gives every teeny_tx op its
+    explicit fallback (in a fresh interpreter: no earlier compile has made them)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _FALLBACKS_PROBE], capture_output=True, text=True, check=True
+    )
+    n_ops, before, after = map(int, out.stdout.split())
+    assert n_ops >= 20
+    assert (before, after) == (0, n_ops)
 
 
 # ---------------------------------------------------------------- modules, optimizer
@@ -590,7 +671,7 @@ def test_fused_attention_against_sdpa(dtype, tol):
     for t, r in zip((q, k, v), refs, strict=True):
         torch.testing.assert_close(t.grad.float(), r.grad, rtol=2 * tol, atol=2 * tol)
     torch.library.opcheck(
-        ops.FUSED_ATTENTION,
+        ops.FUSED_ATTENTION.custom_op,
         (
             q.detach().transpose(1, 2),
             k.detach().transpose(1, 2),

@@ -31,6 +31,7 @@ import torch
 
 from ..errors import TeenyError
 from ..kernel import Kernel
+from .inductor_fallbacks import fake, track
 from .torch_ops import capture_error, current_stream, dense, to_numpy
 
 
@@ -149,8 +150,10 @@ def op(
     def impl(*args):
         return forward(Launch(name, cpu=cpu), *args)
 
-    opdef = torch.library.custom_op(name, _with_signature(impl, params, returns), mutates_args=())
-    opdef.register_fake(lambda *args: forward(Launch(name, fake=True), *args))
+    opdef = track(
+        torch.library.custom_op(name, _with_signature(impl, params, returns), mutates_args=())
+    )
+    fake(opdef)(lambda *args: forward(Launch(name, fake=True), *args))
     if backward is None:
         return opdef
 
@@ -177,12 +180,14 @@ def op(
     def backward_impl(*args):
         return backward(Launch(name + "_backward", cpu=cpu), *args)
 
-    backward_op = torch.library.custom_op(
-        name + "_backward",
-        _with_signature(backward_impl, params + extra, grad_returns),
-        mutates_args=(),
+    backward_op = track(
+        torch.library.custom_op(
+            name + "_backward",
+            _with_signature(backward_impl, params + extra, grad_returns),
+            mutates_args=(),
+        )
     )
-    backward_op.register_fake(lambda *args: backward(Launch(name + "_backward", fake=True), *args))
+    fake(backward_op)(lambda *args: backward(Launch(name + "_backward", fake=True), *args))
 
     def setup_context(ctx, inputs, output):
         outs = output if isinstance(output, tuple) else (output,)

@@ -22,16 +22,19 @@ that says so.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode as _dispatch_mode
 
 from ..dtypes import DTYPES
 from ..errors import TeenyError
 from . import fused, linalg, nn
+from .inductor_fallbacks import fake, track
 
 LIB = "teeny_tx"
 _BF16 = DTYPES["bf16"].np
@@ -107,8 +110,71 @@ def dense(g: torch.Tensor) -> torch.Tensor:
     return g if g.is_contiguous() else g.contiguous()
 
 
-def _op(name: str) -> Callable:
-    return torch.library.custom_op(f"{LIB}::{name}", mutates_args=())
+def eager(args: tuple) -> bool:
+    """Whether a call may take an op's eager path: not while torch.compile traces, nor under a
+    dispatch mode, a torch-function mode or a functorch transform, and only on plain tensors
+    and parameters (no FakeTensor or other subclass). Everything else takes the dispatcher."""
+    if (
+        torch.compiler.is_compiling()
+        or _dispatch_mode() is not None
+        or torch._C._is_torch_function_mode_enabled()
+        or torch._C._functorch.peek_interpreter_stack() is not None
+    ):
+        return False
+    return all(type(a) in _PLAIN for a in args if isinstance(a, torch.Tensor))
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # (a Parameter dispatches as a plain tensor)
+
+
+class Op:
+    """One ``teeny_tx`` op: ``custom_op`` is its ``torch.library`` custom op (what
+    torch.compile, ``opcheck``, fake tensors and dispatch modes see, and what
+    ``torch.ops.teeny_tx.<name>`` calls), ``impl`` its implementation.
+
+    Called in plain eager code (see :func:`eager`), it skips the dispatcher: ``impl`` runs
+    directly, inside a ``torch.autograd.Function`` made of the same ``setup_context`` and
+    backward that :meth:`register_autograd` gave the custom op, so gradients are the same
+    computation. Why: a custom op's Python dispatch (autograd key, redispatch, backend
+    wrapper) cost about 100 µs of host time per call on the H200's host, more than most of
+    the kernels it launches in a model's step."""
+
+    def __init__(self, custom_op: Any, impl: Callable[..., Any]):
+        self.custom_op, self.impl = custom_op, impl
+        self.function: Any = None  # the autograd.Function of the eager path, once registered
+        functools.update_wrapper(self, impl)
+
+    def register_fake(self, fn: Callable) -> Callable:
+        return self.custom_op.register_fake(fn)
+
+    def register_autograd(self, backward: Callable, *, setup_context: Callable) -> None:
+        self.custom_op.register_autograd(backward, setup_context=setup_context)
+        impl = self.impl
+
+        def forward(ctx: Any, *args: Any) -> Any:
+            out = impl(*args)
+            setup_context(ctx, args, out)
+            return out
+
+        self.function = type(
+            f"{self.custom_op._name}_function",
+            (torch.autograd.Function,),
+            {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+        )
+
+    def __call__(self, *args: Any) -> Any:
+        if not eager(args):
+            return self.custom_op(*args)
+        if self.function is not None and torch.is_grad_enabled():
+            return self.function.apply(*args)
+        return self.impl(*args)
+
+
+def _op(name: str) -> Callable[[Callable], Op]:
+    def make(fn: Callable) -> Op:
+        return Op(track(torch.library.custom_op(f"{LIB}::{name}", mutates_args=())(fn)), fn)
+
+    return make
 
 
 # ---------------------------------------------------------------- softmax, log_softmax
@@ -142,8 +208,8 @@ for _forward, _backward in (
     (softmax_op, softmax_backward_op),
     (log_softmax_op, log_softmax_backward_op),
 ):
-    _forward.register_fake(_like)
-    _backward.register_fake(_like)
+    fake(_forward)(_like)
+    fake(_backward)(_like)
 
 
 def _save_output(ctx, inputs, output) -> None:
@@ -175,7 +241,7 @@ def layer_norm_op(
     return y.view(x.shape), mean, rstd
 
 
-@layer_norm_op.register_fake
+@fake(layer_norm_op)
 def _(x, weight, bias, eps):
     n = x.numel() // x.shape[-1] if x.shape[-1] else 0
     stat = x.new_empty((n,), dtype=stat_dtype(x))
@@ -192,7 +258,7 @@ def layer_norm_backward_op(
     return dx.view(x.shape), dw, db
 
 
-@layer_norm_backward_op.register_fake
+@fake(layer_norm_backward_op)
 def _(dy, x, weight, mean, rstd):
     return x.new_empty(x.shape), weight.new_empty(weight.shape), weight.new_empty(weight.shape)
 
@@ -221,7 +287,7 @@ def rms_norm_op(
     return y.view(x.shape), rstd
 
 
-@rms_norm_op.register_fake
+@fake(rms_norm_op)
 def _(x, weight, eps):
     n = x.numel() // x.shape[-1] if x.shape[-1] else 0
     return x.new_empty(x.shape), x.new_empty((n,), dtype=stat_dtype(x))
@@ -235,7 +301,7 @@ def rms_norm_backward_op(
     return dx.view(x.shape), dw
 
 
-@rms_norm_backward_op.register_fake
+@fake(rms_norm_backward_op)
 def _(dy, x, weight, rstd):
     return x.new_empty(x.shape), weight.new_empty(weight.shape)
 
@@ -270,8 +336,8 @@ def dropout_backward_op(dy: torch.Tensor, p: float, seed: torch.Tensor) -> torch
     return run("dropout_backward", fused.dropout_backward, dy.contiguous(), p, seed).view(dy.shape)
 
 
-dropout_op.register_fake(_like)
-dropout_backward_op.register_fake(_like)
+fake(dropout_op)(_like)
+fake(dropout_backward_op)(_like)
 
 
 def _dropout_setup(ctx, inputs, output) -> None:
@@ -297,7 +363,7 @@ def cross_entropy_op(
     return run("cross_entropy", nn.cross_entropy, rows(logits), targets.contiguous(), ignore_index)
 
 
-@cross_entropy_op.register_fake
+@fake(cross_entropy_op)
 def _(logits, targets, ignore_index):
     stat = logits.new_empty((logits.shape[0],), dtype=stat_dtype(logits))
     return logits.new_empty((), dtype=stat.dtype), stat
@@ -317,7 +383,7 @@ def cross_entropy_backward_op(
     )
 
 
-@cross_entropy_backward_op.register_fake
+@fake(cross_entropy_backward_op)
 def _(logits, targets, lse, ignore_index):
     return logits.new_empty(logits.shape)
 
@@ -348,7 +414,7 @@ def matmul_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return run("matmul", linalg.matmul, a, b)
 
 
-@matmul_op.register_fake
+@fake(matmul_op)
 def _(a, b):
     return a.new_empty((a.shape[0], b.shape[1]))
 
@@ -373,7 +439,7 @@ def bmm_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return run("bmm", linalg.bmm, a, b)
 
 
-@bmm_op.register_fake
+@fake(bmm_op)
 def _(a, b):
     return a.new_empty((a.shape[0], a.shape[1], b.shape[2]))
 
@@ -402,7 +468,7 @@ def linear_op(
     return run("linear", linalg.linear, x, weight, bias, _activation(activation))
 
 
-@linear_op.register_fake
+@fake(linear_op)
 def _(x, weight, bias, activation):
     return x.new_empty((x.shape[0], weight.shape[0]))
 
@@ -417,7 +483,7 @@ def linear_backward_op(
     return dx, dw, db
 
 
-@linear_backward_op.register_fake
+@fake(linear_backward_op)
 def _(dy, x, weight, need_bias_grad):
     db = weight.new_empty((weight.shape[0],) if need_bias_grad else (0,))
     return x.new_empty(x.shape), weight.new_empty(weight.shape), db
@@ -454,7 +520,7 @@ def embedding_op(weight: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     return out.view(*indices.shape, weight.shape[1])
 
 
-@embedding_op.register_fake
+@fake(embedding_op)
 def _(weight, indices):
     return weight.new_empty((*indices.shape, weight.shape[1]))
 
@@ -465,7 +531,7 @@ def embedding_backward_op(dy: torch.Tensor, indices: torch.Tensor, num: int) -> 
     return run("embedding_backward", fused.embedding_backward, rows(dy), flat, num)
 
 
-@embedding_backward_op.register_fake
+@fake(embedding_backward_op)
 def _(dy, indices, num):
     return dy.new_empty((num, dy.shape[-1]))
 
@@ -495,7 +561,7 @@ def add_layer_norm_op(
     return y.view(x.shape), h.view(x.shape), mean, rstd
 
 
-@add_layer_norm_op.register_fake
+@fake(add_layer_norm_op)
 def _(x, residual, weight, bias, eps):
     n = x.numel() // x.shape[-1] if x.shape[-1] else 0
     stat = x.new_empty((n,), dtype=stat_dtype(x))
@@ -526,7 +592,7 @@ def add_layer_norm_backward_op(
     return dx.view(h.shape), dw, db
 
 
-@add_layer_norm_backward_op.register_fake
+@fake(add_layer_norm_backward_op)
 def _(dy, dh, h, weight, mean, rstd):
     return h.new_empty(h.shape), weight.new_empty(weight.shape), weight.new_empty(weight.shape)
 
@@ -558,7 +624,7 @@ def add_rms_norm_op(
     return y.view(x.shape), h.view(x.shape), rstd
 
 
-@add_rms_norm_op.register_fake
+@fake(add_rms_norm_op)
 def _(x, residual, weight, eps):
     n = x.numel() // x.shape[-1] if x.shape[-1] else 0
     return x.new_empty(x.shape), x.new_empty(x.shape), x.new_empty((n,), dtype=stat_dtype(x))
@@ -580,7 +646,7 @@ def add_rms_norm_backward_op(
     return dx.view(h.shape), dw
 
 
-@add_rms_norm_backward_op.register_fake
+@fake(add_rms_norm_backward_op)
 def _(dy, dh, h, weight, rstd):
     return h.new_empty(h.shape), weight.new_empty(weight.shape)
 
@@ -610,8 +676,8 @@ def activation_backward_op(x: torch.Tensor, dy: torch.Tensor, activation: str) -
     return out.view(x.shape)
 
 
-activation_op.register_fake(_like)
-activation_backward_op.register_fake(_like)
+fake(activation_op)(_like)
+fake(activation_backward_op)(_like)
 
 
 def _activation_setup(ctx, inputs, output) -> None:
@@ -633,7 +699,7 @@ def swiglu_op(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return run("swiglu", fused.swiglu, gate.contiguous(), up.contiguous()).view(gate.shape)
 
 
-swiglu_op.register_fake(_like)
+fake(swiglu_op)(_like)
 
 
 @_op("swiglu_backward")
@@ -646,7 +712,7 @@ def swiglu_backward_op(
     return dg.view(gate.shape), du.view(gate.shape)
 
 
-@swiglu_backward_op.register_fake
+@fake(swiglu_backward_op)
 def _(gate, up, dy):
     return gate.new_empty(gate.shape), gate.new_empty(gate.shape)
 
@@ -686,7 +752,7 @@ def register_attention(library: Any) -> Any:
         [B, N_kv, H_kv, D]."""
         return run("attention", library.attention, q, k, v, causal, scale)
 
-    @attention_op.register_fake
+    @fake(attention_op)
     def _(q, k, v, causal, scale):
         b, n, h, _ = q.shape
         return q.new_empty(q.shape), q.new_empty((b, h, n), dtype=torch.float32)
@@ -706,7 +772,7 @@ def register_attention(library: Any) -> Any:
             "attention_backward", library.attention_backward, do, q, k, v, o, lse, causal, scale
         )
 
-    @attention_backward_op.register_fake
+    @fake(attention_backward_op)
     def _(do, q, k, v, o, lse, causal, scale):
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
