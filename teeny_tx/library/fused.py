@@ -12,15 +12,27 @@ launched on the library's current stream (:class:`teeny_tx.nn`'s ``Arrays``), ex
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..dtypes import DTYPES, acc_dtype
+from ..runtime import launch as launch_module
 from ..runtime.grid import cdiv
 from .arrays import FLOATS, Arrays
 from .loader import module
-from .nn import PARTIAL_BLOCK_N, PARTIAL_BLOCK_P, norm_config, partial_programs
+from .nn import (
+    _PLANS,
+    PARTIAL_BLOCK_N,
+    PARTIAL_BLOCK_P,
+    _key,
+    _Launch,
+    _planned,
+    _signature,
+    norm_config,
+    partial_programs,
+)
 
 ELEMENTWISE_BLOCK = 1024
 EMBED_BLOCK_T, EMBED_BLOCK_D = 16, 128
@@ -44,6 +56,17 @@ def _contiguous(arrays: Arrays, a: Any, name: str) -> None:
         raise arrays.error(f"{name} must be contiguous; copy it first")
 
 
+def _replay(interpret: bool, fn: str, arrays: tuple, *options: Any) -> Callable | None:
+    """The plan kept for a call of ``fn`` on arrays like these (:mod:`teeny_tx.nn`'s plans:
+    the same shapes, strides, dtypes and device, the current one), else None."""
+    if interpret:
+        return None
+    hit = _PLANS.get((fn, *map(_signature, arrays), *options))
+    if hit is not None and hit[0] == launch_module.get_device():
+        return hit[1]
+    return None
+
+
 def _elementwise(
     fn: str,
     kernel: str,
@@ -53,23 +76,30 @@ def _elementwise(
     *scalars: Any,
     **constexprs: Any,
 ) -> tuple:
+    plan = _replay(interpret, fn, tuple(named.values()), scalars, tuple(constexprs.items()))
+    if plan is not None:
+        return plan(*named.values())
     arrays = Arrays(fn, named, interpret)
     first_name, first = next(iter(named.items()))
     for name, a in named.items():
         _contiguous(arrays, a, name)
         arrays.same(a, name, first, first_name)
     n = _size(first)
-    with arrays.device():
-        outs = tuple(
-            arrays.empty(tuple(first.shape), arrays.dtype(first), like=first)
-            for _ in range(outputs)
-        )
-        grid = (cdiv(n, ELEMENTWISE_BLOCK),)
-        args = (*outs, *named.values(), *scalars, n)
-        arrays.launch(
-            getattr(module("gelu.c"), kernel), grid, args, 4, BLOCK=ELEMENTWISE_BLOCK, **constexprs
-        )
-    return outs
+    alloc = arrays.allocator(tuple(first.shape), arrays.dtype(first))
+    kernel = getattr(module("gelu.c"), kernel)
+    grid = (cdiv(n, ELEMENTWISE_BLOCK),)
+    launch = _Launch(arrays, kernel, grid, 4, BLOCK=ELEMENTWISE_BLOCK, **constexprs)
+
+    def make(launch):
+        def plan(*inputs):
+            outs = tuple(alloc() for _ in range(outputs))
+            launch(*outs, *inputs, *scalars, n)
+            return outs
+
+        return plan
+
+    key = _key(interpret, fn, tuple(named.values()), scalars, tuple(constexprs.items()))
+    return _planned(key, arrays, make, (launch,), *named.values())
 
 
 def _act(arrays_fn: str, activation: str) -> int:
@@ -198,20 +228,38 @@ def add_layer_norm(
 ) -> tuple[Any, Any, Any, Any]:
     """(y, h, mean, rstd): h = x + residual and y = layer_norm(h) per row of [rows, cols],
     one pass; mean and rstd f32 [rows] (f64 for f64 data)."""
+    plan = _replay(interpret, "add_layer_norm", (x, residual, weight, bias))
+    if plan is not None:
+        return plan(x, residual, weight, bias, eps)
     arrays, rows, cols, xs, rs, config = _add_norm_args(
         "add_layer_norm", x, residual, {"weight": weight, "bias": bias}, interpret
     )
     dtype = arrays.dtype(x)
-    with arrays.device():
-        y, h = arrays.empty((rows, cols), dtype), arrays.empty((rows, cols), dtype)
-        stat = wide_dtype(dtype)
-        mean, rstd = arrays.empty((rows,), stat), arrays.empty((rows,), stat)
-        args = (y, h, mean, rstd, x, residual, weight, bias, cols, xs, rs, cols, cols, float(eps))
-        kernel = module("add_norm.c").add_layer_norm_fwd
-        arrays.launch(
-            kernel, (rows,), args, config.num_warps, ROUND=_ROUND.get(dtype, 0), BLOCK=config.block
-        )
-    return y, h, mean, rstd
+    alloc = arrays.allocator((rows, cols), dtype)
+    alloc_stat = arrays.allocator((rows,), wide_dtype(dtype))
+    kernel = module("add_norm.c").add_layer_norm_fwd
+    first = _Launch(
+        arrays,
+        kernel,
+        (rows,),
+        config.num_warps,
+        ("eps",),
+        ROUND=_ROUND.get(dtype, 0),
+        BLOCK=config.block,
+    )
+
+    def make(launch):
+        def plan(x, residual, weight, bias, eps):
+            y, h, mean, rstd = alloc(), alloc(), alloc_stat(), alloc_stat()
+            launch(
+                y, h, mean, rstd, x, residual, weight, bias, cols, xs, rs, cols, cols, float(eps)
+            )
+            return y, h, mean, rstd
+
+        return plan
+
+    key = _key(interpret, "add_layer_norm", (x, residual, weight, bias))
+    return _planned(key, arrays, make, (first,), x, residual, weight, bias, float(eps))
 
 
 def add_rms_norm(
@@ -261,27 +309,62 @@ def add_layer_norm_backward(
 ) -> tuple[Any, Any, Any]:
     """(dh_total, dweight, dbias) of :func:`add_layer_norm`: dh_total, the gradient of x and of
     residual alike, is layer norm's dx plus ``dh``, the gradient that reached h directly."""
+    named = (dy, dh, h, weight, mean, rstd)
+    plan = _replay(interpret, "add_layer_norm_backward", named)
+    if plan is not None:
+        return plan(*named)
     arrays, rows, cols, strides, config = _add_norm_backward(
         "add_layer_norm_backward", dy, dh, h, weight, {"mean": mean, "rstd": rstd}, interpret
     )
     dtype, w_dtype = arrays.dtype(h), arrays.dtype(weight)
+    acc = wide_dtype(dtype)
     with arrays.device():
         programs, per_program = partial_programs(rows, arrays.sms())
-        dx = arrays.empty((rows, cols), dtype)
-        parts = max(programs, 1)
-        acc = wide_dtype(dtype)
-        dw_part, db_part = arrays.empty((parts, cols), acc), arrays.empty((parts, cols), acc)
-        args = (dx, dw_part, db_part, dy, dh, h, weight, mean, rstd, rows, cols, *strides, cols)
-        kernel = module("add_norm.c").add_layer_norm_bwd
-        arrays.launch(
-            kernel, (programs,), (*args, per_program), config.num_warps, BLOCK=config.block
-        )
-        if programs == 0:
-            dw_part[...] = 0
-            db_part[...] = 0
-        dw = _column_sum(arrays, dw_part, parts, cols, w_dtype)
-        db = _column_sum(arrays, db_part, parts, cols, w_dtype)
-    return dx, dw, db
+    parts = max(programs, 1)
+    alloc_dx = arrays.allocator((rows, cols), dtype)
+    alloc_part = arrays.allocator((parts, cols), acc)
+    alloc_w = arrays.allocator((cols,), w_dtype)
+    kernel = module("add_norm.c").add_layer_norm_bwd
+    column_sum = module("add_norm.c").column_sum
+    blocks = {"BLOCK_P": PARTIAL_BLOCK_P, "BLOCK_N": PARTIAL_BLOCK_N}
+    sum_grid = (cdiv(cols, PARTIAL_BLOCK_N),)
+    launches = (
+        _Launch(arrays, kernel, (programs,), config.num_warps, BLOCK=config.block),
+        _Launch(arrays, column_sum, sum_grid, 4, **blocks),
+        _Launch(arrays, column_sum, sum_grid, 4, **blocks),
+    )
+
+    def make(rows_launch, dw_launch, db_launch):
+        def plan(dy, dh, h, weight, mean, rstd):
+            dx, dw_part, db_part = alloc_dx(), alloc_part(), alloc_part()
+            rows_launch(
+                dx,
+                dw_part,
+                db_part,
+                dy,
+                dh,
+                h,
+                weight,
+                mean,
+                rstd,
+                rows,
+                cols,
+                *strides,
+                cols,
+                per_program,
+            )
+            if programs == 0:
+                dw_part[...] = 0
+                db_part[...] = 0
+            dw, db = alloc_w(), alloc_w()
+            dw_launch(dw, dw_part, parts, cols)
+            db_launch(db, db_part, parts, cols)
+            return dx, dw, db
+
+        return plan
+
+    key = _key(interpret, "add_layer_norm_backward", named)
+    return _planned(key, arrays, make, launches, *named)
 
 
 def add_rms_norm_backward(
@@ -309,6 +392,17 @@ def add_rms_norm_backward(
 # ---------------------------------------------------------------- AdamW
 
 
+def _adamw_scalars(step: int, lr: float, beta1: float, beta2: float, eps: float, wd: float):
+    """The kernel's f64 scalars for step number ``step``: the hyperparameters, then
+    torch.optim.AdamW's step size lr / (1 - beta1^t) and sqrt(1 - beta2^t)."""
+    step_size = lr / (1.0 - beta1**step)
+    bc2_sqrt = (1.0 - beta2**step) ** 0.5
+    return tuple(map(float, (lr, beta1, beta2, eps, wd, step_size, bc2_sqrt)))
+
+
+AdamWReplay = Callable[[Any, Any, Any, Any, int, float, float, float, float, float], None]
+
+
 def adamw_step(
     param: Any,
     grad: Any,
@@ -322,10 +416,17 @@ def adamw_step(
     eps: float = 1e-8,
     weight_decay: float = 1e-2,
     interpret: bool = False,
-) -> None:
+) -> AdamWReplay | None:
     """One AdamW step of torch.optim.AdamW's arithmetic, in place on ``param`` and the moments
     ``exp_avg``, ``exp_avg_sq`` (f32, f64 for f64 params), for step number ``step`` (from 1).
-    All four contiguous and of one size; one launch."""
+    All four contiguous and of one size; one launch.
+
+    Returns, for a GPU launch, the replay of this step for later steps of arrays like these
+    (the same shapes, dtypes and device; any addresses), a function of ``(param, grad,
+    exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay)`` that skips the checks
+    made here and launches directly (each pointer's alignment still checked) on the current
+    stream of the current device, which must be the arrays' (the optimizer keeps one per
+    parameter). None on the interpreter or when nothing was launched."""
     named = {"param": param, "grad": grad, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
     arrays = Arrays("adamw_step", named, interpret)
     for name, a in named.items():
@@ -339,10 +440,18 @@ def adamw_step(
     if step < 1:
         raise arrays.error(f"step counts from 1, got {step}")
     n = _size(param)
-    step_size = lr / (1.0 - beta1**step)
-    bc2_sqrt = (1.0 - beta2**step) ** 0.5
-    scalars = (lr, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt)
+    scalars = _adamw_scalars(step, lr, beta1, beta2, eps, weight_decay)
+    grid = (cdiv(n, ELEMENTWISE_BLOCK),)
     with arrays.device():
-        args = (param, grad, exp_avg, exp_avg_sq, n, *map(float, scalars))
+        args = (param, grad, exp_avg, exp_avg_sq, n, *scalars)
         kernel = module("adamw.c").adamw_step
-        arrays.launch(kernel, (cdiv(n, ELEMENTWISE_BLOCK),), args, 4, BLOCK=ELEMENTWISE_BLOCK)
+        arrays.launch(kernel, grid, args, 4, BLOCK=ELEMENTWISE_BLOCK)
+        if arrays.kind == "numpy" or n == 0:
+            return None
+        # f64 scalars carry no specialisation facts; n is the same for every replay
+        launch = kernel.direct(grid, args, 4, strided=True, BLOCK=ELEMENTWISE_BLOCK)
+
+    def replay(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay):
+        launch(p, g, m, v, n, *_adamw_scalars(step, lr, beta1, beta2, eps, weight_decay))
+
+    return replay

@@ -329,14 +329,38 @@ def test_adamw_matches_torch():
     theirs = [p.clone().requires_grad_() for p in ps]
     kw = {"lr": 1e-2, "betas": (0.9, 0.95), "weight_decay": 0.1}
     oa, ob = ttx.AdamW(ours, **kw), torch.optim.AdamW(theirs, **kw, foreach=False)
-    for step in range(3):
+    for step in range(4):
         for a, b in zip(ours, theirs, strict=True):
             a.grad = _randn(*a.shape, seed=20 + step)
             b.grad = a.grad.clone()
+        if step == 2:  # a schedule's change reaches the replayed launches
+            oa.param_groups[0]["lr"] = ob.param_groups[0]["lr"] = 3e-3
         oa.step()
         ob.step()
     for a, b in zip(ours, theirs, strict=True):
         torch.testing.assert_close(a, b, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+def test_repeated_calls_replay_on_new_data(dtype):
+    """The second and third calls of a shape replay the first call's plan (fused add + layer
+    norm, its backward, the activation backward): new data, new results, torch's."""
+    for seed in range(3):
+        x, r = _randn(257, 384, dtype=dtype, seed=seed), _randn(257, 384, dtype=dtype, seed=9)
+        w, b = _randn(384, seed=seed + 3), _randn(384, seed=seed + 4)
+        w, b = w.to(dtype).requires_grad_(), b.to(dtype).requires_grad_()
+        xs = x.clone().requires_grad_()
+        y, h = ttx.add_layer_norm(xs, r, w, b)
+        g = ttx.gelu(y)
+        (g * _randn(257, 384, dtype=dtype, seed=seed + 5)).sum().backward()
+        xt, wt, bt = (t.detach().clone().requires_grad_() for t in (x, w, b))
+        ht = xt + r
+        gt = F.gelu(F.layer_norm(ht, (384,), wt, bt, 1e-5))
+        (gt * _randn(257, 384, dtype=dtype, seed=seed + 5)).sum().backward()
+        _close(h, ht.detach(), dtype)
+        _close(g.detach(), gt.detach(), dtype)
+        for got, want in ((xs.grad, xt.grad), (w.grad, wt.grad), (b.grad, bt.grad)):
+            _close(got, want, dtype)
 
 
 def test_gpt_full_size_tracks_torch(tmp_path):
