@@ -12,8 +12,10 @@
  * scalars are f64, as torch's are Python floats, so the arithmetic runs in f64 and each of p,
  * m and v is rounded once when it is stored.
  *
- * One launch per parameter tensor: the language has no table of pointers (no integer-to-
- * pointer conversion), so a launch cannot walk a list of tensors.
+ * A launch steps one contiguous buffer. teeny_tx.torch.AdamW fuses the step over many
+ * tensors by keeping each param group's parameters of one dtype (and their gradients and
+ * moments) as views of one flat buffer, stepped by one launch: the language has no table of
+ * pointers (no integer-to-pointer conversion), so a launch cannot walk a list of tensors.
  */
 
 kernel adamw_step(any *p, const any *g, any *m, any *v, i32 n, f64 lr, f64 beta1, f64 beta2,

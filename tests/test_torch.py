@@ -635,13 +635,15 @@ def test_attention_matches_torch_sdpa():
     assert attn.qkv.weight.grad is not None
 
 
+@pytest.mark.parametrize("flat", [True, False], ids=["flat", "per-tensor"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
-def test_adamw_matches_torch(dtype):
+def test_adamw_matches_torch(dtype, flat):
     params = [_randn(33, 5, dtype=dtype), _randn(1001, dtype=dtype, seed=1)]
     ours = [p.clone().requires_grad_() for p in params]
     theirs = [p.clone().requires_grad_() for p in params]
     settings = {"lr": 1e-2, "betas": (0.8, 0.99), "eps": 1e-8, "weight_decay": 0.1}
-    opt_a, opt_b = ttx.AdamW(ours, **settings), torch.optim.AdamW(theirs, **settings)
+    opt_a = ttx.AdamW(ours, **settings, flat=flat)
+    opt_b = torch.optim.AdamW(theirs, **settings)
     for step in range(4):
         for a, b in zip(ours, theirs, strict=True):
             g = _randn(*a.shape, dtype=dtype, seed=10 + step)
@@ -653,6 +655,67 @@ def test_adamw_matches_torch(dtype):
         torch.testing.assert_close(a, b, rtol=tol, atol=tol)
     state_a, state_b = opt_a.state[ours[0]], opt_b.state[theirs[0]]
     torch.testing.assert_close(state_a["exp_avg_sq"].to(dtype), state_b["exp_avg_sq"])
+
+
+def _two_layers(dtype, seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(9, 17), torch.nn.Tanh(), torch.nn.Linear(17, 3))
+    model = model.to(dtype)
+    model.unused = torch.nn.Parameter(_randn(5, dtype=torch.float32, seed=9))  # another dtype
+    return model
+
+
+def test_adamw_flat_buckets_train_like_torch():
+    """A training loop (backward accumulating into the buckets, zero_grad, an lr change, a
+    parameter without a gradient, a state-dict round trip) steps exactly as torch.optim.AdamW;
+    each bucket (one per dtype) is one flat buffer and the parameters are views of it."""
+    dtype = torch.float64
+    ours, theirs = _two_layers(dtype, 0), _two_layers(dtype, 0)
+    theirs.load_state_dict(ours.state_dict())
+    settings = {"lr": 1e-2, "betas": (0.9, 0.95), "weight_decay": 0.1}
+    opt_a = ttx.AdamW(ours.parameters(), **settings)
+    opt_b = torch.optim.AdamW(theirs.parameters(), **settings)
+    for step in range(6):
+        x = _randn(11, 9, dtype=dtype, seed=20 + step)
+        for model, opt in ((ours, opt_a), (theirs, opt_b)):
+            opt.zero_grad()
+            loss = model(x).square().mean()
+            if step == 3:  # the unused parameter gets a gradient in one step only
+                loss = loss + model.unused.square().sum()
+            loss.backward()
+            if step == 4:
+                opt.param_groups[0]["lr"] = 3e-3
+            opt.step()
+        if step == 2:  # resume from a state dict: moments go back into the bucket
+            saved = opt_a.state_dict()
+            opt_a = ttx.AdamW(ours.parameters(), **settings)
+            opt_a.load_state_dict(saved)
+        for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
+            tol = 1e-12 if a.dtype == torch.float64 else 1e-6
+            torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+    buckets = [flat for flats in opt_a._buckets for flat in flats]
+    assert sorted(len(f.params) for f in buckets) == [1, 4]
+    four = next(f for f in buckets if len(f.params) == 4)
+    assert ours[0].weight.data_ptr() == four.param.data_ptr()  # views of the bucket's buffer
+    assert ours[2].bias.data_ptr() == four.param.data_ptr() + (four.param.numel() - 3) * 8
+
+
+def test_adamw_flat_steps_each_bucket_in_one_launch(monkeypatch):
+    """Four parameters of one dtype: one adamw_step launch per step, not four."""
+    from teeny_tx.library import fused
+
+    launches = []
+    real = fused.adamw_step
+    monkeypatch.setattr(fused, "adamw_step", lambda *a, **k: launches.append(a) or real(*a, **k))
+    model = _two_layers(torch.float32, 1)
+    del model.unused
+    opt = ttx.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(2):
+        opt.zero_grad()
+        model(_randn(4, 9)).sum().backward()
+        opt.step()
+    total = sum(p.numel() for p in model.parameters())
+    assert len(launches) == 2 and tuple(launches[0][0].shape) == (total,)
 
 
 @pytest.mark.skipif(

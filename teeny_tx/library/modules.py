@@ -151,11 +151,92 @@ class Attention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(b, n, e))
 
 
+class _Flat:
+    """The parameters of one param group that share a device and dtype, stored as views of
+    one flat buffer, with their gradients and moments in flat buffers of their own: the
+    bucket's AdamW step is one launch, whatever the number of tensors.
+
+    Sizes are the parameters' numbers of elements, in the group's order; ``views(flat)`` cuts a
+    flat buffer into per-parameter views of their shapes."""
+
+    def __init__(self, params: list[torch.Tensor], moment: torch.dtype):
+        self.params = params
+        self.sizes = [p.numel() for p in params]
+        first = params[0]
+        total = sum(self.sizes)
+        self.param = torch.empty(total, dtype=first.dtype, device=first.device)
+        self.grad = torch.zeros(total, dtype=first.dtype, device=first.device)
+        self.exp_avg = torch.zeros(total, dtype=moment, device=first.device)
+        self.exp_avg_sq = torch.zeros(total, dtype=moment, device=first.device)
+        for p, view in zip(params, self.views(self.param), strict=True):
+            view.copy_(p.detach())
+            p.data = view  # the parameter now lives in the bucket (its Module sees the same)
+        # which parameters received a gradient since the last zero_grad (autograd's hook, or
+        # a gradient found in place of the view); the others are not stepped, as in torch
+        self.touched: set[int] = set()
+        for p, view in zip(params, self.views(self.grad), strict=True):
+            if p.grad is not None:
+                view.copy_(p.grad)
+                self.touched.add(id(p))
+            p.grad = view  # autograd accumulates into it in place from now on
+            p.register_post_accumulate_grad_hook(self._received)
+        self.moment_views = (self.views(self.exp_avg), self.views(self.exp_avg_sq))
+
+    def _received(self, p: torch.Tensor) -> None:
+        self.touched.add(id(p))
+
+    def views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        return [v.view(p.shape) for v, p in zip(flat.split(self.sizes), self.params, strict=True)]
+
+    def intact(self) -> bool:
+        """Whether every parameter still lives in the bucket (nobody rebound ``p.data``, e.g.
+        by moving the model after making the optimizer)."""
+        base = self.param.data_ptr()
+        offset = 0
+        for p, n in zip(self.params, self.sizes, strict=True):
+            if p.data_ptr() != base + offset * p.element_size():
+                return False
+            offset += n
+        return True
+
+    def gather_grads(self) -> set[int]:
+        """Put each gradient back in the bucket where something replaced it (an assignment,
+        a ``zero_grad(set_to_none=True)`` of another optimizer): copied in and the view
+        restored. Returns the parameters (ids) that received no gradient since the last
+        :meth:`zero` (the bucket then steps tensor by tensor, skipping them, as torch skips a
+        parameter whose gradient is None)."""
+        idle = set()
+        for p, view in zip(self.params, self.views(self.grad), strict=True):
+            if p.grad is None:
+                idle.add(id(p))
+                p.grad = view.zero_()
+            elif p.grad.data_ptr() != view.data_ptr():
+                view.copy_(p.grad)
+                p.grad = view
+            elif id(p) not in self.touched:
+                idle.add(id(p))
+        return idle
+
+    def zero(self) -> None:
+        self.grad.zero_()
+        self.touched.clear()
+
+
 class AdamW(torch.optim.Optimizer):
-    """torch.optim.AdamW's update (decoupled weight decay, bias-corrected moments), each
-    parameter stepped by one launch of kernels/adamw.c; the moments live in the state as
-    ``exp_avg`` and ``exp_avg_sq`` (f32, f64 for f64 parameters) and ``step``, like torch's.
-    Not supported: amsgrad, maximize, capturable, tensor learning rates."""
+    """torch.optim.AdamW's update (decoupled weight decay, bias-corrected moments) through
+    kernels/adamw.c; the moments live in the state as ``exp_avg`` and ``exp_avg_sq`` (f32,
+    f64 for f64 parameters) and ``step``, like torch's.
+
+    ``flat=True`` (the default) fuses the step over many tensors: at the first step the
+    parameters of each group that share a device and dtype move into one flat buffer (each
+    parameter becomes a view of it; so do its gradient and moments), and each such bucket then
+    steps in one launch. Make the optimizer after moving the model (``model.to(...)``): a
+    parameter moved later leaves its bucket, and its group steps tensor by tensor.
+    :meth:`zero_grad` zeroes a bucket's gradients in place (one fill) instead of setting them
+    to None, so autograd accumulates into the bucket. A parameter without a gradient is not
+    stepped (torch's rule): its bucket steps tensor by tensor that step. ``flat=False``: one
+    launch per parameter. Not supported: amsgrad, maximize, capturable, tensor learning
+    rates."""
 
     def __init__(
         self,
@@ -164,15 +245,57 @@ class AdamW(torch.optim.Optimizer):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
+        *,
+        flat: bool = True,
     ):
         if not lr >= 0.0 or not eps >= 0.0 or not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"invalid AdamW settings lr={lr}, betas={betas}, eps={eps}")
         super().__init__(
             params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
         )
-        # per parameter: (what its replay was made for, fused.adamw_step's replay); a step
-        # whose arrays still match launches directly, any other takes the checked path
-        self._replays: dict[torch.Tensor, tuple[tuple, Any]] = {}
+        self.flat = flat
+        self._buckets: list[list[_Flat]] | None = None  # per group, made at the first step
+        # per parameter or bucket: (what its replay was made for, fused.adamw_step's replay);
+        # a step whose arrays still match launches directly, any other takes the checked path
+        self._replays: dict[Any, tuple[tuple, Any]] = {}
+
+    def _make_buckets(self) -> list[list[_Flat]]:
+        buckets = []
+        for group in self.param_groups:
+            by_kind: dict[tuple, list[torch.Tensor]] = {}
+            for p in group["params"]:
+                if p.requires_grad:
+                    by_kind.setdefault((p.device, p.dtype), []).append(p)
+            flats = []
+            for (_, dtype), params in by_kind.items():
+                moment = torch.float64 if dtype == torch.float64 else torch.float32
+                flat = _Flat(params, moment)
+                for p, m, v in zip(params, *flat.moment_views, strict=True):
+                    state = self.state[p]
+                    if state:  # a loaded state dict: its moments move into the bucket
+                        m.copy_(state["exp_avg"])
+                        v.copy_(state["exp_avg_sq"])
+                    state.update(step=state.get("step", 0), exp_avg=m, exp_avg_sq=v)
+                flats.append(flat)
+            buckets.append(flats)
+        return buckets
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Zero the gradients: a bucket's in place (autograd accumulates into it), any other
+        parameter's as torch does."""
+        inside: set[int] = set()
+        for flats in self._buckets or ():
+            for flat in flats:
+                flat.zero()
+                inside.update(id(p) for p in flat.params)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if id(p) in inside or p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.detach_().requires_grad_(False).zero_()
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> Any:
@@ -180,47 +303,90 @@ class AdamW(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        for group in self.param_groups:
+        if self.flat and self._buckets is None:
+            self._buckets = self._make_buckets()
+        for i, group in enumerate(self.param_groups):
             beta1, beta2 = group["betas"]
             hyper = (group["lr"], beta1, beta2, group["eps"], group["weight_decay"])
+            done: set[int] = set()  # stepped in a bucket's launch, or skipped (no gradient)
+            for flat in self._buckets[i] if self._buckets else ():
+                done |= self._step_bucket(flat, hyper)
             for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    moment = torch.float64 if p.dtype == torch.float64 else torch.float32
-                    state["step"] = 0
-                    state["exp_avg"] = torch.zeros_like(p, dtype=moment)
-                    state["exp_avg_sq"] = torch.zeros_like(p, dtype=moment)
-                state["step"] += 1
-                grad = p.grad if p.grad.is_contiguous() else p.grad.contiguous()
-                m, v = state["exp_avg"], state["exp_avg_sq"]
-                key = (p.shape, p.dtype, p.device, grad.dtype, m.dtype, m.shape, v.dtype, v.shape)
-                replay = self._replays.get(p)
-                if (
-                    replay is not None
-                    and replay[0] == key
-                    and p.is_contiguous()
-                    and m.is_contiguous()
-                    and v.is_contiguous()
-                    and torch.cuda.current_device() == p.device.index
-                ):
-                    replay[1](p, grad, m, v, state["step"], *hyper)
-                    continue
-                fast = ops.run(
-                    "adamw_step",
-                    fused.adamw_step,
-                    p,
-                    grad,
-                    m,
-                    v,
-                    state["step"],
-                    lr=hyper[0],
-                    beta1=beta1,
-                    beta2=beta2,
-                    eps=hyper[3],
-                    weight_decay=hyper[4],
-                )
-                if fast is not None:
-                    self._replays[p] = (key, fast)
+                if p.grad is not None and id(p) not in done:
+                    self._step_one(p, p, p.grad, self.state[p], hyper)
         return loss
+
+    def _step_bucket(self, flat: _Flat, hyper: tuple) -> set[int]:
+        """One launch for the whole bucket. Returns the parameters (ids) it took care of: all
+        of them, stepped; or, when some received no gradient, those (left alone) and the
+        others are stepped one by one by the caller; none when a parameter left the bucket
+        or the steps differ."""
+        if not flat.intact():
+            return set()
+        idle = flat.gather_grads()
+        if idle:
+            return idle
+        states = [self.state[p] for p in flat.params]
+        step = states[0]["step"]
+        for state, m, v in zip(states, *flat.moment_views, strict=True):
+            if state["step"] != step:
+                return set()
+            if state["exp_avg"] is not m or state["exp_avg_sq"] is not v:  # a loaded state
+                m.copy_(state["exp_avg"])
+                v.copy_(state["exp_avg_sq"])
+                state["exp_avg"], state["exp_avg_sq"] = m, v
+        for state in states:
+            state["step"] = step + 1
+        whole = {"step": step + 1, "exp_avg": flat.exp_avg, "exp_avg_sq": flat.exp_avg_sq}
+        self._step_one(flat, flat.param, flat.grad, whole, hyper, counted=True)
+        return {id(p) for p in flat.params}
+
+    def _step_one(
+        self,
+        key: Any,
+        p: torch.Tensor,
+        grad: torch.Tensor,
+        state: dict,
+        hyper: tuple,
+        counted: bool = False,
+    ) -> None:
+        """The AdamW launch of ``p`` (a parameter, or a bucket's flat buffer) with its
+        replay when the arrays still match the one it was made for."""
+        if not state:
+            moment = torch.float64 if p.dtype == torch.float64 else torch.float32
+            state["step"] = 0
+            state["exp_avg"] = torch.zeros_like(p, dtype=moment)
+            state["exp_avg_sq"] = torch.zeros_like(p, dtype=moment)
+        if not counted:
+            state["step"] += 1
+        grad = grad if grad.is_contiguous() else grad.contiguous()
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        signature = (p.shape, p.dtype, p.device, grad.dtype, m.dtype, m.shape, v.dtype, v.shape)
+        replay = self._replays.get(key)
+        if (
+            replay is not None
+            and replay[0] == signature
+            and p.is_contiguous()
+            and m.is_contiguous()
+            and v.is_contiguous()
+            and torch.cuda.current_device() == p.device.index
+        ):
+            replay[1](p, grad, m, v, state["step"], *hyper)
+            return
+        lr, beta1, beta2, eps, weight_decay = hyper
+        fast = ops.run(
+            "adamw_step",
+            fused.adamw_step,
+            p,
+            grad,
+            m,
+            v,
+            state["step"],
+            lr=lr,
+            beta1=beta1,
+            beta2=beta2,
+            eps=eps,
+            weight_decay=weight_decay,
+        )
+        if fast is not None:
+            self._replays[key] = (signature, fast)
