@@ -69,8 +69,34 @@ def test_every_variant_of_the_large_tile_plans():
 
 def test_variants_without_tma_stores_keep_the_register_epilogue():
     first = hc.with_epilogue(hc.table_candidates(4095, 4097, 132, False)[0], False, 2, 2)
-    assert first == hc.Candidate(HopperConfig(128, 256, 64, 3, 8), False)
-    assert not any(c.tma_store or c.config.store_panels for c in hc.variants(first, False))
+    assert first == hc.Candidate(HopperConfig(128, 256, 64, 4, 8, cluster=2), False)
+    found = hc.variants(first, False)
+    assert not any(c.tma_store or c.config.store_panels for c in found)
+    # the unclustered tile (the table's choice before the sweep) is among them
+    assert hc.Candidate(HopperConfig(128, 256, 64, 3, 8), False) in found
+
+
+@pytest.mark.parametrize(
+    "m,n,k,dtype,tma_store_ok,expect",
+    [
+        # the H200 sweep's best candidates of 2026-12-01 (bench/sweep_hopper.py)
+        (8192, 8192, 8192, "bf16", True, "128x256x64 s3 g8 tma-store epilogue"),
+        (4096, 4096, 4096, "f16", True, "128x256x64 s3 g8 tma-store epilogue"),
+        (4095, 4097, 1000, "f16", False, "128x256x64 s4 g8 cluster2 register epilogue"),
+    ],
+)
+def test_the_table_takes_the_sweep_winners(m, n, k, dtype, tma_store_ok, expect):
+    hc.CHOICES.clear()
+    args = _choose_args() | dict(m=m, n=n, k=k, dtype=dtype, out_dtype=dtype)
+    choice = hc.hopper_choose(**(args | {"tma_store_ok": tma_store_ok, "pairs": n % 2 == 0}))
+    assert choice is not None and choice.report == f"{expect}: chosen"
+    node = choice.kernel.node
+    assert hc.label(hc.Candidate(config_of(node), node.epilogue.tma_store)) == expect
+
+
+def config_of(node) -> HopperConfig:
+    m = node.mainloop
+    return HopperConfig(m.bm, m.bn, m.bk, m.stages, node.scheduler.group_m, m.atoms, m.cluster)
 
 
 @pytest.mark.parametrize(

@@ -39,13 +39,20 @@ GROUP_M = 8
 SHARED_LIMIT = 232448  # dynamic shared memory of an sm_90 block
 MIN_STAGES = 3  # fewer (an f32 staging tile of 128x256) and the register epilogue is taken
 
-# Tiles from the largest, (BM, BN, BK, stages with the register epilogue, stages with the
-# TMA-store epilogue): the first that gives at least 3/4 of a wave of tiles is taken (a
-# persistent grid of one block per SM walks them). Stages from the H200 sweep at 8192^3 bf16
-# (TFLOP/s, 2026-12-01): 128x256 register s3 661 / s4 653, TMA-store s3 699; 128x128
-# register s6 618, TMA-store s5 685. 64x128 (small products) was not swept: the most stages
-# that fit.
-TILES = ((128, 256, 64, 3, 3), (128, 128, 64, 6, 5), (64, 128, 64, 8, 8))
+# Tiles from the largest, (BM, BN, BK, (stages, cluster) with the register epilogue, (stages,
+# cluster) with the TMA-store epilogue): the first that gives at least 3/4 of a wave of tiles
+# is taken (a persistent grid of one block per SM walks them). From the H200 sweeps (TFLOP/s,
+# 2026-12-01): at 8192^3 bf16, 128x256 register s3 661 / s4 653, TMA-store s3 699 (792 in the
+# afternoon run, 1.03x cuBLAS); 128x128 register s6 618, TMA-store s5 685; f16 4096^3: the
+# 128x256 s3 TMA-store choice was the best of every candidate (704); the register epilogue
+# (C's rows not 16-byte aligned: f16 4095 x 4097 x 1000) was fastest at 128x256 s4 as a 2-CTA
+# cluster with B multicast (259, against 217 for s3 without a cluster and 101 for cuBLAS).
+# 64x128 (small products) was not swept: the most stages that fit.
+TILES = (
+    (128, 256, 64, (4, 2), (3, 1)),
+    (128, 128, 64, (6, 1), (5, 1)),
+    (64, 128, 64, (8, 1), (8, 1)),
+)
 
 
 class Candidate(NamedTuple):
@@ -67,8 +74,12 @@ CHOICES: dict[tuple, HopperChoice] = {}  # by product class (see hopper_choose)
 
 
 def table_configs(tma_store: bool) -> list[HopperConfig]:
-    """TILES as configs, with the stages of one epilogue."""
-    return [HopperConfig(t[0], t[1], t[2], t[4 if tma_store else 3], GROUP_M) for t in TILES]
+    """TILES as configs, with the stages and cluster of one epilogue."""
+    out = []
+    for bm, bn, bk, registers, stores in TILES:
+        stages, cluster = stores if tma_store else registers
+        out.append(HopperConfig(bm, bn, bk, stages, GROUP_M, cluster=cluster))
+    return out
 
 
 def table_candidates(m: int, n: int, sms: int, tma_store: bool) -> list[HopperConfig]:
@@ -114,6 +125,9 @@ def variants(first: Candidate, tma_store_ok: bool) -> list[Candidate]:
     multicast; for 128 x 128, the cluster. Only what plans survives (plan_matmul decides)."""
     c, store = first
     out = [Candidate(dataclasses.replace(c, group_m=g), store) for g in (16, 4)]
+    if c.cluster > 1:  # the table's tile without the cluster, at its stages and at 3
+        alone = [dataclasses.replace(c, cluster=1, stages=s) for s in (c.stages, 3)]
+        out += [Candidate(x, store) for x in alone]
     if (c.bm, c.bn) == (128, 256):
         wide = HopperConfig(256, 128, 64, 3, GROUP_M, atoms=2)
         four = [
