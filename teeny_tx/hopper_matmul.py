@@ -4,6 +4,8 @@ Input: a node from :func:`teeny_tx.lower.hopper.plan_matmul` and, per launch, de
 sizes and strides. Output: the kernel queued on the given stream. The tensor maps of A and B
 are encoded on the host (``runtime/tma.py``), cached by pointer, shape and stride, and passed
 by value; the grid is persistent: one block per SM at most, the tiles walked in grouped order.
+A split-K kernel also takes a workspace (its f32 partial tiles) and a tile counter array,
+allocated once per device and stream (:func:`split_buffers`) and left zeroed by every launch.
 
 Compiling needs no GPU (``HopperMatmulKernel(node).cubin`` compiles for sm_90a through NVRTC);
 launching needs a Hopper device.
@@ -73,8 +75,8 @@ class HopperMatmulKernel:
         multiple of the cluster size (a cluster per ``cluster`` tile rows and SMs)."""
         ml = self.node.mainloop
         tiles_m, tiles_n = -(-m // ml.bm), -(-n // ml.bn)
-        if ml.cluster == 1:
-            return max(1, min(tiles_m * tiles_n, sms))
+        if ml.cluster == 1:  # split-K: split_k units per tile
+            return max(1, min(tiles_m * tiles_n * ml.split_k, sms))
         clusters = -(-tiles_m // ml.cluster) * tiles_n
         return ml.cluster * max(1, min(clusters, sms // ml.cluster))
 
@@ -121,6 +123,8 @@ class HopperMatmulKernel:
         )
         if self.node.epilogue.scaled:
             args += (np.uint64(scale_a), np.uint64(scale_b))
+        if self.node.mainloop.split_k > 1:
+            args += split_buffers(self.node, m, n, launch.get_device(), stream)
         grid = (self.grid(m, n, sms), 1, 1)
         block = (self.node.mainloop.threads, 1, 1)
         self.loaded.launch(grid, block, args, self.node.shared_bytes, stream)
@@ -178,6 +182,7 @@ class HopperMatmulKernel:
             return lambda c, a, b, bias, stream=None: self.launch(
                 c, a, b, bias, m, n, k, a_stride, b_stride, scm, scn, alpha, sms, stream
             )
+        split = node.mainloop.split_k > 1
         c_maps: dict[int, tuple] = {}  # C pointer -> (its tensor map,) with TMA stores; else ()
         if node.epilogue.tma_store:
             out_dtype = node.epilogue.out_dtype
@@ -209,6 +214,8 @@ class HopperMatmulKernel:
                     known.clear()
                 pair = known[(a_ptr, b_ptr)] = maps(a_ptr, b_ptr, m, n, k, a_stride, b_stride)
             args = (*pair, *c_map(c_ptr), pointer(c_ptr), pointer(bias_ptr), *sizes)
+            if split:
+                args += split_buffers(node, m, n, device, stream)
             try:
                 function(grid, block, args, shared, None if stream is None else convert(stream))
             except launch.DriverError as err:
@@ -232,3 +239,52 @@ def forget_launchers() -> None:
     """Drop the launchers every kernel keeps (what a test that counts launches starts from)."""
     for kernel in _kernels.values():
         kernel._launchers.clear()
+
+
+# split-K buffers per (device, stream): (workspace, counters), each a CuPy array that only grows;
+# a replaced one is kept (a launch queued before may still use it): at most twice the largest
+_split: dict[tuple[int, int], tuple[Any, Any]] = {}
+_retired: list[Any] = []
+
+
+def split_bytes(node: HopperMatmul, m: int, n: int) -> tuple[int, int]:
+    """(workspace bytes, counters) of a split-K launch: split_k f32 partial tiles per output
+    tile, one int counter per tile."""
+    ml = node.mainloop
+    tiles = -(-m // ml.bm) * -(-n // ml.bn)
+    return tiles * ml.split_k * ml.bm * ml.bn * 4, tiles
+
+
+def split_workspace(node: HopperMatmul, m: int, n: int, device: int, stream: Any) -> tuple:
+    """The split-K buffers (workspace, counters: CuPy arrays) that launches of ``node`` on
+    ``device`` and ``stream`` use. Launches on one stream run in order, so one pair serves them
+    all; counters start at 0 and each launch's last units set them back to 0. A launch that
+    traps may leave a counter set: :func:`forget_split_buffers` drops the buffers."""
+    import cupy
+
+    need, tiles = split_bytes(node, m, n)
+    handle = cupy.cuda.get_current_stream() if stream is None else launch.convert_stream(stream)
+    key = (device, int(handle.ptr))
+    found = _split.get(key)
+    if found is None or found[0].nbytes < need or found[1].size < tiles:
+        with cupy.cuda.Device(device):
+            old = found
+            size = max(need, 0 if old is None else old[0].nbytes)
+            count = max(tiles, 0 if old is None else old[1].size)
+            found = _split[key] = (cupy.empty(size, np.uint8), cupy.zeros(count, np.int32))
+            if old is not None:
+                _retired.extend(old)
+    return found
+
+
+def split_buffers(node: HopperMatmul, m: int, n: int, device: int, stream: Any) -> tuple:
+    """The split-K kernel arguments (workspace, counters pointers) of a launch of ``node``
+    (see :func:`split_workspace`)."""
+    workspace, counters = split_workspace(node, m, n, device, stream)
+    return (np.uint64(workspace.data.ptr), np.uint64(counters.data.ptr))
+
+
+def forget_split_buffers() -> None:
+    """Drop every split-K buffer (a test that counts allocations, or after a trapped launch)."""
+    _split.clear()
+    _retired.clear()

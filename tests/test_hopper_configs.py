@@ -273,3 +273,91 @@ def test_the_tuner_skips_candidates_that_fail_or_spill(tmp_path, monkeypatch):
 def test_untimed_choice_is_the_table_and_times_nothing():
     choice = _choose(None)
     assert choice.report == "128x256x64 s3 g8 tma-store epilogue: chosen"
+
+
+# ------------------------------------------------------------------ split-K
+
+
+@pytest.mark.parametrize(
+    "m,n,k,expect",
+    [
+        (1024, 1024, 1024, (128, 128, 2)),  # 64 tiles in two K halves, not 128 of 64 x 128
+        (512, 520, 16384, (128, 128, 6)),
+        (64, 4096, 8192, (128, 128, 4)),
+        (1001, 1001, 1001, (128, 128, 2)),
+        (2048, 2048, 8192, (128, 256, 1)),  # 128 tiles of 128 x 256 fill the SMs already
+        (4096, 4096, 4096, (128, 256, 1)),
+        (1024, 1024, 192, (64, 128, 1)),  # 3 K blocks: too short to split
+        (1, 8, 8, (64, 128, 1)),
+    ],
+)
+def test_the_table_splits_k_where_tiles_leave_sms_idle(m, n, k, expect):
+    c = hc.table_candidates(m, n, 132, True, k)[0]
+    assert (c.bm, c.bn, c.split_k) == expect
+    units = -(-m // c.bm) * -(-n // c.bn) * c.split_k
+    if c.split_k > 1:
+        assert 3 * 132 <= 4 * units <= 132 * 4 and -(-k // c.bk) >= 4 * c.split_k - 3
+
+
+def test_split_k_variants_time_other_splits_and_the_unsplit_tiles():
+    first = hc.with_epilogue(hc.table_candidates(1024, 1024, 132, True, 1024)[0], True, 2, 2)
+    assert first == hc.Candidate(HopperConfig(128, 128, 64, 5, 8, split_k=2), True)
+    found = {(c.config.bm, c.config.bn, c.config.split_k) for c in hc.variants(first, True)}
+    assert {(128, 128, 4), (128, 128, 1), (64, 128, 1), (64, 128, 2), (64, 128, 4)} <= found
+
+
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        (HopperConfig(128, 128, 64, 5, split_k=17), "split_k=17"),
+        (HopperConfig(128, 128, 64, 5, split_k=0), "split_k=0"),
+        (HopperConfig(128, 128, 64, 5, split_k=2, cluster=2), "without clusters"),
+        (HopperConfig(128, 128, 64, 5, atoms=2, pingpong=True, split_k=2), "ping-pong"),
+    ],
+)
+def test_split_k_plans_are_checked(config, message):
+    with pytest.raises(TmaUnsupported, match=message):
+        plan_matmul(**PRODUCT, tma_store=True, config=config)
+
+
+def test_split_k_shared_memory_grid_and_workspace():
+    from teeny_tx.hopper_matmul import HopperMatmulKernel, split_bytes
+
+    plain = plan_matmul(**PRODUCT, tma_store=True, config=HopperConfig(128, 128, 64, 5))
+    node = plan_matmul(**PRODUCT, tma_store=True, config=HopperConfig(128, 128, 64, 5, split_k=3))
+    assert node.shared_bytes == plain.shared_bytes + 16  # the block's "last unit" flag
+    assert node.key[:-1] == plain.key and node.key[-1] == "split3"
+    assert "split3" in node.label
+    kernel = HopperMatmulKernel(node)
+    assert kernel.grid(1024, 1024, 132) == 132 and kernel.grid(300, 200, 132) == 3 * 2 * 3
+    assert split_bytes(node, 300, 200) == (6 * 3 * 128 * 128 * 4, 6)
+
+
+@pytest.mark.parametrize(
+    "b_kmajor,tma_store,config,bias",
+    [
+        (False, True, HopperConfig(128, 128, 64, 5, split_k=2), None),
+        (True, False, HopperConfig(128, 128, 64, 6, split_k=4), "f16"),
+        (False, True, HopperConfig(64, 128, 64, 8, split_k=3), "bf16"),
+        (True, False, HopperConfig(128, 256, 64, 4, split_k=2), None),
+    ],
+)
+def test_split_k_compiles_for_sm90a_without_spills(b_kmajor, tma_store, config, bias, tmp_path):
+    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.runtime import nvrtc
+
+    product = PRODUCT | {"b_kmajor": b_kmajor, "bias_dtype": bias, "activation": 1 if bias else 0}
+    node = plan_matmul(**product, tma_store=tma_store, config=config)
+    kernel = HopperMatmulKernel(node)
+    source = kernel.source
+    assert "atomicAdd(&counters[tile], 1)" in source and "__stcg(parts" in source
+    assert "for (int kb = kb_begin; kb < kb_end; ++kb)" in source
+    result = kernel.compiled
+    assert nvrtc.spilled_bytes(result.log) == 0, result.log
+    assert "0 bytes stack frame" in result.log
+    sass = _sass(result.cubin, tmp_path)
+    if sass is None:
+        return
+    assert "LDL" not in sass and "STL" not in sass
+    assert "ATOMG" in sass or "RED" in sass  # the tile counter
+    assert sass.count("HGMMA") >= 4 and "UTMALDG" in sass

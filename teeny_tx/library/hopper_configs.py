@@ -30,7 +30,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from ..lower.hopper import ITEMSIZE, HopperConfig, TmaUnsupported, plan_matmul
+from ..lower.hopper import ITEMSIZE, MAX_SPLIT_K, HopperConfig, TmaUnsupported, plan_matmul
 from ..runtime.grid import cdiv
 
 TUNE = os.environ.get("TEENY_TX_HOPPER_TUNE", "0") == "1"
@@ -38,6 +38,8 @@ TUNE_FORMAT = 1  # bump when the cache file's recipe or contents change
 GROUP_M = 8
 SHARED_LIMIT = 232448  # dynamic shared memory of an sm_90 block
 MIN_STAGES = 3  # fewer (an f32 staging tile of 128x256) and the register epilogue is taken
+SPLIT_MIN_BLOCKS = 4  # K blocks of a split-K unit at least (its partial tile costs a round trip)
+SPLIT_MAX_BN = 128  # split-K tiles: 128 x 256 spills with split-K's reduction (ptxas, sm_90a)
 
 # Tiles from the largest, (BM, BN, BK, (stages, cluster) with the register epilogue, (stages,
 # cluster) with the TMA-store epilogue): the first that gives at least 3/4 of a wave of tiles
@@ -82,12 +84,31 @@ def table_configs(tma_store: bool) -> list[HopperConfig]:
     return out
 
 
-def table_candidates(m: int, n: int, sms: int, tma_store: bool) -> list[HopperConfig]:
+def split_for(config: HopperConfig, m: int, n: int, k: int, sms: int) -> int:
+    """Split-K units per tile for ``config``'s tiles: 1 where the tiles fill half a wave or
+    more, or the tile is wider than SPLIT_MAX_BN (its split kernels spill); else as many as
+    fill the SMs, each of at least SPLIT_MIN_BLOCKS K blocks, up to MAX_SPLIT_K."""
+    tiles = cdiv(m, config.bm) * cdiv(n, config.bn)
+    if 2 * tiles > sms or config.bn > SPLIT_MAX_BN:
+        return 1
+    split = min(MAX_SPLIT_K, sms // tiles, cdiv(k, config.bk) // SPLIT_MIN_BLOCKS)
+    return split if split >= 2 else 1
+
+
+def table_candidates(m: int, n: int, sms: int, tma_store: bool, k: int = 0) -> list[HopperConfig]:
     """TILES as configs, the wave-filling choice first and the smaller tiles after it (what a
-    config that spills falls back to)."""
+    config that spills falls back to). With ``k`` (> 0) a tile that leaves most SMs idle is
+    split along K (:func:`split_for`), and the first whose work units fill 3/4 of a wave is
+    taken: 1024^3 runs 64 tiles of 128 x 128 in two K halves each, not 128 of 64 x 128."""
     configs = table_configs(tma_store)
+    if k > 0:
+        configs = [dataclasses.replace(c, split_k=split_for(c, m, n, k, sms)) for c in configs]
     first = next(
-        (i for i, c in enumerate(configs) if cdiv(m, c.bm) * cdiv(n, c.bn) * 4 >= 3 * sms),
+        (
+            i
+            for i, c in enumerate(configs)
+            if cdiv(m, c.bm) * cdiv(n, c.bn) * c.split_k * 4 >= 3 * sms
+        ),
         len(configs) - 1,
     )
     return configs[first:]
@@ -144,6 +165,12 @@ def variants(first: Candidate, tma_store_ok: bool) -> list[Candidate]:
         out += [Candidate(wide, store), *four, *pingpong(store)]
         clustered = [first, Candidate(wide, store), four[0]]
         out += [Candidate(dataclasses.replace(x.config, cluster=2), x.tma_store) for x in clustered]
+    elif c.split_k > 1:  # few tiles, long K: other splits, and the unsplit tile
+        splits = dict.fromkeys((max(2, c.split_k // 2), min(MAX_SPLIT_K, 2 * c.split_k), 1))
+        out += [Candidate(dataclasses.replace(c, split_k=s), store) for s in splits]
+        small = table_configs(store)[-1]
+        for s in dict.fromkeys((1, c.split_k, 2 * c.split_k)):
+            out.append(Candidate(dataclasses.replace(small, split_k=min(MAX_SPLIT_K, s)), store))
     elif (c.bm, c.bn) == (128, 128):
         out.append(Candidate(dataclasses.replace(c, cluster=2), store))
         out += pingpong(store)
@@ -177,6 +204,7 @@ def label(candidate: Candidate) -> str:
     text += f" {consumers}x{64 * c.atoms}rows" if c.atoms > 1 or c.pingpong else ""
     text += " pingpong" if c.pingpong else ""
     text += f" cluster{c.cluster}" if c.cluster > 1 else ""
+    text += f" split{c.split_k}" if c.split_k > 1 else ""
     panels = f"/{c.store_panels}panel" if c.store_panels and store else ""
     return f"{text} {'tma-store' + panels if store else 'register'} epilogue"
 
@@ -218,7 +246,7 @@ def hopper_choose(
     if found is not None:
         return found if found.kernel is not None else None
     dsize, osize = ITEMSIZE[dtype], ITEMSIZE[out_dtype]
-    bases = table_candidates(m, n, sms, tma_store_ok)
+    bases = table_candidates(m, n, sms, tma_store_ok, k)
     candidates = [with_epilogue(b, tma_store_ok, dsize, osize) for b in bases]
     if timer is not None:
         candidates = candidates[:1] + variants(candidates[0], tma_store_ok) + candidates[1:]

@@ -115,6 +115,7 @@ class Mainloop:
     atoms: int = 1  # m64 wgmma instructions per K step of a consumer (its rows / 64)
     cluster: int = 1  # CTAs per cluster along M (2: B's tile multicast to both)
     pingpong: bool = False  # the consumers take turns, a whole tile each (BM = their rows)
+    split_k: int = 1  # work units per output tile, each a slice of K (split-K; see Scheduler)
 
     @property
     def consumer_rows(self) -> int:
@@ -160,7 +161,13 @@ class Epilogue:
 
 @dataclass(frozen=True)
 class Scheduler:
-    """Persistent grouped order: ``group_m`` rows of tiles per group."""
+    """Persistent grouped order: ``group_m`` rows of tiles per group. With the mainloop's
+    ``split_k`` > 1 the grid walks work units, ``split_k`` per output tile (consecutive, so a
+    tile's units run side by side), unit s multiplying K blocks [s * per, (s + 1) * per) with
+    per = cdiv(K / BK, split_k); each writes its f32 partial tile to a global workspace and
+    counts itself on the tile's counter; the unit that counts last adds the partials in the
+    order s = 0, 1, ... (the same sum whichever unit is last: deterministic), runs the
+    epilogue and sets the counter back to 0 for the next launch."""
 
     group_m: int
 
@@ -184,7 +191,8 @@ class HopperMatmul:
         ring = m.stages * (self.a.stage_bytes + self.b.stage_bytes)
         staging = self.epilogue.staging_bytes(m.consumers * m.consumer_rows, m.bn, m.consumers)
         order = 2 * 8 if m.pingpong else 0  # the consumers' turn barriers
-        return ring + staging + 2 * 8 * m.stages + order + 1024
+        last = 16 if m.split_k > 1 else 0  # split-K: whether this block's unit is the tile's last
+        return ring + staging + 2 * 8 * m.stages + order + last + 1024
 
     @property
     def stage_bytes(self) -> int:
@@ -216,7 +224,7 @@ class HopperMatmul:
             m.pingpong,
             self.scheduler.group_m,
             self.watchdog,
-        )
+        ) + ((f"split{m.split_k}",) if m.split_k > 1 else ())  # unsplit keys as before
 
     @property
     def label(self) -> str:
@@ -226,6 +234,7 @@ class HopperMatmul:
         text = f"{m.bm}x{m.bn}x{m.bk} s{m.stages} g{self.scheduler.group_m}"
         text += f" {m.consumers}x{m.consumer_rows}rows" + (" pingpong" if m.pingpong else "")
         text += f" cluster{m.cluster}" if m.cluster > 1 else ""
+        text += f" split{m.split_k}" if m.split_k > 1 else ""
         panels = f"/{e.store_panels}panel" if e.store_panels else ""
         store = f"tma-store{panels}" if e.tma_store else "register"
         return f"{text} {store} epilogue"
@@ -240,7 +249,9 @@ class HopperConfig:
     of 128 bytes of columns per consumer instead of the whole output tile (a stage more fits;
     two let a panel's store overlap the next panel's staging); ``pingpong``: two consumers of
     BM = 64 x atoms rows that take turns, a tile each, one's epilogue under the other's
-    mainloop (CUTLASS's ping-pong schedule)."""
+    mainloop (CUTLASS's ping-pong schedule); ``split_k``: work units per output tile, each a
+    slice of K, their f32 partials added in a fixed order by the tile's last unit (products
+    of few tiles and long K, which would leave most SMs idle)."""
 
     bm: int = 128
     bn: int = 256
@@ -251,6 +262,10 @@ class HopperConfig:
     cluster: int = 1
     store_panels: int = 0
     pingpong: bool = False
+    split_k: int = 1
+
+
+MAX_SPLIT_K = 16  # work units per tile (the workspace holds split_k f32 tiles per tile)
 
 
 def tma_operand_view(
@@ -338,6 +353,14 @@ def plan_matmul(
         raise TmaUnsupported(f"store_panels={c.store_panels}: 0 (the whole tile), 1 or 2", None)
     if c.cluster not in (1, 2):
         raise TmaUnsupported(f"cluster={c.cluster}: clusters of 1 or 2 CTAs along M", None)
+    if not 1 <= c.split_k <= MAX_SPLIT_K:
+        raise TmaUnsupported(f"split_k={c.split_k}: 1 to {MAX_SPLIT_K} units per tile", None)
+    if c.split_k > 1 and (c.cluster > 1 or c.pingpong):
+        raise TmaUnsupported(
+            f"split_k={c.split_k}: split-K runs without clusters and ping-pong (one unit per "
+            "block at a time, every consumer on it)",
+            None,
+        )
     if c.bn % 16 or not 16 <= c.bn <= TMA_MAX_BOX:
         raise TmaUnsupported(f"BN={c.bn}: wgmma takes N a multiple of 16 up to 256", None)
     if c.bk % panel:
@@ -377,6 +400,7 @@ def plan_matmul(
             c.atoms,
             c.cluster,
             c.pingpong,
+            c.split_k,
         ),
         a=a,
         b=b,

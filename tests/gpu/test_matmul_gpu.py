@@ -492,6 +492,28 @@ def test_hopper_path_epilogues(hopper_launches, activation, out_dtype):
     assert len(hopper_launches) == 1, f"not the Hopper path: {linalg.hopper_report()}"
 
 
+@pytest.mark.parametrize(
+    "mnk,dtype,layout_b",
+    [((1024, 1024, 1024), "f16", "row"), ((512, 520, 16384), "bf16", "col"), ((64, 4096, 8192),
+     "f16", "row"), ((1001, 1001, 1001), "bf16", "row")],
+)  # fmt: skip
+def test_hopper_split_k_products(hopper_launches, mnk, dtype, layout_b):
+    """Products of few tiles and long K take split-K from the table (units per tile whose f32
+    partials the tile's last unit adds in a fixed order): right against float64, and the same
+    bits on a second call (the replayed plan, reusing the workspace and counters)."""
+    m, n, k = mnk
+    a, da = _padded((m, k), dtype, m, "row")
+    b, db = _padded((k, n), dtype, n, layout_b)
+    first = linalg.matmul(da, db)
+    check(first, a, b, dtype)
+    assert len(hopper_launches) == 1 and " split" in linalg.hopper_report(), linalg.hopper_report()
+    again = linalg.matmul(da, db)
+    assert len(hopper_launches) == 2
+    assert bool((cp.asnumpy(first.view(cp.uint16) if first.dtype.itemsize == 2 else first)
+                 == cp.asnumpy(again.view(cp.uint16) if again.dtype.itemsize == 2 else again)
+                 ).all())  # fmt: skip
+
+
 # ---------------------------------------------------------------- pointer-advance loops
 
 
