@@ -100,7 +100,8 @@ def test_rendering_is_deterministic():
 @pytest.mark.parametrize(
     "kw,message",
     [
-        (dict(dtype="f32"), "multiplies f16, bf16 and fp8"),
+        (dict(dtype="f64"), "f32 as TF32, not f64"),
+        (dict(dtype="f32", a_kmajor=False), "f32 operands K-major only"),
         (dict(dtype="f8e4m3", b_kmajor=False), "K-major only"),
         (dict(config=HopperConfig(bm=96)), "BM=96"),
         (dict(config=HopperConfig(bn=512)), "BN=512"),

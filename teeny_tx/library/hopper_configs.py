@@ -41,8 +41,8 @@ MIN_STAGES = 3  # fewer (an f32 staging tile of 128x256) and the register epilog
 SPLIT_MIN_BLOCKS = 4  # K blocks of a split-K unit at least (its partial tile costs a round trip)
 SPLIT_MAX_BN = 128  # split-K tiles: 128 x 256 spills with split-K's reduction (ptxas, sm_90a)
 
-# Tiles from the largest, (BM, BN, BK, (stages, cluster) with the register epilogue, (stages,
-# cluster) with the TMA-store epilogue): the first that gives at least 3/4 of a wave of tiles
+# Tiles from the largest, (BM, BN, BK, the other HopperConfig fields with the register
+# epilogue, and with the TMA-store epilogue): the first that gives at least 3/4 of a wave of tiles
 # is taken (a persistent grid of one block per SM walks them). From the H200 sweeps (TFLOP/s,
 # 2026-12-01): at 8192^3 bf16, 128x256 register s3 661 / s4 653, TMA-store s3 699 (792 in the
 # afternoon run, 1.03x cuBLAS); 128x128 register s6 618, TMA-store s5 685; f16 4096^3: the
@@ -50,10 +50,18 @@ SPLIT_MAX_BN = 128  # split-K tiles: 128 x 256 spills with split-K's reduction (
 # (C's rows not 16-byte aligned: f16 4095 x 4097 x 1000) was fastest at 128x256 s4 as a 2-CTA
 # cluster with B multicast (259, against 217 for s3 without a cluster and 101 for cuBLAS).
 # 64x128 (small products) was not swept: the most stages that fit.
-TILES = (
-    (128, 256, 64, (4, 2), (3, 1)),
-    (128, 128, 64, (6, 1), (5, 1)),
-    (64, 128, 64, (8, 1), (8, 1)),
+TILES: tuple[tuple[int, int, int, dict, dict], ...] = (
+    (128, 256, 64, dict(stages=4, cluster=2), dict(stages=3)),
+    (128, 128, 64, dict(stages=6), dict(stages=5)),
+    (64, 128, 64, dict(stages=8), dict(stages=8)),
+)
+# f32 operands multiplied as TF32 (wgmma k8): stages of BK = 32 (one 128-byte panel), as many
+# as fit beside each epilogue's staging (an f32 output tile of 128 x 256 is 128 KiB: TMA stores
+# through one panel buffer per consumer there). Not yet measured on the H200.
+TF32_TILES: tuple[tuple[int, int, int, dict, dict], ...] = (
+    (128, 256, 32, dict(stages=4), dict(stages=4, store_panels=1)),
+    (128, 128, 32, dict(stages=6), dict(stages=5)),
+    (64, 128, 32, dict(stages=8), dict(stages=8)),
 )
 
 
@@ -75,13 +83,13 @@ class HopperChoice(NamedTuple):
 CHOICES: dict[tuple, HopperChoice] = {}  # by product class (see hopper_choose)
 
 
-def table_configs(tma_store: bool) -> list[HopperConfig]:
-    """TILES as configs, with the stages and cluster of one epilogue."""
-    out = []
-    for bm, bn, bk, registers, stores in TILES:
-        stages, cluster = stores if tma_store else registers
-        out.append(HopperConfig(bm, bn, bk, stages, GROUP_M, cluster=cluster))
-    return out
+def table_configs(tma_store: bool, tf32: bool = False) -> list[HopperConfig]:
+    """TILES (TF32_TILES for f32 operands) as configs, with the fields of one epilogue."""
+    rows = TF32_TILES if tf32 else TILES
+    return [
+        HopperConfig(bm, bn, bk, group_m=GROUP_M, **(stores if tma_store else registers))
+        for bm, bn, bk, registers, stores in rows
+    ]
 
 
 def split_for(config: HopperConfig, m: int, n: int, k: int, sms: int) -> int:
@@ -95,12 +103,14 @@ def split_for(config: HopperConfig, m: int, n: int, k: int, sms: int) -> int:
     return split if split >= 2 else 1
 
 
-def table_candidates(m: int, n: int, sms: int, tma_store: bool, k: int = 0) -> list[HopperConfig]:
+def table_candidates(
+    m: int, n: int, sms: int, tma_store: bool, k: int = 0, tf32: bool = False
+) -> list[HopperConfig]:
     """TILES as configs, the wave-filling choice first and the smaller tiles after it (what a
     config that spills falls back to). With ``k`` (> 0) a tile that leaves most SMs idle is
     split along K (:func:`split_for`), and the first whose work units fill 3/4 of a wave is
     taken: 1024^3 runs 64 tiles of 128 x 128 in two K halves each, not 128 of 64 x 128."""
-    configs = table_configs(tma_store)
+    configs = table_configs(tma_store, tf32)
     if k > 0:
         configs = [dataclasses.replace(c, split_k=split_for(c, m, n, k, sms)) for c in configs]
     first = next(
@@ -115,9 +125,11 @@ def table_candidates(m: int, n: int, sms: int, tma_store: bool, k: int = 0) -> l
 
 
 def staging_bytes(config: HopperConfig, dtype_size: int, out_size: int) -> int:
-    """Shared memory of a config with the whole-tile TMA-store staging."""
+    """Shared memory of a config with its TMA-store staging (the whole tile, or
+    ``store_panels`` buffers of 128 bytes of columns of every consumer's rows)."""
     ring = config.stages * (config.bm + config.bn) * config.bk * dtype_size
-    return ring + config.bm * config.bn * out_size + 16 * config.stages + 1024
+    staging = config.store_panels * config.bm * 128 or config.bm * config.bn * out_size
+    return ring + staging + 16 * config.stages + 1024
 
 
 def with_epilogue(
@@ -133,7 +145,10 @@ def with_epilogue(
         config = dataclasses.replace(config, stages=config.stages - 1)
     if config.stages >= MIN_STAGES:
         return Candidate(config, True)
-    for registers, stores in zip(table_configs(False), table_configs(True), strict=True):
+    tf32 = dtype_size == 4
+    for registers, stores in zip(
+        table_configs(False, tf32), table_configs(True, tf32), strict=True
+    ):
         if stores == base:
             return Candidate(registers, False)
     return Candidate(dataclasses.replace(base, stages=MIN_STAGES), False)
@@ -246,7 +261,7 @@ def hopper_choose(
     if found is not None:
         return found if found.kernel is not None else None
     dsize, osize = ITEMSIZE[dtype], ITEMSIZE[out_dtype]
-    bases = table_candidates(m, n, sms, tma_store_ok, k)
+    bases = table_candidates(m, n, sms, tma_store_ok, k, tf32=dtype == "f32")
     candidates = [with_epilogue(b, tma_store_ok, dsize, osize) for b in bases]
     if timer is not None:
         candidates = candidates[:1] + variants(candidates[0], tma_store_ok) + candidates[1:]

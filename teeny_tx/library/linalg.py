@@ -12,7 +12,11 @@ the output is rounded once to its dtype (the inputs' unless ``out_dtype`` says).
 are multiplied in IEEE f32 unless ``precision`` asks for ``'tf32'`` (inputs rounded to TF32's
 10-bit mantissa, about 1e-3 relative error, the fast tensor-core path) or ``'tf32x3'`` (three
 TF32 products, close to f32): never a silent TF32, unlike torch's ``allow_tf32``. f16 and bf16
-inputs take only ``'ieee'`` (their products are exact in f32).
+inputs take only ``'ieee'`` (their products are exact in f32). On sm_90a, ``'tf32'`` products
+whose operands TMA can address take the Hopper kernel, whose tensor cores read the f32 operands
+straight from the TMA-loaded tiles: TF32 by truncation of the low 13 mantissa bits (cuBLAS's
+TF32 too), where the cp.async kernel and the interpreter round to nearest; both are within
+TF32's 2^-10 relative error per input.
 """
 
 from __future__ import annotations
@@ -374,9 +378,12 @@ HopperChoice = hopper_configs.HopperChoice
 hopper_report = hopper_configs.report
 
 
-def hopper_config(m: int, n: int, sms: int = INTERPRETER_SMS, tma_store: bool = False):
-    """The Hopper tile of an [M, K] @ [K, N] product (hopper_configs.TILES' wave-filling one)."""
-    return hopper_configs.table_candidates(m, n, sms, tma_store)[0]
+def hopper_config(
+    m: int, n: int, sms: int = INTERPRETER_SMS, tma_store: bool = False, tf32: bool = False
+):
+    """The Hopper tile of an [M, K] @ [K, N] product (hopper_configs.TILES' wave-filling one;
+    TF32_TILES' with ``tf32``), without split-K (hopper_configs.hopper_choose adds it)."""
+    return hopper_configs.table_candidates(m, n, sms, tma_store, tf32=tf32)[0]
 
 
 @functools.cache
@@ -465,11 +472,14 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
     from ..lower.hopper import TmaUnsupported, tma_operand_view
 
     dtype = arrays.dtype(a)
-    if not HOPPER or arrays.kind == "numpy" or p.batch != 1 or dtype not in ("f16", "bf16"):
+    if not HOPPER or arrays.kind == "numpy" or p.batch != 1:
         return None
     if p.k == 0:  # nothing to load (a tensor map needs non-zero extents): the cp.async kernel
         return None
-    if precision != PRECISIONS["IEEE"]:
+    # f16/bf16 products, and f32 ones in TF32 (wgmma's tf32 kind, f32 tiles loaded by TMA:
+    # both operands K-major, which _k_contiguous made them where a copy pays)
+    sixteen = dtype in ("f16", "bf16") and precision == PRECISIONS["IEEE"]
+    if not sixteen and (dtype, precision) != ("f32", PRECISIONS["TF32"]):
         return None
     index = arrays.first.device.index if arrays.kind == "torch" else arrays.first.device.id
     if not _hopper_device(index):

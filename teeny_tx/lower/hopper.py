@@ -48,9 +48,12 @@ TMA_STRIDE_ALIGN = 16  # bytes: global strides and the base address
 SWIZZLE_BYTES = 128  # the swizzle wgmma and SmemTile share: one box row is 128 bytes
 MAX_SHARED = 232448  # bytes of dynamic shared memory a block may opt into on sm_90
 
-WGMMA_DTYPES = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}  # -> wgmma's
+# operand dtypes -> wgmma's type name; f32 operands are multiplied as TF32 (the tensor cores
+# read each f32's sign, exponent and top 10 mantissa bits: TF32 by truncation, as cuBLAS's)
+WGMMA_DTYPES = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2", "f32": "tf32"}
 ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f8e4m3": 1, "f8e5m2": 1}
 FP8 = ("f8e4m3", "f8e5m2")
+KMAJOR_ONLY = (*FP8, "f32")  # wgmma transposes only 16-bit operands in shared memory
 
 
 class TmaUnsupported(CompileError):
@@ -123,8 +126,9 @@ class Mainloop:
 
     @property
     def k_step(self) -> int:
-        """K per wgmma instruction: 32 bytes of it (16 for 16-bit types, 32 for fp8)."""
-        return 32 if self.instruction in ("e4m3", "e5m2") else 16
+        """K per wgmma instruction: 32 bytes of it (16 for 16-bit types, 32 for fp8, 8 for
+        TF32)."""
+        return {"e4m3": 32, "e5m2": 32, "tf32": 8}.get(self.instruction, 16)
 
     @property
     def threads(self) -> int:
@@ -320,25 +324,27 @@ def plan_matmul(
     name: str = "hopper_matmul",
     watchdog: int = 0,
 ) -> HopperMatmul:
-    """The Hopper matmul node for operands of ``dtype`` (f16 or bf16) with the given K-major
-    flags (A [M, K] is K-major when K is contiguous; B [K, N] when K is contiguous, as for a
-    linear layer's weight). Raises TmaUnsupported for what the path cannot do."""
+    """The Hopper matmul node for operands of ``dtype`` (f16, bf16, fp8, or f32 multiplied as
+    TF32) with the given K-major flags (A [M, K] is K-major when K is contiguous; B [K, N] when
+    K is contiguous, as for a linear layer's weight). Raises TmaUnsupported for what the path
+    cannot do."""
     if dtype not in WGMMA_DTYPES:
         raise TmaUnsupported(
-            f"the Hopper TMA path multiplies f16, bf16 and fp8 (f8e4m3, f8e5m2), not {dtype}",
+            f"the Hopper TMA path multiplies f16, bf16, fp8 (f8e4m3, f8e5m2) and f32 as TF32, "
+            f"not {dtype}",
             None,
-            "f32 products take the cp.async path (TF32 or FMAs)",
+            "f64 products run on the interpreter",
         )
-    if dtype in FP8 and not (a_kmajor and b_kmajor):
+    if dtype in KMAJOR_ONLY and not (a_kmajor and b_kmajor):
         raise TmaUnsupported(
             f"wgmma reads {dtype} operands K-major only (A [M, K] row-major, B [K, N] "
-            "column-major, as torch._scaled_mm takes them)",
+            "column-major, as torch._scaled_mm and a linear layer's weight have them)",
             None,
             "transpose the operand into a K-contiguous copy",
         )
     c = config
-    if dtype in FP8 and c.bk == HopperConfig.bk:
-        c = dataclasses.replace(c, bk=128)  # 128 bytes of K per stage row
+    if dtype in KMAJOR_ONLY and c.bk == HopperConfig.bk:  # 128 bytes of K per stage row
+        c = dataclasses.replace(c, bk=SWIZZLE_BYTES // ITEMSIZE[dtype])
     panel = SWIZZLE_BYTES // ITEMSIZE[dtype]
     if c.atoms not in (1, 2):
         raise TmaUnsupported(f"atoms={c.atoms}: a consumer multiplies 64 or 128 rows", None)

@@ -81,6 +81,13 @@ CASES = [
     ("f16-kk-sk16-short", "f16", "f16", K, K, (128, 128, 64, 6), None, 0, (130, 130, 200), 0),
     ("bf16-kn-a2-sk2-tmastore",
      "bf16", "bf16", K, T, (256, 128, 64, 3), None, 0, (515, 392, 1000), 5),
+    # TF32 (f32 operands, wgmma tf32 k8, BK = 32): K-major only; every epilogue, split-K
+    ("f32-kk-tf32", "f32", "f32", K, K, (128, 256, 32, 4), None, 0, (1001, 517, 336), 0),
+    ("f32-kk-tf32-p1-tmastore",
+     "f32", "f32", K, K, (128, 256, 32, 4), "f32", 1, (640, 520, 1000), 3),
+    ("f32-kk-tf32-a2-bf16out", "f32", "bf16", K, K, (256, 128, 32, 4), None, 0, (515, 392, 200), 0),
+    ("f32-kk-tf32-sk3-tmastore",
+     "f32", "f32", K, K, (128, 128, 32, 5), None, 0, (300, 392, 1000), 0),
     ("f16-kk-8192", "f16", "f16", K, K, (128, 256, 64, 4), None, 0, (8192, 8192, 8192), 0),
 ]
 # fmt: on
@@ -109,6 +116,9 @@ EXTRA = {
     "bf16-mn-sk8-f32": dict(split_k=8),
     "f16-kk-sk16-short": dict(split_k=16),
     "bf16-kn-a2-sk2-tmastore": dict(atoms=2, split_k=2),
+    "f32-kk-tf32-p1-tmastore": dict(store_panels=1),
+    "f32-kk-tf32-a2-bf16out": dict(atoms=2),
+    "f32-kk-tf32-sk3-tmastore": dict(split_k=3),
 }
 SASS_NAMES = (
     "bf16-kk-128x256",
@@ -123,10 +133,12 @@ SASS_NAMES = (
     "f16-kk-c2a2p1-tmastore",
     "bf16-kn-pp-tmastore",
     "f16-kn-sk2-tmastore",
+    "f32-kk-tf32",
 )
 SASS_CONFIGS = [c for c in CASES if c[0] in SASS_NAMES]
 WATCHDOG = 1 << 26
 TOL = {"f16": 3e-3, "bf16": 1.5e-2, "f32": 1e-4}  # norm-wise, output rounding dominates
+TF32_TOL = 2e-3  # f32 inputs read as TF32 (truncated to 10 mantissa bits)
 
 
 def _node(case, watchdog=WATCHDOG):
@@ -243,7 +255,7 @@ def run_case(case) -> dict:
             "got": float(got[rows[0], cols[0]]),
             "want": float(ref[rows[0], cols[0]]),
         }
-    ok = nan == 0 and err < TOL[odt]
+    ok = nan == 0 and err < max(TOL[odt], TF32_TOL if dtype == "f32" else 0.0)
     if node.mainloop.split_k > 1:  # again: the same bits (a fixed order of partial sums), and
         c.fill(0)  # the counters the first launch left at 0 serve the second
         kernel.launch(

@@ -514,6 +514,30 @@ def test_hopper_split_k_products(hopper_launches, mnk, dtype, layout_b):
                  ).all())  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    "mnk,layout_b,bias",
+    [((1024, 1024, 1024), "col", False), ((1001, 520, 999), "col", True),
+     ((2048, 2048, 512), "row", False), ((4096, 4096, 4096), "col", False)],
+)  # fmt: skip
+def test_hopper_path_tf32(hopper_launches, mnk, layout_b, bias):
+    """f32 with precision='tf32' on the Hopper kernel (wgmma tf32, f32 tiles by TMA): B
+    K-major as a linear layer's weight is read in place; a row-major B is made K-contiguous
+    first (TF32 wgmma reads K-major only). TF32 by truncation: within 2^-9 of each product."""
+    m, n, k = mnk
+    a, da = _padded((m, k), "f32", m, "row")
+    b, db = _padded((k, n), "f32", n, layout_b)
+    bias_h = bias_d = None
+    if bias:
+        bias_h, bias_d = _pair((1, n), "f32", 11)
+        bias_h, bias_d = bias_h[0], bias_d[0]
+    act = "gelu" if bias else None
+    got = linalg.matmul(da, db, bias=bias_d, activation=act, precision="tf32")
+    err = check(got, a, b, "f32", bias=bias_h, activation=act, acc_rtol=2.0**-9, rel_tol=2e-3)
+    assert len(hopper_launches) == 1, f"not the Hopper path: {linalg.hopper_report()}"
+    assert 1e-5 < err < 2e-3  # TF32's error, not IEEE f32's
+    assert "x32 s" in linalg.hopper_report()  # a TF32 tile (BK = 32 f32)
+
+
 # ---------------------------------------------------------------- pointer-advance loops
 
 
