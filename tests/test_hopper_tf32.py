@@ -39,7 +39,9 @@ def test_the_tf32_table():
         HopperConfig(128, 256, 32, 4, 8, store_panels=1), True
     )
     small = hc.table_candidates(1024, 1024, 132, True, 1024, tf32=True)[0]
-    assert (small.bm, small.bn, small.bk, small.split_k) == (128, 128, 32, 2)
+    assert (small.bm, small.bn, small.bk, small.split_k) == (64, 128, 32, 1)
+    long_k = hc.table_candidates(512, 512, 132, True, 16384, tf32=True)[0]
+    assert (long_k.bm, long_k.bn, long_k.bk, long_k.split_k) == (128, 128, 32, 8)
     for tma_store in (False, True):
         for config in hc.table_configs(tma_store, tf32=True):
             plan_matmul(**TF32, tma_store=tma_store, config=config)  # every row fits

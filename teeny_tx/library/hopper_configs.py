@@ -107,21 +107,20 @@ def table_candidates(
     m: int, n: int, sms: int, tma_store: bool, k: int = 0, tf32: bool = False
 ) -> list[HopperConfig]:
     """TILES as configs, the wave-filling choice first and the smaller tiles after it (what a
-    config that spills falls back to). With ``k`` (> 0) a tile that leaves most SMs idle is
-    split along K (:func:`split_for`), and the first whose work units fill 3/4 of a wave is
-    taken: 1024^3 runs 64 tiles of 128 x 128 in two K halves each, not 128 of 64 x 128."""
+    config that spills falls back to). Where no tile gives 3/4 of a wave and ``k`` (> 0)
+    allows, the products of few tiles and long K, the tile of 128 (M > 64) or 64 rows and 128
+    columns is split along K (:func:`split_for`) and leads. Measured on the H200 (2026-12-01,
+    fp16, TFLOP/s): 1024^3 runs fastest unsplit on 128 tiles of 64 x 128 (223, as cuBLAS;
+    split in two on 128 x 128: 150); 512 x 512 x 16384 on 128 x 128 in 8 K slices (278, unsplit
+    107, cuBLAS 353); 64 x 4096 x 8192 on 64 x 128 in 4 slices (139, unsplit 124, cuBLAS 139)."""
     configs = table_configs(tma_store, tf32)
-    if k > 0:
-        configs = [dataclasses.replace(c, split_k=split_for(c, m, n, k, sms)) for c in configs]
-    first = next(
-        (
-            i
-            for i, c in enumerate(configs)
-            if cdiv(m, c.bm) * cdiv(n, c.bn) * c.split_k * 4 >= 3 * sms
-        ),
-        len(configs) - 1,
-    )
-    return configs[first:]
+    fills = [cdiv(m, c.bm) * cdiv(n, c.bn) * 4 >= 3 * sms for c in configs]
+    if any(fills) or k <= 0:
+        return configs[fills.index(True) if any(fills) else len(configs) - 1 :]
+    rows = 128 if m > 64 else 64
+    lead = next(c for c in configs if (c.bm, c.bn) == (rows, 128))
+    split = dataclasses.replace(lead, split_k=split_for(lead, m, n, k, sms))
+    return [split, *(c for c in configs if c.bn <= 128 and c != lead)]
 
 
 def staging_bytes(config: HopperConfig, dtype_size: int, out_size: int) -> int:
