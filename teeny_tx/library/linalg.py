@@ -318,8 +318,8 @@ def _signature(x: Any) -> tuple | None:
     module_name = type(x).__module__
     if module_name.startswith("cupy"):
         return ("cupy", x.shape, x.strides, x.dtype.char, x.data.ptr % 16, x.device.id)
-    if module_name.startswith("torch") and x.is_cuda:
-        return ("torch", tuple(x.shape), x.stride(), x.dtype, x.data_ptr() % 16, x.device)
+    if module_name.startswith("torch") and x.is_cuda:  # torch.Size is a tuple; device index
+        return ("torch", x.shape, x.stride(), x.dtype, x.data_ptr() % 16, x.get_device())
     return None
 
 
