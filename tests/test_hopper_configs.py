@@ -362,3 +362,21 @@ def test_split_k_compiles_for_sm90a_without_spills(b_kmajor, tma_store, config, 
     assert "LDL" not in sass and "STL" not in sass
     assert "ATOMG" in sass or "RED" in sass  # the tile counter
     assert sass.count("HGMMA") >= 4 and "UTMALDG" in sass
+
+
+def test_the_tuner_times_the_splits_of_a_long_k_product(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEENY_TX_CACHE_DIR", str(tmp_path))
+    timed = []
+
+    def timer(kernel):  # split4 of 128 x 128 is the "fastest"
+        m = kernel.node.mainloop
+        timed.append((m.bm, m.bn, m.split_k))
+        return 1.0 if (m.bm, m.split_k) == (128, 4) else 2.0
+
+    hc.CHOICES.clear()
+    args = _choose_args() | dict(m=512, n=512, k=16384)
+    choice = hc.hopper_choose(**args, timer=timer, device="a fake GPU")
+    m = choice.kernel.node.mainloop
+    assert (m.bm, m.bn, m.split_k) == (128, 128, 4)
+    assert (128, 128, 8) in timed and (128, 128, 1) in timed and (64, 128, 16) in timed
+    assert "split4 tma-store epilogue: 1.0000 ms, chosen" in choice.report
