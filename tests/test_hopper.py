@@ -58,6 +58,22 @@ GOLDENS = {
     "hopper_matmul.f16.bias_gelu.sm90a.cu": dict(
         dtype="f16", out_dtype="f16", a_kmajor=True, b_kmajor=False, bias_dtype="f16", activation=1
     ),
+    "hopper_matmul.f16.split_k.sm90a.cu": dict(  # 4 K slices per tile, partials in a workspace
+        dtype="f16",
+        out_dtype="f16",
+        a_kmajor=True,
+        b_kmajor=False,
+        tma_store=True,
+        config=HopperConfig(128, 128, 64, 5, split_k=4),
+    ),
+    "hopper_matmul.f32.tf32.sm90a.cu": dict(  # wgmma tf32 k8 on TMA-loaded f32 tiles
+        dtype="f32",
+        out_dtype="f32",
+        a_kmajor=True,
+        b_kmajor=True,
+        tma_store=True,
+        config=HopperConfig(128, 256, 32, 4, store_panels=1),
+    ),
 }
 
 
