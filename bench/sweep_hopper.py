@@ -18,9 +18,9 @@ time as a user calls it (host included, back-to-back calls) is printed too.
 
 Candidates are built without the watchdog (linalg built its kernels with one until today:
 the table's choice is also timed with it, to show its cost) and run in child processes by
-family (base, atoms2, panels, pingpong, cluster, tuned), each under a time limit, so a kernel
-that fails or hangs costs its family, not the sweep (the tuned family, which times every
-family's kernels, is then skipped); the kernels are compiled first, in parallel processes,
+family (base, atoms2, panels, pingpong, cluster, splitk, tuned), each under a time limit, so a
+kernel that fails or hangs costs its family, not the sweep (the tuned family, which times
+every family's kernels, is then skipped); the kernels are compiled first, in parallel processes,
 into the cubin cache the children read. The summary at the end gives, per case, cuBLAS,
 linalg's choice and the best candidate.
 
