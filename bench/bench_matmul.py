@@ -5,7 +5,9 @@ Input: random normal A [M, K] and B [K, N] drawn by torch, row-major. Cases: M =
 --extras (default all three): "gelu", fp16 8192³ with a bias and exact GELU fused (torch: the
 best of F.gelu(torch.addmm(bias, a, b)) and F.gelu(a @ b + bias)); "tf32", fp32 4096³ with TF32
 inputs (torch with torch.backends.cuda.matmul.allow_tf32 = True, ours precision='tf32', Triton
-input_precision="tf32"); "ragged", fp16 4095 × 4097 × 1000 (unaligned rows: 1000 is not a
+input_precision="tf32"), with B row-major (our TF32 wgmma reads K-major operands only: linalg
+copies B K-contiguous first, inside the timed call) and with B K-major (w.t() of a row-major
+[N, K], read in place); "ragged", fp16 4095 × 4097 × 1000 (unaligned rows: 1000 is not a
 multiple of 16 elements, 4097 is odd).
 Output: every implementation checked first against a float32 product on the GPU (torch with
 TF32 off; row by row, ‖out − ref‖ / ‖ref‖ within the tolerance of the output dtype and of
@@ -164,9 +166,10 @@ def triton_choice() -> str:
 class Case:
     """One product: its name, shape, input dtype, epilogue and our precision."""
 
-    def __init__(self, name, m, n, k, dtype, gelu=False, tf32=False):
+    def __init__(self, name, m, n, k, dtype, gelu=False, tf32=False, b_kmajor=False):
         self.name, self.m, self.n, self.k = name, m, n, k
         self.dtype, self.gelu, self.tf32 = dtype, gelu, tf32
+        self.b_kmajor = b_kmajor  # B [K, N] as the transpose of a row-major [N, K]
 
     @property
     def flops(self) -> int:
@@ -183,6 +186,10 @@ def cases(args) -> list[Case]:
         out.append(Case("fp16 8192³ bias+GELU", 8192, 8192, 8192, "fp16", gelu=True))
     if "tf32" in args.extras:
         out.append(Case("fp32 4096³ TF32", 4096, 4096, 4096, "fp32", tf32=True))
+        # B as a linear layer's weight: K contiguous, what TF32 wgmma reads without a copy
+        out.append(
+            Case("fp32 4096³ TF32, B K-major", 4096, 4096, 4096, "fp32", tf32=True, b_kmajor=True)
+        )
     if "ragged" in args.extras:
         out.append(Case("fp16 4095×4097×1000", 4095, 4097, 1000, "fp16"))
     return out
@@ -220,6 +227,8 @@ def bench_case(case: Case, linalg, linalg_error, args, table) -> int:
     torch_dtype = getattr(torch, DTYPE_NAMES[case.dtype])
     a = torch.randn(case.m, case.k, device=rb.DEVICE, dtype=torch_dtype)
     b = torch.randn(case.k, case.n, device=rb.DEVICE, dtype=torch_dtype)
+    if case.b_kmajor:
+        b = b.t().contiguous().t()
     bias = torch.randn(case.n, device=rb.DEVICE, dtype=torch_dtype) if case.gelu else None
     ref = reference(a, b, bias, case.gelu)
     shape = (case.m, case.n)
@@ -355,10 +364,10 @@ def called_us(fn, calls: int = 200) -> float:
 
 def hopper_label(linalg, case) -> str | None:
     """What the Hopper path runs for ``case`` (None where linalg takes the cp.async kernel)."""
-    if case.tf32 or not getattr(linalg, "HOPPER", False):
+    if not getattr(linalg, "HOPPER", False):
         return None
     tma_store = getattr(linalg, "TMA_STORE", False)
-    c = linalg.hopper_config(case.m, case.n, tma_store=tma_store)
+    c = linalg.hopper_config(case.m, case.n, tma_store=tma_store, tf32=case.tf32)
     return (
         "linalg.matmul (Hopper TMA + wgmma, warp-specialised, persistent), BM={} BN={} BK={} "
         "stages={} GROUP_M={}, {} epilogue (the choice made: see the notes)".format(

@@ -7,7 +7,8 @@ fp16 and bf16 4096³, 8192³, 4095 × 4097 × 1000, 1024³, 2048³, and fp16 819
 GELU (cuBLAS column: the best of F.gelu(torch.addmm(bias, a, b)) and F.gelu(a @ b + bias)).
 Candidates: hopper_configs' table choice for the product, then its variants (group size;
 4 stages; 256 x 128 with two 128-row consumers; TMA stores through panel buffers; the
-ping-pong schedule; 2-CTA clusters with B multicast; see hopper_configs.variants).
+ping-pong schedule; 2-CTA clusters with B multicast; split-K for products of few tiles; see
+hopper_configs.variants). Also fp16 2048 x 2048 x 8192, 512 x 512 x 16384, 64 x 4096 x 8192.
 
 Every implementation is checked first, against an f32 product (TF32 off) on the GPU: C
 poisoned with NaN, then the worst row's ‖out − ref‖ / ‖ref‖ within 2e-3 (fp16) or 1e-2
@@ -17,9 +18,9 @@ time as a user calls it (host included, back-to-back calls) is printed too.
 
 Candidates are built without the watchdog (linalg built its kernels with one until today:
 the table's choice is also timed with it, to show its cost) and run in child processes by
-family (base, atoms2, panels, pingpong, cluster, tuned), each under a time limit, so a kernel
-that fails or hangs costs its family, not the sweep (the tuned family, which times every
-family's kernels, is then skipped); the kernels are compiled first, in parallel processes,
+family (base, atoms2, panels, pingpong, cluster, splitk, tuned), each under a time limit, so a
+kernel that fails or hangs costs its family, not the sweep (the tuned family, which times
+every family's kernels, is then skipped); the kernels are compiled first, in parallel processes,
 into the cubin cache the children read. The summary at the end gives, per case, cuBLAS,
 linalg's choice and the best candidate.
 
@@ -45,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-FAMILIES = ("base", "atoms2", "panels", "pingpong", "cluster", "tuned")
+FAMILIES = ("base", "atoms2", "panels", "pingpong", "cluster", "splitk", "tuned")
 WATCHDOG = 1 << 30  # what linalg built its kernels with until 2026-12-01 (its cost is timed)
 TOL = {"f16": 2e-3, "bf16": 1e-2}
 
@@ -85,12 +86,20 @@ def all_cases() -> list[Case]:
         out.append(Case(dtype, 4095, 4097, 1000))
         out += [Case(dtype, s, s, s) for s in (1024, 2048)]
     out.append(Case("f16", 8192, 8192, 8192, gelu=True))
+    # few tiles, long K (split-K's products)
+    out += [
+        Case("f16", 2048, 2048, 8192),
+        Case("f16", 512, 512, 16384),
+        Case("f16", 64, 4096, 8192),
+    ]
     return out
 
 
 def family(candidate) -> str:
     """The newest mechanism a candidate uses (a failure there costs only that family)."""
     c = candidate.config
+    if c.split_k > 1:
+        return "splitk"
     if c.cluster > 1:
         return "cluster"
     if c.pingpong:
@@ -108,7 +117,7 @@ def candidates(case: Case, sms: int) -> list:
     from teeny_tx.lower.hopper import ITEMSIZE
 
     size = ITEMSIZE[case.dtype]
-    base = hc.table_candidates(case.m, case.n, sms, case.tma_store_ok)[0]
+    base = hc.table_candidates(case.m, case.n, sms, case.tma_store_ok, case.k)[0]
     first = hc.with_epilogue(base, case.tma_store_ok, size, size)
     return list(dict.fromkeys([first, *hc.variants(first, case.tma_store_ok)]))
 

@@ -1,6 +1,22 @@
 """``teeny_tx.linalg``: matrix products with fused epilogues (bias, activation, scale) on
 tensor cores. A facade: the wrappers live in :mod:`teeny_tx.library.linalg`."""
 
-from .library.linalg import MatmulConfig, bmm, linear, linear_backward, matmul, matmul_config
+from .library.linalg import (
+    MatmulConfig,
+    bmm,
+    hopper_report,
+    linear,
+    linear_backward,
+    matmul,
+    matmul_config,
+)
 
-__all__ = ["MatmulConfig", "bmm", "linear", "linear_backward", "matmul", "matmul_config"]
+__all__ = [
+    "MatmulConfig",
+    "bmm",
+    "hopper_report",
+    "linear",
+    "linear_backward",
+    "matmul",
+    "matmul_config",
+]

@@ -58,6 +58,22 @@ GOLDENS = {
     "hopper_matmul.f16.bias_gelu.sm90a.cu": dict(
         dtype="f16", out_dtype="f16", a_kmajor=True, b_kmajor=False, bias_dtype="f16", activation=1
     ),
+    "hopper_matmul.f16.split_k.sm90a.cu": dict(  # 4 K slices per tile, partials in a workspace
+        dtype="f16",
+        out_dtype="f16",
+        a_kmajor=True,
+        b_kmajor=False,
+        tma_store=True,
+        config=HopperConfig(128, 128, 64, 5, split_k=4),
+    ),
+    "hopper_matmul.f32.tf32.sm90a.cu": dict(  # wgmma tf32 k8 on TMA-loaded f32 tiles
+        dtype="f32",
+        out_dtype="f32",
+        a_kmajor=True,
+        b_kmajor=True,
+        tma_store=True,
+        config=HopperConfig(128, 256, 32, 4, store_panels=1),
+    ),
 }
 
 
@@ -100,7 +116,8 @@ def test_rendering_is_deterministic():
 @pytest.mark.parametrize(
     "kw,message",
     [
-        (dict(dtype="f32"), "multiplies f16, bf16 and fp8"),
+        (dict(dtype="f64"), "f32 as TF32, not f64"),
+        (dict(dtype="f32", a_kmajor=False), "f32 operands K-major only"),
         (dict(dtype="f8e4m3", b_kmajor=False), "K-major only"),
         (dict(config=HopperConfig(bm=96)), "BM=96"),
         (dict(config=HopperConfig(bn=512)), "BN=512"),
@@ -307,10 +324,12 @@ def test_hopper_choice_takes_the_measured_tma_store_config():
 def test_hopper_choice_register_epilogue_where_tma_store_cannot_apply():
     choice = _choose(lambda kernel: 0, tma_store_ok=False)
     node = choice.kernel.node
-    assert not node.epilogue.tma_store and node.mainloop.stages == 3
+    # the table's register row: 4 stages as a 2-CTA cluster (the ragged product's sweep winner)
+    assert not node.epilogue.tma_store and node.mainloop.stages == 4
+    assert node.mainloop.cluster == 2
     # an f32 staging tile of 128x256 would leave 2 stages: the register epilogue instead
     node = _choose(lambda kernel: 0, out_dtype="f32").kernel.node
-    assert not node.epilogue.tma_store and (node.mainloop.bn, node.mainloop.stages) == (256, 3)
+    assert not node.epilogue.tma_store and (node.mainloop.bn, node.mainloop.stages) == (256, 4)
     # 128x128 with f32 out keeps TMA stores: 5 stages of 32 KiB and 64 KiB of staging fit
     node = _choose(lambda kernel: 0, out_dtype="f32", mn=(2048, 1024)).kernel.node
     assert node.epilogue.tma_store and (node.mainloop.bn, node.mainloop.stages) == (128, 5)

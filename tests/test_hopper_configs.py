@@ -69,8 +69,34 @@ def test_every_variant_of_the_large_tile_plans():
 
 def test_variants_without_tma_stores_keep_the_register_epilogue():
     first = hc.with_epilogue(hc.table_candidates(4095, 4097, 132, False)[0], False, 2, 2)
-    assert first == hc.Candidate(HopperConfig(128, 256, 64, 3, 8), False)
-    assert not any(c.tma_store or c.config.store_panels for c in hc.variants(first, False))
+    assert first == hc.Candidate(HopperConfig(128, 256, 64, 4, 8, cluster=2), False)
+    found = hc.variants(first, False)
+    assert not any(c.tma_store or c.config.store_panels for c in found)
+    # the unclustered tile (the table's choice before the sweep) is among them
+    assert hc.Candidate(HopperConfig(128, 256, 64, 3, 8), False) in found
+
+
+@pytest.mark.parametrize(
+    "m,n,k,dtype,tma_store_ok,expect",
+    [
+        # the H200 sweep's best candidates of 2026-12-01 (bench/sweep_hopper.py)
+        (8192, 8192, 8192, "bf16", True, "128x256x64 s3 g8 tma-store epilogue"),
+        (4096, 4096, 4096, "f16", True, "128x256x64 s3 g8 tma-store epilogue"),
+        (4095, 4097, 1000, "f16", False, "128x256x64 s4 g8 cluster2 register epilogue"),
+    ],
+)
+def test_the_table_takes_the_sweep_winners(m, n, k, dtype, tma_store_ok, expect):
+    hc.CHOICES.clear()
+    args = _choose_args() | dict(m=m, n=n, k=k, dtype=dtype, out_dtype=dtype)
+    choice = hc.hopper_choose(**(args | {"tma_store_ok": tma_store_ok, "pairs": n % 2 == 0}))
+    assert choice is not None and choice.report == f"{expect}: chosen"
+    node = choice.kernel.node
+    assert hc.label(hc.Candidate(config_of(node), node.epilogue.tma_store)) == expect
+
+
+def config_of(node) -> HopperConfig:
+    m = node.mainloop
+    return HopperConfig(m.bm, m.bn, m.bk, m.stages, node.scheduler.group_m, m.atoms, m.cluster)
 
 
 @pytest.mark.parametrize(
@@ -247,3 +273,110 @@ def test_the_tuner_skips_candidates_that_fail_or_spill(tmp_path, monkeypatch):
 def test_untimed_choice_is_the_table_and_times_nothing():
     choice = _choose(None)
     assert choice.report == "128x256x64 s3 g8 tma-store epilogue: chosen"
+
+
+# ------------------------------------------------------------------ split-K
+
+
+@pytest.mark.parametrize(
+    "m,n,k,expect",
+    [
+        (1024, 1024, 1024, (64, 128, 1)),  # 128 tiles of 64 x 128 fill the SMs: unsplit
+        (512, 520, 16384, (128, 128, 6)),  # 20 tiles: six K slices each
+        (512, 512, 16384, (128, 128, 8)),  # the H200's best of 2026-12-01
+        (64, 4096, 8192, (64, 128, 4)),  # M of 64: 32 tiles of 64 rows, 4 slices (the best)
+        (300, 1001, 4096, (128, 128, 5)),  # 24 tiles, 120 units
+        (2048, 2048, 8192, (128, 256, 1)),  # 128 tiles of 128 x 256 fill the SMs already
+        (4096, 4096, 4096, (128, 256, 1)),
+        (256, 256, 192, (128, 128, 1)),  # 3 K blocks: too short to split
+        (1, 8, 8, (64, 128, 1)),
+    ],
+)
+def test_the_table_splits_k_where_tiles_leave_sms_idle(m, n, k, expect):
+    c = hc.table_candidates(m, n, 132, True, k)[0]
+    assert (c.bm, c.bn, c.split_k) == expect
+    units = -(-m // c.bm) * -(-n // c.bn) * c.split_k
+    if c.split_k > 1:
+        assert units <= 132 and -(-k // c.bk) >= 4 * c.split_k
+
+
+def test_split_k_variants_time_other_splits_and_the_unsplit_tiles():
+    first = hc.with_epilogue(hc.table_candidates(512, 512, 132, True, 16384)[0], True, 2, 2)
+    assert first == hc.Candidate(HopperConfig(128, 128, 64, 5, 8, split_k=8), True)
+    found = {(c.config.bm, c.config.bn, c.config.split_k) for c in hc.variants(first, True)}
+    assert {(128, 128, 4), (128, 128, 16), (128, 128, 1), (64, 128, 1), (64, 128, 8)} <= found
+
+
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        (HopperConfig(128, 128, 64, 5, split_k=17), "split_k=17"),
+        (HopperConfig(128, 128, 64, 5, split_k=0), "split_k=0"),
+        (HopperConfig(128, 128, 64, 5, split_k=2, cluster=2), "without clusters"),
+        (HopperConfig(128, 128, 64, 5, atoms=2, pingpong=True, split_k=2), "ping-pong"),
+    ],
+)
+def test_split_k_plans_are_checked(config, message):
+    with pytest.raises(TmaUnsupported, match=message):
+        plan_matmul(**PRODUCT, tma_store=True, config=config)
+
+
+def test_split_k_shared_memory_grid_and_workspace():
+    from teeny_tx.hopper_matmul import HopperMatmulKernel, split_bytes
+
+    plain = plan_matmul(**PRODUCT, tma_store=True, config=HopperConfig(128, 128, 64, 5))
+    node = plan_matmul(**PRODUCT, tma_store=True, config=HopperConfig(128, 128, 64, 5, split_k=3))
+    assert node.shared_bytes == plain.shared_bytes + 16  # the block's "last unit" flag
+    assert node.key[:-1] == plain.key and node.key[-1] == "split3"
+    assert "split3" in node.label
+    kernel = HopperMatmulKernel(node)
+    assert kernel.grid(1024, 1024, 132) == 132 and kernel.grid(300, 200, 132) == 3 * 2 * 3
+    assert split_bytes(node, 300, 200) == (6 * 3 * 128 * 128 * 4, 6)
+
+
+@pytest.mark.parametrize(
+    "b_kmajor,tma_store,config,bias",
+    [
+        (False, True, HopperConfig(128, 128, 64, 5, split_k=2), None),
+        (True, False, HopperConfig(128, 128, 64, 6, split_k=4), "f16"),
+        (False, True, HopperConfig(64, 128, 64, 8, split_k=3), "bf16"),
+        (True, False, HopperConfig(128, 256, 64, 4, split_k=2), None),
+    ],
+)
+def test_split_k_compiles_for_sm90a_without_spills(b_kmajor, tma_store, config, bias, tmp_path):
+    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.runtime import nvrtc
+
+    product = PRODUCT | {"b_kmajor": b_kmajor, "bias_dtype": bias, "activation": 1 if bias else 0}
+    node = plan_matmul(**product, tma_store=tma_store, config=config)
+    kernel = HopperMatmulKernel(node)
+    source = kernel.source
+    assert "atomicAdd(&counters[tile], 1)" in source and "__stcg(parts" in source
+    assert "for (int kb = kb_begin; kb < kb_end; ++kb)" in source
+    result = kernel.compiled
+    assert nvrtc.spilled_bytes(result.log) == 0, result.log
+    assert "0 bytes stack frame" in result.log
+    sass = _sass(result.cubin, tmp_path)
+    if sass is None:
+        return
+    assert "LDL" not in sass and "STL" not in sass
+    assert "ATOMG" in sass or "RED" in sass  # the tile counter
+    assert sass.count("HGMMA") >= 4 and "UTMALDG" in sass
+
+
+def test_the_tuner_times_the_splits_of_a_long_k_product(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEENY_TX_CACHE_DIR", str(tmp_path))
+    timed = []
+
+    def timer(kernel):  # split4 of 128 x 128 is the "fastest"
+        m = kernel.node.mainloop
+        timed.append((m.bm, m.bn, m.split_k))
+        return 1.0 if (m.bm, m.split_k) == (128, 4) else 2.0
+
+    hc.CHOICES.clear()
+    args = _choose_args() | dict(m=512, n=512, k=16384)
+    choice = hc.hopper_choose(**args, timer=timer, device="a fake GPU")
+    m = choice.kernel.node.mainloop
+    assert (m.bm, m.bn, m.split_k) == (128, 128, 4)
+    assert (128, 128, 8) in timed and (128, 128, 1) in timed and (64, 128, 16) in timed
+    assert "split4 tma-store epilogue: 1.0000 ms, chosen" in choice.report

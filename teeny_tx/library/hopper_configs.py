@@ -30,7 +30,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from ..lower.hopper import ITEMSIZE, HopperConfig, TmaUnsupported, plan_matmul
+from ..lower.hopper import ITEMSIZE, MAX_SPLIT_K, HopperConfig, TmaUnsupported, plan_matmul
 from ..runtime.grid import cdiv
 
 TUNE = os.environ.get("TEENY_TX_HOPPER_TUNE", "0") == "1"
@@ -38,14 +38,33 @@ TUNE_FORMAT = 1  # bump when the cache file's recipe or contents change
 GROUP_M = 8
 SHARED_LIMIT = 232448  # dynamic shared memory of an sm_90 block
 MIN_STAGES = 3  # fewer (an f32 staging tile of 128x256) and the register epilogue is taken
+SPLIT_MIN_BLOCKS = 4  # K blocks of a split-K unit at least (its partial tile costs a round trip)
+SPLIT_MAX_BN = 128  # split-K tiles: 128 x 256 spills with split-K's reduction (ptxas, sm_90a)
 
-# Tiles from the largest, (BM, BN, BK, stages with the register epilogue, stages with the
-# TMA-store epilogue): the first that gives at least 3/4 of a wave of tiles is taken (a
-# persistent grid of one block per SM walks them). Stages from the H200 sweep at 8192^3 bf16
-# (TFLOP/s, 2026-12-01): 128x256 register s3 661 / s4 653, TMA-store s3 699; 128x128
-# register s6 618, TMA-store s5 685. 64x128 (small products) was not swept: the most stages
-# that fit.
-TILES = ((128, 256, 64, 3, 3), (128, 128, 64, 6, 5), (64, 128, 64, 8, 8))
+# Tiles from the largest, (BM, BN, BK, the other HopperConfig fields with the register
+# epilogue, and with the TMA-store epilogue): the first that gives at least 3/4 of a wave of tiles
+# is taken (a persistent grid of one block per SM walks them). From the H200 sweeps (TFLOP/s,
+# 2026-12-01): at 8192^3 bf16, 128x256 register s3 661 / s4 653, TMA-store s3 699 (792 in the
+# afternoon run, 1.03x cuBLAS); 128x128 register s6 618, TMA-store s5 685; f16 4096^3: the
+# 128x256 s3 TMA-store choice was the best of every candidate (704); the register epilogue
+# (C's rows not 16-byte aligned: f16 4095 x 4097 x 1000) was fastest at 128x256 s4 as a 2-CTA
+# cluster with B multicast (259, against 217 for s3 without a cluster and 101 for cuBLAS).
+# 64x128 (small products) was not swept: the most stages that fit.
+TILES: tuple[tuple[int, int, int, dict, dict], ...] = (
+    (128, 256, 64, dict(stages=4, cluster=2), dict(stages=3)),
+    (128, 128, 64, dict(stages=6), dict(stages=5)),
+    (64, 128, 64, dict(stages=8), dict(stages=8)),
+)
+# f32 operands multiplied as TF32 (wgmma k8): stages of BK = 32 (one 128-byte panel), as many
+# as fit beside each epilogue's staging (an f32 output tile of 128 x 256 is 128 KiB: TMA stores
+# through one panel buffer per consumer there). H200, 2026-12-01 (15:23Z), 4096^3 through
+# linalg: 341 TFLOP/s with B K-major (cuBLAS-TF32 363, 0.94x), 285 with B row-major (its
+# K-contiguous copy in the call; cuBLAS 357); only the table's choice was timed.
+TF32_TILES: tuple[tuple[int, int, int, dict, dict], ...] = (
+    (128, 256, 32, dict(stages=4), dict(stages=4, store_panels=1)),
+    (128, 128, 32, dict(stages=6), dict(stages=5)),
+    (64, 128, 32, dict(stages=8), dict(stages=8)),
+)
 
 
 class Candidate(NamedTuple):
@@ -66,26 +85,52 @@ class HopperChoice(NamedTuple):
 CHOICES: dict[tuple, HopperChoice] = {}  # by product class (see hopper_choose)
 
 
-def table_configs(tma_store: bool) -> list[HopperConfig]:
-    """TILES as configs, with the stages of one epilogue."""
-    return [HopperConfig(t[0], t[1], t[2], t[4 if tma_store else 3], GROUP_M) for t in TILES]
+def table_configs(tma_store: bool, tf32: bool = False) -> list[HopperConfig]:
+    """TILES (TF32_TILES for f32 operands) as configs, with the fields of one epilogue."""
+    rows = TF32_TILES if tf32 else TILES
+    return [
+        HopperConfig(bm, bn, bk, group_m=GROUP_M, **(stores if tma_store else registers))
+        for bm, bn, bk, registers, stores in rows
+    ]
 
 
-def table_candidates(m: int, n: int, sms: int, tma_store: bool) -> list[HopperConfig]:
+def split_for(config: HopperConfig, m: int, n: int, k: int, sms: int) -> int:
+    """Split-K units per tile for ``config``'s tiles: 1 where the tiles fill half a wave or
+    more, or the tile is wider than SPLIT_MAX_BN (its split kernels spill); else as many as
+    fill the SMs, each of at least SPLIT_MIN_BLOCKS K blocks, up to MAX_SPLIT_K."""
+    tiles = cdiv(m, config.bm) * cdiv(n, config.bn)
+    if 2 * tiles > sms or config.bn > SPLIT_MAX_BN:
+        return 1
+    split = min(MAX_SPLIT_K, sms // tiles, cdiv(k, config.bk) // SPLIT_MIN_BLOCKS)
+    return split if split >= 2 else 1
+
+
+def table_candidates(
+    m: int, n: int, sms: int, tma_store: bool, k: int = 0, tf32: bool = False
+) -> list[HopperConfig]:
     """TILES as configs, the wave-filling choice first and the smaller tiles after it (what a
-    config that spills falls back to)."""
-    configs = table_configs(tma_store)
-    first = next(
-        (i for i, c in enumerate(configs) if cdiv(m, c.bm) * cdiv(n, c.bn) * 4 >= 3 * sms),
-        len(configs) - 1,
-    )
-    return configs[first:]
+    config that spills falls back to). Where no tile gives 3/4 of a wave and ``k`` (> 0)
+    allows, the products of few tiles and long K, the tile of 128 (M > 64) or 64 rows and 128
+    columns is split along K (:func:`split_for`) and leads. Measured on the H200 (2026-12-01,
+    fp16, TFLOP/s): 1024^3 runs fastest unsplit on 128 tiles of 64 x 128 (223, as cuBLAS;
+    split in two on 128 x 128: 150); 512 x 512 x 16384 on 128 x 128 in 8 K slices (278, unsplit
+    107, cuBLAS 353); 64 x 4096 x 8192 on 64 x 128 in 4 slices (139, unsplit 124, cuBLAS 139)."""
+    configs = table_configs(tma_store, tf32)
+    fills = [cdiv(m, c.bm) * cdiv(n, c.bn) * 4 >= 3 * sms for c in configs]
+    if any(fills) or k <= 0:
+        return configs[fills.index(True) if any(fills) else len(configs) - 1 :]
+    rows = 128 if m > 64 else 64
+    lead = next(c for c in configs if (c.bm, c.bn) == (rows, 128))
+    split = dataclasses.replace(lead, split_k=split_for(lead, m, n, k, sms))
+    return [split, *(c for c in configs if c.bn <= 128 and c != lead)]
 
 
 def staging_bytes(config: HopperConfig, dtype_size: int, out_size: int) -> int:
-    """Shared memory of a config with the whole-tile TMA-store staging."""
+    """Shared memory of a config with its TMA-store staging (the whole tile, or
+    ``store_panels`` buffers of 128 bytes of columns of every consumer's rows)."""
     ring = config.stages * (config.bm + config.bn) * config.bk * dtype_size
-    return ring + config.bm * config.bn * out_size + 16 * config.stages + 1024
+    staging = config.store_panels * config.bm * 128 or config.bm * config.bn * out_size
+    return ring + staging + 16 * config.stages + 1024
 
 
 def with_epilogue(
@@ -101,7 +146,10 @@ def with_epilogue(
         config = dataclasses.replace(config, stages=config.stages - 1)
     if config.stages >= MIN_STAGES:
         return Candidate(config, True)
-    for registers, stores in zip(table_configs(False), table_configs(True), strict=True):
+    tf32 = dtype_size == 4
+    for registers, stores in zip(
+        table_configs(False, tf32), table_configs(True, tf32), strict=True
+    ):
         if stores == base:
             return Candidate(registers, False)
     return Candidate(dataclasses.replace(base, stages=MIN_STAGES), False)
@@ -114,6 +162,9 @@ def variants(first: Candidate, tma_store_ok: bool) -> list[Candidate]:
     multicast; for 128 x 128, the cluster. Only what plans survives (plan_matmul decides)."""
     c, store = first
     out = [Candidate(dataclasses.replace(c, group_m=g), store) for g in (16, 4)]
+    if c.cluster > 1:  # the table's tile without the cluster, at its stages and at 3
+        alone = [dataclasses.replace(c, cluster=1, stages=s) for s in (c.stages, 3)]
+        out += [Candidate(x, store) for x in alone]
     if (c.bm, c.bn) == (128, 256):
         wide = HopperConfig(256, 128, 64, 3, GROUP_M, atoms=2)
         four = [
@@ -130,6 +181,12 @@ def variants(first: Candidate, tma_store_ok: bool) -> list[Candidate]:
         out += [Candidate(wide, store), *four, *pingpong(store)]
         clustered = [first, Candidate(wide, store), four[0]]
         out += [Candidate(dataclasses.replace(x.config, cluster=2), x.tma_store) for x in clustered]
+    elif c.split_k > 1:  # few tiles, long K: other splits, and the unsplit tile
+        splits = dict.fromkeys((max(2, c.split_k // 2), min(MAX_SPLIT_K, 2 * c.split_k), 1))
+        out += [Candidate(dataclasses.replace(c, split_k=s), store) for s in splits]
+        small = table_configs(store)[-1]
+        for s in dict.fromkeys((1, c.split_k, 2 * c.split_k)):
+            out.append(Candidate(dataclasses.replace(small, split_k=min(MAX_SPLIT_K, s)), store))
     elif (c.bm, c.bn) == (128, 128):
         out.append(Candidate(dataclasses.replace(c, cluster=2), store))
         out += pingpong(store)
@@ -163,6 +220,7 @@ def label(candidate: Candidate) -> str:
     text += f" {consumers}x{64 * c.atoms}rows" if c.atoms > 1 or c.pingpong else ""
     text += " pingpong" if c.pingpong else ""
     text += f" cluster{c.cluster}" if c.cluster > 1 else ""
+    text += f" split{c.split_k}" if c.split_k > 1 else ""
     panels = f"/{c.store_panels}panel" if c.store_panels and store else ""
     return f"{text} {'tma-store' + panels if store else 'register'} epilogue"
 
@@ -204,7 +262,7 @@ def hopper_choose(
     if found is not None:
         return found if found.kernel is not None else None
     dsize, osize = ITEMSIZE[dtype], ITEMSIZE[out_dtype]
-    bases = table_candidates(m, n, sms, tma_store_ok)
+    bases = table_candidates(m, n, sms, tma_store_ok, k, tf32=dtype == "f32")
     candidates = [with_epilogue(b, tma_store_ok, dsize, osize) for b in bases]
     if timer is not None:
         candidates = candidates[:1] + variants(candidates[0], tma_store_ok) + candidates[1:]

@@ -12,7 +12,11 @@ the output is rounded once to its dtype (the inputs' unless ``out_dtype`` says).
 are multiplied in IEEE f32 unless ``precision`` asks for ``'tf32'`` (inputs rounded to TF32's
 10-bit mantissa, about 1e-3 relative error, the fast tensor-core path) or ``'tf32x3'`` (three
 TF32 products, close to f32): never a silent TF32, unlike torch's ``allow_tf32``. f16 and bf16
-inputs take only ``'ieee'`` (their products are exact in f32).
+inputs take only ``'ieee'`` (their products are exact in f32). On sm_90a, ``'tf32'`` products
+whose operands TMA can address take the Hopper kernel, whose tensor cores read the f32 operands
+straight from the TMA-loaded tiles: TF32 by truncation of the low 13 mantissa bits (cuBLAS's
+TF32 too), where the cp.async kernel and the interpreter round to nearest; both are within
+TF32's 2^-10 relative error per input.
 """
 
 from __future__ import annotations
@@ -161,22 +165,15 @@ def _run_matmul(
     """out = act(alpha * a @ b + bias) through kernels/matmul.c's matmul, for the shapes and
     strides ``p`` gives (so a transpose is only a swap of strides). An operand contiguous
     along its first axis is loaded transposed (A_T, B_T): every load runs along memory."""
-    if p.batch == 1 and arrays.kind != "numpy":
-        a = _oriented(arrays, a, p, "a")
-        b = _oriented(arrays, b, p, "b")
-    given = (a, b)
-    if p.batch == 1 and arrays.kind != "numpy":
-        if arrays.dtype(a) == "f32":  # 32-bit operands are pipelined only with K contiguous
-            a, p = _k_contiguous(arrays, a, p, "a")
-            b, p = _k_contiguous(arrays, b, p, "b")
-        a, p = _aligned(arrays, a, p, "a")
-        b, p = _aligned(arrays, b, p, "b")
-    copied = a is not given[0] or b is not given[1]  # identity: arrays have no truth value
+    given_p = p
+    a, b, p, copied = _prepared(arrays, a, b, p)
     if config is None and 0 not in (p.m, p.n, p.batch):
         hopper = _hopper_plan(arrays, out, a, b, bias, p, activation, precision)
         if hopper is not None:
             hopper(out, a, b, bias, alpha)
-            return _Recipe(None, {}, p, copied, hopper)
+            if copied:  # a replay makes the same copies, then launches (see _hopper_replay)
+                hopper = _copying(hopper, given_p)
+            return _Recipe(None, {}, p, False, hopper)
     (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
     args = (out, a, b, a if bias is None else bias, p.m, p.n, p.k)
     args += (sam, sak, sbk, sbn, scm, scn, sab, sbb, scb, float(alpha))
@@ -215,6 +212,40 @@ def _run_matmul(
         GROUP_M=config.group_m,
     )
     return _Recipe(config, constexprs, p, copied)
+
+
+def _prepared(arrays: _Arrays, a: Any, b: Any, p: _Product) -> tuple[Any, Any, _Product, bool]:
+    """The operands as the kernels read them, the product's strides updated, and whether one
+    was copied: oriented as the product's [M, K] and [K, N]; for f32, K contiguous; rows of
+    large operands 16-byte aligned (see _oriented, _k_contiguous, _aligned)."""
+    if p.batch != 1 or arrays.kind == "numpy":
+        return a, b, p, False
+    a = _oriented(arrays, a, p, "a")
+    b = _oriented(arrays, b, p, "b")
+    given = (a, b)
+    if arrays.dtype(a) == "f32":  # 32-bit operands are pipelined only with K contiguous
+        a, p = _k_contiguous(arrays, a, p, "a")
+        b, p = _k_contiguous(arrays, b, p, "b")
+    a, p = _aligned(arrays, a, p, "a")
+    b, p = _aligned(arrays, b, p, "b")
+    return a, b, p, a is not given[0] or b is not given[1]  # identity: no truth value
+
+
+def _copying(run: Any, p: _Product) -> Any:
+    """A Hopper launch ``run`` (out, a, b, bias, alpha) that first prepares ``a`` and ``b``
+    as the call that made it did (the same copies: a replayed signature fixes their layout),
+    for plans of calls whose operands TMA reads only through a copy (rows of odd length, f32
+    operands with N or M contiguous). The copies' pointers repeat under the caching
+    allocators, so their tensor maps come from the launcher's cache."""
+
+    def copying(out, a, b, bias, alpha):
+        arrays = _Arrays("matmul", {"a": a, "b": b}, False)
+        a2, b2, _, _ = _prepared(arrays, a, b, p)
+        run(out, a2, b2, bias, alpha)
+
+    copying.kernel = run.kernel  # type: ignore[attr-defined]
+    copying.choice = run.choice  # type: ignore[attr-defined]
+    return copying
 
 
 class _Recipe(NamedTuple):
@@ -314,8 +345,8 @@ def _signature(x: Any) -> tuple | None:
     module_name = type(x).__module__
     if module_name.startswith("cupy"):
         return ("cupy", x.shape, x.strides, x.dtype.char, x.data.ptr % 16, x.device.id)
-    if module_name.startswith("torch") and x.is_cuda:
-        return ("torch", tuple(x.shape), x.stride(), x.dtype, x.data_ptr() % 16, x.device)
+    if module_name.startswith("torch") and x.is_cuda:  # torch.Size is a tuple; device index
+        return ("torch", x.shape, x.stride(), x.dtype, x.data_ptr() % 16, x.get_device())
     return None
 
 
@@ -374,9 +405,12 @@ HopperChoice = hopper_configs.HopperChoice
 hopper_report = hopper_configs.report
 
 
-def hopper_config(m: int, n: int, sms: int = INTERPRETER_SMS, tma_store: bool = False):
-    """The Hopper tile of an [M, K] @ [K, N] product (hopper_configs.TILES' wave-filling one)."""
-    return hopper_configs.table_candidates(m, n, sms, tma_store)[0]
+def hopper_config(
+    m: int, n: int, sms: int = INTERPRETER_SMS, tma_store: bool = False, tf32: bool = False
+):
+    """The Hopper tile of an [M, K] @ [K, N] product (hopper_configs.TILES' wave-filling one;
+    TF32_TILES' with ``tf32``), without split-K (hopper_configs.hopper_choose adds it)."""
+    return hopper_configs.table_candidates(m, n, sms, tma_store, tf32=tf32)[0]
 
 
 @functools.cache
@@ -465,11 +499,14 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
     from ..lower.hopper import TmaUnsupported, tma_operand_view
 
     dtype = arrays.dtype(a)
-    if not HOPPER or arrays.kind == "numpy" or p.batch != 1 or dtype not in ("f16", "bf16"):
+    if not HOPPER or arrays.kind == "numpy" or p.batch != 1:
         return None
     if p.k == 0:  # nothing to load (a tensor map needs non-zero extents): the cp.async kernel
         return None
-    if precision != PRECISIONS["IEEE"]:
+    # f16/bf16 products, and f32 ones in TF32 (wgmma's tf32 kind, f32 tiles loaded by TMA:
+    # both operands K-major, which _k_contiguous made them where a copy pays)
+    sixteen = dtype in ("f16", "bf16") and precision == PRECISIONS["IEEE"]
+    if not sixteen and (dtype, precision) != ("f32", PRECISIONS["TF32"]):
         return None
     index = arrays.first.device.index if arrays.kind == "torch" else arrays.first.device.id
     if not _hopper_device(index):

@@ -48,9 +48,12 @@ TMA_STRIDE_ALIGN = 16  # bytes: global strides and the base address
 SWIZZLE_BYTES = 128  # the swizzle wgmma and SmemTile share: one box row is 128 bytes
 MAX_SHARED = 232448  # bytes of dynamic shared memory a block may opt into on sm_90
 
-WGMMA_DTYPES = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}  # -> wgmma's
+# operand dtypes -> wgmma's type name; f32 operands are multiplied as TF32 (the tensor cores
+# read each f32's sign, exponent and top 10 mantissa bits: TF32 by truncation, as cuBLAS's)
+WGMMA_DTYPES = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2", "f32": "tf32"}
 ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f8e4m3": 1, "f8e5m2": 1}
 FP8 = ("f8e4m3", "f8e5m2")
+KMAJOR_ONLY = (*FP8, "f32")  # wgmma transposes only 16-bit operands in shared memory
 
 
 class TmaUnsupported(CompileError):
@@ -115,6 +118,7 @@ class Mainloop:
     atoms: int = 1  # m64 wgmma instructions per K step of a consumer (its rows / 64)
     cluster: int = 1  # CTAs per cluster along M (2: B's tile multicast to both)
     pingpong: bool = False  # the consumers take turns, a whole tile each (BM = their rows)
+    split_k: int = 1  # work units per output tile, each a slice of K (split-K; see Scheduler)
 
     @property
     def consumer_rows(self) -> int:
@@ -122,8 +126,9 @@ class Mainloop:
 
     @property
     def k_step(self) -> int:
-        """K per wgmma instruction: 32 bytes of it (16 for 16-bit types, 32 for fp8)."""
-        return 32 if self.instruction in ("e4m3", "e5m2") else 16
+        """K per wgmma instruction: 32 bytes of it (16 for 16-bit types, 32 for fp8, 8 for
+        TF32)."""
+        return {"e4m3": 32, "e5m2": 32, "tf32": 8}.get(self.instruction, 16)
 
     @property
     def threads(self) -> int:
@@ -160,7 +165,13 @@ class Epilogue:
 
 @dataclass(frozen=True)
 class Scheduler:
-    """Persistent grouped order: ``group_m`` rows of tiles per group."""
+    """Persistent grouped order: ``group_m`` rows of tiles per group. With the mainloop's
+    ``split_k`` > 1 the grid walks work units, ``split_k`` per output tile (consecutive, so a
+    tile's units run side by side), unit s multiplying K blocks [s * per, (s + 1) * per) with
+    per = cdiv(K / BK, split_k); each writes its f32 partial tile to a global workspace and
+    counts itself on the tile's counter; the unit that counts last adds the partials in the
+    order s = 0, 1, ... (the same sum whichever unit is last: deterministic), runs the
+    epilogue and sets the counter back to 0 for the next launch."""
 
     group_m: int
 
@@ -184,7 +195,8 @@ class HopperMatmul:
         ring = m.stages * (self.a.stage_bytes + self.b.stage_bytes)
         staging = self.epilogue.staging_bytes(m.consumers * m.consumer_rows, m.bn, m.consumers)
         order = 2 * 8 if m.pingpong else 0  # the consumers' turn barriers
-        return ring + staging + 2 * 8 * m.stages + order + 1024
+        last = 16 if m.split_k > 1 else 0  # split-K: whether this block's unit is the tile's last
+        return ring + staging + 2 * 8 * m.stages + order + last + 1024
 
     @property
     def stage_bytes(self) -> int:
@@ -216,7 +228,7 @@ class HopperMatmul:
             m.pingpong,
             self.scheduler.group_m,
             self.watchdog,
-        )
+        ) + ((f"split{m.split_k}",) if m.split_k > 1 else ())  # unsplit keys as before
 
     @property
     def label(self) -> str:
@@ -226,6 +238,7 @@ class HopperMatmul:
         text = f"{m.bm}x{m.bn}x{m.bk} s{m.stages} g{self.scheduler.group_m}"
         text += f" {m.consumers}x{m.consumer_rows}rows" + (" pingpong" if m.pingpong else "")
         text += f" cluster{m.cluster}" if m.cluster > 1 else ""
+        text += f" split{m.split_k}" if m.split_k > 1 else ""
         panels = f"/{e.store_panels}panel" if e.store_panels else ""
         store = f"tma-store{panels}" if e.tma_store else "register"
         return f"{text} {store} epilogue"
@@ -240,7 +253,9 @@ class HopperConfig:
     of 128 bytes of columns per consumer instead of the whole output tile (a stage more fits;
     two let a panel's store overlap the next panel's staging); ``pingpong``: two consumers of
     BM = 64 x atoms rows that take turns, a tile each, one's epilogue under the other's
-    mainloop (CUTLASS's ping-pong schedule)."""
+    mainloop (CUTLASS's ping-pong schedule); ``split_k``: work units per output tile, each a
+    slice of K, their f32 partials added in a fixed order by the tile's last unit (products
+    of few tiles and long K, which would leave most SMs idle)."""
 
     bm: int = 128
     bn: int = 256
@@ -251,6 +266,10 @@ class HopperConfig:
     cluster: int = 1
     store_panels: int = 0
     pingpong: bool = False
+    split_k: int = 1
+
+
+MAX_SPLIT_K = 16  # work units per tile (the workspace holds split_k f32 tiles per tile)
 
 
 def tma_operand_view(
@@ -305,25 +324,27 @@ def plan_matmul(
     name: str = "hopper_matmul",
     watchdog: int = 0,
 ) -> HopperMatmul:
-    """The Hopper matmul node for operands of ``dtype`` (f16 or bf16) with the given K-major
-    flags (A [M, K] is K-major when K is contiguous; B [K, N] when K is contiguous, as for a
-    linear layer's weight). Raises TmaUnsupported for what the path cannot do."""
+    """The Hopper matmul node for operands of ``dtype`` (f16, bf16, fp8, or f32 multiplied as
+    TF32) with the given K-major flags (A [M, K] is K-major when K is contiguous; B [K, N] when
+    K is contiguous, as for a linear layer's weight). Raises TmaUnsupported for what the path
+    cannot do."""
     if dtype not in WGMMA_DTYPES:
         raise TmaUnsupported(
-            f"the Hopper TMA path multiplies f16, bf16 and fp8 (f8e4m3, f8e5m2), not {dtype}",
+            f"the Hopper TMA path multiplies f16, bf16, fp8 (f8e4m3, f8e5m2) and f32 as TF32, "
+            f"not {dtype}",
             None,
-            "f32 products take the cp.async path (TF32 or FMAs)",
+            "f64 products run on the interpreter",
         )
-    if dtype in FP8 and not (a_kmajor and b_kmajor):
+    if dtype in KMAJOR_ONLY and not (a_kmajor and b_kmajor):
         raise TmaUnsupported(
             f"wgmma reads {dtype} operands K-major only (A [M, K] row-major, B [K, N] "
-            "column-major, as torch._scaled_mm takes them)",
+            "column-major, as torch._scaled_mm and a linear layer's weight have them)",
             None,
             "transpose the operand into a K-contiguous copy",
         )
     c = config
-    if dtype in FP8 and c.bk == HopperConfig.bk:
-        c = dataclasses.replace(c, bk=128)  # 128 bytes of K per stage row
+    if dtype in KMAJOR_ONLY and c.bk == HopperConfig.bk:  # 128 bytes of K per stage row
+        c = dataclasses.replace(c, bk=SWIZZLE_BYTES // ITEMSIZE[dtype])
     panel = SWIZZLE_BYTES // ITEMSIZE[dtype]
     if c.atoms not in (1, 2):
         raise TmaUnsupported(f"atoms={c.atoms}: a consumer multiplies 64 or 128 rows", None)
@@ -338,6 +359,14 @@ def plan_matmul(
         raise TmaUnsupported(f"store_panels={c.store_panels}: 0 (the whole tile), 1 or 2", None)
     if c.cluster not in (1, 2):
         raise TmaUnsupported(f"cluster={c.cluster}: clusters of 1 or 2 CTAs along M", None)
+    if not 1 <= c.split_k <= MAX_SPLIT_K:
+        raise TmaUnsupported(f"split_k={c.split_k}: 1 to {MAX_SPLIT_K} units per tile", None)
+    if c.split_k > 1 and (c.cluster > 1 or c.pingpong):
+        raise TmaUnsupported(
+            f"split_k={c.split_k}: split-K runs without clusters and ping-pong (one unit per "
+            "block at a time, every consumer on it)",
+            None,
+        )
     if c.bn % 16 or not 16 <= c.bn <= TMA_MAX_BOX:
         raise TmaUnsupported(f"BN={c.bn}: wgmma takes N a multiple of 16 up to 256", None)
     if c.bk % panel:
@@ -377,6 +406,7 @@ def plan_matmul(
             c.atoms,
             c.cluster,
             c.pingpong,
+            c.split_k,
         ),
         a=a,
         b=b,

@@ -79,5 +79,7 @@ def render_matmul(node: HopperMatmul) -> str:
             stage_bytes=node.stage_bytes,
             epilogue_text=epilogue_text,
             watchdog=node.watchdog,
+            # a unit's K blocks: all of them, or its split-K slice
+            k_loop="kb_begin; kb < kb_end" if node.mainloop.split_k > 1 else "0; kb < k_blocks",
         )
     )

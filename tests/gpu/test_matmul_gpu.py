@@ -229,12 +229,14 @@ def test_linear_with_padded_copies(monkeypatch, hopper):
     if hopper and cp.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA + wgmma path needs a compute capability 9.0 device")
     monkeypatch.setattr(linalg, "HOPPER", hopper)
+    monkeypatch.setattr(linalg, "TUNE", hopper)  # TUNE off: matmul_config's cp.async tiles
     t, n_in, n_out = 300, 1000, 517
     (x, x_d), (w, w_d) = _pair((t, n_in), "f16", 41), _pair((n_out, n_in), "f16", 42, scale=0.05)
     (bias, bias_d), (dy, dy_d) = _pair((1, n_out), "f16", 43), _pair((t, n_out), "f16", 44)
     bias, bias_d = bias[0], bias_d[0]
-    got = linalg.linear(x_d, w_d, bias_d, "gelu")
-    check(got, x, w.T, "f16", bias=bias, activation="gelu")
+    for _ in range(2):  # the second call replays the plan: the same copies, then the launch
+        got = linalg.linear(x_d, w_d, bias_d, "gelu")
+        check(got, x, w.T, "f16", bias=bias, activation="gelu")
     dx, dw, _ = linalg.linear_backward(dy_d, x_d, w_d, False)
     check(dx, dy, w, "f16")
     check(dw, dy.T, x, "f16")
@@ -440,7 +442,7 @@ def test_hopper_path_matches_float64(hopper_launches, mnk, dtype, layout_a, layo
     (a, da), (b, db) = _pair((m, k), dtype, m + 1, layout_a), _pair((k, n), dtype, n, layout_b)
     check(linalg.matmul(da, db), a, b, dtype)
     assert len(hopper_launches) == 1, f"not the Hopper path: {linalg.hopper_report()}"
-    check(linalg.matmul(da, db), a, b, dtype)  # the replayed plan (when nothing was copied)
+    check(linalg.matmul(da, db), a, b, dtype)  # the replayed plan (copying what the first did)
     assert len(hopper_launches) == 2, "the second call did not launch the Hopper kernel"
 
 
@@ -490,6 +492,53 @@ def test_hopper_path_epilogues(hopper_launches, activation, out_dtype):
     got = linalg.matmul(da, db, bias=bias_d, activation=activation, alpha=0.5, out_dtype=out_dtype)
     check(got, a, b, out_dtype, bias=bias, activation=activation, alpha=0.5)
     assert len(hopper_launches) == 1, f"not the Hopper path: {linalg.hopper_report()}"
+
+
+@pytest.mark.parametrize(
+    "mnk,dtype,layout_b",
+    [((512, 512, 16384), "f16", "row"), ((512, 520, 16384), "bf16", "col"), ((64, 4096, 8192),
+     "f16", "row"), ((300, 1001, 4096), "bf16", "row"), ((33, 250, 3000), "f16", "col")],
+)  # fmt: skip
+def test_hopper_split_k_products(hopper_launches, mnk, dtype, layout_b):
+    """Products of few tiles and long K take split-K from the table (units per tile whose f32
+    partials the tile's last unit adds in a fixed order): right against float64, and the same
+    bits on a second call (the replayed plan, reusing the workspace and counters)."""
+    m, n, k = mnk
+    a, da = _padded((m, k), dtype, m, "row")
+    b, db = _padded((k, n), dtype, n, layout_b)
+    first = linalg.matmul(da, db)
+    check(first, a, b, dtype)
+    assert len(hopper_launches) == 1 and " split" in linalg.hopper_report(), linalg.hopper_report()
+    again = linalg.matmul(da, db)
+    assert len(hopper_launches) == 2
+    assert bool((cp.asnumpy(first.view(cp.uint16) if first.dtype.itemsize == 2 else first)
+                 == cp.asnumpy(again.view(cp.uint16) if again.dtype.itemsize == 2 else again)
+                 ).all())  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "mnk,layout_b,bias",
+    [((1024, 1024, 1024), "col", False), ((1001, 520, 999), "col", True),
+     ((2048, 2048, 512), "row", False), ((4096, 4096, 4096), "col", False)],
+)  # fmt: skip
+def test_hopper_path_tf32(hopper_launches, mnk, layout_b, bias):
+    """f32 with precision='tf32' on the Hopper kernel (wgmma tf32, f32 tiles by TMA): B
+    K-major as a linear layer's weight is read in place; a row-major B is made K-contiguous
+    first (TF32 wgmma reads K-major only). TF32 by truncation: within 2^-9 of each product."""
+    m, n, k = mnk
+    a, da = _padded((m, k), "f32", m, "row")
+    b, db = _padded((k, n), "f32", n, layout_b)
+    bias_h = bias_d = None
+    if bias:
+        bias_h, bias_d = _pair((1, n), "f32", 11)
+        bias_h, bias_d = bias_h[0], bias_d[0]
+    act = "gelu" if bias else None
+    for calls in (1, 2):  # the second replays the plan (with B's copy where it was copied)
+        got = linalg.matmul(da, db, bias=bias_d, activation=act, precision="tf32")
+        err = check(got, a, b, "f32", bias=bias_h, activation=act, acc_rtol=2.0**-9, rel_tol=2e-3)
+        assert len(hopper_launches) == calls, f"not the Hopper path: {linalg.hopper_report()}"
+        assert 1e-5 < err < 2e-3  # TF32's error, not IEEE f32's
+    assert "x32 s" in linalg.hopper_report()  # a TF32 tile (BK = 32 f32)
 
 
 # ---------------------------------------------------------------- pointer-advance loops
