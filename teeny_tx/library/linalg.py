@@ -974,7 +974,17 @@ def linear_backward(
     unless ``need_bias_grad``). All of the inputs' dtype, accumulated in f32. dw reads dy and x
     row by row (dy.T's tiles are loaded transposed); db sums in f32, in row chunks spread over
     the GPU and then added up (no atomics: the same result every run). ``config`` applies to
-    both products."""
+    both products. A repeated call with the arrays' signatures of an earlier one replays it:
+    the two products through :func:`matmul`'s plans, db through direct launches."""
+    key = None
+    if config is None and not interpret:
+        key = ("linear_backward", _signature(dy), _signature(x), _signature(w), need_bias_grad)
+        key += (precision, HOPPER, TUNE, TMA_STORE)
+        plan = _PLANS.get(key)
+        if plan is not None and None not in key[1:4]:
+            grads = plan(dy, x, w)
+            if grads is not None:
+                return grads
     arrays = _Arrays("linear_backward", {"dy": dy, "x": x, "w": w}, interpret)
     (t, n_out), (sdt, sdo) = _operand(arrays, dy, "dy", ("T", "out"))
     (t2, n_in), (sxt, sxi) = _operand(arrays, x, "x", ("T", "in"))
@@ -996,27 +1006,78 @@ def linear_backward(
         _run_matmul(arrays, dx, dy, w, p, dx_config, precision=prec)
         p = _Product(n_out, n_in, t, 1, (0, sdo, sdt), (0, sxt, sxi), (0, n_in, 1))
         _run_matmul(arrays, dw, dy, x, p, dw_config, precision=prec)
-        db = _column_sums(arrays, dy, t, n_out, sdt, sdo, dtype) if need_bias_grad else None
+        db, sums = None, None
+        if need_bias_grad:
+            db, sums = _column_sums(arrays, dy, t, n_out, sdt, sdo, dtype, key is not None)
+    if key is not None and None not in key[1:4] and (sums is not None or not need_bias_grad):
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = _linear_backward_plan(arrays, need_bias_grad, precision, sums)
     return dx, dw, db
 
 
-def _column_sums(arrays: _Arrays, x: Any, rows: int, cols: int, s_row: int, s_col: int, dtype):
+def _linear_backward_plan(arrays: _Arrays, need_bias_grad: bool, precision: str | None, sums):
+    """The replay of a linear_backward call: dx = dy @ w and dw = dy^T @ x as :func:`matmul`
+    calls (the same products and configs as the checked path's; each keeps its own plan) and
+    db by ``sums``, the replay of its column sums; None when the device is not the arrays'."""
+    here = arrays.here()
+    transpose = functools.partial(_transpose, arrays)
+
+    def plan(dy, x, w):
+        if not here():
+            return None
+        dx = matmul(dy, w, precision=precision)
+        dw = matmul(transpose(dy), x, precision=precision)
+        return dx, dw, sums(dy) if need_bias_grad else None
+
+    return plan
+
+
+def _column_sums(
+    arrays: _Arrays,
+    x: Any,
+    rows: int,
+    cols: int,
+    s_row: int,
+    s_col: int,
+    dtype: str,
+    replayable: bool = False,
+) -> tuple[Any, Any]:
     """x [rows, cols] summed over its rows, in f32, into a new [cols] array of ``dtype``: row
-    chunks over about 4 programs per SM, their f32 partial sums added by a second launch."""
+    chunks over about 4 programs per SM, their f32 partial sums added by a second launch.
+    Returns (the sums, their replay or None): with ``replayable`` on the GPU, a function of a
+    new x of the same signature that makes the same launches directly."""
     kernel = module("matmul.c").linear_db
     col_programs = cdiv(cols, DB_BLOCK_N)
     parts = max(1, min(cdiv(4 * arrays.sms(), max(col_programs, 1)), cdiv(rows, DB_BLOCK_T)))
     chunk = max(DB_BLOCK_T, cdiv(cdiv(rows, parts), DB_BLOCK_T) * DB_BLOCK_T)
     parts = max(1, cdiv(rows, chunk))
-    out = arrays.empty((cols,), dtype)
+    alloc = arrays.allocator((cols,), dtype)
+    alloc_partial = arrays.allocator((parts, cols), arrays.acc(x))
     blocks = {"BT": DB_BLOCK_T, "BN": DB_BLOCK_N}
+    out = alloc()
     if parts == 1:
-        args = (out, x, rows, cols, s_row, s_col, max(rows, 1))
-        _launch(arrays, kernel, (col_programs, 1), args, 4, 2, **blocks)
+        launches = [((col_programs, 1), (out, x, rows, cols, s_row, s_col, max(rows, 1)))]
+    else:
+        partial = alloc_partial()
+        launches = [
+            ((col_programs, parts), (partial, x, rows, cols, s_row, s_col, chunk)),
+            ((col_programs, 1), (out, partial, parts, cols, cols, 1, parts)),
+        ]
+    for grid, args in launches:
+        _launch(arrays, kernel, grid, args, 4, 2, **blocks)
+    if not replayable or arrays.kind == "numpy" or col_programs == 0:
+        return out, None
+    direct = [kernel.direct(grid, args, 4, 2, strided=True, **blocks) for grid, args in launches]
+
+    def replay(x):
+        out = alloc()
+        if parts == 1:
+            direct[0](out, x, rows, cols, s_row, s_col, max(rows, 1))
+            return out
+        partial = alloc_partial()
+        direct[0](partial, x, rows, cols, s_row, s_col, chunk)
+        direct[1](out, partial, parts, cols, cols, 1, parts)
         return out
-    partial = arrays.empty((parts, cols), arrays.acc(x))
-    args = (partial, x, rows, cols, s_row, s_col, chunk)
-    _launch(arrays, kernel, (col_programs, parts), args, 4, 2, **blocks)
-    args = (out, partial, parts, cols, cols, 1, parts)
-    _launch(arrays, kernel, (col_programs, 1), args, 4, 2, **blocks)
-    return out
+
+    return out, replay
