@@ -671,8 +671,10 @@ def _attention_bwd_args(kernel: str, dtype: str, d: int, n: int = 4096, h: int =
     if kernel == "attention_bwd_preprocess":
         return ("f32", dtype, dtype, n, h) + s * 2
     if kernel == "attention_bwd_dkdv":
-        head = (dtype,) * 6 + ("f32", "f32", n, n, h, h, 1)
+        head = (dtype,) * 6 + ("f32", "f32", "f32", n, n, h, h, 1)
         return head + s * 6 + (0.18033688, 0.125)
+    if kernel == "attention_bwd_dq_cast":
+        return (dtype, "f32", n, h) + s + (0.125,)
     return (dtype,) * 5 + ("f32", "f32", n, n, h, 1) + s * 5 + (0.18033688, 0.125)
 
 
@@ -710,9 +712,25 @@ GOLDEN += (
         "attention.c",
         "attention_bwd_dkdv",
         _attention_bwd_args("attention_bwd_dkdv", "f16", 128),
-        _attention_flags("f16", 128, 1, 64, 128),
+        _attention_flags("f16", 128, 1, 64, 128) | {"ATOMIC_DQ": 0},
         num_warps=8,
         arch="sm_90a",
+    ),
+    Golden(  # dQ by f32 atomics from the accumulator's registers (ATOMIC_DQ), then a cast
+        "attention_bwd_dkdv.f16.d64.atomic_dq.sm90a",
+        "attention.c",
+        "attention_bwd_dkdv",
+        _attention_bwd_args("attention_bwd_dkdv", "f16", 64),
+        _attention_flags("f16", 64, 0, 64, 64) | {"ATOMIC_DQ": 1},
+        num_warps=4,
+        arch="sm_90a",
+    ),
+    Golden(
+        "attention_bwd_dq_cast.bf16",
+        "attention.c",
+        "attention_bwd_dq_cast",
+        _attention_bwd_args("attention_bwd_dq_cast", "bf16", 128),
+        {"D": 128, "BM": 64},
     ),
     Golden(
         "attention_bwd_dq.bf16.d128.sm90a",

@@ -50,6 +50,12 @@ class AttentionConfig(NamedTuple):
 FORWARD = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 128, 8, 3)}
 BACKWARD_DKDV = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
 BACKWARD_DQ = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(128, 128, 8)}
+# dQ by f32 atomics (by head dim): the dK/dV kernel also adds each key block's dS K into an f32
+# buffer, which a cast kernel scales and writes as dq, instead of a dQ kernel of its own that
+# computes P and dS a second time; BACKWARD_DKDV_ATOMIC are that kernel's configs. Chosen by
+# bench/sweep_attention.py (the "atomic" rows).
+ATOMIC_DQ = {64: False, 128: False}
+BACKWARD_DKDV_ATOMIC = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
 PREPROCESS_BM = 64
 INTERPRET = AttentionConfig(32, 32, 4)  # small tiles: the interpreter runs programs one by one
 
@@ -209,6 +215,7 @@ def attention_backward(
     mod = module("attention.c")
     flags = {"CAUSAL": int(bool(causal)), "BF16": int(dtype == "bf16"), "D": d}
     group = h_q // h_kv
+    atomic = ATOMIC_DQ[d]
     with arrays.device():
         dq = arrays.empty((b, n_q, h_q, d), dtype)
         dk = arrays.empty((b, n_kv, h_kv, d), dtype)
@@ -220,18 +227,29 @@ def attention_backward(
         pre = (delta, o, do, n_q, h_q) + _strides4(arrays, o) + _strides4(arrays, do)
         grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
         arrays.launch(mod.attention_bwd_preprocess, grid, pre, 4, D=d, BM=PREPROCESS_BM)
+        # the f32 rows dQ is added into (ATOMIC_DQ), [B, H_q, N_q, D]; without atomics the
+        # kernel never touches its dq_acc argument, which is then delta
+        dq_acc = arrays.empty((b, h_q, n_q, d), "f32") if atomic else delta
+        if atomic:
+            _zero(arrays, dq_acc)
         qkv = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
         qkv += _strides4(arrays, do)
-        args = (dk, dv, q, k, v, do, lse, delta, n_q, n_kv, h_q, h_kv, group) + qkv
+        args = (dk, dv, q, k, v, do, lse, delta, dq_acc, n_q, n_kv, h_q, h_kv, group) + qkv
         args += _strides4(arrays, dk) + _strides4(arrays, dv) + (qk_scale, scale)
         _launch(
             arrays,
             mod.attention_bwd_dkdv,
             lambda meta: (cdiv(n_kv, meta["BN"]), b * h_kv),
             args,
-            BACKWARD_DKDV[d],
+            (BACKWARD_DKDV_ATOMIC if atomic else BACKWARD_DKDV)[d],
+            ATOMIC_DQ=int(atomic),
             **flags,
         )
+        if atomic:
+            cast = (dq, dq_acc, n_q, h_q) + _strides4(arrays, dq) + (scale,)
+            grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
+            arrays.launch(mod.attention_bwd_dq_cast, grid, cast, 4, D=d, BM=PREPROCESS_BM)
+            return dq, dk, dv
         args = (dq, q, k, v, do, lse, delta, n_q, n_kv, h_q, group) + qkv
         args += _strides4(arrays, dq) + (qk_scale, scale)
         _launch(

@@ -83,6 +83,15 @@ def test_tuned_launch(torch, monkeypatch, causal):
     _against_sdpa(torch, (4, 1024, 32, 32, 128), causal, "bf16")
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES + BENCH[1:], ids=_id)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_atomic_dq_against_torch_sdpa(torch, monkeypatch, shape, causal, dtype):
+    """dQ added by the dK/dV kernel with f32 atomics, then cast (ATOMIC_DQ)."""
+    monkeypatch.setattr(tattn, "ATOMIC_DQ", {64: True, 128: True})
+    _against_sdpa(torch, shape, causal, dtype)
+
+
 def _against_sdpa(torch, shape, causal, dtype):
     b, n, h_q, h_kv, d = shape
     seed = hash((shape, causal, dtype)) % 2**31
@@ -196,3 +205,23 @@ def test_chained_dot(m, num_warps, n):
     out = cp.zeros((m, 128), cp.float32)
     k[(1,)](out, *(cp.asarray(x) for x in (a, b, c)), M=m, N=n, K=64, D=128, num_warps=num_warps)
     np.testing.assert_allclose(cp.asnumpy(out), chained_reference(a, b, c), rtol=2e-3, atol=2e-2)
+
+
+@pytest.mark.parametrize(("m", "num_warps"), [(64, 4), (64, 8), (128, 8)])
+def test_atomic_dot(m, num_warps):
+    """f32 atomics of a product added from the accumulator's registers (wgmma at 16 rows per
+    warp, else mma.sync), masked rows untouched, two adds per element: against float64."""
+    import teeny_tx as tx
+    from tests.test_attention import ATOMIC_DOT
+
+    k = tx.compile(ATOMIC_DOT, name="kernels/atomic_dot.c").atomic_dot
+    rng = np.random.default_rng(m + num_warps)
+    a = rng.standard_normal((m, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 64)).astype(np.float16)
+    base = rng.standard_normal((m, 64)).astype(np.float32)
+    rows = m - 7
+    want = base.astype(np.float64)
+    want[:rows] += 3 * (a[:rows].astype(np.float64) @ b.astype(np.float64))
+    out = cp.asarray(base)
+    k[(1,)](out, cp.asarray(a), cp.asarray(b), rows, M=m, N=64, K=32, num_warps=num_warps)
+    np.testing.assert_allclose(cp.asnumpy(out), want, rtol=1e-4, atol=1e-4)
