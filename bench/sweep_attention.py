@@ -8,7 +8,8 @@ forward, halved when causal; the backward counts 2.5 times the forward's. Prints
 (pass, D, causal); the fastest config first. This is how the wrapper's fixed configs
 (teeny_tx/library/attention.py: FORWARD, BACKWARD_DKDV, BACKWARD_DQ) are chosen, and whether
 dQ is better added by atomics from the dK/dV kernel (ATOMIC_DQ rows: the dK/dV kernel's config,
-no dQ kernel; BACKWARD_DKDV_ATOMIC) than by its own kernel. --tables picks which are swept.
+no dQ kernel; BACKWARD_DKDV_ATOMIC) than by its own kernel. --tables picks which are swept
+(FIXED: one row, the wrapper's configs as they stand).
 
 Run from the repository root: python3 bench/sweep_attention.py [--d 64 128] [--causal 0 1]
 """
@@ -27,7 +28,7 @@ DKDV = [(64, 128, 8, 2), (64, 128, 8, 3), (64, 64, 4, 2), (32, 128, 8, 2), (64, 
 DQ = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 32, 8, 2), (64, 64, 4, 2), (128, 128, 8, 2)]
 # dQ by atomics (ATOMIC_DQ): the dK/dV kernel's config, no dQ kernel
 ATOMIC = [(64, 64, 4, 2), (64, 128, 8, 2), (32, 128, 8, 2), (64, 64, 4, 3)]
-TABLES = ("FORWARD", "BACKWARD_DKDV", "BACKWARD_DQ", "ATOMIC_DQ")
+TABLES = ("FIXED", "FORWARD", "BACKWARD_DKDV", "BACKWARD_DQ", "ATOMIC_DQ")
 
 
 def _case(
@@ -67,16 +68,20 @@ def _case(
     else:
         grid = [("BACKWARD_DKDV", c) for c in DKDV] + [("BACKWARD_DQ", c) for c in DQ]
         grid += [("ATOMIC_DQ", c) for c in ATOMIC]
+    grid = [("FIXED", None), *grid]
     rows = []
     for table, config in grid:
         if table not in tables:
             continue
-        name = f"{table} {config}"
+        name = f"{table} {config}" if config else "FIXED (the wrapper's configs as they are)"
         # an ATOMIC_DQ row: dQ by atomics from the dK/dV kernel, launched with this config
-        configs = getattr(tattn, "BACKWARD_DKDV_ATOMIC" if table == "ATOMIC_DQ" else table)
+        configs = getattr(
+            tattn, {"ATOMIC_DQ": "BACKWARD_DKDV_ATOMIC", "FIXED": "FORWARD"}.get(table, table)
+        )
         saved, saved_atomic = configs[d], tattn.ATOMIC_DQ[d]
-        configs[d] = tattn.AttentionConfig(*config)
-        tattn.ATOMIC_DQ[d] = table == "ATOMIC_DQ"
+        if config is not None:
+            configs[d] = tattn.AttentionConfig(*config)
+            tattn.ATOMIC_DQ[d] = table == "ATOMIC_DQ"
         try:
             got = call()
             err = max(
