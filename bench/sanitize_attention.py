@@ -4,6 +4,7 @@ atomics (ATOMIC_DQ); prints each gradient's error against the float64 reference 
 sanitizer run is also a correct one.
 
 Run on the GPU: compute-sanitizer --tool memcheck python3 bench/sanitize_attention.py
+(with TEENY_TX_PIPELINE_TMA=1 in the environment: the pipelined loads by TMA)
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ forward, halved when causal; the backward counts 2.5 times the forward's. Prints
 (teeny_tx/library/attention.py: FORWARD, BACKWARD_DKDV, BACKWARD_DQ) are chosen, and whether
 dQ is better added by atomics from the dK/dV kernel (ATOMIC_DQ rows: the dK/dV kernel's config,
 no dQ kernel; BACKWARD_DKDV_ATOMIC) than by its own kernel. --tables picks which are swept
-(FIXED: one row, the wrapper's configs as they stand).
+(FIXED: one row, the wrapper's configs as they stand). With TEENY_TX_PIPELINE_TMA=1 in the
+environment every row loads its pipelined tiles with TMA.
 
 Run from the repository root: python3 bench/sweep_attention.py [--d 64 128] [--causal 0 1]
 """
@@ -27,7 +28,7 @@ FWD = [(128, 64, 8, 2), (128, 128, 8, 2), (128, 64, 8, 3), (128, 128, 8, 3), (64
 DKDV = [(64, 128, 8, 2), (64, 128, 8, 3), (64, 64, 4, 2), (32, 128, 8, 2), (64, 64, 8, 2)]
 DQ = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 32, 8, 2), (64, 64, 4, 2), (128, 128, 8, 2)]
 # dQ by atomics (ATOMIC_DQ): the dK/dV kernel's config, no dQ kernel
-ATOMIC = [(64, 64, 4, 2), (64, 128, 8, 2), (32, 128, 8, 2), (64, 64, 4, 3)]
+ATOMIC = [(64, 64, 4, 2), (64, 128, 8, 2)]
 TABLES = ("FIXED", "FORWARD", "BACKWARD_DKDV", "BACKWARD_DQ", "ATOMIC_DQ")
 
 

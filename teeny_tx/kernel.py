@@ -35,7 +35,7 @@ from .lower.layout import walk_exprs
 from .lower.passes import decide
 from .lower.signature import kernel_signature
 from .parse import Unit, parse
-from .runtime import cache, launch, nvrtc
+from .runtime import cache, launch, nvrtc, tma
 from .runtime.binder import Binder, Entry
 from .runtime.grid import as_grid3
 from .target import Target
@@ -204,6 +204,13 @@ class Kernel:
         entry = self._compiled.get(key)
         if entry is None:
             spec = self._specialization(key)
+            if tma.pipeline_copies(spec.kernel):
+                raise LaunchError(
+                    f"kernel '{self.name}' loads its pipelined tiles with TMA "
+                    "($TEENY_TX_PIPELINE_TMA), whose tensor maps this launcher does not pass: "
+                    "launch it with teeny_tx.runtime.tma.launch_pipelined, or unset "
+                    "TEENY_TX_PIPELINE_TMA"
+                )
             packer = self.binder.wide if key[-1] else self.binder.narrow
             entry = self._compiled[key] = Entry(
                 spec.loaded, spec.block, spec.shared_mem, packer, key

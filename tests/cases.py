@@ -12,6 +12,7 @@ tables.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -408,15 +409,34 @@ class Golden:
     num_warps: int = 4
     num_stages: int = 2
     arch: str = "sm_90"
+    env: tuple[tuple[str, str], ...] = ()  # switches set while it is lowered (a fresh module)
+    strided: bool = False
 
     @property
     def path(self) -> Path:
         return GOLDEN_DIR / f"{self.stem}.cu"
 
     def render(self) -> str:
-        k = getattr(module(self.file), self.kernel)
         options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
-        return k.cuda_source(*self.args, **options, target=self.arch, **self.constexprs)
+        options |= {"target": self.arch, "strided": self.strided}
+        if not self.env:
+            k = getattr(module(self.file), self.kernel)
+            return k.cuda_source(*self.args, **options, **self.constexprs)
+        from teeny_tx.kernel import compile as compile_module
+        from teeny_tx.library.loader import kernel_text
+
+        saved = {name: os.environ.get(name) for name, _ in self.env}
+        os.environ.update(dict(self.env))
+        try:
+            mod = compile_module(kernel_text(self.file), name=f"kernels/{self.file}")
+            k = getattr(mod, self.kernel)
+            return k.cuda_source(*self.args, **options, **self.constexprs)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 # kernels/matmul.c's matmul: PRECISION constants of dot() and the arguments of a product
@@ -699,6 +719,18 @@ GOLDEN += (
         _attention_fwd_args("bf16", 64),
         _attention_flags("bf16", 64, 1, 128, 64),
         num_warps=8,
+    ),
+    Golden(  # K and V by TMA boxes of 4-D maps ($TEENY_TX_PIPELINE_TMA), the wrapper's config
+        "attention_fwd.f16.d128.tma.sm90a",
+        "attention.c",
+        "attention_fwd",
+        _attention_fwd_args("f16", 128),
+        _attention_flags("f16", 128, 1, 128, 128),
+        num_warps=8,
+        num_stages=3,
+        arch="sm_90a",
+        env=(("TEENY_TX_PIPELINE_TMA", "1"),),
+        strided=True,
     ),
     Golden(
         "attention_bwd_preprocess.f16",

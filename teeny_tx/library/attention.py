@@ -14,18 +14,24 @@ left). ``scale`` defaults to 1/sqrt(D). GPU launches take the fixed configs
 :data:`FORWARD`, :data:`BACKWARD_DKDV` and :data:`BACKWARD_DQ` (by head dim), or, with the
 module flag ``TUNE = True``, the fastest of each kernel's ``#pragma autotune`` configs (timed
 once per shape); the interpreter takes :data:`INTERPRET` (small tiles, the same kernels).
+With ``$TEENY_TX_PIPELINE_TMA`` naming a kernel (or ``1``), its GPU launches load the
+pipelined K/V (Q/dO) tiles with TMA (``lower/pipeline.py``), the fixed configs.
 """
 
 from __future__ import annotations
 
 import math
+from functools import cache
 from typing import Any, NamedTuple
 
 from ..errors import LaunchError
+from ..kernel import Module, compile
+from ..lower.pipeline import tma_enabled
+from ..runtime import tma
 from ..runtime.grid import cdiv
 from ..runtime.streams import torch_stream
 from .arrays import Arrays
-from .loader import module
+from .loader import kernel_text, module
 
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128)
@@ -52,8 +58,10 @@ BACKWARD_DKDV = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8
 BACKWARD_DQ = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(128, 128, 8)}
 # dQ by f32 atomics (by head dim): the dK/dV kernel also adds each key block's dS K into an f32
 # buffer, which a cast kernel scales and writes as dq, instead of a dQ kernel of its own that
-# computes P and dS a second time; BACKWARD_DKDV_ATOMIC are that kernel's configs. Chosen by
-# bench/sweep_attention.py (the "atomic" rows).
+# computes P and dS a second time; BACKWARD_DKDV_ATOMIC are that kernel's configs. Measured
+# slower at every case (H200, 2026-12-01, bench/sweep_attention.py --tables FIXED ATOMIC_DQ,
+# N=4096 fp16, TFLOP/s, two kernels / atomics): D=128 337 / 206, causal 308 / 169; D=64 270 /
+# 200, causal 246 / 148: the f32 adds move (N / BN) x N x D x 4 bytes per head through L2.
 ATOMIC_DQ = {64: False, 128: False}
 BACKWARD_DKDV_ATOMIC = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
 PREPROCESS_BM = 64
@@ -115,9 +123,33 @@ def _scales(d: int, scale: float | None) -> tuple[float, float]:
     return scale, scale * LOG2E
 
 
+@cache
+def _tma_module() -> Module:
+    """attention.c compiled a second time, for launches whose pipelined loads are TMA copies
+    ($TEENY_TX_PIPELINE_TMA, see lower/pipeline.py): its specialisations are made while the
+    switch is on and launched by tma.launch_pipelined, which passes their tensor maps."""
+    return compile(kernel_text("attention.c"), name="kernels/attention.c")
+
+
 def _launch(arrays: Arrays, kernel, grid, args: tuple, fixed: AttentionConfig, **constexprs):
-    """Through the kernel's autotune configs on the GPU; ``fixed`` on the interpreter."""
+    """Through the kernel's autotune configs on the GPU; ``fixed`` on the interpreter; with
+    $TEENY_TX_PIPELINE_TMA naming the kernel, ``fixed`` with TMA copies."""
     if 0 in grid(fixed._asdict() | {"BM": fixed.bm, "BN": fixed.bn}):
+        return
+    if arrays.kind != "numpy" and tma_enabled(kernel.name):
+        meta = {"BM": fixed.bm, "BN": fixed.bn}
+        g = tuple(grid(meta)) + (1,)
+        tma.launch_pipelined(
+            getattr(_tma_module(), kernel.name),
+            g[:3],
+            args,
+            num_warps=fixed.num_warps,
+            num_stages=fixed.num_stages,
+            stream=_stream(arrays),
+            strided=True,
+            **constexprs,
+            **meta,
+        )
         return
     if arrays.kind == "numpy" or not TUNE:
         config = INTERPRET if arrays.kind == "numpy" else fixed

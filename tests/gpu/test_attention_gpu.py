@@ -92,6 +92,18 @@ def test_atomic_dq_against_torch_sdpa(torch, monkeypatch, shape, causal, dtype):
     _against_sdpa(torch, shape, causal, dtype)
 
 
+@pytest.mark.parametrize("atomic", [False, True], ids=["dq-kernel", "dq-atomic"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES + BENCH[1:], ids=_id)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_tma_pipelines_against_torch_sdpa(torch, monkeypatch, shape, causal, dtype, atomic):
+    """Every attention kernel with its pipelined K/V (Q/dO) tiles loaded by TMA boxes
+    ($TEENY_TX_PIPELINE_TMA): ragged N (the boxes' zero fill), N = 1, GQA, strided views."""
+    monkeypatch.setenv("TEENY_TX_PIPELINE_TMA", "1")
+    monkeypatch.setattr(tattn, "ATOMIC_DQ", {64: atomic, 128: atomic})
+    _against_sdpa(torch, shape, causal, dtype)
+
+
 def _against_sdpa(torch, shape, causal, dtype):
     b, n, h_q, h_kv, d = shape
     seed = hash((shape, causal, dtype)) % 2**31
