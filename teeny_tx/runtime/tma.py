@@ -192,10 +192,15 @@ def pipeline_copies(kernel) -> list:
     return list(copies.values())
 
 
-def pipeline_maps(kernel, values: Sequence) -> tuple[np.ndarray, ...]:
+def pipeline_maps(
+    kernel, values: Sequence, extents: dict[str, int] | None = None
+) -> tuple[np.ndarray, ...]:
     """The tensor maps of ``kernel``'s TMA copies for a launch whose runtime parameter values
-    (in order: device addresses and numbers) are ``values``."""
+    (in order: device addresses and numbers) are ``values``. ``extents``: bytes from each
+    pointer parameter's address to the end of its array, where known: a dimension the kernel
+    does not bound then ends there (else at :data:`UNBOUNDED`)."""
     by_name = {p.name: v for p, v in zip(kernel.runtime_params, values, strict=True)}
+    extents = extents or {}
 
     def number(x):
         return by_name[x] if isinstance(x, str) else x
@@ -211,9 +216,14 @@ def pipeline_maps(kernel, values: Sequence) -> tuple[np.ndarray, ...]:
                 "$TEENY_TX_PIPELINE_TMA for cp.async copies)"
             )
         dims = [c.dims[0].extent]
+        span = extents.get(c.base)
         for d, stride in zip(c.dims[1:], strides, strict=True):
-            extent = number(d.extent) if d.extent is not None else None
-            dims.append(max(1, extent) if extent is not None else min(UNBOUNDED, 2**62 // stride))
+            if d.extent is not None:
+                dims.append(max(1, number(d.extent)))
+            elif span is not None:
+                dims.append(max(1, min(UNBOUNDED, -(-span // stride))))
+            else:
+                dims.append(min(UNBOUNDED, 2**62 // stride))
         box = (c.box[0], *([c.box[1]] + [1] * (len(dims) - 2)))
         maps.append(tensor_map(by_name[c.base], c.dtype, dims, strides, box))
     return tuple(maps)
@@ -234,6 +244,7 @@ def launch_pipelined(
     pipelined tiles with TMA: its arguments bound and checked as any launch's, its tensor maps
     encoded (cached) and passed after them. ``grid`` is a 3-tuple."""
     from ..dtypes import DTYPES
+    from .memory import extent_bytes
 
     key, values, big = kernel.binder.bind_device(args, constexprs, num_warps, num_stages, strided)
     if big:
@@ -247,5 +258,10 @@ def launch_pipelined(
             raise LaunchError(f"kernel '{kernel.name}': a 16-bit float scalar ({p.name})")
         else:
             typed.append(DTYPES[p.type.dtype.name].np.type(v))
-    maps = pipeline_maps(spec.kernel, values)
+    extents = {
+        p.name: extent_bytes(a)
+        for p, a in zip(spec.kernel.runtime_params, args, strict=True)
+        if p.type.is_pointer
+    }
+    maps = pipeline_maps(spec.kernel, values, extents)
     spec.loaded.launch(grid, spec.block, (*typed, *maps), spec.shared_mem, stream)
