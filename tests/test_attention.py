@@ -542,3 +542,15 @@ def test_atomic_dot_stays_in_registers(arch, m, num_warps):
     atomics = [line for line in source.splitlines() if "tx::atomic_add(" in line]
     assert len(atomics) == 2
     assert all(f"tx_i < {mma[0]}::REGS" in line for line in atomics)
+
+
+def test_tma_only_for_arrays_a_tensor_map_reads():
+    """The wrapper loads K/V by TMA only where every array has positive strides (a tensor
+    map's are) and 32-bit offsets; other calls take cp.async."""
+    from teeny_tx.library.arrays import Arrays
+
+    q = np.zeros((1, 8, 2, 64), np.float16)
+    arrays = Arrays("attention", {"q": q}, True)
+    assert tattn._tma_fits(arrays, (q, 3, 0.5, q.transpose(0, 2, 1, 3)))
+    assert not tattn._tma_fits(arrays, (q, q[:, :, ::-1]))
+    assert not tattn._tma_fits(arrays, (np.broadcast_to(q[:, :1], q.shape),))

@@ -327,6 +327,7 @@ class Kernel:
     num_warps: int
     index64: bool = False
     num_stages: int = 2  # software-pipelining depth of the loops that feed dot
+    pipeline_tma: bool = False  # pipelined loads by TMA where they can be (its module asks)
 
     @property
     def runtime_params(self) -> tuple[Param, ...]:

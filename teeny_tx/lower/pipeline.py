@@ -27,7 +27,8 @@ arrives on its empty barrier when its dots have read it, and the copies into a s
 that stage's previous readers only. Warpgroups may then drift up to an iteration apart, so one's
 softmax runs while another's wgmma does.
 
-With TMA switched on (``$TEENY_TX_PIPELINE_TMA``: ``1`` for every kernel, or a comma-separated
+With TMA switched on (the kernel's module asks, ``Module.pipeline_tma``, as the attention
+wrapper's does; or ``$TEENY_TX_PIPELINE_TMA``: ``1`` for every kernel, or a comma-separated
 list of kernel names), a loop whose stages change hands through mbarriers has its loads issued
 as TMA bulk tensor copies where every load's address is a tensor map's box (:func:`tma_copy`):
 one thread arms the stage's full barrier with the stage's bytes and issues the copies; the
@@ -292,7 +293,7 @@ def tma_copy(kernel: ir.Kernel, loop_var: str, load: Op, param: str) -> ir.TmaCo
 class _Planner:
     def __init__(self, kernel: ir.Kernel, axis: AxisInfo, names: Names) -> None:
         self.kernel = kernel
-        self.tma = tma_enabled(kernel.name)
+        self.tma = kernel.pipeline_tma or tma_enabled(kernel.name)
         self.stages = kernel.num_stages
         self.axis = axis
         self.names = names

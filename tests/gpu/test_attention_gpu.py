@@ -97,11 +97,34 @@ def test_atomic_dq_against_torch_sdpa(torch, monkeypatch, shape, causal, dtype):
 @pytest.mark.parametrize("shape", SHAPES + BENCH[1:], ids=_id)
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_tma_pipelines_against_torch_sdpa(torch, monkeypatch, shape, causal, dtype, atomic):
-    """Every attention kernel with its pipelined K/V (Q/dO) tiles loaded by TMA boxes
-    ($TEENY_TX_PIPELINE_TMA): ragged N (the boxes' zero fill), N = 1, GQA, strided views."""
+    """Every attention kernel with its pipelined K/V (Q/dO) tiles loaded by TMA boxes (the
+    wrapper's default; here also through $TEENY_TX_PIPELINE_TMA): ragged N (the boxes' zero
+    fill), N = 1, GQA, strided views; both dQ paths."""
     monkeypatch.setenv("TEENY_TX_PIPELINE_TMA", "1")
     monkeypatch.setattr(tattn, "ATOMIC_DQ", {64: atomic, 128: atomic})
     _against_sdpa(torch, shape, causal, dtype)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES + BENCH[1:], ids=_id)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_cp_async_pipelines_against_torch_sdpa(torch, monkeypatch, shape, causal, dtype):
+    """The same with TMA off (attention.TMA = False): every thread's cp.async copies."""
+    monkeypatch.setattr(tattn, "TMA", False)
+    _against_sdpa(torch, shape, causal, dtype)
+
+
+def test_negative_strides_take_cp_async():
+    """A tensor map's strides are positive: a view with a negative stride falls back to
+    cp.async (the wrapper decides per call) and is still right (CuPy views may step back)."""
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((1, 300, 2, 64)).astype(np.float16) for _ in range(3))
+    q = q[:, :, ::-1]  # a negative head stride
+    o, lse = nn.attention(cp.asarray(q[:, :, ::-1])[:, :, ::-1], cp.asarray(k), cp.asarray(v), True)
+    want_o, want_lse = attention_reference(q, k, v, True)
+    got = cp.asnumpy(o).astype(np.float64)
+    assert np.abs(got - want_o).max() / max(1, np.abs(want_o).max()) <= TOL["f16"]
+    np.testing.assert_allclose(cp.asnumpy(lse), want_lse, rtol=1e-4, atol=1e-4)
 
 
 def _against_sdpa(torch, shape, causal, dtype):
