@@ -6,7 +6,11 @@ config is checked first (max error against cuDNN relative to max |ref|; a failin
 reported, not timed), then timed (CUDA events, median). Rate in TFLOP/s: 4·B·H·N²·D per
 forward, halved when causal; the backward counts 2.5 times the forward's. Prints one table per
 (pass, D, causal); the fastest config first. This is how the wrapper's fixed configs
-(teeny_tx/library/attention.py: FORWARD, BACKWARD_DKDV, BACKWARD_DQ) are chosen.
+(teeny_tx/library/attention.py: FORWARD, BACKWARD_DKDV, BACKWARD_DQ) are chosen, and whether
+dQ is better added by atomics from the dK/dV kernel (ATOMIC_DQ rows: the dK/dV kernel's config,
+no dQ kernel; BACKWARD_DKDV_ATOMIC) than by its own kernel. --tables picks which are swept
+(FIXED: one row, the wrapper's configs as they stand). With TEENY_TX_PIPELINE_TMA=1 in the
+environment every row loads its pipelined tiles with TMA.
 
 Run from the repository root: python3 bench/sweep_attention.py [--d 64 128] [--causal 0 1]
 """
@@ -23,9 +27,14 @@ from teeny_tx.library import attention as tattn
 FWD = [(128, 64, 8, 2), (128, 128, 8, 2), (128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 2)]
 DKDV = [(64, 128, 8, 2), (64, 128, 8, 3), (64, 64, 4, 2), (32, 128, 8, 2), (64, 64, 8, 2)]
 DQ = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 32, 8, 2), (64, 64, 4, 2), (128, 128, 8, 2)]
+# dQ by atomics (ATOMIC_DQ): the dK/dV kernel's config, no dQ kernel
+ATOMIC = [(64, 64, 4, 2), (64, 128, 8, 2)]
+TABLES = ("FIXED", "FORWARD", "BACKWARD_DKDV", "BACKWARD_DQ", "ATOMIC_DQ")
 
 
-def _case(torch, b: int, h: int, n: int, d: int, causal: bool, which: str) -> list[str]:
+def _case(
+    torch, b: int, h: int, n: int, d: int, causal: bool, which: str, tables: list[str]
+) -> list[str]:
     """The rows of one (pass, D, causal) table, fastest first."""
     f = torch.nn.functional.scaled_dot_product_attention
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -59,12 +68,21 @@ def _case(torch, b: int, h: int, n: int, d: int, causal: bool, which: str) -> li
         grid = [("FORWARD", c) for c in FWD]
     else:
         grid = [("BACKWARD_DKDV", c) for c in DKDV] + [("BACKWARD_DQ", c) for c in DQ]
+        grid += [("ATOMIC_DQ", c) for c in ATOMIC]
+    grid = [("FIXED", None), *grid]
     rows = []
     for table, config in grid:
-        name = f"{table} {config}"
-        configs = getattr(tattn, table)
-        saved = configs[d]
-        configs[d] = tattn.AttentionConfig(*config)
+        if table not in tables:
+            continue
+        name = f"{table} {config}" if config else "FIXED (the wrapper's configs as they are)"
+        # an ATOMIC_DQ row: dQ by atomics from the dK/dV kernel, launched with this config
+        configs = getattr(
+            tattn, {"ATOMIC_DQ": "BACKWARD_DKDV_ATOMIC", "FIXED": "FORWARD"}.get(table, table)
+        )
+        saved, saved_atomic = configs[d], tattn.ATOMIC_DQ[d]
+        if config is not None:
+            configs[d] = tattn.AttentionConfig(*config)
+            tattn.ATOMIC_DQ[d] = table == "ATOMIC_DQ"
         try:
             got = call()
             err = max(
@@ -84,6 +102,7 @@ def _case(torch, b: int, h: int, n: int, d: int, causal: bool, which: str) -> li
             rows.append((0.0, f"| {name} | failed: {short_error(exc, 160)} | | | |"))
         finally:
             configs[d] = saved
+            tattn.ATOMIC_DQ[d] = saved_atomic
     head = [
         f"\n#### {which} N={n} D={d} causal={int(causal)} (B={b}, H={h}, fp16, TFLOP/s)\n",
         "| config (BM, BN, warps, stages) | ours | cuDNN | ours/cuDNN | max err |",
@@ -100,12 +119,13 @@ def main() -> None:
     parser.add_argument("--d", type=int, nargs="+", default=[128, 64])
     parser.add_argument("--causal", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--passes", nargs="+", default=["fwd", "bwd"])
+    parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=TABLES)
     args = parser.parse_args()
     import torch
 
     lines: list[str] = []
     for d, causal, which in itertools.product(args.d, args.causal, args.passes):
-        rows = _case(torch, args.batch, args.heads, args.n, d, bool(causal), which)
+        rows = _case(torch, args.batch, args.heads, args.n, d, bool(causal), which, args.tables)
         print("\n".join(rows), flush=True)
         lines += rows
     if args.out:

@@ -103,14 +103,14 @@ kernel attention_bwd_preprocess(f32 *delta, const any *o, const any *d_o, i32 n_
 #pragma autotune config(BM=64, BN=64, num_warps=8, num_stages=2)
 #pragma autotune config(BM=64, BN=64, num_warps=4, num_stages=2)
 kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const any *v,
-                          const any *d_o, const f32 *lse, const f32 *delta,
+                          const any *d_o, const f32 *lse, const f32 *delta, f32 *dq_acc,
                           i32 n_q, i32 n_kv, i32 h_q, i32 h_kv, i32 group,
                           i32 sqb, i32 sqh, i32 sqn, i32 sqd, i32 skb, i32 skh, i32 skn, i32 skd,
                           i32 svb, i32 svh, i32 svn, i32 svd, i32 sdb, i32 sdh, i32 sdn, i32 sdd,
                           i32 sdkb, i32 sdkh, i32 sdkn, i32 sdkd,
                           i32 sdvb, i32 sdvh, i32 sdvn, i32 sdvd,
                           f32 qk_scale, f32 scale, const i32 CAUSAL, const i32 BF16,
-                          const i32 D, const i32 BM, const i32 BN)
+                          const i32 ATOMIC_DQ, const i32 D, const i32 BM, const i32 BN)
 {
     i32 pid_n = program_id(0);
     i32 bh = program_id(1);
@@ -136,6 +136,7 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
         tile doh = d_o + b * sdb + h * sdh;
         tile lseh = lse + (b * h_q + h) * n_q;
         tile deltah = delta + (b * h_q + h) * n_q;
+        tile dqh = dq_acc + (b * h_q + h) * n_q * D;
         for (i32 start = lo; start < n_q; start += BM) {
             tile q_t = load(qh + (expand_dims(rm, 1) + start) * sqn + rd * sqd,
                             expand_dims(rm, 1) + start < n_q, 0);
@@ -161,6 +162,13 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
             } else {
                 dv_acc = dot((f16)p_t, do_t, dv_acc);
                 dk_acc = dot((f16)ds_t, q_t, dk_acc);
+            }
+            if (ATOMIC_DQ) {
+                /* this key block's share of dQ = dS K for these query rows, added into the f32
+                 * rows of dq_acc ([B, H_q, N_q, D], unscaled) from the accumulator's registers */
+                tile dq_part = BF16 ? dot(trans((bf16)ds_t), k_t) : dot(trans((f16)ds_t), k_t);
+                atomic_add(dqh + (expand_dims(rm, 1) + start) * D + rd, dq_part,
+                           expand_dims(rm, 1) + start < n_q, RELAXED);
             }
         }
     }
@@ -222,4 +230,19 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
     }
     store(dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd, dq_acc * scale,
           q_row);
+}
+
+/* dq = scale * dq_acc: the rows the dK/dV kernel accumulated with ATOMIC_DQ, cast to the
+ * inputs' dtype and written with dq's own strides. */
+kernel attention_bwd_dq_cast(any *dq, const f32 *dq_acc, i32 n_q, i32 h_q,
+                             i32 sdqb, i32 sdqh, i32 sdqn, i32 sdqd, f32 scale,
+                             const i32 D, const i32 BM)
+{
+    i32 bh = program_id(1);
+    i32 b = bh / h_q;
+    i32 h = bh % h_q;
+    tile rm = expand_dims(program_id(0) * BM + arange(0, BM), 1);
+    tile rd = expand_dims(arange(0, D), 0);
+    tile acc = load(dq_acc + (bh * n_q + rm) * D + rd, rm < n_q, 0);
+    store(dq + b * sdqb + h * sdqh + rm * sdqn + rd * sdqd, acc * scale, rm < n_q);
 }

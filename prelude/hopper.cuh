@@ -51,6 +51,25 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, uns
         : "memory");
 }
 
+// The same for tensors of 3, 4 and 5 dimensions (coordinates innermost first): the boxes of a
+// software-pipelined loop's loads (a [B, N, H, D] tensor is a 4-D map over D, N, H, B).
+#define TX_TMA_LOAD_ND(RANK, PARAMS, COORDS, ...)                                                     \
+    __device__ __forceinline__ void tma_load_##RANK##d(void* dst, const TensorMap* map, unsigned long long* bar, \
+                                                       PARAMS) {                                           \
+        asm volatile("cp.async.bulk.tensor." #RANK "d.shared::cluster.global.mbarrier::complete_tx::bytes"    \
+                     " [%0], [%1, {" COORDS "}], [%2];\n" ::"r"(smem_address(dst)),                         \
+                     "l"(reinterpret_cast<unsigned long long>(map)), "r"(smem_address(bar)), __VA_ARGS__     \
+                     : "memory");                                                                        \
+    }
+#define TX_COMMA ,
+TX_TMA_LOAD_ND(3, int c0 TX_COMMA int c1 TX_COMMA int c2, "%3, %4, %5", "r"(c0), "r"(c1), "r"(c2))
+TX_TMA_LOAD_ND(4, int c0 TX_COMMA int c1 TX_COMMA int c2 TX_COMMA int c3, "%3, %4, %5, %6", "r"(c0), "r"(c1),
+               "r"(c2), "r"(c3))
+TX_TMA_LOAD_ND(5, int c0 TX_COMMA int c1 TX_COMMA int c2 TX_COMMA int c3 TX_COMMA int c4, "%3, %4, %5, %6, %7",
+               "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4))
+#undef TX_COMMA
+#undef TX_TMA_LOAD_ND
+
 // The same copy multicast to the CTAs of the cluster in `mask` (bit i: CTA rank i): the box
 // lands at dst's offset in each of their shared memories and completes on the mbarrier at
 // bar's offset in each (every CTA expects the bytes that reach it on its own barrier).

@@ -158,6 +158,14 @@ __device__ __forceinline__ void stage_barriers_init(unsigned long long* bars, in
         for (int i = 0; i < count; ++i) barrier_init(bars + i, int(blockDim.x * blockDim.y * blockDim.z));
     }
 }
+// The same for a loop whose stages TMA fills: a full barrier takes one arrival (the issuing
+// thread's, with the stage's bytes), an empty one every thread's.
+__device__ __forceinline__ void stage_barriers_init_tma(unsigned long long* bars, int stages) {
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < stages; ++i) barrier_init(bars + i, 1);
+        for (int i = 0; i < stages; ++i) barrier_init(bars + stages + i, int(blockDim.x * blockDim.y * blockDim.z));
+    }
+}
 __device__ __forceinline__ void stage_arrive_full(unsigned long long* bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_address(bar)) : "memory");
 }

@@ -35,7 +35,7 @@ from .lower.layout import walk_exprs
 from .lower.passes import decide
 from .lower.signature import kernel_signature
 from .parse import Unit, parse
-from .runtime import cache, launch, nvrtc
+from .runtime import cache, launch, nvrtc, tma
 from .runtime.binder import Binder, Entry
 from .runtime.grid import as_grid3
 from .target import Target
@@ -93,10 +93,13 @@ def specialise(
     key: tuple,
     target: Target | None = None,
     debug: bool = False,
+    pipeline_tma: bool = False,
 ) -> Specialization:
     """Lower, lay out and emit the specialisation ``key`` of kernel ``name`` for ``target``
-    (None: the device's, asking for Hopper's features when the kernel has dot())."""
+    (None: the device's, asking for Hopper's features when the kernel has dot());
+    ``pipeline_tma``: pipelined loads by TMA where they can be (see lower/pipeline.py)."""
     kernel = build_kernel(unit, name, dataclasses.replace(binder.spec(key), debug=debug))
+    kernel = dataclasses.replace(kernel, pipeline_tma=pipeline_tma)
     kernel = rewrite_pointer_inductions(kernel)  # pa += inc in a loop -> closed form
     hopper = _has_dot(kernel)
     if target is None:
@@ -204,6 +207,14 @@ class Kernel:
         entry = self._compiled.get(key)
         if entry is None:
             spec = self._specialization(key)
+            decided = getattr(spec, "kernel", None)  # (test doubles of a spec have none)
+            if decided is not None and tma.pipeline_copies(decided):
+                raise LaunchError(
+                    f"kernel '{self.name}' loads its pipelined tiles with TMA "
+                    "($TEENY_TX_PIPELINE_TMA), whose tensor maps this launcher does not pass: "
+                    "launch it with teeny_tx.runtime.tma.launch_pipelined, or unset "
+                    "TEENY_TX_PIPELINE_TMA"
+                )
             packer = self.binder.wide if key[-1] else self.binder.narrow
             entry = self._compiled[key] = Entry(
                 spec.loaded, spec.block, spec.shared_mem, packer, key
@@ -250,7 +261,8 @@ class Kernel:
             if spec is not None:
                 return spec
         unit, debug = self.module.unit, self.module.debug
-        spec = specialise(unit, self.name, self.binder, key, chosen, debug)
+        tma = self.module.pipeline_tma
+        spec = specialise(unit, self.name, self.binder, key, chosen, debug, tma)
         self._hopper[key] = spec.hopper_features
         self._specs[key + (spec.arch,)] = spec
         return spec
@@ -343,12 +355,15 @@ class _Interpret:
 
 class Module:
     """The kernels of one file: ``module.<kernel name>`` is a :class:`Kernel`. ``target``: what
-    its specialisations compile for (None: each for the device, see :meth:`Target.for_device`)."""
+    its specialisations compile for (None: each for the device, see :meth:`Target.for_device`).
+    ``pipeline_tma`` (set before its first specialisation): pipelined loads by TMA where they
+    can be, launched by ``teeny_tx.runtime.tma.launch_pipelined``."""
 
     def __init__(self, unit: Unit, debug: bool = False, target: Target | None = None):
         self.unit = unit
         self.debug = debug
         self.target = target
+        self.pipeline_tma = False
         self.kernels = {name: Kernel(self, name) for name in unit.kernels()}
 
     def __getattr__(self, name: str) -> Kernel:

@@ -12,6 +12,7 @@ tables.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -408,15 +409,34 @@ class Golden:
     num_warps: int = 4
     num_stages: int = 2
     arch: str = "sm_90"
+    env: tuple[tuple[str, str], ...] = ()  # switches set while it is lowered (a fresh module)
+    strided: bool = False
 
     @property
     def path(self) -> Path:
         return GOLDEN_DIR / f"{self.stem}.cu"
 
     def render(self) -> str:
-        k = getattr(module(self.file), self.kernel)
         options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
-        return k.cuda_source(*self.args, **options, target=self.arch, **self.constexprs)
+        options |= {"target": self.arch, "strided": self.strided}
+        if not self.env:
+            k = getattr(module(self.file), self.kernel)
+            return k.cuda_source(*self.args, **options, **self.constexprs)
+        from teeny_tx.kernel import compile as compile_module
+        from teeny_tx.library.loader import kernel_text
+
+        saved = {name: os.environ.get(name) for name, _ in self.env}
+        os.environ.update(dict(self.env))
+        try:
+            mod = compile_module(kernel_text(self.file), name=f"kernels/{self.file}")
+            k = getattr(mod, self.kernel)
+            return k.cuda_source(*self.args, **options, **self.constexprs)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 # kernels/matmul.c's matmul: PRECISION constants of dot() and the arguments of a product
@@ -671,8 +691,10 @@ def _attention_bwd_args(kernel: str, dtype: str, d: int, n: int = 4096, h: int =
     if kernel == "attention_bwd_preprocess":
         return ("f32", dtype, dtype, n, h) + s * 2
     if kernel == "attention_bwd_dkdv":
-        head = (dtype,) * 6 + ("f32", "f32", n, n, h, h, 1)
+        head = (dtype,) * 6 + ("f32", "f32", "f32", n, n, h, h, 1)
         return head + s * 6 + (0.18033688, 0.125)
+    if kernel == "attention_bwd_dq_cast":
+        return (dtype, "f32", n, h) + s + (0.125,)
     return (dtype,) * 5 + ("f32", "f32", n, n, h, 1) + s * 5 + (0.18033688, 0.125)
 
 
@@ -698,6 +720,18 @@ GOLDEN += (
         _attention_flags("bf16", 64, 1, 128, 64),
         num_warps=8,
     ),
+    Golden(  # K and V by TMA boxes of 4-D maps ($TEENY_TX_PIPELINE_TMA), the wrapper's config
+        "attention_fwd.f16.d128.tma.sm90a",
+        "attention.c",
+        "attention_fwd",
+        _attention_fwd_args("f16", 128),
+        _attention_flags("f16", 128, 1, 128, 128),
+        num_warps=8,
+        num_stages=3,
+        arch="sm_90a",
+        env=(("TEENY_TX_PIPELINE_TMA", "1"),),
+        strided=True,
+    ),
     Golden(
         "attention_bwd_preprocess.f16",
         "attention.c",
@@ -710,9 +744,25 @@ GOLDEN += (
         "attention.c",
         "attention_bwd_dkdv",
         _attention_bwd_args("attention_bwd_dkdv", "f16", 128),
-        _attention_flags("f16", 128, 1, 64, 128),
+        _attention_flags("f16", 128, 1, 64, 128) | {"ATOMIC_DQ": 0},
         num_warps=8,
         arch="sm_90a",
+    ),
+    Golden(  # dQ by f32 atomics from the accumulator's registers (ATOMIC_DQ), then a cast
+        "attention_bwd_dkdv.f16.d64.atomic_dq.sm90a",
+        "attention.c",
+        "attention_bwd_dkdv",
+        _attention_bwd_args("attention_bwd_dkdv", "f16", 64),
+        _attention_flags("f16", 64, 0, 64, 64) | {"ATOMIC_DQ": 1},
+        num_warps=4,
+        arch="sm_90a",
+    ),
+    Golden(
+        "attention_bwd_dq_cast.bf16",
+        "attention.c",
+        "attention_bwd_dq_cast",
+        _attention_bwd_args("attention_bwd_dq_cast", "bf16", 128),
+        {"D": 128, "BM": 64},
     ),
     Golden(
         "attention_bwd_dq.bf16.d128.sm90a",

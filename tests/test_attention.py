@@ -82,6 +82,24 @@ def test_forward_and_backward(shape, causal, dtype):
         _close(name, got, want, dtype)
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", [CASES[1], CASES[3], CASES[5], CASES[6]], ids=_id)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_backward_with_atomic_dq(monkeypatch, shape, causal, dtype):
+    """dQ added by the dK/dV kernel with f32 atomics (ATOMIC_DQ), then cast: the same gradients
+    (GQA: every query head of a group adds into its own rows; ragged and causal blocks)."""
+    monkeypatch.setattr(tattn, "ATOMIC_DQ", {64: True, 128: True})
+    b, n_q, n_kv, h_q, h_kv, d = shape
+    rng = np.random.default_rng(hash((shape, causal, dtype, "atomic")) % 2**32)
+    q, k, v = _inputs(rng, b, n_q, n_kv, h_q, h_kv, d, dtype)
+    o, lse = nn.attention(q, k, v, causal, interpret=True)
+    do = rng.standard_normal(o.shape).astype(q.dtype)[:, :, ::-1]  # a strided dO as well
+    grads = nn.attention_backward(do, q, k, v, o, lse, causal, interpret=True)
+    want = attention_backward_reference(do, q, k, v, causal)
+    for name, got, ref in zip(("dq", "dk", "dv"), grads, want, strict=True):
+        _close(name, got, ref, dtype)
+
+
 def test_scale_and_strided_views():
     """[B, H, N, D] arrays passed as transpose(1, 2) views, q a slice of a fused QKV array;
     a softmax scale of 0.3."""
@@ -269,25 +287,34 @@ def test_tutorial_form_generates_cuda(arch, d):
         ("attention_fwd", "bf16", 128, 1),
         ("attention_bwd_dkdv", "bf16", 64, 0),
         ("attention_bwd_dq", "f16", 64, 1),
+        ("attention_bwd_dkdv+atomic", "bf16", 128, 1),
+        ("attention_bwd_dkdv+atomic", "f16", 64, 0),
+        ("attention_bwd_dq_cast", "f16", 64, 0),
     ],
 )
 def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
     from tests.cases import _attention_bwd_args, _attention_fwd_args
 
+    kernel, _, variant = kernel.partition("+")
     config = {
         "attention_fwd": tattn.FORWARD,
-        "attention_bwd_dkdv": tattn.BACKWARD_DKDV,
+        "attention_bwd_dkdv": tattn.BACKWARD_DKDV_ATOMIC if variant else tattn.BACKWARD_DKDV,
         "attention_bwd_dq": tattn.BACKWARD_DQ,
+        "attention_bwd_dq_cast": {d: tattn.AttentionConfig(tattn.PREPROCESS_BM, 0, 4)},
     }[kernel][d]
     args = (
         _attention_fwd_args(dtype, d)
         if kernel == "attention_fwd"
         else _attention_bwd_args(kernel, dtype, d)
     )
-    flags = {"CAUSAL": causal, "BF16": int(dtype == "bf16"), "D": d}
+    flags = {"D": d, "BM": config.bm}
+    if kernel != "attention_bwd_dq_cast":
+        flags |= {"CAUSAL": causal, "BF16": int(dtype == "bf16"), "BN": config.bn}
+    if kernel == "attention_bwd_dkdv":
+        flags["ATOMIC_DQ"] = int(variant == "atomic")
     k = getattr(module("attention.c"), kernel)
     with target_arch(arch):
-        spec = k.specialize(*args, num_warps=config.num_warps, BM=config.bm, BN=config.bn, **flags)
+        spec = k.specialize(*args, num_warps=config.num_warps, **flags)
         cubin = nvrtc.compile_to_cubin(spec.cuda_source, name=kernel, arch=arch, headers=HEADERS)
     assert cubin[:4] == b"\x7fELF"
 
@@ -462,3 +489,68 @@ def test_scratch_clobber_check_sees_a_clobber():
 def test_attention_forward_reads_p_from_registers():
     golden = {g.stem: g for g in GOLDEN}["attention_fwd.f16.d128.sm90a"]
     assert "tx::wgmma_rs<" in golden.render()
+
+
+# f32 atomics of a product's result (the backward's dQ by atomics): added from the
+# accumulator's own registers, with no layout change between the product and the atomics
+ATOMIC_DOT = """
+kernel atomic_dot(f32 *out, const f16 *a, const f16 *b, i32 m, const i32 M, const i32 N,
+                  const i32 K)
+{
+    tile rm = expand_dims(arange(0, M), 1);
+    tile rn = expand_dims(arange(0, N), 0);
+    tile rk = arange(0, K);
+    tile s = dot(load(a + rm * K + expand_dims(rk, 0), rm < m, 0),
+                 load(b + expand_dims(rk, 1) * N + rn));
+    atomic_add(out + rm * N + rn, s, rm < m, RELAXED);
+    atomic_add(out + rm * N + rn, s * 2.0f, rm < m, RELAXED);
+}
+"""
+
+
+def test_atomic_dot_on_interpreter():
+    k = tx.compile(ATOMIC_DOT, name="kernels/atomic_dot.c").atomic_dot
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((64, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 64)).astype(np.float16)
+    out = rng.standard_normal((64, 64)).astype(np.float32)
+    want = out.astype(np.float64)
+    want[:50] += 3 * (a[:50].astype(np.float64) @ b.astype(np.float64))
+    k.interpret[(1,)](out, a, b, 50, M=64, N=64, K=32)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+@pytest.mark.parametrize(("m", "num_warps"), [(64, 4), (64, 8)], ids=["64x4", "64x8"])
+def test_atomic_dot_stays_in_registers(arch, m, num_warps):
+    """sm_90a with 4 warps: wgmma; else mma.sync. Each atomic reads the accumulator's registers
+    (the atomics' loop runs over the Mma layout); the accumulator never moves through
+    tx::relayout."""
+    k = tx.compile(ATOMIC_DOT, name="kernels/atomic_dot.c").atomic_dot
+    with target_arch(arch):
+        spec = k.specialize("f32", "f16", "f16", 64, M=m, N=64, K=32, num_warps=num_warps)
+        source = spec.cuda_source
+        cubin = nvrtc.compile_to_cubin(source, name="atomic_dot", arch=arch, headers=HEADERS)
+    assert cubin[:4] == b"\x7fELF"
+    mma = [
+        line.split()[1]
+        for line in source.splitlines()
+        if line.strip().startswith("using tx_L") and f"tx::Mma<tx::Ints<{m}, 64>" in line
+    ]
+    assert len(mma) == 1
+    assert f"tx::relayout<{mma[0]}," not in source  # (index tiles of the loads may move)
+    atomics = [line for line in source.splitlines() if "tx::atomic_add(" in line]
+    assert len(atomics) == 2
+    assert all(f"tx_i < {mma[0]}::REGS" in line for line in atomics)
+
+
+def test_tma_only_for_arrays_a_tensor_map_reads():
+    """The wrapper loads K/V by TMA only where every array has positive strides (a tensor
+    map's are) and 32-bit offsets; other calls take cp.async."""
+    from teeny_tx.library.arrays import Arrays
+
+    q = np.zeros((1, 8, 2, 64), np.float16)
+    arrays = Arrays("attention", {"q": q}, True)
+    assert tattn._tma_fits(arrays, (q, 3, 0.5, q.transpose(0, 2, 1, 3)))
+    assert not tattn._tma_fits(arrays, (q, q[:, :, ::-1]))
+    assert not tattn._tma_fits(arrays, (np.broadcast_to(q[:, :1], q.shape),))

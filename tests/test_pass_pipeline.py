@@ -176,3 +176,160 @@ def test_mbarrier_handoff_where_wgmma_reads_within_the_iteration(dot_kernels):
         loop = loop[: loop.index(f"{p.stage} = {p.stage} == {stages - 1} ? 0")]
         assert ("__syncthreads" in loop) != handoff
         assert ("tx::stage_wait_full" in loop) == handoff
+
+
+# ---------------------------------------------------------------- TMA copies (behind a switch)
+
+ATTN_STRIDES = (4096 * 32 * 128, 128, 32 * 128, 1)  # [B=4, N=4096, H=32, D=128]: b, h, n, d
+
+
+def _attention(monkeypatch, switch="1"):
+    """kernels/attention.c compiled afresh (its own specialisations) with the switch set."""
+    from teeny_tx.library.loader import kernel_text
+
+    if switch is None:
+        monkeypatch.delenv("TEENY_TX_PIPELINE_TMA", raising=False)
+    else:
+        monkeypatch.setenv("TEENY_TX_PIPELINE_TMA", switch)
+    return tx.compile(kernel_text("attention.c"), name="kernels/attention.c")
+
+
+def _fwd(mod, strides=ATTN_STRIDES, arch="sm_90a", d=128, **kw):
+    args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1) + strides * 4 + (0.18,)
+    flags = {"CAUSAL": 0, "BF16": 0, "D": d, "BM": 128, "BN": 128} | kw
+    return mod.attention_fwd.specialize(
+        *args, num_warps=8, num_stages=3, target=arch, strided=True, **flags
+    )
+
+
+def _names(exprs) -> list[str]:
+    return [e.name for e in exprs]
+
+
+def test_tma_copies_of_the_attention_forward(monkeypatch):
+    """K and V of [B, N, H, D] are boxes of 4-D maps over (D, N, H, B): rows from the loop
+    variable, bounded by n_kv (the load's mask: the zero fill of rows past it); the head and
+    batch from program_id; two 64-column panels of 128 bytes per 128-row box."""
+    (p,) = _pipelines(_fwd(_attention(monkeypatch)))
+    assert p.barriers is not None
+    for x, (s, b, h) in zip(p.loads, [("skn", "skb", "skh"), ("svn", "svb", "svh")], strict=True):
+        t = x.tma
+        assert t is not None and t.base == x.var[0] and t.dtype == "f16"
+        assert t.box == (64, 128) and t.panels == 2 and t.param == f"tx_{x.var}_map"
+        assert [(d.extent, d.stride) for d in t.dims] == [
+            (128, 1),
+            ("n_kv", s),
+            (None, b),
+            (None, h),
+        ]
+        assert [_names(d.coord) for d in t.dims] == [[], ["start"], ["b"], ["hk"]]
+
+
+def test_tma_copies_of_the_backward_inner_loop(monkeypatch):
+    """dK/dV's query loop (nested in the loop over a group's heads): Q and dO rows bounded by
+    n_q, the head h of the enclosing loop; the enclosing loop keeps cp.async."""
+    mod = _attention(monkeypatch)
+    args = ("f16",) * 6 + ("f32",) * 3 + (4096, 4096, 32, 32, 1) + ATTN_STRIDES * 6 + (0.1, 0.1)
+    flags = {"CAUSAL": 1, "BF16": 0, "ATOMIC_DQ": 0, "D": 128, "BM": 64, "BN": 128}
+    spec = mod.attention_bwd_dkdv.specialize(
+        *args, num_warps=8, target="sm_90a", strided=True, **flags
+    )
+    outer, inner = _pipelines(spec)
+    assert all(x.tma is None for x in outer.loads)
+    assert [x.var for x in inner.loads] == ["q_t", "do_t"]
+    for x in inner.loads:
+        assert x.tma is not None and x.tma.dims[1].extent == "n_q"
+        assert [_names(d.coord) for d in x.tma.dims] == [[], ["start"], ["b"], ["h"]]
+
+
+def test_tma_is_off_by_default_and_per_kernel(monkeypatch):
+    (p,) = _pipelines(_fwd(_attention(monkeypatch, None)))
+    assert all(x.tma is None for x in p.loads)
+    (p,) = _pipelines(_fwd(_attention(monkeypatch, "attention_bwd_dq, attention_fwd")))
+    assert all(x.tma is not None for x in p.loads)
+    (p,) = _pipelines(_fwd(_attention(monkeypatch, "attention_bwd_dq")))
+    assert all(x.tma is None for x in p.loads)
+
+
+@pytest.mark.parametrize(
+    ("why", "strides", "arch", "d"),
+    [
+        ("rows of 64 bytes (D = 32): not whole 128-byte panels", (4096 * 32 * 32, 32, 1024, 1),
+         "sm_90a", 32),
+        ("sm_90: no mbarrier hand-over", (4096 * 32 * 64, 64, 2048, 1), "sm_90", 64),
+    ],
+)  # fmt: skip
+def test_tma_falls_back_to_cp_async(monkeypatch, why, strides, arch, d):
+    (p,) = _pipelines(_fwd(_attention(monkeypatch), strides, arch, d))
+    assert p.loads and all(x.tma is None for x in p.loads), why
+
+
+def test_tma_not_for_a_mask_on_columns(monkeypatch):
+    """matmul's K loop masks K (the columns of A): the zero fill would need the K extent as a
+    dimension the mask does not name as a row bound, so it keeps cp.async."""
+    monkeypatch.setenv("TEENY_TX_PIPELINE_TMA", "1")
+    mod = tx.compile("tests/kernels/dot.c", name="tests/kernels/dot.c")
+    spec = mod.mm.specialize(
+        "f32", "f16", "f16", 256, 256, 250, 256, 1, 256, 1, 256,
+        PRECISION=20, BM=128, BN=64, BK=64, num_warps=8, num_stages=2, target="sm_90a",
+    )  # fmt: skip
+    assert all(x.tma is None for p in _pipelines(spec) for x in p.loads)
+
+
+def test_tma_cuda(monkeypatch):
+    """One thread arms the stage's full barrier with both boxes' bytes and issues them; the
+    maps are parameters after the kernel's own; NVRTC compiles it for sm_90a without spills."""
+    from teeny_tx.kernel import HEADERS
+    from teeny_tx.runtime import nvrtc
+
+    source = _fwd(_attention(monkeypatch)).cuda_source
+    assert '#include "hopper.cuh"' in source
+    assert source.count("const __grid_constant__ tx::hopper::TensorMap") == 2
+    assert "tx::cp_async16(" not in source.split("main loop")[1].split("tile s = dot")[0]
+    assert "tx::hopper::barrier_expect_bytes(&tx_stage_barriers[tx_stage_ahead], 65536);" in source
+    assert source.count("tx::hopper::tma_load_4d(") == 8  # (K, V) x 2 panels x (prologue, loop)
+    assert "tx::stage_barriers_init_tma(tx_stage_barriers, 3);" in source
+    result = nvrtc.compile_with_log(
+        source, name="attention_fwd", arch="sm_90a", headers=HEADERS,
+        options=nvrtc.DEFAULT_OPTIONS + ("-Xptxas=-v",),
+    )  # fmt: skip
+    assert result.cubin[:4] == b"\x7fELF"
+    assert nvrtc.spilled_bytes(result.log) == 0
+
+
+def test_the_plain_launcher_refuses_tma(monkeypatch):
+    """Its maps come from tma.launch_pipelined; the plain launcher would pass none."""
+    from teeny_tx.errors import LaunchError
+
+    monkeypatch.setenv("TEENY_TX_ARCH", "sm_90a")  # the module's target, as on an H200
+    mod = _attention(monkeypatch)
+    args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1) + ATTN_STRIDES * 4 + (0.18,)
+    flags = {"CAUSAL": 0, "BF16": 0, "D": 128, "BM": 128, "BN": 128}
+    key = mod.attention_fwd.binder.bind_host(args, flags, 8, True, 3, True)
+    with pytest.raises(LaunchError, match="launch_pipelined"):
+        mod.attention_fwd._entry(key)
+
+
+def test_tma_maps_from_launch_values(monkeypatch):
+    """The maps' dims, byte strides and boxes from a launch's values (the encoder recorded:
+    it needs the driver)."""
+    from teeny_tx.errors import LaunchError
+    from teeny_tx.runtime import tma
+
+    spec = _fwd(_attention(monkeypatch))
+    made = []
+    monkeypatch.setattr(tma, "tensor_map", lambda *a: made.append(a) or a)
+    values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1]
+    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18]
+    tma.pipeline_maps(spec.kernel, values)
+    big = tma.UNBOUNDED  # batch and head: not bounded by the kernel
+    assert made == [
+        (0x4000, "f16", [128, 1001, big, big], [8192, 9000 * 8192, 256], (64, 128, 1, 1)),
+        (0x5000, "f16", [128, 1001, big, big], [8192, 9000 * 8192, 256], (64, 128, 1, 1)),
+    ]
+    made.clear()  # the arrays' sizes bound batch and head: 3 batches of 9000 x 32 x 128
+    tma.pipeline_maps(spec.kernel, values, {"k": 3 * 9000 * 4096 * 2, "v": 100})
+    assert [m[2] for m in made] == [[128, 1001, 3, 3 * 9000 * 32], [128, 1001, 1, 1]]
+    values[9 + 4 + 1] = -128  # k's head stride: TMA strides are positive
+    with pytest.raises(LaunchError, match="positive strides"):
+        tma.pipeline_maps(spec.kernel, values)

@@ -14,23 +14,35 @@ left). ``scale`` defaults to 1/sqrt(D). GPU launches take the fixed configs
 :data:`FORWARD`, :data:`BACKWARD_DKDV` and :data:`BACKWARD_DQ` (by head dim), or, with the
 module flag ``TUNE = True``, the fastest of each kernel's ``#pragma autotune`` configs (timed
 once per shape); the interpreter takes :data:`INTERPRET` (small tiles, the same kernels).
+GPU launches load the pipelined K/V (Q/dO) tiles with TMA (``lower/pipeline.py``; the module
+flag :data:`TMA`, on; the fixed configs) where the arrays' strides allow it, else cp.async.
 """
 
 from __future__ import annotations
 
 import math
+from functools import cache
 from typing import Any, NamedTuple
 
 from ..errors import LaunchError
+from ..kernel import Module, compile
+from ..lower.pipeline import tma_enabled
+from ..runtime import tma
 from ..runtime.grid import cdiv
 from ..runtime.streams import torch_stream
 from .arrays import Arrays
-from .loader import module
+from .loader import kernel_text, module
 
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128)
 DTYPES = ("f16", "bf16")
 TUNE = False  # True: GPU launches through the kernels' #pragma autotune configs
+# GPU launches load the pipelined K/V (Q/dO) tiles with TMA (lower/pipeline.py) where the
+# arrays allow it (positive strides, 32-bit offsets); False: cp.async. Measured faster in all
+# eight cases (H200, 2026-12-01 15:23Z, N=4096 fp16, TFLOP/s cp.async / TMA): fwd D=128 424 /
+# 448, causal 370 / 385; bwd D=128 336 / 372, causal 305 / 326; fwd D=64 326 / 335, causal
+# 283 / 295; bwd D=64 269 / 280, causal 244 / 269.
+TMA = True
 
 
 class AttentionConfig(NamedTuple):
@@ -50,6 +62,14 @@ class AttentionConfig(NamedTuple):
 FORWARD = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 128, 8, 3)}
 BACKWARD_DKDV = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
 BACKWARD_DQ = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(128, 128, 8)}
+# dQ by f32 atomics (by head dim): the dK/dV kernel also adds each key block's dS K into an f32
+# buffer, which a cast kernel scales and writes as dq, instead of a dQ kernel of its own that
+# computes P and dS a second time; BACKWARD_DKDV_ATOMIC are that kernel's configs. Measured
+# slower at every case (H200, 2026-12-01, bench/sweep_attention.py --tables FIXED ATOMIC_DQ,
+# N=4096 fp16, TFLOP/s, two kernels / atomics): D=128 337 / 206, causal 308 / 169; D=64 270 /
+# 200, causal 246 / 148: the f32 adds move (N / BN) x N x D x 4 bytes per head through L2.
+ATOMIC_DQ = {64: False, 128: False}
+BACKWARD_DKDV_ATOMIC = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
 PREPROCESS_BM = 64
 INTERPRET = AttentionConfig(32, 32, 4)  # small tiles: the interpreter runs programs one by one
 
@@ -109,9 +129,50 @@ def _scales(d: int, scale: float | None) -> tuple[float, float]:
     return scale, scale * LOG2E
 
 
+@cache
+def _tma_module() -> Module:
+    """attention.c compiled a second time, its pipelined loads TMA copies where they can be
+    (``Module.pipeline_tma``), launched by tma.launch_pipelined, which passes their maps."""
+    mod = compile(kernel_text("attention.c"), name="kernels/attention.c")
+    mod.pipeline_tma = True
+    return mod
+
+
+def _tma_fits(arrays: Arrays, args: tuple) -> bool:
+    """Whether TMA can read every array argument: positive strides (a tensor map's are), and
+    32-bit element offsets (its launches take 32-bit indices)."""
+    for a in args:
+        if isinstance(a, (int, float)):
+            continue
+        strides = arrays.strides(a)
+        if any(s <= 0 for s in strides):
+            return False
+        if 1 + sum((n - 1) * s for n, s in zip(a.shape, strides, strict=True)) >= 2**31:
+            return False
+    return True
+
+
 def _launch(arrays: Arrays, kernel, grid, args: tuple, fixed: AttentionConfig, **constexprs):
-    """Through the kernel's autotune configs on the GPU; ``fixed`` on the interpreter."""
+    """Through the kernel's autotune configs on the GPU; ``fixed`` on the interpreter; with
+    :data:`TMA` (or $TEENY_TX_PIPELINE_TMA naming the kernel), ``fixed`` with TMA copies where
+    the arrays allow them."""
     if 0 in grid(fixed._asdict() | {"BM": fixed.bm, "BN": fixed.bn}):
+        return
+    use_tma = (TMA and not TUNE) or tma_enabled(kernel.name)
+    if arrays.kind != "numpy" and use_tma and _tma_fits(arrays, args):
+        meta = {"BM": fixed.bm, "BN": fixed.bn}
+        g = tuple(grid(meta)) + (1,)
+        tma.launch_pipelined(
+            getattr(_tma_module(), kernel.name),
+            g[:3],
+            args,
+            num_warps=fixed.num_warps,
+            num_stages=fixed.num_stages,
+            stream=_stream(arrays),
+            strided=True,
+            **constexprs,
+            **meta,
+        )
         return
     if arrays.kind == "numpy" or not TUNE:
         config = INTERPRET if arrays.kind == "numpy" else fixed
@@ -209,6 +270,7 @@ def attention_backward(
     mod = module("attention.c")
     flags = {"CAUSAL": int(bool(causal)), "BF16": int(dtype == "bf16"), "D": d}
     group = h_q // h_kv
+    atomic = ATOMIC_DQ[d]
     with arrays.device():
         dq = arrays.empty((b, n_q, h_q, d), dtype)
         dk = arrays.empty((b, n_kv, h_kv, d), dtype)
@@ -220,18 +282,29 @@ def attention_backward(
         pre = (delta, o, do, n_q, h_q) + _strides4(arrays, o) + _strides4(arrays, do)
         grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
         arrays.launch(mod.attention_bwd_preprocess, grid, pre, 4, D=d, BM=PREPROCESS_BM)
+        # the f32 rows dQ is added into (ATOMIC_DQ), [B, H_q, N_q, D]; without atomics the
+        # kernel never touches its dq_acc argument, which is then delta
+        dq_acc = arrays.empty((b, h_q, n_q, d), "f32") if atomic else delta
+        if atomic:
+            _zero(arrays, dq_acc)
         qkv = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
         qkv += _strides4(arrays, do)
-        args = (dk, dv, q, k, v, do, lse, delta, n_q, n_kv, h_q, h_kv, group) + qkv
+        args = (dk, dv, q, k, v, do, lse, delta, dq_acc, n_q, n_kv, h_q, h_kv, group) + qkv
         args += _strides4(arrays, dk) + _strides4(arrays, dv) + (qk_scale, scale)
         _launch(
             arrays,
             mod.attention_bwd_dkdv,
             lambda meta: (cdiv(n_kv, meta["BN"]), b * h_kv),
             args,
-            BACKWARD_DKDV[d],
+            (BACKWARD_DKDV_ATOMIC if atomic else BACKWARD_DKDV)[d],
+            ATOMIC_DQ=int(atomic),
             **flags,
         )
+        if atomic:
+            cast = (dq, dq_acc, n_q, h_q) + _strides4(arrays, dq) + (scale,)
+            grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
+            arrays.launch(mod.attention_bwd_dq_cast, grid, cast, 4, D=d, BM=PREPROCESS_BM)
+            return dq, dk, dv
         args = (dq, q, k, v, do, lse, delta, n_q, n_kv, h_q, group) + qkv
         args += _strides4(arrays, dq) + (qk_scale, scale)
         _launch(

@@ -195,6 +195,34 @@ class Return(Stmt):
 # ---------------------------------------------------------------- decided by the lower passes
 
 
+@dataclass(frozen=True)
+class TmaDim:
+    """One dimension of a :class:`TmaCopy`'s tensor map, innermost first: its extent and its
+    stride in elements, each a runtime parameter's name or a number (``None`` extent: not
+    bounded by the kernel — the map takes the largest), and the box's start coordinate along
+    it, as the scalar terms whose sum the copy issues (``()``: 0)."""
+
+    extent: str | int | None
+    stride: str | int
+    coord: tuple[Expr, ...] = ()
+
+
+@dataclass(frozen=True)
+class TmaCopy:
+    """A staged load that one thread issues as TMA bulk tensor copies (sm_90a): the tensor
+    map of ``base`` (a pointer parameter) over ``dims``, encoded on the host and passed as
+    the kernel parameter ``param`` (``const __grid_constant__``); boxes of ``box`` = (inner,
+    rows) elements, ``cols // box[0]`` of them side by side (one 128-byte swizzled panel of the
+    stage each). Rows past the extent of a dimension read as zeros (the load's mask)."""
+
+    param: str
+    base: str
+    dtype: str
+    dims: tuple[TmaDim, ...]
+    box: tuple[int, int]
+    panels: int
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
 class StagedLoad:
     """A loop's tile load that the software pipeline (``lower/pipeline.py``) moves global ->
@@ -202,7 +230,8 @@ class StagedLoad:
     ``tile`` and ``buffer`` name the shared tile's C++ type and its first stage; ``offset`` is
     where the ring starts in the pipeline region (bytes); ``chunk_mask``: the mask is constant
     over each 16-byte chunk (a zero-filling copy), else a chunk cut by the edge is copied by
-    lane; ``tf32``: wgmma reads it as TF32, so each landed stage is rounded first."""
+    lane; ``tf32``: wgmma reads it as TF32, so each landed stage is rounded first; ``tma``:
+    the copy is a TMA bulk tensor copy instead (``lower/pipeline.py``, behind a switch)."""
 
     var: str
     load: Op
@@ -212,6 +241,7 @@ class StagedLoad:
     offset: int
     chunk_mask: bool
     tf32: bool = False
+    tma: TmaCopy | None = None
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -297,6 +327,7 @@ class Kernel:
     num_warps: int
     index64: bool = False
     num_stages: int = 2  # software-pipelining depth of the loops that feed dot
+    pipeline_tma: bool = False  # pipelined loads by TMA where they can be (its module asks)
 
     @property
     def runtime_params(self) -> tuple[Param, ...]:

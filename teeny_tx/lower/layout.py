@@ -437,6 +437,9 @@ class LayoutPass:
         if e.op in ("arange", "full"):
             return None
         if e.op == "atomic":
+            value = self.natural(e.args[1])
+            if value is not None and value.is_mma:
+                return value  # an accumulator is added from its own registers, as it is stored
             return self.natural(e.args[0])
         if e.op == "dot":
             return self.mma(e)

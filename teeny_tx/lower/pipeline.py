@@ -27,6 +27,15 @@ arrives on its empty barrier when its dots have read it, and the copies into a s
 that stage's previous readers only. Warpgroups may then drift up to an iteration apart, so one's
 softmax runs while another's wgmma does.
 
+With TMA switched on (the kernel's module asks, ``Module.pipeline_tma``, as the attention
+wrapper's does; or ``$TEENY_TX_PIPELINE_TMA``: ``1`` for every kernel, or a comma-separated
+list of kernel names), a loop whose stages change hands through mbarriers has its loads issued
+as TMA bulk tensor copies where every load's address is a tensor map's box (:func:`tma_copy`):
+one thread arms the stage's full barrier with the stage's bytes and issues the copies; the
+boxes land in the same 128-byte-swizzled panels cp.async fills; rows past the extent the mask
+names read as zeros. The kernel then takes one ``CUtensorMap`` parameter per load, after its
+own (``runtime/tma.py`` encodes them from the launch values).
+
 Rings of a pipelined loop nested in another (dK/dV's query loop inside its loop over the query
 heads of a group) start where the enclosing loop's rings end: the outer stages stay live while
 the inner loop runs.
@@ -35,6 +44,7 @@ the inner loop runs.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from . import ir
 from .axisinfo import AxisInfo
@@ -45,6 +55,16 @@ from .names import Names
 
 STAGE_ALIGN = 1024  # each ring starts on a 1024-byte boundary (128-byte swizzle panels)
 BARRIER_BYTES = 8  # one mbarrier
+TMA_ENV = "TEENY_TX_PIPELINE_TMA"  # the switch: "1" (every kernel) or kernel names, commas
+TMA_PANEL_BYTES = 128  # one box's inner extent: a 128-byte swizzled panel of the stage
+TMA_MAX_BOX = 256  # elements along a box dimension
+TMA_MAX_RANK = 5
+
+
+def tma_enabled(kernel: str) -> bool:
+    """Whether ``$TEENY_TX_PIPELINE_TMA`` switches the pipelines of ``kernel`` to TMA."""
+    value = os.environ.get(TMA_ENV, "").strip()
+    return value == "1" or kernel in {name.strip() for name in value.split(",")}
 
 
 def operand_source(x: Expr) -> tuple[Expr, bool]:
@@ -85,8 +105,195 @@ def _loop_var(s: ir.Loop) -> str:
     return init.name
 
 
+# ---------------------------------------------------------------- TMA: addresses as boxes
+#
+# An address ``base + sum(scalar_i * stride_i) + (arange(0, R)[:, None] + row) * row_stride +
+# arange(0, C)[None, :]`` is the box at (0, row, scalar_i...) of the tensor map of ``base`` over
+# (C columns, rows, dims_i): each stride a runtime parameter (or a number) that is a multiple
+# of 16 bytes, the columns contiguous. Terms are split at additions and multiplications by a
+# stride; variables declared once are read through their definitions.
+
+_TRANSPARENT = ("broadcast", "convert_layout")
+
+
+def _text(e: Expr) -> str:
+    """A structural spelling of ``e`` (IR nodes compare by identity)."""
+    if isinstance(e, Op):
+        attrs = ",".join(f"{k}={v}" for k, v in e.attrs if not hasattr(v, "__dict__"))
+        return f"{e.op}[{attrs}]({', '.join(_text(a) for a in e.args)})"
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Const):
+        return repr(e.value)
+    return type(e).__name__
+
+
+class _Boxes:
+    """The address analysis of :func:`tma_copy`, over one kernel's definitions."""
+
+    def __init__(self, kernel: ir.Kernel, loop_var: str) -> None:
+        self.params = {p.name: p for p in kernel.runtime_params}
+        declared: dict[str, list[Expr]] = {}
+        assigned: set[str] = set()
+        for t in walk_stmts(kernel.body):
+            if isinstance(t, ir.Declare) and t.init is not None:
+                declared.setdefault(t.name, []).append(t.init)
+            elif isinstance(t, ir.Assign):
+                assigned.add(t.name)
+        self.defs = {n: v[0] for n, v in declared.items() if len(v) == 1 and n not in assigned}
+        self.loop_var = loop_var
+
+    def deref(self, e: Expr) -> Expr:
+        while True:
+            if isinstance(e, Var) and e.name in self.defs:
+                e = self.defs[e.name]
+            elif isinstance(e, Op) and e.op in _TRANSPARENT:
+                e = e.args[0]
+            else:
+                return e
+
+    def scalar_ok(self, e: Expr) -> bool:
+        """A scalar the copy can compute where it is issued: of parameters, the loop variable
+        and variables declared once."""
+        return not e.type.is_tile and all(
+            n in self.params or n in self.defs or n == self.loop_var for n in _var_names(e)
+        )
+
+    def index(self, e: Expr) -> list[tuple] | None:
+        """The terms of an integer index: ("axis", dim, n) for arange(0, n) along tile
+        dimension ``dim`` (None until an expand_dims places it), ("scalar", e) for the rest."""
+        if not e.type.is_tile:
+            return [("scalar", e)] if self.scalar_ok(e) else None
+        e = self.deref(e)
+        if not isinstance(e, Op):
+            return None
+        if e.op == "arange":
+            return [("axis", None, e.attr("end"))] if e.attr("start") == 0 else None
+        if e.op == "add":
+            parts = [self.index(a) for a in e.args]
+            return None if None in parts else [t for p in parts for t in p]  # type: ignore[union-attr]
+        if e.op == "expand_dims" and len(e.type.shape) == 2:
+            inner = self.index(e.args[0])
+            dim = 1 - e.attr("axis")
+            return (
+                None
+                if inner is None
+                else [("axis", dim, t[2]) if t[0] == "axis" and t[1] is None else t for t in inner]
+            )
+        if not e.type.is_tile:
+            return [("scalar", e)]
+        return None
+
+    def stride(self, e: Expr) -> str | int | None:
+        if isinstance(e, Const) and isinstance(e.value, int):
+            return e.value
+        p = self.params.get(e.name) if isinstance(e, Var) else None
+        if p is not None and not p.type.is_pointer and p.type.scalar.is_int:
+            return p.name
+        return None
+
+    def offset(self, e: Expr) -> list[tuple[str | int, tuple]] | None:
+        """(stride, index term) pairs of an integer offset."""
+        d = self.deref(e) if e.type.is_tile else e
+        if isinstance(d, Op) and d.op == "add" and d.type.is_tile == e.type.is_tile:
+            parts = [self.offset(a) for a in d.args]
+            return None if None in parts else [t for p in parts for t in p]  # type: ignore[union-attr]
+        if isinstance(d, Op) and d.op == "mul":
+            for x, y in (d.args, d.args[::-1]):
+                stride = self.stride(y)
+                if stride is not None and not (isinstance(stride, int) and stride == 1):
+                    terms = self.index(x)
+                    return None if terms is None else [(stride, t) for t in terms]
+        terms = self.index(e)
+        return None if terms is None else [(1, t) for t in terms]
+
+    def address(self, e: Expr) -> tuple[str, list] | None:
+        """(pointer parameter, (stride, term) pairs) of an address, or None."""
+        e = self.deref(e)
+        if isinstance(e, Var) and e.name in self.params and e.type.is_pointer:
+            return e.name, []
+        if isinstance(e, Op) and e.op == "add" and e.type.is_pointer:
+            ptr, off = e.args if e.args[0].type.is_pointer else e.args[::-1]
+            base, offset = self.address(ptr), self.offset(off)
+            if base is None or offset is None:
+                return None
+            return base[0], base[1] + offset
+        return None
+
+
+def tma_copy(kernel: ir.Kernel, loop_var: str, load: Op, param: str) -> ir.TmaCopy | None:
+    """The TMA form of a pipelined 2-D load (see above), or None where TMA cannot take it: 16-bit
+    elements; rows of a whole number of 128-byte panels; at most 256 rows; a base aligned to 16
+    bytes; strides that are multiples of 16 bytes; a mask, if any, that bounds the row index
+    by a runtime parameter or a number (rows past it are the box's zero fill)."""
+    rows, cols = load.type.shape
+    dtype = load.type.dtype
+    if dtype.itemsize != 2 or (cols * 2) % TMA_PANEL_BYTES or rows > TMA_MAX_BOX:
+        return None
+    boxes = _Boxes(kernel, loop_var)
+    found = boxes.address(load.args[0])
+    if found is None:
+        return None
+    base, terms = found
+    if boxes.params[base].align < 16:
+        return None
+    by_stride: dict[str | int, list[tuple]] = {}
+    for stride, term in terms:
+        by_stride.setdefault(stride, []).append(term)
+    unit = by_stride.pop(1, [])
+    if [t for t in unit if t[0] == "axis"] != [("axis", 1, cols)] or len(unit) != 1:
+        return None  # the columns: arange(0, cols) alone, contiguous
+    row_strides = [s for s, ts in by_stride.items() if any(t[0] == "axis" for t in ts)]
+    if len(row_strides) != 1:
+        return None
+    row_stride = row_strides[0]
+    row_terms = by_stride.pop(row_stride)
+    if [t for t in row_terms if t[0] == "axis"] != [("axis", 0, rows)]:
+        return None
+    row_coord = tuple(t[1] for t in row_terms if t[0] == "scalar")
+    for stride in (row_stride, *by_stride):
+        if isinstance(stride, int):
+            if stride * 2 % 16:
+                return None
+        elif not boxes.params[stride].div16:
+            return None
+    extent: str | int | None = None
+    if load.attr("masked"):
+        mask = boxes.deref(load.args[1])
+        if not (isinstance(mask, Op) and mask.op == "lt"):
+            return None
+        index, bound = mask.args
+        found_terms = boxes.index(index)
+        extent = boxes.stride(bound) if not bound.type.is_tile else None
+        if found_terms is None or extent is None or isinstance(extent, int) and extent <= 0:
+            return None
+        terms = found_terms
+        axes = [t for t in terms if t[0] == "axis"]
+        if axes not in ([("axis", 0, rows)], [("axis", None, rows)]):
+            return None
+        mask_coord = sorted(_text(t[1]) for t in terms if t[0] == "scalar")
+        if mask_coord != sorted(_text(x) for x in row_coord):
+            return None
+    dims = [ir.TmaDim(cols, 1), ir.TmaDim(extent, row_stride, row_coord)]
+    for stride, ts in by_stride.items():
+        dims.append(ir.TmaDim(None, stride, tuple(t[1] for t in ts)))
+    if len(dims) > TMA_MAX_RANK:
+        return None
+    panel = TMA_PANEL_BYTES // 2
+    return ir.TmaCopy(
+        param=param,
+        base=base,
+        dtype=load.type.scalar.name,
+        dims=tuple(dims),
+        box=(panel, rows),
+        panels=cols // panel,
+    )
+
+
 class _Planner:
     def __init__(self, kernel: ir.Kernel, axis: AxisInfo, names: Names) -> None:
+        self.kernel = kernel
+        self.tma = kernel.pipeline_tma or tma_enabled(kernel.name)
         self.stages = kernel.num_stages
         self.axis = axis
         self.names = names
@@ -272,6 +479,17 @@ class _Planner:
         barrier_offset = offset
         if barriers:
             offset += -(-2 * stages * BARRIER_BYTES // 16) * 16
+        if barriers and self.tma:
+            # every load of the loop as TMA boxes, or none (a stage's full barrier counts either
+            # one thread's expected bytes or every thread's cp.async arrivals)
+            copies = {
+                name: tma_copy(self.kernel, _loop_var(s), x.load, self.names.fresh(f"{name}_map"))
+                for name, x in loads.items()
+            }
+            if all(c is not None for c in copies.values()):
+                loads = {
+                    name: dataclasses.replace(x, tma=copies[name]) for name, x in loads.items()
+                }
         body = tuple(
             ir.Staged(loc=t.loc, name=t.name, staged=loads[t.name])
             if isinstance(t, ir.Declare) and t.name in loads

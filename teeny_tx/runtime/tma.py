@@ -142,3 +142,126 @@ def tensor_map_2d(
         _cache.clear()
     _cache[key] = value
     return value
+
+
+# ---------------------------------------------------------------- maps of pipelined loops
+#
+# A software-pipelined loop whose loads lower/pipeline.py made TMA copies (ir.TmaCopy) takes one
+# tensor map per load after the kernel's own parameters; these functions encode them from a
+# launch's values and launch such a specialisation (the plain launcher does not pass them).
+
+UNBOUNDED = 2**31 - 1  # the extent of a dimension the kernel does not bound (no mask)
+
+
+def tensor_map(
+    ptr: int, dtype: str, dims: Sequence[int], strides_bytes: Sequence[int], box: Sequence[int]
+) -> np.ndarray:
+    """The tensor map of a tensor of 1 to 5 dimensions at ``ptr``: ``dims`` innermost first
+    (the first contiguous), ``strides_bytes`` of the others, read in boxes of ``box`` elements
+    with the 128-byte swizzle, out-of-bounds elements as zeros. A launch value, cached."""
+    key = ("nd", ptr, dtype, tuple(dims), tuple(strides_bytes), tuple(box))
+    found = _cache.get(key)
+    if found is not None:
+        return found
+    if not 1 <= len(dims) <= 5 or len(strides_bytes) != len(dims) - 1 or len(box) != len(dims):
+        raise LaunchError(f"a tensor map has 1 to 5 dimensions, got dims {tuple(dims)}")
+    fn = _libcuda()
+    if fn is not None:
+        raw = _encode_libcuda(fn, dtype, ptr, dims, strides_bytes, box)
+    else:
+        raw = _encode_bindings(dtype, ptr, dims, strides_bytes, box)
+    value = np.frombuffer(raw, dtype=TENSOR_MAP).copy()
+    if len(_cache) >= MAX_CACHED:
+        _cache.clear()
+    _cache[key] = value
+    return value
+
+
+def pipeline_copies(kernel) -> list:
+    """The ir.TmaCopy of each TMA-loaded pipelined tile of a decided ``kernel``, in the order
+    the kernel takes their maps (the order of its loops in the source)."""
+    from ..lower import ir
+    from ..lower.layout import walk_stmts
+
+    copies: dict[str, ir.TmaCopy] = {}
+    for s in walk_stmts(kernel.body):
+        if isinstance(s, ir.PipelinedLoop) and s.loads and all(x.tma for x in s.loads):
+            for x in s.loads:
+                assert x.tma is not None
+                copies.setdefault(x.tma.param, x.tma)
+    return list(copies.values())
+
+
+def pipeline_maps(
+    kernel, values: Sequence, extents: dict[str, int] | None = None
+) -> tuple[np.ndarray, ...]:
+    """The tensor maps of ``kernel``'s TMA copies for a launch whose runtime parameter values
+    (in order: device addresses and numbers) are ``values``. ``extents``: bytes from each
+    pointer parameter's address to the end of its array, where known: a dimension the kernel
+    does not bound then ends there (else at :data:`UNBOUNDED`)."""
+    by_name = {p.name: v for p, v in zip(kernel.runtime_params, values, strict=True)}
+    extents = extents or {}
+
+    def number(x):
+        return by_name[x] if isinstance(x, str) else x
+
+    maps = []
+    for c in pipeline_copies(kernel):
+        size = ITEMSIZE[c.dtype]
+        strides = [number(d.stride) * size for d in c.dims[1:]]
+        if any(s <= 0 or s % 16 for s in strides):
+            raise LaunchError(
+                f"kernel '{kernel.name}': the TMA copy of {c.base} needs positive strides that are "
+                f"multiples of 16 bytes, got {strides} bytes (launch without "
+                "$TEENY_TX_PIPELINE_TMA for cp.async copies)"
+            )
+        dims = [c.dims[0].extent]
+        span = extents.get(c.base)
+        for d, stride in zip(c.dims[1:], strides, strict=True):
+            if d.extent is not None:
+                dims.append(max(1, number(d.extent)))
+            elif span is not None:
+                dims.append(max(1, min(UNBOUNDED, -(-span // stride))))
+            else:
+                dims.append(min(UNBOUNDED, 2**62 // stride))
+        box = (c.box[0], *([c.box[1]] + [1] * (len(dims) - 2)))
+        maps.append(tensor_map(by_name[c.base], c.dtype, dims, strides, box))
+    return tuple(maps)
+
+
+def launch_pipelined(
+    kernel,
+    grid: tuple[int, int, int],
+    args: tuple,
+    *,
+    num_warps: int,
+    num_stages: int,
+    stream=None,
+    strided: bool = False,
+    **constexprs,
+) -> None:
+    """Launch a kernel (a :class:`teeny_tx.kernel.Kernel`) whose specialisation loads its
+    pipelined tiles with TMA: its arguments bound and checked as any launch's, its tensor maps
+    encoded (cached) and passed after them. ``grid`` is a 3-tuple."""
+    from ..dtypes import DTYPES
+    from .memory import extent_bytes
+
+    key, values, big = kernel.binder.bind_device(args, constexprs, num_warps, num_stages, strided)
+    if big:
+        raise LaunchError(f"kernel '{kernel.name}': TMA pipelines take 32-bit indices only")
+    spec = kernel._specialization(key)
+    typed = []
+    for p, v in zip(spec.kernel.runtime_params, values, strict=True):
+        if p.type.is_pointer:
+            typed.append(np.uint64(v))
+        elif p.type.dtype.name in ("f16", "bf16"):
+            raise LaunchError(f"kernel '{kernel.name}': a 16-bit float scalar ({p.name})")
+        else:
+            typed.append(DTYPES[p.type.dtype.name].np.type(v))
+    extents = {
+        p.name: extent_bytes(a)
+        for p, a in zip(spec.kernel.runtime_params, args, strict=True)
+        if p.type.is_pointer
+    }
+    maps = pipeline_maps(spec.kernel, values, extents)
+    spec.loaded.launch(grid, spec.block, (*typed, *maps), spec.shared_mem, stream)

@@ -171,6 +171,11 @@ class DotEmitter:
                     with self.registers_of(x.load.layout) as alias:
                         chunk = self.render_macro("stage_chunk", x.buffer, p.stage, x.tile, alias)
                         self.emit("tf32_round", alias, x.vec, chunk)
+        tma = bool(p.loads) and all(x.tma is not None for x in p.loads)
+        for x in p.loads if tma else ():
+            if x.tma.param not in self.tma_params:  # type: ignore[union-attr]
+                self.tma_params.append(x.tma.param)  # type: ignore[union-attr]
+        copies = self.tma_copies if tma else self.copies
         self.emit(
             "pipeline_open",
             p,
@@ -181,10 +186,11 @@ class DotEmitter:
             cond,
             self.ex(step.value),
             self.expr(step.value.args[1]).at(cx.BINARY["*"] + 1),
-            self.copies(p, cond, p.prologue),
-            self.copies(p, cond, p.stage_ahead),
+            copies(p, cond, p.prologue),
+            copies(p, cond, p.stage_ahead),
             rounding,
             once,
+            tma,
         )
         outer, self.pipeline_stage = self.pipeline_stage, p.stage
         self.loop_body(s.body, None, depth=2)
@@ -209,6 +215,31 @@ class DotEmitter:
                     else:  # a ragged edge may cut a chunk: copy_chunk handles it
                         self.emit("copy_chunk", alias, x.vec, dst, src, mask_name, False)
         return self.render_macro("copies", cond, lines).split("\n")
+
+    def tma_copies(self, p: ir.PipelinedLoop, cond: str, stage: str) -> list[str]:
+        """The TMA boxes of one iteration into ``stage``, issued by thread 0 after it arms the
+        stage's full barrier with their bytes (``lower/pipeline.py``: :func:`tma_copy`)."""
+        full = f"&{p.barriers}[{stage}]"
+        lines, total = [], 0
+        for x in p.loads:
+            t = x.tma
+            assert t is not None, "a TMA pipeline issues every load as TMA"
+            rows = t.box[1]
+            total += rows * t.box[0] * t.panels * x.load.type.dtype.itemsize
+            coords = [
+                " + ".join(self.expr(c).at(cx.BINARY["+"]) for c in d.coord) or "0" for d in t.dims
+            ]
+            for panel in range(t.panels):
+                dst = f"{x.buffer} + {stage} * {x.tile}::ELEMS"
+                if panel:
+                    dst += f" + {panel * rows * t.box[0]}"  # the next 128-byte panel
+                inner = str(panel * t.box[0])
+                lines.append(
+                    self.render_macro(
+                        "tma_box", len(t.dims), dst, t.param, full, [inner, *coords[1:]]
+                    )
+                )
+        return self.render_macro("tma_copies", cond, full, total, lines).split("\n")
 
 
 def _accumulator_operands(n: int) -> tuple[list[str], list[str], int]:

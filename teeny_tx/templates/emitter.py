@@ -177,6 +177,7 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
         self.pipeline_bytes = 0  # the pipelined loops' stages, after the scratch
         self.pipeline_stage: str | None = None  # the stage counter of the pipelined loop
         self.preamble: dict[str, str] = {}  # device functions rendered before the kernel
+        self.tma_params: list[str] = []  # tensor maps of TMA pipelines, after the parameters
 
     # ------------------------------------------------------------ layouts, registers
 
@@ -258,6 +259,10 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
             }
             for p in k.runtime_params
         ]
+        params += [
+            {"ctype": "const __grid_constant__ tx::hopper::TensorMap", "restrict": False, "name": m}
+            for m in self.tma_params
+        ]
         constexprs = [
             {
                 "ctype": ctype(p.type.dtype),
@@ -284,6 +289,7 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
                 layouts=layouts,
                 shared_bytes=self.shared_bytes,
                 pipeline_offset=self.pipeline_offset,
+                includes=["hopper.cuh"] if self.tma_params else [],
                 preamble=list(self.preamble.values()),
                 pipeline_bytes=self.pipeline_bytes,
                 body=self.lines,
@@ -375,7 +381,8 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
         self.emit("close")
 
     def stmt_staged(self, s: ir.Staged) -> None:
-        self.emit("staged", s.name, self.pipeline_stage)
+        by = "TMA" if s.staged.tma is not None else "cp.async"
+        self.emit("staged", s.name, self.pipeline_stage, by)
 
     def stmt_loop(self, s: ir.Loop) -> None:
         if s.cond is not None and self.needs_hoist(s.cond):

@@ -83,6 +83,50 @@ def test_tuned_launch(torch, monkeypatch, causal):
     _against_sdpa(torch, (4, 1024, 32, 32, 128), causal, "bf16")
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES + BENCH[1:], ids=_id)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_atomic_dq_against_torch_sdpa(torch, monkeypatch, shape, causal, dtype):
+    """dQ added by the dK/dV kernel with f32 atomics, then cast (ATOMIC_DQ)."""
+    monkeypatch.setattr(tattn, "ATOMIC_DQ", {64: True, 128: True})
+    _against_sdpa(torch, shape, causal, dtype)
+
+
+@pytest.mark.parametrize("atomic", [False, True], ids=["dq-kernel", "dq-atomic"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES + BENCH[1:], ids=_id)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_tma_pipelines_against_torch_sdpa(torch, monkeypatch, shape, causal, dtype, atomic):
+    """Every attention kernel with its pipelined K/V (Q/dO) tiles loaded by TMA boxes (the
+    wrapper's default; here also through $TEENY_TX_PIPELINE_TMA): ragged N (the boxes' zero
+    fill), N = 1, GQA, strided views; both dQ paths."""
+    monkeypatch.setenv("TEENY_TX_PIPELINE_TMA", "1")
+    monkeypatch.setattr(tattn, "ATOMIC_DQ", {64: atomic, 128: atomic})
+    _against_sdpa(torch, shape, causal, dtype)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES + BENCH[1:], ids=_id)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_cp_async_pipelines_against_torch_sdpa(torch, monkeypatch, shape, causal, dtype):
+    """The same with TMA off (attention.TMA = False): every thread's cp.async copies."""
+    monkeypatch.setattr(tattn, "TMA", False)
+    _against_sdpa(torch, shape, causal, dtype)
+
+
+def test_negative_strides_take_cp_async():
+    """A tensor map's strides are positive: a view with a negative stride falls back to
+    cp.async (the wrapper decides per call) and is still right (CuPy views may step back)."""
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((1, 300, 2, 64)).astype(np.float16) for _ in range(3))
+    q = q[:, :, ::-1]  # a negative head stride
+    o, lse = nn.attention(cp.asarray(q[:, :, ::-1])[:, :, ::-1], cp.asarray(k), cp.asarray(v), True)
+    want_o, want_lse = attention_reference(q, k, v, True)
+    got = cp.asnumpy(o).astype(np.float64)
+    assert np.abs(got - want_o).max() / max(1, np.abs(want_o).max()) <= TOL["f16"]
+    np.testing.assert_allclose(cp.asnumpy(lse), want_lse, rtol=1e-4, atol=1e-4)
+
+
 def _against_sdpa(torch, shape, causal, dtype):
     b, n, h_q, h_kv, d = shape
     seed = hash((shape, causal, dtype)) % 2**31
@@ -196,3 +240,23 @@ def test_chained_dot(m, num_warps, n):
     out = cp.zeros((m, 128), cp.float32)
     k[(1,)](out, *(cp.asarray(x) for x in (a, b, c)), M=m, N=n, K=64, D=128, num_warps=num_warps)
     np.testing.assert_allclose(cp.asnumpy(out), chained_reference(a, b, c), rtol=2e-3, atol=2e-2)
+
+
+@pytest.mark.parametrize(("m", "num_warps"), [(64, 4), (64, 8), (128, 8)])
+def test_atomic_dot(m, num_warps):
+    """f32 atomics of a product added from the accumulator's registers (wgmma at 16 rows per
+    warp, else mma.sync), masked rows untouched, two adds per element: against float64."""
+    import teeny_tx as tx
+    from tests.test_attention import ATOMIC_DOT
+
+    k = tx.compile(ATOMIC_DOT, name="kernels/atomic_dot.c").atomic_dot
+    rng = np.random.default_rng(m + num_warps)
+    a = rng.standard_normal((m, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 64)).astype(np.float16)
+    base = rng.standard_normal((m, 64)).astype(np.float32)
+    rows = m - 7
+    want = base.astype(np.float64)
+    want[:rows] += 3 * (a[:rows].astype(np.float64) @ b.astype(np.float64))
+    out = cp.asarray(base)
+    k[(1,)](out, cp.asarray(a), cp.asarray(b), rows, M=m, N=64, K=32, num_warps=num_warps)
+    np.testing.assert_allclose(cp.asnumpy(out), want, rtol=1e-4, atol=1e-4)
