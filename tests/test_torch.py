@@ -667,22 +667,28 @@ def _two_layers(dtype, seed):
 
 def test_adamw_flat_buckets_train_like_torch():
     """A training loop (backward accumulating into the buckets, zero_grad, an lr change, a
-    parameter without a gradient, a state-dict round trip) steps exactly as torch.optim.AdamW;
-    each bucket (one per dtype) is one flat buffer and the parameters are views of it."""
+    parameter without a gradient, a state-dict round trip) steps as torch.optim.AdamW does
+    with gradients that start at zero and zero_grad(set_to_none=False) (a bucket's rule); a
+    gradient set to None by hand skips its parameter in both. Each bucket (one per dtype) is
+    one flat buffer, and the parameters are views of it."""
     dtype = torch.float64
     ours, theirs = _two_layers(dtype, 0), _two_layers(dtype, 0)
     theirs.load_state_dict(ours.state_dict())
     settings = {"lr": 1e-2, "betas": (0.9, 0.95), "weight_decay": 0.1}
     opt_a = ttx.AdamW(ours.parameters(), **settings)
+    for p in theirs.parameters():
+        p.grad = torch.zeros_like(p)
     opt_b = torch.optim.AdamW(theirs.parameters(), **settings)
-    for step in range(6):
+    for step in range(7):
         x = _randn(11, 9, dtype=dtype, seed=20 + step)
         for model, opt in ((ours, opt_a), (theirs, opt_b)):
-            opt.zero_grad()
+            opt.zero_grad(set_to_none=False)
             loss = model(x).square().mean()
             if step == 3:  # the unused parameter gets a gradient in one step only
                 loss = loss + model.unused.square().sum()
             loss.backward()
+            if step == 5:  # by hand: not stepped, in either
+                model[0].bias.grad = None
             if step == 4:
                 opt.param_groups[0]["lr"] = 3e-3
             opt.step()

@@ -171,19 +171,12 @@ class _Flat:
         for p, view in zip(params, self.views(self.param), strict=True):
             view.copy_(p.detach())
             p.data = view  # the parameter now lives in the bucket (its Module sees the same)
-        # which parameters received a gradient since the last zero_grad (autograd's hook, or
-        # a gradient found in place of the view); the others are not stepped, as in torch
-        self.touched: set[int] = set()
-        for p, view in zip(params, self.views(self.grad), strict=True):
+        self.grad_views = self.views(self.grad)
+        for p, view in zip(params, self.grad_views, strict=True):
             if p.grad is not None:
                 view.copy_(p.grad)
-                self.touched.add(id(p))
             p.grad = view  # autograd accumulates into it in place from now on
-            p.register_post_accumulate_grad_hook(self._received)
         self.moment_views = (self.views(self.exp_avg), self.views(self.exp_avg_sq))
-
-    def _received(self, p: torch.Tensor) -> None:
-        self.touched.add(id(p))
 
     def views(self, flat: torch.Tensor) -> list[torch.Tensor]:
         return [v.view(p.shape) for v, p in zip(flat.split(self.sizes), self.params, strict=True)]
@@ -201,25 +194,17 @@ class _Flat:
 
     def gather_grads(self) -> set[int]:
         """Put each gradient back in the bucket where something replaced it (an assignment,
-        a ``zero_grad(set_to_none=True)`` of another optimizer): copied in and the view
-        restored. Returns the parameters (ids) that received no gradient since the last
-        :meth:`zero` (the bucket then steps tensor by tensor, skipping them, as torch skips a
-        parameter whose gradient is None)."""
+        autograd after ``p.grad = None``): copied in and the view restored. Returns the
+        parameters (ids) whose gradient is None (the bucket then steps tensor by tensor,
+        skipping them, as torch skips them)."""
         idle = set()
-        for p, view in zip(self.params, self.views(self.grad), strict=True):
+        for p, view in zip(self.params, self.grad_views, strict=True):
             if p.grad is None:
                 idle.add(id(p))
-                p.grad = view.zero_()
             elif p.grad.data_ptr() != view.data_ptr():
                 view.copy_(p.grad)
                 p.grad = view
-            elif id(p) not in self.touched:
-                idle.add(id(p))
         return idle
-
-    def zero(self) -> None:
-        self.grad.zero_()
-        self.touched.clear()
 
 
 class AdamW(torch.optim.Optimizer):
@@ -227,16 +212,18 @@ class AdamW(torch.optim.Optimizer):
     kernels/adamw.c; the moments live in the state as ``exp_avg`` and ``exp_avg_sq`` (f32,
     f64 for f64 parameters) and ``step``, like torch's.
 
-    ``flat=True`` (the default) fuses the step over many tensors: at the first step the
-    parameters of each group that share a device and dtype move into one flat buffer (each
-    parameter becomes a view of it; so do its gradient and moments), and each such bucket then
-    steps in one launch. Make the optimizer after moving the model (``model.to(...)``): a
-    parameter moved later leaves its bucket, and its group steps tensor by tensor.
-    :meth:`zero_grad` zeroes a bucket's gradients in place (one fill) instead of setting them
-    to None, so autograd accumulates into the bucket. A parameter without a gradient is not
-    stepped (torch's rule): its bucket steps tensor by tensor that step. ``flat=False``: one
-    launch per parameter. Not supported: amsgrad, maximize, capturable, tensor learning
-    rates."""
+    ``flat=True`` (the default) fuses the step over many tensors: when the optimizer is made,
+    the parameters of each param group that share a device and dtype move into one flat
+    buffer (each parameter becomes a view of it; its gradient and moments become views of flat
+    buffers too), and each such bucket steps in one launch. So make the optimizer after moving
+    the model (``model.to(...)``); a parameter moved later leaves its bucket, which then steps
+    tensor by tensor. Gradients live in the bucket from the start (zeros until a backward adds
+    to them, in place), so forward and backward can be captured in a CUDA graph before the
+    first step. :meth:`zero_grad` zeroes a bucket's gradients in place whatever
+    ``set_to_none`` says (torch's ``set_to_none=False``). A gradient set to None by hand is
+    honoured as torch honours it (that parameter is not stepped; its bucket steps tensor by
+    tensor that step); one assigned from elsewhere is copied in. ``flat=False``: one launch
+    per parameter. Not supported: amsgrad, maximize, capturable, tensor learning rates."""
 
     def __init__(
         self,
@@ -254,7 +241,7 @@ class AdamW(torch.optim.Optimizer):
             params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
         )
         self.flat = flat
-        self._buckets: list[list[_Flat]] | None = None  # per group, made at the first step
+        self._buckets: list[list[_Flat]] | None = self._make_buckets() if flat else None
         # per parameter or bucket: (what its replay was made for, fused.adamw_step's replay);
         # a step whose arrays still match launches directly, any other takes the checked path
         self._replays: dict[Any, tuple[tuple, Any]] = {}
@@ -286,7 +273,9 @@ class AdamW(torch.optim.Optimizer):
         inside: set[int] = set()
         for flats in self._buckets or ():
             for flat in flats:
-                flat.zero()
+                flat.grad.zero_()
+                for p, view in zip(flat.params, flat.grad_views, strict=True):
+                    p.grad = view
                 inside.update(id(p) for p in flat.params)
         for group in self.param_groups:
             for p in group["params"]:
@@ -303,8 +292,6 @@ class AdamW(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        if self.flat and self._buckets is None:
-            self._buckets = self._make_buckets()
         for i, group in enumerate(self.param_groups):
             beta1, beta2 = group["betas"]
             hyper = (group["lr"], beta1, beta2, group["eps"], group["weight_decay"])
