@@ -11,110 +11,110 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
     using tx_L1 = tx::Blocked<tx::Ints<1, 1>, tx::Ints<1, 8>, tx::Ints<1, 32>, tx::Ints<1, 16>, tx::Ints<1, 0>>;  // [1, 1]: 1x8 per thread, 1x32 lanes, 1x16 warps, order [1, 0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 pid = program_id(0);
-#line 86 "kernels/layernorm.c"
+#line 87 "kernels/layernorm.c"
     int pid = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 87 "kernels/layernorm.c"
+#line 88 "kernels/layernorm.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 1);
     // tile col_mask = cols < n_cols;
-#line 88 "kernels/layernorm.c"
+#line 89 "kernels/layernorm.c"
     bool col_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) col_mask[tx_i] = cols[tx_i] < n_cols;
     // tile c2 = expand_dims(cols, 0);
-#line 89 "kernels/layernorm.c"
+#line 90 "kernels/layernorm.c"
     int c2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
     // acc_t dw_acc[ROWS][BLOCK] = 0;
-#line 90 "kernels/layernorm.c"
+#line 91 "kernels/layernorm.c"
     float dw_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) dw_acc[tx_i] = 0.0f;
     // acc_t db_acc[ROWS][BLOCK] = 0;
-#line 91 "kernels/layernorm.c"
+#line 92 "kernels/layernorm.c"
     float db_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) db_acc[tx_i] = 0.0f;
     // i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
-#line 92 "kernels/layernorm.c"
+#line 93 "kernels/layernorm.c"
     int per_program = (n_rows + (int)gridDim.x - 1) / (int)gridDim.x;
     // i32 first = pid * per_program;
-#line 93 "kernels/layernorm.c"
+#line 94 "kernels/layernorm.c"
     int first = pid * per_program;
     // i32 last = minimum(first + per_program, n_rows);
-#line 94 "kernels/layernorm.c"
+#line 95 "kernels/layernorm.c"
     int last = tx::minimum(first + per_program, n_rows);
     // for (i32 row = first; row < last; row += ROWS) {
-#line 95 "kernels/layernorm.c"
+#line 96 "kernels/layernorm.c"
     for (int row = first; row < last; row = row + ROWS) {
         // tile rows = row + arange(0, ROWS);
-#line 96 "kernels/layernorm.c"
+#line 97 "kernels/layernorm.c"
         int rows[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rows[tx_i] = row + tx_L1::coord(tx_i, 0);
         // tile row_mask = rows < last;
-#line 97 "kernels/layernorm.c"
+#line 98 "kernels/layernorm.c"
         bool row_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) row_mask[tx_i] = rows[tx_i] < last;
         // tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
-#line 98 "kernels/layernorm.c"
+#line 99 "kernels/layernorm.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = row_mask[tx::remap<tx_L1, tx_L0>(tx_i)] & col_mask[tx_i];
         // tile r2 = expand_dims(rows, 1);
-#line 99 "kernels/layernorm.c"
+#line 100 "kernels/layernorm.c"
         int r2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) r2[tx_i] = rows[tx_i];
         // tile g = (acc_t)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
-#line 100 "kernels/layernorm.c"
+#line 101 "kernels/layernorm.c"
         __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], dy + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * dy_stride + c2[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
-#line 100
+#line 101
         float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load[tx_i]);
         // tile v = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
-#line 101 "kernels/layernorm.c"
+#line 102 "kernels/layernorm.c"
         __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], x + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * x_stride + c2[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
-#line 101
+#line 102
         float v[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) v[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
         // tile mu = expand_dims(load(mean + rows, row_mask, 0.0f), 1);
-#line 102 "kernels/layernorm.c"
+#line 103 "kernels/layernorm.c"
         float tx_load_2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load_2[tx_i] = row_mask[tx_i] ? *(mean + rows[tx_i]) : 0.0f;
-#line 102
+#line 103
         float mu[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) mu[tx_i] = tx_load_2[tx_i];
         // tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
-#line 103 "kernels/layernorm.c"
+#line 104 "kernels/layernorm.c"
         float tx_load_3[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load_3[tx_i] = row_mask[tx_i] ? *(rstd + rows[tx_i]) : 0.0f;
-#line 103
+#line 104
         float r[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) r[tx_i] = tx_load_3[tx_i];
         // tile xhat = where(mask, (v - mu) * r, 0.0f);
-#line 104 "kernels/layernorm.c"
+#line 105 "kernels/layernorm.c"
         float xhat[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) xhat[tx_i] = mask[tx_i] ? ((v[tx_i] - mu[tx::remap<tx_L1, tx_L0>(tx_i)]) * r[tx::remap<tx_L1, tx_L0>(tx_i)]) : 0.0f;
         // tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
-#line 105 "kernels/layernorm.c"
+#line 106 "kernels/layernorm.c"
         float tx_load_4[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load_4[tx_i], w + cols[tx_i], col_mask[tx_i], 0.0f);
-#line 105
+#line 106
         float wv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wv[tx_i] = tx_load_4[tx_i];
         // tile wg = wv * g;
-#line 106 "kernels/layernorm.c"
+#line 107 "kernels/layernorm.c"
         float wg[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wg[tx_i] = wv[tx_i] * g[tx_i];
         // tile c1 = expand_dims(sum(xhat * wg, 1) / n_cols, 1);
-#line 107 "kernels/layernorm.c"
+#line 108 "kernels/layernorm.c"
         float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = xhat[tx_i] * wg[tx_i];
-#line 107
+#line 108
         float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 1>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 107
+#line 108
         float c1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c1[tx_i] = tx_red[tx_i] / tx::cast<float>(n_cols);
         // tile c0 = expand_dims(sum(wg, 1) / n_cols, 1);
-#line 108 "kernels/layernorm.c"
+#line 109 "kernels/layernorm.c"
         float tx_red_1[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 1>(tx_red_1, wg, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 108
+#line 109
         float c0[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c0[tx_i] = tx_red_1[tx_i] / tx::cast<float>(n_cols);
         // store(dx + r2 * dx_stride + c2, (wg - (xhat * c1 + c0)) * r, mask);
-#line 109 "kernels/layernorm.c"
+#line 110 "kernels/layernorm.c"
         __nv_bfloat16 tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>((wg[tx_i] - (xhat[tx_i] * c1[tx::remap<tx_L1, tx_L0>(tx_i)] + c0[tx::remap<tx_L1, tx_L0>(tx_i)])) * r[tx::remap<tx_L1, tx_L0>(tx_i)]);
-#line 109
+#line 110
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dx + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * dx_stride + c2[tx_i], &tx_value_1[tx_i], mask[tx_i]);
         // dw_acc += g * xhat;
-#line 110 "kernels/layernorm.c"
+#line 111 "kernels/layernorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) dw_acc[tx_i] = dw_acc[tx_i] + g[tx_i] * xhat[tx_i];
         // db_acc += g;
-#line 111 "kernels/layernorm.c"
+#line 112 "kernels/layernorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) db_acc[tx_i] = db_acc[tx_i] + g[tx_i];
     }
     // store(dw_part + pid * n_cols + cols, sum(dw_acc, 0), col_mask);
-#line 113 "kernels/layernorm.c"
+#line 114 "kernels/layernorm.c"
     float tx_red_2[tx_L0::REGS]; tx::reduce<tx_L0, tx_L0, 0>(tx_red_2, dw_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
-#line 113
+#line 114
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(dw_part + pid * n_cols + cols[tx_i], &tx_red_2[tx_i], col_mask[tx_i]);
     // store(db_part + pid * n_cols + cols, sum(db_acc, 0), col_mask);
-#line 114 "kernels/layernorm.c"
+#line 115 "kernels/layernorm.c"
     float tx_red_3[tx_L0::REGS]; tx::reduce<tx_L0, tx_L0, 0>(tx_red_3, db_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
-#line 114
+#line 115
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(db_part + pid * n_cols + cols[tx_i], &tx_red_3[tx_i], col_mask[tx_i]);
 }

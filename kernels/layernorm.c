@@ -16,9 +16,10 @@
  * each row (from L1: the same BLOCK columns every time), so they hold no registers across the
  * loop beside the dW/dB sums (ptxas: 114 registers instead of 127 at 8192 columns and 16
  * warps); the forward loads them after the row's reductions, where the row's registers are
- * partly free (Triton's order). The configs (ROWS and
- * num_warps) are timed by the autotuner per row length; teeny_tx.nn prunes those that would
- * hold too few or too many elements per thread.
+ * partly free (Triton's order). The configs (ROWS and num_warps) are timed by the autotuner
+ * per row length and power-of-two bucket of the row count (key(n_cols, pow2(n_rows)): 64 rows
+ * and 8192 rows want different configs); teeny_tx.nn prunes those that would hold too few or
+ * too many elements per thread.
  *
  * dW and dB take two kernels and no atomics, as Triton's layer-norm tutorial reduces them:
  * program p of the G programs of layer_norm_bwd_dx handles the rows [p * R, (p + 1) * R),
@@ -30,7 +31,7 @@
  * groups: each program's partial row costs 8 bytes per column, so fewer is less traffic.
  */
 
-#pragma autotune key(n_cols)
+#pragma autotune key(n_cols, pow2(n_rows))
 #pragma autotune config(ROWS=1, num_warps=4)
 #pragma autotune config(ROWS=1, num_warps=8)
 #pragma autotune config(ROWS=1, num_warps=16)
@@ -67,7 +68,7 @@ kernel layer_norm_fwd(any *y, any *mean, any *rstd, const any *x, const any *w, 
     store(rstd + rows, r, row_mask);
 }
 
-#pragma autotune key(n_cols)
+#pragma autotune key(n_cols, pow2(n_rows))
 #pragma autotune config(ROWS=1, num_warps=4)
 #pragma autotune config(ROWS=1, num_warps=8)
 #pragma autotune config(ROWS=1, num_warps=16)

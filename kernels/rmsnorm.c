@@ -18,7 +18,7 @@
  * dw_part [G, n_cols]; rms_norm_bwd_dw sums those rows.
  */
 
-#pragma autotune key(n_cols)
+#pragma autotune key(n_cols, pow2(n_rows))
 #pragma autotune config(ROWS=1, num_warps=4)
 #pragma autotune config(ROWS=1, num_warps=8)
 #pragma autotune config(ROWS=1, num_warps=16)
@@ -51,7 +51,7 @@ kernel rms_norm_fwd(any *y, any *rstd, const any *x, const any *w, i32 n_rows, i
     store(rstd + rows, r, row_mask);
 }
 
-#pragma autotune key(n_cols)
+#pragma autotune key(n_cols, pow2(n_rows))
 #pragma autotune config(ROWS=1, num_warps=4)
 #pragma autotune config(ROWS=1, num_warps=8)
 #pragma autotune config(ROWS=1, num_warps=16)

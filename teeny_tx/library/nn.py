@@ -322,7 +322,8 @@ def _norm_launch_config(
 ) -> Config:
     """The config of a norm launch: ``config`` if given (checked), the first config kept by
     :func:`norm_prune` on the interpreter (or with TUNE off), else the autotuner's choice for
-    these arguments (timed once per row length and dtypes, then read from the disk cache)."""
+    these arguments (timed once per row length, power-of-two bucket of the row count and
+    dtypes, then read from the disk cache)."""
     if config is not None:
         if not _is_norm_config(config):
             raise arrays.error(f"config must be a teeny_tx.Config(dict(ROWS=...)), got {config!r}")
