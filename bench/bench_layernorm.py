@@ -16,6 +16,7 @@ layer-norm tutorial's algorithm, and torch: ``F.layer_norm`` forward; backward
 Run from the repository root: python3 bench/bench_layernorm.py --out /tmp/layernorm.md
 """
 
+import os
 import sys
 
 import bench_softmax as rb
@@ -135,9 +136,36 @@ def bwd_warps(block: int) -> int:
 BWD_BLOCK_G, BWD_BLOCK_N = 32, 32
 
 
+def config_impls(args, file: str, kernel: str, rows: int, cols: int, make_run, check) -> list:
+    """With --configs: one Impl per config of ``kernel`` that teeny_tx.nn's prune keeps at this
+    shape (``make_run(config)`` calls the wrapper with ``config=``), to rank the tuner's
+    choice among them; their rates go to the log only. ``check(run)`` checks one call."""
+    if not args.configs:
+        return []
+    from teeny_tx.library import nn
+
+    k = nn._norm_kernel(file, kernel)
+    kept = nn._norm_kept(
+        k, (nn.norm_block(cols), rows, "dw_part" in [p.name for p in k.binder.runtime])
+    )
+    impls = []
+    for c in k.tune.configs:
+        if c in kept:
+            run = make_run(c)
+            label = f"ROWS={c.kwargs['ROWS']}, num_warps={c.num_warps}"
+            impls.append(Impl(f"cfg {label}", label, run, lambda run=run: check(run)))
+    return impls
+
+
 def parse_args(argv: list[str] | None = None):
     p = rb.reduction_parser(__doc__.splitlines()[0], 8192, "1024,4096,8192")
     p.add_argument("--skip-backward", action="store_true", help="time the forward only")
+    p.add_argument(
+        "--configs",
+        action="store_true",
+        default=os.environ.get("TEENY_TX_BENCH_CONFIGS", "") not in ("", "0"),
+        help="also time every config the prune keeps, into the log ($TEENY_TX_BENCH_CONFIGS=1)",
+    )
     p.add_argument("--dtypes", default="fp16,bf16", help="comma-separated: fp16, bf16")
     args = p.parse_args(argv)
     args.cols = rb.parse_cols(p, args.cols)
@@ -240,6 +268,15 @@ def bench_case(rows, cols, dtype, tnn, nn_error, args, fwd_table, bwd_table) -> 
             return err
 
         impls.append(Impl("ours", "teeny_tx.nn.layer_norm", ours_fwd, ours_fwd_check))
+        impls += config_impls(
+            args,
+            "layernorm.c",
+            "layer_norm_fwd",
+            rows,
+            cols,
+            lambda c: lambda: tnn.layer_norm(x, w, b, eps=EPS, config=c),
+            lambda run: check_fwd("cfg", fresh_outputs(run, [mn, rows * 4, rows * 4]), ref, True),
+        )
     else:
         failures += rb.ours_missing(case, nn_error)
 
@@ -300,6 +337,15 @@ def bench_case(rows, cols, dtype, tnn, nn_error, args, fwd_table, bwd_table) -> 
                 ours_bwd,
                 lambda: check_bwd("ours", fresh_outputs(ours_bwd, [mn, nk, nk]), ref),
             )
+        )
+        impls += config_impls(
+            args,
+            "layernorm.c",
+            "layer_norm_bwd_dx",
+            rows,
+            cols,
+            lambda c: lambda: tnn.layer_norm_backward(dy, x, w, mean_o, rstd_o, config=c),
+            lambda run: check_bwd("cfg", fresh_outputs(run, [mn, nk, nk]), ref),
         )
 
     if rb.triton_available():
