@@ -486,3 +486,21 @@ def test_the_interpreter_path_needs_no_timer_and_no_nvrtc(module, monkeypatch):
     grid = lambda meta: (teeny_tx.cdiv(meta["n"], meta["BLOCK"]),)  # noqa: E731
     module.axpy.tune.interpret[grid](out, x, y, 2.0, 3000)
     assert np.array_equal(out, 2 * x + 1)
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype"), [("softmax_looped", "f32"), ("log_softmax_backward_looped", "bf16")]
+)
+def test_the_looped_softmax_configs_compile_without_spills(name, dtype):
+    """Every config the autotuner may pick for a looped softmax kernel compiles for sm_90
+    with no register problem (the tuner would prune it on the device)."""
+    from teeny_tx.library.loader import module as library_module
+
+    kernel = getattr(library_module("softmax.c"), name)
+    assert kernel.tune.key == ("n_cols",) and len(kernel.tune.configs) >= 4
+    pointers = sum(p.kind == "pointer" for p in kernel.binder.runtime)
+    scalars = len(kernel.binder.runtime) - pointers
+    args = (dtype,) * pointers + (262147,) + (1,) * (scalars - 1)
+    for c in kernel.tune.configs:
+        spec = kernel.specialize(*args, num_warps=c.num_warps, target="sm_90", **c.kwargs)
+        assert _register_problem(spec) is None, c

@@ -49,9 +49,10 @@ def row_config(n_cols: int, max_block: int = MAX_ROW_BLOCK, max_warps: int = 16)
     """How one program handles a row of ``n_cols`` elements.
 
     A row of up to ``max_block`` columns is one tile: BLOCK = the next power of two >= n_cols.
-    A longer row is read in chunks of BLOCK = LOOP_BLOCK by the ``_looped`` kernels. num_warps =
-    BLOCK / 256 within [1, max_warps], as Triton's softmax tutorial: at most 8 elements per
-    thread up to 256 * max_warps columns, then more elements per thread.
+    A longer row is read in chunks of BLOCK = LOOP_BLOCK by the ``_looped`` kernels (the
+    softmax ones launch their autotuner's BLOCK and num_warps instead: :func:`_looped_launch`).
+    num_warps = BLOCK / 256 within [1, max_warps], as Triton's softmax tutorial: at most 8
+    elements per thread up to 256 * max_warps columns, then more elements per thread.
     """
     block = 1 << max(n_cols - 1, 0).bit_length()
     looped = block > max_block
@@ -164,13 +165,33 @@ def _key(interpret: bool, fn: str, arrays: tuple, *options: Any) -> tuple | None
 # ---------------------------------------------------------------- softmax
 
 
+def _looped_launch(
+    arrays: _Arrays, kernel: Kernel, config: RowConfig, rows: int, alloc: Callable, *args: Any
+) -> tuple[int, int]:
+    """(BLOCK, num_warps) of a softmax kernel: ``config``'s for one tile per row; for a
+    ``_looped`` kernel the first of its ``#pragma autotune`` configs on the interpreter (or with
+    TUNE off, or no rows), else the autotuner's choice, timed on ``alloc()``'s output and
+    ``args`` (the launch's other arguments) once per row length and dtypes."""
+    if not config.looped:
+        return config.block, config.num_warps
+    if arrays.kind == "numpy" or not TUNE or rows == 0:
+        c = kernel.tune.configs[0]
+    else:
+        with arrays.device():
+            c = kernel.tune[(rows,)].best(alloc(), *args, strided=True)
+    return c.kwargs["BLOCK"], c.num_warps
+
+
 def _softmax_forward(fn: str, x: Any, interpret: bool) -> Any:
     arrays = _Arrays(fn, {"x": x}, interpret)
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     config = row_config(cols)
     kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
-    first = _Launch(arrays, kernel, (rows,), config.num_warps, BLOCK=config.block)
+    block, warps = _looped_launch(
+        arrays, kernel, config, rows, alloc, x, cols, stride, col_stride, cols
+    )
+    first = _Launch(arrays, kernel, (rows,), warps, BLOCK=block)
 
     def make(launch):
         def plan(x):
@@ -211,7 +232,9 @@ def _softmax_backward(fn: str, y: Any, dy: Any, interpret: bool) -> Any:
     config = row_config(cols)
     kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
     alloc = arrays.allocator((rows, cols), arrays.dtype(dy))
-    first = _Launch(arrays, kernel, (rows,), config.num_warps, BLOCK=config.block)
+    sizes = (cols, y_stride, y_col, dy_stride, dy_col, cols)
+    block, warps = _looped_launch(arrays, kernel, config, rows, alloc, y, dy, *sizes)
+    first = _Launch(arrays, kernel, (rows,), warps, BLOCK=block)
 
     def make(launch):
         def plan(y, dy):
