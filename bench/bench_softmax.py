@@ -18,6 +18,7 @@ float64 reference, the "ours: unavailable" handling, and a table with extra rati
 Run from the repository root: python3 bench/bench_softmax.py --out /tmp/softmax.md
 """
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -433,6 +434,12 @@ def parse_args(argv: list[str] | None = None):
     p = reduction_parser(__doc__.splitlines()[0], 8192, "1024,4096,16384")
     p.add_argument("--looped-rows", type=int, default=8192, help="looped case rows (0: skip)")
     p.add_argument("--looped-cols", type=int, default=262144, help="looped case row length")
+    p.add_argument(
+        "--configs",
+        action="store_true",
+        default=os.environ.get("TEENY_TX_BENCH_CONFIGS", "") not in ("", "0"),
+        help="looped case: also time each config of softmax_looped ($TEENY_TX_BENCH_CONFIGS=1)",
+    )
     args = p.parse_args(argv)
     args.cols = parse_cols(p, args.cols)
     return args
@@ -472,6 +479,26 @@ def bench_case(rows: int, cols: int, looped: bool, tnn, nn_error, args, table) -
                 ),
             )
         )
+        if looped and args.configs:  # each config of the tuned kernel, launched directly
+            from teeny_tx.library import module
+
+            kernel = module("softmax.c").softmax_looped
+            y_cfg = torch.empty_like(x)  # one output for every config (8 GiB each)
+            for c in kernel.tune.configs:
+
+                def run(c=c, y_cfg=y_cfg):
+                    kernel[(rows,)](
+                        y_cfg, x, cols, x.stride(0), 1, cols, num_warps=c.num_warps, **c.kwargs
+                    )
+
+                def check(run=run, y_cfg=y_cfg):
+                    poison(y_cfg)
+                    run()
+                    sync()
+                    return check_rows("cfg y", y_cfg, shape, ref, tol)
+
+                label = f"BLOCK={c.kwargs['BLOCK']}, num_warps={c.num_warps}"
+                impls.append(Impl(f"cfg {label}", label, run, check))
     else:
         failures += ours_missing(case, nn_error)
 
