@@ -37,84 +37,104 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
     // i32 last = minimum(first + per_program, n_rows);
 #line 95 "kernels/layernorm.c"
     int last = tx::minimum(first + per_program, n_rows);
+    // tile next = expand_dims(first + arange(0, ROWS), 1);
+#line 98 "kernels/layernorm.c"
+    int next[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) next[tx_i] = first + tx_L1::coord(tx_i, 0);
+    // tile next_mask = (next < last) & expand_dims(col_mask, 0);
+#line 99 "kernels/layernorm.c"
+    bool next_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) next_mask[tx_i] = (next[tx::remap<tx_L1, tx_L0>(tx_i)] < last) & col_mask[tx_i];
+    // tile dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
+#line 100 "kernels/layernorm.c"
+    __nv_bfloat16 dy_next[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&dy_next[tx_i], dy + next[tx::remap<tx_L1, tx_L0>(tx_i)] * dy_stride + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
+    // tile x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
+#line 101 "kernels/layernorm.c"
+    __nv_bfloat16 x_next[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&x_next[tx_i], x + next[tx::remap<tx_L1, tx_L0>(tx_i)] * x_stride + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
     // for (i32 row = first; row < last; row += ROWS) {
-#line 96 "kernels/layernorm.c"
+#line 102 "kernels/layernorm.c"
     for (int row = first; row < last; row = row + ROWS) {
         // tile rows = row + arange(0, ROWS);
-#line 97 "kernels/layernorm.c"
+#line 103 "kernels/layernorm.c"
         int rows[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rows[tx_i] = row + tx_L1::coord(tx_i, 0);
         // tile row_mask = rows < last;
-#line 98 "kernels/layernorm.c"
+#line 104 "kernels/layernorm.c"
         bool row_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) row_mask[tx_i] = rows[tx_i] < last;
         // tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
-#line 99 "kernels/layernorm.c"
+#line 105 "kernels/layernorm.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = row_mask[tx::remap<tx_L1, tx_L0>(tx_i)] & col_mask[tx_i];
         // tile r2 = expand_dims(rows, 1);
-#line 100 "kernels/layernorm.c"
+#line 106 "kernels/layernorm.c"
         int r2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) r2[tx_i] = rows[tx_i];
-        // tile g = (acc_t)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
-#line 101 "kernels/layernorm.c"
-        __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], dy + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * dy_stride + c2[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
-#line 101
-        float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load[tx_i]);
-        // tile v = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
-#line 102 "kernels/layernorm.c"
-        __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], x + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * x_stride + c2[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
-#line 102
-        float v[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) v[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
+        // tile g = (acc_t)dy_next;
+#line 107 "kernels/layernorm.c"
+        float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(dy_next[tx_i]);
+        // tile v = (acc_t)x_next;
+#line 108 "kernels/layernorm.c"
+        float v[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) v[tx_i] = tx::cast<float>(x_next[tx_i]);
+        // next = r2 + ROWS;
+#line 109 "kernels/layernorm.c"
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) next[tx_i] = r2[tx_i] + ROWS;
+        // next_mask = (next < last) & expand_dims(col_mask, 0);
+#line 110 "kernels/layernorm.c"
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) next_mask[tx_i] = (next[tx::remap<tx_L1, tx_L0>(tx_i)] < last) & col_mask[tx_i];
+        // dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
+#line 111 "kernels/layernorm.c"
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&dy_next[tx_i], dy + next[tx::remap<tx_L1, tx_L0>(tx_i)] * dy_stride + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
+        // x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
+#line 112 "kernels/layernorm.c"
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&x_next[tx_i], x + next[tx::remap<tx_L1, tx_L0>(tx_i)] * x_stride + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
         // tile mu = expand_dims(load(mean + rows, row_mask, 0.0f), 1);
-#line 103 "kernels/layernorm.c"
-        float tx_load_2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load_2[tx_i] = row_mask[tx_i] ? *(mean + rows[tx_i]) : 0.0f;
-#line 103
-        float mu[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) mu[tx_i] = tx_load_2[tx_i];
+#line 113 "kernels/layernorm.c"
+        float tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load[tx_i] = row_mask[tx_i] ? *(mean + rows[tx_i]) : 0.0f;
+#line 113
+        float mu[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) mu[tx_i] = tx_load[tx_i];
         // tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
-#line 104 "kernels/layernorm.c"
-        float tx_load_3[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load_3[tx_i] = row_mask[tx_i] ? *(rstd + rows[tx_i]) : 0.0f;
-#line 104
-        float r[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) r[tx_i] = tx_load_3[tx_i];
+#line 114 "kernels/layernorm.c"
+        float tx_load_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load_1[tx_i] = row_mask[tx_i] ? *(rstd + rows[tx_i]) : 0.0f;
+#line 114
+        float r[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) r[tx_i] = tx_load_1[tx_i];
         // tile xhat = where(mask, (v - mu) * r, 0.0f);
-#line 105 "kernels/layernorm.c"
+#line 115 "kernels/layernorm.c"
         float xhat[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) xhat[tx_i] = mask[tx_i] ? ((v[tx_i] - mu[tx::remap<tx_L1, tx_L0>(tx_i)]) * r[tx::remap<tx_L1, tx_L0>(tx_i)]) : 0.0f;
         // tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
-#line 106 "kernels/layernorm.c"
-        float tx_load_4[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load_4[tx_i], w + cols[tx_i], col_mask[tx_i], 0.0f);
-#line 106
-        float wv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wv[tx_i] = tx_load_4[tx_i];
+#line 116 "kernels/layernorm.c"
+        float tx_load_2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load_2[tx_i], w + cols[tx_i], col_mask[tx_i], 0.0f);
+#line 116
+        float wv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wv[tx_i] = tx_load_2[tx_i];
         // tile wg = wv * g;
-#line 107 "kernels/layernorm.c"
+#line 117 "kernels/layernorm.c"
         float wg[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wg[tx_i] = wv[tx_i] * g[tx_i];
         // tile c1 = expand_dims(sum(xhat * wg, 1) / n_cols, 1);
-#line 108 "kernels/layernorm.c"
+#line 118 "kernels/layernorm.c"
         float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = xhat[tx_i] * wg[tx_i];
-#line 108
+#line 118
         float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 1>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 108
+#line 118
         float c1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c1[tx_i] = tx_red[tx_i] / tx::cast<float>(n_cols);
         // tile c0 = expand_dims(sum(wg, 1) / n_cols, 1);
-#line 109 "kernels/layernorm.c"
+#line 119 "kernels/layernorm.c"
         float tx_red_1[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 1>(tx_red_1, wg, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 109
+#line 119
         float c0[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c0[tx_i] = tx_red_1[tx_i] / tx::cast<float>(n_cols);
         // store(dx + r2 * dx_stride + c2, (wg - (xhat * c1 + c0)) * r, mask);
-#line 110 "kernels/layernorm.c"
+#line 120 "kernels/layernorm.c"
         __nv_bfloat16 tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>((wg[tx_i] - (xhat[tx_i] * c1[tx::remap<tx_L1, tx_L0>(tx_i)] + c0[tx::remap<tx_L1, tx_L0>(tx_i)])) * r[tx::remap<tx_L1, tx_L0>(tx_i)]);
-#line 110
+#line 120
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dx + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * dx_stride + c2[tx_i], &tx_value_1[tx_i], mask[tx_i]);
         // dw_acc += g * xhat;
-#line 111 "kernels/layernorm.c"
+#line 121 "kernels/layernorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) dw_acc[tx_i] = dw_acc[tx_i] + g[tx_i] * xhat[tx_i];
         // db_acc += g;
-#line 112 "kernels/layernorm.c"
+#line 122 "kernels/layernorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) db_acc[tx_i] = db_acc[tx_i] + g[tx_i];
     }
     // store(dw_part + pid * n_cols + cols, sum(dw_acc, 0), col_mask);
-#line 114 "kernels/layernorm.c"
+#line 124 "kernels/layernorm.c"
     float tx_red_2[tx_L0::REGS]; tx::reduce<tx_L0, tx_L0, 0>(tx_red_2, dw_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
-#line 114
+#line 124
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(dw_part + pid * n_cols + cols[tx_i], &tx_red_2[tx_i], col_mask[tx_i]);
     // store(db_part + pid * n_cols + cols, sum(db_acc, 0), col_mask);
-#line 115 "kernels/layernorm.c"
+#line 125 "kernels/layernorm.c"
     float tx_red_3[tx_L0::REGS]; tx::reduce<tx_L0, tx_L0, 0>(tx_red_3, db_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
-#line 115
+#line 125
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(db_part + pid * n_cols + cols[tx_i], &tx_red_3[tx_i], col_mask[tx_i]);
 }

@@ -35,61 +35,84 @@ rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const
     // i32 last = minimum(first + per_program, n_rows);
 #line 77 "kernels/rmsnorm.c"
     int last = tx::minimum(first + per_program, n_rows);
+    // tile next = expand_dims(first + arange(0, ROWS), 1);
+#line 80 "kernels/rmsnorm.c"
+    int next[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) next[tx_i] = first + tx_L2::coord(tx_i, 0);
+    // tile next_mask = (next < last) & expand_dims(col_mask, 0);
+#line 81 "kernels/rmsnorm.c"
+    bool next_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) next_mask[tx_i] = (next[tx::remap<tx_L2, tx_L1>(tx_i)] < last) & col_mask[tx::remap<tx_L0, tx_L1>(tx_i)];
+    // tile dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
+#line 82 "kernels/rmsnorm.c"
+    __half dy_next[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) dy_next[tx_i] = next_mask[tx_i] ? *(dy + next[tx::remap<tx_L2, tx_L1>(tx_i)] * dy_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
+    // tile x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
+#line 83 "kernels/rmsnorm.c"
+    __half x_next[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) x_next[tx_i] = next_mask[tx_i] ? *(x + next[tx::remap<tx_L2, tx_L1>(tx_i)] * x_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
     // for (i32 row = first; row < last; row += ROWS) {
-#line 78 "kernels/rmsnorm.c"
+#line 84 "kernels/rmsnorm.c"
     for (int row = first; row < last; row = row + ROWS) {
         // tile rows = row + arange(0, ROWS);
-#line 79 "kernels/rmsnorm.c"
+#line 85 "kernels/rmsnorm.c"
         int rows[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rows[tx_i] = row + tx_L2::coord(tx_i, 0);
         // tile row_mask = rows < last;
-#line 80 "kernels/rmsnorm.c"
+#line 86 "kernels/rmsnorm.c"
         bool row_mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) row_mask[tx_i] = rows[tx_i] < last;
         // tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
-#line 81 "kernels/rmsnorm.c"
+#line 87 "kernels/rmsnorm.c"
         bool mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) mask[tx_i] = row_mask[tx::remap<tx_L2, tx_L1>(tx_i)] & col_mask[tx::remap<tx_L0, tx_L1>(tx_i)];
         // tile r2 = expand_dims(rows, 1);
-#line 82 "kernels/rmsnorm.c"
+#line 88 "kernels/rmsnorm.c"
         int r2[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) r2[tx_i] = rows[tx_i];
-        // tile g = (acc_t)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
-#line 83 "kernels/rmsnorm.c"
-        __half tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load[tx_i] = mask[tx_i] ? *(dy + r2[tx::remap<tx_L2, tx_L1>(tx_i)] * dy_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
-#line 83
-        float g[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load[tx_i]);
+        // tile g = (acc_t)dy_next;
+#line 89 "kernels/rmsnorm.c"
+        float g[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) g[tx_i] = tx::cast<float>(dy_next[tx_i]);
+        // tile xv = (acc_t)x_next;
+#line 90 "kernels/rmsnorm.c"
+        float xv[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) xv[tx_i] = tx::cast<float>(x_next[tx_i]);
+        // next = r2 + ROWS;
+#line 91 "kernels/rmsnorm.c"
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) next[tx_i] = r2[tx_i] + ROWS;
+        // next_mask = (next < last) & expand_dims(col_mask, 0);
+#line 92 "kernels/rmsnorm.c"
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) next_mask[tx_i] = (next[tx::remap<tx_L2, tx_L1>(tx_i)] < last) & col_mask[tx::remap<tx_L0, tx_L1>(tx_i)];
+        // dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
+#line 93 "kernels/rmsnorm.c"
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) dy_next[tx_i] = next_mask[tx_i] ? *(dy + next[tx::remap<tx_L2, tx_L1>(tx_i)] * dy_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
+        // x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
+#line 94 "kernels/rmsnorm.c"
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) x_next[tx_i] = next_mask[tx_i] ? *(x + next[tx::remap<tx_L2, tx_L1>(tx_i)] * x_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
         // tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
-#line 84 "kernels/rmsnorm.c"
-        float tx_load_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_load_1[tx_i] = row_mask[tx_i] ? *(rstd + rows[tx_i]) : 0.0f;
-#line 84
-        float r[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) r[tx_i] = tx_load_1[tx_i];
-        // tile xhat = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f) * r;
-#line 85 "kernels/rmsnorm.c"
-        __half tx_load_2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load_2[tx_i] = mask[tx_i] ? *(x + r2[tx::remap<tx_L2, tx_L1>(tx_i)] * x_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
-#line 85
-        float xhat[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) xhat[tx_i] = tx::cast<float>(tx_load_2[tx_i]) * r[tx::remap<tx_L2, tx_L1>(tx_i)];
+#line 95 "kernels/rmsnorm.c"
+        float tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_load[tx_i] = row_mask[tx_i] ? *(rstd + rows[tx_i]) : 0.0f;
+#line 95
+        float r[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) r[tx_i] = tx_load[tx_i];
+        // tile xhat = xv * r;
+#line 96 "kernels/rmsnorm.c"
+        float xhat[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) xhat[tx_i] = xv[tx_i] * r[tx::remap<tx_L2, tx_L1>(tx_i)];
         // tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
-#line 86 "kernels/rmsnorm.c"
-        __half tx_load_3[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_3[tx_i], w + cols[tx_i], &col_mask[tx_i], __half(0.0f));
-#line 86
-        float wv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wv[tx_i] = tx::cast<float>(tx_load_3[tx_i]);
+#line 97 "kernels/rmsnorm.c"
+        __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec<8>(&tx_load_1[tx_i], w + cols[tx_i], &col_mask[tx_i], __half(0.0f));
+#line 97
+        float wv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wv[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
         // tile wg = wv * g;
-#line 87 "kernels/rmsnorm.c"
+#line 98 "kernels/rmsnorm.c"
         float wg[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) wg[tx_i] = wv[tx::remap<tx_L0, tx_L1>(tx_i)] * g[tx_i];
         // tile c1 = expand_dims(sum(xhat * wg, 1) / n_cols, 1);
-#line 88 "kernels/rmsnorm.c"
+#line 99 "kernels/rmsnorm.c"
         float tx_value[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_value[tx_i] = xhat[tx_i] * wg[tx_i];
-#line 88
+#line 99
         float tx_red[tx_L2::REGS]; tx::reduce<tx_L1, tx_L2, 1>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 88
+#line 99
         float c1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) c1[tx_i] = tx_red[tx_i] / tx::cast<float>(n_cols);
         // store(dx + r2 * dx_stride + c2, (wg - xhat * c1) * r, mask);
-#line 89 "kernels/rmsnorm.c"
+#line 100 "kernels/rmsnorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) if (mask[tx_i]) *(dx + r2[tx::remap<tx_L2, tx_L1>(tx_i)] * dx_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) = tx::cast<__half>((wg[tx_i] - xhat[tx_i] * c1[tx::remap<tx_L2, tx_L1>(tx_i)]) * r[tx::remap<tx_L2, tx_L1>(tx_i)]);
         // dw_acc += g * xhat;
-#line 90 "kernels/rmsnorm.c"
+#line 101 "kernels/rmsnorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) dw_acc[tx_i] = dw_acc[tx_i] + g[tx_i] * xhat[tx_i];
     }
     // store(dw_part + pid * n_cols + cols, sum(dw_acc, 0), col_mask);
-#line 92 "kernels/rmsnorm.c"
+#line 103 "kernels/rmsnorm.c"
     float tx_red_1[tx_L0::REGS]; tx::reduce<tx_L1, tx_L0, 0>(tx_red_1, dw_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 92
+#line 103
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && col_mask[tx_i]) *(dw_part + pid * n_cols + cols[tx_i]) = tx_red_1[tx_i];
 }

@@ -93,13 +93,23 @@ kernel layer_norm_bwd_dx(any *dx, any *dw_part, any *db_part, const any *dy, con
     i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
     i32 first = pid * per_program;
     i32 last = minimum(first + per_program, n_rows);
+    /* the next ROWS rows of dy and x are loaded before this ROWS are reduced (a software
+     * pipeline of one stage, in registers): their reads overlap the reductions' barriers */
+    tile next = expand_dims(first + arange(0, ROWS), 1);
+    tile next_mask = (next < last) & expand_dims(col_mask, 0);
+    tile dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
+    tile x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
     for (i32 row = first; row < last; row += ROWS) {
         tile rows = row + arange(0, ROWS);
         tile row_mask = rows < last;
         tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
         tile r2 = expand_dims(rows, 1);
-        tile g = (acc_t)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
-        tile v = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
+        tile g = (acc_t)dy_next;
+        tile v = (acc_t)x_next;
+        next = r2 + ROWS;
+        next_mask = (next < last) & expand_dims(col_mask, 0);
+        dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
+        x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
         tile mu = expand_dims(load(mean + rows, row_mask, 0.0f), 1);
         tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
         tile xhat = where(mask, (v - mu) * r, 0.0f);
