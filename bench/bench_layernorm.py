@@ -136,18 +136,19 @@ def bwd_warps(block: int) -> int:
 BWD_BLOCK_G, BWD_BLOCK_N = 32, 32
 
 
-def config_impls(args, file: str, kernel: str, rows: int, cols: int, make_run, check) -> list:
-    """With --configs: one Impl per config of ``kernel`` that teeny_tx.nn's prune keeps at this
-    shape (``make_run(config)`` calls the wrapper with ``config=``), to rank the tuner's
-    choice among them; their rates go to the log only. ``check(run)`` checks one call."""
+def config_impls(args, file: str, kernel: str, x, cols: int, make_run, check) -> list:
+    """With --configs: one Impl per config of ``kernel`` that teeny_tx.nn's prune keeps for
+    ``x`` [rows, cols] (``make_run(config)`` calls the wrapper with ``config=``), to rank the
+    tuner's choice among them; their rates go to the log only. ``check(run)`` checks one
+    call."""
     if not args.configs:
         return []
+    rows = x.shape[0]
     from teeny_tx.library import nn
 
     k = nn._norm_kernel(file, kernel)
-    kept = nn._norm_kept(
-        k, (nn.norm_block(cols), rows, "dw_part" in [p.name for p in k.binder.runtime])
-    )
+    backward = "dw_part" in [p.name for p in k.binder.runtime]
+    kept = nn._norm_kept(k, (nn.norm_block(cols), rows, backward, nn._vector(x)))
     impls = []
     for c in k.tune.configs:
         if c in kept:
@@ -272,7 +273,7 @@ def bench_case(rows, cols, dtype, tnn, nn_error, args, fwd_table, bwd_table) -> 
             args,
             "layernorm.c",
             "layer_norm_fwd",
-            rows,
+            x,
             cols,
             lambda c: lambda: tnn.layer_norm(x, w, b, eps=EPS, config=c),
             lambda run: check_fwd("cfg", fresh_outputs(run, [mn, rows * 4, rows * 4]), ref, True),
@@ -342,7 +343,7 @@ def bench_case(rows, cols, dtype, tnn, nn_error, args, fwd_table, bwd_table) -> 
             args,
             "layernorm.c",
             "layer_norm_bwd_dx",
-            rows,
+            x,
             cols,
             lambda c: lambda: tnn.layer_norm_backward(dy, x, w, mean_o, rstd_o, config=c),
             lambda run: check_bwd("cfg", fresh_outputs(run, [mn, nk, nk]), ref),

@@ -504,3 +504,24 @@ def test_the_looped_softmax_configs_compile_without_spills(name, dtype):
     for c in kernel.tune.configs:
         spec = kernel.specialize(*args, num_warps=c.num_warps, target="sm_90", **c.kwargs)
         assert _register_problem(spec) is None, c
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+def test_the_norm_prune_keeps_one_16_byte_access_per_thread(dtype):
+    """A norm config whose tile gives a thread fewer elements than one 16-byte access of x's
+    dtype is pruned (its layout wraps onto copies, stored element by element), at every row
+    length wide enough to allow another; x may be an array or a dtype name."""
+    from teeny_tx.dtypes import DTYPES
+    from teeny_tx.library import nn
+
+    vector = 16 // DTYPES[dtype].itemsize
+    for file, name in [("layernorm.c", "layer_norm_fwd"), ("rmsnorm.c", "rms_norm_bwd_dx")]:
+        kernel = nn._norm_kernel(file, name)
+        names = [p.name for p in kernel.binder.runtime]
+        for cols in (1024, 1000, 4096, 8192):
+            for x in (dtype, np.zeros(1, DTYPES[dtype].np)):
+                launch = [8192 if n == "n_rows" else x if n == "x" else 0 for n in names]
+                launch[names.index("n_cols")] = cols
+                kept = [c for c in kernel.tune.configs if not nn.norm_prune(c, launch, kernel)]
+                elements = [nn._norm_elements(c, nn.norm_block(cols)) for c in kept]
+                assert kept and min(elements) >= vector, (name, cols, elements)
