@@ -192,7 +192,12 @@ def autotune_times(cols: int = 8192) -> list[str]:
         kernel = teeny_tx.compile(path, name="kernels/layernorm.c").layer_norm_fwd
         specs = [
             kernel.specialize(
-                *args, num_warps=c.num_warps, num_stages=c.num_stages, BLOCK=block, **c.kwargs
+                *args,
+                num_warps=c.num_warps,
+                num_stages=c.num_stages,
+                BLOCK=block,
+                EVEN=int(block == cols),
+                **c.kwargs,
             )
             for c in kernel.tune.configs
         ]

@@ -21,6 +21,10 @@
  * and 8192 rows want different configs); teeny_tx.nn prunes those that would hold too few or
  * too many elements per thread.
  *
+ * EVEN (a constexpr: teeny_tx.nn passes n_cols == BLOCK) makes the column mask a constant
+ * true, so the per-element masks of where() and the masked loads and stores fold away
+ * (ptxas, 4096 columns, 8 warps, f16: 632 -> 480 instructions, 48 -> 40 registers).
+ *
  * dW and dB take two kernels and no atomics, as Triton's layer-norm tutorial reduces them:
  * program p of the G programs of layer_norm_bwd_dx handles the rows [p * R, (p + 1) * R),
  * R = cdiv(n_rows, G), ROWS at a time, keeps its share of dW and dB in f32 registers ([ROWS,
@@ -48,11 +52,11 @@
 #pragma autotune config(ROWS=2, num_warps=32)
 kernel layer_norm_fwd(any *y, any *mean, any *rstd, const any *x, const any *w, const any *b,
                       i32 n_rows, i32 n_cols, i32 x_stride, i32 x_step, i32 y_stride,
-                      f32 eps, const i32 BLOCK, const i32 ROWS)
+                      f32 eps, const i32 BLOCK, const i32 ROWS, const i32 EVEN)
 {
     tile rows = program_id(0) * ROWS + arange(0, ROWS);
     tile cols = arange(0, BLOCK);
-    tile col_mask = cols < n_cols;
+    tile col_mask = (cols < n_cols) | (EVEN != 0); /* EVEN: n_cols == BLOCK, no mask */
     tile row_mask = rows < n_rows;
     tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
     tile r2 = expand_dims(rows, 1);
@@ -82,11 +86,11 @@ kernel layer_norm_fwd(any *y, any *mean, any *rstd, const any *x, const any *w, 
 kernel layer_norm_bwd_dx(any *dx, any *dw_part, any *db_part, const any *dy, const any *x,
                          const any *w, const any *mean, const any *rstd, i32 n_rows, i32 n_cols,
                          i32 dy_stride, i32 dy_step, i32 x_stride, i32 x_step,
-                         i32 dx_stride, const i32 BLOCK, const i32 ROWS)
+                         i32 dx_stride, const i32 BLOCK, const i32 ROWS, const i32 EVEN)
 {
     i32 pid = program_id(0);
     tile cols = arange(0, BLOCK);
-    tile col_mask = cols < n_cols;
+    tile col_mask = (cols < n_cols) | (EVEN != 0); /* EVEN: n_cols == BLOCK, no mask */
     tile c2 = expand_dims(cols, 0);
     acc_t dw_acc[ROWS][BLOCK] = 0;
     acc_t db_acc[ROWS][BLOCK] = 0;

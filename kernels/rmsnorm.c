@@ -12,7 +12,8 @@
  *
  * As in layernorm.c: a program holds ROWS rows of BLOCK >= n_cols columns (a power of two) as
  * one [ROWS, BLOCK] tile (the forward loads the weights after the reductions, the backward
- * with each row, from L1); ROWS and num_warps are the autotuner's configs. dW
+ * with each row, from L1); ROWS and num_warps are the autotuner's configs; EVEN (n_cols ==
+ * BLOCK) folds the column mask away. dW
  * takes two kernels and no atomics: program p of the G of rms_norm_bwd_dx keeps the dW of its
  * rows [p * R, (p + 1) * R), R = cdiv(n_rows, G), in f32 registers and writes it to row p of
  * dw_part [G, n_cols]; rms_norm_bwd_dw sums those rows.
@@ -35,11 +36,11 @@
 #pragma autotune config(ROWS=2, num_warps=32)
 kernel rms_norm_fwd(any *y, any *rstd, const any *x, const any *w, i32 n_rows, i32 n_cols,
                     i32 x_stride, i32 x_step, i32 y_stride, f32 eps, const i32 BLOCK,
-                    const i32 ROWS)
+                    const i32 ROWS, const i32 EVEN)
 {
     tile rows = program_id(0) * ROWS + arange(0, ROWS);
     tile cols = arange(0, BLOCK);
-    tile col_mask = cols < n_cols;
+    tile col_mask = (cols < n_cols) | (EVEN != 0); /* EVEN: n_cols == BLOCK, no mask */
     tile row_mask = rows < n_rows;
     tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
     tile r2 = expand_dims(rows, 1);
@@ -65,11 +66,11 @@ kernel rms_norm_fwd(any *y, any *rstd, const any *x, const any *w, i32 n_rows, i
 kernel rms_norm_bwd_dx(any *dx, any *dw_part, const any *dy, const any *x, const any *w,
                        const any *rstd, i32 n_rows, i32 n_cols, i32 dy_stride, i32 dy_step,
                        i32 x_stride, i32 x_step, i32 dx_stride, const i32 BLOCK,
-                       const i32 ROWS)
+                       const i32 ROWS, const i32 EVEN)
 {
     i32 pid = program_id(0);
     tile cols = arange(0, BLOCK);
-    tile col_mask = cols < n_cols;
+    tile col_mask = (cols < n_cols) | (EVEN != 0); /* EVEN: n_cols == BLOCK, no mask */
     tile c2 = expand_dims(cols, 0);
     acc_t dw_acc[ROWS][BLOCK] = 0;
     i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);

@@ -35,7 +35,10 @@ MAX_ROW_BLOCK = 16384  # the longest row a softmax program keeps in registers as
 MAX_NORM_BLOCK = 65536  # the norms have no looped kernels: one tile per row, up to this
 LOOP_BLOCK = 4096  # the chunk the looped kernels step by
 NORM_WARPS = 16  # measured on the H200: 16 beats 8 for norm rows of 4096 and 8192 columns
-PARTIAL_BLOCK_P, PARTIAL_BLOCK_N = 32, 128  # the tile that sums dW/dB partials
+# The tile (and warps) that sums dW/dB partials: narrow column blocks, many partial rows at a
+# time, so a norm of 1024 columns sums its ~528 partial rows (L2-resident) on 64 programs in
+# 3 steps (it was 8 programs of 128 columns in 17 steps: about as long as the dx kernel).
+PARTIAL_BLOCK_P, PARTIAL_BLOCK_N, PARTIAL_WARPS = 256, 16, 8
 
 
 @dataclass(frozen=True)
@@ -356,8 +359,14 @@ def _norm_kernel(file: str, name: str) -> Kernel:
     return kernel
 
 
+def _norm_constexprs(cols: int, block: int) -> dict[str, int]:
+    """The constexprs of a norm kernel besides its config's: BLOCK, and EVEN (the row fills
+    the tile: no column mask)."""
+    return {"BLOCK": block, "EVEN": int(cols == block)}
+
+
 def _norm_launch_config(
-    arrays: _Arrays, kernel: Kernel, grid: Any, args: tuple, block: int, config: Any
+    arrays: _Arrays, kernel: Kernel, grid: Any, args: tuple, constexprs: dict, config: Any
 ) -> Config:
     """The config of a norm launch: ``config`` if given (checked), the first config kept by
     :func:`norm_prune` on the interpreter (or with TUNE off), else the autotuner's choice for
@@ -369,7 +378,7 @@ def _norm_launch_config(
         return config
     if arrays.kind == "numpy" or not TUNE:
         return next(c for c in kernel.tune.configs if not norm_prune(c, args, kernel))
-    return kernel.tune[grid].best(*args, BLOCK=block, strided=True)
+    return kernel.tune[grid].best(*args, strided=True, **constexprs)
 
 
 def _is_norm_config(config: Any) -> bool:
@@ -420,7 +429,7 @@ def layer_norm(
     arrays = _Arrays("layer_norm", {"x": x, "weight": weight, "bias": bias}, interpret)
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     dense = _weights(arrays, cols, {"weight": weight, "bias": bias})
-    block = _norm_block(arrays, cols)
+    fixed = _norm_constexprs(cols, _norm_block(arrays, cols))
     kernel = _norm_kernel("layernorm.c", "layer_norm_fwd")
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
     alloc_stat = arrays.allocator((rows,), arrays.acc(x))
@@ -429,10 +438,10 @@ def layer_norm(
         y, mean, rstd = alloc(), alloc_stat(), alloc_stat()
         w, b = (weight, bias) if dense is None else dense(weight, bias)
         args = (y, mean, rstd, x, w, b, *sizes, float(eps))
-        c = _norm_launch_config(arrays, kernel, _rows_grid, args, block, config)
+        c = _norm_launch_config(arrays, kernel, _rows_grid, args, fixed, config)
     del y, mean, rstd, w, b, args
     grid = (cdiv(rows, c.kwargs["ROWS"]),)
-    first = _Launch(arrays, kernel, grid, c.num_warps, ("eps",), BLOCK=block, **c.kwargs)
+    first = _Launch(arrays, kernel, grid, c.num_warps, ("eps",), **fixed, **c.kwargs)
 
     def make(launch):
         def plan(x, weight, bias, eps):
@@ -472,7 +481,7 @@ def _norm_backward(
     layer = file == "layernorm.c"
     arrays, sizes, dense = _norm_backward_checks(fn, dy, x, weight, stats, interpret)
     rows, cols = sizes[:2]
-    block = _norm_block(arrays, cols)
+    fixed = _norm_constexprs(cols, _norm_block(arrays, cols))
     dx_kernel = _norm_kernel(file, "layer_norm_bwd_dx" if layer else "rms_norm_bwd_dx")
     sum_kernel = getattr(module(file), "layer_norm_bwd_dwdb" if layer else "rms_norm_bwd_dw")
     w_dtype = arrays.dtype(weight)
@@ -491,14 +500,19 @@ def _norm_backward(
         def grid(meta: dict) -> tuple[int]:
             return (backward_programs(rows, sms, Config(meta, meta["num_warps"])),)
 
-        c = _norm_launch_config(arrays, dx_kernel, grid, args, block, config)
+        c = _norm_launch_config(arrays, dx_kernel, grid, args, fixed, config)
     del parts, w, args
     n_parts = backward_programs(rows, sms, c)
     alloc_part = arrays.allocator((n_parts, cols), arrays.acc(x))
-    first_dx = _Launch(arrays, dx_kernel, (n_parts,), c.num_warps, BLOCK=block, **c.kwargs)
+    first_dx = _Launch(arrays, dx_kernel, (n_parts,), c.num_warps, **fixed, **c.kwargs)
     sum_grid = (cdiv(cols, PARTIAL_BLOCK_N),)
     first_sum = _Launch(
-        arrays, sum_kernel, sum_grid, 4, BLOCK_P=PARTIAL_BLOCK_P, BLOCK_N=PARTIAL_BLOCK_N
+        arrays,
+        sum_kernel,
+        sum_grid,
+        PARTIAL_WARPS,
+        BLOCK_P=PARTIAL_BLOCK_P,
+        BLOCK_N=PARTIAL_BLOCK_N,
     )
 
     def make(launch_dx, launch_sum):
@@ -558,7 +572,7 @@ def rms_norm(
     arrays = _Arrays("rms_norm", {"x": x, "weight": weight}, interpret)
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     dense = _weights(arrays, cols, {"weight": weight})
-    block = _norm_block(arrays, cols)
+    fixed = _norm_constexprs(cols, _norm_block(arrays, cols))
     kernel = _norm_kernel("rmsnorm.c", "rms_norm_fwd")
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
     alloc_stat = arrays.allocator((rows,), arrays.acc(x))
@@ -566,10 +580,10 @@ def rms_norm(
     with arrays.device():
         w = weight if dense is None else dense(weight)[0]
         args = (alloc(), alloc_stat(), x, w, *sizes, float(eps))
-        c = _norm_launch_config(arrays, kernel, _rows_grid, args, block, config)
+        c = _norm_launch_config(arrays, kernel, _rows_grid, args, fixed, config)
     del w, args
     grid = (cdiv(rows, c.kwargs["ROWS"]),)
-    first = _Launch(arrays, kernel, grid, c.num_warps, ("eps",), BLOCK=block, **c.kwargs)
+    first = _Launch(arrays, kernel, grid, c.num_warps, ("eps",), **fixed, **c.kwargs)
 
     def make(launch):
         def plan(x, weight, eps):
