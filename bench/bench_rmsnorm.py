@@ -117,7 +117,8 @@ def parse_args(argv: list[str] | None = None):
         "--configs",
         action="store_true",
         default=os.environ.get("TEENY_TX_BENCH_CONFIGS", "") not in ("", "0"),
-        help="also time every config the prune keeps, into the log ($TEENY_TX_BENCH_CONFIGS=1)",
+        help="also time every config the prune keeps, first dtype only, into the log "
+        "($TEENY_TX_BENCH_CONFIGS=1)",
     )
     p.add_argument("--dtypes", default="fp16,bf16", help="comma-separated: fp16, bf16")
     args = p.parse_args(argv)
