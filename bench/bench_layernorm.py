@@ -161,6 +161,13 @@ FWD_VARIANTS = {
             "centred * expand_dims(r, 1) * (acc_t)wv + (acc_t)bv",
         ),
     ],
+    "one-pass stats": [  # var = E[x^2] - mean^2: the two sums independent (a probe of the
+        # reductions' latency; not exact enough to ship when |mean| >> std)
+        (
+            "    tile r = rsqrt(sum(centred * centred, 1) / n_cols + eps);\n",
+            "    tile r = rsqrt(maximum(sum(v * v, 1) / n_cols - mu * mu, 0.0f) + eps);\n",
+        ),
+    ],
 }
 
 
