@@ -120,7 +120,7 @@ def test_norms_through_the_autotuner(name, dtype):
 SOFTMAXES = ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward")
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])  # each tunes 7 configs per kernel and dtype
 @pytest.mark.parametrize("name", SOFTMAXES)
 def test_looped_softmax_through_the_autotuner(name, dtype):
     """Rows longer than one tile: the _looped kernels' configs are timed on the first call
