@@ -16,7 +16,9 @@ layer-norm tutorial's algorithm, and torch: ``F.layer_norm`` forward; backward
 Run from the repository root: python3 bench/bench_layernorm.py --out /tmp/layernorm.md
 """
 
+import os
 import sys
+from pathlib import Path
 
 import bench_softmax as rb
 from bench_softmax import (
@@ -135,10 +137,126 @@ def bwd_warps(block: int) -> int:
 BWD_BLOCK_G, BWD_BLOCK_N = 32, 32
 
 
+def dtype_of(x) -> str:
+    """fp16 or bf16: the --dtypes name of a torch tensor's dtype."""
+    return "bf16" if "bfloat16" in str(x.dtype) else "fp16"
+
+
+# --variants: kernels/layernorm.c's forward as it is and edited (the text replaced before it is
+# compiled), each launched directly with the configs the prune keeps: which change wins.
+_WB = (
+    "    tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);\n"
+    "    tile bv = expand_dims((acc_t)load(b + cols, col_mask, 0.0f), 0);\n"
+)
+FWD_VARIANTS = {
+    "file": [],
+    "early w, b": [  # the weights loaded with the row, before the reductions
+        (_WB, ""),
+        (
+            "    tile mu = sum(v, 1) / n_cols;\n",
+            _WB.replace("(acc_t)", "") + "    tile mu = sum(v, 1) / n_cols;\n",
+        ),
+        (
+            "centred * expand_dims(r, 1) * wv + bv",
+            "centred * expand_dims(r, 1) * (acc_t)wv + (acc_t)bv",
+        ),
+    ],
+    "one-pass stats": [  # var = E[x^2] - mean^2: the two sums independent (a probe of the
+        # reductions' latency; not exact enough to ship when |mean| >> std)
+        (
+            "    tile r = rsqrt(sum(centred * centred, 1) / n_cols + eps);\n",
+            "    tile r = rsqrt(maximum(sum(v * v, 1) / n_cols - mu * mu, 0.0f) + eps);\n",
+        ),
+    ],
+}
+
+
+def variant_impls(args, x, w, b, outs, check) -> list:
+    """With --variants: one Impl per (variant of FWD_VARIANTS, config the prune keeps)."""
+    if not args.variants or dtype_of(x) != args.dtypes[0]:
+        return []
+    import teeny_tx
+    from teeny_tx.library import nn
+
+    rows, cols = x.shape
+    block = nn.norm_block(cols)
+    path = Path(__file__).resolve().parents[1] / "kernels" / "layernorm.c"
+    base = path.read_text()
+    kept = nn._norm_kept(
+        nn._norm_kernel("layernorm.c", "layer_norm_fwd"), (block, rows, False, nn._vector(x))
+    )
+    impls = []
+    for name, edits in FWD_VARIANTS.items():
+        text = base
+        for old, new in edits:
+            if old not in text:
+                raise ValueError(f"variant {name!r}: {old!r} is not in kernels/layernorm.c")
+            text = text.replace(old, new, 1)
+        kernel = teeny_tx.compile(text, name="kernels/layernorm.c").layer_norm_fwd
+        for c in kernel.tune.configs:
+            if c not in kept:
+                continue
+            grid = (cdiv(rows, c.kwargs["ROWS"]),)
+            sizes = (rows, cols, x.stride(0), 1, cols, EPS)
+
+            def run(kernel=kernel, grid=grid, c=c, sizes=sizes):
+                kernel[grid](
+                    *outs,
+                    x,
+                    w,
+                    b,
+                    *sizes,
+                    num_warps=c.num_warps,
+                    BLOCK=block,
+                    EVEN=int(block == cols),
+                    **c.kwargs,
+                )
+
+            label = f"{name}: ROWS={c.kwargs['ROWS']}, num_warps={c.num_warps}"
+            impls.append(Impl(f"var {label}", label, run, lambda run=run: check(run)))
+    return impls
+
+
+def config_impls(args, file: str, kernel: str, x, cols: int, make_run, check) -> list:
+    """With --configs: one Impl per config of ``kernel`` that teeny_tx.nn's prune keeps for
+    ``x`` [rows, cols] (``make_run(config)`` calls the wrapper with ``config=``), to rank the
+    tuner's choice among them; their rates go to the log only. ``check(run)`` checks one
+    call."""
+    if not args.configs or dtype_of(x) != args.dtypes[0]:  # the sweeps: the first dtype only
+        return []
+    rows = x.shape[0]
+    from teeny_tx.library import nn
+
+    k = nn._norm_kernel(file, kernel)
+    backward = "dw_part" in [p.name for p in k.binder.runtime]
+    kept = nn._norm_kept(k, (nn.norm_block(cols), rows, backward, nn._vector(x)))
+    impls = []
+    for c in k.tune.configs:
+        if c in kept:
+            run = make_run(c)
+            label = f"ROWS={c.kwargs['ROWS']}, num_warps={c.num_warps}"
+            impls.append(Impl(f"cfg {label}", label, run, lambda run=run: check(run)))
+    return impls
+
+
 def parse_args(argv: list[str] | None = None):
     p = rb.reduction_parser(__doc__.splitlines()[0], 8192, "1024,4096,8192")
     p.add_argument("--skip-backward", action="store_true", help="time the forward only")
+    p.add_argument(
+        "--configs",
+        action="store_true",
+        default=os.environ.get("TEENY_TX_BENCH_CONFIGS", "") not in ("", "0"),
+        help="also time every config the prune keeps, first dtype only, into the log "
+        "($TEENY_TX_BENCH_CONFIGS=1)",
+    )
     p.add_argument("--dtypes", default="fp16,bf16", help="comma-separated: fp16, bf16")
+    p.add_argument(
+        "--variants",
+        action="store_true",
+        default=os.environ.get("TEENY_TX_BENCH_VARIANTS", "") not in ("", "0"),
+        help="also time edited forward kernels (FWD_VARIANTS) per kept config, first dtype "
+        "only, into the log ($TEENY_TX_BENCH_VARIANTS=1)",
+    )
     args = p.parse_args(argv)
     args.cols = rb.parse_cols(p, args.cols)
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
@@ -240,8 +358,30 @@ def bench_case(rows, cols, dtype, tnn, nn_error, args, fwd_table, bwd_table) -> 
             return err
 
         impls.append(Impl("ours", "teeny_tx.nn.layer_norm", ours_fwd, ours_fwd_check))
+        impls += config_impls(
+            args,
+            "layernorm.c",
+            "layer_norm_fwd",
+            x,
+            cols,
+            lambda c: lambda: tnn.layer_norm(x, w, b, eps=EPS, config=c),
+            lambda run: check_fwd("cfg", fresh_outputs(run, [mn, rows * 4, rows * 4]), ref, True),
+        )
     else:
         failures += rb.ours_missing(case, nn_error)
+
+    y_v = torch.empty_like(x)
+    mean_v = torch.empty(rows, device=dev, dtype=torch.float32)
+    rstd_v = torch.empty_like(mean_v)
+
+    def var_check(run):
+        for t in (y_v, mean_v, rstd_v):
+            poison(t)
+        run()
+        sync()
+        return check_fwd("variant", (y_v, mean_v, rstd_v), ref, stats=True)
+
+    impls += variant_impls(args, x, w, b, (y_v, mean_v, rstd_v), var_check)
 
     if rb.triton_available():
         y_t = torch.empty_like(x)
@@ -300,6 +440,15 @@ def bench_case(rows, cols, dtype, tnn, nn_error, args, fwd_table, bwd_table) -> 
                 ours_bwd,
                 lambda: check_bwd("ours", fresh_outputs(ours_bwd, [mn, nk, nk]), ref),
             )
+        )
+        impls += config_impls(
+            args,
+            "layernorm.c",
+            "layer_norm_bwd_dx",
+            x,
+            cols,
+            lambda c: lambda: tnn.layer_norm_backward(dy, x, w, mean_o, rstd_o, config=c),
+            lambda run: check_bwd("cfg", fresh_outputs(run, [mn, nk, nk]), ref),
         )
 
     if rb.triton_available():

@@ -19,10 +19,11 @@ of each, the forward run outside the timed region. --out writes the tables.
 Run from the repository root: python3 bench/bench_rmsnorm.py --out /tmp/rmsnorm.md
 """
 
+import os
 import sys
 
 import bench_softmax as rb
-from bench_layernorm import BWD_BLOCK_G, BWD_BLOCK_N, bwd_warps, fwd_warps
+from bench_layernorm import BWD_BLOCK_G, BWD_BLOCK_N, bwd_warps, config_impls, fwd_warps
 from bench_softmax import (
     TOL,
     UNIT,
@@ -112,6 +113,13 @@ def torch_fused():
 def parse_args(argv: list[str] | None = None):
     p = rb.reduction_parser(__doc__.splitlines()[0], 8192, "1024,4096,8192")
     p.add_argument("--skip-backward", action="store_true", help="time the forward only")
+    p.add_argument(
+        "--configs",
+        action="store_true",
+        default=os.environ.get("TEENY_TX_BENCH_CONFIGS", "") not in ("", "0"),
+        help="also time every config the prune keeps, first dtype only, into the log "
+        "($TEENY_TX_BENCH_CONFIGS=1)",
+    )
     p.add_argument("--dtypes", default="fp16,bf16", help="comma-separated: fp16, bf16")
     args = p.parse_args(argv)
     args.cols = rb.parse_cols(p, args.cols)
@@ -187,6 +195,21 @@ def bench_case(rows, cols, dtype, tnn, nn_error, args, fwd_table, bwd_table) -> 
             return max(err, check_value("ours rstd", rstd, ref.rstd, 1e-4))
 
         impls.append(Impl("ours", "teeny_tx.nn.rms_norm", ours_fwd, ours_fwd_check))
+
+        def cfg_fwd_check(run):
+            y, rstd = fresh_outputs(run, [mn, rows * 4])
+            err = check_rows("cfg y", y, shape, ref.y, tol)
+            return max(err, check_value("cfg rstd", rstd, ref.rstd, 1e-4))
+
+        impls += config_impls(
+            args,
+            "rmsnorm.c",
+            "rms_norm_fwd",
+            x,
+            cols,
+            lambda c: lambda: tnn.rms_norm(x, w, eps=EPS, config=c),
+            cfg_fwd_check,
+        )
     else:
         failures += rb.ours_missing(case, nn_error)
     block = next_power_of_2(cols)
@@ -245,6 +268,15 @@ def bench_case(rows, cols, dtype, tnn, nn_error, args, fwd_table, bwd_table) -> 
                 ours_bwd,
                 lambda: check_bwd("ours", fresh_outputs(ours_bwd, [mn, nk])),
             )
+        )
+        impls += config_impls(
+            args,
+            "rmsnorm.c",
+            "rms_norm_bwd_dx",
+            x,
+            cols,
+            lambda c: lambda: tnn.rms_norm_backward(dy, x, w, rstd_o, config=c),
+            lambda run: check_bwd("cfg", fresh_outputs(run, [mn, nk])),
         )
     if rb.triton_available():
         rstd32 = ref.rstd.float()

@@ -18,9 +18,11 @@ float64 reference, the "ours: unavailable" handling, and a table with extra rati
 Run from the repository root: python3 bench/bench_softmax.py --out /tmp/softmax.md
 """
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 
 from common import (
@@ -433,6 +435,12 @@ def parse_args(argv: list[str] | None = None):
     p = reduction_parser(__doc__.splitlines()[0], 8192, "1024,4096,16384")
     p.add_argument("--looped-rows", type=int, default=8192, help="looped case rows (0: skip)")
     p.add_argument("--looped-cols", type=int, default=262144, help="looped case row length")
+    p.add_argument(
+        "--configs",
+        action="store_true",
+        default=os.environ.get("TEENY_TX_BENCH_CONFIGS", "") not in ("", "0"),
+        help="looped case: also time each config of softmax_looped ($TEENY_TX_BENCH_CONFIGS=1)",
+    )
     args = p.parse_args(argv)
     args.cols = parse_cols(p, args.cols)
     return args
@@ -472,6 +480,50 @@ def bench_case(rows: int, cols: int, looped: bool, tnn, nn_error, args, table) -
                 ),
             )
         )
+        if looped and args.configs:  # each config of the tuned kernel, launched directly
+            import teeny_tx
+            from teeny_tx.library import module
+
+            kernel = module("softmax.c").softmax_looped
+            y_cfg = torch.empty_like(x)  # one output for every config (8 GiB each)
+            # the kernel with its second pass in forward order (the first reversed loop in
+            # the file is softmax_looped's), at the old fixed config: what the reversal buys
+            text = (Path(__file__).resolve().parents[1] / "kernels" / "softmax.c").read_text()
+            forward = text.replace(
+                "for (i32 c = (n_cols - 1) / BLOCK; c >= 0; c--) {",
+                "for (i32 c = 0; c * BLOCK < n_cols; c++) {",
+                1,
+            )
+            forward_kernel = teeny_tx.compile(forward, name="kernels/softmax.c").softmax_looped
+            for c in kernel.tune.configs:
+
+                def run(c=c, y_cfg=y_cfg):
+                    kernel[(rows,)](
+                        y_cfg, x, cols, x.stride(0), 1, cols, num_warps=c.num_warps, **c.kwargs
+                    )
+
+                def check(run=run, y_cfg=y_cfg):
+                    poison(y_cfg)
+                    run()
+                    sync()
+                    return check_rows("cfg y", y_cfg, shape, ref, tol)
+
+                label = f"BLOCK={c.kwargs['BLOCK']}, num_warps={c.num_warps}"
+                impls.append(Impl(f"cfg {label}", label, run, check))
+                if c == kernel.tune.configs[0] or c.kwargs["BLOCK"] == 8192:
+
+                    def run_forward(c=c, y_cfg=y_cfg):
+                        forward_kernel[(rows,)](
+                            y_cfg, x, cols, x.stride(0), 1, cols, num_warps=c.num_warps, **c.kwargs
+                        )
+
+                    def check_forward(run=run_forward, y_cfg=y_cfg):
+                        poison(y_cfg)
+                        run()
+                        sync()
+                        return check_rows("forward-order y", y_cfg, shape, ref, tol)
+
+                    impls.append(Impl(f"fwd-order {label}", label, run_forward, check_forward))
     else:
         failures += ours_missing(case, nn_error)
 

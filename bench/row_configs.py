@@ -69,7 +69,12 @@ def main() -> None:
                 if nn.norm_prune(c, args, kernel):
                     continue
                 spec = kernel.specialize(
-                    *args, num_warps=c.num_warps, BLOCK=block, **c.kwargs, strided=True
+                    *args,
+                    num_warps=c.num_warps,
+                    BLOCK=block,
+                    EVEN=int(block == cols),
+                    **c.kwargs,
+                    strided=True,
                 )
                 jobs.append((name, cols, c, spec))
     reports = compile_cubins([job[3] for job in jobs])

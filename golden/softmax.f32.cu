@@ -10,25 +10,25 @@ softmax(float* out, const float* __restrict__ in, int n_cols, int in_stride, int
     using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<4>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1]: 4 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16 bytes of scratch
     // i32 row = program_id(0);
-#line 74 "kernels/softmax.c"
+#line 80 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 75 "kernels/softmax.c"
+#line 81 "kernels/softmax.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // tile mask = cols < n_cols;
-#line 76 "kernels/softmax.c"
+#line 82 "kernels/softmax.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
     // tile x = (acc_t)load(in + row * in_stride + cols * in_step, mask, -INF);
-#line 77 "kernels/softmax.c"
+#line 83 "kernels/softmax.c"
     float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = mask[tx_i] ? *(in + row * in_stride + cols[tx_i]) : -__int_as_float(0x7f800000);
     // tile e = exp(x - max(x));
-#line 78 "kernels/softmax.c"
+#line 84 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, x, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
-#line 78
+#line 84
     float e[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) e[tx_i] = tx::exp(x[tx_i] - tx_red[0]);
     // store(out + row * out_stride + cols, e * (1.0f / sum(e)), mask);
-#line 79 "kernels/softmax.c"
+#line 85 "kernels/softmax.c"
     float tx_red_1[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_1, e, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 79
+#line 85
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (mask[tx_i]) *(out + row * out_stride + cols[tx_i]) = e[tx_i] * (1.0f / tx_red_1[0]);
 }

@@ -12,13 +12,14 @@
  *
  * As in layernorm.c: a program holds ROWS rows of BLOCK >= n_cols columns (a power of two) as
  * one [ROWS, BLOCK] tile (the forward loads the weights after the reductions, the backward
- * with each row, from L1); ROWS and num_warps are the autotuner's configs. dW
+ * with each row, from L1); ROWS and num_warps are the autotuner's configs; EVEN (n_cols ==
+ * BLOCK) folds the column mask away. dW
  * takes two kernels and no atomics: program p of the G of rms_norm_bwd_dx keeps the dW of its
  * rows [p * R, (p + 1) * R), R = cdiv(n_rows, G), in f32 registers and writes it to row p of
  * dw_part [G, n_cols]; rms_norm_bwd_dw sums those rows.
  */
 
-#pragma autotune key(n_cols)
+#pragma autotune key(n_cols, pow2(n_rows))
 #pragma autotune config(ROWS=1, num_warps=4)
 #pragma autotune config(ROWS=1, num_warps=8)
 #pragma autotune config(ROWS=1, num_warps=16)
@@ -35,11 +36,11 @@
 #pragma autotune config(ROWS=2, num_warps=32)
 kernel rms_norm_fwd(any *y, any *rstd, const any *x, const any *w, i32 n_rows, i32 n_cols,
                     i32 x_stride, i32 x_step, i32 y_stride, f32 eps, const i32 BLOCK,
-                    const i32 ROWS)
+                    const i32 ROWS, const i32 EVEN)
 {
     tile rows = program_id(0) * ROWS + arange(0, ROWS);
     tile cols = arange(0, BLOCK);
-    tile col_mask = cols < n_cols;
+    tile col_mask = (cols < n_cols) | (EVEN != 0); /* EVEN: n_cols == BLOCK, no mask */
     tile row_mask = rows < n_rows;
     tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
     tile r2 = expand_dims(rows, 1);
@@ -51,7 +52,7 @@ kernel rms_norm_fwd(any *y, any *rstd, const any *x, const any *w, i32 n_rows, i
     store(rstd + rows, r, row_mask);
 }
 
-#pragma autotune key(n_cols)
+#pragma autotune key(n_cols, pow2(n_rows))
 #pragma autotune config(ROWS=1, num_warps=4)
 #pragma autotune config(ROWS=1, num_warps=8)
 #pragma autotune config(ROWS=1, num_warps=16)
@@ -65,24 +66,35 @@ kernel rms_norm_fwd(any *y, any *rstd, const any *x, const any *w, i32 n_rows, i
 kernel rms_norm_bwd_dx(any *dx, any *dw_part, const any *dy, const any *x, const any *w,
                        const any *rstd, i32 n_rows, i32 n_cols, i32 dy_stride, i32 dy_step,
                        i32 x_stride, i32 x_step, i32 dx_stride, const i32 BLOCK,
-                       const i32 ROWS)
+                       const i32 ROWS, const i32 EVEN)
 {
     i32 pid = program_id(0);
     tile cols = arange(0, BLOCK);
-    tile col_mask = cols < n_cols;
+    tile col_mask = (cols < n_cols) | (EVEN != 0); /* EVEN: n_cols == BLOCK, no mask */
     tile c2 = expand_dims(cols, 0);
     acc_t dw_acc[ROWS][BLOCK] = 0;
     i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
     i32 first = pid * per_program;
     i32 last = minimum(first + per_program, n_rows);
+    /* the next ROWS rows of dy and x are loaded before this ROWS are reduced (a software
+     * pipeline of one stage, in registers): their reads overlap the reductions' barriers */
+    tile next = expand_dims(first + arange(0, ROWS), 1);
+    tile next_mask = (next < last) & expand_dims(col_mask, 0);
+    tile dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
+    tile x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
     for (i32 row = first; row < last; row += ROWS) {
         tile rows = row + arange(0, ROWS);
         tile row_mask = rows < last;
         tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
         tile r2 = expand_dims(rows, 1);
-        tile g = (acc_t)load(dy + r2 * dy_stride + c2 * dy_step, mask, 0.0f);
+        tile g = (acc_t)dy_next;
+        tile xv = (acc_t)x_next;
+        next = r2 + ROWS;
+        next_mask = (next < last) & expand_dims(col_mask, 0);
+        dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
+        x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
         tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
-        tile xhat = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f) * r;
+        tile xhat = xv * r;
         tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
         tile wg = wv * g;
         tile c1 = expand_dims(sum(xhat * wg, 1) / n_cols, 1);

@@ -14,6 +14,12 @@
  *
  * Loops step by chunk number, offset c * BLOCK: the compiler then knows each chunk starts on a
  * multiple of BLOCK and uses vector loads.
+ *
+ * The _looped kernels read a row twice (its statistic, then the pass that writes): the second
+ * pass walks the chunks from the last to the first, so it starts on the chunks the first pass
+ * read last, which the L2 may still hold (a 1 MB row of 262144 f32 does not fit, but its tail
+ * can). Their BLOCK and num_warps are the autotuner's (the rows in flight per SM decide how much
+ * of each row's tail stays in L2); teeny_tx.nn launches the choice.
  */
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -90,15 +96,23 @@ kernel log_softmax(any *out, const any *in, i32 n_cols, i32 in_stride, i32 in_st
     store(out + row * out_stride + cols, shifted - log(sum(exp(shifted))), mask);
 }
 
-/* ---- forward, any row length: one pass for logsumexp, one to write ------------------------ */
+/* ---- forward, any row length: one pass for logsumexp, one to write (last chunk first) ------ */
 
+#pragma autotune key(n_cols)
+#pragma autotune config(BLOCK=4096, num_warps=16)
+#pragma autotune config(BLOCK=4096, num_warps=8)
+#pragma autotune config(BLOCK=8192, num_warps=16)
+#pragma autotune config(BLOCK=8192, num_warps=32)
+#pragma autotune config(BLOCK=1024, num_warps=4)
+#pragma autotune config(BLOCK=2048, num_warps=8)
+#pragma autotune config(BLOCK=2048, num_warps=4)
 kernel softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i32 in_step,
                       i32 out_stride, const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     acc_t lse = row_logsumexp(in + row * in_stride, n_cols, in_step, BLOCK);
-    for (i32 c = 0; c * BLOCK < n_cols; c++) {
+    for (i32 c = (n_cols - 1) / BLOCK; c >= 0; c--) { /* 0 columns: one chunk, masked off */
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
         tile x = (acc_t)load(in + row * in_stride + offs * in_step, mask, 0.0f);
@@ -106,13 +120,21 @@ kernel softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i32 in
     }
 }
 
+#pragma autotune key(n_cols)
+#pragma autotune config(BLOCK=4096, num_warps=16)
+#pragma autotune config(BLOCK=4096, num_warps=8)
+#pragma autotune config(BLOCK=8192, num_warps=16)
+#pragma autotune config(BLOCK=8192, num_warps=32)
+#pragma autotune config(BLOCK=1024, num_warps=4)
+#pragma autotune config(BLOCK=2048, num_warps=8)
+#pragma autotune config(BLOCK=2048, num_warps=4)
 kernel log_softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i32 in_step,
                           i32 out_stride, const i32 BLOCK)
 {
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     acc_t lse = row_logsumexp(in + row * in_stride, n_cols, in_step, BLOCK);
-    for (i32 c = 0; c * BLOCK < n_cols; c++) {
+    for (i32 c = (n_cols - 1) / BLOCK; c >= 0; c--) { /* 0 columns: one chunk, masked off */
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
         tile x = (acc_t)load(in + row * in_stride + offs * in_step, mask, 0.0f);
@@ -145,8 +167,16 @@ kernel log_softmax_backward(any *dx, const any *y, const any *dy, i32 n_cols, i3
     store(dx + row * dx_stride + cols, g - exp(logp) * sum(g), mask);
 }
 
-/* ---- backward, any row length: one pass for the row's sum, one to write ------------------- */
+/* ---- backward, any row length: one pass for the row's sum, one to write (last chunk first) - */
 
+#pragma autotune key(n_cols)
+#pragma autotune config(BLOCK=4096, num_warps=16)
+#pragma autotune config(BLOCK=4096, num_warps=8)
+#pragma autotune config(BLOCK=8192, num_warps=16)
+#pragma autotune config(BLOCK=8192, num_warps=32)
+#pragma autotune config(BLOCK=1024, num_warps=4)
+#pragma autotune config(BLOCK=2048, num_warps=8)
+#pragma autotune config(BLOCK=2048, num_warps=4)
 kernel softmax_backward_looped(any *dx, const any *y, const any *dy, i32 n_cols, i32 y_stride,
                                i32 y_step, i32 dy_stride, i32 dy_step, i32 dx_stride,
                                const i32 BLOCK)
@@ -154,7 +184,7 @@ kernel softmax_backward_looped(any *dx, const any *y, const any *dy, i32 n_cols,
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     acc_t dot = row_dot(y + row * y_stride, y_step, dy + row * dy_stride, dy_step, n_cols, BLOCK);
-    for (i32 c = 0; c * BLOCK < n_cols; c++) {
+    for (i32 c = (n_cols - 1) / BLOCK; c >= 0; c--) { /* 0 columns: one chunk, masked off */
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
         tile p = (acc_t)load(y + row * y_stride + offs * y_step, mask, 0.0f);
@@ -163,6 +193,14 @@ kernel softmax_backward_looped(any *dx, const any *y, const any *dy, i32 n_cols,
     }
 }
 
+#pragma autotune key(n_cols)
+#pragma autotune config(BLOCK=4096, num_warps=16)
+#pragma autotune config(BLOCK=4096, num_warps=8)
+#pragma autotune config(BLOCK=8192, num_warps=16)
+#pragma autotune config(BLOCK=8192, num_warps=32)
+#pragma autotune config(BLOCK=1024, num_warps=4)
+#pragma autotune config(BLOCK=2048, num_warps=8)
+#pragma autotune config(BLOCK=2048, num_warps=4)
 kernel log_softmax_backward_looped(any *dx, const any *y, const any *dy, i32 n_cols,
                                    i32 y_stride, i32 y_step, i32 dy_stride, i32 dy_step,
                                    i32 dx_stride, const i32 BLOCK)
@@ -170,7 +208,7 @@ kernel log_softmax_backward_looped(any *dx, const any *y, const any *dy, i32 n_c
     i32 row = program_id(0);
     tile cols = arange(0, BLOCK);
     acc_t total = row_sum(dy + row * dy_stride, dy_step, n_cols, BLOCK);
-    for (i32 c = 0; c * BLOCK < n_cols; c++) {
+    for (i32 c = (n_cols - 1) / BLOCK; c >= 0; c--) { /* 0 columns: one chunk, masked off */
         tile offs = c * BLOCK + cols;
         tile mask = offs < n_cols;
         tile logp = (acc_t)load(y + row * y_stride + offs * y_step, mask, 0.0f);

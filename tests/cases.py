@@ -552,7 +552,7 @@ GOLDEN: tuple[Golden, ...] = (
         "layernorm.c",
         "layer_norm_fwd",
         ("f16", "f32", "f32", "f16", "f16", "f16", 8192, 4096, 4096, 1, 4096, 1e-5),
-        {"BLOCK": 4096, "ROWS": 1},
+        {"BLOCK": 4096, "ROWS": 1, "EVEN": 1},
         16,
     ),
     Golden(  # short rows: four rows per program, one per warp (warp-shuffle reductions only)
@@ -560,7 +560,7 @@ GOLDEN: tuple[Golden, ...] = (
         "layernorm.c",
         "layer_norm_fwd",
         ("f16", "f32", "f32", "f16", "f16", "f16", 8192, 1024, 1024, 1, 1024, 1e-5),
-        {"BLOCK": 1024, "ROWS": 4},
+        {"BLOCK": 1024, "ROWS": 4, "EVEN": 1},
         4,
     ),
     Golden(
@@ -569,7 +569,7 @@ GOLDEN: tuple[Golden, ...] = (
         "layer_norm_bwd_dx",
         ("bf16", "f32", "f32", "bf16", "bf16", "f32", "f32", "f32")
         + (8192, 4096, 4096, 1, 4096, 1, 4096),
-        {"BLOCK": 4096, "ROWS": 1},
+        {"BLOCK": 4096, "ROWS": 1, "EVEN": 1},
         16,
     ),
     Golden(
@@ -584,7 +584,7 @@ GOLDEN: tuple[Golden, ...] = (
         "rmsnorm.c",
         "rms_norm_fwd",
         ("bf16", "f32", "bf16", "bf16", 8192, 4096, 4096, 1, 4096, 1e-6),
-        {"BLOCK": 4096, "ROWS": 1},
+        {"BLOCK": 4096, "ROWS": 1, "EVEN": 1},
         16,
     ),
     Golden(
@@ -592,7 +592,7 @@ GOLDEN: tuple[Golden, ...] = (
         "rmsnorm.c",
         "rms_norm_bwd_dx",
         ("f16", "f32", "f16", "f16", "f16", "f32", 8192, 1000, 1000, 1, 1000, 1, 1000),
-        {"BLOCK": 1024, "ROWS": 2},
+        {"BLOCK": 1024, "ROWS": 2, "EVEN": 0},
         4,
     ),
     Golden(

@@ -19,7 +19,7 @@ import pytest
 import teeny_tx
 from teeny_tx import Autotuner, Config, LaunchError
 from teeny_tx.runtime import cache
-from teeny_tx.runtime.autotune import _register_problem
+from teeny_tx.runtime.autotune import _register_problem, key_entry, pow2_bucket
 from teeny_tx.runtime.elf import cubin_resources
 
 from .conftest import KERNEL_FILE, compile_error
@@ -94,6 +94,19 @@ SIGNATURE = "kernel k(f32 *out, const f32 *a, i32 n, f32 s, const i32 BLOCK)\n{\
         ("#pragma autotune config(BLOCK=1, BLOCK=2)", "'BLOCK' is set twice in this config", 34),
         ("#pragma autotune config(BLOCK=64) x", "unexpected 'x' after the autotune clause", 35),
         ("#pragma autotune key(n)", "kernel k declares an autotune key but no config", 9),
+        ("#pragma autotune key(pow2(n)", "expected ')' to close the key, got 'end of line'", 29),
+        ("#pragma autotune key(pow2 n)", "expected ')' to close the key, got 'n'", 27),
+        ("#pragma autotune key(pow2(n, s))", "expected ')' to close pow2(...), got ','", 28),
+        (
+            "#pragma autotune key(log2(n))\n#pragma autotune config(BLOCK=64)",
+            "the autotune key buckets 'n' by 'log2', which is not a bucket",
+            27,
+        ),
+        (
+            "#pragma autotune key(pow2(a))\n#pragma autotune config(BLOCK=64)",
+            "the autotune key buckets 'a', a pointer of kernel k",
+            27,
+        ),
         # names, checked against the signature when the file is compiled
         (
             "#pragma autotune config(BLOK=64)",
@@ -211,6 +224,67 @@ def test_the_key_holds_key_values_pointer_dtypes_and_other_constexprs(module):
     )
     k = teeny_tx.compile(text, name=KERNEL_FILE).k
     assert k.tune._key(("f32", 10), {"SCALE": 3}) == ((10,), (), (("SCALE", 3),), -1)
+
+
+ROWS_KERNEL = (
+    "#pragma autotune key(n_cols, pow2(n_rows))\n"
+    "#pragma autotune config(BLOCK=64, num_warps=2)\n#pragma autotune config(BLOCK=128)\n"
+    "kernel k(f32 *out, i32 n_rows, i32 n_cols, const i32 BLOCK)\n{\n}\n"
+)
+
+
+def test_pow2_bucket():
+    assert [pow2_bucket(n) for n in (0, 1, 2, 3, 64, 65, 4097, 8192, 8193)] == [
+        0, 1, 2, 4, 64, 128, 8192, 8192, 16384
+    ]  # fmt: skip
+    assert key_entry("n") == ("n", None) and key_entry("pow2(n_rows)") == ("n_rows", "pow2")
+
+
+def test_a_bucketed_key_holds_the_bucket_of_the_value():
+    tuner = teeny_tx.compile(ROWS_KERNEL, name=KERNEL_FILE).k.tune
+    assert tuner.key == ("n_cols", "pow2(n_rows)")
+    assert tuner._key(("f32", 5000, 1000), {}) == ((1000, 8192), (), (), -1)
+    assert tuner._key(("f32", 8192, 1000), {}) == tuner._key(("f32", 4097, 1000), {})
+    assert tuner._key(("f32", 64, 1000), {}) == ((1000, 64), (), (), -1)
+    assert tuner._key(("f32", 0, 1000), {})[0] == (1000, 0)
+    with pytest.raises(LaunchError, match="argument 'n_rows' \\(i32 n_rows\\) must be an integer"):
+        tuner._key(("f32", 64.0, 1000), {})
+    # given in Python, the same spelling
+    python = Autotuner(tuner.kernel, tuner.configs, key=["pow2(n_rows)"])
+    assert python._key(("f32", 100, 7), {}) == ((128,), (), (), -1)
+    with pytest.raises(LaunchError, match="names a parameter twice"):
+        Autotuner(tuner.kernel, tuner.configs, key=["n_rows", "pow2(n_rows)"])
+    with pytest.raises(LaunchError, match="buckets 'n_rows' by 'log2', which is not a bucket"):
+        Autotuner(tuner.kernel, tuner.configs, key=["log2(n_rows)"])
+
+
+def test_one_choice_serves_a_bucket_of_row_counts(cache_dir):
+    k = teeny_tx.compile(ROWS_KERNEL, name=KERNEL_FILE).k
+    timer = FakeTimer("BLOCK", {64: 0.2, 128: 0.1})
+    tuner = tuner_like(k.tune, timer)
+    assert tuner.best("f32", 5000, 1000).kwargs == {"BLOCK": 128}
+    assert len(timer.calls) == 2
+    assert tuner.best("f32", 8000, 1000).kwargs == {"BLOCK": 128}  # the same bucket: no timing
+    assert len(timer.calls) == 2
+    timer.times = {64: 0.1, 128: 0.2}  # 64 rows is another bucket: tuned on its own
+    assert tuner.best("f32", 64, 1000).kwargs == {"BLOCK": 64}
+    assert len(timer.calls) == 4
+    assert "k[n_cols=1000, pow2(n_rows)=64]: BLOCK=64, num_warps=2" in tuner.describe()
+    records = [json.loads(p.read_text()) for p in (cache_dir / "autotune").glob("*/*.json")]
+    assert sorted(r["key"]["pow2(n_rows)"] for r in records) == [64, 8192]
+    # a new process reads the bucket's choice for any row count in it
+    fresh = FakeTimer("BLOCK", {64: 0.1, 128: 0.2})
+    again = tuner_like(teeny_tx.compile(ROWS_KERNEL, name=KERNEL_FILE).k.tune, fresh)
+    assert again.best("f32", 4097, 1000).kwargs == {"BLOCK": 128} and fresh.calls == []
+
+
+@pytest.mark.parametrize("file", ["layernorm.c", "rmsnorm.c"])
+def test_the_norm_kernels_key_on_the_bucket_of_the_row_count(file):
+    from teeny_tx.library.loader import module as library_module
+
+    for name, kernel in library_module(file).kernels.items():
+        if "dw" not in name.split("_")[-1]:  # the partial-sum kernels are not tuned
+            assert kernel.tune.key == ("n_cols", "pow2(n_rows)"), name
 
 
 def test_a_tuned_launch_refuses_what_the_configs_choose(module):
@@ -412,3 +486,42 @@ def test_the_interpreter_path_needs_no_timer_and_no_nvrtc(module, monkeypatch):
     grid = lambda meta: (teeny_tx.cdiv(meta["n"], meta["BLOCK"]),)  # noqa: E731
     module.axpy.tune.interpret[grid](out, x, y, 2.0, 3000)
     assert np.array_equal(out, 2 * x + 1)
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype"), [("softmax_looped", "f32"), ("log_softmax_backward_looped", "bf16")]
+)
+def test_the_looped_softmax_configs_compile_without_spills(name, dtype):
+    """Every config the autotuner may pick for a looped softmax kernel compiles for sm_90
+    with no register problem (the tuner would prune it on the device)."""
+    from teeny_tx.library.loader import module as library_module
+
+    kernel = getattr(library_module("softmax.c"), name)
+    assert kernel.tune.key == ("n_cols",) and len(kernel.tune.configs) >= 4
+    pointers = sum(p.kind == "pointer" for p in kernel.binder.runtime)
+    scalars = len(kernel.binder.runtime) - pointers
+    args = (dtype,) * pointers + (262147,) + (1,) * (scalars - 1)
+    for c in kernel.tune.configs:
+        spec = kernel.specialize(*args, num_warps=c.num_warps, target="sm_90", **c.kwargs)
+        assert _register_problem(spec) is None, c
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+def test_the_norm_prune_keeps_one_16_byte_access_per_thread(dtype):
+    """A norm config whose tile gives a thread fewer elements than one 16-byte access of x's
+    dtype is pruned (its layout wraps onto copies, stored element by element), at every row
+    length wide enough to allow another; x may be an array or a dtype name."""
+    from teeny_tx.dtypes import DTYPES
+    from teeny_tx.library import nn
+
+    vector = 16 // DTYPES[dtype].itemsize
+    for file, name in [("layernorm.c", "layer_norm_fwd"), ("rmsnorm.c", "rms_norm_bwd_dx")]:
+        kernel = nn._norm_kernel(file, name)
+        names = [p.name for p in kernel.binder.runtime]
+        for cols in (1024, 1000, 4096, 8192):
+            for x in (dtype, np.zeros(1, DTYPES[dtype].np)):
+                launch = [8192 if n == "n_rows" else x if n == "x" else 0 for n in names]
+                launch[names.index("n_cols")] = cols
+                kept = [c for c in kernel.tune.configs if not nn.norm_prune(c, launch, kernel)]
+                elements = [nn._norm_elements(c, nn.norm_block(cols)) for c in kept]
+                assert kept and min(elements) >= vector, (name, cols, elements)

@@ -165,7 +165,7 @@ def test_direct_values_that_do_not_fit_get_the_launchers_error(device):
     x, w, b = device.array((3, 64)), device.array((64,)), device.array((64,))
     stat = device.array((3,), np.float32)
     args = (device.array((3, 64)), stat, stat, x, w, b, 3, 64, 64, 1, 64, 1e-5)
-    run = kernel.direct((3,), args, 1, strided=True, checked=("eps",), BLOCK=64, ROWS=1)
+    run = kernel.direct((3,), args, 1, strided=True, checked=("eps",), BLOCK=64, ROWS=1, EVEN=1)
     with pytest.raises(LaunchError, match="'eps' = 1e\\+300 does not fit f32"):
         run(*args[:-1], 1e300)
     with pytest.raises(LaunchError, match="'eps'.*must be a number"):

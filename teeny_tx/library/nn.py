@@ -20,6 +20,7 @@ from typing import Any
 
 from cupy import ndarray as _CupyArray
 
+from ..dtypes import DTYPES
 from ..errors import LaunchError
 from ..kernel import Kernel
 from ..runtime import launch as launch_module
@@ -34,7 +35,10 @@ MAX_ROW_BLOCK = 16384  # the longest row a softmax program keeps in registers as
 MAX_NORM_BLOCK = 65536  # the norms have no looped kernels: one tile per row, up to this
 LOOP_BLOCK = 4096  # the chunk the looped kernels step by
 NORM_WARPS = 16  # measured on the H200: 16 beats 8 for norm rows of 4096 and 8192 columns
-PARTIAL_BLOCK_P, PARTIAL_BLOCK_N = 32, 128  # the tile that sums dW/dB partials
+# The tile (and warps) that sums dW/dB partials: narrow column blocks, many partial rows at a
+# time, so a norm of 1024 columns sums its ~528 partial rows (L2-resident) on 64 programs in
+# 3 steps (it was 8 programs of 128 columns in 17 steps: about as long as the dx kernel).
+PARTIAL_BLOCK_P, PARTIAL_BLOCK_N, PARTIAL_WARPS = 256, 16, 8
 
 
 @dataclass(frozen=True)
@@ -49,9 +53,10 @@ def row_config(n_cols: int, max_block: int = MAX_ROW_BLOCK, max_warps: int = 16)
     """How one program handles a row of ``n_cols`` elements.
 
     A row of up to ``max_block`` columns is one tile: BLOCK = the next power of two >= n_cols.
-    A longer row is read in chunks of BLOCK = LOOP_BLOCK by the ``_looped`` kernels. num_warps =
-    BLOCK / 256 within [1, max_warps], as Triton's softmax tutorial: at most 8 elements per
-    thread up to 256 * max_warps columns, then more elements per thread.
+    A longer row is read in chunks of BLOCK = LOOP_BLOCK by the ``_looped`` kernels (the
+    softmax ones launch their autotuner's BLOCK and num_warps instead: :func:`_looped_launch`).
+    num_warps = BLOCK / 256 within [1, max_warps], as Triton's softmax tutorial: at most 8
+    elements per thread up to 256 * max_warps columns, then more elements per thread.
     """
     block = 1 << max(n_cols - 1, 0).bit_length()
     looped = block > max_block
@@ -164,13 +169,33 @@ def _key(interpret: bool, fn: str, arrays: tuple, *options: Any) -> tuple | None
 # ---------------------------------------------------------------- softmax
 
 
+def _looped_launch(
+    arrays: _Arrays, kernel: Kernel, config: RowConfig, rows: int, alloc: Callable, *args: Any
+) -> tuple[int, int]:
+    """(BLOCK, num_warps) of a softmax kernel: ``config``'s for one tile per row; for a
+    ``_looped`` kernel the first of its ``#pragma autotune`` configs on the interpreter (or with
+    TUNE off, or no rows), else the autotuner's choice, timed on ``alloc()``'s output and
+    ``args`` (the launch's other arguments) once per row length and dtypes."""
+    if not config.looped:
+        return config.block, config.num_warps
+    if arrays.kind == "numpy" or not TUNE or rows == 0:
+        c = kernel.tune.configs[0]
+    else:
+        with arrays.device():
+            c = kernel.tune[(rows,)].best(alloc(), *args, strided=True)
+    return c.kwargs["BLOCK"], c.num_warps
+
+
 def _softmax_forward(fn: str, x: Any, interpret: bool) -> Any:
     arrays = _Arrays(fn, {"x": x}, interpret)
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     config = row_config(cols)
     kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
-    first = _Launch(arrays, kernel, (rows,), config.num_warps, BLOCK=config.block)
+    block, warps = _looped_launch(
+        arrays, kernel, config, rows, alloc, x, cols, stride, col_stride, cols
+    )
+    first = _Launch(arrays, kernel, (rows,), warps, BLOCK=block)
 
     def make(launch):
         def plan(x):
@@ -211,7 +236,9 @@ def _softmax_backward(fn: str, y: Any, dy: Any, interpret: bool) -> Any:
     config = row_config(cols)
     kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
     alloc = arrays.allocator((rows, cols), arrays.dtype(dy))
-    first = _Launch(arrays, kernel, (rows,), config.num_warps, BLOCK=config.block)
+    sizes = (cols, y_stride, y_col, dy_stride, dy_col, cols)
+    block, warps = _looped_launch(arrays, kernel, config, rows, alloc, y, dy, *sizes)
+    first = _Launch(arrays, kernel, (rows,), warps, BLOCK=block)
 
     def make(launch):
         def plan(y, dy):
@@ -238,7 +265,10 @@ def log_softmax_backward(y: Any, dy: Any, *, interpret: bool = False) -> Any:
 
 # Elements of the [ROWS, BLOCK] tile per thread that a norm config may hold: more spills or
 # starves occupancy (the backward keeps two more tiles: the dW/dB sums); fewer leaves lanes
-# idle. A config outside the range is pruned before it is compiled.
+# idle. A config outside the range is pruned before it is compiled. The least is also one
+# 16-byte access of x's dtype (8 f16, 4 f32): the layout gives each thread 16-byte runs, so a
+# tile of fewer elements per thread wraps onto copies whose stores go element by element
+# (measured on the H200 at 8192 x 1024 f16: 8 warps, 4 per thread, 0.75 TB/s; 4 warps, 2.1).
 NORM_ELEMENTS = {"fwd": (2, 32), "bwd": (2, 16)}
 
 
@@ -265,18 +295,29 @@ def _norm_elements(c: Config, block: int) -> int:
 def norm_prune(c: Config, args: tuple, kernel: Kernel) -> bool:
     """The autotuner's prune hook of the norm kernels: True drops ``c`` for ``args``.
 
-    Kept: configs whose tile holds NORM_ELEMENTS per thread, with ROWS no more than the rows
+    Kept: configs whose tile holds NORM_ELEMENTS per thread (at least one 16-byte access of
+    x's dtype), with ROWS no more than the rows
     (a backward program's rows, counted for an H200's 132 SMs). Where none holds few enough
     (the longest rows), the configs holding the fewest are kept; where none holds enough
     (short rows), those holding the most: a choice always remains."""
     return c not in _norm_kept(kernel, _norm_facts(args, kernel))
 
 
-def _norm_facts(args: tuple, kernel: Kernel) -> tuple[int, int, bool]:
-    """(BLOCK, rows, backward) of a norm launch's arguments."""
+def _norm_facts(args: tuple, kernel: Kernel) -> tuple[int, int, bool, int]:
+    """(BLOCK, rows, backward, elements of a 16-byte access of x) of a norm launch's
+    arguments (the last is 1 where x is neither an array nor a dtype name)."""
     names = [p.name for p in kernel.binder.runtime]
     rows = int(args[names.index("n_rows")])
-    return norm_block(int(args[names.index("n_cols")])), rows, "dw_part" in names
+    block = norm_block(int(args[names.index("n_cols")]))
+    return block, rows, "dw_part" in names, _vector(args[names.index("x")])
+
+
+def _vector(a: Any) -> int:
+    if isinstance(a, str):
+        size = DTYPES[a].itemsize if a in DTYPES else 16
+    else:  # NumPy, CuPy and torch dtypes all say their itemsize
+        size = getattr(getattr(a, "dtype", None), "itemsize", 16)
+    return max(1, 16 // size)
 
 
 def backward_programs(rows: int, sms: int, c: Config) -> int:
@@ -290,9 +331,10 @@ def backward_programs(rows: int, sms: int, c: Config) -> int:
 
 
 @functools.cache
-def _norm_kept(kernel: Kernel, facts: tuple[int, int, bool]) -> frozenset[Config]:
-    block, rows, backward = facts
+def _norm_kept(kernel: Kernel, facts: tuple[int, int, bool, int]) -> frozenset[Config]:
+    block, rows, backward, vector = facts
     lo, hi = NORM_ELEMENTS["bwd" if backward else "fwd"]
+    lo = max(lo, min(vector, hi))
 
     def rows_held(c: Config) -> int:  # the rows one program handles
         return cdiv(rows, backward_programs(rows, INTERPRETER_SMS, c)) if backward else rows
@@ -317,19 +359,26 @@ def _norm_kernel(file: str, name: str) -> Kernel:
     return kernel
 
 
+def _norm_constexprs(cols: int, block: int) -> dict[str, int]:
+    """The constexprs of a norm kernel besides its config's: BLOCK, and EVEN (the row fills
+    the tile: no column mask)."""
+    return {"BLOCK": block, "EVEN": int(cols == block)}
+
+
 def _norm_launch_config(
-    arrays: _Arrays, kernel: Kernel, grid: Any, args: tuple, block: int, config: Any
+    arrays: _Arrays, kernel: Kernel, grid: Any, args: tuple, constexprs: dict, config: Any
 ) -> Config:
     """The config of a norm launch: ``config`` if given (checked), the first config kept by
     :func:`norm_prune` on the interpreter (or with TUNE off), else the autotuner's choice for
-    these arguments (timed once per row length and dtypes, then read from the disk cache)."""
+    these arguments (timed once per row length, power-of-two bucket of the row count and
+    dtypes, then read from the disk cache)."""
     if config is not None:
         if not _is_norm_config(config):
             raise arrays.error(f"config must be a teeny_tx.Config(dict(ROWS=...)), got {config!r}")
         return config
     if arrays.kind == "numpy" or not TUNE:
         return next(c for c in kernel.tune.configs if not norm_prune(c, args, kernel))
-    return kernel.tune[grid].best(*args, BLOCK=block, strided=True)
+    return kernel.tune[grid].best(*args, strided=True, **constexprs)
 
 
 def _is_norm_config(config: Any) -> bool:
@@ -380,7 +429,7 @@ def layer_norm(
     arrays = _Arrays("layer_norm", {"x": x, "weight": weight, "bias": bias}, interpret)
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     dense = _weights(arrays, cols, {"weight": weight, "bias": bias})
-    block = _norm_block(arrays, cols)
+    fixed = _norm_constexprs(cols, _norm_block(arrays, cols))
     kernel = _norm_kernel("layernorm.c", "layer_norm_fwd")
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
     alloc_stat = arrays.allocator((rows,), arrays.acc(x))
@@ -389,10 +438,10 @@ def layer_norm(
         y, mean, rstd = alloc(), alloc_stat(), alloc_stat()
         w, b = (weight, bias) if dense is None else dense(weight, bias)
         args = (y, mean, rstd, x, w, b, *sizes, float(eps))
-        c = _norm_launch_config(arrays, kernel, _rows_grid, args, block, config)
+        c = _norm_launch_config(arrays, kernel, _rows_grid, args, fixed, config)
     del y, mean, rstd, w, b, args
     grid = (cdiv(rows, c.kwargs["ROWS"]),)
-    first = _Launch(arrays, kernel, grid, c.num_warps, ("eps",), BLOCK=block, **c.kwargs)
+    first = _Launch(arrays, kernel, grid, c.num_warps, ("eps",), **fixed, **c.kwargs)
 
     def make(launch):
         def plan(x, weight, bias, eps):
@@ -432,7 +481,7 @@ def _norm_backward(
     layer = file == "layernorm.c"
     arrays, sizes, dense = _norm_backward_checks(fn, dy, x, weight, stats, interpret)
     rows, cols = sizes[:2]
-    block = _norm_block(arrays, cols)
+    fixed = _norm_constexprs(cols, _norm_block(arrays, cols))
     dx_kernel = _norm_kernel(file, "layer_norm_bwd_dx" if layer else "rms_norm_bwd_dx")
     sum_kernel = getattr(module(file), "layer_norm_bwd_dwdb" if layer else "rms_norm_bwd_dw")
     w_dtype = arrays.dtype(weight)
@@ -451,14 +500,19 @@ def _norm_backward(
         def grid(meta: dict) -> tuple[int]:
             return (backward_programs(rows, sms, Config(meta, meta["num_warps"])),)
 
-        c = _norm_launch_config(arrays, dx_kernel, grid, args, block, config)
+        c = _norm_launch_config(arrays, dx_kernel, grid, args, fixed, config)
     del parts, w, args
     n_parts = backward_programs(rows, sms, c)
     alloc_part = arrays.allocator((n_parts, cols), arrays.acc(x))
-    first_dx = _Launch(arrays, dx_kernel, (n_parts,), c.num_warps, BLOCK=block, **c.kwargs)
+    first_dx = _Launch(arrays, dx_kernel, (n_parts,), c.num_warps, **fixed, **c.kwargs)
     sum_grid = (cdiv(cols, PARTIAL_BLOCK_N),)
     first_sum = _Launch(
-        arrays, sum_kernel, sum_grid, 4, BLOCK_P=PARTIAL_BLOCK_P, BLOCK_N=PARTIAL_BLOCK_N
+        arrays,
+        sum_kernel,
+        sum_grid,
+        PARTIAL_WARPS,
+        BLOCK_P=PARTIAL_BLOCK_P,
+        BLOCK_N=PARTIAL_BLOCK_N,
     )
 
     def make(launch_dx, launch_sum):
@@ -518,7 +572,7 @@ def rms_norm(
     arrays = _Arrays("rms_norm", {"x": x, "weight": weight}, interpret)
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     dense = _weights(arrays, cols, {"weight": weight})
-    block = _norm_block(arrays, cols)
+    fixed = _norm_constexprs(cols, _norm_block(arrays, cols))
     kernel = _norm_kernel("rmsnorm.c", "rms_norm_fwd")
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
     alloc_stat = arrays.allocator((rows,), arrays.acc(x))
@@ -526,10 +580,10 @@ def rms_norm(
     with arrays.device():
         w = weight if dense is None else dense(weight)[0]
         args = (alloc(), alloc_stat(), x, w, *sizes, float(eps))
-        c = _norm_launch_config(arrays, kernel, _rows_grid, args, block, config)
+        c = _norm_launch_config(arrays, kernel, _rows_grid, args, fixed, config)
     del w, args
     grid = (cdiv(rows, c.kwargs["ROWS"]),)
-    first = _Launch(arrays, kernel, grid, c.num_warps, ("eps",), BLOCK=block, **c.kwargs)
+    first = _Launch(arrays, kernel, grid, c.num_warps, ("eps",), **fixed, **c.kwargs)
 
     def make(launch):
         def plan(x, weight, eps):

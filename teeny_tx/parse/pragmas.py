@@ -12,6 +12,8 @@ here; whether a name is a parameter of the kernel is checked against its signatu
     kernel matmul(...)
 
 ``key(...)`` may appear once; ``config(...)`` once per config, in the order they are tried.
+A key entry ``pow2(n_rows)`` counts the value's bucket (the next power of two), not the value:
+one choice serves every row count of the bucket.
 Values are numbers (``128``, ``0x80``, ``-1``, ``0.5``) or ``true``/``false``.
 """
 
@@ -40,7 +42,8 @@ _SYNTAX = "`#pragma autotune key(M, N)` or `#pragma autotune config(BM=64, num_w
 
 @dataclass(frozen=True)
 class Setting:
-    """One ``name`` of a key, or one ``name=value`` of a config (``value`` None in a key)."""
+    """One ``name`` of a key, or one ``name=value`` of a config (``value`` in a key: None, or
+    the name of the bucket that counts the parameter's value, ``pow2`` of ``pow2(n_rows)``)."""
 
     name: str
     value: Any
@@ -174,9 +177,14 @@ def _key(line: _Line) -> tuple[Setting, ...]:
     names: list[Setting] = []
     while True:
         token = line.name("a parameter name")
+        bucket = None
+        if line.peek().text == "(":  # bucket(name)
+            line.next()
+            bucket, token = token.text, line.name("a parameter name")
+            line.expect(")", f"to close {bucket}(...)")
         if any(s.name == token.text for s in names):
             raise line.error(token, f"'{token.text}' appears twice in the autotune key")
-        names.append(Setting(token.text, None, line.loc(token.col)))
+        names.append(Setting(token.text, bucket, line.loc(token.col)))
         if line.peek().text != ",":
             break
         line.next()

@@ -6,12 +6,16 @@ which config is best), declared by ``#pragma autotune`` lines before the kernel
 (``parse/pragmas.py``) or given in Python; then, per launch, the kernel's arguments. Output:
 the launch of the chosen config, and a printable account of the choice.
 
-The first launch for a key (the key's argument values, the dtypes of all pointer arguments,
-the other constexprs and the device) prunes the configs statically — the ``prune`` hook, a
-:class:`~teeny_tx.errors.ResourceError` for shared memory when specialising, register spills
-(ptxas's report, or the cubin's register count and stack frame when the cubin came from the
-cache) — then times the others with CUDA events on the launch's stream (``warmup`` launches,
-then the median of ``rep``) and keeps the fastest: in memory, and as JSON under
+A key entry ``pow2(n_rows)`` counts the bucket of an integer's value (the next power of two, 0
+for 0) instead of the value (:data:`BUCKETS`): a row kernel tuned at 5000 rows serves 4097 to
+8192 rows, and 64 rows get their own choice.
+
+The first launch for a key (the key's argument values or buckets, the dtypes of all pointer
+arguments, the other constexprs and the device) prunes the configs statically — the ``prune``
+hook, a :class:`~teeny_tx.errors.ResourceError` for shared memory when specialising, register
+spills (ptxas's report, or the cubin's register count and stack frame when the cubin came from
+the cache) — then times the others with CUDA events on the launch's stream (``warmup``
+launches, then the median of ``rep``) and keeps the fastest: in memory, and as JSON under
 ``<cache dir>/autotune/`` (the cubin cache's directory), so a new process launches the winner
 without timing. The file's key covers the kernel file's text, the kernel, the prelude, NVRTC,
 the target, the device, the key's values and the list of configs: changing any re-tunes.
@@ -28,6 +32,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import statistics
 import sys
 import threading
@@ -73,6 +78,24 @@ MAX_REGISTERS = 255  # per thread, on every architecture since sm_35
 SPILL_TOLERANCE = 32
 
 Timer = Callable[["Config", Callable[[], None]], float]
+
+
+def pow2_bucket(n: int) -> int:
+    """The next power of two >= n (0 for n <= 0): the bucket ``pow2(name)`` keys on."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
+# The buckets a key entry ``bucket(name)`` may name: each maps an integer argument to the value
+# the key holds.
+BUCKETS: Mapping[str, Callable[[int], int]] = MappingProxyType({"pow2": pow2_bucket})
+_BUCKETED = re.compile(r"\s*([A-Za-z_]\w*)\s*\(\s*([A-Za-z_]\w*)\s*\)\s*")
+
+
+def key_entry(entry: str) -> tuple[str, str | None]:
+    """(parameter, bucket) of a key entry: ``"n"`` -> ("n", None), ``"pow2(n)"`` ->
+    ("n", "pow2")."""
+    m = _BUCKETED.fullmatch(entry)
+    return (m.group(2), m.group(1)) if m else (entry, None)
 
 
 @dataclass(frozen=True)
@@ -138,10 +161,12 @@ class Autotuner:
     """``tuner[grid](*args, stream=None, **constexprs)`` launches ``kernel`` with the best of
     ``configs`` for these arguments (tuning on the first launch of each key).
 
-    ``key`` names runtime parameters: integers (their values count) or pointers (their dtypes
-    count; the dtypes of all pointers always count). ``prune(config, args)`` returns True to
+    ``key`` names runtime parameters: integers (their values count, or their buckets for an
+    entry ``"pow2(n)"``) or pointers (their dtypes count; the dtypes of all pointers always
+    count). ``prune(config, args)`` returns True to
     drop a config before it is compiled. ``timer(config, launch)`` returns milliseconds; the
-    default times ``launch`` with CUDA events (``warmup`` runs, then the median of ``rep``).
+    default times ``launch`` with CUDA events (``warmup`` runs, then the median of ``rep``,
+    each after a flush of the L2 cache unless ``flush_l2`` is False).
     ``grid`` may be a callable of the meta dict: the runtime arguments by name, the config's
     values, the other constexprs, ``num_warps`` and ``num_stages``.
     """
@@ -155,8 +180,10 @@ class Autotuner:
         warmup: int = 5,
         rep: int = 20,
         timer: Timer | None = None,
+        flush_l2: bool = True,
     ):
         self.kernel = kernel
+        self.flush_l2 = flush_l2
         self.configs = tuple(configs)
         self.key = tuple(key)
         self.prune = prune
@@ -171,15 +198,22 @@ class Autotuner:
                 check_setting(kernel, name, value)
             check_setting(kernel, "num_warps", c.num_warps)
             check_setting(kernel, "num_stages", c.num_stages)
-        for name in self.key:
-            check_key(kernel, name)
+        entries = [key_entry(e) for e in self.key]
+        for name, bucket in entries:
+            check_key(kernel, name, bucket=bucket)
+        names = [name for name, _ in entries]
+        if len(set(names)) != len(names):
+            raise LaunchError(f"the autotune key {list(self.key)} names a parameter twice")
         runtime = kernel.binder.runtime
         slots = {p.name: i for i, p in enumerate(runtime)}
-        self._key_slots = tuple((slots[n], runtime[slots[n]].kind == "pointer") for n in self.key)
+        self._key_slots = tuple(
+            (slots[n], runtime[slots[n]].kind == "pointer", BUCKETS[b] if b else None)
+            for n, b in entries
+        )
         self._dtype_slots = tuple(
             i
             for i, p in enumerate(runtime)
-            if p.kind == "pointer" and p.dtype is None and p.name not in self.key
+            if p.kind == "pointer" and p.dtype is None and p.name not in names
         )
         self._tuned_names = frozenset(n for c in self.configs for n in c.kwargs) | set(OPTIONS)
         self._chosen: dict[tuple, Choice] = {}
@@ -233,8 +267,12 @@ class Autotuner:
                 "do not pass them to a tuned launch"
             )
         values = tuple(
-            _dtype_name(args[i], runtime[i].name) if pointer else _integer(args[i], runtime[i])
-            for i, pointer in self._key_slots
+            _dtype_name(args[i], runtime[i].name)
+            if pointer
+            else _integer(args[i], runtime[i])
+            if bucket is None
+            else bucket(_integer(args[i], runtime[i]))
+            for i, pointer, bucket in self._key_slots
         )
         dtypes = tuple(_dtype_name(args[i], runtime[i].name) for i in self._dtype_slots)
         extra = tuple(sorted(constexprs.items())) if constexprs else ()
@@ -403,8 +441,18 @@ class Autotuner:
     def _event_timer(self, stream: Any) -> Timer:
         """Median milliseconds of ``rep`` launches (after ``warmup``), by CUDA events on the
         launches' stream: the one given, else torch's current stream for torch tensors, else
-        CuPy's current stream."""
+        CuPy's current stream. With ``flush_l2`` each timed launch follows a memset of twice
+        the device's L2 cache (Triton's do_bench does the same with 256 MB), so a config is
+        timed reading its inputs from memory, as the benchmarks and a model's first touch of
+        a tensor do, not from an L2 that the previous launch filled (measured on the H200: a
+        norm at 8192 x 1024 fp16, 32 MB of inputs, fits the 50 MB L2, and the config fastest
+        from L2 was 0.63x Triton from memory)."""
         import cupy
+
+        flush = None
+        if self.flush_l2:
+            l2 = cupy.cuda.Device().attributes.get("L2CacheSize", 0)
+            flush = cupy.empty(2 * l2 if l2 else 256 << 20, dtype=cupy.uint8)
 
         def timer(config: Config, run: Callable[[], None]) -> float:
             events = (
@@ -417,6 +465,8 @@ class Autotuner:
             start, end = cupy.cuda.Event(), cupy.cuda.Event()
             times = []
             for _ in range(max(self.rep, 1)):
+                if flush is not None:
+                    cupy.cuda.runtime.memsetAsync(flush.data.ptr, 0, flush.nbytes, events.ptr)
                 start.record(events)
                 run()
                 end.record(events)
@@ -552,7 +602,7 @@ def from_pragmas(kernel: Kernel, decl: AutotuneDecl) -> Autotuner:
     """The autotuner that a kernel's ``#pragma autotune`` lines declare; names are checked
     against the kernel's parameters here (CompileError at the pragma)."""
     for s in decl.key:
-        check_key(kernel, s.name, s.loc)
+        check_key(kernel, s.name, s.loc, s.value)
     configs = []
     for c in decl.configs:
         options = {"num_warps": 4, "num_stages": 2}
@@ -564,7 +614,8 @@ def from_pragmas(kernel: Kernel, decl: AutotuneDecl) -> Autotuner:
             else:
                 kwargs[s.name] = s.value
         configs.append(Config(kwargs, **options))
-    return Autotuner(kernel, configs, key=[s.name for s in decl.key])
+    key = [f"{s.value}({s.name})" if s.value else s.name for s in decl.key]
+    return Autotuner(kernel, configs, key=key)
 
 
 def _error(message: str, loc: Location | None, hint: str | None = None) -> TeenyError:
@@ -574,7 +625,15 @@ def _error(message: str, loc: Location | None, hint: str | None = None) -> Teeny
     return LaunchError(f"{message}; {hint}" if hint else message)
 
 
-def check_key(kernel: Kernel, name: str, loc: Location | None = None) -> None:
+def check_key(
+    kernel: Kernel, name: str, loc: Location | None = None, bucket: str | None = None
+) -> None:
+    if bucket is not None and bucket not in BUCKETS:
+        raise _error(
+            f"the autotune key buckets '{name}' by '{bucket}', which is not a bucket",
+            loc,
+            f"the buckets are {', '.join(BUCKETS)}: key({next(iter(BUCKETS))}({name}))",
+        )
     params = {p.name: p for p in kernel.params}
     p = params.get(name)
     if p is None:
@@ -590,6 +649,12 @@ def check_key(kernel: Kernel, name: str, loc: Location | None = None) -> None:
             loc,
             "constexprs a config does not set are part of every key already; the key names "
             "runtime integer or pointer parameters",
+        )
+    if bucket is not None and p.kind != "scalar":
+        raise _error(
+            f"the autotune key buckets '{name}', a pointer of kernel {kernel.name}",
+            loc,
+            "a pointer's dtype counts, not a value: bucket integer parameters",
         )
     if p.kind == "scalar" and not p.dtype.is_int:
         raise _error(

@@ -10,7 +10,7 @@ import pytest
 
 import teeny_tx as tx
 from teeny_tx.dtypes import from_numpy
-from teeny_tx.library import nn
+from teeny_tx.library import module, nn
 
 from ..cases import ROW_CASES, ROW_TOLERANCE
 
@@ -115,6 +115,41 @@ def test_norms_through_the_autotuner(name, dtype):
         wide = [_every_other_column(a) for a in args]
         outs = case.run(wide)
         case.check([cp.asnumpy(o) for o in outs], args, rows, cols)
+
+
+SOFTMAXES = ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward")
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])  # each tunes 7 configs per kernel and dtype
+@pytest.mark.parametrize("name", SOFTMAXES)
+def test_looped_softmax_through_the_autotuner(name, dtype):
+    """Rows longer than one tile: the _looped kernels' configs are timed on the first call
+    (BLOCK from 1024 to 8192; the second pass walks the chunks backwards), then replayed;
+    an odd length (2^18 + 3) and a strided view."""
+    case = next(c for c in ROW_CASES if c.name == name)
+    for rows, cols in [(3, 2**18 + 3), (40, 16385)]:
+        args = _host_args(case, dtype, rows, cols, seed=4)
+        device = [cp.asarray(a) for a in args]
+        for _ in range(2):  # tuned, then replayed
+            outs = case.run(device)
+            case.check([cp.asnumpy(o) for o in outs], args, rows, cols)
+        outs = case.run([_every_other_column(a) for a in args])
+        case.check([cp.asnumpy(o) for o in outs], args, rows, cols)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_looped_softmax_config_is_right(dtype):
+    """Each #pragma autotune config of softmax_looped, launched directly, on 5 rows of 2^16 + 1
+    columns (a last chunk of one column for every BLOCK)."""
+    case = next(c for c in ROW_CASES if c.name == "softmax")
+    rows, cols = 5, 2**16 + 1
+    (x,) = _host_args(case, dtype, rows, cols, seed=5)
+    kernel = module("softmax.c").softmax_looped
+    d = cp.asarray(x)
+    for c in kernel.tune.configs:
+        y = cp.asarray(np.full(x.shape, np.nan, x.dtype))  # NaN first (built on the host: bf16)
+        kernel[(rows,)](y, d, cols, cols, 1, cols, num_warps=c.num_warps, **c.kwargs)
+        case.check([cp.asnumpy(y)], (x,), rows, cols)
 
 
 def _every_other_column(a):
