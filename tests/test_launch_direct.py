@@ -22,7 +22,7 @@ import teeny_tx
 from teeny_tx import kernel as kernel_module
 from teeny_tx.errors import LaunchError
 from teeny_tx.library import arrays as arrays_module
-from teeny_tx.library import nn
+from teeny_tx.library import nn, plans
 from teeny_tx.library.loader import kernel_text
 from teeny_tx.runtime import binder as binder_module
 from teeny_tx.runtime import launch
@@ -85,7 +85,9 @@ class Device:
         fresh = functools.cache(lambda f: teeny_tx.compile(kernel_text(f), name=f"kernels/{f}"))
         monkeypatch.setattr(nn, "module", fresh)
         monkeypatch.setattr(nn, "_norm_kernel", functools.cache(nn._norm_kernel.__wrapped__))
-        monkeypatch.setattr(nn, "_PLANS", {})
+        fresh_plans: dict = {}  # the plans' one table, as nn and plans both name it
+        monkeypatch.setattr(plans, "PLANS", fresh_plans)
+        monkeypatch.setattr(nn, "_PLANS", fresh_plans)
         monkeypatch.setattr(nn, "TUNE", False)
 
     def array(self, shape, dtype=np.float16):

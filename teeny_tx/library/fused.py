@@ -18,21 +18,14 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import DTYPES, acc_dtype
-from ..runtime import launch as launch_module
 from ..runtime.grid import cdiv
 from .arrays import FLOATS, Arrays
 from .loader import module
-from .nn import (
-    _PLANS,
-    PARTIAL_BLOCK_N,
-    PARTIAL_BLOCK_P,
-    _key,
-    _Launch,
-    _planned,
-    _signature,
-    norm_config,
-    partial_programs,
-)
+from .nn import PARTIAL_BLOCK_N, PARTIAL_BLOCK_P, norm_config, partial_programs
+from .plans import Launch as _Launch
+from .plans import plan_key as _key
+from .plans import planned as _planned
+from .plans import replay as _replay
 
 ELEMENTWISE_BLOCK = 1024
 EMBED_BLOCK_T, EMBED_BLOCK_D = 16, 128
@@ -54,17 +47,6 @@ def _contiguous(arrays: Arrays, a: Any, name: str) -> None:
     ok = a.is_contiguous() if arrays.kind == "torch" else a.flags.c_contiguous
     if not ok:
         raise arrays.error(f"{name} must be contiguous; copy it first")
-
-
-def _replay(interpret: bool, fn: str, arrays: tuple, *options: Any) -> Callable | None:
-    """The plan kept for a call of ``fn`` on arrays like these (:mod:`teeny_tx.nn`'s plans:
-    the same shapes, strides, dtypes and device, the current one), else None."""
-    if interpret:
-        return None
-    hit = _PLANS.get((fn, *map(_signature, arrays), *options))
-    if hit is not None and hit[0] == launch_module.get_device():
-        return hit[1]
-    return None
 
 
 def _elementwise(

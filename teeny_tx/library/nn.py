@@ -18,18 +18,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cupy import ndarray as _CupyArray
-
 from ..dtypes import DTYPES
 from ..errors import LaunchError
 from ..kernel import Kernel
 from ..runtime import launch as launch_module
 from ..runtime.autotune import Config
 from ..runtime.grid import cdiv
-from ..runtime.memory import TORCH_TENSOR
 from .arrays import FLOATS, INTERPRETER_SMS
 from .arrays import Arrays as _Arrays
 from .loader import module
+from .plans import PLANS as _PLANS
+from .plans import Launch as _Launch
+from .plans import plan_key as _key
+from .plans import planned as _planned
+from .plans import signature as _signature
 
 MAX_ROW_BLOCK = 16384  # the longest row a softmax program keeps in registers as one tile
 MAX_NORM_BLOCK = 65536  # the norms have no looped kernels: one tile per row, up to this
@@ -74,96 +76,7 @@ def partial_programs(n_rows: int, sms: int) -> tuple[int, int]:
 
 # ---------------------------------------------------------------- plans: repeated calls
 
-# A call whose arrays have the shapes, strides, dtypes and device of an earlier one replays
-# that call's plan: the function the earlier call built after checking its arguments and
-# choosing its launches. A plan is made by a ``make(*launches)`` of each wrapper: its first
-# run launches through the kernels' launchers (every argument checked) with :class:`_Launch`es
-# that remember their arguments; the plan kept for the key is ``make`` of their direct
-# launches (``Kernel.direct``: the specialisation looked up once, each launch's pointers'
-# alignment and varying scalars rechecked, anything else sent back to the launcher). A
-# replay is one dict look-up, the device check, the allocations and the direct launches.
-# A plan replays only while its arrays' device is current (else the call takes the full path).
-_PLANS: dict[tuple, tuple[int, Callable[..., Any]]] = {}  # key -> (device, plan)
-MAX_PLANS = 4096
 TUNE = True  # False: the norms launch their default config (the GPU tests of many shapes)
-
-
-def _signature(a: Any) -> tuple | None:
-    """What a plan depends on in an argument: None for anything but CuPy arrays and torch
-    tensors (those calls are never replayed)."""
-    kind = type(a)
-    if kind is _CupyArray:  # a C-contiguous array's shape fixes its strides
-        if a._c_contiguous:
-            return (a.shape, a.dtype.char, a.data.device_id)
-        return (a.shape, a.strides, a.dtype.char, a.data.device_id)
-    if kind is TORCH_TENSOR[0]:
-        if a.is_contiguous():
-            return (a.shape, a.dtype, a.get_device())
-        return (a.shape, a.stride(), a.dtype, a.get_device())
-    return None
-
-
-class _Launch:
-    """One kernel launch of a plan. Called, it launches through the kernel's launcher (or
-    the interpreter) and remembers the arguments of a GPU launch; :meth:`fast` is then the
-    direct launch of that specialisation, for the plan's replays."""
-
-    def __init__(
-        self,
-        arrays: _Arrays,
-        kernel: Kernel,
-        grid: tuple,
-        num_warps: int,
-        checked: tuple[str, ...] = (),
-        **constexprs: Any,
-    ):
-        self.run = arrays.bound(kernel, grid, num_warps, **constexprs)
-        self.kernel, self.grid, self.num_warps = kernel, grid, num_warps
-        self.checked, self.constexprs = checked, constexprs
-        self.gpu = arrays.kind != "numpy" and 0 not in grid
-        self.args: tuple | None = None
-
-    def __call__(self, *args: Any) -> None:
-        self.run(*args)
-        if self.gpu:
-            self.args = args
-
-    def fast(self) -> Callable[..., None]:
-        """The direct launch of the remembered arguments' specialisation (enter the arrays'
-        device first); the launcher itself when there was no GPU launch."""
-        args, self.args = self.args, None
-        if args is None:
-            return self.run
-        return self.kernel.direct(
-            self.grid, args, self.num_warps, strided=True, checked=self.checked, **self.constexprs
-        )
-
-
-def _planned(
-    key: tuple | None, arrays: _Arrays, make: Callable[..., Callable], launches: tuple, *args
-) -> Any:
-    """Run ``make(*launches)`` on the arrays' device; keep ``make`` of their direct launches
-    as the plan of ``key`` (None: not replayable)."""
-    with arrays.device():
-        out = make(*launches)(*args)
-        if key is not None and arrays.kind != "numpy":
-            plan = make(*(launch.fast() for launch in launches))
-            if len(_PLANS) >= MAX_PLANS:
-                _PLANS.clear()
-            first = arrays.first  # the plan holds its device's index, not the array
-            _PLANS[key] = (first.device.index if arrays.kind == "torch" else first.device.id, plan)
-    return out
-
-
-def _key(interpret: bool, fn: str, arrays: tuple, *options: Any) -> tuple | None:
-    """The plan key of a call: the function, its arrays' signatures and its options (None:
-    not replayable — the interpreter, or an array of another kind)."""
-    if interpret:
-        return None
-    signatures = tuple(map(_signature, arrays))
-    if None in signatures:
-        return None
-    return (fn, *signatures, *options)
 
 
 # ---------------------------------------------------------------- softmax
