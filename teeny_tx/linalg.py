@@ -9,6 +9,7 @@ from .library.linalg import (
     linear_backward,
     matmul,
     matmul_config,
+    scaled_matmul,
 )
 
 __all__ = [
@@ -19,4 +20,5 @@ __all__ = [
     "linear_backward",
     "matmul",
     "matmul_config",
+    "scaled_matmul",
 ]
