@@ -34,7 +34,7 @@ _registered: set[str] = set()
 
 def track(opdef: Any) -> Any:
     """Remember the custom op ``opdef`` (a ``torch.library.CustomOpDef``); returns it."""
-    OPS.append(opdef._qualname if hasattr(opdef, "_qualname") else str(opdef))
+    OPS.append(opdef._qualname)
     return opdef
 
 

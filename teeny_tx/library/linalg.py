@@ -39,6 +39,7 @@ from . import activations, hopper_configs
 from .arrays import FLOATS, INTERPRETER_SMS
 from .arrays import Arrays as _Arrays
 from .loader import module
+from .plans import Launch
 
 PRECISIONS = values(_PRECISION_TABLE)  # dot()'s input_precision values
 ACTIVATIONS = {a.name: a.code for a in activations.ACTIVATIONS}  # the kernel's ACT
@@ -1009,7 +1010,7 @@ def linear_backward(
         db, sums = None, None
         if need_bias_grad:
             db, sums = _column_sums(arrays, dy, t, n_out, sdt, sdo, dtype, key is not None)
-    if key is not None and None not in key[1:4] and (sums is not None or not need_bias_grad):
+    if key is not None and None not in key[1:4]:
         if len(_PLANS) >= MAX_PLANS:
             _PLANS.clear()
         _PLANS[key] = _linear_backward_plan(arrays, need_bias_grad, precision, sums)
@@ -1055,29 +1056,23 @@ def _column_sums(
     alloc = arrays.allocator((cols,), dtype)
     alloc_partial = arrays.allocator((parts, cols), arrays.acc(x))
     blocks = {"BT": DB_BLOCK_T, "BN": DB_BLOCK_N}
-    out = alloc()
-    if parts == 1:
-        launches = [((col_programs, 1), (out, x, rows, cols, s_row, s_col, max(rows, 1)))]
-    else:
-        partial = alloc_partial()
-        launches = [
-            ((col_programs, parts), (partial, x, rows, cols, s_row, s_col, chunk)),
-            ((col_programs, 1), (out, partial, parts, cols, cols, 1, parts)),
-        ]
-    for grid, args in launches:
-        _launch(arrays, kernel, grid, args, 4, 2, **blocks)
-    if not replayable or arrays.kind == "numpy" or col_programs == 0:
-        return out, None
-    direct = [kernel.direct(grid, args, 4, 2, strided=True, **blocks) for grid, args in launches]
+    grids = [(col_programs, 1)] if parts == 1 else [(col_programs, parts), (col_programs, 1)]
+    launches = [Launch(arrays, kernel, grid, 4, **blocks) for grid in grids]
 
-    def replay(x):
-        out = alloc()
-        if parts == 1:
-            direct[0](out, x, rows, cols, s_row, s_col, max(rows, 1))
+    def make(*launch):
+        def sums(x):
+            out = alloc()
+            if parts == 1:
+                launch[0](out, x, rows, cols, s_row, s_col, max(rows, 1))
+                return out
+            partial = alloc_partial()
+            launch[0](partial, x, rows, cols, s_row, s_col, chunk)
+            launch[1](out, partial, parts, cols, cols, 1, parts)
             return out
-        partial = alloc_partial()
-        direct[0](partial, x, rows, cols, s_row, s_col, chunk)
-        direct[1](out, partial, parts, cols, cols, 1, parts)
-        return out
 
-    return out, replay
+        return sums
+
+    out = make(*launches)(x)
+    if not replayable or arrays.kind == "numpy":
+        return out, None
+    return out, make(*(launch.fast() for launch in launches))
