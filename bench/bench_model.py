@@ -19,7 +19,11 @@ table. Rows:
 - teeny_tx+compile: the same model under torch.compile(fullgraph=True) (inductor fuses the
   torch glue between the custom ops);
 - torch, torch+compile: nn.Linear + F.gelu, nn.LayerNorm, SDPA (flash attention),
-  F.cross_entropy, torch.optim.AdamW (fused=True on CUDA).
+  F.cross_entropy, torch.optim.AdamW (fused=True on CUDA);
+- teeny_tx+graph, torch+graph (CUDA only): forward and backward captured once in a CUDA graph
+  (after two warm-up passes on a side stream) and replayed on each batch, the optimizer stepping
+  outside it: the same GPU work with the host's per-op Python and dispatch taken out, so the
+  gap between a row and its +graph row is what the host costs.
 
 --smoke runs the tiny configuration on the CPU (teeny_tx's kernels on the NumPy interpreter),
 float32, a few steps, torch.compile with the aot_eager backend (no C++ compiler needed): the
@@ -45,7 +49,8 @@ from common import REPO, device_name, report_failure, utc_now
 
 sys.path.insert(0, str(REPO / "examples" / "gpt"))
 
-IMPLS = ("teeny_tx", "teeny_tx+compile", "torch", "torch+compile")
+IMPLS = ("teeny_tx", "teeny_tx+compile", "teeny_tx+graph", "torch", "torch+compile", "torch+graph")
+CPU_IMPLS = tuple(name for name in IMPLS if not name.endswith("+graph"))
 PLOT = REPO / "docs" / "images" / "bench-model-loss.png"
 
 
@@ -80,6 +85,45 @@ def train(make: Callable, batches, steps: int, sync: Callable[[], None], run: Ru
     run.losses = torch.stack(losses).float().tolist()
 
 
+def graph_step(model, opt) -> Callable:
+    """A step that replays forward and backward from one CUDA graph, captured at the first call:
+    two warm-up passes on a side stream first (they compile, load and tune every kernel and
+    make every gradient), then the capture into those gradients. Each step copies its batch
+    into the captured inputs, zeroes the gradients in place, replays and steps the optimizer
+    (outside the graph: its step count lives on the host)."""
+    import torch
+
+    captured: dict = {}
+
+    def capture(x, y) -> None:
+        sx, sy = x.clone(), y.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                opt.zero_grad(set_to_none=False)
+                model(sx, sy).backward()
+        torch.cuda.current_stream().wait_stream(side)
+        opt.zero_grad(set_to_none=False)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            loss = model(sx, sy)
+            loss.backward()
+        captured.update(graph=graph, x=sx, y=sy, loss=loss)
+
+    def step(x, y):
+        if not captured:
+            capture(x, y)
+        captured["x"].copy_(x)
+        captured["y"].copy_(y)
+        opt.zero_grad(set_to_none=False)
+        captured["graph"].replay()
+        opt.step()
+        return captured["loss"].detach().clone()
+
+    return step
+
+
 def plot(runs: list[Run], path: Path, title: str) -> bool:
     """The loss curves; False (nothing written) without matplotlib."""
     try:
@@ -90,6 +134,7 @@ def plot(runs: list[Run], path: Path, title: str) -> bool:
     except ImportError:
         return False
     styles = {"teeny_tx": "--", "teeny_tx+compile": ":", "torch": "-", "torch+compile": "-."}
+    styles |= {"teeny_tx+graph": (0, (5, 1, 1, 1)), "torch+graph": (0, (1, 1))}
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     for run in runs:
         if run.losses:
@@ -144,15 +189,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=("bfloat16", "float32"), default=None)
     parser.add_argument("--steps", type=int, default=None, help="training steps (default 100)")
     parser.add_argument("--warmup", type=int, default=None, help="steps left out of the timing")
-    parser.add_argument("--impls", default=",".join(IMPLS), help="comma-separated subset")
+    parser.add_argument(
+        "--impls", default=None, help="comma-separated subset (default: all; --smoke: no +graph)"
+    )
     parser.add_argument("--tune", action="store_true", help="autotune teeny_tx's products")
     parser.add_argument("--out", type=Path, default=None, help="write the table here")
     parser.add_argument("--plot", type=Path, default=None, help=f"PNG (default {PLOT})")
     args = parser.parse_args(argv)
-    impls = args.impls.split(",")
-    unknown = [name for name in impls if name not in IMPLS]
+    choices = CPU_IMPLS if args.smoke else IMPLS
+    impls = args.impls.split(",") if args.impls else list(choices)
+    unknown = [name for name in impls if name not in choices]
     if unknown:
-        parser.error(f"unknown implementations {unknown}; choose from {', '.join(IMPLS)}")
+        parser.error(f"unknown implementations {unknown}; choose from {', '.join(choices)}")
 
     import torch
     from gpt import CONFIGS, GPT, TEENY, TORCH, Batches, corpus, init_weights
@@ -182,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     state = init_weights(GPT(cfg, vocab, TORCH), 0)
     tokens = cfg.batch * cfg.context
 
-    def maker(lib, compiled: bool):
+    def maker(lib, compiled: bool = False, graphed: bool = False):
         def make():
             model = GPT(cfg, vocab, lib).to(device)
             model.load_state_dict(state)
@@ -190,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
             kw = {"fused": True} if lib is TORCH and device.type == "cuda" else {}
             opt = lib.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), **kw)
             forward = torch.compile(model, fullgraph=True, backend=backend) if compiled else model
+            if graphed:
+                return graph_step(model, opt)
 
             def step(x, y):
                 opt.zero_grad(set_to_none=True)
@@ -203,10 +253,12 @@ def main(argv: list[str] | None = None) -> int:
         return make
 
     makers = {
-        "teeny_tx": maker(TEENY, False),
-        "teeny_tx+compile": maker(TEENY, True),
-        "torch": maker(TORCH, False),
-        "torch+compile": maker(TORCH, True),
+        "teeny_tx": maker(TEENY),
+        "teeny_tx+compile": maker(TEENY, compiled=True),
+        "teeny_tx+graph": maker(TEENY, graphed=True),
+        "torch": maker(TORCH),
+        "torch+compile": maker(TORCH, compiled=True),
+        "torch+graph": maker(TORCH, graphed=True),
     }
     runs = []
     for name in impls:

@@ -51,3 +51,10 @@ def test_smoke_trains_every_implementation(tmp_path, capsys):
         assert float(cells[1].replace(",", "")) > 0, name
         assert abs(float(cells[5]) - last) <= 1e-4 * last, (name, cells)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_graph_rows_need_cuda(capsys):
+    """The +graph rows replay a CUDA graph: on the CPU they are refused by name, not run."""
+    with pytest.raises(SystemExit):
+        _bench().main(["--smoke", "--impls", "teeny_tx+graph"])
+    assert "choose from teeny_tx, teeny_tx+compile, torch, torch+compile" in capsys.readouterr().err
