@@ -240,8 +240,29 @@ def _handle(ptr: int) -> Any:
     stream's fields directly: any other object crashes it), kept per handle."""
     handle = _handles.get(ptr)
     if handle is None:
-        handle = _handles[ptr] = _stream.ExternalStream(int(ptr))
+        handle = _handles[ptr] = _wrap_handle(int(ptr))
     return handle
+
+
+class _RawStream:
+    """A raw stream handle as the CUDA stream protocol's object (``__cuda_stream__``)."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.ptr)
+
+
+def _wrap_handle(ptr: int) -> Any:
+    """CuPy's stream object of a raw handle: ``Stream.from_external`` where CuPy has it
+    (``ExternalStream`` is deprecated there), else ``ExternalStream``."""
+    from_external = getattr(_stream.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(_RawStream(ptr))
+    return _stream.ExternalStream(ptr)
 
 
 def _same(stream: Any) -> Any:
