@@ -329,7 +329,7 @@ def main() -> None:
     parser.add_argument("--no-autotune", action="store_true")
     parser.add_argument("--demo-timeout", type=float, default=60.0)
     parser.add_argument(
-        "--budget", type=float, default=25.0, help="seconds for the per-kernel table's loop"
+        "--budget", type=float, default=20.0, help="seconds for the per-kernel table's loop"
     )
     options = parser.parse_args()
     warnings.simplefilter("ignore")

@@ -191,7 +191,9 @@ def graph_launcher(launch_one, count: int):
             launch_one(stream)
     finally:
         graph = stream.end_capture()
-    graph.upload(stream)
+    upload = getattr(graph, "upload", None)
+    if upload is not None:
+        upload(stream)
 
     def run():
         graph.launch(stream)
