@@ -201,6 +201,49 @@ def graph_launcher(launch_one, count: int):
     return run, stream
 
 
+def pieces(a, ta) -> list[str]:
+    """ns per call of what a launch's host path is made of (printed: where the time goes)."""
+    import timeit
+
+    import cupy
+
+    from teeny_tx.runtime import launch
+
+    scope = {"a": a, "t": ta, "cupy": cupy, "launch": launch}
+    stmts = [
+        "launch.current_stream(0).ptr",
+        "cupy.cuda.runtime.getDevice()",
+        "a.data.ptr",
+        "a.size",
+        "a.dtype",
+        "a._c_contiguous",
+        "cupy.empty((4, 1024), cupy.float16)",
+    ]
+    if ta is not None:
+        import torch
+
+        scope["torch"] = torch
+        scope["raw"] = launch.torch_raw_stream()
+        stmts += [
+            "raw(0)",
+            "t.data_ptr()",
+            "t.numel()",
+            "t.dtype",
+            "t.is_contiguous()",
+            "t.is_cuda",
+            "torch.empty((4, 1024), dtype=torch.float16, device='cuda')",
+        ]
+    lines = []
+    for stmt in stmts:
+        try:
+            n = 20000
+            best = min(timeit.repeat(stmt, globals=scope, number=n, repeat=5)) / n * 1e9
+            lines.append(f"{stmt:64} {best:8.1f} ns")
+        except Exception as exc:  # noqa: BLE001 - a piece that does not exist here
+            lines.append(f"{stmt:64} failed: {exc}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import cupy
@@ -302,6 +345,12 @@ def main(argv: list[str] | None = None) -> int:
         table.notes.append("torch with CUDA not available: torch-tensor row and Triton are n/a")
 
     us = time_round_robin(impls, args.launches, args.repeats, table.notes)
+    try:
+        parts = pieces(a, ta if torch is not None and torch.cuda.is_available() else None)
+        print("\nwhat a launch's host path is made of (best of 5 x 20000):", flush=True)
+        print("\n".join(parts), flush=True)
+    except Exception as exc:  # noqa: BLE001 - diagnostics only
+        print(f"pieces failed: {exc}", flush=True)
     if GRAPH in us:
         us[GRAPH] /= args.graph
     tmp.cleanup()
