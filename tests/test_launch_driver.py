@@ -346,3 +346,36 @@ def test_a_repeated_product_replays_as_a_direct_launch(device, monkeypatch, whic
     misaligned = device.array((33 * 40 + 1,))[1:].reshape(33, 40)  # a 2-byte offset
     call(misaligned)  # another signature (its alignment): checked, planned on its own
     assert checks[0] == 1
+
+
+SCALARS = kernel_text(
+    "    tile o = arange(0, BLOCK);\n    store(out + o, (i32)(load(a + o) * scale) + n + small);",
+    "i32 *out, const f32 *a, i32 n, u8 small, f32 scale, const i32 BLOCK",
+)
+
+
+@pytest.mark.parametrize("given", range(5))
+def test_a_missing_argument_of_any_kind_gets_the_arity_error(device, driver, monkeypatch, given):
+    k = driver.kernel(monkeypatch, SCALARS, name="k")
+    out, a = device.array((64,), np.int32), device.array((64,), np.float32)
+    full = (out, a, 64, 3, 0.5)
+    run = k[(1,)]
+    run(*full, BLOCK=64)
+    run(*full, BLOCK=64)  # the hot path knows this signature: a short call must not use it
+    with pytest.raises(LaunchError, match=rf"k\(\) takes 5 positional arguments .*, got {given}"):
+        run(*full[:given], BLOCK=64)
+    with pytest.raises(LaunchError, match="needs constexpr BLOCK by keyword"):
+        run(*full)
+    assert len(driver.launches) == 2
+
+
+def test_a_batch_of_one_product_is_a_bmm_like_any_other(device, monkeypatch):
+    monkeypatch.setattr(linalg, "TUNE", False)
+    monkeypatch.setattr(linalg, "module", _fresh_module())
+    monkeypatch.setattr(linalg, "_PLANS", {})
+    a, b = device.array((1, 1, 1)), device.array((1, 1, 48))
+    for _ in range(2):  # planned, then replayed
+        c = linalg.bmm(a, b, alpha=0.5)
+        assert c.shape == (1, 1, 48)
+    first, again = device.launches
+    assert first[0] == again[0] == (1, 1, 1) and first[2][4:] == again[2][4:]

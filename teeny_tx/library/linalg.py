@@ -221,7 +221,7 @@ def _prepared(arrays: _Arrays, a: Any, b: Any, p: _Product) -> tuple[Any, Any, _
     """The operands as the kernels read them, the product's strides updated, and whether one
     was copied: oriented as the product's [M, K] and [K, N]; for f32, K contiguous; rows of
     large operands 16-byte aligned (see _oriented, _k_contiguous, _aligned)."""
-    if p.batch != 1 or arrays.kind == "numpy":
+    if p.batch != 1 or arrays.kind == "numpy" or len(a.shape) != 2:  # bmm's [1, M, K] too
         return a, b, p, False
     a = _oriented(arrays, a, p, "a")
     b = _oriented(arrays, b, p, "b")
@@ -520,7 +520,7 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
     from ..lower.hopper import TmaUnsupported, tma_operand_view
 
     dtype = arrays.dtype(a)
-    if not HOPPER or arrays.kind == "numpy" or p.batch != 1:
+    if not HOPPER or arrays.kind == "numpy" or p.batch != 1 or len(a.shape) != 2:
         return None
     if p.k == 0:  # nothing to load (a tensor map needs non-zero extents): the cp.async kernel
         return None

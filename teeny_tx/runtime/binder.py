@@ -305,6 +305,7 @@ class Binder:
                 "other": self._other,
                 "not_contiguous": self._not_contiguous,
                 "bad_call": self._bad_call,
+                "checked_miss": self._checked_miss,
                 "M": _MISSING,
             }.items()
         }
@@ -330,6 +331,19 @@ class Binder:
         identifier that is not a keyword); else they arrive as ``**constexprs``."""
         return all(n.isidentifier() and not keyword.iskeyword(n) for n in self.constexpr_names)
 
+    def _checked_miss(self, miss: Callable[..., Any], sig: tuple | None, args: tuple,
+                      constexprs: dict, *rest: Any) -> Any:  # fmt: skip
+        """The launcher's miss, after the check for arguments not given (the hot path leaves
+        them to this: a signature holding one is never stored)."""
+        if any(a is _MISSING for a in args) or any(v is _MISSING for v in constexprs.values()):
+            self._bad_call(args, constexprs, rest[0], rest[1])
+        return miss(sig, args, constexprs, *rest)
+
+    def _arity_error(self, given: int) -> None:
+        """The full check's error for a call with ``given`` positional arguments."""
+        self.check_call((None,) * given, {}, 4, 2)
+        raise LaunchError(f"{self.kernel}(): argument {given + 1} is missing")  # pragma: no cover
+
     def _bad_call(self, args: tuple, constexprs: dict, num_warps: Any, num_stages: Any) -> None:
         """A call with missing, extra or unknown arguments: the full check says which."""
         args = tuple(a for a in args if a is not _MISSING)
@@ -351,11 +365,11 @@ class Binder:
             params = [f"{n}={P}M" for n in names] + [f"*{P}extra"]
             params += [f"{c}={P}M" for c in consts] + [options, f"**{P}unknown"]
             constexprs = "{" + ", ".join(f"{c!r}: {c}" for c in consts) + "}"
-            missing = [f"{P}extra", f"{P}unknown"] + [f"{n} is {P}M" for n in names[-1:]]
-            missing += [f"{c} is {P}M" for c in consts]
+            # a missing argument (the default, M) is found off the hot path: a pointer or an
+            # integer goes to the full checks (other, fact), any other to the look-up's miss
             lines = [
                 f"def {P}run({', '.join(params)}):",
-                f"    if {' or '.join(missing)}:",
+                f"    if {P}extra or {P}unknown:",
                 f"        {P}bad_call({args_tuple} + {P}extra, {{**{constexprs}, **{P}unknown}},"
                 " num_warps, num_stages)",
             ]
@@ -380,9 +394,8 @@ class Binder:
                     f"        {P}self.check_call({P}args, {P}constexprs, num_warps, num_stages)",
                 ]
         lines += [
-            "    if type(num_warps) is not int:",
+            "    if type(num_warps) is not int or type(num_stages) is not int:",
             f"        num_warps = {P}launch_warps(num_warps)",
-            "    if type(num_stages) is not int:",
             f"        num_stages = {P}launch_stages(num_stages)",
             f"    {P}torch = False",
         ]
@@ -392,7 +405,8 @@ class Binder:
             a, t, ptr, n = names[i], f"{P}t{i}", f"{P}p{i}", f"{P}n{i}"
             if p.kind == "pointer":
                 lines += [
-                    f"    if type({a}) is {P}CupyArray:",
+                    f"    {P}k = type({a})",
+                    f"    if {P}k is {P}CupyArray:",
                     f"        if {a}._c_contiguous:",
                     f"            {n} = {a}.size",
                     "        elif strided:",
@@ -401,7 +415,7 @@ class Binder:
                     f"            {P}not_contiguous({i}, {a})",
                     f"        {ptr} = {a}.data.ptr",
                     f"        {t} = {a}.dtype",
-                    f"    elif type({a}) is {P}TORCH[0] and {a}.is_cuda:",
+                    f"    elif {P}k is {P}TORCH[0] and {a}.is_cuda:",
                     f"        if {a}.is_contiguous():",
                     f"            {n} = {a}.numel()",
                     "        elif strided:",
@@ -436,8 +450,8 @@ class Binder:
         # 64-bit indices: an array of more elements (bytes when not contiguous) than i32 holds
         sig.append(" or ".join(f"{n} > {INDEX_LIMIT}" for n in sizes) if sizes else "False")
         miss = (
-            f"{P}miss(SIG, {args_tuple}, {constexprs}, num_warps, num_stages, stream, strided,"
-            f" {P}fixed or {P}grid_fn)"
+            f"{P}checked_miss({P}miss, SIG, {args_tuple}, {constexprs}, num_warps, num_stages,"
+            f" stream, strided, {P}fixed or {P}grid_fn)"
         )
         lines += [
             f"    {P}sig = ({', '.join(sig)},)",
@@ -447,7 +461,7 @@ class Binder:
             f"        if {P}hit is None:",
             f"            return {miss.replace('SIG', P + 'sig', 1)}",
             f"        {P}hit = {P}last[0] = ({P}sig, *{P}hit.fast)",
-            f"    {P}entry, {P}handle, {P}packer, {P}bx, {P}by, {P}bz, {P}shared = {P}hit[1:]",
+            f"    _, {P}entry, {P}handle, {P}packer, {P}bx, {P}by, {P}bz, {P}shared = {P}hit",
         ]
         if fixed is None:
             lines.append(
@@ -670,6 +684,8 @@ class Binder:
     def fact(self, slot: int, a: Any) -> int:
         """The signature's fact of an integer scalar that is not a Python int (NumPy
         integers): the same encoding as the hot path's, after the full check."""
+        if a is _MISSING:
+            self._arity_error(slot)
         self._scalar(slot, a)
         a = int(a)
         return a & 15 if a != 1 else -1
@@ -677,6 +693,8 @@ class Binder:
     def _other(self, slot: int, a: Any, strided: bool) -> tuple[int, str, int, bool]:
         """A pointer argument that is not a plain CuPy array or CUDA tensor: fully checked.
         Its dtype is returned by name (signatures of these never meet a CuPy or torch one)."""
+        if a is _MISSING:
+            self._arity_error(slot)
         ptr, dtype, extent = self._pointer(slot, a, strided)
         torch = TORCH_TENSOR[0]
         return ptr, dtype, extent, torch is not None and isinstance(a, torch)
