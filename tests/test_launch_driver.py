@@ -379,3 +379,16 @@ def test_a_batch_of_one_product_is_a_bmm_like_any_other(device, monkeypatch):
         assert c.shape == (1, 1, 48)
     first, again = device.launches
     assert first[0] == again[0] == (1, 1, 1) and first[2][4:] == again[2][4:]
+
+
+def test_with_several_devices_each_launch_asks_for_the_current_one(device, monkeypatch):
+    driver = Driver(monkeypatch, devices=2)
+    k = driver.kernel(monkeypatch)
+    a, b, out = arrays(device)
+    run = k[(4,)]
+    for _ in range(3):
+        run(a, b, out, 4096, BLOCK=1024)
+    assert driver.device_asked == 3  # the miss once, then each hot launch
+    assert [x[0] for x in driver.launches] == ["cupy", "driver", "driver"]
+    (entry,) = set(k._entries.values())
+    assert entry.handles == {0: HANDLE}
