@@ -42,3 +42,14 @@ def test_threads_keep_running_python_while_nvrtc_compiles():
         done.set()
         counter.join()
     assert seconds > 0.05 and during > 100  # the other thread ran during the compile
+
+
+def test_precompiled_headers_by_default_only_for_portable_targets(monkeypatch, tmp_path):
+    monkeypatch.delenv("TEENY_TX_PCH", raising=False)
+    assert nvrtc.pch_arguments(tmp_path, "sm_90")[0] == "-pch"
+    assert nvrtc.pch_arguments(tmp_path, "sm_90a") == []  # measured slower there (its doc)
+    assert nvrtc.pch_arguments(None, "sm_90") == []
+    monkeypatch.setenv("TEENY_TX_PCH", "1")
+    assert nvrtc.pch_arguments(tmp_path, "sm_90a")[1].startswith(f"--pch-dir={tmp_path}")
+    monkeypatch.setenv("TEENY_TX_PCH", "0")
+    assert nvrtc.pch_arguments(tmp_path, "sm_90") == []
