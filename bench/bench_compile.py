@@ -27,12 +27,14 @@ runs on the interpreter without one): python3 bench/bench_compile.py --out /tmp/
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 import warnings
 from pathlib import Path
 
@@ -54,17 +56,26 @@ def best(fn, repeats: int) -> float:
     return min(times)
 
 
-def demo_times(timeout: float) -> list[str]:
-    """Lines of the demo table: cold then warm, in one fresh cache directory."""
+def demo_times(timeout: float, no_pch_row: bool = False) -> list[str]:
+    """Lines of the demo table: cold then warm, in one fresh cache directory; then cold
+    again in another with the precompiled header off (TEENY_TX_PCH=0; ``no_pch_row``). The
+    driver's compute
+    cache is pointed at a fresh directory too (CUDA_CACHE_PATH)."""
     cache = Path(tempfile.mkdtemp(prefix="teeny_tx_demo_"))
-    env = {**os.environ, "TEENY_TX_CACHE_DIR": str(cache)}
+    other = Path(tempfile.mkdtemp(prefix="teeny_tx_demo_nopch_"))
+    env = {**os.environ, "TEENY_TX_CACHE_DIR": str(cache), "CUDA_CACHE_PATH": str(cache / "nv")}
     env.pop("TEENY_TX_PCH", None)
+    no_pch = {**env, "TEENY_TX_CACHE_DIR": str(other), "CUDA_CACHE_PATH": str(other / "nv")}
+    no_pch["TEENY_TX_PCH"] = "0"
     lines = [
         "| run | seconds | baseline (s) | exit | last line |",
         "|---|---:|---:|---:|---|",
     ]
+    runs = [("cold", DEMO_BASELINE[0], env), ("warm", DEMO_BASELINE[1], env)]
+    if no_pch_row:
+        runs.append(("cold, TEENY_TX_PCH=0", DEMO_BASELINE[0], no_pch))
     try:
-        for label, baseline in zip(("cold", "warm"), DEMO_BASELINE, strict=True):
+        for label, baseline, env in runs:
             start = time.perf_counter()
             try:
                 done = subprocess.run(
@@ -90,81 +101,217 @@ def demo_times(timeout: float) -> list[str]:
             print(lines[-1], flush=True)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(other, ignore_errors=True)
     return lines
 
 
-def kernel_times(repeats: int, only: str) -> list[str]:
-    """Lines of the per-kernel table (and a total)."""
+NVRTC_CHILD = r"""
+import hashlib, json, sys, time
+from teeny_tx.kernel import HEADERS
+from teeny_tx.runtime import nvrtc
+jobs = json.load(open(sys.argv[1]))
+for job in jobs:
+    source = open(job["source"]).read()
+    row = {"stem": job["stem"]}
+    for label in ("seconds", "again")[: 1 + bool(job.get("again"))]:
+        start = time.perf_counter()
+        cubin = nvrtc.compile_to_cubin(source, name=job["name"], arch=job["arch"],
+                                       options=nvrtc.DEFAULT_OPTIONS, headers=HEADERS)
+        row[label] = time.perf_counter() - start
+    row["sha"] = hashlib.sha256(cubin).hexdigest()
+    print(json.dumps(row), flush=True)
+"""
+
+
+def nvrtc_in_new_process(
+    jobs: list[dict], timeout: float, extra_env: dict | None = None
+) -> dict[str, dict]:
+    """Plain NVRTC (the runtime's options and headers, no precompiled header) of each job's
+    source in one new process that has compiled nothing before: no memo, no cubin cache, no
+    header image of this process can take part (jobs marked ``again`` are compiled a second
+    time, the same text: what a compile cache below ours would answer). stem -> row."""
+    if not jobs:
+        return {}
+    folder = Path(tempfile.mkdtemp(prefix="teeny_tx_nvrtc_"))
+    try:
+        listing = folder / "jobs.json"
+        listing.write_text(json.dumps(jobs))
+        env = {**os.environ, "TEENY_TX_PCH": "0", **(extra_env or {})}
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", NVRTC_CHILD, str(listing)],
+                env=env,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+            out = done.stdout
+            if done.returncode:
+                print(done.stderr[-2000:], flush=True)
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        found = {}
+        for line in out.splitlines():
+            if line.startswith("{"):
+                row = json.loads(line)
+                found[row["stem"]] = row
+        return found
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _nonce(text: str) -> str:
+    """``text`` made a program no compile cache has seen (a comment of random bytes at the
+    end): the same work for NVRTC, never a cached answer."""
+    return f"{text}\n// bench_compile {uuid.uuid4().hex}\n"
+
+
+def kernel_times(repeats: int, only: str, budget: float) -> list[str]:
+    """Lines of the per-kernel table (and a total), within ``budget`` seconds (the kernels
+    not reached are named in a line under the table). Every compile timed is of a source
+    with a fresh comment appended (:func:`_nonce`), so no cache answers it."""
+    import hashlib
+
     import teeny_tx
-    from teeny_tx.kernel import HEADERS
-    from teeny_tx.runtime import cache, nvrtc
+    from teeny_tx.runtime import cache
     from tests.cases import GOLDEN, KERNELS
     from tests.conftest import target_arch
 
     root = Path(os.environ["TEENY_TX_CACHE_DIR"])
+    started = time.perf_counter()
+    sources = Path(tempfile.mkdtemp(prefix="teeny_tx_sources_"))
 
     def empty_cache() -> None:  # keep the precompiled header image: made once per machine
         for entry in root.iterdir():
             if entry.name != "pch":
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 
-    lines = [
-        "| kernel (golden) | arch | cold | warm | nvrtc | cold / nvrtc |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    totals = [0.0, 0.0, 0.0]
-    primed = False
+    def runtime_cubin(spec, source: str, pch: bool) -> tuple[float, bytes]:
+        saved = os.environ.get("TEENY_TX_PCH")
+        os.environ["TEENY_TX_PCH"] = "1" if pch else "0"
+        try:
+            spec.cuda_source = source  # a dataclass field; its cubin is compiled on first use
+            spec.__dict__.pop("cubin", None)
+            start = time.perf_counter()
+            cubin = spec.cubin
+            return time.perf_counter() - start, cubin
+        finally:
+            if saved is None:
+                os.environ.pop("TEENY_TX_PCH")
+            else:
+                os.environ["TEENY_TX_PCH"] = saved
+
+    rows, jobs, skipped = [], [], []
+    primed: set[str] = set()
     for g in GOLDEN:
         if only and only not in g.stem:
             continue
+        if time.perf_counter() - started > budget:
+            skipped.append(g.stem)
+            continue
         with target_arch(g.arch):
 
-            def ours(g=g):
+            def specialise(g=g):
                 cache.clear_memo()
                 k = getattr(teeny_tx.compile(KERNELS / g.file, name=f"kernels/{g.file}"), g.kernel)
-                spec = k.specialize(
+                return k.specialize(
                     *g.args, num_warps=g.num_warps, num_stages=g.num_stages, **g.constexprs
                 )
-                return spec.cubin, spec.cuda_source
 
-            if not primed:  # the header image exists from the machine's first compile on
-                empty_cache()
-                ours()
-                primed = True
             empty_cache()
             start = time.perf_counter()
-            _, source = ours()
-            cold = time.perf_counter() - start
-            warm = best(ours, repeats)
+            spec = specialise()
+            ours = time.perf_counter() - start
+            source = spec.cuda_source
+            if spec.arch not in primed:  # the header image of this arch, made once per machine
+                primed.add(spec.arch)
+                image, _ = runtime_cubin(spec, _nonce(source), True)
+                print(f"{spec.arch}: header image made in {image:.3f} s", flush=True)
+                empty_cache()
+            timed = _nonce(source)
+            with_pch, cubin = runtime_cubin(spec, timed, True)
 
-            def plain(source=source, g=g):
-                nvrtc.compile_to_cubin(
-                    source,
-                    name=g.kernel,
-                    arch=g.arch,
-                    options=nvrtc.DEFAULT_OPTIONS,
-                    headers=HEADERS,
-                )
+            def warm_once(g=g, timed=timed):  # a new module, the cubin cache filled
+                again = specialise(g)
+                again.cuda_source = timed
+                return again.cubin
 
-            saved = os.environ.get("TEENY_TX_PCH")
-            os.environ["TEENY_TX_PCH"] = "0"
-            try:
-                raw = best(plain, repeats)
-            finally:
-                if saved is None:
-                    os.environ.pop("TEENY_TX_PCH")
-                else:
-                    os.environ["TEENY_TX_PCH"] = saved
-        totals = [t + v for t, v in zip(totals, (cold, warm, raw), strict=True)]
-        lines.append(
-            f"| {g.stem} | {g.arch} | {cold:.3f} | {warm:.3f} | {raw:.3f} | {cold / raw:.2f} |"
+            warm = best(warm_once, repeats)
+            empty_cache()
+            without_pch, plain = runtime_cubin(spec, _nonce(source), False)
+        path = sources / f"{g.stem}.cu"
+        path.write_text(_nonce(source))
+        again = (
+            len(jobs) < 3
+            or spec.arch.endswith("a")
+            and not any(j.get("again") and j["arch"] == spec.arch for j in jobs)
         )
-        print(lines[-1], flush=True)
-    if totals[2]:
-        lines.append(
-            f"| total | | {totals[0]:.2f} | {totals[1]:.2f} | {totals[2]:.2f} | "
-            f"{totals[0] / totals[2]:.2f} |"
+        job = {"stem": g.stem, "source": str(path), "name": spec.entry, "arch": spec.arch}
+        jobs.append({**job, "again": again})
+        sha = hashlib.sha256(cubin).hexdigest()
+        rows.append((g.stem, spec.arch, ours, with_pch, without_pch, warm, sha))
+        print(
+            f"{g.stem}: ours {ours:.3f} s, cubin {with_pch:.3f} s (-pch) / {without_pch:.3f} s, "
+            f"warm {warm:.3f} s",
+            flush=True,
         )
+    child_budget = max(30.0, 2 * sum(r[4] for r in rows) + 20)
+    plain_rows = nvrtc_in_new_process(jobs, child_budget)
+    # the texts compiled twice, once more in another new process with the driver's compute
+    # cache off: slow again if that is the cache that answered the second compile
+    repeat_jobs = [{**j, "again": False} for j in jobs if j.get("again")]
+    uncached = nvrtc_in_new_process(repeat_jobs, child_budget, {"CUDA_CACHE_DISABLE": "1"})
+    shutil.rmtree(sources, ignore_errors=True)
+    lines = [
+        "| kernel (golden) | arch | specialise | cubin, -pch | cubin, no PCH | cold (-pch) "
+        "| warm | NVRTC alone, new process | same cubin | cold / NVRTC |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    totals = [0.0] * 6
+    repeated = []
+    for stem, arch, ours, with_pch, without_pch, warm, sha in rows:
+        got = plain_rows.get(stem)
+        raw = got["seconds"] if got else None
+        if got and "again" in got:
+            off = uncached.get(stem)
+            tail = "" if off is None else f", then {off['seconds']:.3f} s (CUDA_CACHE_DISABLE=1)"
+            repeated.append(f"{stem} {got['seconds']:.3f} s, then {got['again']:.3f} s{tail}")
+        cold = ours + with_pch
+        same = "n/a" if got is None else ("yes" if got["sha"] == sha else "no")
+        ratio = "n/a" if not raw else f"{cold / raw:.2f}"
+        raw_text = "n/a" if raw is None else f"{raw:.3f}"
+        lines.append(
+            f"| {stem} | {arch} | {ours:.3f} | {with_pch:.3f} | {without_pch:.3f} | {cold:.3f} "
+            f"| {warm:.3f} | {raw_text} | {same} | {ratio} |"
+        )
+        if raw is not None:
+            values = (ours, with_pch, without_pch, cold, warm, raw)
+            totals = [t + v for t, v in zip(totals, values, strict=True)]
+    if totals[5]:
+        lines.append(
+            f"| total (kernels with all columns) | | {totals[0]:.2f} | {totals[1]:.2f} | "
+            f"{totals[2]:.2f} | {totals[3]:.2f} | {totals[4]:.2f} | {totals[5]:.2f} | | "
+            f"{totals[3] / totals[5]:.2f} |"
+        )
+    lines.append("")
+    lines.append(
+        "specialise = teeny_tx.compile + parse, lower, emit; cubin = the runtime's NVRTC compile "
+        "of it, with its precompiled header (-pch, the arch's header image made beforehand, as "
+        "after a machine's first kernel) and without (TEENY_TX_PCH=0); cold = specialise + "
+        "cubin with -pch, empty cubin cache; warm = a new module with the cubin cache filled "
+        f"(best of {repeats}); NVRTC alone = the same source, options and headers, no "
+        "precompiled header, in one new process; same cubin: its bytes equal the runtime's. "
+        "Every timed compile is of the source with a new random comment appended, so no cache "
+        "below ours can answer it"
+    )
+    if repeated:
+        lines.append(
+            "- the same text compiled twice in the new process (a cache below ours would make "
+            "the second fast), then once more in another new process: " + "; ".join(repeated)
+        )
+    if skipped:
+        lines.append(f"- not reached within the {budget:.0f} s budget: {', '.join(skipped)}")
     return lines
 
 
@@ -178,15 +325,16 @@ def autotune_times(cols: int = 8192) -> list[str]:
     block = 1 << (cols - 1).bit_length()
     args = ("f16", "f32", "f32", "f16", "f16", "f16", 8192, cols, cols, 1, cols, 1e-5)
     lines = [
-        f"| layer_norm_fwd f16, {cols} columns | configs | threads | seconds |",
-        "|---|---:|---:|---:|",
+        f"| layer_norm_fwd f16, {cols} columns | configs | threads | specialise (s) "
+        "| cubins (s) | total (s) |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
-    for threads in ("1", str(autotune.compile_workers())):
+    for threads in ("prime", "1", str(autotune.compile_workers())):
         for entry in root.iterdir():
             if entry.name != "pch":
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         cache.clear_memo()
-        os.environ["TEENY_TX_COMPILE_THREADS"] = threads
+        os.environ["TEENY_TX_COMPILE_THREADS"] = "1" if threads == "prime" else threads
         start = time.perf_counter()
         path = ROOT / "kernels" / "layernorm.c"  # a new module: no specialisation memoised
         kernel = teeny_tx.compile(path, name="kernels/layernorm.c").layer_norm_fwd
@@ -199,14 +347,20 @@ def autotune_times(cols: int = 8192) -> list[str]:
                 EVEN=int(block == cols),
                 **c.kwargs,
             )
-            for c in kernel.tune.configs
+            for c in (kernel.tune.configs[:1] if threads == "prime" else kernel.tune.configs)
         ]
+        specialised = time.perf_counter()
         autotune.compile_cubins(specs)
         for spec in specs:  # compiles here when the pool did not (one thread)
             _ = spec.cubin
-        seconds = time.perf_counter() - start
+        end = time.perf_counter()
+        if threads == "prime":  # the precompiled header image, as after a machine's first kernel
+            continue
         label = "one after another" if threads == "1" else "in parallel"
-        lines.append(f"| {label} | {len(specs)} | {threads} | {seconds:.2f} |")
+        lines.append(
+            f"| {label} | {len(specs)} | {threads} | {specialised - start:.2f} | "
+            f"{end - specialised:.2f} | {end - start:.2f} |"
+        )
         print(lines[-1], flush=True)
     os.environ.pop("TEENY_TX_COMPILE_THREADS", None)
     return lines
@@ -214,19 +368,37 @@ def autotune_times(cols: int = 8192) -> list[str]:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--only", default="", help="kernels whose golden stem contains this")
     parser.add_argument("--no-demo", action="store_true")
-    parser.add_argument("--demo-timeout", type=float, default=100.0)
+    parser.add_argument("--demo-no-pch", action="store_true", help="a third demo: no PCH")
+    parser.add_argument("--no-autotune", action="store_true")
+    parser.add_argument("--demo-timeout", type=float, default=60.0)
+    parser.add_argument(
+        "--budget", type=float, default=20.0, help="seconds for the per-kernel table's loop"
+    )
     options = parser.parse_args()
     warnings.simplefilter("ignore")
     date, device = utc_now(), device_name()
-    sections = []
+    sections: list[tuple[str, list[str]]] = []
+
+    def publish() -> None:  # after each section: a step stopped at its limit keeps the rest
+        text = "\n".join(
+            f"### {title}\n\ndate: {date}, device: {device}, CPUs: {os.cpu_count()}\n\n"
+            + "\n".join(lines)
+            + "\n"
+            for title, lines in sections
+        )
+        if options.out:
+            Path(options.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(options.out).write_text(text)
+        return text
+
     if not options.no_demo:
         print("demo (a new process each):", flush=True)
-        sections.append(
-            ("Compile time: `teeny-tx demo`, cold and warm", demo_times(options.demo_timeout))
-        )
+        lines = demo_times(options.demo_timeout, options.demo_no_pch)
+        sections.append(("Compile time: `teeny-tx demo`, cold and warm", lines))
+        publish()
     saved = os.environ.get("TEENY_TX_CACHE_DIR")
     root = Path(tempfile.mkdtemp(prefix="teeny_tx_compile_"))
     os.environ["TEENY_TX_CACHE_DIR"] = str(root)
@@ -234,30 +406,24 @@ def main() -> None:
         from teeny_tx.runtime import nvrtc
 
         version = ".".join(map(str, nvrtc.nvrtc_version()))
+        if not options.no_autotune:
+            print("autotune:", flush=True)
+            sections.append(("Compile time: an autotuner's configs", autotune_times()))
+            publish()
         print(f"kernels (NVRTC {version}):", flush=True)
         sections.append(
             (
                 f"Compile time of each bundled kernel vs NVRTC {version} (s)",
-                kernel_times(options.repeats, options.only),
+                kernel_times(options.repeats, options.only, options.budget),
             )
         )
-        sections.append(("Compile time: an autotuner's configs", autotune_times()))
     finally:
         shutil.rmtree(root, ignore_errors=True)
         if saved is None:
             os.environ.pop("TEENY_TX_CACHE_DIR", None)
         else:
             os.environ["TEENY_TX_CACHE_DIR"] = saved
-    text = "\n".join(
-        f"### {title}\n\ndate: {date}, device: {device}, CPUs: {os.cpu_count()}\n\n"
-        + "\n".join(lines)
-        + "\n"
-        for title, lines in sections
-    )
-    print("\n" + text, flush=True)
-    if options.out:
-        Path(options.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(options.out).write_text(text)
+    print("\n" + publish(), flush=True)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,21 @@
 Input: a small vector add (--n 4096 float32 elements, BLOCK=1024: a grid of 4 programs), so the
 GPU work per launch is tiny and the host path is what is measured.
 Output: per-launch microseconds of --launches back-to-back launches timed with
-time.perf_counter (device synchronised before and after), the median of --repeats repeats, for:
-ours (``k[grid](...)`` on CuPy arrays, and on torch tensors), the same cubin through a bare
-``cupy.RawModule`` function (``spec.cubin``, ``spec.entry``, ``spec.block``), and Triton's launch
-of its own add kernel for reference. Ratio = ours / RawModule (target <= 1.1).
-A second table times each teeny_tx.nn / linalg wrapper on a tiny input (host-bound) and
-reports what it adds on top of its launches, in bare RawModule launches (target <= 1.2).
+time.perf_counter (device synchronised before and after), the median of --repeats repeats taken
+in turn, for: ours (``k[grid](...)``: every argument checked, launched through cuLaunchKernel
+from the launcher's parameter array) on CuPy arrays and on torch tensors; the same through
+CuPy's ``Function`` call instead (``$TEENY_TX_LAUNCH=cupy``, the previous path); the same cubin
+through a bare ``cupy.RawModule`` function (``spec.cubin``, ``spec.entry``, ``spec.block``);
+Triton's launch of its own add kernel; and two floors below any checked launch: CuPy's driver
+binding called with a prebuilt parameter array (no checks at all), and one launch of a CUDA
+graph of --graph launches (per kernel). Ratio = ours / RawModule (target <= 1.1).
+
+A second section times each teeny_tx.nn / linalg wrapper on a tiny input (host-bound), on
+CuPy arrays and on torch tensors, against the bare launches of the same kernels and its
+allocations (bench_host.py's method: ratio = (wrapper - allocations) / bare launches, target
+<= 1.2; also wrapper / bare with the allocations counted). The wrappers run with their
+default configs (nn.TUNE and linalg.TUNE off: the host path is the same, the tuner's timing
+would only cost the first calls).
 
 Run from the repository root: python3 bench/bench_launch.py --out /tmp/launch.md
 """
@@ -19,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
+import numpy as np
 from common import (
     REPO,
     Table,
@@ -34,6 +44,11 @@ from common import (
 KERNEL = REPO / "kernels" / "vector_add.c"
 RAW = "RawModule (same cubin)"
 OURS_CUPY, OURS_TORCH = "ours, CuPy arrays", "ours, torch tensors"
+VIA_CUPY, VIA_CUPY_TORCH = (
+    "ours via CuPy's Function, CuPy arrays",
+    "ours via CuPy's Function, torch",
+)
+FLOOR, GRAPH = "cuLaunchKernel, prebuilt params, no checks", "CUDA graph, per kernel"
 PEERS = [RAW, "Triton"]
 TARGET = 1.1
 WRAPPER_TARGET = 1.2  # host cost a wrapper adds on top of its launches, in bare launches
@@ -46,6 +61,10 @@ def parse_args(argv: list[str] | None = None):
     p.add_argument("--warps", type=int, default=4, help="num_warps (default 4)")
     p.add_argument("--launches", type=int, default=20000, help="launches per timed repeat")
     p.add_argument("--repeats", type=int, default=5, help="timed repeats; the median is kept")
+    p.add_argument("--graph", type=int, default=100, help="launches captured in the graph")
+    p.add_argument("--no-wrappers", action="store_true", help="skip the wrappers' section")
+    p.add_argument("--calls", type=int, default=300, help="calls per timed wrapper loop")
+    p.add_argument("--wrapper-repeats", type=int, default=7, help="wrapper rounds (best kept)")
     args = p.parse_args(argv)
     if min(args.n, args.block, args.warps, args.launches, args.repeats) < 1:
         p.error("all sizes and counts must be positive")
@@ -123,6 +142,108 @@ def raw_launcher(k, a, b, out, n: int, block: int, warps: int, grid, tmp: str):
     return lambda: func(grid, threads, params, shared_mem=shared)
 
 
+def launcher_in_mode(k, grid, mode: str):
+    """``k[grid]`` generated with LAUNCH_MODE = ``mode``."""
+    from teeny_tx.runtime import launch
+
+    saved = launch.LAUNCH_MODE
+    launch.LAUNCH_MODE = mode
+    try:
+        return k[grid]
+    finally:
+        launch.LAUNCH_MODE = saved
+
+
+def floor_launcher(k, a, b, out, n: int, block: int, warps: int, grid):
+    """cuLaunchKernel through CuPy's binding with a parameter array built once: the cost of
+    the driver call itself from Python, with no checks and no per-launch work."""
+    import ctypes
+
+    import cupy
+    from cupy_backends.cuda.api import driver
+
+    spec = k.specialize(a, b, out, n, BLOCK=block, num_warps=warps)
+    function = spec.loaded.prepared(cupy.cuda.runtime.getDevice(), 0)
+    values = [ctypes.c_uint64(x.data.ptr) for x in (a, b, out)] + [ctypes.c_int32(n)]
+    params = (ctypes.c_void_p * 4)(*[ctypes.addressof(v) for v in values])
+    address, handle = ctypes.addressof(params), function.ptr
+    gx, (bx, by, bz) = grid[0], spec.block
+    launch = driver.launchKernel
+
+    def run():
+        launch(handle, gx, 1, 1, bx, by, bz, 0, 0, address, 0)
+
+    run.keep = (values, params)  # type: ignore[attr-defined]
+    return run
+
+
+def graph_launcher(launch_one, count: int):
+    """One launch of a CUDA graph holding ``count`` launches of ``launch_one(stream)``, and
+    the number of kernels it runs (time per kernel = time per call / count)."""
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    launch_one(stream)  # compiled and loaded outside the capture
+    stream.synchronize()
+    stream.begin_capture()
+    try:
+        for _ in range(count):
+            launch_one(stream)
+    finally:
+        graph = stream.end_capture()
+    upload = getattr(graph, "upload", None)
+    if upload is not None:
+        upload(stream)
+
+    def run():
+        graph.launch(stream)
+
+    return run, stream
+
+
+def pieces(a, ta) -> list[str]:
+    """ns per call of what a launch's host path is made of (printed: where the time goes)."""
+    import timeit
+
+    import cupy
+
+    from teeny_tx.runtime import launch
+
+    scope = {"a": a, "t": ta, "cupy": cupy, "launch": launch}
+    stmts = [
+        "launch.current_stream(0).ptr",
+        "cupy.cuda.runtime.getDevice()",
+        "a.data.ptr",
+        "a.size",
+        "a.dtype",
+        "a._c_contiguous",
+        "cupy.empty((4, 1024), cupy.float16)",
+    ]
+    if ta is not None:
+        import torch
+
+        scope["torch"] = torch
+        scope["raw"] = launch.torch_raw_stream()
+        stmts += [
+            "raw(0)",
+            "t.data_ptr()",
+            "t.numel()",
+            "t.dtype",
+            "t.is_contiguous()",
+            "t.is_cuda",
+            "torch.empty((4, 1024), dtype=torch.float16, device='cuda')",
+        ]
+    lines = []
+    for stmt in stmts:
+        try:
+            n = 20000
+            best = min(timeit.repeat(stmt, globals=scope, number=n, repeat=5)) / n * 1e9
+            lines.append(f"{stmt:64} {best:8.1f} ns")
+        except Exception as exc:  # noqa: BLE001 - a piece that does not exist here
+            lines.append(f"{stmt:64} failed: {exc}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import cupy
@@ -173,12 +294,27 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         table.notes.append(f"teeny_tx compile failed: {report_failure('teeny_tx.compile', exc)}")
     tmp = tempfile.TemporaryDirectory(prefix="teeny_tx_bench_")
+    graph_stream = None
     if k is not None:
-        add(OURS_CUPY, lambda: k[grid](a, b, out, n, BLOCK=block, num_warps=warps), out, ref)
+        run = launcher_in_mode(k, grid, "driver")
+        via = launcher_in_mode(k, (grid[0], 1), "cupy")  # another grid key: its own launcher
+        add(OURS_CUPY, lambda: run(a, b, out, n, BLOCK=block, num_warps=warps), out, ref)
+        add(VIA_CUPY, lambda: via(a, b, out, n, BLOCK=block, num_warps=warps), out, ref)
         try:
             add(RAW, raw_launcher(k, a, b, out, n, block, warps, grid, tmp.name), out, ref)
         except Exception as exc:
             table.notes.append(f"{RAW} setup failed: {report_failure(RAW, exc)}")
+        try:
+            add(FLOOR, floor_launcher(k, a, b, out, n, block, warps, grid), out, ref)
+        except Exception as exc:
+            table.notes.append(f"{FLOOR} setup failed: {report_failure(FLOOR, exc)}")
+        try:
+            graph, graph_stream = graph_launcher(
+                lambda s: run(a, b, out, n, BLOCK=block, num_warps=warps, stream=s), args.graph
+            )
+            add(GRAPH, graph, out, ref)
+        except Exception as exc:
+            table.notes.append(f"{GRAPH} setup failed: {report_failure(GRAPH, exc)}")
 
     if torch is not None and torch.cuda.is_available():
         ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
@@ -186,7 +322,13 @@ def main(argv: list[str] | None = None) -> int:
         if k is not None:
             add(
                 OURS_TORCH,
-                lambda: k[grid](ta, tb, tout, n, BLOCK=block, num_warps=warps),
+                lambda: run(ta, tb, tout, n, BLOCK=block, num_warps=warps),
+                tout,
+                tref,
+            )
+            add(
+                VIA_CUPY_TORCH,
+                lambda: via(ta, tb, tout, n, BLOCK=block, num_warps=warps),
                 tout,
                 tref,
             )
@@ -203,97 +345,86 @@ def main(argv: list[str] | None = None) -> int:
         table.notes.append("torch with CUDA not available: torch-tensor row and Triton are n/a")
 
     us = time_round_robin(impls, args.launches, args.repeats, table.notes)
+    try:
+        parts = pieces(a, ta if torch is not None and torch.cuda.is_available() else None)
+        print("\nwhat a launch's host path is made of (best of 5 x 20000):", flush=True)
+        print("\n".join(parts), flush=True)
+    except Exception as exc:  # noqa: BLE001 - diagnostics only
+        print(f"pieces failed: {exc}", flush=True)
+    if GRAPH in us:
+        us[GRAPH] /= args.graph
     tmp.cleanup()
-    ours_cupy, ours_torch, raw, tri = (us.get(x) for x in (OURS_CUPY, OURS_TORCH, RAW, "Triton"))
+    raw, tri = us.get(RAW), us.get("Triton")
     peers = {RAW: raw, "Triton": tri}
-    table.add("ours on CuPy arrays", ours_cupy, peers)
-    table.add("ours on torch tensors", ours_torch, peers)
-    failed = any(v is None for v in (ours_cupy, raw))
-    for label, ours in (("CuPy arrays", ours_cupy), ("torch tensors", ours_torch)):
-        r = table.ratio(ours, peers)
+    rows = [
+        ("ours on CuPy arrays", OURS_CUPY),
+        ("ours on torch tensors", OURS_TORCH),
+        ("ours via CuPy's Function call (TEENY_TX_LAUNCH=cupy), CuPy arrays", VIA_CUPY),
+        ("ours via CuPy's Function call (TEENY_TX_LAUNCH=cupy), torch tensors", VIA_CUPY_TORCH),
+        ("floor: cuLaunchKernel of a prebuilt parameter array, no checks", FLOOR),
+        (f"floor: one CUDA graph of {args.graph} of our launches, per kernel", GRAPH),
+    ]
+    for case, label in rows:
+        table.add(case, us.get(label), peers)
+    failed = any(us.get(x) is None for x in (OURS_CUPY, RAW))
+    for label in (OURS_CUPY, OURS_TORCH):
+        r = table.ratio(us.get(label), peers)
         if r is not None:
             verdict = "meets" if r <= TARGET else "MISSES"
-            print(
-                f"ours ({label}) / RawModule = {r:.2f}: {verdict} the target <= {TARGET}",
-                flush=True,
-            )
-    tables = [table]
-    if raw is not None and torch is not None and torch.cuda.is_available():
-        tables.append(wrapper_table(torch, raw, args, table.notes))
-    emit_tables(tables, args.out)
+            print(f"{label} / RawModule = {r:.2f}: {verdict} the target <= {TARGET}", flush=True)
+    text = emit_tables([table], None)
+    if not args.no_wrappers:
+        text += "\n" + wrapper_section(torch, args)
+    if args.out:
+        from pathlib import Path
+
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+    del graph_stream
     return 1 if failed else 0
 
 
-# wrapper -> (call on tiny inputs, launches it makes)
-def _wrappers(torch) -> dict[str, tuple[Callable, int]]:
-    from teeny_tx import linalg, nn
+def wrapper_section(torch, args) -> str:
+    """bench_host's table (each wrapper against bare launches of its kernels), CuPy and torch."""
+    import bench_host
+    import cupy
 
-    rows, cols = 8, 256
-    x = torch.randn(rows, cols, device="cuda", dtype=torch.float16)
-    w = torch.randn(cols, device="cuda", dtype=torch.float16)
-    b = torch.randn(cols, device="cuda", dtype=torch.float16)
-    t = torch.randint(0, cols, (rows,), device="cuda")
-    _, mean, rstd = nn.layer_norm(x, w, b)
-    _, rrstd = nn.rms_norm(x, w)
-    _, lse = nn.cross_entropy(x, t)
-    y = nn.softmax(x)
-    m = torch.randn(64, 64, device="cuda", dtype=torch.float16)
-    return {
-        "nn.softmax": (lambda: nn.softmax(x), 1),
-        "nn.log_softmax": (lambda: nn.log_softmax(x), 1),
-        "nn.softmax_backward": (lambda: nn.softmax_backward(y, x), 1),
-        "nn.layer_norm": (lambda: nn.layer_norm(x, w, b), 1),
-        "nn.layer_norm_backward": (lambda: nn.layer_norm_backward(x, x, w, mean, rstd), 2),
-        "nn.rms_norm": (lambda: nn.rms_norm(x, w), 1),
-        "nn.rms_norm_backward": (lambda: nn.rms_norm_backward(x, x, w, rrstd), 2),
-        "nn.cross_entropy": (lambda: nn.cross_entropy(x, t), 2),
-        "nn.cross_entropy_backward": (lambda: nn.cross_entropy_backward(x, t, lse), 2),
-        "nn.dropout": (lambda: nn.dropout(x, 0.1, 7), 1),
-        "linalg.matmul": (lambda: linalg.matmul(m, m), 1),
-    }
+    from teeny_tx.library import linalg, nn
 
-
-def wrapper_table(torch, raw_us: float, args, notes: list[str]) -> Table:
-    """µs per call of each wrapper on torch tensors, and its host cost beyond its launches."""
-    table = Table(
-        "Wrapper host cost on torch tensors (tiny inputs: the host path is what is timed)",
-        "µs",
-        ["launches x RawModule"],
-        higher_is_better=False,
-        ratio_to="launches x RawModule",
-        digits=2,
-    )
-    table.notes.append(
-        f"a bare RawModule launch took {raw_us:.2f} µs in this run; 'added' = (wrapper - "
-        f"launches x bare launch) / bare launch, target <= {WRAPPER_TARGET}"
-    )
+    nn.TUNE = False
+    linalg.TUNE = False
+    bench_host.LINES.clear()
+    libraries = [cupy] + ([torch] if torch is not None else [])
+    recorder = bench_host.Recorder(libraries)
+    sync = cupy.cuda.runtime.deviceSynchronize
     try:
-        calls = _wrappers(torch)
-    except Exception as exc:
-        table.notes.append(f"wrapper setup failed: {report_failure('wrappers', exc)}")
-        return table
-    launches = max(1000, args.launches // 10)
-    for label, (fn, count) in calls.items():
-        try:
-            for _ in range(200):
-                fn()
-            ts = sorted(launch_loop_us(fn, launches) for _ in range(args.repeats))
-        except Exception as exc:
-            table.notes.append(f"{label} failed: {report_failure(label, exc)}")
-            continue
-        us = median(ts)
-        bare = count * raw_us
-        added = (us - bare) / raw_us
-        verdict = "meets" if added <= WRAPPER_TARGET else "MISSES"
-        print(
-            f"{label:<28} {us:7.2f} µs, {count} launch(es): adds {added:.2f} bare launches "
-            f"({verdict} <= {WRAPPER_TARGET})",
-            flush=True,
+        bench_host.run(
+            "cupy",
+            recorder,
+            lambda shape, dtype: cupy.zeros(shape, dtype),
+            lambda rows: cupy.zeros(rows, cupy.int64),
+            sync,
+            args.calls,
+            args.wrapper_repeats,
         )
-        table.add(
-            f"{label} ({count} launches; adds {added:.2f})", us, {"launches x RawModule": bare}
-        )
-    return table
+        if torch is not None and torch.cuda.is_available():
+            dtypes = {np.float16: torch.float16, np.float32: torch.float32}
+            bench_host.run(
+                "torch",
+                recorder,
+                lambda shape, dtype: torch.zeros(shape, dtype=dtypes[dtype], device="cuda"),
+                lambda rows: torch.zeros(rows, dtype=torch.int64, device="cuda"),
+                sync,
+                args.calls,
+                args.wrapper_repeats,
+            )
+    except Exception as exc:  # noqa: BLE001 - the launch table stands on its own
+        bench_host.say(f"wrapper section failed: {report_failure('wrappers', exc)}")
+    body = "\n".join(bench_host.LINES).strip("\n")
+    return (
+        "### Wrapper host cost against bare launches of the same kernels\n\n"
+        f"{bench_host.NOTE}\n\n```text\n{body}\n```\n"
+    )
 
 
 if __name__ == "__main__":

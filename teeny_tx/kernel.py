@@ -12,6 +12,14 @@ kept in memory; its cubin is cached on disk by ``runtime.cache`` (keyed by ``tar
 The target is the one given to :func:`compile` or to ``specialize``/``cuda_source``, else the
 one ``$TEENY_TX_ARCH`` named when the module was compiled (read once, there), else the
 device's (:meth:`Target.for_device`: sm_90a for kernels with ``dot`` on a Hopper GPU).
+
+A launch of a cached specialisation costs a few microseconds of host time (every argument is
+checked; the driver is called with a prebuilt parameter block: ``runtime/binder.py``). Below
+that, capture the launches in a CUDA graph and replay it: under ``torch.cuda.graph(g)`` (or a
+CuPy stream's ``begin_capture()``) ``kernel[grid](...)`` and the ``teeny_tx.nn`` wrappers are
+recorded on the capturing stream like any launch (compile and load before capturing: call
+once first); ``g.replay()`` then runs them all for one launch's host cost, on the same
+buffers (copy new data into them). ``bench/bench_launch.py`` measures both.
 """
 
 from __future__ import annotations

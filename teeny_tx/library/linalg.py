@@ -27,12 +27,14 @@ import os
 from typing import Any, NamedTuple
 
 import numpy as np
+from cupy import ndarray as _CupyArray
 
 from ..constants import PRECISIONS as _PRECISION_TABLE
 from ..constants import values
 from ..dtypes import DTYPES, TORCH_NAMES, from_name
 from ..kernel import Kernel
 from ..runtime.grid import cdiv
+from ..runtime.memory import TORCH_TENSOR
 from ..runtime.streams import torch_stream
 from ..target import Target
 from . import activations, hopper_configs
@@ -219,7 +221,7 @@ def _prepared(arrays: _Arrays, a: Any, b: Any, p: _Product) -> tuple[Any, Any, _
     """The operands as the kernels read them, the product's strides updated, and whether one
     was copied: oriented as the product's [M, K] and [K, N]; for f32, K contiguous; rows of
     large operands 16-byte aligned (see _oriented, _k_contiguous, _aligned)."""
-    if p.batch != 1 or arrays.kind == "numpy":
+    if p.batch != 1 or arrays.kind == "numpy" or len(a.shape) != 2:  # bmm's [1, M, K] too
         return a, b, p, False
     a = _oriented(arrays, a, p, "a")
     b = _oriented(arrays, b, p, "b")
@@ -343,7 +345,12 @@ def _signature(x: Any) -> tuple | None:
     tensors (no plan)."""
     if x is None:
         return ()
-    module_name = type(x).__module__
+    kind = type(x)
+    if kind is _CupyArray:  # the common cases first: no module-name tests
+        return ("cupy", x.shape, x.strides, x.dtype.char, x.data.ptr % 16, x.data.device_id)
+    if kind is TORCH_TENSOR[0] and x.is_cuda:
+        return ("torch", x.shape, x.stride(), x.dtype, x.data_ptr() % 16, x.get_device())
+    module_name = kind.__module__
     if module_name.startswith("cupy"):
         return ("cupy", x.shape, x.strides, x.dtype.char, x.data.ptr % 16, x.device.id)
     if module_name.startswith("torch") and x.is_cuda:  # torch.Size is a tuple; device index
@@ -351,20 +358,35 @@ def _signature(x: Any) -> tuple | None:
     return None
 
 
-def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
+def _plan(
+    arrays: _Arrays, recipe: _Recipe, shape: tuple[int, ...], dtype: str, operands: tuple = ()
+):
     """A function (a, b, bias, alpha) -> c that repeats ``recipe``'s launch on new arrays of
     the same signature, or returns None (the caller then takes the checked path) when the
-    current device is not theirs."""
+    current device is not theirs. ``operands``: the call's (c, a, b, bias), whose launch the
+    replay repeats as a direct launch (``Kernel.direct``: the specialisation looked up once,
+    pointers' alignment and alpha rechecked per call)."""
     if recipe.hopper is not None:
         return _hopper_replay(arrays, recipe.hopper, shape, dtype)
     config, p = recipe.config, recipe.product
     (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
     sizes = (p.m, p.n, p.k, sam, sak, sbk, sbn, scm, scn, sab, sbb, scb)
-    launch = module("matmul.c").matmul[(cdiv(p.m, config.bm) * cdiv(p.n, config.bn), p.batch)]
+    kernel = module("matmul.c").matmul
+    grid = (cdiv(p.m, config.bm) * cdiv(p.n, config.bn), p.batch)
     constexprs = dict(
         recipe.constexprs, BM=config.bm, BN=config.bn, BK=config.bk, GROUP_M=config.group_m
     )
-    options = {"num_warps": config.num_warps, "num_stages": config.num_stages, "strided": True}
+    c0, a0, b0, bias0 = operands
+    with arrays.device():  # the direct launch is made for the arrays' device
+        run = kernel.direct(
+            grid,
+            (c0, a0, b0, a0 if bias0 is None else bias0, *sizes, 1.0),
+            config.num_warps,
+            config.num_stages,
+            strided=True,
+            checked=("alpha",),
+            **constexprs,
+        )
     if arrays.kind == "torch":
         torch = arrays.torch
         device = arrays.first.device
@@ -375,9 +397,7 @@ def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
             if current() != device.index:
                 return None
             c = torch.empty(shape, dtype=torch_dtype, device=device)
-            stream = torch_stream(torch, device.index)
-            args = (c, a, b, a if bias is None else bias, *sizes, float(alpha))
-            launch(*args, stream=stream, **options, **constexprs)
+            run(c, a, b, a if bias is None else bias, *sizes, float(alpha))
             return c
 
         return replay_torch
@@ -391,7 +411,7 @@ def _plan(arrays: _Arrays, recipe: _Recipe, shape: tuple[int, int], dtype: str):
         if get_device() != device_id:
             return None
         c = cupy.empty(shape, np_dtype)
-        launch(c, a, b, a if bias is None else bias, *sizes, float(alpha), **options, **constexprs)
+        run(c, a, b, a if bias is None else bias, *sizes, float(alpha))
         return c
 
     return replay
@@ -500,7 +520,7 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
     from ..lower.hopper import TmaUnsupported, tma_operand_view
 
     dtype = arrays.dtype(a)
-    if not HOPPER or arrays.kind == "numpy" or p.batch != 1:
+    if not HOPPER or arrays.kind == "numpy" or p.batch != 1 or len(a.shape) != 2:
         return None
     if p.k == 0:  # nothing to load (a tensor map needs non-zero extents): the cp.async kernel
         return None
@@ -878,7 +898,7 @@ def matmul(
     if key is not None and None not in key[:2] and recipe is not None and not recipe.copied:
         if len(_PLANS) >= MAX_PLANS:
             _PLANS.clear()
-        _PLANS[key] = _plan(arrays, recipe, (m, n), odt)
+        _PLANS[key] = _plan(arrays, recipe, (m, n), odt, (c, a, b, bias))
     return c
 
 
@@ -893,7 +913,17 @@ def bmm(
     interpret: bool = False,
 ) -> Any:
     """C[i] = alpha * a[i] @ b[i] for ``a`` [B, M, K] and ``b`` [B, K, N] (torch.bmm); C
-    [B, M, N] of ``out_dtype`` (default: the inputs'). ``precision`` as :func:`matmul`'s."""
+    [B, M, N] of ``out_dtype`` (default: the inputs'). ``precision`` as :func:`matmul`'s.
+    A repeated call with the arrays' signatures of an earlier one replays its launch (a plan,
+    as matmul's)."""
+    key = None
+    if config is None and not interpret:
+        key = ("bmm", _signature(a), _signature(b), out_dtype, precision, HOPPER, TUNE)
+        plan = _PLANS.get(key)
+        if plan is not None and None not in key[1:3]:
+            c = plan(a, b, None, alpha)
+            if c is not None:
+                return c
     arrays = _Arrays("bmm", {"a": a, "b": b}, interpret)
     (batch, m, k), (sab, sam, sak) = _operand(arrays, a, "a", "BMK")
     (batch_b, k2, n), (sbb, sbk, sbn) = _operand(arrays, b, "b", "BKN")
@@ -911,7 +941,11 @@ def bmm(
     with arrays.device():
         c = arrays.empty((batch, m, n), odt)
         p = _Product(m, n, k, batch, (sab, sam, sak), (sbb, sbk, sbn), (m * n, n, 1))
-        _run_matmul(arrays, c, a, b, p, cfg, alpha=alpha, precision=prec)
+        recipe = _run_matmul(arrays, c, a, b, p, cfg, alpha=alpha, precision=prec)
+    if key is not None and None not in key[1:3] and recipe is not None and not recipe.copied:
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = _plan(arrays, recipe, (batch, m, n), odt, (c, a, b, None))
     return c
 
 
@@ -956,7 +990,7 @@ def linear(
     if key is not None and None not in key[1:3] and recipe is not None and not recipe.copied:
         if len(_PLANS) >= MAX_PLANS:
             _PLANS.clear()
-        _PLANS[key] = _plan(arrays, recipe, (t, n_out), odt)
+        _PLANS[key] = _plan(arrays, recipe, (t, n_out), odt, (y, x, w, bias))
     return y
 
 

@@ -31,6 +31,8 @@ Anything unusual goes to the full checks.
 
 from __future__ import annotations
 
+import functools
+import keyword
 import math
 import struct
 import threading
@@ -80,6 +82,16 @@ _CODES = {
 _PACK_ERRORS = (struct.error, OverflowError, TypeError, ValueError)
 
 
+class _Missing:
+    """The default of a launcher's parameters: an argument not given."""
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING = _Missing()
+
+
 class Binder:
     def __init__(self, kernel: str, params: tuple[ParamSpec, ...]):
         self.kernel = kernel
@@ -98,7 +110,6 @@ class Binder:
         self._pointer_slots = tuple(i for i, p in enumerate(self.runtime) if p.kind == "pointer")
         self.narrow = Packer(self.runtime, wide=False)
         self.wide = Packer(self.runtime, wide=True)
-        self.launcher_source = self._launcher_source()
 
     # ------------------------------------------------------------ checks shared by all modes
 
@@ -260,141 +271,265 @@ class Binder:
         of the kernel; ``miss(signature, args, constexprs, num_warps, num_stages, stream,
         strided, grid)`` checks, compiles, stores and launches a signature not seen before.
         """
+        prefix = self._prefix
         scope = {
-            "self": self,
-            "entries": entries,
-            "miss": miss,
-            "fixed": None if callable(grid) else grid,
-            "grid_fn": grid if callable(grid) else None,
-            "CupyArray": _CupyArray,
-            "TORCH": TORCH_TENSOR,
-            "extent": extent_bytes,
-            "launch_warps": launch_warps,
-            "launch_stages": launch_stages,
-            "grid3": grid3,
-            "get_device": _launch.get_device,
-            "torch_stream": _launch.torch_current_stream,
-            "convert_stream": _launch.convert_stream,
-            "driver_error": _launch.DriverError,
-            "PACK_ERRORS": _PACK_ERRORS,
-            "F32_MAX": _F32_MAX,
-            "bf16_bits": bf16_bits,
-            "other": self._other,
-            "not_contiguous": self._not_contiguous,
+            prefix + name: value
+            for name, value in {
+                "self": self,
+                "entries": entries,
+                "last": [((), None)],  # the last signature seen and its entry
+                "miss": miss,
+                "fixed": None if callable(grid) else grid,
+                "grid_fn": grid if callable(grid) else None,
+                "CupyArray": _CupyArray,
+                "TORCH": TORCH_TENSOR,
+                "extent": extent_bytes,
+                "launch_warps": launch_warps,
+                "launch_stages": launch_stages,
+                "grid3": grid3,
+                "get_device": _launch.get_device,
+                "torch_stream": _launch.torch_current_stream,
+                "TORCH_RAW": _launch.TORCH_RAW_STREAM,
+                "torch_raw": _launch.torch_raw_stream,
+                "current_stream": _launch.current_stream,
+                "stream_ptr": _launch.stream_pointer,
+                "convert_stream": _launch.convert_stream,
+                "launch_kernel": _launch.launch_kernel,
+                "driver_error": _launch.DriverError,
+                "retry": _retry,
+                "call": _call,
+                "ident": threading.get_ident,
+                "PACK_ERRORS": _PACK_ERRORS,
+                "F32_MAX": _F32_MAX,
+                "bf16_bits": bf16_bits,
+                "other": self._other,
+                "not_contiguous": self._not_contiguous,
+                "bad_call": self._bad_call,
+                "checked_miss": self._checked_miss,
+                "M": _MISSING,
+            }.items()
         }
-        exec(compile(self.launcher_source, f"<teeny_tx launcher of {self.kernel}>", "exec"), scope)
-        return scope["run"]
+        mode = _launch.LAUNCH_MODE
+        one = _launch.single_device()
+        fixed = None if callable(grid) else grid
+        source = self._launcher_source(mode, one, fixed)
+        exec(compile(source, f"<teeny_tx launcher of {self.kernel}>", "exec"), scope)
+        return scope[prefix + "run"]
 
-    def _launcher_source(self) -> str:
+    @functools.cached_property
+    def _prefix(self) -> str:
+        """The prefix of every name a generated launcher defines: one that no constexpr name
+        (a parameter of the launcher) starts with."""
+        prefix = "_tx_"
+        while any(name.startswith(prefix) for name in self.constexpr_names):
+            prefix += "_"
+        return prefix
+
+    @functools.cached_property
+    def _named(self) -> bool:
+        """Whether the constexprs can be the launcher's keyword parameters (each a Python
+        identifier that is not a keyword); else they arrive as ``**constexprs``."""
+        return all(n.isidentifier() and not keyword.iskeyword(n) for n in self.constexpr_names)
+
+    def _checked_miss(self, miss: Callable[..., Any], sig: tuple | None, args: tuple,
+                      constexprs: dict, *rest: Any) -> Any:  # fmt: skip
+        """The launcher's miss, after the check for arguments not given (the hot path leaves
+        them to this: a signature holding one is never stored)."""
+        if any(a is _MISSING for a in args) or any(v is _MISSING for v in constexprs.values()):
+            self._bad_call(args, constexprs, rest[0], rest[1])
+        return miss(sig, args, constexprs, *rest)
+
+    def _arity_error(self, given: int) -> None:
+        """The full check's error for a call with ``given`` positional arguments."""
+        self.check_call((None,) * given, {}, 4, 2)
+        raise LaunchError(f"{self.kernel}(): argument {given + 1} is missing")  # pragma: no cover
+
+    def _bad_call(self, args: tuple, constexprs: dict, num_warps: Any, num_stages: Any) -> None:
+        """A call with missing, extra or unknown arguments: the full check says which."""
+        args = tuple(a for a in args if a is not _MISSING)
+        constexprs = {k: v for k, v in constexprs.items() if v is not _MISSING}
+        self.check_call(args, constexprs, num_warps, num_stages)
+        raise LaunchError(f"{self.kernel}(): runtime arguments go by position")  # pragma: no cover
+
+    def _launcher_source(self, mode: str, one_device: bool, fixed: tuple | None) -> str:
+        """The generated launcher: ``mode`` "driver" launches through cuLaunchKernel, "cupy"
+        through CuPy's function; ``one_device``: device 0 without asking; ``fixed``: the
+        grid (else the launcher's grid function makes it per call)."""
+        P = self._prefix
         n_args, n_const = len(self.runtime), len(self.constexprs)
-        unpack = "".join(f"a{i}, " for i in range(n_args))
-        lines = [
-            "def run(*args, num_warps=4, num_stages=2, stream=None, strided=False, **constexprs):",
-            f"    if len(args) != {n_args} or len(constexprs) != {n_const}:",
-            "        self.check_call(args, constexprs, num_warps, num_stages)",
-            "    if type(num_warps) is not int:",
-            "        num_warps = launch_warps(num_warps)",
-            "    if type(num_stages) is not int:",
-            "        num_stages = launch_stages(num_stages)",
+        names = [f"{P}{i}" for i in range(n_args)]
+        args_tuple = f"({''.join(n + ', ' for n in names)})"
+        options = "num_warps=4, num_stages=2, stream=None, strided=False"
+        if self._named:
+            consts = [p.name for p in self.constexprs]
+            params = [f"{n}={P}M" for n in names] + [f"*{P}extra"]
+            params += [f"{c}={P}M" for c in consts] + [options, f"**{P}unknown"]
+            constexprs = "{" + ", ".join(f"{c!r}: {c}" for c in consts) + "}"
+            # a missing argument (the default, M) is found off the hot path: a pointer or an
+            # integer goes to the full checks (other, fact), any other to the look-up's miss
+            lines = [
+                f"def {P}run({', '.join(params)}):",
+                f"    if {P}extra or {P}unknown:",
+                f"        {P}bad_call({args_tuple} + {P}extra, {{**{constexprs}, **{P}unknown}},"
+                " num_warps, num_stages)",
+            ]
+        else:
+            consts = [f"{P}c{j}" for j in range(n_const)]
+            constexprs = f"{P}constexprs"
+            lines = [
+                f"def {P}run(*{P}args, {options}, **{P}constexprs):",
+                f"    if len({P}args) != {n_args} or len({P}constexprs) != {n_const}:",
+                f"        {P}self.check_call({P}args, {P}constexprs, num_warps, num_stages)",
+            ]
+            if n_args:
+                lines.append(f"    {''.join(n + ', ' for n in names)}= {P}args")
+            if n_const:
+                lines.append("    try:")
+                lines += [
+                    f"        {c} = {P}constexprs[{p.name!r}]"
+                    for c, p in zip(consts, self.constexprs, strict=True)
+                ]
+                lines += [
+                    "    except KeyError:",
+                    f"        {P}self.check_call({P}args, {P}constexprs, num_warps, num_stages)",
+                ]
+        lines += [
+            "    if type(num_warps) is not int or type(num_stages) is not int:",
+            f"        num_warps = {P}launch_warps(num_warps)",
+            f"        num_stages = {P}launch_stages(num_stages)",
+            f"    {P}torch = False",
         ]
-        if n_args:
-            lines.append(f"    {unpack}= args")
-        lines += ["    big = False", "    torch = False"]
         sig = ["num_warps", "num_stages"]
-        packed = []
+        packed, sizes = [], []
         for i, p in enumerate(self.runtime):
-            a = f"a{i}"
+            a, t, ptr, n = names[i], f"{P}t{i}", f"{P}p{i}", f"{P}n{i}"
             if p.kind == "pointer":
                 lines += [
-                    f"    if type({a}) is CupyArray:",
+                    f"    {P}k = type({a})",
+                    f"    if {P}k is {P}CupyArray:",
                     f"        if {a}._c_contiguous:",
-                    f"            n{i} = {a}.size",
+                    f"            {n} = {a}.size",
                     "        elif strided:",
-                    f"            n{i} = extent({a})",
+                    f"            {n} = {P}extent({a})",
                     "        else:",
-                    f"            not_contiguous({i}, {a})",
-                    f"        p{i} = {a}.data.ptr",
-                    f"        t{i} = {a}.dtype",
-                    f"    elif type({a}) is TORCH[0] and {a}.is_cuda:",
+                    f"            {P}not_contiguous({i}, {a})",
+                    f"        {ptr} = {a}.data.ptr",
+                    f"        {t} = {a}.dtype",
+                    f"    elif {P}k is {P}TORCH[0] and {a}.is_cuda:",
                     f"        if {a}.is_contiguous():",
-                    f"            n{i} = {a}.numel()",
+                    f"            {n} = {a}.numel()",
                     "        elif strided:",
-                    f"            n{i} = extent({a})",
+                    f"            {n} = {P}extent({a})",
                     "        else:",
-                    f"            not_contiguous({i}, {a})",
-                    f"        p{i} = {a}.data_ptr()",
-                    f"        t{i} = {a}.dtype",
-                    "        torch = True",
+                    f"            {P}not_contiguous({i}, {a})",
+                    f"        {ptr} = {a}.data_ptr()",
+                    f"        {t} = {a}.dtype",
+                    f"        {P}torch = True",
                     "    else:",
-                    f"        p{i}, t{i}, n{i}, torch{i} = other({i}, {a}, strided)",
-                    f"        torch = torch or torch{i}",
-                    f"    if n{i} > {INDEX_LIMIT}:",  # elements when contiguous, else bytes
-                    "        big = True",
+                    f"        {ptr}, {t}, {n}, {P}torch{i} = {P}other({i}, {a}, strided)",
+                    f"        {P}torch = {P}torch or {P}torch{i}",
                 ]
-                sig += [f"t{i}", f"p{i} & 15"]
-                packed.append(f"p{i}")
+                sizes.append(n)
+                sig += [t, f"{ptr} & 15"]
+                packed.append(ptr)
             elif p.dtype.is_int:
+                f = f"{P}f{i}"
                 lines += [
                     f"    if type({a}) is int:",
-                    f"        f{i} = {a} & 15 if {a} != 1 else -1",
+                    f"        {f} = {a} & 15 if {a} != 1 else -1",
                     "    else:",
-                    f"        f{i} = self.fact({i}, {a})",
+                    f"        {f} = {P}self.fact({i}, {a})",
                 ]
-                sig += [f"type({a})", f"f{i}"]
+                sig += [f"type({a})", f]
                 packed.append(a)
             else:
                 sig.append(f"type({a})")
-                packed.append(f"bf16_bits({a})" if p.dtype.name == "bf16" else a)
-        if self.constexprs:
-            lines.append("    try:")
-            lines += [
-                f"        c{j} = constexprs[{p.name!r}]" for j, p in enumerate(self.constexprs)
-            ]
-            lines += [
-                "    except KeyError:",
-                "        self.check_call(args, constexprs, num_warps, num_stages)",
-            ]
-            for j in range(n_const):
-                sig += [f"c{j}", f"type(c{j})"]
-        sig.append("big")
+                packed.append(f"{P}bf16_bits({a})" if p.dtype.name == "bf16" else a)
+        for c in consts:
+            sig += [c, f"type({c})"]
+        # 64-bit indices: an array of more elements (bytes when not contiguous) than i32 holds
+        sig.append(" or ".join(f"{n} > {INDEX_LIMIT}" for n in sizes) if sizes else "False")
+        miss = (
+            f"{P}checked_miss({P}miss, SIG, {args_tuple}, {constexprs}, num_warps, num_stages,"
+            f" stream, strided, {P}fixed or {P}grid_fn)"
+        )
         lines += [
-            f"    sig = ({', '.join(sig)},)",
-            "    entry = entries.get(sig)",
-            "    if entry is None:",
-            "        return miss(sig, args, constexprs, num_warps, num_stages, stream, strided,"
-            " fixed or grid_fn)",
-            "    if fixed is None:",
-            "        grid = grid3(grid_fn, {**constexprs, 'num_warps': num_warps,"
-            " 'num_stages': num_stages})",
-            "    else:",
-            "        grid = fixed",
-            "    device = get_device()",
-            "    function = entry.functions.get(device) or entry.prepare(device)",
-            "    if stream is not None:",
-            "        stream = convert_stream(stream)",
-            "    elif torch:",
-            "        stream = torch_stream(device)",
+            f"    {P}sig = ({', '.join(sig)},)",
+            f"    {P}hit = {P}last[0]",
+            f"    if {P}sig != {P}hit[0]:",
+            f"        {P}hit = {P}entries.get({P}sig)",
+            f"        if {P}hit is None:",
+            f"            return {miss.replace('SIG', P + 'sig', 1)}",
+            f"        {P}hit = {P}last[0] = ({P}sig, *{P}hit.fast)",
+            f"    _, {P}entry, {P}handle, {P}packer, {P}bx, {P}by, {P}bz, {P}shared = {P}hit",
         ]
-        wide_floats = [f"a{i}" for i, p in enumerate(self.runtime) if _narrowing(p)]
+        if fixed is None:
+            lines.append(
+                f"    {P}grid = {P}grid3({P}grid_fn, {{**{constexprs}, 'num_warps': num_warps,"
+                " 'num_stages': num_stages})"
+            )
+            g0, g1, g2 = (f"{P}grid[{j}]" for j in range(3))
+            grid = f"{P}grid"
+        else:
+            g0, g1, g2 = (str(int(g)) for g in fixed)
+            grid = f"{P}fixed"
+        wide_floats = [names[i] for i, p in enumerate(self.runtime) if _narrowing(p)]
         if wide_floats:  # struct packs an f32 too large as inf: the full checks refuse it
-            tests = " or ".join(f"{a} > F32_MAX or {a} < -F32_MAX" for a in wide_floats)
+            tests = " or ".join(f"{a} > {P}F32_MAX or {a} < -{P}F32_MAX" for a in wide_floats)
+            lines += [f"    if {tests}:", f"        return {miss.replace('SIG', 'None', 1)}"]
+        lines += [
+            f"    {P}main = {P}packer.main",
+            f"    {P}slot = {P}main[1] if {P}main[0] == {P}ident() else {P}packer.slot()",
+            "    try:",
+            f"        {P}packer.pack_into({P}slot.buffer, 0, {', '.join(packed)})",
+            f"    except {P}PACK_ERRORS:",
+            f"        return {miss.replace('SIG', 'None', 1)}",
+        ]
+        device = "0" if one_device else f"{P}get_device()"
+        if mode != "driver":  # CuPy's function call, inline (the path before the driver's)
             lines += [
-                f"    if {tests}:",
-                "        return miss(None, args, constexprs, num_warps, num_stages, stream,"
-                " strided, fixed or grid_fn)",
+                f"    {P}device = {device}",
+                f"    {P}function = {P}entry.functions.get({P}device)"
+                f" or {P}entry.prepare({P}device)",
+                "    if stream is not None:",
+                f"        stream = {P}convert_stream(stream)",
+                f"    elif {P}torch:",
+                f"        stream = {P}torch_stream({P}device)",
+                "    try:",
+                f"        {P}function({grid}, ({P}bx, {P}by, {P}bz), {P}slot.pointers, {P}shared,"
+                " stream)",
+                f"    except {P}driver_error as {P}err:",
+                f"        raise {P}entry.error({P}device, {P}err, {grid}) from None",
+            ]
+            return "\n".join(lines) + "\n"
+        if one_device:  # the handle of device 0 is the entry's (Entry.fast)
+            lines += [
+                f"    {P}device = 0",
+                f"    if {P}handle is None:",
+                f"        {P}handle = {P}entry.prepare_handle(0)",
+                f"        {P}last[0] = ({P}sig, *{P}entry.fast)",
+            ]
+        else:
+            lines += [
+                f"    {P}device = {P}get_device()",
+                f"    {P}handle = {P}entry.handles.get({P}device)",
+                f"    if {P}handle is None:",
+                f"        {P}handle = {P}entry.prepare_handle({P}device)",
             ]
         lines += [
-            "    packer = entry.packer",
-            "    slot = getattr(packer.local, 'slot', None) or packer.new_slot()",
+            f"    if not {P}handle:",
+            f"        return {P}call({P}entry, {P}device, {grid}, {P}slot, stream, {P}torch)",
+            "    if stream is not None:",
+            f"        {P}stream = {P}stream_ptr(stream)",
+            f"    elif {P}torch:",
+            f"        {P}stream = ({P}TORCH_RAW[0] or {P}torch_raw())({P}device)",
+            "    else:",
+            f"        {P}stream = {P}current_stream({P}device).ptr",
             "    try:",
-            f"        packer.pack_into(slot.buffer, 0, {', '.join(packed)})",
-            "    except PACK_ERRORS:",
-            "        return miss(None, args, constexprs, num_warps, num_stages, stream, strided,"
-            " fixed or grid_fn)",
-            "    try:",
-            "        function(grid, entry.block, slot.pointers, entry.shared, stream)",
-            "    except driver_error as err:",
-            "        raise entry.error(device, err, grid) from None",
+            f"        {P}launch_kernel({P}handle, {g0}, {g1}, {g2}, {P}bx, {P}by, {P}bz, {P}shared,"
+            f" {P}stream, {P}slot.params, 0)",
+            f"    except {P}driver_error as {P}err:",
+            f"        {P}retry({P}entry, {P}device, {P}err, {grid}, {P}slot, {P}stream)",
         ]
         return "\n".join(lines) + "\n"
 
@@ -435,16 +570,25 @@ class Binder:
                 pointer[i], is_torch = f"a{i}.data_ptr()", True
             else:
                 return None
+        function = entry.functions.get(device) or entry.prepare(device)
+        handle = entry.handles.get(device) or entry.prepare_handle(device)
         scope = {
-            "function": entry.functions.get(device) or entry.prepare(device),
+            "function": function,
+            "handle": handle,
             "grid": grid,
             "block": entry.block,
             "shared": entry.shared,
+            "entry": entry,
             "packer": entry.packer,
-            "local": entry.packer.local,
             "pack_into": entry.packer.pack_into,
             "fallback": fallback,
             "torch_stream": _launch.torch_current_stream,
+            "TORCH_RAW": _launch.TORCH_RAW_STREAM,
+            "torch_raw": _launch.torch_raw_stream,
+            "current_stream": _launch.current_stream,
+            "launch_kernel": _launch.launch_kernel,
+            "retry": _retry,
+            "ident": threading.get_ident,
             "device": device,
             "driver_error": _launch.DriverError,
             "PACK_ERRORS": _PACK_ERRORS,
@@ -452,11 +596,22 @@ class Binder:
             "bf16_bits": bf16_bits,
             "error": entry.error,
         }
-        source = self._direct_source(key, pointer, set(checked), is_torch)
+        source = self._direct_source(
+            key, pointer, set(checked), is_torch, bool(handle), grid, entry.block
+        )
         exec(compile(source, f"<teeny_tx direct launch of {self.kernel}>", "exec"), scope)
         return scope["run"]
 
-    def _direct_source(self, key: tuple, pointer: dict[int, str], checked: set, torch: bool):
+    def _direct_source(
+        self,
+        key: tuple,
+        pointer: dict[int, str],
+        checked: set,
+        torch: bool,
+        driver: bool = False,
+        grid: tuple = (1, 1, 1),
+        block: tuple = (1, 1, 1),
+    ) -> str:
         names = [f"a{i}" for i in range(len(self.runtime))]
         every = ", ".join(names)
         lines = [f"def run({every}):"]
@@ -495,11 +650,29 @@ class Binder:
         if tests:
             lines += [f"    if {' or '.join(tests)}:", f"        return fallback({every})"]
         lines += [
-            "    slot = getattr(local, 'slot', None) or packer.new_slot()",
+            "    main = packer.main",
+            "    slot = main[1] if main[0] == ident() else packer.slot()",
             "    try:",
             f"        pack_into(slot.buffer, 0, {', '.join(packed)})",
             "    except PACK_ERRORS:",
             f"        return fallback({every})",
+        ]
+        if driver:
+            dims = ", ".join(str(int(d)) for d in (*grid, *block))
+            lines += [
+                "    stream = "
+                + (
+                    "(TORCH_RAW[0] or torch_raw())(device)"
+                    if torch
+                    else "current_stream(device).ptr"
+                ),
+                "    try:",
+                f"        launch_kernel(handle, {dims}, shared, stream, slot.params, 0)",
+                "    except driver_error as err:",
+                "        retry(entry, device, err, grid, slot, stream)",
+            ]
+            return "\n".join(lines) + "\n"
+        lines += [
             "    try:",
             "        function(grid, block, slot.pointers, shared,"
             f" {'torch_stream(device)' if torch else 'None'})",
@@ -511,6 +684,8 @@ class Binder:
     def fact(self, slot: int, a: Any) -> int:
         """The signature's fact of an integer scalar that is not a Python int (NumPy
         integers): the same encoding as the hot path's, after the full check."""
+        if a is _MISSING:
+            self._arity_error(slot)
         self._scalar(slot, a)
         a = int(a)
         return a & 15 if a != 1 else -1
@@ -518,6 +693,8 @@ class Binder:
     def _other(self, slot: int, a: Any, strided: bool) -> tuple[int, str, int, bool]:
         """A pointer argument that is not a plain CuPy array or CUDA tensor: fully checked.
         Its dtype is returned by name (signatures of these never meet a CuPy or torch one)."""
+        if a is _MISSING:
+            self._arity_error(slot)
         ptr, dtype, extent = self._pointer(slot, a, strided)
         torch = TORCH_TENSOR[0]
         return ptr, dtype, extent, torch is not None and isinstance(a, torch)
@@ -621,14 +798,20 @@ class Binder:
 
 
 class Packer:
-    """The launch values of one parameter list, packed into one per-thread buffer.
+    """The launch values of one parameter list, packed into one buffer per thread.
 
     ``pack(*values)`` writes the values (addresses as u64, scalars in their declared type, or
     i64 for i32 scalars when ``wide``) into the calling thread's buffer, laid out as the
     kernel's parameter block, and returns the list of ``CPointer`` objects that point at each
-    value: what CuPy's ``Function`` passes to ``cuLaunchKernel`` as is. The struct refuses
-    values that do not fit (``struct.error`` / ``OverflowError``), so the launcher's hot path
-    gets range checks for free and sends those calls to the full checks.
+    value: what CuPy's ``Function`` passes to ``cuLaunchKernel`` as is (the buffer's
+    ``params`` is the same as one ``void*`` array, for the driver's launch). The struct
+    refuses values that do not fit (``struct.error`` / ``OverflowError``), so the launcher's
+    hot path gets range checks for free and sends those calls to the full checks.
+
+    The buffer of the first thread that launches is ``main`` (``(thread id, buffer)``, read
+    in one step by the launchers); other threads get theirs from :meth:`slot`. A launch's
+    values are read by the driver during the launch call, which may let another thread run
+    (it releases the GIL), so threads never share a buffer.
     """
 
     def __init__(self, runtime: tuple[ParamSpec, ...], wide: bool):
@@ -645,14 +828,31 @@ class Packer:
         self.offsets = _offsets(codes)
         self.pack_into = self.struct.pack_into
         self.local = threading.local()
+        self.main: tuple[int | None, Any] = (None, None)
+        self._lock = threading.Lock()
 
     def new_slot(self) -> Any:
-        """The calling thread's parameter buffer, made on its first launch."""
-        slot = self.local.slot = _launch.ParamBuffer(self.struct.size, self.offsets)
-        return slot
+        """A new parameter buffer of this layout."""
+        return _launch.ParamBuffer(self.struct.size, self.offsets)
+
+    def slot(self) -> Any:
+        """The calling thread's parameter buffer (made on its first launch)."""
+        me = threading.get_ident()
+        main = self.main
+        if main[0] == me:
+            return main[1]
+        if main[0] is None:
+            with self._lock:
+                if self.main[0] is None:
+                    self.main = (me, self.new_slot())
+                    return self.main[1]
+        found = getattr(self.local, "slot", None)
+        if found is None:
+            found = self.local.slot = self.new_slot()
+        return found
 
     def pack(self, *values: Any) -> list:
-        slot = getattr(self.local, "slot", None) or self.new_slot()
+        slot = self.slot()
         self.pack_into(slot.buffer, 0, *values)
         return slot.pointers
 
@@ -666,9 +866,22 @@ def _offsets(codes: list[str]) -> tuple[int, ...]:
 
 
 class Entry:
-    """A prepared launch: the loaded kernel, its block, shared memory and value packer."""
+    """A prepared launch: the loaded kernel, its block, shared memory and value packer, and
+    per device its CuPy function and driver handle (:func:`launch.driver_handle`)."""
 
-    __slots__ = ("loaded", "block", "shared", "packer", "functions", "key")
+    __slots__ = (
+        "loaded",
+        "block",
+        "bx",
+        "by",
+        "bz",
+        "shared",
+        "packer",
+        "functions",
+        "handles",
+        "key",
+        "fast",
+    )
 
     def __init__(self, loaded: Any, block: tuple, shared: int, packer: Packer, key: tuple):
         self.loaded, self.block, self.shared, self.packer, self.key = (
@@ -678,14 +891,57 @@ class Entry:
             packer,
             key,
         )
+        self.bx, self.by, self.bz = (int(b) for b in block)
         self.functions: dict[int, Any] = {}
+        self.handles: dict[int, int] = {}
+        self._fast()
+
+    def _fast(self) -> None:
+        # what a launcher's hot path reads of the entry, in one tuple: itself, device 0's
+        # driver handle (None until prepared there), the packer, block and shared memory
+        handle = self.handles.get(0)
+        self.fast = (self, handle, self.packer, self.bx, self.by, self.bz, self.shared)
 
     def prepare(self, device: int) -> Any:
         function = self.functions[device] = self.loaded.prepared(device, self.shared)
+        self.handles[device] = _launch.driver_handle(function)
+        self._fast()
         return function
+
+    def prepare_handle(self, device: int) -> int:
+        """The driver handle on ``device`` (0: launch through the CuPy function)."""
+        self.prepare(device)
+        return self.handles[device]
 
     def error(self, device: int, err: Exception, grid: Any) -> LaunchError:
         return self.loaded.error(device, err, grid, self.block, self.shared)
+
+
+def _call(entry: Entry, device: int, grid: tuple, slot: Any, stream: Any, torch: bool) -> None:
+    """A launch through the CuPy function (no driver handle): its stream converted as CuPy
+    takes it (None: CuPy's current stream)."""
+    function = entry.functions.get(device) or entry.prepare(device)
+    if stream is not None:
+        stream = _launch.convert_stream(stream)
+    elif torch:
+        stream = _launch.torch_current_stream(device)
+    try:
+        function(grid, entry.block, slot.pointers, entry.shared, stream)
+    except _launch.DriverError as err:
+        raise entry.error(device, err, grid) from None
+
+
+def _retry(entry: Entry, device: int, err: Exception, grid: tuple, slot: Any, stream: int):
+    """A driver launch that failed: with no context current on this thread (a new thread),
+    launch through CuPy's function, which makes the device's context current; else the
+    launch's error."""
+    if getattr(err, "status", None) != _launch.INVALID_CONTEXT:
+        raise entry.error(device, err, grid) from None
+    function = entry.functions.get(device) or entry.prepare(device)
+    try:
+        function(grid, entry.block, slot.pointers, entry.shared, _launch.external_stream(stream))
+    except _launch.DriverError as again:
+        raise entry.error(device, again, grid) from None
 
 
 # ---------------------------------------------------------------- values and their checks

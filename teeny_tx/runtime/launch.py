@@ -10,17 +10,29 @@ Also the device facts the compiler asks for: :func:`has_gpu` and :func:`device_l
 CuPy's ``Function.__call__`` passes each argument by value: a ``CPointer`` (``CIntptr``) as is,
 any NumPy scalar as its own bytes (8 for ``numpy.uint64``, which is exactly a ``T*``). Modules
 load lazily, once per device; nothing else is looked up per launch but the current device.
+
+The generated launchers (``binder.py``) skip CuPy's ``Function.__call__`` on their hot path:
+they call the driver's ``cuLaunchKernel`` (:data:`launch_kernel`, CuPy's thin binding of it)
+with the kernel's handle, the grid and block as numbers, the stream's raw handle and the
+address of a ``void*`` array built once per parameter buffer (:class:`ParamBuffer`). That
+removes CuPy's per-argument conversion, its grid/block tuple handling and its per-thread
+context check (a thread with no current context gets ``CUDA_ERROR_INVALID_CONTEXT``, and
+the launch is then made through CuPy's function, which makes the context current).
+``$TEENY_TX_LAUNCH=cupy`` (read when a launcher is generated: :data:`LAUNCH_MODE`) keeps
+CuPy's function call instead, for comparison.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from cupy.cuda import function as _function
 from cupy.cuda import stream as _stream
+from cupy.cuda.stream import get_current_stream as _current_stream
 from cupy_backends.cuda.api import driver as _driver
 from cupy_backends.cuda.api import runtime as _runtime
 
@@ -228,8 +240,29 @@ def _handle(ptr: int) -> Any:
     stream's fields directly: any other object crashes it), kept per handle."""
     handle = _handles.get(ptr)
     if handle is None:
-        handle = _handles[ptr] = _stream.ExternalStream(int(ptr))
+        handle = _handles[ptr] = _wrap_handle(int(ptr))
     return handle
+
+
+class _RawStream:
+    """A raw stream handle as the CUDA stream protocol's object (``__cuda_stream__``)."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.ptr)
+
+
+def _wrap_handle(ptr: int) -> Any:
+    """CuPy's stream object of a raw handle: ``Stream.from_external`` where CuPy has it
+    (``ExternalStream`` is deprecated there), else ``ExternalStream``."""
+    from_external = getattr(_stream.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(_RawStream(ptr))
+    return _stream.ExternalStream(ptr)
 
 
 def _same(stream: Any) -> Any:
@@ -280,6 +313,56 @@ def convert_stream(stream: Any) -> Any:
 
 get_device = _runtime.getDevice
 DriverError = _driver.CUDADriverError
+launch_kernel = _driver.launchKernel  # (function, grid x/y/z, block x/y/z, shared, stream,
+#                                        address of the void* parameter array, extra: 0)
+INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT: no context current on the calling thread
+LAUNCH_MODE = os.environ.get("TEENY_TX_LAUNCH", "driver")  # "driver" or "cupy" (see the doc)
+
+
+def single_device() -> bool:
+    """Whether exactly one CUDA device is visible: the current device is then always 0, and
+    the launchers need not ask for it (the count is fixed for the life of the process)."""
+    if not has_gpu():
+        return False
+    return _device_count() == 1
+
+
+@functools.cache
+def _device_count() -> int:
+    try:
+        return int(_runtime.getDeviceCount())
+    except Exception:  # noqa: BLE001 - no driver, no runtime: no device to assume
+        return 0
+
+
+current_stream = _current_stream  # CuPy's current stream of a device: .ptr is its handle
+
+
+def cupy_stream_pointer(device: int) -> int:
+    """The raw handle of CuPy's current stream on ``device`` (0: the legacy default stream)."""
+    return _current_stream(device).ptr
+
+
+def stream_pointer(stream: Any) -> int:
+    """The raw handle of a stream argument (CuPy, torch, an int handle, __cuda_stream__)."""
+    if type(stream) is int:
+        return stream
+    return int(convert_stream(stream).ptr)
+
+
+def external_stream(ptr: int) -> Any:
+    """A raw stream handle as the stream object CuPy's function takes (kept per handle)."""
+    return _handle(ptr)
+
+
+def driver_handle(function: Any) -> int:
+    """The ``CUfunction`` handle of a CuPy function, for :data:`launch_kernel`; 0 when the
+    launchers should call the function itself (``LAUNCH_MODE`` "cupy", or a stand-in
+    without a handle, as tests use)."""
+    handle = getattr(function, "ptr", None)
+    if LAUNCH_MODE != "driver" or type(handle) is not int or not handle:
+        return 0
+    return handle
 
 
 def pointer_arg(ptr: int) -> Any:
@@ -297,12 +380,17 @@ class ParamBuffer:
     launch values CuPy's ``Function`` hands to ``cuLaunchKernel``, which copies the values when
     it is called (so the buffer is free again when the launch call returns)."""
 
-    __slots__ = ("buffer", "pointers", "address")
+    __slots__ = ("buffer", "pointers", "address", "array", "params")
 
     def __init__(self, size: int, offsets: tuple[int, ...]):
         self.buffer = (ctypes.c_char * max(size, 8))()
         self.address = ctypes.addressof(self.buffer)
         self.pointers = [_function.CPointer(self.address + offset) for offset in offsets]
+        # the void* array cuLaunchKernel reads (kernelParams): one entry per parameter
+        self.array = (ctypes.c_void_p * max(len(offsets), 1))(
+            *[self.address + offset for offset in offsets]
+        )
+        self.params = ctypes.addressof(self.array)
 
 
 def torch_current_stream(device: int) -> Any:
@@ -318,6 +406,20 @@ def torch_current_stream(device: int) -> Any:
 
 
 _torch_raw_stream: list = [None]
+TORCH_RAW_STREAM = _torch_raw_stream  # [torch's raw current-stream function, once found]
+
+
+def torch_raw_stream() -> Any:
+    """torch's function of a device → the raw handle of its current stream (found once)."""
+    raw = _torch_raw_stream[0]
+    if raw is None:
+        raw = _torch_raw_stream[0] = _find_torch_raw_stream()
+    return raw
+
+
+def torch_stream_pointer(device: int) -> int:
+    """The raw handle of torch's current stream on ``device``."""
+    return torch_raw_stream()(device)
 
 
 def _find_torch_raw_stream() -> Any:

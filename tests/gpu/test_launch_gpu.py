@@ -254,3 +254,77 @@ def test_nn_softmax_captured_in_a_cupy_graph_replays_on_new_data():
     host = x.get().astype(np.float64)
     expect = np.exp(host - host.max(1, keepdims=True))
     np.testing.assert_allclose(y.get(), expect / expect.sum(1, keepdims=True), rtol=1e-5)
+
+
+# ---------------------------------------------------------------- the driver's launch
+
+
+@pytest.fixture(params=["driver", "cupy"])
+def mode_add(request, monkeypatch):
+    """vector_add whose launchers launch through cuLaunchKernel ("driver", the default) or
+    CuPy's Function call ("cupy"): a module of its own, its launchers made in that mode."""
+    from teeny_tx.runtime import launch
+
+    monkeypatch.setattr(launch, "LAUNCH_MODE", request.param)
+    return request.param, teeny_tx.compile("kernels/vector_add.c").vector_add
+
+
+@pytest.mark.parametrize("n", [1, N, 2**20 + 3])
+def test_both_launch_modes_compute_the_same_on_cupy_and_torch(mode_add, torch, n):
+    mode, add = mode_add
+    rng = np.random.default_rng(n)
+    a, b = (cupy.asarray(rng.standard_normal(n).astype(np.float32)) for _ in range(2))
+    ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
+    for _ in range(3):  # the first launch of a signature is CuPy's; the others the mode's
+        out = cupy.full(n, np.nan, np.float32)
+        tout = torch.full((n,), float("nan"), device="cuda")
+        a += 1
+        ta += 1
+        add[_grid(n)](a, b, out, n, BLOCK=BLOCK)
+        add[_grid(n)](ta, tb, tout, n, BLOCK=BLOCK)
+        np.testing.assert_array_equal(out.get(), (a + b).get())
+        np.testing.assert_array_equal(tout.cpu().numpy(), (ta + tb).cpu().numpy())
+    (entry,) = {id(e): e for e in add._entries.values()}.values()
+    assert bool(entry.handles[0]) == (mode == "driver")  # the driver's handle, or none
+
+
+def test_launches_from_new_threads_get_their_own_buffers_and_context(add):
+    import threading
+
+    n = 4096
+    inputs = [cupy.full(n, float(i), np.float32) for i in range(6)]
+    outs = [cupy.full(n, np.nan, np.float32) for _ in inputs]
+    add[_grid(n)](inputs[0], inputs[0], outs[0], n, BLOCK=BLOCK)  # known on this thread
+    errors = []
+
+    def work(i):
+        try:  # a new thread: no context current until the first launch makes it so
+            for _ in range(50):
+                add[_grid(n)](inputs[i], inputs[i], outs[i], n, BLOCK=BLOCK)
+            cupy.cuda.get_current_stream().synchronize()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(1, len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    cupy.cuda.runtime.deviceSynchronize()
+    for i, out in enumerate(outs[1:], start=1):
+        np.testing.assert_array_equal(out.get(), np.full(n, 2.0 * i, np.float32))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 65, 33), (4, 128, 64)])
+def test_a_replayed_bmm_computes_each_new_product(shape):
+    from teeny_tx import linalg
+
+    batch, m, k = shape
+    rng = np.random.default_rng(m)
+    for _ in range(3):  # the first call plans, the next replay it
+        a = cupy.asarray(rng.standard_normal((batch, m, k)).astype(np.float16))
+        b = cupy.asarray(rng.standard_normal((batch, k, 48)).astype(np.float16))
+        c = linalg.bmm(a, b, alpha=0.5)
+        ref = 0.5 * np.matmul(a.get().astype(np.float32), b.get().astype(np.float32))
+        np.testing.assert_allclose(c.get().astype(np.float32), ref, rtol=2e-2, atol=2e-2)
