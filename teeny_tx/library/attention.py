@@ -60,6 +60,12 @@ class AttentionConfig(NamedTuple):
 # holds two [128, 128] f32 accumulators per 256 threads (ptxas spills about 100 bytes; 4 warps
 # of 64 x 64 or BM = 32 are slower), and its 3-stage ring does not fit in shared memory.
 FORWARD = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 128, 8, 3)}
+# the forward whose softmax of key block j + 1 runs while the product of block j does
+# (attention_fwd_overlap: deferred wgmma waits, lower/dot_plan.py); OVERLAP: the wrapper
+# launches it instead of attention_fwd. Its prologue and epilogue products read a scratch
+# buffer beside the ring, so 3 stages of 128 x 128 tiles do not fit.
+OVERLAP = False
+FORWARD_OVERLAP = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 64, 8, 3)}
 BACKWARD_DKDV = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
 BACKWARD_DQ = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(128, 128, 8)}
 # dQ by f32 atomics (by head dim): the dK/dV kernel also adds each key block's dS K into an f32
@@ -219,7 +225,8 @@ def attention(
     b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes)
     _, qk_scale = _scales(d, scale)
     dtype = arrays.dtype(q)
-    kernel = module("attention.c").attention_fwd
+    kernels = module("attention.c")
+    kernel = kernels.attention_fwd_overlap if OVERLAP else kernels.attention_fwd
     with arrays.device():
         o = arrays.empty((b, n_q, h_q, d), dtype)
         lse = arrays.empty((b, h_q, n_q), "f32")
@@ -231,7 +238,7 @@ def attention(
             kernel,
             lambda meta: (cdiv(n_q, meta["BM"]), b * h_q),
             args,
-            FORWARD[d],
+            (FORWARD_OVERLAP if OVERLAP else FORWARD)[d],
             CAUSAL=int(bool(causal)),
             BF16=int(dtype == "bf16"),
             D=d,
