@@ -160,6 +160,29 @@ def test_argument_checks():
     assert "lse must have shape" in _error(nn.attention_backward, o, q, k, v, o, lse[:, :2])
     assert "lse has dtype" in _error(nn.attention_backward, o, q, k, v, o, lse.astype(np.float64))
     assert "do has shape" in _error(nn.attention_backward, o[:, :8], q, k, v, o, lse)
+    # head dim 256: the forward only
+    q, k, v = _inputs(rng, 1, 16, 16, 2, 1, 256, "f16")
+    o, lse = nn.attention(q, k, v, interpret=True)
+    assert "head_dim 256 is not supported (256: the forward only)" in _error(
+        nn.attention_backward, o, q, k, v, o, lse
+    )
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["fwd", "overlap-flag"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (2, 70, 70, 2, 1), (1, 45, 100, 2, 2)])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_forward_head_dim_256(monkeypatch, shape, causal, dtype, overlap):
+    """D = 256 runs attention_fwd (also with OVERLAP: the overlapped forward takes 64 and
+    128 only)."""
+    monkeypatch.setattr(tattn, "OVERLAP", overlap)
+    b, n_q, n_kv, h_q, h_kv = shape
+    rng = np.random.default_rng(hash((shape, causal, dtype)) % 2**32)
+    q, k, v = _inputs(rng, b, n_q, n_kv, h_q, h_kv, 256, dtype)
+    o, lse = nn.attention(q, k, v, causal, interpret=True)
+    want_o, want_lse = attention_reference(q, k, v, causal)
+    _close("o", o, want_o, dtype)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-5)
 
 
 def test_empty_batch():
@@ -302,6 +325,7 @@ def test_overlapped_forward(monkeypatch, shape, causal, dtype):
     ("kernel", "dtype", "d", "causal"),
     [
         ("attention_fwd", "bf16", 128, 1),
+        ("attention_fwd", "f16", 256, 1),
         ("attention_fwd_overlap", "f16", 64, 0),
         ("attention_fwd_overlap", "bf16", 128, 1),
         ("attention_bwd_dkdv", "bf16", 64, 0),

@@ -161,6 +161,22 @@ def _scores(torch, q, k, causal):
     return s
 
 
+@pytest.mark.parametrize("tma", [True, False], ids=["tma", "cp.async"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", [(1, 1, 2, 2, 256), (2, 1000, 4, 2, 256), (1, 4097, 2, 1, 256)])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_forward_head_dim_256(torch, monkeypatch, shape, causal, dtype, tma):
+    """The forward at D = 256 (attention_fwd, 128 x 64 tiles) against SDPA; lse against f32."""
+    monkeypatch.setattr(tattn, "TMA", tma)
+    b, n, h_q, h_kv, d = shape
+    q = _bnhd(torch, b, n, h_q, d, dtype, 0)
+    k, v = (_bnhd(torch, b, n, h_kv, d, dtype, seed) for seed in (1, 2))
+    o, lse = nn.attention(q, k, v, causal=causal)
+    assert _err(o, _sdpa(torch, q, k, v, causal)) < TOL[dtype]
+    ref_lse = torch.logsumexp(_scores(torch, q, k, causal), dim=-1)
+    assert float((lse.double() - ref_lse.double()).abs().max()) < 1e-2
+
+
 def test_negative_strides_take_cp_async():
     """A tensor map's strides are positive: a view with a negative stride falls back to
     cp.async (the wrapper decides per call) and is still right (CuPy views may step back)."""
