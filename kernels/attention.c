@@ -9,8 +9,7 @@
  * bytes at a time. lse and delta are f32 [B, H_q, N_q], contiguous. Grouped-query attention:
  * query head h reads key/value head h / group (group = H_q / H_kv). CAUSAL = 1 masks key j > query
  * i (the top-left aligned triangle, torch's is_causal). f16 or bf16 data (BF16 = 1 for bf16:
- * the dtype P and dS are rounded to before their products); f32 accumulation; D = 64 or 128
- * (and 256 for attention_fwd).
+ * the dtype P and dS are rounded to before their products); f32 accumulation; D = 64, 128 (256).
  *
  * Softmax in base 2: the wrapper passes qk_scale = scale * log2(e), so exp(scale * s - m) is
  * exp2(qk_scale * s - m') with one multiply folded into the scores.
