@@ -238,24 +238,12 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 71
             __half tx_value[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__half>(p[tx_i]);
 #line 71
-            unsigned tx_a_frags[4][4];  // A's packed registers, kept until the wait
-#line 71
-            tx::wgmma_rs_async<tx_L5, tx_L7, tx_v_t_tile, false, 64>(tx_acc_1, tx_a_frags, tx_value, tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers; runs on: waited before its first use
+            tx::wgmma_rs<tx_L5, tx_L7, tx_v_t_tile, false, 64, 0>(tx_acc_1, tx_value, tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers
 #line 71
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = tx_acc_1[tx_i];
             // m_i = m_new;
 #line 73 "kernels/attention.c"
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) m_i[tx_i] = m_new[tx_i];
-#line 73
-            tx::fence_registers<tx_L4>(m_i);  // computed while the products ran: before the wait
-#line 73
-            tx::block_boundary();  // ... which ptxas would otherwise hoist above that work
-#line 73
-            tx::wgmma_wait<0>();  // acc ready
-#line 73
-            tx::fence_registers<tx_L5>(acc);
-#line 73
-            tx::fence_fragments<4>(tx_a_frags);
 #line 52
             tx::stage_arrive_empty(&tx_stage_barriers[2 + tx_stage]);  // this thread's dots have read its stage
 #line 52

@@ -535,10 +535,13 @@ def test_scratch_clobber_check_sees_a_clobber():
 
 
 def test_attention_forward_reads_p_from_registers():
-    """P's product is wgmma's register-A form, issued without its wait (m_i = m_new runs
-    before it: a deferred wait, lower/dot_plan.py)."""
-    golden = {g.stem: g for g in GOLDEN}["attention_fwd.f16.d128.sm90a"]
-    assert "tx::wgmma_rs_async<" in golden.render()
+    """P's product is wgmma's register-A form; in attention_fwd it waits for itself (only
+    m_i = m_new follows it), in attention_fwd_overlap it runs on while the softmax does."""
+    by_stem = {g.stem: g for g in GOLDEN}
+    plain = by_stem["attention_fwd.f16.d128.sm90a"].render()
+    assert "tx::wgmma_rs<" in plain and "wgmma_async" not in plain
+    overlap = by_stem["attention_fwd_overlap.f16.d128.tma.sm90a"].render()
+    assert "tx::wgmma_rs_async<" in overlap and "tx::wgmma_wait<1>();  // s ready" in overlap
 
 
 # f32 atomics of a product's result (the backward's dQ by atomics): added from the

@@ -23,9 +23,9 @@ reads or writes its result (or holds a dot that is not deferred; at the latest, 
 end), waiting until only the groups issued after it run on. The statements in between run
 while the tensor cores multiply: the softmax of one key block while the product with the
 previous block's probabilities runs, the second product of a backward step while the first
-does. A block where every wait would come right after its dot is left as it was;
-``$TEENY_TX_DEFER_WAITS=0`` leaves every block so (each wgmma waits right after its issue),
-to measure what the deferral buys.
+does. A block where only copies (``m_i = m_new``) would run between a dot and its wait is
+left as it was; ``$TEENY_TX_DEFER_WAITS=0`` leaves every block so (each wgmma waits right
+after its issue), to measure what the deferral buys.
 
 The emitter computes both operands' registers before it stages either: computing one (moving
 its index tiles between layouts, say) may use the scratch buffer, where the other would already
@@ -291,6 +291,15 @@ def _fragments(s: ir.Stmt) -> tuple[tuple[str, int], ...]:
     return ((plan.fragments, plan.k // 16),) if plan is not None and plan.fragments else ()
 
 
+def _copy(s: ir.Stmt) -> bool:
+    """A statement that does no work worth overlapping: a wait, or a copy of a variable
+    (``m_i = m_new``)."""
+    if isinstance(s, ir.WgmmaWait):
+        return True
+    value = s.init if isinstance(s, ir.Declare) else s.value if isinstance(s, ir.Assign) else None
+    return isinstance(value, Var)
+
+
 def _holds_dot(s: ir.Stmt) -> bool:
     return any(isinstance(e, Op) and e.op == "dot" for e in walk_exprs([s]))
 
@@ -307,7 +316,7 @@ def defer_waits(block: tuple[ir.Stmt, ...], names: Names) -> tuple[ir.Stmt, ...]
         """Wait for running[:upto + 1] (the groups complete in order)."""
         nonlocal running, useful
         done, running = running[: upto + 1], running[upto + 1 :]
-        useful |= any(index < len(out) - 1 for _, index in done)
+        useful |= any(not _copy(t) for _, index in done for t in out[index + 1 :])
         computed = _computed(out[done[0][1] + 1 :])
         results = tuple(v for v, _ in done)
         fragments = tuple(f for _, index in done for f in _fragments(out[index]))
