@@ -272,80 +272,51 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                     bool tx_mask_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask_1[tx_i] = start + rm[tx_i] < n_q;
 #line 227
                     float dl[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 2) tx::load_vec_if<2>(&dl[tx_i], deltah + start + rm[tx_i], tx_mask_1[tx_i], 0.0f);
-                    // tile s_t = dot(k_t, trans(q_t));                           /* [BN, BM] */
-#line 230 "kernels/attention.c"
+                    // tile p_t = exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
+#line 229 "kernels/attention.c"
                     float tx_acc[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
-#line 230
-                    tx::wgmma_async<tx_L8, tx_k_t_tile, true, tx_q_t_tile, true, 128>(tx_acc, tx_k_t_stages + tx_stage_1 * tx_k_t_tile::ELEMS, tx_q_t_stages + tx_stage * tx_q_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_f16_kk(tx_d, tx_a, tx_b); });  // runs on: waited before its first use
-#line 230
-                    float s_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) s_t[tx_i] = tx_acc[tx_i];
-                    // tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
-#line 231 "kernels/attention.c"
-                    float tx_acc_1[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_acc_1[tx_i] = 0.0f;
-#line 231
-                    tx::wgmma_async<tx_L8, tx_v_t_tile, true, tx_do_t_tile, true, 128>(tx_acc_1, tx_v_t_stages + tx_stage_1 * tx_v_t_tile::ELEMS, tx_do_t_stages + tx_stage * tx_do_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_f16_kk(tx_d, tx_a, tx_b); });  // runs on: waited before its first use
-#line 231
-                    float dp_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) dp_t[tx_i] = tx_acc_1[tx_i];
-                    // tile p_t = exp2(s_t * qk_scale - lse2);
-#line 232 "kernels/attention.c"
-                    tx::wgmma_wait<1>();  // s_t ready (the 1 product issued after run on)
-#line 232
-                    tx::fence_registers<tx_L8>(s_t);
-#line 232
-                    float p_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p_t[tx_i] = tx::exp2(s_t[tx_i] * qk_scale - lse2[tx::remap<tx_L1, tx_L8>(tx_i)]);
+#line 229
+                    tx::wgmma<tx_L8, tx_k_t_tile, true, tx_q_t_tile, true, 128, 0>(tx_acc, tx_k_t_stages + tx_stage_1 * tx_k_t_tile::ELEMS, tx_q_t_stages + tx_stage * tx_q_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_f16_kk(tx_d, tx_a, tx_b); });
+#line 229
+                    float p_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p_t[tx_i] = tx::exp2(tx_acc[tx_i] * qk_scale - lse2[tx::remap<tx_L1, tx_L8>(tx_i)]);
                     // if (CAUSAL && start < unmasked) {
-#line 235 "kernels/attention.c"
+#line 232 "kernels/attention.c"
                     if (true && (start < unmasked)) {
                         // tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
-#line 236 "kernels/attention.c"
+#line 233 "kernels/attention.c"
                         int qm[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) qm[tx_i] = start + rm[tx_i];
                         // p_t = where(qm >= expand_dims(rn, 1), p_t, 0.0f);
-#line 237 "kernels/attention.c"
+#line 234 "kernels/attention.c"
                         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p_t[tx_i] = (qm[tx::remap<tx_L1, tx_L8>(tx_i)] >= rn[tx::remap<tx_L0, tx_L8>(tx_i)]) ? p_t[tx_i] : 0.0f;
                     }
+                    // tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
+#line 236 "kernels/attention.c"
+                    float tx_acc_1[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_acc_1[tx_i] = 0.0f;
+#line 236
+                    tx::wgmma<tx_L8, tx_v_t_tile, true, tx_do_t_tile, true, 128, 0>(tx_acc_1, tx_v_t_stages + tx_stage_1 * tx_v_t_tile::ELEMS, tx_do_t_stages + tx_stage * tx_do_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_f16_kk(tx_d, tx_a, tx_b); });
+#line 236
+                    float dp_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) dp_t[tx_i] = tx_acc_1[tx_i];
                     // tile ds_t = p_t * (dp_t - dl);
-#line 239 "kernels/attention.c"
-                    tx::fence_registers<tx_L8>(p_t);  // computed while the products ran: before the wait
-#line 239
-                    tx::block_boundary();  // ... which ptxas would otherwise hoist above that work
-#line 239
-                    tx::wgmma_wait<0>();  // dp_t ready
-#line 239
-                    tx::fence_registers<tx_L8>(dp_t);
-#line 239
+#line 237 "kernels/attention.c"
                     float ds_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) ds_t[tx_i] = p_t[tx_i] * (dp_t[tx_i] - dl[tx::remap<tx_L1, tx_L8>(tx_i)]);
                     // dv_acc = dot((f16)p_t, do_t, dv_acc);
-#line 244 "kernels/attention.c"
+#line 242 "kernels/attention.c"
                     float tx_acc_2[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_acc_2[tx_i] = dv_acc[tx_i];
-#line 244
+#line 242
                     __half tx_value[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__half>(p_t[tx_i]);
-#line 244
-                    unsigned tx_a_frags[4][4];  // A's packed registers, kept until the wait
-#line 244
-                    tx::wgmma_rs_async<tx_L3, tx_L8, tx_do_t_tile, false, 64>(tx_acc_2, tx_a_frags, tx_value, tx_do_t_stages + tx_stage * tx_do_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers; runs on: waited before its first use
-#line 244
+#line 242
+                    tx::wgmma_rs<tx_L3, tx_L8, tx_do_t_tile, false, 64, 0>(tx_acc_2, tx_value, tx_do_t_stages + tx_stage * tx_do_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers
+#line 242
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dv_acc[tx_i] = tx_acc_2[tx_i];
                     // dk_acc = dot((f16)ds_t, q_t, dk_acc);
-#line 245 "kernels/attention.c"
+#line 243 "kernels/attention.c"
                     float tx_acc_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_acc_3[tx_i] = dk_acc[tx_i];
-#line 245
+#line 243
                     __half tx_value_1[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__half>(ds_t[tx_i]);
-#line 245
-                    unsigned tx_a_frags_1[4][4];  // A's packed registers, kept until the wait
-#line 245
-                    tx::wgmma_rs_async<tx_L3, tx_L8, tx_q_t_tile, false, 64>(tx_acc_3, tx_a_frags_1, tx_value_1, tx_q_t_stages + tx_stage * tx_q_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers; runs on: waited before its first use
-#line 245
+#line 243
+                    tx::wgmma_rs<tx_L3, tx_L8, tx_q_t_tile, false, 64, 0>(tx_acc_3, tx_value_1, tx_q_t_stages + tx_stage * tx_q_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers
+#line 243
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dk_acc[tx_i] = tx_acc_3[tx_i];
-#line 245
-                    tx::wgmma_wait<0>();  // dv_acc, dk_acc ready
-#line 245
-                    tx::fence_registers<tx_L3>(dv_acc);
-#line 245
-                    tx::fence_registers<tx_L3>(dk_acc);
-#line 245
-                    tx::fence_fragments<4>(tx_a_frags);
-#line 245
-                    tx::fence_fragments<4>(tx_a_frags_1);
 #line 219
                     tx::stage_arrive_empty(&tx_stage_barriers[2 + tx_stage]);  // this thread's dots have read its stage
 #line 219
@@ -369,19 +340,19 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
         __syncthreads();
     }
     // store(dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd, dk_acc * scale,
-#line 256 "kernels/attention.c"
+#line 254 "kernels/attention.c"
     int tx_rd_cvt[tx_L9::REGS]; tx::relayout<tx_L2, tx_L9>(tx_rd_cvt, rd, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 0) * 128 + tx_L9::coord(tx_r, 1); });
-#line 256
+#line 254
     __half tx_value_2[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_value_2[tx_i] = tx::cast<__half>(dk_acc[tx_i] * scale);
-#line 256
+#line 254
     bool tx_mask_2[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_2[tx_i] = kv_row[tx::remap<tx_L0, tx_L3>(tx_i)];
-#line 256
+#line 254
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dk + b * sdkb + hk * sdkh + rn[tx::remap<tx_L0, tx_L3>(tx_i)] * sdkn + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_2[tx_i], tx_mask_2[tx_i]);
     // store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc, kv_row);
-#line 258 "kernels/attention.c"
+#line 256 "kernels/attention.c"
     __half tx_value_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_value_3[tx_i] = tx::cast<__half>(dv_acc[tx_i]);
-#line 258
+#line 256
     bool tx_mask_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_3[tx_i] = kv_row[tx::remap<tx_L0, tx_L3>(tx_i)];
-#line 258
+#line 256
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dv + b * sdvb + hk * sdvh + rn[tx::remap<tx_L0, tx_L3>(tx_i)] * sdvn + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_3[tx_i], tx_mask_3[tx_i]);
 }

@@ -284,6 +284,8 @@ attention_fwd_overlap(__half* o, float* lse, const __half* __restrict__ q, const
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = tx_acc_2[tx_i];
             // s = s * qk_scale;                                             /* waits for s only */
 #line 135 "kernels/attention.c"
+            tx::block_boundary();  // ptxas would hoist the wait above the work (and the products) before it
+#line 135
             tx::wgmma_wait<1>();  // s ready (the 1 product issued after run on)
 #line 135
             tx::fence_registers<tx_L8>(s);
@@ -330,7 +332,7 @@ attention_fwd_overlap(__half* o, float* lse, const __half* __restrict__ q, const
 #line 145
             tx::fence_registers<tx_L0>(l_i);
 #line 145
-            tx::block_boundary();  // ... which ptxas would otherwise hoist above that work
+            tx::block_boundary();  // ptxas would hoist the wait above the work (and the products) before it
 #line 145
             tx::wgmma_wait<0>();  // acc ready
 #line 145

@@ -226,16 +226,14 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
                              0) * 1.4426950408889634f;
             tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
                            0);
-            /* both products issued first: P^T's exponentials run while dP^T's product does */
-            tile s_t = dot(k_t, trans(q_t));                           /* [BN, BM] */
-            tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
-            tile p_t = exp2(s_t * qk_scale - lse2);
+            tile p_t = exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
             /* only the causal mask: query rows past n_q add nothing (their dO and delta were
              * read as 0, so their P^T dO and dS^T are 0) */
             if (CAUSAL && start < unmasked) {
                 tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
                 p_t = where(qm >= expand_dims(rn, 1), p_t, 0.0f);
             }
+            tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
             tile ds_t = p_t * (dp_t - dl);
             if (BF16) {
                 dv_acc = dot((bf16)p_t, do_t, dv_acc);
@@ -296,16 +294,13 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
                         expand_dims(rn, 1) + start < n_kv, 0);
         tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
                         expand_dims(rn, 1) + start < n_kv, 0);
-        /* both products issued first: P's exponentials run while dP's product does */
-        tile s = dot(q_t, trans(k_t));                                 /* [BM, BN] */
-        tile dp = dot(do_t, trans(v_t));
-        tile p = exp2(s * qk_scale - lse2);
+        tile p = exp2(dot(q_t, trans(k_t)) * qk_scale - lse2);         /* [BM, BN] */
         if (start + BN > masked) {
             tile kn = expand_dims(start + rn, 0);
             tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
             p = where(ok, p, 0.0f);
         }
-        tile ds = p * (dp - dl);
+        tile ds = p * (dot(do_t, trans(v_t)) - dl);
         if (BF16) {
             dq_acc = dot((bf16)ds, k_t, dq_acc);
         } else {

@@ -306,20 +306,38 @@ def _holds_dot(s: ir.Stmt) -> bool:
 
 def defer_waits(block: tuple[ir.Stmt, ...], names: Names) -> tuple[ir.Stmt, ...]:
     """``block`` with its deferrable dots issued without a wait and an :class:`ir.WgmmaWait`
-    before each one's first use (see the module); unchanged where no statement would run
-    between a dot and its wait."""
+    before each one's first use (see the module). A dot is deferred only where work runs
+    between it and its wait: a statement other than a copy, or another deferred dot that is so
+    itself; the others wait right after their issue, and a block with none is unchanged."""
+    allowed = {i for i, s in enumerate(block) if _deferrable(s) is not None}
+    while allowed:
+        _, useful = _place_waits(block, allowed, None)
+        if useful == allowed:
+            return _place_waits(block, allowed, names)[0]
+        allowed = useful
+    return block
+
+
+def _place_waits(
+    block: tuple[ir.Stmt, ...], allowed: set[int], names: Names | None
+) -> tuple[tuple[ir.Stmt, ...], set[int]]:
+    """``block`` with the dots at the indices ``allowed`` deferred (fragment names from
+    ``names``; None: a trial), and the indices of those whose deferral is useful."""
     out: list[ir.Stmt] = []
-    running: list[tuple[Var, int]] = []  # deferred results in issue order, their dot's index
-    useful = False
+    running: list[tuple[Var, int, int]] = []  # deferred results in issue order: out, block index
+    work: dict[int, bool] = {}  # by a deferred dot's block index: work ran before its wait
+    between: dict[int, list[int]] = {}  # by the same: the deferred dots issued before it
 
     def wait(upto: int, loc) -> None:
         """Wait for running[:upto + 1] (the groups complete in order)."""
-        nonlocal running, useful
+        nonlocal running
         done, running = running[: upto + 1], running[upto + 1 :]
-        useful |= any(not _copy(t) for _, index in done for t in out[index + 1 :])
+        for _, at, index in done:
+            later = out[at + 1 :]
+            work[index] = any(not _copy(t) and _deferred_dot(t) is None for t in later)
         computed = _computed(out[done[0][1] + 1 :])
-        results = tuple(v for v, _ in done)
-        fragments = tuple(f for _, index in done for f in _fragments(out[index]))
+        results = tuple(v for v, _, _ in done)
+        fragments = tuple(f for _, at, _ in done for f in _fragments(out[at]))
         out.append(
             ir.WgmmaWait(
                 loc=loc,
@@ -330,11 +348,11 @@ def defer_waits(block: tuple[ir.Stmt, ...], names: Names) -> tuple[ir.Stmt, ...]
             )
         )
 
-    for s in block:
-        dot = _deferrable(s)
+    for index, s in enumerate(block):
+        dot = _deferrable(s) if index in allowed else None
         if running:
             touched = _touched(s)
-            hit = [i for i, (v, _) in enumerate(running) if v.name in touched]
+            hit = [i for i, (v, _, _) in enumerate(running) if v.name in touched]
             if hit:
                 wait(hit[-1], s.loc)
             if running and dot is None and _holds_dot(s):
@@ -344,7 +362,8 @@ def defer_waits(block: tuple[ir.Stmt, ...], names: Names) -> tuple[ir.Stmt, ...]
             var = Var(type=dot.type, loc=s.loc, layout=dot.layout, name=s.name)
             plan = dataclasses.replace(dot.attr("plan"), deferred=True)
             if plan.register_a:
-                plan = dataclasses.replace(plan, fragments=names.fresh("a_frags"))
+                fragments = names.fresh("a_frags") if names is not None else "a_frags"
+                plan = dataclasses.replace(plan, fragments=fragments)
             attrs = tuple((k, plan if k == "plan" else v) for k, v in dot.attrs)
             dot = dataclasses.replace(dot, attrs=attrs)
             s = (
@@ -352,8 +371,24 @@ def defer_waits(block: tuple[ir.Stmt, ...], names: Names) -> tuple[ir.Stmt, ...]
                 if isinstance(s, ir.Declare)
                 else dataclasses.replace(s, value=dot)
             )
-            running.append((var, len(out)))
+            for _, _, other in running:
+                between.setdefault(other, []).append(index)
+            running.append((var, len(out), index))
         out.append(s)
     if running:
         wait(len(running) - 1, block[-1].loc)
-    return tuple(out) if useful else block
+    useful = {i for i, w in work.items() if w}
+    grew = True
+    while grew:  # a dot is useful where a useful deferred dot is issued before its wait
+        grew = False
+        for i in work:
+            if i not in useful and any(j in useful for j in between.get(i, [])):
+                useful.add(i)
+                grew = True
+    return tuple(out), useful
+
+
+def _deferred_dot(s: ir.Stmt) -> Op | None:
+    value = s.init if isinstance(s, ir.Declare) else s.value if isinstance(s, ir.Assign) else None
+    plan = value.attr("plan") if isinstance(value, Op) and value.op == "dot" else None
+    return value if plan is not None and plan.deferred else None
