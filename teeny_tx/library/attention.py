@@ -71,8 +71,11 @@ FORWARD = {
 }
 # the forward whose softmax of key block j + 1 runs while the product of block j does
 # (attention_fwd_overlap: deferred wgmma waits, lower/dot_plan.py); OVERLAP: the wrapper
-# launches it instead of attention_fwd. Its prologue and epilogue products read a scratch
-# buffer beside the ring, so 3 stages of 128 x 128 tiles do not fit.
+# launches it instead of attention_fwd (D = 64 and 128). Its prologue and epilogue products
+# read a scratch buffer beside the ring, so 3 stages of 128 x 128 tiles do not fit. Measured
+# slower in all four cases (H200, 2026-12-01 17:20Z, N=4096 fp16, TFLOP/s, attention_fwd /
+# the best overlap config): D=128 446 / 420, causal 388 / 324; D=64 330 / 334 (128 x 64 s3),
+# causal 291 / 246 (docs/attention.md), so it is off.
 OVERLAP = False
 FORWARD_OVERLAP = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 64, 8, 3)}
 BACKWARD_DKDV = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
