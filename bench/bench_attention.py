@@ -13,7 +13,8 @@ each (dtype, D, causal) (batch element 0; max error relative to max |ref|), then
 events, median; L2 is not flushed: attention is compute bound). Rate in TFLOP/s: 4·B·H·N²·D
 per forward, halved when causal; the backward counts 2.5 times the forward's. Ratio: ours /
 the best peer. --impls picks a subset of ours, cudnn, flash, efficient, triton; --tune
-launches ours through the kernels' autotune configs (else the wrapper's fixed configs). The
+launches ours through the kernels' autotune configs (else the wrapper's fixed configs);
+--overlap 1 / 0 switches the overlapped forward (attention_fwd_overlap) on / off. The
 default --impls are ours, cudnn and flash (the fastest peers).
 
 Run from the repository root: python3 bench/bench_attention.py --out /tmp/attn.md (the
@@ -240,6 +241,13 @@ def main() -> int:
     parser.add_argument("--passes", nargs="+", default=["fwd", "bwd"], choices=["fwd", "bwd"])
     parser.add_argument("--impls", nargs="+", default=list(DEFAULT_IMPLS), choices=IMPLS)
     parser.add_argument("--tune", action="store_true", help="ours through its autotune configs")
+    parser.add_argument(
+        "--overlap",
+        type=int,
+        choices=[0, 1],
+        default=None,
+        help="ours with the overlapped forward (attention.OVERLAP) on or off; default: as set",
+    )
     parser.add_argument("--rep-ms", type=float, default=100.0, help="time per measurement")
     args = parser.parse_args()
     if args.all:
@@ -251,6 +259,8 @@ def main() -> int:
     from teeny_tx.library import attention as tattn
 
     tattn.TUNE = args.tune
+    if args.overlap is not None:
+        tattn.OVERLAP = bool(args.overlap)
     b, h = args.batch, args.heads
     tables = []
     for pass_ in args.passes:
@@ -301,8 +311,13 @@ def _configs(tattn) -> str:
     def by_d(table) -> str:
         return ", ".join(f"D={d}: {tuple(c)}" for d, c in table.items())
 
+    forward = (
+        f"overlapped forward {by_d(tattn.FORWARD_OVERLAP)}"
+        if tattn.OVERLAP
+        else f"forward {by_d(tattn.FORWARD)}"
+    )
     return (
-        f"forward {by_d(tattn.FORWARD)}; dK/dV {by_d(tattn.BACKWARD_DKDV)}; "
+        f"{forward}; dK/dV {by_d(tattn.BACKWARD_DKDV)}; "
         f"dQ {by_d(tattn.BACKWARD_DQ)} (BM, BN, num_warps, num_stages)"
     )
 

@@ -8,9 +8,10 @@ forward, halved when causal; the backward counts 2.5 times the forward's. Prints
 (pass, D, causal); the fastest config first. This is how the wrapper's fixed configs
 (teeny_tx/library/attention.py: FORWARD, BACKWARD_DKDV, BACKWARD_DQ) are chosen, and whether
 dQ is better added by atomics from the dK/dV kernel (ATOMIC_DQ rows: the dK/dV kernel's config,
-no dQ kernel; BACKWARD_DKDV_ATOMIC) than by its own kernel. --tables picks which are swept
-(FIXED: one row, the wrapper's configs as they stand). With TEENY_TX_PIPELINE_TMA=1 in the
-environment every row loads its pipelined tiles with TMA.
+no dQ kernel; BACKWARD_DKDV_ATOMIC) than by its own kernel; OVERLAP rows: the forward whose
+softmax overlaps the tensor cores (attention_fwd_overlap, the wrapper's OVERLAP flag).
+--tables picks which are swept (FIXED: one row, the wrapper's configs as they stand). With
+TEENY_TX_PIPELINE_TMA=1 in the environment every row loads its pipelined tiles with TMA.
 
 Run from the repository root: python3 bench/sweep_attention.py [--d 64 128] [--causal 0 1]
 """
@@ -25,11 +26,13 @@ from teeny_tx import nn
 from teeny_tx.library import attention as tattn
 
 FWD = [(128, 64, 8, 2), (128, 128, 8, 2), (128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 2)]
+# the overlapped forward (attention_fwd_overlap; the wrapper's OVERLAP flag)
+OVERLAP = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2)]  # 128 x 128 at D = 128 spills
 DKDV = [(64, 128, 8, 2), (64, 128, 8, 3), (64, 64, 4, 2), (32, 128, 8, 2), (64, 64, 8, 2)]
 DQ = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 32, 8, 2), (64, 64, 4, 2), (128, 128, 8, 2)]
 # dQ by atomics (ATOMIC_DQ): the dK/dV kernel's config, no dQ kernel
 ATOMIC = [(64, 64, 4, 2), (64, 128, 8, 2)]
-TABLES = ("FIXED", "FORWARD", "BACKWARD_DKDV", "BACKWARD_DQ", "ATOMIC_DQ")
+TABLES = ("FIXED", "FORWARD", "OVERLAP", "BACKWARD_DKDV", "BACKWARD_DQ", "ATOMIC_DQ")
 
 
 def _case(
@@ -65,7 +68,7 @@ def _case(
 
     call = forward if which == "fwd" else backward
     if which == "fwd":
-        grid = [("FORWARD", c) for c in FWD]
+        grid = [("FORWARD", c) for c in FWD] + [("OVERLAP", c) for c in OVERLAP]
     else:
         grid = [("BACKWARD_DKDV", c) for c in DKDV] + [("BACKWARD_DQ", c) for c in DQ]
         grid += [("ATOMIC_DQ", c) for c in ATOMIC]
@@ -77,12 +80,18 @@ def _case(
         name = f"{table} {config}" if config else "FIXED (the wrapper's configs as they are)"
         # an ATOMIC_DQ row: dQ by atomics from the dK/dV kernel, launched with this config
         configs = getattr(
-            tattn, {"ATOMIC_DQ": "BACKWARD_DKDV_ATOMIC", "FIXED": "FORWARD"}.get(table, table)
+            tattn,
+            {
+                "ATOMIC_DQ": "BACKWARD_DKDV_ATOMIC",
+                "FIXED": "FORWARD",
+                "OVERLAP": "FORWARD_OVERLAP",
+            }.get(table, table),
         )
-        saved, saved_atomic = configs[d], tattn.ATOMIC_DQ[d]
+        saved, saved_atomic, saved_overlap = configs[d], tattn.ATOMIC_DQ[d], tattn.OVERLAP
         if config is not None:
             configs[d] = tattn.AttentionConfig(*config)
             tattn.ATOMIC_DQ[d] = table == "ATOMIC_DQ"
+            tattn.OVERLAP = table == "OVERLAP"
         try:
             got = call()
             err = max(
@@ -103,6 +112,7 @@ def _case(
         finally:
             configs[d] = saved
             tattn.ATOMIC_DQ[d] = saved_atomic
+            tattn.OVERLAP = saved_overlap
     head = [
         f"\n#### {which} N={n} D={d} causal={int(causal)} (B={b}, H={h}, fp16, TFLOP/s)\n",
         "| config (BM, BN, warps, stages) | ours | cuDNN | ours/cuDNN | max err |",

@@ -9,7 +9,7 @@
  * bytes at a time. lse and delta are f32 [B, H_q, N_q], contiguous. Grouped-query attention:
  * query head h reads key/value head h / group (group = H_q / H_kv). CAUSAL = 1 masks key j > query
  * i (the top-left aligned triangle, torch's is_causal). f16 or bf16 data (BF16 = 1 for bf16:
- * the dtype P and dS are rounded to before their products); f32 accumulation; D = 64 or 128.
+ * the dtype P and dS are rounded to before their products); f32 accumulation; D = 64, 128 (256).
  *
  * Softmax in base 2: the wrapper passes qk_scale = scale * log2(e), so exp(scale * s - m) is
  * exp2(qk_scale * s - m') with one multiply folded into the scores.
@@ -72,6 +72,85 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
         }
         m_i = m_new;
     }
+    store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
+          acc / expand_dims(l_i, 1), expand_dims(rm, 1) < n_q);
+    store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
+}
+
+/* The same forward with the softmax of one key block overlapping the tensor cores (the
+ * intra-warpgroup overlap of FlashAttention-3): the loop's iteration issues the scores of key
+ * block j + 1 and the product of block j's probabilities with its values one after the other,
+ * then computes block j + 1's softmax while the second product runs. On sm_90a the compiler
+ * issues a dot that is a statement's whole value without waiting for it and waits just before
+ * its result's first use (lower/dot_plan.py): `s = s * qk_scale` waits for the scores only,
+ * `acc = acc * alpha` for the product. Key block 0's scores come before the loop and the last
+ * block's product after it, so K is read one block ahead of V. */
+#pragma autotune key(n_q, n_kv)
+#pragma autotune config(BM=128, BN=64, num_warps=8, num_stages=2)
+#pragma autotune config(BM=128, BN=64, num_warps=8, num_stages=3)
+#pragma autotune config(BM=128, BN=128, num_warps=8, num_stages=2)
+kernel attention_fwd_overlap(any *o, f32 *lse, const any *q, const any *k, const any *v,
+                             i32 n_q, i32 n_kv, i32 h_q, i32 group,
+                             i32 sqb, i32 sqh, i32 sqn, i32 sqd, i32 skb, i32 skh, i32 skn,
+                             i32 skd, i32 svb, i32 svh, i32 svn, i32 svd,
+                             i32 sob, i32 soh, i32 son, i32 sod,
+                             f32 qk_scale, const i32 CAUSAL, const i32 BF16, const i32 D,
+                             const i32 BM, const i32 BN)
+{
+    i32 pid_m = program_id(0);
+    i32 bh = program_id(1);
+    i32 b = bh / h_q;
+    i32 h = bh % h_q;
+    i32 hk = h / group;
+    tile rm = pid_m * BM + arange(0, BM);
+    tile rn = arange(0, BN);
+    tile rd = expand_dims(arange(0, D), 0);
+    tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
+                    expand_dims(rm, 1) < n_q, 0);
+    tile kh = k + b * skb + hk * skh;
+    tile vh = v + b * svb + hk * svh;
+    f32 acc[BM][D] = 0;
+    i32 hi = CAUSAL ? minimum((pid_m + 1) * BM, n_kv) : n_kv;
+    i32 masked = CAUSAL ? minimum(pid_m * BM + 1, n_kv) : n_kv;
+    /* key block 0: its scores and their softmax */
+    tile k_0 = load(kh + expand_dims(rn, 1) * skn + rd * skd, expand_dims(rn, 1) < n_kv, 0);
+    tile s_0 = dot(q_t, trans(k_0)) * qk_scale;
+    if (BN > masked) {
+        tile kn = expand_dims(rn, 0);
+        tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
+        s_0 = where(ok, s_0, -INF);
+    }
+    tile m_i = max(s_0, 1);
+    tile p_0 = exp2(s_0 - expand_dims(m_i, 1));
+    tile l_i = sum(p_0, 1);
+    tile p = BF16 ? (bf16)p_0 : (f16)p_0;           /* the 16-bit P the loop carries */
+    /* iteration `start`: values of key block `start`, keys of the block after it */
+    for (i32 start = 0; start + BN < hi; start += BN) {
+        tile k_t = load(kh + (expand_dims(rn, 1) + start + BN) * skn + rd * skd,
+                        expand_dims(rn, 1) + start + BN < n_kv, 0);
+        tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
+                        expand_dims(rn, 1) + start < n_kv, 0);
+        tile s = dot(q_t, trans(k_t));                                /* issued, runs on */
+        acc = dot(p, v_t, acc);                                       /* queued behind it */
+        s = s * qk_scale;                                             /* waits for s only */
+        if (start + 2 * BN > masked) {
+            tile kn = expand_dims(start + BN + rn, 0);
+            tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
+            s = where(ok, s, -INF);
+        }
+        tile m_new = maximum(m_i, max(s, 1));
+        tile p_j = exp2(s - expand_dims(m_new, 1));
+        tile alpha = exp2(m_i - m_new);
+        l_i = l_i * alpha + sum(p_j, 1);
+        acc = acc * expand_dims(alpha, 1);                            /* waits for acc */
+        p = BF16 ? (bf16)p_j : (f16)p_j;        /* A's registers: written once it is read */
+        m_i = m_new;
+    }
+    /* the last key block's product */
+    i32 last = (hi - 1) / BN * BN;
+    tile v_l = load(vh + (expand_dims(rn, 1) + last) * svn + rd * svd,
+                    expand_dims(rn, 1) + last < n_kv, 0);
+    acc = dot(p, v_l, acc);
     store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
           acc / expand_dims(l_i, 1), expand_dims(rm, 1) < n_q);
     store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);

@@ -395,19 +395,45 @@ template <int PENDING>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory"); }
 
 // acc += A @ B by warpgroups: Instr(acc, desc_a, desc_b) is the kernel's wgmma instruction
-// (m64nNk16, or m64nNk8 for TF32, generated with the kernel); one per 32 bytes of K, then wait until at most PENDING
-// groups run on (1 in a pipelined loop: the next iteration's copies overlap the products; the
-// loop waits for all after its last iteration).
-template <class Acc, class SA, bool A_KMAJOR, class SB, bool B_KMAJOR, int K, int PENDING, typename T,
-          typename Instr>
-__device__ __forceinline__ void wgmma(float* acc, const T* sA, const T* sB, Instr instr) {
+// (m64nNk16, or m64nNk8 for TF32, generated with the kernel); wgmma_issue issues one per 32
+// bytes of K as one group; wgmma() then waits until at most PENDING groups run on (1 in a
+// pipelined loop: the next iteration's copies overlap the products; the loop waits for all
+// after its last iteration).
+template <class Acc, class SA, bool A_KMAJOR, class SB, bool B_KMAJOR, int K, typename T, typename Instr>
+__device__ __forceinline__ void wgmma_issue(float* acc, const T* sA, const T* sB, Instr instr) {
     const int m0 = (int(threadIdx.x) / 128) * 64;
     wgmma_fence();
 #pragma unroll
     for (int k0 = 0; k0 < K; k0 += 32 / int(sizeof(T)))  // 32 bytes of K per instruction
         instr(acc, operand_desc<SA, A_KMAJOR>(sA, m0, k0), operand_desc<SB, B_KMAJOR>(sB, 0, k0));
     wgmma_commit();
+}
+template <class Acc, class SA, bool A_KMAJOR, class SB, bool B_KMAJOR, int K, int PENDING, typename T,
+          typename Instr>
+__device__ __forceinline__ void wgmma(float* acc, const T* sA, const T* sB, Instr instr) {
+    wgmma_issue<Acc, SA, A_KMAJOR, SB, B_KMAJOR, K>(acc, sA, sB, instr);
     wgmma_wait<PENDING>();
+}
+
+// The registers of a tile, fenced: the compiler may not move a read or a write of them across
+// this point (wgmma_async's result is read only after the wgmma_wait before it; the work done
+// while it ran stays before that wait).
+__device__ __forceinline__ void fence_register(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void fence_register(int& x) { asm volatile("" : "+r"(x)::"memory"); }
+template <class L, typename T>
+__device__ __forceinline__ void fence_registers(T* r) {
+#pragma unroll
+    for (int i = 0; i < L::REGS; ++i) fence_register(r[i]);
+}
+
+// wgmma() issued without waiting: the product runs on while the code after it does, until a
+// wgmma_wait<N>() and fence_registers<Acc>(acc) before the first statement that reads acc
+// (lower/dot_plan.py places them). acc's registers are fenced first, so the writes before stay
+// before the issue.
+template <class Acc, class SA, bool A_KMAJOR, class SB, bool B_KMAJOR, int K, typename T, typename Instr>
+__device__ __forceinline__ void wgmma_async(float* acc, const T* sA, const T* sB, Instr instr) {
+    fence_registers<Acc>(acc);
+    wgmma_issue<Acc, SA, A_KMAJOR, SB, B_KMAJOR, K>(acc, sA, sB, instr);
 }
 
 // Two 16-bit values as one 32-bit register, the first in the low half (fragment order).
@@ -423,13 +449,10 @@ __device__ __forceinline__ unsigned pack2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
 // from a product), whose registers are already the A fragments of m64nNk16: for the K step k0
 // a thread passes rows l/4 and l/4 + 8 of its warp's 16, columns k0 + 2(l%4) (+1) and + 8.
 // Instr(acc, a, desc_b) takes the 4 packed registers. B is in shared memory, as in wgmma().
-template <class Acc, class LA, class SB, bool B_KMAJOR, int K, int PENDING, typename T, typename Instr>
-__device__ __forceinline__ void wgmma_rs(float* acc, const T* a, const T* sB, Instr instr) {
+template <class LA, int K, typename T>
+__device__ __forceinline__ void pack_a(unsigned (&r)[K / 16][4], const T* a) {
     static_assert(LA::regs(0) == 2 && LA::regs(1) == K / 4, "A holds one m16 fragment row per warp");
     constexpr int Q = LA::regs(1);  // registers per row half
-    // every step's A fragments packed before the first wgmma: registers written between the
-    // wgmmas of one group would make ptxas wait for each product before the next
-    unsigned r[K / 16][4];
 #pragma unroll
     for (int k0 = 0; k0 < K; k0 += 16) {
         const int c = k0 / 4;  // the first of this step's four registers in a row half
@@ -438,11 +461,51 @@ __device__ __forceinline__ void wgmma_rs(float* acc, const T* a, const T* sB, In
         r[k0 / 16][2] = pack2(a[c + 2], a[c + 3]);
         r[k0 / 16][3] = pack2(a[Q + c + 2], a[Q + c + 3]);
     }
+}
+template <class SB, bool B_KMAJOR, int K, typename T, typename Instr>
+__device__ __forceinline__ void wgmma_rs_packed(float* acc, const unsigned (&r)[K / 16][4], const T* sB, Instr instr) {
     wgmma_fence();
 #pragma unroll
     for (int k0 = 0; k0 < K; k0 += 16) instr(acc, r[k0 / 16], operand_desc<SB, B_KMAJOR>(sB, 0, k0));
     wgmma_commit();
+}
+template <class Acc, class LA, class SB, bool B_KMAJOR, int K, int PENDING, typename T, typename Instr>
+__device__ __forceinline__ void wgmma_rs(float* acc, const T* a, const T* sB, Instr instr) {
+    // every step's A fragments packed before the first wgmma: registers written between the
+    // wgmmas of one group would make ptxas wait for each product before the next
+    unsigned r[K / 16][4];
+    pack_a<LA, K>(r, a);
+    wgmma_rs_packed<SB, B_KMAJOR, K>(acc, r, sB, instr);
     wgmma_wait<PENDING>();
+}
+
+// wgmma_rs() issued without waiting (see wgmma_async), its A fragments packed into r, which
+// the caller keeps until the wait (fence_fragments after it): registers a running wgmma reads
+// are not free for other values, and ptxas would wait for the product before reusing them.
+template <class Acc, class LA, class SB, bool B_KMAJOR, int K, typename T, typename Instr>
+__device__ __forceinline__ void wgmma_rs_async(float* acc, unsigned (&r)[K / 16][4], const T* a, const T* sB,
+                                               Instr instr) {
+    fence_registers<Acc>(acc);
+    pack_a<LA, K>(r, a);
+    wgmma_rs_packed<SB, B_KMAJOR, K>(acc, r, sB, instr);
+}
+// The end of a basic block, here: ptxas schedules a wgmma wait as early in its block as it can,
+// above the work the program placed before it to run while the products do (attention's
+// softmax), and the overlap is lost. A branch it cannot fold ends the block: on the dynamic
+// shared memory size, which is never 4 GiB, so its body (a zero sleep) never runs. The size is
+// uniform and fixed for the launch; the branch costs one predicated jump.
+__device__ __forceinline__ void block_boundary() {
+    unsigned size;
+    asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(size));
+    if (size == 0xffffffffu) __nanosleep(0);
+}
+
+template <int STEPS>
+__device__ __forceinline__ void fence_fragments(unsigned (&r)[STEPS][4]) {
+#pragma unroll
+    for (int i = 0; i < STEPS; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
 }
 
 // TF32 operands are rounded to nearest even in shared memory before wgmma reads them (wgmma

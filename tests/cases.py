@@ -732,6 +732,18 @@ GOLDEN += (
         env=(("TEENY_TX_PIPELINE_TMA", "1"),),
         strided=True,
     ),
+    Golden(  # the softmax overlapping the products: deferred wgmma waits, the wrapper's config
+        "attention_fwd_overlap.f16.d128.tma.sm90a",
+        "attention.c",
+        "attention_fwd_overlap",
+        _attention_fwd_args("f16", 128),
+        _attention_flags("f16", 128, 1, 128, 64),
+        num_warps=8,
+        num_stages=3,
+        arch="sm_90a",
+        env=(("TEENY_TX_PIPELINE_TMA", "1"),),
+        strided=True,
+    ),
     Golden(
         "attention_bwd_preprocess.f16",
         "attention.c",

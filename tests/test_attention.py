@@ -160,6 +160,29 @@ def test_argument_checks():
     assert "lse must have shape" in _error(nn.attention_backward, o, q, k, v, o, lse[:, :2])
     assert "lse has dtype" in _error(nn.attention_backward, o, q, k, v, o, lse.astype(np.float64))
     assert "do has shape" in _error(nn.attention_backward, o[:, :8], q, k, v, o, lse)
+    # head dim 256: the forward only
+    q, k, v = _inputs(rng, 1, 16, 16, 2, 1, 256, "f16")
+    o, lse = nn.attention(q, k, v, interpret=True)
+    assert "head_dim 256 is not supported (256: the forward only)" in _error(
+        nn.attention_backward, o, q, k, v, o, lse
+    )
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["fwd", "overlap-flag"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (2, 70, 70, 2, 1), (1, 45, 100, 2, 2)])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_forward_head_dim_256(monkeypatch, shape, causal, dtype, overlap):
+    """D = 256 runs attention_fwd (also with OVERLAP: the overlapped forward takes 64 and
+    128 only)."""
+    monkeypatch.setattr(tattn, "OVERLAP", overlap)
+    b, n_q, n_kv, h_q, h_kv = shape
+    rng = np.random.default_rng(hash((shape, causal, dtype)) % 2**32)
+    q, k, v = _inputs(rng, b, n_q, n_kv, h_q, h_kv, 256, dtype)
+    o, lse = nn.attention(q, k, v, causal, interpret=True)
+    want_o, want_lse = attention_reference(q, k, v, causal)
+    _close("o", o, want_o, dtype)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-5)
 
 
 def test_empty_batch():
@@ -280,11 +303,31 @@ def test_tutorial_form_generates_cuda(arch, d):
 
 # NVRTC: the wrapper's fixed launches, both targets, the variants the goldens do not cover
 # (the goldens compile f16 D=128 forward, bf16 D=64 causal forward and each backward kernel)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", CASES, ids=_id)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_overlapped_forward(monkeypatch, shape, causal, dtype):
+    """attention_fwd_overlap (the wrapper's OVERLAP flag): key block 0 before the loop, block
+    j + 1's scores with block j's product, the last product after it; every N of CASES, GQA."""
+    monkeypatch.setattr(tattn, "OVERLAP", True)
+    b, n_q, n_kv, h_q, h_kv, d = shape
+    rng = np.random.default_rng(hash((shape, causal, dtype, 1)) % 2**32)
+    q, k, v = _inputs(rng, b, n_q, n_kv, h_q, h_kv, d, dtype)
+    o, lse = nn.attention(q, k, v, causal, interpret=True)
+    want_o, want_lse = attention_reference(q, k, v, causal)
+    assert o.shape == q.shape and o.dtype == q.dtype
+    _close("o", o, want_o, dtype)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
 @pytest.mark.parametrize(
     ("kernel", "dtype", "d", "causal"),
     [
         ("attention_fwd", "bf16", 128, 1),
+        ("attention_fwd", "f16", 256, 1),
+        ("attention_fwd_overlap", "f16", 64, 0),
+        ("attention_fwd_overlap", "bf16", 128, 1),
         ("attention_bwd_dkdv", "bf16", 64, 0),
         ("attention_bwd_dq", "f16", 64, 1),
         ("attention_bwd_dkdv+atomic", "bf16", 128, 1),
@@ -298,13 +341,14 @@ def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
     kernel, _, variant = kernel.partition("+")
     config = {
         "attention_fwd": tattn.FORWARD,
+        "attention_fwd_overlap": tattn.FORWARD_OVERLAP,
         "attention_bwd_dkdv": tattn.BACKWARD_DKDV_ATOMIC if variant else tattn.BACKWARD_DKDV,
         "attention_bwd_dq": tattn.BACKWARD_DQ,
         "attention_bwd_dq_cast": {d: tattn.AttentionConfig(tattn.PREPROCESS_BM, 0, 4)},
     }[kernel][d]
     args = (
         _attention_fwd_args(dtype, d)
-        if kernel == "attention_fwd"
+        if kernel.startswith("attention_fwd")
         else _attention_bwd_args(kernel, dtype, d)
     )
     flags = {"D": d, "BM": config.bm}
@@ -314,9 +358,13 @@ def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
         flags["ATOMIC_DQ"] = int(variant == "atomic")
     k = getattr(module("attention.c"), kernel)
     with target_arch(arch):
-        spec = k.specialize(*args, num_warps=config.num_warps, **flags)
-        cubin = nvrtc.compile_to_cubin(spec.cuda_source, name=kernel, arch=arch, headers=HEADERS)
-    assert cubin[:4] == b"\x7fELF"
+        # the overlapped forward with its own ring depth (the others' fit at the default 2)
+        stages = config.num_stages if kernel == "attention_fwd_overlap" else 2
+        spec = k.specialize(*args, num_warps=config.num_warps, num_stages=stages, **flags)
+        result = nvrtc.compile_with_log(spec.cuda_source, name=kernel, arch=arch, headers=HEADERS)
+    assert result.cubin[:4] == b"\x7fELF"
+    if kernel == "attention_fwd_overlap" and arch == "sm_90a":  # mma.sync (sm_90) spills
+        assert nvrtc.spilled_bytes(result.log) == 0, result.log
 
 
 # Row and column statistics of an accumulator (the online softmax's max and sum) computed in
@@ -487,8 +535,13 @@ def test_scratch_clobber_check_sees_a_clobber():
 
 
 def test_attention_forward_reads_p_from_registers():
-    golden = {g.stem: g for g in GOLDEN}["attention_fwd.f16.d128.sm90a"]
-    assert "tx::wgmma_rs<" in golden.render()
+    """P's product is wgmma's register-A form; in attention_fwd it waits for itself (only
+    m_i = m_new follows it), in attention_fwd_overlap it runs on while the softmax does."""
+    by_stem = {g.stem: g for g in GOLDEN}
+    plain = by_stem["attention_fwd.f16.d128.sm90a"].render()
+    assert "tx::wgmma_rs<" in plain and "wgmma_async" not in plain
+    overlap = by_stem["attention_fwd_overlap.f16.d128.tma.sm90a"].render()
+    assert "tx::wgmma_rs_async<" in overlap and "tx::wgmma_wait<1>();  // s ready" in overlap
 
 
 # f32 atomics of a product's result (the backward's dQ by atomics): added from the

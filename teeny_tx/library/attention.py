@@ -1,9 +1,10 @@
 """Attention: FlashAttention-2 forward and backward, the kernels of ``kernels/attention.c``.
 
-Input: q [B, N_q, H_q, D], k and v [B, N_kv, H_kv, D] (f16 or bf16, one dtype; D = 64 or 128;
-H_kv dividing H_q: grouped-query attention), as CuPy arrays or torch CUDA tensors, or NumPy
-arrays with ``interpret=True``. Any strides: a [B, H, N, D] array passed as its
-``transpose(1, 2)`` view, or q, k and v sliced out of one fused projection, are read in place.
+Input: q [B, N_q, H_q, D], k and v [B, N_kv, H_kv, D] (f16 or bf16, one dtype; D = 64 or 128,
+and 256 for the forward; H_kv dividing H_q: grouped-query attention), as CuPy arrays or torch
+CUDA tensors, or NumPy arrays with ``interpret=True``. Any strides: a [B, H, N, D] array passed
+as its ``transpose(1, 2)`` view, or q, k and v sliced out of one fused projection, are read in
+place.
 Output: o [B, N_q, H_q, D] (contiguous, the inputs' dtype) and lse f32 [B, H_q, N_q], the
 natural log-sum-exp of each row of scaled scores; the backward gives dq, dk, dv shaped and
 typed as q, k, v. Each function checks its arguments (``LaunchError``) and launches on the
@@ -34,7 +35,12 @@ from .arrays import Arrays
 from .loader import kernel_text, module
 
 LOG2E = 1.4426950408889634
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (64, 128)  # of the backward (and of the forward)
+# of the forward: also 256, on 128 x 64 tiles (its two [128, 256] f32 halves of O take 128 of a
+# thread's registers; ptxas spills 130-160 bytes per thread, before the key loop only; H200,
+# 2026-12-01, N=4096, TFLOP/s ours / cuDNN: fp16 485 / 622, causal 391 / 561, bf16 492 / 642).
+# The backward's two [BN, 256] f32 accumulators do not fit in the registers.
+FORWARD_HEAD_DIMS = (64, 128, 256)
 DTYPES = ("f16", "bf16")
 TUNE = False  # True: GPU launches through the kernels' #pragma autotune configs
 # GPU launches load the pipelined K/V (Q/dO) tiles with TMA (lower/pipeline.py) where the
@@ -59,7 +65,20 @@ class AttentionConfig(NamedTuple):
 # num_warps for the forward and dQ, BN = 16 * num_warps for dK/dV) run on wgmma. dK/dV at D = 128
 # holds two [128, 128] f32 accumulators per 256 threads (ptxas spills about 100 bytes; 4 warps
 # of 64 x 64 or BM = 32 are slower), and its 3-stage ring does not fit in shared memory.
-FORWARD = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 128, 8, 3)}
+FORWARD = {
+    64: AttentionConfig(128, 64, 8, 3),
+    128: AttentionConfig(128, 128, 8, 3),
+    256: AttentionConfig(128, 64, 8, 2),  # 3 stages of 64 x 256 K and V do not fit
+}
+# the forward whose softmax of key block j + 1 runs while the product of block j does
+# (attention_fwd_overlap: deferred wgmma waits, lower/dot_plan.py); OVERLAP: the wrapper
+# launches it instead of attention_fwd (D = 64 and 128). Its prologue and epilogue products
+# read a scratch buffer beside the ring, so 3 stages of 128 x 128 tiles do not fit. Measured
+# slower in all four cases (H200, 2026-12-01 17:20Z, N=4096 fp16, TFLOP/s, attention_fwd /
+# the best overlap config): D=128 446 / 420, causal 388 / 324; D=64 330 / 334 (128 x 64 s3),
+# causal 291 / 246 (docs/attention.md), so it is off.
+OVERLAP = False
+FORWARD_OVERLAP = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 64, 8, 3)}
 BACKWARD_DKDV = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
 BACKWARD_DQ = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(128, 128, 8)}
 # dQ by f32 atomics (by head dim): the dK/dV kernel also adds each key block's dS K into an f32
@@ -100,8 +119,10 @@ def _check(fn: str, named: dict[str, Any], interpret: bool) -> tuple[Arrays, dic
     return arrays, shapes
 
 
-def _qkv(arrays: Arrays, shapes: dict[str, tuple]) -> tuple[int, int, int, int, int, int]:
-    """(B, N_q, N_kv, H_q, H_kv, D), checked."""
+def _qkv(
+    arrays: Arrays, shapes: dict[str, tuple], head_dims: tuple[int, ...] = HEAD_DIMS
+) -> tuple[int, int, int, int, int, int]:
+    """(B, N_q, N_kv, H_q, H_kv, D), checked; D one of ``head_dims``."""
     b, n_q, h_q, d = shapes["q"]
     if shapes["k"] != shapes["v"]:
         raise arrays.error(f"k has shape {shapes['k']} but v has {shapes['v']}; they must match")
@@ -110,8 +131,9 @@ def _qkv(arrays: Arrays, shapes: dict[str, tuple]) -> tuple[int, int, int, int, 
         raise arrays.error(f"q has batch {b} but k and v have {bk}")
     if dk != d:
         raise arrays.error(f"q has head_dim {d} but k and v have {dk}")
-    if d not in HEAD_DIMS:
-        raise arrays.error(f"head_dim {d} is not supported; this takes {HEAD_DIMS}")
+    if d not in head_dims:
+        hint = " (256: the forward only)" if d in FORWARD_HEAD_DIMS else ""
+        raise arrays.error(f"head_dim {d} is not supported{hint}; this takes {head_dims}")
     if h_kv == 0 or h_q % h_kv:
         raise arrays.error(
             f"q has {h_q} heads and k, v have {h_kv}: the number of key/value heads must divide "
@@ -216,10 +238,12 @@ def attention(
     [B, H_q, N_q] = log(sum(exp(scale * q k^T))) per row. q [B, N_q, H_q, D], k and v
     [B, N_kv, H_kv, D]."""
     arrays, shapes = _check("attention", {"q": q, "k": k, "v": v}, interpret)
-    b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes)
+    b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes, FORWARD_HEAD_DIMS)
     _, qk_scale = _scales(d, scale)
     dtype = arrays.dtype(q)
-    kernel = module("attention.c").attention_fwd
+    kernels = module("attention.c")
+    overlap = OVERLAP and d in FORWARD_OVERLAP  # D = 256: its scratch and ring do not fit
+    kernel = kernels.attention_fwd_overlap if overlap else kernels.attention_fwd
     with arrays.device():
         o = arrays.empty((b, n_q, h_q, d), dtype)
         lse = arrays.empty((b, h_q, n_q), "f32")
@@ -231,7 +255,7 @@ def attention(
             kernel,
             lambda meta: (cdiv(n_q, meta["BM"]), b * h_q),
             args,
-            FORWARD[d],
+            (FORWARD_OVERLAP if overlap else FORWARD)[d],
             CAUSAL=int(bool(causal)),
             BF16=int(dtype == "bf16"),
             D=d,

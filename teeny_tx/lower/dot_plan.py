@@ -16,6 +16,17 @@ tile comes from:
   ``P = (f16)p``, computed from a product) passes its registers as the A fragments, so it never
   touches shared memory.
 
+Deferred waits. A wgmma dot that is a statement's whole value (``s = dot(q, trans(k))``,
+``acc = dot(p, v, acc)``), reading no scratch operand, is issued without waiting for it
+(``deferred``): an :class:`ir.WgmmaWait` goes before the first later statement of its block that
+reads or writes its result (or holds a dot that is not deferred; at the latest, the block's
+end), waiting until only the groups issued after it run on. The statements in between run
+while the tensor cores multiply: the softmax of one key block while the product with the
+previous block's probabilities runs, the second product of a backward step while the first
+does. A block where only copies (``m_i = m_new``) would run between a dot and its wait is
+left as it was; ``$TEENY_TX_DEFER_WAITS=0`` leaves every block so (each wgmma waits right
+after its issue), to measure what the deferral buys.
+
 The emitter computes both operands' registers before it stages either: computing one (moving
 its index tiles between layouts, say) may use the scratch buffer, where the other would already
 be staged.
@@ -26,13 +37,24 @@ Dots whose shape the tensor cores cannot take are a located error here.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 
 from ..errors import CompileError
 from . import ir
 from .ir import Expr, Op, Var
+from .layout import walk_exprs, walk_stmts
 from .names import Names
 from .pipeline import kmajor_as_loaded, operand_source
+
+DEFER_ENV = "TEENY_TX_DEFER_WAITS"  # "0": every wgmma waits for itself right after its issue
+
+
+def defer_enabled() -> bool:
+    """Whether wgmma waits are deferred to the results' first uses (``$TEENY_TX_DEFER_WAITS``
+    is not ``0``; on by default)."""
+    return os.environ.get(DEFER_ENV, "1").strip() != "0"
+
 
 # the instruction (prelude/mma.cuh) of each operand dtype and precision; None: FMAs (f32, f64)
 INSTRUCTIONS = {
@@ -70,6 +92,8 @@ class DotPlan:
     scratch_bytes: int  # of the scratch buffer, 0 when both operands are staged by a pipeline
     pending: int  # wgmma groups this dot may leave running (a pipelined loop that overlaps)
     k: int
+    deferred: bool = False  # issued without a wait: an ir.WgmmaWait before its first use
+    fragments: str = ""  # a deferred register-A dot: its packed A registers, kept to the wait
 
     @property
     def from_scratch(self) -> bool:
@@ -101,6 +125,7 @@ def _register_a(a: Expr, acc: Op) -> bool:
 class _Planner:
     def __init__(self, names: Names) -> None:
         self.names = names
+        self.defer = defer_enabled()
         self.staged: dict[str, tuple[ir.StagedLoad, str]] = {}
         self.once: dict[str, ir.StagedOnce] = {}
         self.pending = 0
@@ -173,7 +198,8 @@ class _Planner:
         return self.dot(e) if e.op == "dot" else e
 
     def block(self, stmts) -> tuple[ir.Stmt, ...]:
-        return tuple(self.stmt(s) for s in stmts)
+        block = tuple(self.stmt(s) for s in stmts)
+        return defer_waits(block, self.names) if self.defer else block
 
     def stmt(self, s: ir.Stmt) -> ir.Stmt:
         if isinstance(s, ir.Declare):
@@ -210,3 +236,159 @@ class _Planner:
 def plan_dots(kernel: ir.Kernel, names: Names) -> ir.Kernel:
     """``kernel`` with a :class:`DotPlan` on every dot."""
     return dataclasses.replace(kernel, body=_Planner(names).block(kernel.body))
+
+
+# ---------------------------------------------------------------- deferred waits
+
+
+def _deferrable(s: ir.Stmt) -> Op | None:
+    """The dot of a statement whose whole value is a wgmma dot that may run on past it: its
+    operands in shared memory already (a stage, a tile staged once) or in registers, its
+    result in the variable's own layout."""
+    value = s.init if isinstance(s, ir.Declare) else s.value if isinstance(s, ir.Assign) else None
+    if not (isinstance(value, Op) and value.op == "dot" and value.type.is_tile):
+        return None
+    plan: DotPlan | None = value.attr("plan")
+    if plan is None or not plan.wgmma or plan.from_scratch or plan.pending:
+        return None
+    if isinstance(s, ir.Declare) and (s.layout is None or s.layout.key != value.layout.key):
+        return None
+    return value
+
+
+def _touched(s: ir.Stmt) -> set[str]:
+    """The variables a statement reads or writes, nested statements included."""
+    names = {e.name for e in walk_exprs([s]) if isinstance(e, Var)}
+    for t in walk_stmts([s]):
+        if isinstance(t, (ir.Declare, ir.Assign, ir.Staged)):
+            names.add(t.name)
+    return names
+
+
+def _computed(stmts: list[ir.Stmt]) -> tuple[Var, ...]:
+    """The 32-bit tiles that ``stmts`` (the top level of a block) write, other than the results
+    of dots, each once: fenced before a wait, so the compiler cannot sink their work past it
+    (it would, to shorten their registers' lives, and the overlap would be lost)."""
+    found: dict[str, Var] = {}
+    for s in stmts:
+        if _deferrable(s) is not None or not isinstance(s, (ir.Declare, ir.Assign)):
+            continue
+        value = s.init if isinstance(s, ir.Declare) else s.value
+        layout = s.layout if isinstance(s, ir.Declare) else value.layout if value else None
+        if value is None or not value.type.is_tile or layout is None:
+            continue
+        if value.type.dtype.name not in ("f32", "i32"):
+            continue
+        found.pop(s.name, None)
+        found[s.name] = Var(type=value.type, loc=s.loc, layout=layout, name=s.name)
+    return tuple(found.values())
+
+
+def _fragments(s: ir.Stmt) -> tuple[tuple[str, int], ...]:
+    """A deferred register-A dot statement's packed A registers: (name, K steps)."""
+    dot = s.init if isinstance(s, ir.Declare) else s.value if isinstance(s, ir.Assign) else None
+    plan = dot.attr("plan") if isinstance(dot, Op) else None
+    return ((plan.fragments, plan.k // 16),) if plan is not None and plan.fragments else ()
+
+
+def _copy(s: ir.Stmt) -> bool:
+    """A statement that does no work worth overlapping: a wait, or a copy of a variable
+    (``m_i = m_new``)."""
+    if isinstance(s, ir.WgmmaWait):
+        return True
+    value = s.init if isinstance(s, ir.Declare) else s.value if isinstance(s, ir.Assign) else None
+    return isinstance(value, Var)
+
+
+def _holds_dot(s: ir.Stmt) -> bool:
+    return any(isinstance(e, Op) and e.op == "dot" for e in walk_exprs([s]))
+
+
+def defer_waits(block: tuple[ir.Stmt, ...], names: Names) -> tuple[ir.Stmt, ...]:
+    """``block`` with its deferrable dots issued without a wait and an :class:`ir.WgmmaWait`
+    before each one's first use (see the module). A dot is deferred only where work runs
+    between it and its wait: a statement other than a copy, or another deferred dot that is so
+    itself; the others wait right after their issue, and a block with none is unchanged."""
+    allowed = {i for i, s in enumerate(block) if _deferrable(s) is not None}
+    while allowed:
+        _, useful = _place_waits(block, allowed, None)
+        if useful == allowed:
+            return _place_waits(block, allowed, names)[0]
+        allowed = useful
+    return block
+
+
+def _place_waits(
+    block: tuple[ir.Stmt, ...], allowed: set[int], names: Names | None
+) -> tuple[tuple[ir.Stmt, ...], set[int]]:
+    """``block`` with the dots at the indices ``allowed`` deferred (fragment names from
+    ``names``; None: a trial), and the indices of those whose deferral is useful."""
+    out: list[ir.Stmt] = []
+    running: list[tuple[Var, int, int]] = []  # deferred results in issue order: out, block index
+    work: dict[int, bool] = {}  # by a deferred dot's block index: work ran before its wait
+    between: dict[int, list[int]] = {}  # by the same: the deferred dots issued before it
+
+    def wait(upto: int, loc) -> None:
+        """Wait for running[:upto + 1] (the groups complete in order)."""
+        nonlocal running
+        done, running = running[: upto + 1], running[upto + 1 :]
+        for _, at, index in done:
+            later = out[at + 1 :]
+            work[index] = any(not _copy(t) and _deferred_dot(t) is None for t in later)
+        computed = _computed(out[done[0][1] + 1 :])
+        results = tuple(v for v, _, _ in done)
+        fragments = tuple(f for _, at, _ in done for f in _fragments(out[at]))
+        out.append(
+            ir.WgmmaWait(
+                loc=loc,
+                pending=len(running),
+                results=results,
+                computed=computed,
+                fragments=fragments,
+            )
+        )
+
+    for index, s in enumerate(block):
+        dot = _deferrable(s) if index in allowed else None
+        if running:
+            touched = _touched(s)
+            hit = [i for i, (v, _, _) in enumerate(running) if v.name in touched]
+            if hit:
+                wait(hit[-1], s.loc)
+            if running and dot is None and _holds_dot(s):
+                wait(len(running) - 1, s.loc)
+        if dot is not None:
+            assert isinstance(s, (ir.Declare, ir.Assign)), "_deferrable takes these only"
+            var = Var(type=dot.type, loc=s.loc, layout=dot.layout, name=s.name)
+            plan = dataclasses.replace(dot.attr("plan"), deferred=True)
+            if plan.register_a:
+                fragments = names.fresh("a_frags") if names is not None else "a_frags"
+                plan = dataclasses.replace(plan, fragments=fragments)
+            attrs = tuple((k, plan if k == "plan" else v) for k, v in dot.attrs)
+            dot = dataclasses.replace(dot, attrs=attrs)
+            s = (
+                dataclasses.replace(s, init=dot)
+                if isinstance(s, ir.Declare)
+                else dataclasses.replace(s, value=dot)
+            )
+            for _, _, other in running:
+                between.setdefault(other, []).append(index)
+            running.append((var, len(out), index))
+        out.append(s)
+    if running:
+        wait(len(running) - 1, block[-1].loc)
+    useful = {i for i, w in work.items() if w}
+    grew = True
+    while grew:  # a dot is useful where a useful deferred dot is issued before its wait
+        grew = False
+        for i in work:
+            if i not in useful and any(j in useful for j in between.get(i, [])):
+                useful.add(i)
+                grew = True
+    return tuple(out), useful
+
+
+def _deferred_dot(s: ir.Stmt) -> Op | None:
+    value = s.init if isinstance(s, ir.Declare) else s.value if isinstance(s, ir.Assign) else None
+    plan = value.attr("plan") if isinstance(value, Op) and value.op == "dot" else None
+    return value if plan is not None and plan.deferred else None

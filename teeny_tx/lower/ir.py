@@ -296,6 +296,22 @@ class PipelinedLoop(Stmt):
     iteration: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
+class WgmmaWait(Stmt):
+    """Wait until at most ``pending`` warpgroup-MMA groups run on, then read ``results`` (the
+    variables those products wrote, their registers fenced so no read moves above the wait):
+    placed by ``lower/dot_plan.py`` before the first statement that touches a deferred wgmma's
+    result, so what lies between runs while the tensor cores do. ``computed``: the variables
+    the statements since the oldest of those products wrote, fenced before the wait so that
+    their work is not moved after it. ``fragments``: the packed A registers (name, K steps)
+    of register-A products among them, kept live until the wait."""
+
+    pending: int
+    results: tuple[Var, ...]
+    computed: tuple[Var, ...] = ()
+    fragments: tuple[tuple[str, int], ...] = ()
+
+
 # ---------------------------------------------------------------- the kernel
 
 

@@ -323,11 +323,29 @@ class LayoutPass:
         when it is expanded into 2-D; else what its first value naturally has, else the default
         for its shape."""
         demands: dict[str, Layout] = {}
+        loaded = {
+            s.name
+            for s in walk_stmts(self.kernel.body)
+            if isinstance(s, (ir.Declare, ir.Assign))
+            and isinstance(v := s.init if isinstance(s, ir.Declare) else s.value, Op)
+            and v.op == "load"
+        }
         for e in walk_exprs(self.kernel.body):
             if isinstance(e, Op) and e.op == "dot":
-                for x in e.args[:2]:
+                for role, x in enumerate(e.args[:2]):
                     if isinstance(x, Op) and x.op == "permute":
                         x = x.args[0]
+                    elif (
+                        role == 0
+                        and isinstance(x, Var)
+                        and x.name not in loaded
+                        and x.type.dtype.itemsize == 2
+                        and self.mma(e).blocked.version == 3
+                    ):
+                        # a 16-bit A tile computed in registers (attention's P, carried by a
+                        # loop) keeps the layout its values have: wgmma's register-A form
+                        # reads it there when that is an accumulator layout
+                        continue
                     if isinstance(x, Var):
                         demands.setdefault(x.name, self.operand(x))
         # a pointer tile read only by a dot operand's load (``load(pa)``, ``load(pa + off)``)

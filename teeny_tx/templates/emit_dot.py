@@ -76,14 +76,23 @@ class DotEmitter:
         if plan.register_a:
             instr = self.wgmma_rs_instruction(dtype.name, e.type.shape[1], tb.kmajor)
             a_layout = self.L(regs["a"][0].layout)
-            self.emit(
-                "wgmma_rs", acc_layout, a_layout, tb.tile, tb.kmajor, plan.k, plan.pending,
-                out, *pointers, instr,
-            )  # fmt: skip
+            if plan.deferred:
+                self.emit(
+                    "wgmma_rs_async", acc_layout, a_layout, tb.tile, tb.kmajor, plan.k,
+                    plan.fragments, out, *pointers, instr,
+                )  # fmt: skip
+            else:
+                self.emit(
+                    "wgmma_rs", acc_layout, a_layout, tb.tile, tb.kmajor, plan.k, plan.pending,
+                    out, *pointers, instr,
+                )  # fmt: skip
         elif plan.wgmma:
             kmajor = [o.kmajor for o in plan.operands]
             instr = self.wgmma_instruction(dtype.name, e.type.shape[1], kmajor)
-            self.emit("wgmma", acc_layout, operands, plan.pending, out, *pointers, instr)
+            if plan.deferred:
+                self.emit("wgmma_async", acc_layout, operands, out, *pointers, instr)
+            else:
+                self.emit("wgmma", acc_layout, operands, plan.pending, out, *pointers, instr)
         elif plan.instruction is None:
             self.emit("dot_fma", acc_layout, ta.tile, tb.tile, plan.k, out, *pointers)
         else:
@@ -136,6 +145,13 @@ class DotEmitter:
                 count,
             )
         return name
+
+    def stmt_wgmma_wait(self, s: ir.WgmmaWait) -> None:
+        """The wait before a deferred wgmma result's first use (``lower/dot_plan.py``), and the
+        fences that keep the reads of its registers after it."""
+        results = [(self.L(v.layout), v.name) for v in s.results]
+        computed = [(self.L(v.layout), v.name) for v in s.computed]
+        self.emit("wgmma_wait", s.pending, results, computed, s.fragments)
 
     # ------------------------------------------------------------ pipelined loops
 

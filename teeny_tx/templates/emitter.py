@@ -132,6 +132,7 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
         ir.Loop: "stmt_loop",
         ir.PipelinedLoop: "stmt_pipelined_loop",
         ir.Staged: "stmt_staged",
+        ir.WgmmaWait: "stmt_wgmma_wait",
         ir.Break: "stmt_break",
         ir.Continue: "stmt_continue",
         ir.Return: "stmt_return",

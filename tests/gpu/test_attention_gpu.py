@@ -114,6 +114,69 @@ def test_cp_async_pipelines_against_torch_sdpa(torch, monkeypatch, shape, causal
     _against_sdpa(torch, shape, causal, dtype)
 
 
+OVERLAP_CONFIGS = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2)]
+
+
+def _overlapped_forward(torch, monkeypatch, shape, causal, dtype, config, tma):
+    monkeypatch.setattr(tattn, "OVERLAP", True)
+    monkeypatch.setattr(tattn, "TMA", tma)
+    b, n, h_q, h_kv, d = shape
+    monkeypatch.setitem(tattn.FORWARD_OVERLAP, d, tattn.AttentionConfig(*config))
+    q = _bnhd(torch, b, n, h_q, d, dtype, 0)
+    k, v = (_bnhd(torch, b, n, h_kv, d, dtype, seed) for seed in (1, 2))
+    o, lse = nn.attention(q, k, v, causal=causal)
+    assert _err(o, _sdpa(torch, q, k, v, causal)) < TOL[dtype]
+    ref_lse = torch.logsumexp(_scores(torch, q, k, causal), dim=-1)  # [B, H_q, N]
+    assert float((lse.double() - ref_lse.double()).abs().max()) < 1e-2
+
+
+@pytest.mark.parametrize("config", OVERLAP_CONFIGS, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES + BENCH[1:2], ids=_id)
+def test_overlapped_forward_against_torch_sdpa(torch, monkeypatch, shape, causal, config):
+    """The forward whose softmax overlaps the tensor cores (attention_fwd_overlap: deferred
+    wgmma waits), each of its configs, f16, K/V by TMA: o against SDPA, lse against f32."""
+    _overlapped_forward(torch, monkeypatch, shape, causal, "f16", config, True)
+
+
+@pytest.mark.parametrize("tma", [True, False], ids=["tma", "cp.async"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES, ids=_id)
+def test_overlapped_forward_bf16(torch, monkeypatch, shape, causal, tma):
+    """The same in bf16 with the wrapper's config, K/V by TMA and by cp.async."""
+    d = shape[-1]
+    config = tuple(tattn.FORWARD_OVERLAP[d])
+    _overlapped_forward(torch, monkeypatch, shape, causal, "bf16", config, tma)
+
+
+def _scores(torch, q, k, causal):
+    """scale * q k^T in f32, [B, H_q, N_q, N_kv], masked when causal (GQA by repetition)."""
+    group = q.shape[2] // k.shape[2]
+    qt = q.transpose(1, 2).float()
+    kt = k.transpose(1, 2).float().repeat_interleave(group, 1)
+    s = qt @ kt.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if causal:
+        n_q, n_kv = s.shape[-2:]
+        s = s.masked_fill(torch.ones(n_q, n_kv, device=s.device).triu(1).bool(), float("-inf"))
+    return s
+
+
+@pytest.mark.parametrize("tma", [True, False], ids=["tma", "cp.async"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", [(1, 1, 2, 2, 256), (2, 1000, 4, 2, 256), (1, 4097, 2, 1, 256)])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_forward_head_dim_256(torch, monkeypatch, shape, causal, dtype, tma):
+    """The forward at D = 256 (attention_fwd, 128 x 64 tiles) against SDPA; lse against f32."""
+    monkeypatch.setattr(tattn, "TMA", tma)
+    b, n, h_q, h_kv, d = shape
+    q = _bnhd(torch, b, n, h_q, d, dtype, 0)
+    k, v = (_bnhd(torch, b, n, h_kv, d, dtype, seed) for seed in (1, 2))
+    o, lse = nn.attention(q, k, v, causal=causal)
+    assert _err(o, _sdpa(torch, q, k, v, causal)) < TOL[dtype]
+    ref_lse = torch.logsumexp(_scores(torch, q, k, causal), dim=-1)
+    assert float((lse.double() - ref_lse.double()).abs().max()) < 1e-2
+
+
 def test_negative_strides_take_cp_async():
     """A tensor map's strides are positive: a view with a negative stride falls back to
     cp.async (the wrapper decides per call) and is still right (CuPy views may step back)."""
