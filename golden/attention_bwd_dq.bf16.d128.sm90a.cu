@@ -63,214 +63,214 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 132128 bytes of pipeline stages
     // i32 pid_m = program_id(0);
-#line 274 "kernels/attention.c"
+#line 277 "kernels/attention.c"
     int pid_m = (int)blockIdx.x;
     // i32 bh = program_id(1);
-#line 275 "kernels/attention.c"
+#line 278 "kernels/attention.c"
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
-#line 276 "kernels/attention.c"
+#line 279 "kernels/attention.c"
     int b = bh / h_q;
     // i32 h = bh % h_q;
-#line 277 "kernels/attention.c"
+#line 280 "kernels/attention.c"
     int h = bh % h_q;
     // i32 hk = h / group;
-#line 278 "kernels/attention.c"
+#line 281 "kernels/attention.c"
     int hk = h / 1;
     // tile rm = pid_m * BM + arange(0, BM);
-#line 279 "kernels/attention.c"
+#line 282 "kernels/attention.c"
     int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = pid_m * BM + tx_L0::coord(tx_i, 0);
     // tile rn = arange(0, BN);
-#line 280 "kernels/attention.c"
+#line 283 "kernels/attention.c"
     int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = tx_L1::coord(tx_i, 0);
     // tile rd = expand_dims(arange(0, D), 0);
-#line 281 "kernels/attention.c"
+#line 284 "kernels/attention.c"
     int rd[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rd[tx_i] = tx_L2::coord(tx_i, 1);
     // tile q_row = expand_dims(rm, 1) < n_q;
-#line 282 "kernels/attention.c"
+#line 285 "kernels/attention.c"
     bool q_row[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) q_row[tx_i] = rm[tx_i] < n_q;
     // tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd, q_row, 0);
-#line 283 "kernels/attention.c"
+#line 286 "kernels/attention.c"
     bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = q_row[tx::remap<tx_L0, tx_L3>(tx_i)];
-#line 283
+#line 286
     __nv_bfloat16 q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + b * sqb + h * sqh + rm[tx::remap<tx_L0, tx_L3>(tx_i)] * sqn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __nv_bfloat16(0.0f));
     // tile do_t = load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd, q_row, 0);
-#line 284 "kernels/attention.c"
+#line 287 "kernels/attention.c"
     bool tx_mask_1[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_1[tx_i] = q_row[tx::remap<tx_L0, tx_L3>(tx_i)];
-#line 284
+#line 287
     __nv_bfloat16 do_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&do_t[tx_i], d_o + b * sdb + h * sdh + rm[tx::remap<tx_L0, tx_L3>(tx_i)] * sdn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask_1[tx_i], __nv_bfloat16(0.0f));
     // tile lse2 = expand_dims(load(lse + bh * n_q + rm, rm < n_q, 0) * 1.4426950408889634f, 1);
-#line 285 "kernels/attention.c"
+#line 288 "kernels/attention.c"
     int tx_rm_cvt[tx_L4::REGS]; tx::relayout<tx_L0, tx_L4>(tx_rm_cvt, rm, tx_smem, [](int tx_r) { return tx_L4::coord(tx_r, 0); });
-#line 285
+#line 288
     float tx_load[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_load[tx_i] = tx_rm_cvt[tx_i] < n_q ? *(lse + bh * n_q + tx_rm_cvt[tx_i]) : 0.0f;
-#line 285
+#line 288
     float lse2[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) lse2[tx_i] = tx_load[tx_i] * 1.442695f;
     // tile dl = expand_dims(load(delta + bh * n_q + rm, rm < n_q, 0), 1);
-#line 286 "kernels/attention.c"
+#line 289 "kernels/attention.c"
     float tx_load_1[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_load_1[tx_i] = tx_rm_cvt[tx_i] < n_q ? *(delta + bh * n_q + tx_rm_cvt[tx_i]) : 0.0f;
-#line 286
+#line 289
     float dl[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) dl[tx_i] = tx_load_1[tx_i];
     // tile kh = k + b * skb + hk * skh;
-#line 287 "kernels/attention.c"
+#line 290 "kernels/attention.c"
     const __nv_bfloat16* kh = k + b * skb + hk * skh;
     // tile vh = v + b * svb + hk * svh;
-#line 288 "kernels/attention.c"
+#line 291 "kernels/attention.c"
     const __nv_bfloat16* vh = v + b * svb + hk * svh;
     // f32 dq_acc[BM][D] = 0;
-#line 289 "kernels/attention.c"
+#line 292 "kernels/attention.c"
     float dq_acc[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) dq_acc[tx_i] = 0.0f;
     // i32 hi = CAUSAL ? minimum((pid_m + 1) * BM, n_kv) : n_kv;
-#line 290 "kernels/attention.c"
+#line 293 "kernels/attention.c"
     int hi = n_kv;
     // i32 masked = CAUSAL ? minimum(pid_m * BM + 1, n_kv) : n_kv;
-#line 291 "kernels/attention.c"
+#line 294 "kernels/attention.c"
     int masked = n_kv;
     // for (i32 start = 0; start < hi; start += BN) {
-#line 292 "kernels/attention.c"
+#line 295 "kernels/attention.c"
     int tx_rn_cvt[tx_L8::REGS]; tx::relayout<tx_L1, tx_L8>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L8::coord(tx_r, 1); });
     {
         // software pipeline, 2 stages: k_t, v_t copied global -> shared memory by cp.async ahead of the dot
         using tx_k_t_tile = tx::SmemTile<__nv_bfloat16, 64, 128>;
-#line 292
+#line 295
         __nv_bfloat16* const tx_k_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline);
         using tx_v_t_tile = tx::SmemTile<__nv_bfloat16, 64, 128>;
-#line 292
+#line 295
         __nv_bfloat16* const tx_v_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 32768);
         using tx_q_t_tile = tx::SmemTile<__nv_bfloat16, 128, 128>;
-#line 292
+#line 295
         __nv_bfloat16* const tx_q_t_smem = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 65536);
-#line 292
+#line 295
         tx::stage<tx_L3, 0, 1, tx_q_t_tile, false>(tx_q_t_smem, q_t);  // once: the loop does not change it
         using tx_do_t_tile = tx::SmemTile<__nv_bfloat16, 128, 128>;
-#line 292
+#line 295
         __nv_bfloat16* const tx_do_t_smem = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 98304);
-#line 292
+#line 295
         tx::stage<tx_L3, 0, 1, tx_do_t_tile, false>(tx_do_t_smem, do_t);  // once: the loop does not change it
-#line 292
+#line 295
         unsigned long long* const tx_stage_barriers = reinterpret_cast<unsigned long long*>(tx_pipeline + 131072);  // full[s], then empty[s]
-#line 292
+#line 295
         tx::stage_barriers_init(tx_stage_barriers, 4);
-#line 292
+#line 295
         tx::fence_async_proxy();
-#line 292
+#line 295
         __syncthreads();  // the barriers and the operands staged once are ready
         // prologue: the copies of the first 1 iteration
         {
-#line 292
+#line 295
             int start = 0;
-#line 292
+#line 295
             for (int tx_prologue_stage = 0; tx_prologue_stage < 1; ++tx_prologue_stage) {
-#line 292
+#line 295
                 if (start < hi) {
-#line 292
+#line 295
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
-#line 292
+#line 295
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
                 }
-#line 292
+#line 295
                 tx::stage_arrive_full(&tx_stage_barriers[tx_prologue_stage]);
-#line 292
+#line 295
                 start = start + BN;
             }
         }
         // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
-#line 292
+#line 295
         int tx_stage = 0;  // the stage this iteration's dot reads
-#line 292
+#line 295
         unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
-#line 292
+#line 295
         for (int start = 0; start < hi; start = start + BN) {
-#line 292
+#line 295
             tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 2) & 1);  // every thread's copies into this iteration's stage have landed
-#line 292
+#line 295
             tx::fence_async_proxy();  // ... where wgmma reads them
             {
-#line 292
+#line 295
                 const int tx_start_ahead = start + BN;
-#line 292
+#line 295
                 const int tx_stage_ahead = (tx_stage + 1) % 2;
-#line 292
+#line 295
                 const int start = tx_start_ahead;
-#line 292
+#line 295
                 if (tx_iteration + 1 >= 2)  // every thread has read the stage's last contents
-#line 292
+#line 295
                     tx::stage_wait_empty(&tx_stage_barriers[2 + tx_stage_ahead], ((tx_iteration + 1) / 2 - 1) & 1);
-#line 292
+#line 295
                 if (start < hi) {
-#line 292
+#line 295
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
-#line 292
+#line 295
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
                 }
-#line 292
+#line 295
                 tx::stage_arrive_full(&tx_stage_barriers[tx_stage_ahead]);
             }
             // tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
-#line 293 "kernels/attention.c"
+#line 296 "kernels/attention.c"
             // k_t: in shared memory, stage tx_stage (copied by cp.async)
             // tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
-#line 295 "kernels/attention.c"
-            // v_t: in shared memory, stage tx_stage (copied by cp.async)
-            // tile p = exp2(dot(q_t, trans(k_t)) * qk_scale - lse2);         /* [BM, BN] */
-#line 297 "kernels/attention.c"
-            float tx_acc[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
-#line 297
-            tx::wgmma<tx_L7, tx_q_t_tile, true, tx_k_t_tile, true, 128, 0>(tx_acc, tx_q_t_smem, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_bf16_kk(tx_d, tx_a, tx_b); });
-#line 297
-            float p[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) p[tx_i] = tx::exp2(tx_acc[tx_i] * qk_scale - lse2[tx::remap<tx_L4, tx_L7>(tx_i)]);
-            // if (start + BN > masked) {
 #line 298 "kernels/attention.c"
+            // v_t: in shared memory, stage tx_stage (copied by cp.async)
+            // tile p = fast_exp2(dot(q_t, trans(k_t)) * qk_scale - lse2);         /* [BM, BN] */
+#line 300 "kernels/attention.c"
+            float tx_acc[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
+#line 300
+            tx::wgmma<tx_L7, tx_q_t_tile, true, tx_k_t_tile, true, 128, 0>(tx_acc, tx_q_t_smem, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_bf16_kk(tx_d, tx_a, tx_b); });
+#line 300
+            float p[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) p[tx_i] = tx::fast_exp2(tx_acc[tx_i] * qk_scale - lse2[tx::remap<tx_L4, tx_L7>(tx_i)]);
+            // if (start + BN > masked) {
+#line 301 "kernels/attention.c"
             if (start + BN > masked) {
                 // tile kn = expand_dims(start + rn, 0);
-#line 299 "kernels/attention.c"
+#line 302 "kernels/attention.c"
                 int kn[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) kn[tx_i] = start + tx_rn_cvt[tx_i];
                 // tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
-#line 300 "kernels/attention.c"
+#line 303 "kernels/attention.c"
                 bool ok[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) ok[tx_i] = kn[tx_i] < n_kv;
                 // p = where(ok, p, 0.0f);
-#line 301 "kernels/attention.c"
+#line 304 "kernels/attention.c"
                 _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) p[tx_i] = ok[tx::remap<tx_L8, tx_L7>(tx_i)] ? p[tx_i] : 0.0f;
             }
             // tile ds = p * (dot(do_t, trans(v_t)) - dl);
-#line 303 "kernels/attention.c"
+#line 306 "kernels/attention.c"
             float tx_acc_1[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_acc_1[tx_i] = 0.0f;
-#line 303
+#line 306
             tx::wgmma<tx_L7, tx_do_t_tile, true, tx_v_t_tile, true, 128, 0>(tx_acc_1, tx_do_t_smem, tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_bf16_kk(tx_d, tx_a, tx_b); });
-#line 303
+#line 306
             float ds[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) ds[tx_i] = p[tx_i] * (tx_acc_1[tx_i] - dl[tx::remap<tx_L4, tx_L7>(tx_i)]);
             // dq_acc = dot((bf16)ds, k_t, dq_acc);
-#line 305 "kernels/attention.c"
+#line 308 "kernels/attention.c"
             float tx_acc_2[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_acc_2[tx_i] = dq_acc[tx_i];
-#line 305
+#line 308
             __nv_bfloat16 tx_value[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(ds[tx_i]);
-#line 305
+#line 308
             tx::wgmma_rs<tx_L5, tx_L7, tx_k_t_tile, false, 64, 0>(tx_acc_2, tx_value, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_bf16_rt(tx_d, tx_a, tx_b); });  // A from registers
-#line 305
+#line 308
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) dq_acc[tx_i] = tx_acc_2[tx_i];
-#line 292
+#line 295
             tx::stage_arrive_empty(&tx_stage_barriers[2 + tx_stage]);  // this thread's dots have read its stage
-#line 292
+#line 295
             ++tx_iteration;
-#line 292
+#line 295
             tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
         }
-#line 292
+#line 295
         tx::stage_barriers_drain<2, 1>(tx_stage_barriers, tx_iteration);
-#line 292
+#line 295
         tx::cp_async_wait<0>();
-#line 292
+#line 295
         __syncthreads();
     }
     // store(dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd, dq_acc * scale,
-#line 310 "kernels/attention.c"
+#line 313 "kernels/attention.c"
     int tx_rd_cvt[tx_L9::REGS]; tx::relayout<tx_L2, tx_L9>(tx_rd_cvt, rd, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 0) * 128 + tx_L9::coord(tx_r, 1); });
-#line 310
+#line 313
     bool tx_q_row_cvt[tx_L4::REGS]; tx::relayout<tx_L0, tx_L4>(tx_q_row_cvt, q_row, tx_smem, [](int tx_r) { return tx_L4::coord(tx_r, 0) + tx_L4::coord(tx_r, 1); });
-#line 310
+#line 313
     __nv_bfloat16 tx_value_1[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>(dq_acc[tx_i] * scale);
-#line 310
+#line 313
     bool tx_mask_2[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_mask_2[tx_i] = tx_q_row_cvt[tx::remap<tx_L4, tx_L5>(tx_i)];
-#line 310
+#line 313
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec_if<2>(dq + b * sdqb + h * sdqh + tx_rm_cvt[tx::remap<tx_L4, tx_L5>(tx_i)] * sdqn + tx_rd_cvt[tx::remap<tx_L9, tx_L5>(tx_i)], &tx_value_1[tx_i], tx_mask_2[tx_i]);
 }

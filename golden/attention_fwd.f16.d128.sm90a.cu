@@ -63,213 +63,213 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 99360 bytes of pipeline stages
     // i32 pid_m = program_id(0);
-#line 34 "kernels/attention.c"
+#line 37 "kernels/attention.c"
     int pid_m = (int)blockIdx.x;
     // i32 bh = program_id(1);
-#line 35 "kernels/attention.c"
+#line 38 "kernels/attention.c"
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
-#line 36 "kernels/attention.c"
+#line 39 "kernels/attention.c"
     int b = bh / h_q;
     // i32 h = bh % h_q;
-#line 37 "kernels/attention.c"
+#line 40 "kernels/attention.c"
     int h = bh % h_q;
     // i32 hk = h / group;
-#line 38 "kernels/attention.c"
+#line 41 "kernels/attention.c"
     int hk = h / 1;
     // tile rm = pid_m * BM + arange(0, BM);
-#line 39 "kernels/attention.c"
+#line 42 "kernels/attention.c"
     int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = pid_m * BM + tx_L0::coord(tx_i, 0);
     // tile rn = arange(0, BN);
-#line 40 "kernels/attention.c"
+#line 43 "kernels/attention.c"
     int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = tx_L1::coord(tx_i, 0);
     // tile rd = expand_dims(arange(0, D), 0);
-#line 41 "kernels/attention.c"
+#line 44 "kernels/attention.c"
     int rd[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rd[tx_i] = tx_L2::coord(tx_i, 1);
     // tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
-#line 42 "kernels/attention.c"
+#line 45 "kernels/attention.c"
     bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = rm[tx::remap<tx_L0, tx_L3>(tx_i)] < n_q;
-#line 42
+#line 45
     __half q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + b * sqb + h * sqh + rm[tx::remap<tx_L0, tx_L3>(tx_i)] * sqn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __half(0.0f));
     // tile kh = k + b * skb + hk * skh;
-#line 44 "kernels/attention.c"
+#line 47 "kernels/attention.c"
     const __half* kh = k + b * skb + hk * skh;
     // tile vh = v + b * svb + hk * svh;
-#line 45 "kernels/attention.c"
+#line 48 "kernels/attention.c"
     const __half* vh = v + b * svb + hk * svh;
     // f32 m_i[BM] = -INF;
-#line 46 "kernels/attention.c"
+#line 49 "kernels/attention.c"
     float m_i[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) m_i[tx_i] = -__int_as_float(0x7f800000);
     // f32 l_i[BM] = 0;
-#line 47 "kernels/attention.c"
+#line 50 "kernels/attention.c"
     float l_i[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) l_i[tx_i] = 0.0f;
     // f32 acc[BM][D] = 0;
-#line 48 "kernels/attention.c"
+#line 51 "kernels/attention.c"
     float acc[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // i32 hi = CAUSAL ? minimum((pid_m + 1) * BM, n_kv) : n_kv;
-#line 50 "kernels/attention.c"
+#line 53 "kernels/attention.c"
     int hi = n_kv;
     // i32 masked = CAUSAL ? minimum(pid_m * BM + 1, n_kv) : n_kv;
-#line 51 "kernels/attention.c"
+#line 54 "kernels/attention.c"
     int masked = n_kv;
     // for (i32 start = 0; start < hi; start += BN) {
-#line 52 "kernels/attention.c"
+#line 55 "kernels/attention.c"
     int tx_rn_cvt[tx_L8::REGS]; tx::relayout<tx_L1, tx_L8>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L8::coord(tx_r, 1); });
     {
         // software pipeline, 2 stages: k_t, v_t copied global -> shared memory by cp.async ahead of the dot
         using tx_k_t_tile = tx::SmemTile<__half, 64, 128>;
-#line 52
+#line 55
         __half* const tx_k_t_stages = reinterpret_cast<__half*>(tx_pipeline);
         using tx_v_t_tile = tx::SmemTile<__half, 64, 128>;
-#line 52
+#line 55
         __half* const tx_v_t_stages = reinterpret_cast<__half*>(tx_pipeline + 32768);
         using tx_q_t_tile = tx::SmemTile<__half, 128, 128>;
-#line 52
+#line 55
         __half* const tx_q_t_smem = reinterpret_cast<__half*>(tx_pipeline + 65536);
-#line 52
+#line 55
         tx::stage<tx_L3, 0, 1, tx_q_t_tile, false>(tx_q_t_smem, q_t);  // once: the loop does not change it
-#line 52
+#line 55
         unsigned long long* const tx_stage_barriers = reinterpret_cast<unsigned long long*>(tx_pipeline + 98304);  // full[s], then empty[s]
-#line 52
+#line 55
         tx::stage_barriers_init(tx_stage_barriers, 4);
-#line 52
+#line 55
         tx::fence_async_proxy();
-#line 52
+#line 55
         __syncthreads();  // the barriers and the operands staged once are ready
         // prologue: the copies of the first 1 iteration
         {
-#line 52
+#line 55
             int start = 0;
-#line 52
+#line 55
             for (int tx_prologue_stage = 0; tx_prologue_stage < 1; ++tx_prologue_stage) {
-#line 52
+#line 55
                 if (start < hi) {
-#line 52
+#line 55
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
-#line 52
+#line 55
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
                 }
-#line 52
+#line 55
                 tx::stage_arrive_full(&tx_stage_barriers[tx_prologue_stage]);
-#line 52
+#line 55
                 start = start + BN;
             }
         }
         // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
-#line 52
+#line 55
         int tx_stage = 0;  // the stage this iteration's dot reads
-#line 52
+#line 55
         unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
-#line 52
+#line 55
         for (int start = 0; start < hi; start = start + BN) {
-#line 52
+#line 55
             tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 2) & 1);  // every thread's copies into this iteration's stage have landed
-#line 52
+#line 55
             tx::fence_async_proxy();  // ... where wgmma reads them
             {
-#line 52
+#line 55
                 const int tx_start_ahead = start + BN;
-#line 52
+#line 55
                 const int tx_stage_ahead = (tx_stage + 1) % 2;
-#line 52
+#line 55
                 const int start = tx_start_ahead;
-#line 52
+#line 55
                 if (tx_iteration + 1 >= 2)  // every thread has read the stage's last contents
-#line 52
+#line 55
                     tx::stage_wait_empty(&tx_stage_barriers[2 + tx_stage_ahead], ((tx_iteration + 1) / 2 - 1) & 1);
-#line 52
+#line 55
                 if (start < hi) {
-#line 52
+#line 55
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
-#line 52
+#line 55
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
                 }
-#line 52
+#line 55
                 tx::stage_arrive_full(&tx_stage_barriers[tx_stage_ahead]);
             }
             // tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
-#line 53 "kernels/attention.c"
+#line 56 "kernels/attention.c"
             // k_t: in shared memory, stage tx_stage (copied by cp.async)
             // tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
-#line 55 "kernels/attention.c"
+#line 58 "kernels/attention.c"
             // v_t: in shared memory, stage tx_stage (copied by cp.async)
             // tile s = dot(q_t, trans(k_t)) * qk_scale;                    /* [BM, BN], base 2 */
-#line 57 "kernels/attention.c"
+#line 60 "kernels/attention.c"
             float tx_acc[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
-#line 57
+#line 60
             tx::wgmma<tx_L7, tx_q_t_tile, true, tx_k_t_tile, true, 128, 0>(tx_acc, tx_q_t_smem, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_f16_kk(tx_d, tx_a, tx_b); });
-#line 57
+#line 60
             float s[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) s[tx_i] = tx_acc[tx_i] * qk_scale;
             // if (start + BN > masked) {
-#line 58 "kernels/attention.c"
+#line 61 "kernels/attention.c"
             if (start + BN > masked) {
                 // tile kn = expand_dims(start + rn, 0);
-#line 59 "kernels/attention.c"
+#line 62 "kernels/attention.c"
                 int kn[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) kn[tx_i] = start + tx_rn_cvt[tx_i];
                 // tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
-#line 60 "kernels/attention.c"
+#line 63 "kernels/attention.c"
                 bool ok[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) ok[tx_i] = kn[tx_i] < n_kv;
                 // s = where(ok, s, -INF);
-#line 61 "kernels/attention.c"
+#line 64 "kernels/attention.c"
                 _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) s[tx_i] = ok[tx::remap<tx_L8, tx_L7>(tx_i)] ? s[tx_i] : (-__int_as_float(0x7f800000));
             }
             // tile m_new = maximum(m_i, max(s, 1));
-#line 63 "kernels/attention.c"
-            float tx_red[tx_L4::REGS]; tx::reduce<tx_L7, tx_L4, 1>(tx_red, s, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, nullptr);
-#line 63
-            float m_new[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) m_new[tx_i] = tx::maximum(m_i[tx_i], tx_red[tx_i]);
-            // tile p = exp2(s - expand_dims(m_new, 1));
-#line 64 "kernels/attention.c"
-            float p[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) p[tx_i] = tx::exp2(s[tx_i] - m_new[tx::remap<tx_L4, tx_L7>(tx_i)]);
-            // tile alpha = exp2(m_i - m_new);
-#line 65 "kernels/attention.c"
-            float alpha[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) alpha[tx_i] = tx::exp2(m_i[tx_i] - m_new[tx_i]);
-            // l_i = l_i * alpha + sum(p, 1);
 #line 66 "kernels/attention.c"
-            float tx_red_1[tx_L4::REGS]; tx::reduce<tx_L7, tx_L4, 1>(tx_red_1, p, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
+            float tx_red[tx_L4::REGS]; tx::reduce<tx_L7, tx_L4, 1>(tx_red, s, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, nullptr);
 #line 66
+            float m_new[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) m_new[tx_i] = tx::maximum(m_i[tx_i], tx_red[tx_i]);
+            // tile p = fast_exp2(s - expand_dims(m_new, 1));
+#line 67 "kernels/attention.c"
+            float p[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) p[tx_i] = tx::fast_exp2(s[tx_i] - m_new[tx::remap<tx_L4, tx_L7>(tx_i)]);
+            // tile alpha = fast_exp2(m_i - m_new);
+#line 68 "kernels/attention.c"
+            float alpha[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) alpha[tx_i] = tx::fast_exp2(m_i[tx_i] - m_new[tx_i]);
+            // l_i = l_i * alpha + sum(p, 1);
+#line 69 "kernels/attention.c"
+            float tx_red_1[tx_L4::REGS]; tx::reduce<tx_L7, tx_L4, 1>(tx_red_1, p, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
+#line 69
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) l_i[tx_i] = l_i[tx_i] * alpha[tx_i] + tx_red_1[tx_i];
             // acc = acc * expand_dims(alpha, 1);
-#line 67 "kernels/attention.c"
+#line 70 "kernels/attention.c"
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = acc[tx_i] * alpha[tx::remap<tx_L4, tx_L5>(tx_i)];
             // acc = dot((f16)p, v_t, acc);
-#line 71 "kernels/attention.c"
+#line 74 "kernels/attention.c"
             float tx_acc_1[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_acc_1[tx_i] = acc[tx_i];
-#line 71
+#line 74
             __half tx_value[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__half>(p[tx_i]);
-#line 71
+#line 74
             tx::wgmma_rs<tx_L5, tx_L7, tx_v_t_tile, false, 64, 0>(tx_acc_1, tx_value, tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers
-#line 71
+#line 74
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = tx_acc_1[tx_i];
             // m_i = m_new;
-#line 73 "kernels/attention.c"
+#line 76 "kernels/attention.c"
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) m_i[tx_i] = m_new[tx_i];
-#line 52
+#line 55
             tx::stage_arrive_empty(&tx_stage_barriers[2 + tx_stage]);  // this thread's dots have read its stage
-#line 52
+#line 55
             ++tx_iteration;
-#line 52
+#line 55
             tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
         }
-#line 52
+#line 55
         tx::stage_barriers_drain<2, 1>(tx_stage_barriers, tx_iteration);
-#line 52
+#line 55
         tx::cp_async_wait<0>();
-#line 52
+#line 55
         __syncthreads();
     }
     // store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
-#line 75 "kernels/attention.c"
+#line 78 "kernels/attention.c"
     int tx_rm_cvt[tx_L4::REGS]; tx::relayout<tx_L0, tx_L4>(tx_rm_cvt, rm, tx_smem, [](int tx_r) { return tx_L4::coord(tx_r, 0); });
-#line 75
+#line 78
     int tx_rd_cvt[tx_L9::REGS]; tx::relayout<tx_L2, tx_L9>(tx_rd_cvt, rd, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 0) * 128 + tx_L9::coord(tx_r, 1); });
-#line 75
+#line 78
     __half tx_value_1[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__half>(acc[tx_i] / l_i[tx::remap<tx_L4, tx_L5>(tx_i)]);
-#line 75
+#line 78
     bool tx_mask_1[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_mask_1[tx_i] = tx_rm_cvt[tx::remap<tx_L4, tx_L5>(tx_i)] < n_q;
-#line 75
+#line 78
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec_if<2>(o + b * sob + h * soh + tx_rm_cvt[tx::remap<tx_L4, tx_L5>(tx_i)] * son + tx_rd_cvt[tx::remap<tx_L9, tx_L5>(tx_i)], &tx_value_1[tx_i], tx_mask_1[tx_i]);
     // store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
-#line 77 "kernels/attention.c"
+#line 80 "kernels/attention.c"
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) if (tx_L4::owner() && tx_rm_cvt[tx_i] < n_q) *(lse + bh * n_q + tx_rm_cvt[tx_i]) = (m_i[tx_i] + tx::log2(l_i[tx_i])) * 0.6931472f;
 }

@@ -12,7 +12,10 @@
  * the dtype P and dS are rounded to before their products); f32 accumulation; D = 64, 128 (256).
  *
  * Softmax in base 2: the wrapper passes qk_scale = scale * log2(e), so exp(scale * s - m) is
- * exp2(qk_scale * s - m') with one multiply folded into the scores.
+ * exp2(qk_scale * s - m') with one multiply folded into the scores. The exponentials are
+ * fast_exp2 (one MUFU.EX2 each, probabilities below 2^-126 flushed to zero, which no sum of
+ * them can tell from zero), not exp2, whose subnormal fix-up costs three more instructions per
+ * score.
  *
  * A key block that the causal triangle or the ragged end of the sequence cuts gets its mask;
  * the others (all but one or two per row of blocks) skip it; blocks wholly above the diagonal
@@ -61,8 +64,8 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
             s = where(ok, s, -INF);
         }
         tile m_new = maximum(m_i, max(s, 1));
-        tile p = exp2(s - expand_dims(m_new, 1));
-        tile alpha = exp2(m_i - m_new);
+        tile p = fast_exp2(s - expand_dims(m_new, 1));
+        tile alpha = fast_exp2(m_i - m_new);
         l_i = l_i * alpha + sum(p, 1);
         acc = acc * expand_dims(alpha, 1);
         if (BF16) {
@@ -121,7 +124,7 @@ kernel attention_fwd_overlap(any *o, f32 *lse, const any *q, const any *k, const
         s_0 = where(ok, s_0, -INF);
     }
     tile m_i = max(s_0, 1);
-    tile p_0 = exp2(s_0 - expand_dims(m_i, 1));
+    tile p_0 = fast_exp2(s_0 - expand_dims(m_i, 1));
     tile l_i = sum(p_0, 1);
     tile p = BF16 ? (bf16)p_0 : (f16)p_0;           /* the 16-bit P the loop carries */
     /* iteration `start`: values of key block `start`, keys of the block after it */
@@ -139,8 +142,8 @@ kernel attention_fwd_overlap(any *o, f32 *lse, const any *q, const any *k, const
             s = where(ok, s, -INF);
         }
         tile m_new = maximum(m_i, max(s, 1));
-        tile p_j = exp2(s - expand_dims(m_new, 1));
-        tile alpha = exp2(m_i - m_new);
+        tile p_j = fast_exp2(s - expand_dims(m_new, 1));
+        tile alpha = fast_exp2(m_i - m_new);
         l_i = l_i * alpha + sum(p_j, 1);
         acc = acc * expand_dims(alpha, 1);                            /* waits for acc */
         p = BF16 ? (bf16)p_j : (f16)p_j;        /* A's registers: written once it is read */
@@ -226,7 +229,7 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
                              0) * 1.4426950408889634f;
             tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
                            0);
-            tile p_t = exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
+            tile p_t = fast_exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
             /* only the causal mask: query rows past n_q add nothing (their dO and delta were
              * read as 0, so their P^T dO and dS^T are 0) */
             if (CAUSAL && start < unmasked) {
@@ -294,7 +297,7 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
                         expand_dims(rn, 1) + start < n_kv, 0);
         tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
                         expand_dims(rn, 1) + start < n_kv, 0);
-        tile p = exp2(dot(q_t, trans(k_t)) * qk_scale - lse2);         /* [BM, BN] */
+        tile p = fast_exp2(dot(q_t, trans(k_t)) * qk_scale - lse2);         /* [BM, BN] */
         if (start + BN > masked) {
             tile kn = expand_dims(start + rn, 0);
             tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;

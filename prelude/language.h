@@ -110,6 +110,7 @@ tile minimum(tile a, tile b);       /* elementwise min; a NaN operand yields the
 /* ---- math (float tiles; f16/bf16 are computed in f32 and rounded once) -------------------- */
 tile exp(tile x);                   /* e^x                                                      */
 tile exp2(tile x);                  /* 2^x                                                      */
+tile fast_exp2(tile x);             /* 2^x by ex2.approx.ftz: rel. error < 2^-22, results < 2^-126 are 0 */
 tile log(tile x);                   /* natural logarithm                                        */
 tile log2(tile x);                  /* base-2 logarithm                                         */
 tile sqrt(tile x);                  /* square root, IEEE rounded                                */

@@ -246,6 +246,18 @@ TX_UNARY(ceil, ::ceilf, ::ceil)
 TX_UNARY(fabs_, ::fabsf, ::fabs)
 #undef TX_UNARY
 
+// fast_exp2: one MUFU.EX2, results below 2^-126 flushed to zero (exp2f keeps them, at the price
+// of a compare and two predicated multiplies around the MUFU). f64 has no such instruction.
+__device__ __forceinline__ float fast_exp2_f(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float fast_exp2(float x) { return fast_exp2_f(x); }
+__device__ __forceinline__ double fast_exp2(double x) { return ::exp2(x); }
+__device__ __forceinline__ __half fast_exp2(__half x) { return __float2half_rn(fast_exp2_f(__half2float(x))); }
+__device__ __forceinline__ __nv_bfloat16 fast_exp2(__nv_bfloat16 x) { return __float2bfloat16_rn(fast_exp2_f(__bfloat162float(x))); }
+
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + ::expf(-x)); }
 __device__ __forceinline__ double sigmoid_d(double x) { return 1.0 / (1.0 + ::exp(-x)); }
 __device__ __forceinline__ float sigmoid(float x) { return sigmoid_f(x); }

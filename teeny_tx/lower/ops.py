@@ -225,6 +225,15 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
+def _fast_exp2(x):
+    """2^x as ``ex2.approx.ftz.f32`` gives it: results below the smallest normal float (2^-126)
+    flush to zero; f64 is exact (CUDA's exp2)."""
+    y = np.exp2(x)
+    if y.dtype == np.float32:
+        y = np.where(np.abs(y) < np.finfo(np.float32).tiny, np.float32(0), y)
+    return y
+
+
 def _rsqrt(x):
     return 1.0 / np.sqrt(x)
 
@@ -421,6 +430,15 @@ _MATH = (
 )
 for _name, _doc, _np in _MATH:
     _def(_name, f"{_name}(x): {_doc}", 1, rule_float_math, f"tx::{_name}({{0}})", _in_f32(_np))
+_def(
+    "fast_exp2",
+    "fast_exp2(x): 2^x by the hardware's approximation (ex2.approx.ftz.f32, relative error "
+    "below 2^-22); results under 2^-126 flush to 0; f64 as exp2",
+    1,
+    rule_float_math,
+    "tx::fast_exp2({0})",
+    _in_f32(_fast_exp2),
+)
 _def(
     "fma",
     "fma(a, b, c): a * b + c rounded once",
