@@ -139,7 +139,13 @@ def plot(runs: list[Run], path: Path, title: str) -> bool:
     for run in runs:
         if run.losses:
             steps = range(1, len(run.losses) + 1)
-            ax.plot(steps, run.losses, styles.get(run.name, "-"), label=run.name, linewidth=1.2)
+            ax.plot(
+                steps,
+                run.losses,
+                linestyle=styles.get(run.name, "-"),
+                label=run.name,
+                linewidth=1.2,
+            )
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (cross-entropy, nats)")
     ax.set_title(title, fontsize=9)
