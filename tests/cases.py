@@ -547,6 +547,14 @@ GOLDEN: tuple[Golden, ...] = (
             ),
         )
     ),
+    Golden(  # a row of 2^18 f32 over 32 programs of 8192 columns (their slots: one u64 each)
+        "softmax_split.f32",
+        "softmax.c",
+        "softmax_split",
+        ("f32", "u64", "i32", "f32", 262144, 262144, 1, 262144, 256),
+        {"CHUNK": 8192, "SLOTS": 64},
+        8,
+    ),
     Golden(
         "layer_norm_fwd.f16",
         "layernorm.c",

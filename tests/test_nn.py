@@ -326,6 +326,101 @@ def test_partial_programs_cover_every_row_once():
         assert programs <= 4 * 132 and (programs - 1) * per < rows <= programs * per
 
 
+# ---------------------------------------------------------------- split softmax
+
+
+def _split_run(name: str, x: np.ndarray, config, spins: int):
+    """(y, slots, done) of one launch of kernels/softmax.c's ``name`` on the interpreter, as
+    teeny_tx.nn launches it (slots sized for the least CHUNK, zero first)."""
+    kernel = tx.compile("kernels/softmax.c").kernels[name]
+    rows, cols = x.shape
+    chunk = config.kwargs["CHUNK"]
+    slots_n = nn._split_slots(kernel, cols)
+    least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
+    y = np.full(x.shape, np.nan, x.dtype)
+    slots = np.zeros(rows * -(-cols // least), np.uint64)
+    done = np.zeros(rows, np.int32)
+    grid = (rows * -(-cols // chunk),)
+    stride, step = (s // x.itemsize for s in x.strides)
+    kernel.interpret[grid](
+        y,
+        slots,
+        done,
+        x,
+        cols,
+        stride,
+        step,
+        cols,
+        spins,
+        num_warps=config.num_warps,
+        SLOTS=slots_n,
+        strided=True,
+        **config.kwargs,
+    )
+    return y, slots, done
+
+
+@pytest.mark.parametrize("name", ["softmax_split", "log_softmax_split"])
+def test_split_softmax_every_config_on_the_interpreter(name):
+    """Each config of the split kernels on rows of LONG columns (a last chunk of one column)
+    with -INF entries, a row of only -INF and a row with a NaN (NaN rows, as the one-tile and
+    _looped kernels give), as a column-strided view: against float64 and the _looped kernel;
+    the same bits whether the programs wait for the other chunks (spins > 0) or compute them
+    (spins = 0), and the slots and counts zero again afterwards."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, LONG)).astype(np.float32) * 3
+    x[0, rng.integers(0, LONG, 100)] = -np.inf
+    x[1] = -np.inf
+    x[2, 12345] = np.nan
+    wide = np.full((4, 2 * LONG), np.nan, np.float32)
+    wide[:, ::2] = x
+    view = wide[:, ::2]
+    log = name.startswith("log")
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        m = x64.max(axis=1, keepdims=True)
+        lse = m + np.log(np.exp(x64 - m).sum(axis=1, keepdims=True))
+        expected = x64 - lse if log else np.exp(x64 - lse)
+    looped = tx.compile("kernels/softmax.c").kernels[name.replace("split", "looped")]
+    y_looped = np.empty_like(x)
+    looped.interpret[(4,)](y_looped, x, LONG, LONG, 1, LONG, BLOCK=4096, num_warps=16)
+    kernel = tx.compile("kernels/softmax.c").kernels[name]
+    for config in kernel.tune.configs:
+        y, slots, done = _split_run(name, view, config, spins=0)
+        y2, slots2, done2 = _split_run(name, view, config, spins=3)
+        np.testing.assert_array_equal(y, y2)
+        assert not slots.any() and not done.any() and not slots2.any() and not done2.any()
+        assert np.isnan(y[1:3]).all() and np.isnan(y_looped[1:3]).all()
+        for r in (0, 3):
+            np.testing.assert_allclose(y[r], expected[r], rtol=2e-5, atol=1e-4 if log else 0)
+            np.testing.assert_allclose(y[r], y_looped[r], rtol=2e-5, atol=1e-4 if log else 0)
+
+
+def test_split_softmax_applies_to_long_rows_of_f16_bf16_f32():
+    """f64 rows (a chunk's statistics do not pack into a u64) and rows of more than MAX_SLOTS
+    chunks keep the _looped kernels."""
+    kernel = tx.compile("kernels/softmax.c").softmax_split
+    least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
+    assert nn._split_slots(kernel, LONG) == 1 << (-(-LONG // least) - 1).bit_length()
+    assert nn._split_slots(kernel, least * nn.MAX_SLOTS) == nn.MAX_SLOTS
+    assert nn._split_slots(kernel, least * nn.MAX_SLOTS + 1) == 0
+    launched = []
+    bound = Arrays.bound
+
+    def record(self, kernel, grid, num_warps, **constexprs):
+        launched.append(kernel.name)
+        return bound(self, kernel, grid, num_warps, **constexprs)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(Arrays, "bound", record):
+        for dtype in ("f32", "f16", "bf16", "f64"):
+            x = np.random.default_rng(1).standard_normal((2, 20000)).astype(DTYPES[dtype].np)
+            y = nn.softmax(x, interpret=True)
+            np.testing.assert_allclose(y.astype(np.float64).sum(axis=1), 1.0, rtol=1e-2)
+    assert launched == ["softmax_split"] * 3 + ["softmax_looped"]
+
+
 # ---------------------------------------------------------------- NVRTC, as the wrappers launch
 
 
@@ -356,6 +451,8 @@ def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatc
         dtype = dtypes[i % 3]
         args = case.make(np.random.default_rng(i), 3, cols, dtype)
         case.run(args, interpret=True)
+        if cols == LONG and case.name in ("softmax", "log_softmax"):  # f64: the _looped kernels
+            case.run(case.make(np.random.default_rng(i), 3, cols, "f64"), interpret=True)
     compiled = set()
     for kernel, args, num_warps, constexprs in launches.values():
         spec = kernel.specialize(*args, num_warps=num_warps, strided=True, **constexprs)

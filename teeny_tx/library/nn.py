@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..dtypes import DTYPES
 from ..errors import LaunchError
 from ..kernel import Kernel
@@ -99,10 +101,87 @@ def _looped_launch(
     return c.kwargs["BLOCK"], c.num_warps
 
 
+# The split kernels (a long row over several programs, kernels/softmax.c): they pack a chunk's
+# (max, sum) into a u64 of two f32, so f64 rows keep the two-pass _looped kernels, as do rows of
+# more than MAX_SLOTS chunks of the least CHUNK (one tile holds a row's slots).
+SPLIT_DTYPES = ("f16", "bf16", "f32")
+MAX_SLOTS = 1024
+# Reads of a row's slots before a program computes the chunks still missing itself: about a
+# microsecond each on the H200, far longer than the programs of one row take to start together
+# (they are neighbours in launch order), short enough to bound a wait on programs that cannot
+# run yet. The interpreter runs programs one after another: nothing it waits for could arrive.
+SPLIT_SPINS = 256
+
+
+def _zeros(arrays: _Arrays, shape: tuple[int, ...], dtype: str) -> Callable[[], Any]:
+    """A function returning a new zero-filled contiguous array of ``shape`` and ``dtype``."""
+    if arrays.kind == "numpy":
+        return functools.partial(np.zeros, shape, DTYPES[dtype].np)
+    if arrays.kind == "cupy":
+        import cupy
+
+        return functools.partial(cupy.zeros, shape, DTYPES[dtype].np)
+    torch_dtype = getattr(arrays.torch, DTYPES[dtype].torch)
+    return functools.partial(
+        arrays.torch.zeros, shape, dtype=torch_dtype, device=arrays.first.device
+    )
+
+
+def _split_slots(kernel: Kernel, cols: int) -> int:
+    """SLOTS of a split launch: the next power of two >= the chunks of the least CHUNK of the
+    kernel's configs (0 when more than MAX_SLOTS: the row is too long to split)."""
+    least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
+    chunks = cdiv(cols, least)
+    return 0 if chunks > MAX_SLOTS else 1 << max(chunks - 1, 0).bit_length()
+
+
+def _softmax_split(fn: str, x: Any, arrays: _Arrays, interpret: bool) -> Any | None:
+    """softmax / log_softmax of rows longer than one tile through the split kernels (one read
+    and one write of each row); None where they do not apply (f64, too many chunks)."""
+    rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
+    kernel = getattr(module("softmax.c"), fn + "_split")
+    slots = _split_slots(kernel, cols)
+    if arrays.dtype(x) not in SPLIT_DTYPES or slots == 0:
+        return None
+    spins = 0 if arrays.kind == "numpy" else SPLIT_SPINS
+    least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
+    alloc = arrays.allocator((rows, cols), arrays.dtype(x))
+    alloc_slots = _zeros(arrays, (rows * cdiv(cols, least),), "u64")
+    alloc_done = _zeros(arrays, (max(rows, 1),), "i32")
+    sizes = (cols, stride, col_stride, cols, spins)
+    if arrays.kind == "numpy" or not TUNE or rows == 0:
+        c = kernel.tune.configs[0]
+    else:
+        with arrays.device():
+
+            def grid(meta: dict) -> tuple[int]:
+                return (rows * cdiv(cols, meta["CHUNK"]),)
+
+            args = (alloc(), alloc_slots(), alloc_done(), x, *sizes)
+            c = kernel.tune[grid].best(*args, strided=True, SLOTS=slots)
+            del args
+    grid = (rows * cdiv(cols, c.kwargs["CHUNK"]),)
+    first = _Launch(arrays, kernel, grid, c.num_warps, SLOTS=slots, **c.kwargs)
+
+    def make(launch):
+        def plan(x):
+            y = alloc()
+            launch(y, alloc_slots(), alloc_done(), x, *sizes)
+            return y
+
+        return plan
+
+    return _planned(_key(interpret, fn, (x,)), arrays, make, (first,), x)
+
+
 def _softmax_forward(fn: str, x: Any, interpret: bool) -> Any:
     arrays = _Arrays(fn, {"x": x}, interpret)
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     config = row_config(cols)
+    if config.looped:
+        y = _softmax_split(fn, x, arrays, interpret)
+        if y is not None:
+            return y
     kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
     block, warps = _looped_launch(
