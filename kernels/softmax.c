@@ -147,7 +147,7 @@ kernel log_softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i3
 /* A row of n_cols > one tile is cut into chunks of CHUNK columns, one program each (program
  * row * n_chunks + chunk, so a row's chunks are neighbours in launch order and run at about the
  * same time). A program loads its chunk once, into registers, and publishes the chunk's
- * (max, sum of exp(x - max)) as one u64 in slots[row, chunk]; it reads its row's slots until
+ * (max, sum of exp(x - max)) as 64 bits in slots[row, chunk]; it reads its row's slots until
  * every chunk has published, combines them into the row's logsumexp, and writes its chunk: the
  * row is read once and written once (the two-pass _looped kernels read it twice: at most 2/3
  * of copy bandwidth for rows the L2 cannot hold).
@@ -161,16 +161,16 @@ kernel log_softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i3
  * empty (a packed chunk is never 0: see chunk_stats). The last program of a row to finish
  * (counted in done[row]) sets the row's slots and count back to 0, so the buffers are zero
  * again after every launch: the autotuner's repeated launches and a captured graph's replays
- * see what the first launch saw. slots [rows, n_chunks] u64 and done [rows] i32 start zero. */
+ * see what the first launch saw. slots [rows, n_chunks] i64 and done [rows] i32 start zero. */
 
-/* (max, sum of exp(x - max)) of a chunk of f32 (masked lanes -INF), packed as a u64: the max's
- * bits high, the sum's low. A chunk of only -INF packs (-INF, 0); any other has a sum >= 1 or
- * NaN: never 0, as 0 is the empty slot. */
-u64 chunk_stats(tile x)
+/* (max, sum of exp(x - max)) of a chunk of f32 (masked lanes -INF), packed into 64 bits: the
+ * max's bits high, the sum's low (an i64, as torch makes i64 buffers everywhere). A chunk of
+ * only -INF packs (-INF, 0); any other has a sum >= 1 or NaN: never 0, the empty slot. */
+i64 chunk_stats(tile x)
 {
     f32 m = max(x);
     f32 s = m == -INF ? 0.0f : sum(exp(x - m));
-    return ((u64)bitcast(m, u32) << 32) | (u64)bitcast(s, u32);
+    return (i64)(((u64)bitcast(m, u32) << 32) | (u64)bitcast(s, u32));
 }
 
 /* The logsumexp of row `row` whose chunk `chunk` is `x` (f32, masked lanes -INF): publish,
@@ -183,29 +183,29 @@ f32 split_logsumexp(tile x, tile slots, tile done, tile in, i32 row, i32 chunk,
     store(row_slots + chunk, chunk_stats(x));
     tile lanes = arange(0, SLOTS);
     tile live = lanes < n_chunks;
-    tile seen = atomic_or(row_slots + lanes, (u64)0, live, RELAXED);
+    tile seen = atomic_or(row_slots + lanes, (i64)0, live, RELAXED);
     i32 missing = sum((i32)(live & (seen == 0)));
     for (i32 t = 0; t < spins && missing > 0; t++) {
-        seen = atomic_or(row_slots + lanes, (u64)0, live, RELAXED);
+        seen = atomic_or(row_slots + lanes, (i64)0, live, RELAXED);
         missing = sum((i32)(live & (seen == 0)));
     }
     if (missing > 0) { /* the programs of those chunks have not run yet: do their part */
         for (i32 c = 0; c < n_chunks; c++) {
-            if (max(where(lanes == c, seen, (u64)0)) == 0) {
+            if (sum((i32)((lanes == c) & (seen == 0))) > 0) {
                 tile offs = c * CHUNK + arange(0, CHUNK);
                 tile xc = (f32)load(in + row * in_stride + offs * in_step, offs < n_cols, -INF);
                 seen = where(lanes == c, chunk_stats(xc), seen);
             }
         }
     }
-    tile m = bitcast((u32)(seen >> 32), f32);
+    tile m = bitcast((u32)((u64)seen >> 32), f32);
     tile s = bitcast((u32)seen, f32);
     f32 mx = max(where(live, m, -INF));
     f32 total = sum(where(live & (s != 0.0f), s * exp(m - mx), 0.0f)); /* NaN stays NaN */
     /* ACQ_REL: this program's slot is written before it counts itself, and the last reader's
      * zeros land after every slot of the row */
     if (atomic_add(done + row, 1) == n_chunks - 1) { /* the row's last reader */
-        store(row_slots + lanes, (u64)0, live);
+        store(row_slots + lanes, (i64)0, live);
         store(done + row, 0);
     }
     return mx + log(total);
@@ -218,7 +218,7 @@ f32 split_logsumexp(tile x, tile slots, tile done, tile in, i32 row, i32 chunk,
 #pragma autotune config(CHUNK=16384, num_warps=16)
 #pragma autotune config(CHUNK=16384, num_warps=8)
 #pragma autotune config(CHUNK=4096, num_warps=8)
-kernel softmax_split(any *out, u64 *slots, i32 *done, const any *in, i32 n_cols, i32 in_stride,
+kernel softmax_split(any *out, i64 *slots, i32 *done, const any *in, i32 n_cols, i32 in_stride,
                      i32 in_step, i32 out_stride, i32 spins, const i32 CHUNK, const i32 SLOTS)
 {
     i32 n_chunks = (n_cols + CHUNK - 1) / CHUNK;
@@ -239,7 +239,7 @@ kernel softmax_split(any *out, u64 *slots, i32 *done, const any *in, i32 n_cols,
 #pragma autotune config(CHUNK=16384, num_warps=16)
 #pragma autotune config(CHUNK=16384, num_warps=8)
 #pragma autotune config(CHUNK=4096, num_warps=8)
-kernel log_softmax_split(any *out, u64 *slots, i32 *done, const any *in, i32 n_cols,
+kernel log_softmax_split(any *out, i64 *slots, i32 *done, const any *in, i32 n_cols,
                          i32 in_stride, i32 in_step, i32 out_stride, i32 spins,
                          const i32 CHUNK, const i32 SLOTS)
 {

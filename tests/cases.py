@@ -547,11 +547,11 @@ GOLDEN: tuple[Golden, ...] = (
             ),
         )
     ),
-    Golden(  # a row of 2^18 f32 over 32 programs of 8192 columns (their slots: one u64 each)
+    Golden(  # a row of 2^18 f32 over 32 programs of 8192 columns (their slots: 64 bits each)
         "softmax_split.f32",
         "softmax.c",
         "softmax_split",
-        ("f32", "u64", "i32", "f32", 262144, 262144, 1, 262144, 256),
+        ("f32", "i64", "i32", "f32", 262144, 262144, 1, 262144, 256),
         {"CHUNK": 8192, "SLOTS": 64},
         8,
     ),

@@ -338,7 +338,7 @@ def _split_run(name: str, x: np.ndarray, config, spins: int):
     slots_n = nn._split_slots(kernel, cols)
     least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
     y = np.full(x.shape, np.nan, x.dtype)
-    slots = np.zeros(rows * -(-cols // least), np.uint64)
+    slots = np.zeros(rows * -(-cols // least), np.int64)
     done = np.zeros(rows, np.int32)
     grid = (rows * -(-cols // chunk),)
     stride, step = (s // x.itemsize for s in x.strides)

@@ -102,7 +102,7 @@ def _looped_launch(
 
 
 # The split kernels (a long row over several programs, kernels/softmax.c): they pack a chunk's
-# (max, sum) into a u64 of two f32, so f64 rows keep the two-pass _looped kernels, as do rows of
+# (max, sum) into 64 bits, two f32, so f64 rows keep the two-pass _looped kernels, as do rows of
 # more than MAX_SLOTS chunks of the least CHUNK (one tile holds a row's slots).
 SPLIT_DTYPES = ("f16", "bf16", "f32")
 MAX_SLOTS = 1024
@@ -146,7 +146,7 @@ def _softmax_split(fn: str, x: Any, arrays: _Arrays, interpret: bool) -> Any | N
     spins = 0 if arrays.kind == "numpy" else SPLIT_SPINS
     least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
-    alloc_slots = _zeros(arrays, (rows * cdiv(cols, least),), "u64")
+    alloc_slots = _zeros(arrays, (rows * cdiv(cols, least),), "i64")
     alloc_done = _zeros(arrays, (max(rows, 1),), "i32")
     sizes = (cols, stride, col_stride, cols, spins)
     if arrays.kind == "numpy" or not TUNE or rows == 0:

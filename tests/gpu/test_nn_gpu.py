@@ -123,9 +123,9 @@ SOFTMAXES = ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])  # each tunes 7 configs per kernel and dtype
 @pytest.mark.parametrize("name", SOFTMAXES)
 def test_looped_softmax_through_the_autotuner(name, dtype):
-    """Rows longer than one tile: the _looped kernels' configs are timed on the first call
-    (BLOCK from 1024 to 8192; the second pass walks the chunks backwards), then replayed;
-    an odd length (2^18 + 3) and a strided view."""
+    """Rows longer than one tile: the split kernels' (forward) and the _looped kernels'
+    (backward) configs are timed on the first call, then replayed; an odd length (2^18 + 3)
+    and a strided view."""
     case = next(c for c in ROW_CASES if c.name == name)
     for rows, cols in [(3, 2**18 + 3), (40, 16385)]:
         args = _host_args(case, dtype, rows, cols, seed=4)
@@ -150,6 +150,47 @@ def test_every_looped_softmax_config_is_right(dtype):
         y = cp.asarray(np.full(x.shape, np.nan, x.dtype))  # NaN first (built on the host: bf16)
         kernel[(rows,)](y, d, cols, cols, 1, cols, num_warps=c.num_warps, **c.kwargs)
         case.check([cp.asnumpy(y)], (x,), rows, cols)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_split_softmax_config_is_right(name, dtype):
+    """Each #pragma autotune config of softmax_split / log_softmax_split, launched directly as
+    teeny_tx.nn launches it, on 5 rows of 2^16 + 1 columns (a last chunk of one column) and on
+    300 rows of 2^17 + 3 (more programs than the device holds at once): against float64; the
+    same bits when no program waits (spins = 0: each computes the other chunks itself); the
+    slots and counts zero again after each launch."""
+    case = next(c for c in ROW_CASES if c.name == name)
+    kernel = getattr(module("softmax.c"), name + "_split")
+    least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
+    for rows, cols in [(5, 2**16 + 1), (300, 2**17 + 3)]:
+        (x,) = _host_args(case, dtype, rows, cols, seed=6)
+        d = cp.asarray(x)
+        slots = cp.zeros(rows * -(-cols // least), cp.int64)
+        done = cp.zeros(rows, cp.int32)
+        for c in kernel.tune.configs:
+            grid = (rows * -(-cols // c.kwargs["CHUNK"]),)
+            outs = []
+            for spins in (nn.SPLIT_SPINS, 0):
+                y = cp.asarray(np.full(x.shape, np.nan, x.dtype))  # NaN first (host: bf16)
+                kernel[grid](
+                    y,
+                    slots,
+                    done,
+                    d,
+                    cols,
+                    cols,
+                    1,
+                    cols,
+                    spins,
+                    num_warps=c.num_warps,
+                    SLOTS=nn._split_slots(kernel, cols),
+                    **c.kwargs,
+                )
+                assert not slots.any() and not done.any(), c
+                outs.append(cp.asnumpy(y))
+            case.check(outs[:1], (x,), rows, cols)
+            np.testing.assert_array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8))
 
 
 def _every_other_column(a):
