@@ -13,166 +13,166 @@ softmax_split(float* out, long long* slots, int* done, const float* __restrict__
     using tx_L3 = tx::Blocked<tx::Ints<1>, tx::Ints<1>, tx::Ints<32>, tx::Ints<8>, tx::Ints<0>>;  // [1]: 1 per thread, 32 lanes, 8 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 32 bytes of scratch
     // i32 n_chunks = (n_cols + CHUNK - 1) / CHUNK;
-#line 224 "kernels/softmax.c"
+#line 259 "kernels/softmax.c"
     int n_chunks = (n_cols + CHUNK - 1) / CHUNK;
     // i32 row = program_id(0) / n_chunks;
-#line 225 "kernels/softmax.c"
+#line 260 "kernels/softmax.c"
     int row = (int)blockIdx.x / n_chunks;
     // i32 chunk = program_id(0) % n_chunks;
-#line 226 "kernels/softmax.c"
+#line 261 "kernels/softmax.c"
     int chunk = (int)blockIdx.x % n_chunks;
     // tile offs = chunk * CHUNK + arange(0, CHUNK);
-#line 227 "kernels/softmax.c"
+#line 262 "kernels/softmax.c"
     int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = chunk * CHUNK + tx_L0::coord(tx_i, 0);
     // tile mask = offs < n_cols;
-#line 228 "kernels/softmax.c"
+#line 263 "kernels/softmax.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
     // tile x = (f32)load(in + row * in_stride + offs * in_step, mask, -INF);
-#line 229 "kernels/softmax.c"
+#line 264 "kernels/softmax.c"
     float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&x[tx_i], in + row * in_stride + offs[tx_i], mask[tx_i], -__int_as_float(0x7f800000));
     // tile row_slots = slots + row * n_chunks;
-#line 182 "kernels/softmax.c"
+#line 217 "kernels/softmax.c"
     long long* tx_split_logsumexp_row_slots = slots + row * n_chunks;
     // f32 m = max(x);
-#line 171 "kernels/softmax.c"
+#line 206 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, x, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
-#line 171
+#line 206
     float tx_split_logsumexp_chunk_stats_m = tx_red[0];
     // f32 s = m == -INF ? 0.0f : sum(exp(x - m));
-#line 172 "kernels/softmax.c"
+#line 207 "kernels/softmax.c"
     float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::exp(x[tx_i] - tx_split_logsumexp_chunk_stats_m);
-#line 172
+#line 207
     float tx_red_1[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_1, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 172
+#line 207
     float tx_split_logsumexp_chunk_stats_s = (tx_split_logsumexp_chunk_stats_m == -__int_as_float(0x7f800000)) ? 0.0f : tx_red_1[0];
     // store(row_slots + chunk, chunk_stats(x));
-#line 183 "kernels/softmax.c"
+#line 218 "kernels/softmax.c"
     if (threadIdx.x == 0) *(tx_split_logsumexp_row_slots + chunk) = tx::cast<long long>((tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_split_logsumexp_chunk_stats_m)) << 32ULL) | tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_split_logsumexp_chunk_stats_s)));
     // tile lanes = arange(0, SLOTS);
-#line 184 "kernels/softmax.c"
+#line 219 "kernels/softmax.c"
     int tx_split_logsumexp_lanes[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_split_logsumexp_lanes[tx_i] = tx_L2::coord(tx_i, 0);
     // tile live = lanes < n_chunks;
-#line 185 "kernels/softmax.c"
+#line 220 "kernels/softmax.c"
     bool tx_split_logsumexp_live[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_split_logsumexp_live[tx_i] = tx_split_logsumexp_lanes[tx_i] < n_chunks;
     // tile seen = atomic_or(row_slots + lanes, (i64)0, live, RELAXED);
-#line 186 "kernels/softmax.c"
+#line 221 "kernels/softmax.c"
     long long tx_split_logsumexp_seen[tx_L2::REGS];
-#line 186
+#line 221
     tx::fence_before<tx::RELAXED, tx::SCOPE_GPU>();
-#line 186
+#line 221
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_split_logsumexp_seen[tx_i] = (tx_L2::owner() && tx_split_logsumexp_live[tx_i]) ? tx::atomic_or(tx_split_logsumexp_row_slots + tx_split_logsumexp_lanes[tx_i], 0LL) : 0LL;
-#line 186
+#line 221
     tx::fence_after<tx::RELAXED, tx::SCOPE_GPU>();
     // i32 missing = sum((i32)(live & (seen == 0)));
-#line 187 "kernels/softmax.c"
+#line 222 "kernels/softmax.c"
     int tx_value_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<int>(tx_split_logsumexp_live[tx_i] & (tx_split_logsumexp_seen[tx_i] == 0LL));
-#line 187
+#line 222
     int tx_red_2[tx_L3::REGS]; tx::reduce<tx_L2, tx_L3, 0>(tx_red_2, tx_value_1, [](int tx_a, int tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 187
+#line 222
     int tx_split_logsumexp_missing = tx_red_2[0];
     // for (i32 t = 0; t < spins && missing > 0; t++) {
-#line 188 "kernels/softmax.c"
+#line 223 "kernels/softmax.c"
     for (int tx_split_logsumexp_t = 0; (tx_split_logsumexp_t < spins) && (tx_split_logsumexp_missing > 0); tx_split_logsumexp_t = tx_split_logsumexp_t + 1) {
         // seen = atomic_or(row_slots + lanes, (i64)0, live, RELAXED);
-#line 189 "kernels/softmax.c"
+#line 224 "kernels/softmax.c"
         long long tx_old[tx_L2::REGS];
-#line 189
+#line 224
         tx::fence_before<tx::RELAXED, tx::SCOPE_GPU>();
-#line 189
+#line 224
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_old[tx_i] = (tx_L2::owner() && tx_split_logsumexp_live[tx_i]) ? tx::atomic_or(tx_split_logsumexp_row_slots + tx_split_logsumexp_lanes[tx_i], 0LL) : 0LL;
-#line 189
+#line 224
         tx::fence_after<tx::RELAXED, tx::SCOPE_GPU>();
-#line 189
+#line 224
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_split_logsumexp_seen[tx_i] = tx_old[tx_i];
         // missing = sum((i32)(live & (seen == 0)));
-#line 190 "kernels/softmax.c"
+#line 225 "kernels/softmax.c"
         int tx_value_2[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value_2[tx_i] = tx::cast<int>(tx_split_logsumexp_live[tx_i] & (tx_split_logsumexp_seen[tx_i] == 0LL));
-#line 190
+#line 225
         int tx_red_3[tx_L3::REGS]; tx::reduce<tx_L2, tx_L3, 0>(tx_red_3, tx_value_2, [](int tx_a, int tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 190
+#line 225
         tx_split_logsumexp_missing = tx_red_3[0];
     }
     // if (missing > 0) { /* the programs of those chunks have not run yet: do their part */
-#line 192 "kernels/softmax.c"
+#line 227 "kernels/softmax.c"
     if (tx_split_logsumexp_missing > 0) {
         // for (i32 c = 0; c < n_chunks; c++) {
-#line 193 "kernels/softmax.c"
+#line 228 "kernels/softmax.c"
         for (int tx_split_logsumexp_c = 0; tx_split_logsumexp_c < n_chunks; tx_split_logsumexp_c = tx_split_logsumexp_c + 1) {
             // if (sum((i32)((lanes == c) & (seen == 0))) > 0) {
-#line 194 "kernels/softmax.c"
+#line 229 "kernels/softmax.c"
             int tx_value_3[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value_3[tx_i] = tx::cast<int>((tx_split_logsumexp_lanes[tx_i] == tx_split_logsumexp_c) & (tx_split_logsumexp_seen[tx_i] == 0LL));
-#line 194
+#line 229
             int tx_red_4[tx_L3::REGS]; tx::reduce<tx_L2, tx_L3, 0>(tx_red_4, tx_value_3, [](int tx_a, int tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 194
+#line 229
             if (tx_red_4[0] > 0) {
                 // tile offs = c * CHUNK + arange(0, CHUNK);
-#line 195 "kernels/softmax.c"
+#line 230 "kernels/softmax.c"
                 int tx_split_logsumexp_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_split_logsumexp_offs[tx_i] = tx_split_logsumexp_c * CHUNK + tx_L0::coord(tx_i, 0);
                 // tile xc = (f32)load(in + row * in_stride + offs * in_step, offs < n_cols, -INF);
-#line 196 "kernels/softmax.c"
+#line 231 "kernels/softmax.c"
                 bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_split_logsumexp_offs[tx_i] < n_cols;
-#line 196
+#line 231
                 float tx_split_logsumexp_xc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_split_logsumexp_xc[tx_i], in + row * in_stride + tx_split_logsumexp_offs[tx_i], tx_mask[tx_i], -__int_as_float(0x7f800000));
                 // f32 m = max(x);
-#line 171 "kernels/softmax.c"
+#line 206 "kernels/softmax.c"
                 float tx_red_5[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_5, tx_split_logsumexp_xc, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
-#line 171
+#line 206
                 float tx_split_logsumexp_chunk_stats_m_1 = tx_red_5[0];
                 // f32 s = m == -INF ? 0.0f : sum(exp(x - m));
-#line 172 "kernels/softmax.c"
+#line 207 "kernels/softmax.c"
                 float tx_value_4[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_4[tx_i] = tx::exp(tx_split_logsumexp_xc[tx_i] - tx_split_logsumexp_chunk_stats_m_1);
-#line 172
+#line 207
                 float tx_red_6[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_6, tx_value_4, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 172
+#line 207
                 float tx_split_logsumexp_chunk_stats_s_1 = (tx_split_logsumexp_chunk_stats_m_1 == -__int_as_float(0x7f800000)) ? 0.0f : tx_red_6[0];
                 // seen = where(lanes == c, chunk_stats(xc), seen);
-#line 197 "kernels/softmax.c"
+#line 232 "kernels/softmax.c"
                 _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_split_logsumexp_seen[tx_i] = (tx_split_logsumexp_lanes[tx_i] == tx_split_logsumexp_c) ? tx::cast<long long>((tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_split_logsumexp_chunk_stats_m_1)) << 32ULL) | tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_split_logsumexp_chunk_stats_s_1))) : tx_split_logsumexp_seen[tx_i];
             }
         }
     }
     // tile m = bitcast((u32)((u64)seen >> 32), f32);
-#line 201 "kernels/softmax.c"
+#line 236 "kernels/softmax.c"
     float tx_split_logsumexp_m[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_split_logsumexp_m[tx_i] = tx::bitcast<float>(tx::cast<unsigned int>(tx::cast<unsigned long long>(tx_split_logsumexp_seen[tx_i]) >> 32ULL));
     // tile s = bitcast((u32)seen, f32);
-#line 202 "kernels/softmax.c"
+#line 237 "kernels/softmax.c"
     float tx_split_logsumexp_s[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_split_logsumexp_s[tx_i] = tx::bitcast<float>(tx::cast<unsigned int>(tx_split_logsumexp_seen[tx_i]));
     // f32 mx = max(where(live, m, -INF));
-#line 203 "kernels/softmax.c"
+#line 238 "kernels/softmax.c"
     float tx_value_5[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value_5[tx_i] = tx_split_logsumexp_live[tx_i] ? tx_split_logsumexp_m[tx_i] : (-__int_as_float(0x7f800000));
-#line 203
+#line 238
     float tx_red_7[tx_L3::REGS]; tx::reduce<tx_L2, tx_L3, 0>(tx_red_7, tx_value_5, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
-#line 203
+#line 238
     float tx_split_logsumexp_mx = tx_red_7[0];
     // f32 total = sum(where(live & (s != 0.0f), s * exp(m - mx), 0.0f)); /* NaN stays NaN */
-#line 204 "kernels/softmax.c"
+#line 239 "kernels/softmax.c"
     float tx_value_6[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value_6[tx_i] = (tx_split_logsumexp_live[tx_i] & (tx_split_logsumexp_s[tx_i] != 0.0f)) ? (tx_split_logsumexp_s[tx_i] * tx::exp(tx_split_logsumexp_m[tx_i] - tx_split_logsumexp_mx)) : 0.0f;
-#line 204
+#line 239
     float tx_red_8[tx_L3::REGS]; tx::reduce<tx_L2, tx_L3, 0>(tx_red_8, tx_value_6, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 204
+#line 239
     float tx_split_logsumexp_total = tx_red_8[0];
     // if (atomic_add(done + row, 1) == n_chunks - 1) { /* the row's last reader */
-#line 207 "kernels/softmax.c"
+#line 242 "kernels/softmax.c"
     tx::fence_before<tx::ACQ_REL, tx::SCOPE_GPU>();
-#line 207
+#line 242
     int tx_old_1 = tx::once<int>([&]() { return tx::atomic_add(done + row, 1); }, tx_smem);
-#line 207
+#line 242
     tx::fence_after<tx::ACQ_REL, tx::SCOPE_GPU>();
-#line 207
+#line 242
     if (tx_old_1 == n_chunks - 1) {
         // store(row_slots + lanes, (i64)0, live);
-#line 208 "kernels/softmax.c"
+#line 243 "kernels/softmax.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) if (tx_L2::owner() && tx_split_logsumexp_live[tx_i]) *(tx_split_logsumexp_row_slots + tx_split_logsumexp_lanes[tx_i]) = 0LL;
         // store(done + row, 0);
-#line 209 "kernels/softmax.c"
+#line 244 "kernels/softmax.c"
         if (threadIdx.x == 0) *(done + row) = 0;
     }
     // f32 lse = split_logsumexp(x, slots, done, in, row, chunk, n_chunks, n_cols, in_stride,
-#line 230 "kernels/softmax.c"
+#line 265 "kernels/softmax.c"
     float lse = tx_split_logsumexp_mx + tx::log(tx_split_logsumexp_total);
     // store(out + row * out_stride + offs, exp(x - lse), mask);
-#line 232 "kernels/softmax.c"
+#line 267 "kernels/softmax.c"
     float tx_value_7[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_7[tx_i] = tx::exp(x[tx_i] - lse);
-#line 232
+#line 267
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(out + row * out_stride + offs[tx_i], &tx_value_7[tx_i], mask[tx_i]);
 }

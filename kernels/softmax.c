@@ -2,10 +2,11 @@
  *
  * Rows are the first dimension. Inputs have a row and a column stride (in elements; a column
  * stride of 1, the usual case, is specialised as a constant and gives vector loads); outputs
- * are contiguous along their rows, with their own row stride. Data are f16, bf16 or f32; every
- * kernel computes in f32 and rounds once when it stores. One program handles one row. The
- * plain kernels hold the whole row in one tile (BLOCK >= n_cols, a power of two); the _looped
- * kernels take any row length, reading it in chunks of BLOCK columns.
+ * are contiguous along their rows, with their own row stride. Data are f16, bf16, f32 or f64;
+ * every kernel computes in acc_t (f32; f64 for f64) and rounds once when it stores. The plain
+ * kernels hold whole rows in one tile (BLOCK >= n_cols, a power of two; the forward ones ROWS
+ * rows per program); the _split kernels spread a longer row over programs (forward, not f64);
+ * the _looped kernels take any row length in one program, reading it in chunks of BLOCK.
  *
  *   softmax:      y = exp(x - max(x)) / sum(exp(x - max(x)))
  *   log_softmax:  y = x - logsumexp(x)
@@ -74,26 +75,60 @@ acc_t row_sum(tile a, i32 step, i32 n_cols, const i32 BLOCK)
 
 /* ---- forward, one tile per row ------------------------------------------------------------ */
 
-kernel softmax(any *out, const any *in, i32 n_cols, i32 in_stride, i32 in_step, i32 out_stride,
-               const i32 BLOCK)
+/* A program holds ROWS rows of BLOCK >= n_cols columns as one [ROWS, BLOCK] tile (short rows:
+ * several rows in flight per program, as the norms); ROWS and num_warps are the autotuner's,
+ * per row length and power-of-two bucket of the row count, pruned by teeny_tx.nn as the norms'
+ * forward configs are (elements per thread). */
+
+#pragma autotune key(n_cols, pow2(n_rows))
+#pragma autotune config(ROWS=1, num_warps=4)
+#pragma autotune config(ROWS=1, num_warps=8)
+#pragma autotune config(ROWS=1, num_warps=16)
+#pragma autotune config(ROWS=1, num_warps=32)
+#pragma autotune config(ROWS=2, num_warps=4)
+#pragma autotune config(ROWS=2, num_warps=8)
+#pragma autotune config(ROWS=4, num_warps=4)
+#pragma autotune config(ROWS=4, num_warps=8)
+#pragma autotune config(ROWS=8, num_warps=8)
+#pragma autotune config(ROWS=1, num_warps=2)
+#pragma autotune config(ROWS=2, num_warps=2)
+#pragma autotune config(ROWS=2, num_warps=16)
+#pragma autotune config(ROWS=4, num_warps=16)
+kernel softmax(any *out, const any *x, i32 n_rows, i32 n_cols, i32 x_stride, i32 x_step,
+               i32 out_stride, const i32 BLOCK, const i32 ROWS)
 {
-    i32 row = program_id(0);
-    tile cols = arange(0, BLOCK);
-    tile mask = cols < n_cols;
-    tile x = (acc_t)load(in + row * in_stride + cols * in_step, mask, -INF);
-    tile e = exp(x - max(x));
-    store(out + row * out_stride + cols, e * (1.0f / sum(e)), mask);
+    tile rows = expand_dims(program_id(0) * ROWS + arange(0, ROWS), 1);
+    tile cols = expand_dims(arange(0, BLOCK), 0);
+    tile mask = (rows < n_rows) & (cols < n_cols);
+    tile v = (acc_t)load(x + rows * x_stride + cols * x_step, mask, -INF);
+    tile e = exp(v - expand_dims(max(v, 1), 1));
+    store(out + rows * out_stride + cols, e * expand_dims(1.0f / sum(e, 1), 1), mask);
 }
 
-kernel log_softmax(any *out, const any *in, i32 n_cols, i32 in_stride, i32 in_step,
-                   i32 out_stride, const i32 BLOCK)
+#pragma autotune key(n_cols, pow2(n_rows))
+#pragma autotune config(ROWS=1, num_warps=4)
+#pragma autotune config(ROWS=1, num_warps=8)
+#pragma autotune config(ROWS=1, num_warps=16)
+#pragma autotune config(ROWS=1, num_warps=32)
+#pragma autotune config(ROWS=2, num_warps=4)
+#pragma autotune config(ROWS=2, num_warps=8)
+#pragma autotune config(ROWS=4, num_warps=4)
+#pragma autotune config(ROWS=4, num_warps=8)
+#pragma autotune config(ROWS=8, num_warps=8)
+#pragma autotune config(ROWS=1, num_warps=2)
+#pragma autotune config(ROWS=2, num_warps=2)
+#pragma autotune config(ROWS=2, num_warps=16)
+#pragma autotune config(ROWS=4, num_warps=16)
+kernel log_softmax(any *out, const any *x, i32 n_rows, i32 n_cols, i32 x_stride, i32 x_step,
+                   i32 out_stride, const i32 BLOCK, const i32 ROWS)
 {
-    i32 row = program_id(0);
-    tile cols = arange(0, BLOCK);
-    tile mask = cols < n_cols;
-    tile x = (acc_t)load(in + row * in_stride + cols * in_step, mask, -INF);
-    tile shifted = x - max(x);
-    store(out + row * out_stride + cols, shifted - log(sum(exp(shifted))), mask);
+    tile rows = expand_dims(program_id(0) * ROWS + arange(0, ROWS), 1);
+    tile cols = expand_dims(arange(0, BLOCK), 0);
+    tile mask = (rows < n_rows) & (cols < n_cols);
+    tile v = (acc_t)load(x + rows * x_stride + cols * x_step, mask, -INF);
+    tile shifted = v - expand_dims(max(v, 1), 1);
+    store(out + rows * out_stride + cols, shifted - expand_dims(log(sum(exp(shifted), 1)), 1),
+          mask);
 }
 
 /* ---- forward, any row length: one pass for logsumexp, one to write (last chunk first) ------ */

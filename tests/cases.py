@@ -513,13 +513,25 @@ GOLDEN: tuple[Golden, ...] = (
     # teeny_tx.nn: each kernel once, as the wrappers launch it (BLOCK and num_warps from
     # nn.row_config, the norms' ROWS and num_warps one of their autotune configs; rows of
     # 1000, 4096 or 32000 columns, contiguous: column strides of 1)
+    *(  # one tile per row: ROWS rows per program (one of the autotune configs)
+        Golden(
+            stem,
+            "softmax.c",
+            kernel,
+            (dtype, dtype, 8192, cols, cols, 1, cols),
+            {"BLOCK": block, "ROWS": rows},
+            warps,
+        )
+        for stem, kernel, dtype, cols, block, rows, warps in (
+            ("softmax.f32", "softmax", "f32", 1000, 1024, 2, 4),
+            ("log_softmax.bf16", "log_softmax", "bf16", 4096, 4096, 1, 16),
+        )
+    ),
     *(
         Golden(
             stem, "softmax.c", kernel, (dtype, dtype, cols, cols, 1, cols), {"BLOCK": block}, warps
         )
         for stem, kernel, dtype, cols, block, warps in (
-            ("softmax.f32", "softmax", "f32", 1000, 1024, 4),
-            ("log_softmax.bf16", "log_softmax", "bf16", 4096, 4096, 16),
             ("softmax_looped.f16", "softmax_looped", "f16", 32000, 4096, 16),
             ("log_softmax_looped.f32", "log_softmax_looped", "f32", 32000, 4096, 16),
         )

@@ -138,6 +138,43 @@ def test_every_norm_config_on_the_interpreter(case_name, index):
         case.check(outs, args, rows, cols)
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_every_softmax_rows_config_on_the_interpreter(name):
+    """Each #pragma autotune config (ROWS, num_warps) of the one-tile softmax kernels, launched
+    as teeny_tx.nn launches them, against float64: one column, 7 rows of 1001 (a partial last
+    group of ROWS), 9 rows of 17 strided columns; rows of a partial group are not written."""
+    case = CASES[name]
+    kernel = tx.compile("kernels/softmax.c").kernels[name]
+    for c in kernel.tune.configs:
+        for dtype, rows, cols, wrap in [
+            ("f32", 1, 1, None),
+            ("bf16", 7, 1001, None),
+            ("f16", 9, 17, _every_other_column),
+        ]:
+            rng = np.random.default_rng(hash((name, cols)) % 2**32)
+            (x,) = case.make(rng, rows, cols, dtype)
+            xv = wrap(x) if wrap else x
+            y = np.full((rows + 1, cols), np.nan, x.dtype)  # a row past the end: untouched
+            stride, step = (st // x.itemsize for st in xv.strides)
+            grid = (-(-rows // c.kwargs["ROWS"]),)
+            block = nn.norm_block(cols)
+            kernel.interpret[grid](
+                y,
+                xv,
+                rows,
+                cols,
+                stride,
+                step,
+                cols,
+                num_warps=c.num_warps,
+                BLOCK=block,
+                strided=True,
+                **c.kwargs,
+            )
+            assert np.isnan(y[rows].astype(np.float32)).all()
+            case.check([y[:rows]], (x,), rows, cols)
+
+
 @pytest.mark.parametrize("case_name", NORM_CASES)
 def test_norm_prune_keeps_a_config_that_fits_every_width(case_name):
     kernel = nn._norm_kernel(*_KERNELS[case_name])

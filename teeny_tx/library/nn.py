@@ -182,7 +182,36 @@ def _softmax_forward(fn: str, x: Any, interpret: bool) -> Any:
         y = _softmax_split(fn, x, arrays, interpret)
         if y is not None:
             return y
-    kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
+        return _softmax_looped(fn, x, arrays, interpret)
+    # one tile per row, ROWS rows per program: the autotuner's config, pruned as the norms'
+    kernel = _norm_kernel("softmax.c", fn)
+    alloc = arrays.allocator((rows, cols), arrays.dtype(x))
+    sizes = (rows, cols, stride, col_stride, cols)
+    fixed = {"BLOCK": config.block}
+    with arrays.device():
+        args = (alloc(), x, *sizes)
+        c = _norm_launch_config(arrays, kernel, _rows_grid, args, fixed, None)
+    del args
+    grid = (cdiv(rows, c.kwargs["ROWS"]),)
+    first = _Launch(arrays, kernel, grid, c.num_warps, **fixed, **c.kwargs)
+
+    def make(launch):
+        def plan(x):
+            y = alloc()
+            launch(y, x, *sizes)
+            return y
+
+        return plan
+
+    return _planned(_key(interpret, fn, (x,)), arrays, make, (first,), x)
+
+
+def _softmax_looped(fn: str, x: Any, arrays: _Arrays, interpret: bool) -> Any:
+    """The two-pass _looped kernels: f64 rows longer than one tile, and rows too long to
+    split."""
+    rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
+    config = row_config(cols)
+    kernel = getattr(module("softmax.c"), fn + "_looped")
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
     block, warps = _looped_launch(
         arrays, kernel, config, rows, alloc, x, cols, stride, col_stride, cols

@@ -154,6 +154,35 @@ def test_every_looped_softmax_config_is_right(dtype):
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_every_softmax_rows_config_is_right(name, dtype):
+    """Each #pragma autotune config (ROWS, num_warps) of the one-tile softmax kernels, launched
+    directly as teeny_tx.nn launches them, on 1001 rows of 1000 and 33 rows of 4097 columns
+    (partial last groups of ROWS): against float64."""
+    case = next(c for c in ROW_CASES if c.name == name)
+    kernel = getattr(module("softmax.c"), name)
+    for rows, cols in [(1001, 1000), (33, 4097)]:
+        (x,) = _host_args(case, dtype, rows, cols, seed=7)
+        d = cp.asarray(x)
+        for c in kernel.tune.configs:
+            y = cp.asarray(np.full(x.shape, np.nan, x.dtype))
+            grid = (-(-rows // c.kwargs["ROWS"]),)
+            kernel[grid](
+                y,
+                d,
+                rows,
+                cols,
+                cols,
+                1,
+                cols,
+                num_warps=c.num_warps,
+                BLOCK=nn.norm_block(cols),
+                **c.kwargs,
+            )
+            case.check([cp.asnumpy(y)], (x,), rows, cols)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_every_split_softmax_config_is_right(name, dtype):
     """Each #pragma autotune config of softmax_split / log_softmax_split, launched directly as
     teeny_tx.nn launches it, on 5 rows of 2^16 + 1 columns (a last chunk of one column) and on
