@@ -12,6 +12,9 @@
  *   cross_entropy_count: count alone, for the backward
  *   cross_entropy_bwd:   dlogits = (exp(logits - lse) - onehot(target)) * grad / count, 0 on
  *                        ignored rows; program (row, chunk) writes BLOCK columns of one row
+ *
+ * The row kernels' BLOCK and num_warps are the autotuner's, per row length (teeny_tx.nn prunes
+ * the BLOCKs longer than a row needs).
  */
 
 /* logsumexp of a row of n_cols elements, read in chunks of BLOCK (online softmax): each lane
@@ -47,6 +50,15 @@ acc_t count_kept(const i64 *targets, i32 n_rows, i64 ignore_index, const i32 BLO
     return (acc_t)sum(kept);
 }
 
+#pragma autotune key(n_cols)
+#pragma autotune config(BLOCK=4096, num_warps=16)
+#pragma autotune config(BLOCK=4096, num_warps=8)
+#pragma autotune config(BLOCK=8192, num_warps=16)
+#pragma autotune config(BLOCK=8192, num_warps=32)
+#pragma autotune config(BLOCK=2048, num_warps=8)
+#pragma autotune config(BLOCK=2048, num_warps=4)
+#pragma autotune config(BLOCK=1024, num_warps=4)
+#pragma autotune config(BLOCK=16384, num_warps=32)
 kernel cross_entropy_fwd(any *loss, any *lse, const any *logits, const i64 *targets, i32 n_cols,
                          i32 stride, i32 step, i64 ignore_index, const i32 BLOCK)
 {
@@ -80,6 +92,15 @@ kernel cross_entropy_count(any *count, const i64 *targets, i32 n_rows, i64 ignor
     store(count, count_kept(targets, n_rows, ignore_index, BLOCK));
 }
 
+#pragma autotune key(n_cols)
+#pragma autotune config(BLOCK=4096, num_warps=16)
+#pragma autotune config(BLOCK=4096, num_warps=8)
+#pragma autotune config(BLOCK=8192, num_warps=16)
+#pragma autotune config(BLOCK=8192, num_warps=32)
+#pragma autotune config(BLOCK=2048, num_warps=8)
+#pragma autotune config(BLOCK=2048, num_warps=4)
+#pragma autotune config(BLOCK=1024, num_warps=4)
+#pragma autotune config(BLOCK=16384, num_warps=32)
 kernel cross_entropy_bwd(any *dlogits, const any *logits, const i64 *targets, const any *lse,
                          const any *count, i32 n_cols, i32 stride, i32 step, i32 d_stride,
                          i64 ignore_index, f32 grad, const i32 BLOCK)

@@ -653,6 +653,31 @@ def _cross_entropy_checks(fn: str, named: dict[str, Any], interpret: bool):
     return arrays, rows, cols, stride, col_stride, None if dense else copy
 
 
+def _ce_prune(c: Config, args: tuple, kernel: Kernel) -> bool:
+    """The cross-entropy row kernels' prune hook: True drops a BLOCK longer than the row's
+    next power of two (at least the least BLOCK), or more warps than BLOCK / 64 lanes fill."""
+    names = [p.name for p in kernel.binder.runtime]
+    cols = int(args[names.index("n_cols")])
+    least = min(k.kwargs["BLOCK"] for k in kernel.tune.configs)
+    block = c.kwargs["BLOCK"]
+    return block > max(least, norm_block(cols)) or 32 * c.num_warps > max(32, block // 2)
+
+
+@functools.cache
+def _ce_kernel(name: str) -> Kernel:
+    kernel = getattr(module("cross_entropy.c"), name)
+    kernel.tune.prune = functools.partial(_ce_prune, kernel=kernel)
+    return kernel
+
+
+def _ce_config(arrays: _Arrays, kernel: Kernel, grid: Any, args: tuple, rows: int) -> Config:
+    """The first config the prune keeps on the interpreter (or with TUNE off, or no rows);
+    else the autotuner's choice, timed once per row length and dtypes."""
+    if arrays.kind == "numpy" or not TUNE or rows == 0:
+        return next(c for c in kernel.tune.configs if not _ce_prune(c, args, kernel))
+    return kernel.tune[grid].best(*args, strided=True)
+
+
 def cross_entropy(
     logits: Any, targets: Any, ignore_index: int = -100, *, interpret: bool = False
 ) -> tuple[Any, Any]:
@@ -668,15 +693,18 @@ def cross_entropy(
     arrays, rows, cols, stride, col_stride, dense = _cross_entropy_checks(
         "cross_entropy", named, interpret
     )
-    config = row_config(cols, LOOP_BLOCK)
     mod = module("cross_entropy.c")
     acc = arrays.acc(logits)
     alloc_rows, alloc_loss = arrays.allocator((rows,), acc), arrays.allocator((), acc)
     alloc_count = arrays.allocator((1,), acc)
     ignore = ("ignore_index",)
-    first_rows = _Launch(
-        arrays, mod.cross_entropy_fwd, (rows,), config.num_warps, ignore, BLOCK=config.block
-    )
+    kernel = _ce_kernel("cross_entropy_fwd")
+    with arrays.device():
+        t = targets if dense is None else dense(targets)
+        args = (alloc_rows(), alloc_rows(), logits, t, cols, stride, col_stride, ignore_index)
+        c = _ce_config(arrays, kernel, (rows,), args, rows)
+    del t, args
+    first_rows = _Launch(arrays, kernel, (rows,), c.num_warps, ignore, **c.kwargs)
     first_mean = _Launch(arrays, mod.cross_entropy_mean, (1,), 4, ignore, BLOCK=_MEAN_BLOCK)
 
     def make(rows_launch, mean_launch):
@@ -717,21 +745,28 @@ def cross_entropy_backward(
         "cross_entropy_backward", named, interpret
     )
     arrays.vector(lse, "lse", rows, (arrays.acc(logits),), "logits' rows")
-    config = row_config(cols, LOOP_BLOCK)
     mod = module("cross_entropy.c")
     alloc = arrays.allocator((rows, cols), arrays.dtype(logits))
     alloc_count = arrays.allocator((1,), arrays.acc(logits))
     ignore = ("ignore_index",)
     first_count = _Launch(arrays, mod.cross_entropy_count, (1,), 4, ignore, BLOCK=_MEAN_BLOCK)
-    grid = (rows, cdiv(cols, config.block))
-    first_rows = _Launch(
-        arrays,
-        mod.cross_entropy_bwd,
-        grid,
-        config.num_warps,
-        ("ignore_index", "grad"),
-        BLOCK=config.block,
-    )
+    kernel = _ce_kernel("cross_entropy_bwd")
+    with arrays.device():
+        t = targets if dense is None else dense(targets)
+        count = alloc_count()
+        if arrays.kind == "torch":  # the count the timing launches divide by: any nonzero
+            count.fill_(1.0)
+        elif arrays.kind == "cupy":
+            count.fill(1.0)
+        args = (alloc(), logits, t, lse, count, cols, stride, col_stride, cols, ignore_index)
+
+        def tuned_grid(meta: dict) -> tuple[int, int]:
+            return (rows, cdiv(cols, meta["BLOCK"]))
+
+        c = _ce_config(arrays, kernel, tuned_grid, (*args, float(grad)), rows)
+    del t, count, args
+    grid = (rows, cdiv(cols, c.kwargs["BLOCK"]))
+    first_rows = _Launch(arrays, kernel, grid, c.num_warps, ("ignore_index", "grad"), **c.kwargs)
 
     def make(count_launch, rows_launch):
         def plan(logits, targets, lse, ignore_index, grad):
