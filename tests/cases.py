@@ -589,7 +589,7 @@ GOLDEN: tuple[Golden, ...] = (
         "layer_norm_bwd_dx",
         ("bf16", "f32", "f32", "bf16", "bf16", "f32", "f32", "f32")
         + (8192, 4096, 4096, 1, 4096, 1, 4096),
-        {"BLOCK": 4096, "ROWS": 1, "EVEN": 1},
+        {"BLOCK": 4096, "ROWS": 1, "EVEN": 1, "INTERLEAVE": 1},
         16,
     ),
     Golden(
@@ -612,7 +612,7 @@ GOLDEN: tuple[Golden, ...] = (
         "rmsnorm.c",
         "rms_norm_bwd_dx",
         ("f16", "f32", "f16", "f16", "f16", "f32", 8192, 1000, 1000, 1, 1000, 1, 1000),
-        {"BLOCK": 1024, "ROWS": 2, "EVEN": 0},
+        {"BLOCK": 1024, "ROWS": 2, "EVEN": 0, "INTERLEAVE": 0},
         4,
     ),
     Golden(

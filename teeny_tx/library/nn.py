@@ -394,16 +394,19 @@ def _norm_launch_config(
     these arguments (timed once per row length, power-of-two bucket of the row count and
     dtypes, then read from the disk cache)."""
     if config is not None:
-        if not _is_norm_config(config):
-            raise arrays.error(f"config must be a teeny_tx.Config(dict(ROWS=...)), got {config!r}")
+        if not _is_norm_config(config, kernel):
+            names = ", ".join(f"{n}=..." for n in kernel.tune.configs[0].kwargs)
+            raise arrays.error(f"config must be a teeny_tx.Config(dict({names})), got {config!r}")
         return config
     if arrays.kind == "numpy" or not TUNE:
         return next(c for c in kernel.tune.configs if not norm_prune(c, args, kernel))
     return kernel.tune[grid].best(*args, strided=True, **constexprs)
 
 
-def _is_norm_config(config: Any) -> bool:
-    return isinstance(config, Config) and set(config.kwargs) == {"ROWS"}
+def _is_norm_config(config: Any, kernel: Kernel) -> bool:
+    """Whether ``config`` is a Config naming the constexprs of ``kernel``'s configs (ROWS; the
+    backward's INTERLEAVE too)."""
+    return isinstance(config, Config) and set(config.kwargs) == set(kernel.tune.configs[0].kwargs)
 
 
 def _rows_grid(meta: dict) -> tuple[int]:
@@ -511,7 +514,7 @@ def _norm_backward(
     tail = (rows, cols, *sizes[2:], cols)
     with arrays.device():
         sms = arrays.sms()
-        given = (config,) if _is_norm_config(config) else ()
+        given = (config,) if _is_norm_config(config, dx_kernel) else ()
         most = max(backward_programs(rows, sms, c) for c in (*dx_kernel.tune.configs, *given))
         alloc_most = arrays.allocator((most, cols), arrays.acc(x))
         parts = (alloc_most(), alloc_most()) if layer else (alloc_most(),)
@@ -564,7 +567,8 @@ def layer_norm_backward(
     interpret: bool = False,
 ) -> tuple[Any, Any, Any]:
     """(dx, dweight, dbias) of :func:`layer_norm`, from the forward's ``mean`` and ``rstd``;
-    ``config`` as :func:`layer_norm`'s, for the dx kernel."""
+    ``config``: a Config(dict(ROWS=..., INTERLEAVE=...), num_warps=...) of the dx kernel's
+    (INTERLEAVE 1: program p takes rows p, p + G, ... in groups of ROWS; 0: a run of rows)."""
     if not interpret:
         key = ("layer_norm_backward", _signature(dy), _signature(x), _signature(weight))
         hit = _PLANS.get((*key, _signature(mean), _signature(rstd), config))
@@ -629,7 +633,7 @@ def rms_norm_backward(
     interpret: bool = False,
 ) -> tuple[Any, Any]:
     """(dx, dweight) of :func:`rms_norm`, from the forward's ``rstd``; ``config`` as
-    :func:`layer_norm`'s, for the dx kernel."""
+    :func:`layer_norm_backward`'s."""
     if not interpret:
         key = ("rms_norm_backward", _signature(dy), _signature(x), _signature(weight))
         hit = _PLANS.get((*key, _signature(rstd), config))
