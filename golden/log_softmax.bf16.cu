@@ -16,9 +16,9 @@ log_softmax(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ x, int n_rows,
     // tile cols = expand_dims(arange(0, BLOCK), 0);
 #line 126 "kernels/softmax.c"
     int cols[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) cols[tx_i] = tx_L1::coord(tx_i, 1);
-    // tile mask = (rows < n_rows) & (cols < n_cols);
+    // tile mask = ((rows < n_rows) | (ROWS == 1)) & (cols < n_cols); /* one row: always a row */
 #line 127 "kernels/softmax.c"
-    bool mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) mask[tx_i] = (rows[tx::remap<tx_L0, tx_L1>(tx_i)] < n_rows) & (cols[tx_i] < n_cols);
+    bool mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) mask[tx_i] = ((rows[tx::remap<tx_L0, tx_L1>(tx_i)] < n_rows) | true) & (cols[tx_i] < n_cols);
     // tile v = (acc_t)load(x + rows * x_stride + cols * x_step, mask, -INF);
 #line 128 "kernels/softmax.c"
     __nv_bfloat16 tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + rows[tx::remap<tx_L0, tx_L1>(tx_i)] * x_stride + cols[tx_i], mask[tx_i], __nv_bfloat16(-__int_as_float(0x7f800000)));

@@ -17,9 +17,9 @@ softmax(float* out, const float* __restrict__ x, int n_rows, int n_cols, int x_s
     // tile cols = expand_dims(arange(0, BLOCK), 0);
 #line 101 "kernels/softmax.c"
     int cols[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) cols[tx_i] = tx_L1::coord(tx_i, 1);
-    // tile mask = (rows < n_rows) & (cols < n_cols);
+    // tile mask = ((rows < n_rows) | (ROWS == 1)) & (cols < n_cols); /* one row: always a row */
 #line 102 "kernels/softmax.c"
-    bool mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) mask[tx_i] = (rows[tx::remap<tx_L0, tx_L2>(tx_i)] < n_rows) & (cols[tx::remap<tx_L1, tx_L2>(tx_i)] < n_cols);
+    bool mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) mask[tx_i] = ((rows[tx::remap<tx_L0, tx_L2>(tx_i)] < n_rows) | false) & (cols[tx::remap<tx_L1, tx_L2>(tx_i)] < n_cols);
     // tile v = (acc_t)load(x + rows * x_stride + cols * x_step, mask, -INF);
 #line 103 "kernels/softmax.c"
     float v[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) v[tx_i] = mask[tx_i] ? *(x + rows[tx::remap<tx_L0, tx_L2>(tx_i)] * x_stride + cols[tx::remap<tx_L1, tx_L2>(tx_i)]) : -__int_as_float(0x7f800000);

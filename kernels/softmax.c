@@ -99,7 +99,7 @@ kernel softmax(any *out, const any *x, i32 n_rows, i32 n_cols, i32 x_stride, i32
 {
     tile rows = expand_dims(program_id(0) * ROWS + arange(0, ROWS), 1);
     tile cols = expand_dims(arange(0, BLOCK), 0);
-    tile mask = (rows < n_rows) & (cols < n_cols);
+    tile mask = ((rows < n_rows) | (ROWS == 1)) & (cols < n_cols); /* one row: always a row */
     tile v = (acc_t)load(x + rows * x_stride + cols * x_step, mask, -INF);
     tile e = exp(v - expand_dims(max(v, 1), 1));
     store(out + rows * out_stride + cols, e * expand_dims(1.0f / sum(e, 1), 1), mask);
@@ -124,7 +124,7 @@ kernel log_softmax(any *out, const any *x, i32 n_rows, i32 n_cols, i32 x_stride,
 {
     tile rows = expand_dims(program_id(0) * ROWS + arange(0, ROWS), 1);
     tile cols = expand_dims(arange(0, BLOCK), 0);
-    tile mask = (rows < n_rows) & (cols < n_cols);
+    tile mask = ((rows < n_rows) | (ROWS == 1)) & (cols < n_cols); /* one row: always a row */
     tile v = (acc_t)load(x + rows * x_stride + cols * x_step, mask, -INF);
     tile shifted = v - expand_dims(max(v, 1), 1);
     store(out + rows * out_stride + cols, shifted - expand_dims(log(sum(exp(shifted), 1)), 1),
