@@ -182,21 +182,23 @@ kernel log_softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i3
 /* A row of n_cols > one tile is cut into chunks of CHUNK columns, one program each (program
  * row * n_chunks + chunk, so a row's chunks are neighbours in launch order and run at about the
  * same time). A program loads its chunk once, into registers, and publishes the chunk's
- * (max, sum of exp(x - max)) as 64 bits in slots[row, chunk]; it reads its row's slots until
- * every chunk has published, combines them into the row's logsumexp, and writes its chunk: the
+ * (max, sum of exp(x - max)) as 64 bits in slots[row, chunk]; once every chunk of the row has
+ * published (counted in count[row]), it combines them into the row's logsumexp and writes its
+ * chunk: the
  * row is read once and written once (the two-pass _looped kernels read it twice: at most 2/3
  * of copy bandwidth for rows the L2 cannot hold).
  *
- * No program waits unboundedly: after `spins` reads of the slots, a program computes each
+ * No program waits unboundedly: after `spins` reads of the row's count, a program computes each
  * chunk still missing itself, from the input (the same helper, the same arithmetic: the same
  * bits as the chunk's owner would publish). So the kernel finishes whatever runs at once (a
  * grid larger than the device holds, other work on the SMs, the interpreter, which runs
  * programs one after another and is given spins = 0), and its output does not depend on
- * timing. Slots are read with atomics (at the L2, never a stale L1 line); a slot of 0 is
- * empty (a packed chunk is never 0: see chunk_stats). The last program of a row to finish
- * (counted in done[row]) sets the row's slots and count back to 0, so the buffers are zero
- * again after every launch: the autotuner's repeated launches and a captured graph's replays
- * see what the first launch saw. slots [rows, n_chunks] i64 and done [rows] i32 start zero. */
+ * timing. Slots and counts are read with atomics (at the L2, never a stale L1 line); a slot of
+ * 0 is empty (a packed chunk is never 0: see chunk_stats). count[row] counts arrivals (low 16
+ * bits: n_chunks <= 1024) and departures (above); the last to leave sets the row's slots and count back to 0,
+ * so the buffers are zero again after every launch: the autotuner's repeated launches and a
+ * captured graph's replays see what the first launch saw. slots [rows, n_chunks] i64 and
+ * count [rows] i32 start zero. */
 
 /* (max, sum of exp(x - max)) of a chunk of f32 (masked lanes -INF), packed into 64 bits: the
  * max's bits high, the sum's low (an i64, as torch makes i64 buffers everywhere). A chunk of
@@ -208,23 +210,27 @@ i64 chunk_stats(tile x)
     return (i64)(((u64)bitcast(m, u32) << 32) | (u64)bitcast(s, u32));
 }
 
-/* The logsumexp of row `row` whose chunk `chunk` is `x` (f32, masked lanes -INF): publish,
- * wait for the other chunks (at most `spins` reads), compute the missing ones, combine. */
-f32 split_logsumexp(tile x, tile slots, tile done, tile in, i32 row, i32 chunk,
+/* The logsumexp of row `row` whose chunk `chunk` is `x` (f32, masked lanes -INF): publish, count
+ * the arrival in count[row], poll that count (at most `spins` reads: one address, not the
+ * row's slots) until every chunk has arrived, read the slots once, compute any still missing,
+ * combine; count the departure, and the row's last to leave zeroes the slots and the count. */
+f32 split_logsumexp(tile x, tile slots, tile count, tile in, i32 row, i32 chunk,
                     i32 n_chunks, i32 n_cols, i32 in_stride, i32 in_step, i32 spins,
                     const i32 CHUNK, const i32 SLOTS)
 {
     tile row_slots = slots + row * n_chunks;
     store(row_slots + chunk, chunk_stats(x));
+    /* ACQ_REL: the slot is written before the arrival is counted; n_chunks arrivals seen, every
+     * slot of the row is. Arrivals count in the low 16 bits, departures from bit 16 (a program
+     * that stopped waiting may leave before another arrives) */
+    i32 arrived = (atomic_add(count + row, 1) + 1) & 65535;
+    for (i32 t = 0; t < spins && arrived < n_chunks; t++) {
+        arrived = atomic_add(count + row, 0) & 65535;
+    }
     tile lanes = arange(0, SLOTS);
     tile live = lanes < n_chunks;
     tile seen = atomic_or(row_slots + lanes, (i64)0, live, RELAXED);
-    i32 missing = sum((i32)(live & (seen == 0)));
-    for (i32 t = 0; t < spins && missing > 0; t++) {
-        seen = atomic_or(row_slots + lanes, (i64)0, live, RELAXED);
-        missing = sum((i32)(live & (seen == 0)));
-    }
-    if (missing > 0) { /* the programs of those chunks have not run yet: do their part */
+    if (arrived < n_chunks) { /* the programs of some chunks have not run yet: do their part */
         for (i32 c = 0; c < n_chunks; c++) {
             if (sum((i32)((lanes == c) & (seen == 0))) > 0) {
                 tile offs = c * CHUNK + arange(0, CHUNK);
@@ -237,11 +243,11 @@ f32 split_logsumexp(tile x, tile slots, tile done, tile in, i32 row, i32 chunk,
     tile s = bitcast((u32)seen, f32);
     f32 mx = max(where(live, m, -INF));
     f32 total = sum(where(live & (s != 0.0f), s * exp(m - mx), 0.0f)); /* NaN stays NaN */
-    /* ACQ_REL: this program's slot is written before it counts itself, and the last reader's
-     * zeros land after every slot of the row */
-    if (atomic_add(done + row, 1) == n_chunks - 1) { /* the row's last reader */
+    /* ACQ_REL: the departures follow every read of the slots; the last zeroes them after every
+     * slot of the row is written (every program arrives before it leaves) */
+    if (atomic_add(count + row, 65536) >> 16 == n_chunks - 1) {
         store(row_slots + lanes, (i64)0, live);
-        store(done + row, 0);
+        store(count + row, 0);
     }
     return mx + log(total);
 }
@@ -253,7 +259,7 @@ f32 split_logsumexp(tile x, tile slots, tile done, tile in, i32 row, i32 chunk,
 #pragma autotune config(CHUNK=16384, num_warps=16)
 #pragma autotune config(CHUNK=16384, num_warps=8)
 #pragma autotune config(CHUNK=4096, num_warps=8)
-kernel softmax_split(any *out, i64 *slots, i32 *done, const any *in, i32 n_cols, i32 in_stride,
+kernel softmax_split(any *out, i64 *slots, i32 *count, const any *in, i32 n_cols, i32 in_stride,
                      i32 in_step, i32 out_stride, i32 spins, const i32 CHUNK, const i32 SLOTS)
 {
     i32 n_chunks = (n_cols + CHUNK - 1) / CHUNK;
@@ -262,7 +268,7 @@ kernel softmax_split(any *out, i64 *slots, i32 *done, const any *in, i32 n_cols,
     tile offs = chunk * CHUNK + arange(0, CHUNK);
     tile mask = offs < n_cols;
     tile x = (f32)load(in + row * in_stride + offs * in_step, mask, -INF);
-    f32 lse = split_logsumexp(x, slots, done, in, row, chunk, n_chunks, n_cols, in_stride,
+    f32 lse = split_logsumexp(x, slots, count, in, row, chunk, n_chunks, n_cols, in_stride,
                               in_step, spins, CHUNK, SLOTS);
     store(out + row * out_stride + offs, exp(x - lse), mask);
 }
@@ -274,7 +280,7 @@ kernel softmax_split(any *out, i64 *slots, i32 *done, const any *in, i32 n_cols,
 #pragma autotune config(CHUNK=16384, num_warps=16)
 #pragma autotune config(CHUNK=16384, num_warps=8)
 #pragma autotune config(CHUNK=4096, num_warps=8)
-kernel log_softmax_split(any *out, i64 *slots, i32 *done, const any *in, i32 n_cols,
+kernel log_softmax_split(any *out, i64 *slots, i32 *count, const any *in, i32 n_cols,
                          i32 in_stride, i32 in_step, i32 out_stride, i32 spins,
                          const i32 CHUNK, const i32 SLOTS)
 {
@@ -284,7 +290,7 @@ kernel log_softmax_split(any *out, i64 *slots, i32 *done, const any *in, i32 n_c
     tile offs = chunk * CHUNK + arange(0, CHUNK);
     tile mask = offs < n_cols;
     tile x = (f32)load(in + row * in_stride + offs * in_step, mask, -INF);
-    f32 lse = split_logsumexp(x, slots, done, in, row, chunk, n_chunks, n_cols, in_stride,
+    f32 lse = split_logsumexp(x, slots, count, in, row, chunk, n_chunks, n_cols, in_stride,
                               in_step, spins, CHUNK, SLOTS);
     store(out + row * out_stride + offs, x - lse, mask);
 }

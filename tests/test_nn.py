@@ -433,6 +433,50 @@ def test_split_softmax_every_config_on_the_interpreter(name):
             np.testing.assert_allclose(y[r], y_looped[r], rtol=2e-5, atol=1e-4 if log else 0)
 
 
+def test_cross_entropy_split_every_config_on_the_interpreter():
+    """Each config of cross_entropy_fwd_split against cross_entropy_fwd (one program per row)
+    on 5 rows of 9001 columns as a column-strided view, with an ignored row, a target out of
+    range (NaN loss) and a row of -INF but its target; arrived is zero again afterwards."""
+    mod = tx.compile("kernels/cross_entropy.c")
+    split, whole = mod.kernels["cross_entropy_fwd_split"], mod.kernels["cross_entropy_fwd"]
+    rng = np.random.default_rng(3)
+    rows, cols = 5, 9001
+    x = (rng.standard_normal((rows, cols)) * 4).astype(np.float32)
+    x[3] = -np.inf
+    x[3, 7] = 2.0
+    view = _every_other_column(x)
+    targets = np.array([5, -100, 9001, 7, 9000], np.int64)
+    ref_loss, ref_lse = np.empty(rows, np.float32), np.empty(rows, np.float32)
+    whole.interpret[(rows,)](ref_loss, ref_lse, x, targets, cols, cols, 1, -100, BLOCK=4096)
+    assert np.isnan(ref_loss[2]) and ref_loss[1] == 0
+    least = min(c.kwargs["CHUNK"] for c in split.tune.configs)
+    slots_n = nn._split_slots(split, cols)
+    for c in split.tune.configs:
+        loss, lse = np.full(rows, np.nan, np.float32), np.full(rows, np.nan, np.float32)
+        slots = np.zeros(rows * -(-cols // least), np.int64)
+        arrived = np.zeros(rows, np.int32)
+        grid = (rows * -(-cols // c.kwargs["CHUNK"]),)
+        split.interpret[grid](
+            loss,
+            lse,
+            slots,
+            arrived,
+            view,
+            targets,
+            cols,
+            2 * cols,
+            2,
+            -100,
+            num_warps=c.num_warps,
+            SLOTS=slots_n,
+            strided=True,
+            **c.kwargs,
+        )
+        assert not arrived.any()
+        np.testing.assert_allclose(lse, ref_lse, rtol=1e-6)
+        np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
 def test_split_softmax_applies_to_long_rows_of_f16_bf16_f32():
     """f64 rows (a chunk's statistics do not pack into a u64) and rows of more than MAX_SLOTS
     chunks keep the _looped kernels."""
@@ -488,7 +532,9 @@ def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatc
         dtype = dtypes[i % 3]
         args = case.make(np.random.default_rng(i), 3, cols, dtype)
         case.run(args, interpret=True)
-        if cols == LONG and case.name in ("softmax", "log_softmax"):  # f64: the _looped kernels
+        # f64: the _looped softmax kernels and cross_entropy_fwd (the split kernels take f16,
+        # bf16 and f32)
+        if cols == LONG and case.name in ("softmax", "log_softmax", "cross_entropy"):
             case.run(case.make(np.random.default_rng(i), 3, cols, "f64"), interpret=True)
     compiled = set()
     for kernel, args, num_warps, constexprs in launches.values():

@@ -658,12 +658,14 @@ def _cross_entropy_checks(fn: str, named: dict[str, Any], interpret: bool):
 
 
 def _ce_prune(c: Config, args: tuple, kernel: Kernel) -> bool:
-    """The cross-entropy row kernels' prune hook: True drops a BLOCK longer than the row's
-    next power of two (at least the least BLOCK), or more warps than BLOCK / 64 lanes fill."""
+    """The cross-entropy row kernels' prune hook: True drops a BLOCK (CHUNK) longer than the
+    row's next power of two (at least the least of the configs'), or more warps than BLOCK / 64
+    lanes fill."""
     names = [p.name for p in kernel.binder.runtime]
     cols = int(args[names.index("n_cols")])
-    least = min(k.kwargs["BLOCK"] for k in kernel.tune.configs)
-    block = c.kwargs["BLOCK"]
+    name = "CHUNK" if "CHUNK" in c.kwargs else "BLOCK"
+    least = min(k.kwargs[name] for k in kernel.tune.configs)
+    block = c.kwargs[name]
     return block > max(least, norm_block(cols)) or 32 * c.num_warps > max(32, block // 2)
 
 
@@ -674,12 +676,15 @@ def _ce_kernel(name: str) -> Kernel:
     return kernel
 
 
-def _ce_config(arrays: _Arrays, kernel: Kernel, grid: Any, args: tuple, rows: int) -> Config:
+def _ce_config(
+    arrays: _Arrays, kernel: Kernel, grid: Any, args: tuple, rows: int, fixed: dict | None = None
+) -> Config:
     """The first config the prune keeps on the interpreter (or with TUNE off, or no rows);
-    else the autotuner's choice, timed once per row length and dtypes."""
+    else the autotuner's choice, timed once per row length and dtypes (``fixed``: the launch's
+    other constexprs)."""
     if arrays.kind == "numpy" or not TUNE or rows == 0:
         return next(c for c in kernel.tune.configs if not _ce_prune(c, args, kernel))
-    return kernel.tune[grid].best(*args, strided=True)
+    return kernel.tune[grid].best(*args, strided=True, **(fixed or {}))
 
 
 def cross_entropy(
@@ -702,13 +707,32 @@ def cross_entropy(
     alloc_rows, alloc_loss = arrays.allocator((rows,), acc), arrays.allocator((), acc)
     alloc_count = arrays.allocator((1,), acc)
     ignore = ("ignore_index",)
-    kernel = _ce_kernel("cross_entropy_fwd")
+    split = _ce_kernel("cross_entropy_fwd_split")
+    slots = _split_slots(split, cols)
+    buffers: tuple[Callable[[], Any], ...] = ()
+    if arrays.dtype(logits) in SPLIT_DTYPES and slots:  # a program per (row, chunk)
+        kernel, fixed = split, {"SLOTS": slots}
+        least = min(c.kwargs["CHUNK"] for c in split.tune.configs)
+        buffers = (_zeros(arrays, (rows * cdiv(cols, least),), "i64"),)
+        buffers += (_zeros(arrays, (max(rows, 1),), "i32"),)
+
+        def grid(meta: dict) -> tuple[int]:
+            return (rows * cdiv(cols, meta["CHUNK"]),)
+
+    else:  # f64: a program per row
+        kernel, fixed = _ce_kernel("cross_entropy_fwd"), {}
+
+        def grid(meta: dict) -> tuple[int]:
+            return (rows,)
+
     with arrays.device():
         t = targets if dense is None else dense(targets)
-        args = (alloc_rows(), alloc_rows(), logits, t, cols, stride, col_stride, ignore_index)
-        c = _ce_config(arrays, kernel, (rows,), args, rows)
-    del t, args
-    first_rows = _Launch(arrays, kernel, (rows,), c.num_warps, ignore, **c.kwargs)
+        made = tuple(b() for b in buffers)
+        args = (alloc_rows(), alloc_rows(), *made, logits, t, cols, stride, col_stride)
+        c = _ce_config(arrays, kernel, grid, (*args, ignore_index), rows, fixed)
+    del t, made, args
+    launch_grid = grid({**c.kwargs, **fixed})
+    first_rows = _Launch(arrays, kernel, launch_grid, c.num_warps, ignore, **fixed, **c.kwargs)
     first_mean = _Launch(arrays, mod.cross_entropy_mean, (1,), 4, ignore, BLOCK=_MEAN_BLOCK)
 
     def make(rows_launch, mean_launch):
@@ -717,7 +741,8 @@ def cross_entropy(
                 targets = dense(targets)
             losses, lse, loss, count = alloc_rows(), alloc_rows(), alloc_loss(), alloc_count()
             ignore = int(ignore_index)
-            rows_launch(losses, lse, logits, targets, cols, stride, col_stride, ignore)
+            made = tuple(b() for b in buffers)
+            rows_launch(losses, lse, *made, logits, targets, cols, stride, col_stride, ignore)
             mean_launch(loss, count, losses, targets, rows, ignore)
             return loss, lse
 

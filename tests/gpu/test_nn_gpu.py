@@ -20,6 +20,7 @@ ROWS = (1, 3, 1000)
 COLS = (1, 17, 1000, 4097)
 LONG = 65537  # the looped kernels: softmax family and cross-entropy
 DTYPES = ("f32", "f16", "bf16")
+DTYPES_NP = {"f32": np.float32, "f16": np.float16}
 
 
 def _shapes(long_rows: bool, long_rows_max: int = ROWS[-1]):
@@ -220,6 +221,46 @@ def test_every_split_softmax_config_is_right(name, dtype):
                 outs.append(cp.asnumpy(y))
             case.check(outs[:1], (x,), rows, cols)
             np.testing.assert_array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])  # CuPy has no bf16: test_torch_* have it
+def test_every_cross_entropy_split_config_is_right(dtype):
+    """Each config of cross_entropy_fwd_split, launched directly as teeny_tx.nn launches it, on
+    600 rows of 32001 columns (targets with ignored rows): lse and loss against
+    cross_entropy_fwd (a program per row) on the same device; arrived zero after each launch."""
+    mod = module("cross_entropy.c")
+    split, whole = mod.cross_entropy_fwd_split, mod.cross_entropy_fwd
+    rows, cols = 600, 32001
+    rng = np.random.default_rng(8)
+    x = cp.asarray(rng.standard_normal((rows, cols)).astype(DTYPES_NP[dtype]))
+    targets = cp.asarray(rng.integers(0, cols, rows).astype(np.int64))
+    targets[::7] = -100
+    ref_loss, ref_lse = cp.empty(rows, cp.float32), cp.empty(rows, cp.float32)
+    whole[(rows,)](ref_loss, ref_lse, x, targets, cols, cols, 1, -100, BLOCK=4096, num_warps=16)
+    least = min(c.kwargs["CHUNK"] for c in split.tune.configs)
+    slots = cp.zeros(rows * -(-cols // least), cp.int64)
+    arrived = cp.zeros(rows, cp.int32)
+    for c in split.tune.configs:
+        loss, lse = cp.full(rows, cp.nan, cp.float32), cp.full(rows, cp.nan, cp.float32)
+        grid = (rows * -(-cols // c.kwargs["CHUNK"]),)
+        split[grid](
+            loss,
+            lse,
+            slots,
+            arrived,
+            x,
+            targets,
+            cols,
+            cols,
+            1,
+            -100,
+            num_warps=c.num_warps,
+            SLOTS=nn._split_slots(split, cols),
+            **c.kwargs,
+        )
+        assert not arrived.any(), c
+        np.testing.assert_allclose(cp.asnumpy(lse), cp.asnumpy(ref_lse), rtol=1e-6)
+        np.testing.assert_allclose(cp.asnumpy(loss), cp.asnumpy(ref_loss), rtol=2e-5, atol=2e-5)
 
 
 def _every_other_column(a):
