@@ -506,6 +506,7 @@ def bench_case(rows: int, cols: int, looped: bool, tnn, nn_error, args, table) -
                         lib_nn.SPLIT_SPINS,
                         num_warps=c.num_warps,
                         SLOTS=slots_n,
+                        LOG=0,
                         **c.kwargs,
                     )
 

@@ -5,7 +5,7 @@
  * are contiguous along their rows, with their own row stride. Data are f16, bf16, f32 or f64;
  * every kernel computes in acc_t (f32; f64 for f64) and rounds once when it stores. The plain
  * kernels hold whole rows in one tile (BLOCK >= n_cols, a power of two; the forward ones ROWS
- * rows per program); the _split kernels spread a longer row over programs (forward, not f64);
+ * rows per program); softmax_split spreads a longer row over programs (forward, not f64);
  * the _looped kernels take any row length in one program, reading it in chunks of BLOCK.
  *
  *   softmax:      y = exp(x - max(x)) / sum(exp(x - max(x)))
@@ -179,7 +179,9 @@ kernel log_softmax_looped(any *out, const any *in, i32 n_cols, i32 in_stride, i3
 
 /* ---- forward, long rows split over programs: one read, one write ------------------------- */
 
-/* A row of n_cols > one tile is cut into chunks of CHUNK columns, one program each (program
+/* softmax (LOG = 0) and log_softmax (LOG = 1) of rows longer than one tile.
+ *
+ * A row of n_cols is cut into chunks of CHUNK columns, one program each (program
  * row * n_chunks + chunk, so a row's chunks are neighbours in launch order and run at about the
  * same time). A program loads its chunk once, into registers, and publishes the chunk's
  * (max, sum of exp(x - max)) as 64 bits in slots[row, chunk]; once every chunk of the row has
@@ -210,14 +212,24 @@ i64 chunk_stats(tile x)
     return (i64)(((u64)bitcast(m, u32) << 32) | (u64)bitcast(s, u32));
 }
 
-/* The logsumexp of row `row` whose chunk `chunk` is `x` (f32, masked lanes -INF): publish, count
- * the arrival in count[row], poll that count (at most `spins` reads: one address, not the
- * row's slots) until every chunk has arrived, read the slots once, compute any still missing,
- * combine; count the departure, and the row's last to leave zeroes the slots and the count. */
-f32 split_logsumexp(tile x, tile slots, tile count, tile in, i32 row, i32 chunk,
-                    i32 n_chunks, i32 n_cols, i32 in_stride, i32 in_step, i32 spins,
-                    const i32 CHUNK, const i32 SLOTS)
+#pragma autotune key(n_cols)
+#pragma autotune config(CHUNK=8192, num_warps=8)
+#pragma autotune config(CHUNK=8192, num_warps=4)
+#pragma autotune config(CHUNK=4096, num_warps=4)
+#pragma autotune config(CHUNK=16384, num_warps=16)
+#pragma autotune config(CHUNK=4096, num_warps=8)
+#pragma autotune config(CHUNK=2048, num_warps=4)
+#pragma autotune config(CHUNK=16384, num_warps=8)
+kernel softmax_split(any *out, i64 *slots, i32 *count, const any *in, i32 n_cols, i32 in_stride,
+                     i32 in_step, i32 out_stride, i32 spins, const i32 CHUNK, const i32 SLOTS,
+                     const i32 LOG)
 {
+    i32 n_chunks = (n_cols + CHUNK - 1) / CHUNK;
+    i32 row = program_id(0) / n_chunks;
+    i32 chunk = program_id(0) % n_chunks;
+    tile offs = chunk * CHUNK + arange(0, CHUNK);
+    tile mask = offs < n_cols;
+    tile x = (f32)load(in + row * in_stride + offs * in_step, mask, -INF);
     tile row_slots = slots + row * n_chunks;
     store(row_slots + chunk, chunk_stats(x));
     /* ACQ_REL: the slot is written before the arrival is counted; n_chunks arrivals seen, every
@@ -233,66 +245,30 @@ f32 split_logsumexp(tile x, tile slots, tile count, tile in, i32 row, i32 chunk,
     if (arrived < n_chunks) { /* the programs of some chunks have not run yet: do their part */
         for (i32 c = 0; c < n_chunks; c++) {
             if (sum((i32)((lanes == c) & (seen == 0))) > 0) {
-                tile offs = c * CHUNK + arange(0, CHUNK);
-                tile xc = (f32)load(in + row * in_stride + offs * in_step, offs < n_cols, -INF);
+                tile others = c * CHUNK + arange(0, CHUNK);
+                tile xc = (f32)load(in + row * in_stride + others * in_step, others < n_cols, -INF);
                 seen = where(lanes == c, chunk_stats(xc), seen);
             }
         }
+        /* read again: x is dead in this branch, so its registers hold the other chunks (kept
+         * live across it, they would double the kernel's registers and halve its programs) */
+        x = (f32)load(in + row * in_stride + offs * in_step, mask, -INF);
     }
     tile m = bitcast((u32)((u64)seen >> 32), f32);
     tile s = bitcast((u32)seen, f32);
     f32 mx = max(where(live, m, -INF));
-    f32 total = sum(where(live & (s != 0.0f), s * exp(m - mx), 0.0f)); /* NaN stays NaN */
+    f32 lse = mx + log(sum(where(live & (s != 0.0f), s * exp(m - mx), 0.0f))); /* NaN stays */
     /* ACQ_REL: the departures follow every read of the slots; the last zeroes them after every
      * slot of the row is written (every program arrives before it leaves) */
     if (atomic_add(count + row, 65536) >> 16 == n_chunks - 1) {
         store(row_slots + lanes, (i64)0, live);
         store(count + row, 0);
     }
-    return mx + log(total);
-}
-
-#pragma autotune key(n_cols)
-#pragma autotune config(CHUNK=8192, num_warps=8)
-#pragma autotune config(CHUNK=8192, num_warps=4)
-#pragma autotune config(CHUNK=4096, num_warps=4)
-#pragma autotune config(CHUNK=16384, num_warps=16)
-#pragma autotune config(CHUNK=16384, num_warps=8)
-#pragma autotune config(CHUNK=4096, num_warps=8)
-kernel softmax_split(any *out, i64 *slots, i32 *count, const any *in, i32 n_cols, i32 in_stride,
-                     i32 in_step, i32 out_stride, i32 spins, const i32 CHUNK, const i32 SLOTS)
-{
-    i32 n_chunks = (n_cols + CHUNK - 1) / CHUNK;
-    i32 row = program_id(0) / n_chunks;
-    i32 chunk = program_id(0) % n_chunks;
-    tile offs = chunk * CHUNK + arange(0, CHUNK);
-    tile mask = offs < n_cols;
-    tile x = (f32)load(in + row * in_stride + offs * in_step, mask, -INF);
-    f32 lse = split_logsumexp(x, slots, count, in, row, chunk, n_chunks, n_cols, in_stride,
-                              in_step, spins, CHUNK, SLOTS);
-    store(out + row * out_stride + offs, exp(x - lse), mask);
-}
-
-#pragma autotune key(n_cols)
-#pragma autotune config(CHUNK=8192, num_warps=8)
-#pragma autotune config(CHUNK=8192, num_warps=4)
-#pragma autotune config(CHUNK=4096, num_warps=4)
-#pragma autotune config(CHUNK=16384, num_warps=16)
-#pragma autotune config(CHUNK=16384, num_warps=8)
-#pragma autotune config(CHUNK=4096, num_warps=8)
-kernel log_softmax_split(any *out, i64 *slots, i32 *count, const any *in, i32 n_cols,
-                         i32 in_stride, i32 in_step, i32 out_stride, i32 spins,
-                         const i32 CHUNK, const i32 SLOTS)
-{
-    i32 n_chunks = (n_cols + CHUNK - 1) / CHUNK;
-    i32 row = program_id(0) / n_chunks;
-    i32 chunk = program_id(0) % n_chunks;
-    tile offs = chunk * CHUNK + arange(0, CHUNK);
-    tile mask = offs < n_cols;
-    tile x = (f32)load(in + row * in_stride + offs * in_step, mask, -INF);
-    f32 lse = split_logsumexp(x, slots, count, in, row, chunk, n_chunks, n_cols, in_stride,
-                              in_step, spins, CHUNK, SLOTS);
-    store(out + row * out_stride + offs, x - lse, mask);
+    if (LOG != 0) {
+        store(out + row * out_stride + offs, x - lse, mask);
+    } else {
+        store(out + row * out_stride + offs, exp(x - lse), mask);
+    }
 }
 
 /* ---- backward, one tile per row ----------------------------------------------------------- */

@@ -564,7 +564,7 @@ GOLDEN: tuple[Golden, ...] = (
         "softmax.c",
         "softmax_split",
         ("f32", "i64", "i32", "f32", 262144, 262144, 1, 262144, 256),
-        {"CHUNK": 8192, "SLOTS": 64},
+        {"CHUNK": 8192, "SLOTS": 64, "LOG": 0},
         8,
     ),
     Golden(

@@ -367,9 +367,9 @@ def test_partial_programs_cover_every_row_once():
 
 
 def _split_run(name: str, x: np.ndarray, config, spins: int):
-    """(y, slots, done) of one launch of kernels/softmax.c's ``name`` on the interpreter, as
-    teeny_tx.nn launches it (slots sized for the least CHUNK, zero first)."""
-    kernel = tx.compile("kernels/softmax.c").kernels[name]
+    """(y, slots, count) of one launch of softmax_split for ``name`` (softmax, log_softmax) on
+    the interpreter, as teeny_tx.nn launches it (slots sized for the least CHUNK, zero first)."""
+    kernel = tx.compile("kernels/softmax.c").softmax_split
     rows, cols = x.shape
     chunk = config.kwargs["CHUNK"]
     slots_n = nn._split_slots(kernel, cols)
@@ -391,17 +391,19 @@ def _split_run(name: str, x: np.ndarray, config, spins: int):
         spins,
         num_warps=config.num_warps,
         SLOTS=slots_n,
+        LOG=int(name == "log_softmax"),
         strided=True,
         **config.kwargs,
     )
     return y, slots, done
 
 
-@pytest.mark.parametrize("name", ["softmax_split", "log_softmax_split"])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 def test_split_softmax_every_config_on_the_interpreter(name):
-    """Each config of the split kernels on rows of LONG columns (a last chunk of one column)
-    with -INF entries, a row of only -INF and a row with a NaN (NaN rows, as the one-tile and
-    _looped kernels give), as a column-strided view: against float64 and the _looped kernel;
+    """Each config of softmax_split (LOG = 0 and 1) on rows of LONG columns (a last chunk of
+    one column) with -INF entries, a row of only -INF and a row with a NaN (NaN rows, as the
+    one-tile and _looped kernels give), as a column-strided view: against float64 and the
+    _looped kernel;
     the same bits whether the programs wait for the other chunks (spins > 0) or compute them
     (spins = 0), and the slots and counts zero again afterwards."""
     rng = np.random.default_rng(7)
@@ -418,10 +420,10 @@ def test_split_softmax_every_config_on_the_interpreter(name):
         m = x64.max(axis=1, keepdims=True)
         lse = m + np.log(np.exp(x64 - m).sum(axis=1, keepdims=True))
         expected = x64 - lse if log else np.exp(x64 - lse)
-    looped = tx.compile("kernels/softmax.c").kernels[name.replace("split", "looped")]
+    looped = tx.compile("kernels/softmax.c").kernels[name + "_looped"]
     y_looped = np.empty_like(x)
     looped.interpret[(4,)](y_looped, x, LONG, LONG, 1, LONG, BLOCK=4096, num_warps=16)
-    kernel = tx.compile("kernels/softmax.c").kernels[name]
+    kernel = tx.compile("kernels/softmax.c").softmax_split
     for config in kernel.tune.configs:
         y, slots, done = _split_run(name, view, config, spins=0)
         y2, slots2, done2 = _split_run(name, view, config, spins=3)
@@ -500,6 +502,7 @@ def test_split_softmax_applies_to_long_rows_of_f16_bf16_f32():
             y = nn.softmax(x, interpret=True)
             np.testing.assert_allclose(y.astype(np.float64).sum(axis=1), 1.0, rtol=1e-2)
     assert launched == ["softmax_split"] * 3 + ["softmax_looped"]
+    assert "log_softmax_split" not in tx.compile("kernels/softmax.c").kernels  # one kernel, LOG
 
 
 # ---------------------------------------------------------------- NVRTC, as the wrappers launch

@@ -101,9 +101,11 @@ def _looped_launch(
     return c.kwargs["BLOCK"], c.num_warps
 
 
-# The split kernels (a long row over several programs, kernels/softmax.c): they pack a chunk's
-# (max, sum) into 64 bits, two f32, so f64 rows keep the two-pass _looped kernels, as do rows of
-# more than MAX_SLOTS chunks of the least CHUNK (one tile holds a row's slots).
+# softmax_split (a long row over several programs, kernels/softmax.c) and
+# cross_entropy_fwd_split (a program per chunk of a row, kernels/cross_entropy.c) pack a chunk's
+# (max, sum) into 64 bits, two f32, so f64 rows keep the two-pass _looped kernels (and
+# cross_entropy_fwd), as do rows of more than MAX_SLOTS chunks of the least CHUNK (one tile
+# holds a row's slots).
 SPLIT_DTYPES = ("f16", "bf16", "f32")
 MAX_SLOTS = 1024
 # Reads of a row's slots before a program computes the chunks still missing itself: about a
@@ -136,11 +138,12 @@ def _split_slots(kernel: Kernel, cols: int) -> int:
 
 
 def _softmax_split(fn: str, x: Any, arrays: _Arrays, interpret: bool) -> Any | None:
-    """softmax / log_softmax of rows longer than one tile through the split kernels (one read
-    and one write of each row); None where they do not apply (f64, too many chunks)."""
+    """softmax / log_softmax of rows longer than one tile through softmax_split (one read and
+    one write of each row); None where it does not apply (f64, too many chunks)."""
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
-    kernel = getattr(module("softmax.c"), fn + "_split")
+    kernel = module("softmax.c").softmax_split
     slots = _split_slots(kernel, cols)
+    fixed = {"SLOTS": slots, "LOG": int(fn == "log_softmax")}
     if arrays.dtype(x) not in SPLIT_DTYPES or slots == 0:
         return None
     spins = 0 if arrays.kind == "numpy" else SPLIT_SPINS
@@ -158,10 +161,10 @@ def _softmax_split(fn: str, x: Any, arrays: _Arrays, interpret: bool) -> Any | N
                 return (rows * cdiv(cols, meta["CHUNK"]),)
 
             args = (alloc(), alloc_slots(), alloc_done(), x, *sizes)
-            c = kernel.tune[grid].best(*args, strided=True, SLOTS=slots)
+            c = kernel.tune[grid].best(*args, strided=True, **fixed)
             del args
     grid = (rows * cdiv(cols, c.kwargs["CHUNK"]),)
-    first = _Launch(arrays, kernel, grid, c.num_warps, SLOTS=slots, **c.kwargs)
+    first = _Launch(arrays, kernel, grid, c.num_warps, **fixed, **c.kwargs)
 
     def make(launch):
         def plan(x):

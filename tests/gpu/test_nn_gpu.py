@@ -185,13 +185,13 @@ def test_every_softmax_rows_config_is_right(name, dtype):
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_every_split_softmax_config_is_right(name, dtype):
-    """Each #pragma autotune config of softmax_split / log_softmax_split, launched directly as
+    """Each #pragma autotune config of softmax_split (LOG for log_softmax), launched directly as
     teeny_tx.nn launches it, on 5 rows of 2^16 + 1 columns (a last chunk of one column) and on
     400 rows of 2^16 + 3 (up to 6800 programs: more than the device holds at once): against
     float64; the same bits when no program waits (spins = 0: each computes the other chunks
     itself); the slots and counts zero again after each launch."""
     case = next(c for c in ROW_CASES if c.name == name)
-    kernel = getattr(module("softmax.c"), name + "_split")
+    kernel = module("softmax.c").softmax_split
     least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
     for rows, cols in [(5, 2**16 + 1), (400, 2**16 + 3)]:
         (x,) = _host_args(case, dtype, rows, cols, seed=6)
@@ -215,6 +215,7 @@ def test_every_split_softmax_config_is_right(name, dtype):
                     spins,
                     num_warps=c.num_warps,
                     SLOTS=nn._split_slots(kernel, cols),
+                    LOG=int(name == "log_softmax"),
                     **c.kwargs,
                 )
                 assert not slots.any() and not done.any(), c
