@@ -159,6 +159,9 @@ kernel cross_entropy_count(any *count, const i64 *targets, i32 n_rows, i64 ignor
 #pragma autotune config(BLOCK=2048, num_warps=4)
 #pragma autotune config(BLOCK=1024, num_warps=4)
 #pragma autotune config(BLOCK=16384, num_warps=32)
+#pragma autotune config(BLOCK=4096, num_warps=4)
+#pragma autotune config(BLOCK=2048, num_warps=2)
+#pragma autotune config(BLOCK=1024, num_warps=2)
 kernel cross_entropy_bwd(any *dlogits, const any *logits, const i64 *targets, const any *lse,
                          const any *count, i32 n_cols, i32 stride, i32 step, i32 d_stride,
                          i64 ignore_index, f32 grad, const i32 BLOCK)
