@@ -14,159 +14,159 @@ softmax_split(float* out, long long* slots, int* count, const float* __restrict_
     using tx_L3 = tx::Blocked<tx::Ints<1>, tx::Ints<1>, tx::Ints<32>, tx::Ints<8>, tx::Ints<0>>;  // [1]: 1 per thread, 32 lanes, 8 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 32 bytes of scratch
     // i32 n_chunks = (n_cols + CHUNK - 1) / CHUNK;
-#line 227 "kernels/softmax.c"
+#line 234 "kernels/softmax.c"
     int n_chunks = (n_cols + CHUNK - 1) / CHUNK;
     // i32 row = program_id(0) / n_chunks;
-#line 228 "kernels/softmax.c"
+#line 235 "kernels/softmax.c"
     int row = (int)blockIdx.x / n_chunks;
     // i32 chunk = program_id(0) % n_chunks;
-#line 229 "kernels/softmax.c"
+#line 236 "kernels/softmax.c"
     int chunk = (int)blockIdx.x % n_chunks;
     // tile offs = chunk * CHUNK + arange(0, CHUNK);
-#line 230 "kernels/softmax.c"
+#line 237 "kernels/softmax.c"
     int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = chunk * CHUNK + tx_L0::coord(tx_i, 0);
     // tile mask = offs < n_cols;
-#line 231 "kernels/softmax.c"
+#line 238 "kernels/softmax.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
     // tile x = (f32)load(in + row * in_stride + offs * in_step, mask, -INF);
-#line 232 "kernels/softmax.c"
+#line 239 "kernels/softmax.c"
     float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&x[tx_i], in + row * in_stride + offs[tx_i], mask[tx_i], -__int_as_float(0x7f800000));
     // tile row_slots = slots + row * n_chunks;
-#line 233 "kernels/softmax.c"
+#line 240 "kernels/softmax.c"
     long long* row_slots = slots + row * n_chunks;
     // f32 m = max(x);
-#line 210 "kernels/softmax.c"
+#line 217 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, x, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
-#line 210
+#line 217
     float tx_chunk_stats_m = tx_red[0];
     // f32 s = m == -INF ? 0.0f : sum(exp(x - m));
-#line 211 "kernels/softmax.c"
+#line 218 "kernels/softmax.c"
     float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::exp(x[tx_i] - tx_chunk_stats_m);
-#line 211
+#line 218
     float tx_red_1[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_1, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 211
+#line 218
     float tx_chunk_stats_s = (tx_chunk_stats_m == -__int_as_float(0x7f800000)) ? 0.0f : tx_red_1[0];
     // store(row_slots + chunk, chunk_stats(x));
-#line 234 "kernels/softmax.c"
+#line 241 "kernels/softmax.c"
     if (threadIdx.x == 0) *(row_slots + chunk) = tx::cast<long long>((tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_m)) << 32ULL) | tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_s)));
     // i32 arrived = (atomic_add(count + row, 1) + 1) & 65535;
-#line 238 "kernels/softmax.c"
+#line 245 "kernels/softmax.c"
     tx::fence_before<tx::ACQ_REL, tx::SCOPE_GPU>();
-#line 238
+#line 245
     int tx_old = tx::once<int>([&]() { return tx::atomic_add(count + row, 1); }, tx_smem);
-#line 238
+#line 245
     tx::fence_after<tx::ACQ_REL, tx::SCOPE_GPU>();
-#line 238
+#line 245
     int arrived = (tx_old + 1) & 65535;
     // for (i32 t = 0; t < spins && arrived < n_chunks; t++) {
-#line 239 "kernels/softmax.c"
+#line 246 "kernels/softmax.c"
     for (int t = 0; (t < spins) && (arrived < n_chunks); t = t + 1) {
         // arrived = atomic_add(count + row, 0) & 65535;
-#line 240 "kernels/softmax.c"
+#line 247 "kernels/softmax.c"
         tx::fence_before<tx::ACQ_REL, tx::SCOPE_GPU>();
-#line 240
+#line 247
         int tx_old_1 = tx::once<int>([&]() { return tx::atomic_add(count + row, 0); }, tx_smem);
-#line 240
+#line 247
         tx::fence_after<tx::ACQ_REL, tx::SCOPE_GPU>();
-#line 240
+#line 247
         arrived = tx_old_1 & 65535;
     }
     // tile lanes = arange(0, SLOTS);
-#line 242 "kernels/softmax.c"
+#line 249 "kernels/softmax.c"
     int lanes[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) lanes[tx_i] = tx_L2::coord(tx_i, 0);
     // tile live = lanes < n_chunks;
-#line 243 "kernels/softmax.c"
+#line 250 "kernels/softmax.c"
     bool live[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) live[tx_i] = lanes[tx_i] < n_chunks;
     // tile seen = atomic_or(row_slots + lanes, (i64)0, live, RELAXED);
-#line 244 "kernels/softmax.c"
+#line 251 "kernels/softmax.c"
     long long seen[tx_L2::REGS];
-#line 244
+#line 251
     tx::fence_before<tx::RELAXED, tx::SCOPE_GPU>();
-#line 244
+#line 251
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) seen[tx_i] = (tx_L2::owner() && live[tx_i]) ? tx::atomic_or(row_slots + lanes[tx_i], 0LL) : 0LL;
-#line 244
+#line 251
     tx::fence_after<tx::RELAXED, tx::SCOPE_GPU>();
     // if (arrived < n_chunks) { /* the programs of some chunks have not run yet: do their part */
-#line 245 "kernels/softmax.c"
+#line 252 "kernels/softmax.c"
     if (arrived < n_chunks) {
         // for (i32 c = 0; c < n_chunks; c++) {
-#line 246 "kernels/softmax.c"
+#line 253 "kernels/softmax.c"
         for (int c = 0; c < n_chunks; c = c + 1) {
             // if (sum((i32)((lanes == c) & (seen == 0))) > 0) {
-#line 247 "kernels/softmax.c"
+#line 254 "kernels/softmax.c"
             int tx_value_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<int>((lanes[tx_i] == c) & (seen[tx_i] == 0LL));
-#line 247
+#line 254
             int tx_red_2[tx_L3::REGS]; tx::reduce<tx_L2, tx_L3, 0>(tx_red_2, tx_value_1, [](int tx_a, int tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 247
+#line 254
             if (tx_red_2[0] > 0) {
                 // tile others = c * CHUNK + arange(0, CHUNK);
-#line 248 "kernels/softmax.c"
+#line 255 "kernels/softmax.c"
                 int others[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) others[tx_i] = c * CHUNK + tx_L0::coord(tx_i, 0);
                 // tile xc = (f32)load(in + row * in_stride + others * in_step, others < n_cols, -INF);
-#line 249 "kernels/softmax.c"
+#line 256 "kernels/softmax.c"
                 bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = others[tx_i] < n_cols;
-#line 249
+#line 256
                 float xc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&xc[tx_i], in + row * in_stride + others[tx_i], tx_mask[tx_i], -__int_as_float(0x7f800000));
                 // f32 m = max(x);
-#line 210 "kernels/softmax.c"
+#line 217 "kernels/softmax.c"
                 float tx_red_3[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_3, xc, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
-#line 210
+#line 217
                 float tx_chunk_stats_m_1 = tx_red_3[0];
                 // f32 s = m == -INF ? 0.0f : sum(exp(x - m));
-#line 211 "kernels/softmax.c"
+#line 218 "kernels/softmax.c"
                 float tx_value_2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_2[tx_i] = tx::exp(xc[tx_i] - tx_chunk_stats_m_1);
-#line 211
+#line 218
                 float tx_red_4[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_4, tx_value_2, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 211
+#line 218
                 float tx_chunk_stats_s_1 = (tx_chunk_stats_m_1 == -__int_as_float(0x7f800000)) ? 0.0f : tx_red_4[0];
                 // seen = where(lanes == c, chunk_stats(xc), seen);
-#line 250 "kernels/softmax.c"
+#line 257 "kernels/softmax.c"
                 _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) seen[tx_i] = (lanes[tx_i] == c) ? tx::cast<long long>((tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_m_1)) << 32ULL) | tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_s_1))) : seen[tx_i];
             }
         }
         // x = (f32)load(in + row * in_stride + offs * in_step, mask, -INF);
-#line 255 "kernels/softmax.c"
+#line 262 "kernels/softmax.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&x[tx_i], in + row * in_stride + offs[tx_i], mask[tx_i], -__int_as_float(0x7f800000));
     }
     // tile m = bitcast((u32)((u64)seen >> 32), f32);
-#line 257 "kernels/softmax.c"
+#line 264 "kernels/softmax.c"
     float m[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) m[tx_i] = tx::bitcast<float>(tx::cast<unsigned int>(tx::cast<unsigned long long>(seen[tx_i]) >> 32ULL));
     // tile s = bitcast((u32)seen, f32);
-#line 258 "kernels/softmax.c"
+#line 265 "kernels/softmax.c"
     float s[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) s[tx_i] = tx::bitcast<float>(tx::cast<unsigned int>(seen[tx_i]));
     // f32 mx = max(where(live, m, -INF));
-#line 259 "kernels/softmax.c"
+#line 266 "kernels/softmax.c"
     float tx_value_3[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value_3[tx_i] = live[tx_i] ? m[tx_i] : (-__int_as_float(0x7f800000));
-#line 259
+#line 266
     float tx_red_5[tx_L3::REGS]; tx::reduce<tx_L2, tx_L3, 0>(tx_red_5, tx_value_3, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
-#line 259
+#line 266
     float mx = tx_red_5[0];
     // f32 lse = mx + log(sum(where(live & (s != 0.0f), s * exp(m - mx), 0.0f))); /* NaN stays */
-#line 260 "kernels/softmax.c"
+#line 267 "kernels/softmax.c"
     float tx_value_4[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value_4[tx_i] = (live[tx_i] & (s[tx_i] != 0.0f)) ? (s[tx_i] * tx::exp(m[tx_i] - mx)) : 0.0f;
-#line 260
+#line 267
     float tx_red_6[tx_L3::REGS]; tx::reduce<tx_L2, tx_L3, 0>(tx_red_6, tx_value_4, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 260
+#line 267
     float lse = mx + tx::log(tx_red_6[0]);
     // if (atomic_add(count + row, 65536) >> 16 == n_chunks - 1) {
-#line 263 "kernels/softmax.c"
+#line 270 "kernels/softmax.c"
     tx::fence_before<tx::ACQ_REL, tx::SCOPE_GPU>();
-#line 263
+#line 270
     int tx_old_2 = tx::once<int>([&]() { return tx::atomic_add(count + row, 65536); }, tx_smem);
-#line 263
+#line 270
     tx::fence_after<tx::ACQ_REL, tx::SCOPE_GPU>();
-#line 263
+#line 270
     if (tx_old_2 >> 16 == n_chunks - 1) {
         // store(row_slots + lanes, (i64)0, live);
-#line 264 "kernels/softmax.c"
+#line 271 "kernels/softmax.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) if (tx_L2::owner() && live[tx_i]) *(row_slots + lanes[tx_i]) = 0LL;
         // store(count + row, 0);
-#line 265 "kernels/softmax.c"
+#line 272 "kernels/softmax.c"
         if (threadIdx.x == 0) *(count + row) = 0;
     }
     // store(out + row * out_stride + offs, exp(x - lse), mask);
-#line 270 "kernels/softmax.c"
+#line 277 "kernels/softmax.c"
     float tx_value_5[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_5[tx_i] = tx::exp(x[tx_i] - lse);
-#line 270
+#line 277
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(out + row * out_stride + offs[tx_i], &tx_value_5[tx_i], mask[tx_i]);
 }

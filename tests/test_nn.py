@@ -479,9 +479,10 @@ def test_cross_entropy_split_every_config_on_the_interpreter():
         np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
-def test_split_softmax_applies_to_long_rows_of_f16_bf16_f32():
-    """f64 rows (a chunk's statistics do not pack into a u64) and rows of more than MAX_SLOTS
-    chunks keep the _looped kernels."""
+def test_split_softmax_applies_to_long_rows_of_f16_bf16_f32(monkeypatch):
+    """With SPLIT_SOFTMAX on, long rows of f16, bf16 and f32 take softmax_split; f64 rows (a
+    chunk's statistics do not pack into 64 bits) and rows of more than MAX_SLOTS chunks keep
+    the _looped kernels (which every long row takes with it off, the default)."""
     kernel = tx.compile("kernels/softmax.c").softmax_split
     least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
     assert nn._split_slots(kernel, LONG) == 1 << (-(-LONG // least) - 1).bit_length()
@@ -496,19 +497,26 @@ def test_split_softmax_applies_to_long_rows_of_f16_bf16_f32():
 
     import unittest.mock
 
+    monkeypatch.setattr(nn, "SPLIT_SOFTMAX", True)
     with unittest.mock.patch.object(Arrays, "bound", record):
         for dtype in ("f32", "f16", "bf16", "f64"):
             x = np.random.default_rng(1).standard_normal((2, 20000)).astype(DTYPES[dtype].np)
             y = nn.softmax(x, interpret=True)
             np.testing.assert_allclose(y.astype(np.float64).sum(axis=1), 1.0, rtol=1e-2)
     assert launched == ["softmax_split"] * 3 + ["softmax_looped"]
+    monkeypatch.setattr(nn, "SPLIT_SOFTMAX", False)
+    launched.clear()
+    with unittest.mock.patch.object(Arrays, "bound", record):
+        nn.softmax(np.zeros((2, 20000), np.float32), interpret=True)
+    assert launched == ["softmax_looped"]
     assert "log_softmax_split" not in tx.compile("kernels/softmax.c").kernels  # one kernel, LOG
 
 
 # ---------------------------------------------------------------- NVRTC, as the wrappers launch
 
 
-def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatch):
+@pytest.mark.parametrize("split", [False, True], ids=["two-pass", "split"])
+def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatch, split):
     """Record the launches the wrappers make over row lengths that take every branch of
     row_config (dtypes in turn), then compile each kernel once per (BLOCK, num_warps)."""
     launches = {}
@@ -526,6 +534,7 @@ def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatc
         return launch
 
     monkeypatch.setattr(Arrays, "bound", record)
+    monkeypatch.setattr(nn, "SPLIT_SOFTMAX", split)  # softmax_split or the _looped forwards
     dtypes = ("bf16", "f16", "f32")
     for i, (case, cols) in enumerate(
         (c, n) for c in ROW_CASES for n in (1, 17, 1000, 4096, 4097, LONG)
@@ -546,7 +555,7 @@ def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatc
         compiled.add(kernel.name)
     files = ("softmax.c", "layernorm.c", "rmsnorm.c", "cross_entropy.c")
     every = {name for f in files for name in tx.compile(f"kernels/{f}").kernels}
-    assert compiled == every
+    assert compiled == every - (set() if split else {"softmax_split"})
 
 
 def test_reference_dtypes_are_the_wrappers():

@@ -113,6 +113,13 @@ MAX_SLOTS = 1024
 # (they are neighbours in launch order), short enough to bound a wait on programs that cannot
 # run yet. The interpreter runs programs one after another: nothing it waits for could arrive.
 SPLIT_SPINS = 256
+# Whether softmax / log_softmax of long rows launch softmax_split (one read, one write, programs
+# that wait for their row's other chunks) or the two-pass _looped kernels (two reads, no
+# waiting). Off: on the H200 (8192 x 262144 fp32, peers in the same run) the best split config
+# moved 2.41 TB/s (56% of copy) and the two-pass kernel 2.74 (64%): a program holds its chunk
+# in registers while it waits for the row's other chunks, so the data in flight per SM is
+# bounded by the register file, not by the memory system (docs: kernels/softmax.c).
+SPLIT_SOFTMAX = False
 
 
 def _zeros(arrays: _Arrays, shape: tuple[int, ...], dtype: str) -> Callable[[], Any]:
@@ -182,7 +189,7 @@ def _softmax_forward(fn: str, x: Any, interpret: bool) -> Any:
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     config = row_config(cols)
     if config.looped:
-        y = _softmax_split(fn, x, arrays, interpret)
+        y = _softmax_split(fn, x, arrays, interpret) if SPLIT_SOFTMAX else None
         if y is not None:
             return y
         return _softmax_looped(fn, x, arrays, interpret)
