@@ -31,8 +31,8 @@ cross_entropy_count(float* count, const long long* __restrict__ targets, int n_r
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_kept[tx_i] = tx_count_kept_kept[tx_i] + tx::cast<int>(tx_count_kept_t[tx_i] != ignore_index);
     }
     // store(count, count_kept(targets, n_rows, ignore_index, BLOCK));
-#line 150 "kernels/cross_entropy.c"
+#line 151 "kernels/cross_entropy.c"
     int tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_count_kept_kept, [](int tx_a, int tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 150
+#line 151
     if (threadIdx.x == 0) *count = tx::cast<float>(tx_red[0]);
 }

@@ -7,7 +7,7 @@
  *
  *   cross_entropy_fwd:   lse = logsumexp(logits[row]); loss = lse - logits[row, target], 0 for a
  *                        row whose target is ignore_index, NaN for a target outside [0, n_cols)
- *                        (f64 logits; cross_entropy_fwd_split for the others, below)
+ *                        (f64 logits; cross_entropy_chunks + cross_entropy_rows for the others)
  *   cross_entropy_mean:  loss_mean = sum(loss) / count, count = rows not ignored (one program;
  *                        0 / 0 = NaN when every row is ignored, as torch)
  *   cross_entropy_count: count alone, for the backward
@@ -84,15 +84,13 @@ i64 chunk_stats(tile x)
     return (i64)(((u64)bitcast(m, u32) << 32) | (u64)bitcast(s, u32));
 }
 
-/* cross_entropy_fwd's result (lse, loss per row) for f16, bf16 and f32 logits, read by
- * n_rows * n_chunks programs of one chunk each (all the device's memory parallelism, no loop
- * over the row): program row * n_chunks + chunk writes its chunk's statistics into
- * slots[row, chunk] and counts itself in arrived[row]; the program that counts last (it
- * waits for nobody: every other slot is written before its count) reads the row's slots at
- * the L2 (atomics: never a stale L1 line), combines them, picks the target's logit and writes
- * lse and loss, and sets arrived[row] back to 0 (every launch writes every slot before
- * counting, so the slots need no reset). slots [rows, n_chunks] i64 and arrived [rows] i32
- * start zero. */
+/* cross_entropy_fwd's result (lse, loss per row) for f16, bf16 and f32 logits in two kernels:
+ * cross_entropy_chunks reads the logits with one program per (row, chunk), all the device's
+ * memory parallelism, no loop over the row, and no program waits for another: program
+ * row * n_chunks + chunk writes its chunk's statistics into slots[row, chunk];
+ * cross_entropy_rows then combines each row's slots (ROWS rows a program, from the previous
+ * kernel's writes: no atomics), picks the target's logit and writes lse and loss. slots
+ * [rows, n_chunks] i64 needs no initial value. */
 #pragma autotune key(n_cols)
 #pragma autotune config(CHUNK=4096, num_warps=4)
 #pragma autotune config(CHUNK=4096, num_warps=8)
@@ -101,33 +99,36 @@ i64 chunk_stats(tile x)
 #pragma autotune config(CHUNK=2048, num_warps=4)
 #pragma autotune config(CHUNK=2048, num_warps=2)
 #pragma autotune config(CHUNK=16384, num_warps=16)
-kernel cross_entropy_fwd_split(any *loss, any *lse, i64 *slots, i32 *arrived, const any *logits,
-                               const i64 *targets, i32 n_cols, i32 stride, i32 step,
-                               i64 ignore_index, const i32 CHUNK, const i32 SLOTS)
+kernel cross_entropy_chunks(i64 *slots, const any *logits, i32 n_cols, i32 stride, i32 step,
+                            const i32 CHUNK)
 {
     i32 n_chunks = (n_cols + CHUNK - 1) / CHUNK;
     i32 row = program_id(0) / n_chunks;
     i32 chunk = program_id(0) % n_chunks;
-    tile x = logits + row * stride;
     tile offs = chunk * CHUNK + arange(0, CHUNK);
-    tile row_slots = slots + row * n_chunks;
-    store(row_slots + chunk, chunk_stats((f32)load(x + offs * step, offs < n_cols, -INF)));
-    /* ACQ_REL: the slot is written before the count; the last to count sees every slot */
-    if (atomic_add(arrived + row, 1) == n_chunks - 1) {
-        store(arrived + row, 0);
-        tile lanes = arange(0, SLOTS);
-        tile live = lanes < n_chunks;
-        tile seen = atomic_or(row_slots + lanes, (i64)0, live, RELAXED);
-        tile m = bitcast((u32)((u64)seen >> 32), f32);
-        tile s = bitcast((u32)seen, f32);
-        f32 mx = max(where(live, m, -INF));
-        f32 l = mx + log(sum(where(live & (s != 0.0f), s * exp(m - mx), 0.0f))); /* NaN stays */
-        i64 t = load(targets + row);
-        bool inside = t >= 0 && t < n_cols;
-        f32 picked = (f32)load(x + t * step, inside, 0.0f);
-        store(lse + row, l);
-        store(loss + row, t == ignore_index ? 0.0f : (inside ? l - picked : NAN));
-    }
+    tile x = (f32)load(logits + row * stride + offs * step, offs < n_cols, -INF);
+    store(slots + program_id(0), chunk_stats(x));
+}
+
+kernel cross_entropy_rows(any *loss, any *lse, const i64 *slots, const any *logits,
+                          const i64 *targets, i32 n_rows, i32 n_cols, i32 n_chunks, i32 stride,
+                          i32 step, i64 ignore_index, const i32 ROWS, const i32 SLOTS)
+{
+    tile rows = program_id(0) * ROWS + arange(0, ROWS);
+    tile row_ok = rows < n_rows;
+    tile lanes = expand_dims(arange(0, SLOTS), 0);
+    tile live = expand_dims(row_ok, 1) & (lanes < n_chunks);
+    tile seen = load(slots + expand_dims(rows, 1) * n_chunks + lanes, live, (i64)0);
+    tile m = bitcast((u32)((u64)seen >> 32), f32);
+    tile s = bitcast((u32)seen, f32);
+    tile mx = max(where(live, m, -INF), 1);
+    tile terms = where(live & (s != 0.0f), s * exp(m - expand_dims(mx, 1)), 0.0f);
+    tile l = mx + log(sum(terms, 1)); /* NaN stays NaN */
+    tile t = load(targets + rows, row_ok, ignore_index);
+    tile inside = (t >= 0) & (t < n_cols);
+    tile picked = (f32)load(logits + rows * stride + t * step, row_ok & inside, 0.0f);
+    store(lse + rows, l, row_ok);
+    store(loss + rows, where(t == ignore_index, 0.0f, where(inside, l - picked, NAN)), row_ok);
 }
 
 kernel cross_entropy_mean(any *loss_mean, any *count, const any *loss, const i64 *targets,

@@ -630,12 +630,20 @@ GOLDEN: tuple[Golden, ...] = (
         {"BLOCK": 4096},
         16,
     ),
-    Golden(  # rows of 32000 over programs of 4096 columns: the last of a row combines
-        "cross_entropy_fwd_split.bf16",
+    Golden(  # rows of 32000 over programs of 4096 columns, then 64 rows' slots a program
+        "cross_entropy_chunks.bf16",
         "cross_entropy.c",
-        "cross_entropy_fwd_split",
-        ("f32", "f32", "i64", "i32", "bf16", "i64", 32000, 32000, 1, -100),
-        {"CHUNK": 4096, "SLOTS": 16},
+        "cross_entropy_chunks",
+        ("i64", "bf16", 32000, 32000, 1),
+        {"CHUNK": 4096},
+        4,
+    ),
+    Golden(
+        "cross_entropy_rows.bf16",
+        "cross_entropy.c",
+        "cross_entropy_rows",
+        ("f32", "f32", "i64", "bf16", "i64", 8192, 32000, 8, 32000, 1, -100),
+        {"ROWS": 64, "SLOTS": 16},
         4,
     ),
     Golden(

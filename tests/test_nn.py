@@ -435,12 +435,13 @@ def test_split_softmax_every_config_on_the_interpreter(name):
             np.testing.assert_allclose(y[r], y_looped[r], rtol=2e-5, atol=1e-4 if log else 0)
 
 
-def test_cross_entropy_split_every_config_on_the_interpreter():
-    """Each config of cross_entropy_fwd_split against cross_entropy_fwd (one program per row)
-    on 5 rows of 9001 columns as a column-strided view, with an ignored row, a target out of
-    range (NaN loss) and a row of -INF but its target; arrived is zero again afterwards."""
+def test_cross_entropy_chunks_every_config_on_the_interpreter():
+    """Each config of cross_entropy_chunks, then cross_entropy_rows, against cross_entropy_fwd
+    (one program per row) on 5 rows of 9001 columns as a column-strided view, with an ignored
+    row, a target out of range (NaN loss) and a row of -INF but its target."""
     mod = tx.compile("kernels/cross_entropy.c")
-    split, whole = mod.kernels["cross_entropy_fwd_split"], mod.kernels["cross_entropy_fwd"]
+    chunks, per_row = mod.kernels["cross_entropy_chunks"], mod.kernels["cross_entropy_rows"]
+    whole = mod.kernels["cross_entropy_fwd"]
     rng = np.random.default_rng(3)
     rows, cols = 5, 9001
     x = (rng.standard_normal((rows, cols)) * 4).astype(np.float32)
@@ -451,32 +452,33 @@ def test_cross_entropy_split_every_config_on_the_interpreter():
     ref_loss, ref_lse = np.empty(rows, np.float32), np.empty(rows, np.float32)
     whole.interpret[(rows,)](ref_loss, ref_lse, x, targets, cols, cols, 1, -100, BLOCK=4096)
     assert np.isnan(ref_loss[2]) and ref_loss[1] == 0
-    least = min(c.kwargs["CHUNK"] for c in split.tune.configs)
-    slots_n = nn._split_slots(split, cols)
-    for c in split.tune.configs:
-        loss, lse = np.full(rows, np.nan, np.float32), np.full(rows, np.nan, np.float32)
-        slots = np.zeros(rows * -(-cols // least), np.int64)
-        arrived = np.zeros(rows, np.int32)
-        grid = (rows * -(-cols // c.kwargs["CHUNK"]),)
-        split.interpret[grid](
-            loss,
-            lse,
-            slots,
-            arrived,
-            view,
-            targets,
-            cols,
-            2 * cols,
-            2,
-            -100,
-            num_warps=c.num_warps,
-            SLOTS=slots_n,
-            strided=True,
-            **c.kwargs,
+    slots_n = nn._split_slots(chunks, cols)
+    for c in chunks.tune.configs:
+        n_chunks = -(-cols // c.kwargs["CHUNK"])
+        slots = np.zeros(rows * n_chunks, np.int64)
+        chunks.interpret[(rows * n_chunks,)](
+            slots, view, cols, 2 * cols, 2, num_warps=c.num_warps, strided=True, **c.kwargs
         )
-        assert not arrived.any()
-        np.testing.assert_allclose(lse, ref_lse, rtol=1e-6)
-        np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-6, equal_nan=True)
+        for block_rows in (1, 4):  # a partial last group of rows too
+            loss, lse = np.full(rows, np.nan, np.float32), np.full(rows, np.nan, np.float32)
+            per_row.interpret[(-(-rows // block_rows),)](
+                loss,
+                lse,
+                slots,
+                view,
+                targets,
+                rows,
+                cols,
+                n_chunks,
+                2 * cols,
+                2,
+                -100,
+                ROWS=block_rows,
+                SLOTS=slots_n,
+                strided=True,
+            )
+            np.testing.assert_allclose(lse, ref_lse, rtol=1e-6)
+            np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
 def test_split_softmax_applies_to_long_rows_of_f16_bf16_f32(monkeypatch):

@@ -102,7 +102,7 @@ def _looped_launch(
 
 
 # softmax_split (a long row over several programs, kernels/softmax.c) and
-# cross_entropy_fwd_split (a program per chunk of a row, kernels/cross_entropy.c) pack a chunk's
+# cross_entropy_chunks (a program per chunk of a row, kernels/cross_entropy.c) pack a chunk's
 # (max, sum) into 64 bits, two f32, so f64 rows keep the two-pass _looped kernels (and
 # cross_entropy_fwd), as do rows of more than MAX_SLOTS chunks of the least CHUNK (one tile
 # holds a row's slots).
@@ -717,32 +717,70 @@ def cross_entropy(
     alloc_rows, alloc_loss = arrays.allocator((rows,), acc), arrays.allocator((), acc)
     alloc_count = arrays.allocator((1,), acc)
     ignore = ("ignore_index",)
-    split = _ce_kernel("cross_entropy_fwd_split")
-    slots = _split_slots(split, cols)
-    buffers: tuple[Callable[[], Any], ...] = ()
-    if arrays.dtype(logits) in SPLIT_DTYPES and slots:  # a program per (row, chunk)
-        kernel, fixed = split, {"SLOTS": slots}
-        least = min(c.kwargs["CHUNK"] for c in split.tune.configs)
-        buffers = (_zeros(arrays, (rows * cdiv(cols, least),), "i64"),)
-        buffers += (_zeros(arrays, (max(rows, 1),), "i32"),)
+    chunks_kernel = _ce_kernel("cross_entropy_chunks")
+    slots = _split_slots(chunks_kernel, cols)
+    if arrays.dtype(logits) in SPLIT_DTYPES and slots:  # a program per (row, chunk), then rows
+        least = min(c.kwargs["CHUNK"] for c in chunks_kernel.tune.configs)
+        alloc_slots = arrays.allocator((rows * cdiv(cols, least),), "i64")
 
         def grid(meta: dict) -> tuple[int]:
             return (rows * cdiv(cols, meta["CHUNK"]),)
 
-    else:  # f64: a program per row
-        kernel, fixed = _ce_kernel("cross_entropy_fwd"), {}
+        with arrays.device():
+            args = (alloc_slots(), logits, cols, stride, col_stride)
+            c = _ce_config(arrays, chunks_kernel, grid, args, rows)
+        del args
+        n_chunks = cdiv(cols, c.kwargs["CHUNK"])
+        block_rows = max(1, min(64, 2048 // slots))
+        first_chunks = _Launch(arrays, chunks_kernel, (rows * n_chunks,), c.num_warps, **c.kwargs)
+        first_rows = _Launch(
+            arrays,
+            mod.cross_entropy_rows,
+            (cdiv(rows, block_rows),),
+            4,
+            ignore,
+            ROWS=block_rows,
+            SLOTS=slots,
+        )
+        first_mean = _Launch(arrays, mod.cross_entropy_mean, (1,), 4, ignore, BLOCK=_MEAN_BLOCK)
 
-        def grid(meta: dict) -> tuple[int]:
-            return (rows,)
+        def make_split(chunks_launch, rows_launch, mean_launch):
+            def plan(logits, targets, ignore_index):
+                if dense is not None:
+                    targets = dense(targets)
+                losses, lse, loss, count = alloc_rows(), alloc_rows(), alloc_loss(), alloc_count()
+                ignore = int(ignore_index)
+                stats = alloc_slots()
+                chunks_launch(stats, logits, cols, stride, col_stride)
+                rows_launch(
+                    losses,
+                    lse,
+                    stats,
+                    logits,
+                    targets,
+                    rows,
+                    cols,
+                    n_chunks,
+                    stride,
+                    col_stride,
+                    ignore,
+                )
+                mean_launch(loss, count, losses, targets, rows, ignore)
+                return loss, lse
 
+            return plan
+
+        key = _key(interpret, "cross_entropy", (logits, targets))
+        launches = (first_chunks, first_rows, first_mean)
+        return _planned(key, arrays, make_split, launches, logits, targets, ignore_index)
+
+    kernel = _ce_kernel("cross_entropy_fwd")  # f64: a program per row
     with arrays.device():
         t = targets if dense is None else dense(targets)
-        made = tuple(b() for b in buffers)
-        args = (alloc_rows(), alloc_rows(), *made, logits, t, cols, stride, col_stride)
-        c = _ce_config(arrays, kernel, grid, (*args, ignore_index), rows, fixed)
-    del t, made, args
-    launch_grid = grid({**c.kwargs, **fixed})
-    first_rows = _Launch(arrays, kernel, launch_grid, c.num_warps, ignore, **fixed, **c.kwargs)
+        args = (alloc_rows(), alloc_rows(), logits, t, cols, stride, col_stride, ignore_index)
+        c = _ce_config(arrays, kernel, (rows,), args, rows)
+    del t, args
+    first_rows = _Launch(arrays, kernel, (rows,), c.num_warps, ignore, **c.kwargs)
     first_mean = _Launch(arrays, mod.cross_entropy_mean, (1,), 4, ignore, BLOCK=_MEAN_BLOCK)
 
     def make(rows_launch, mean_launch):
@@ -751,8 +789,7 @@ def cross_entropy(
                 targets = dense(targets)
             losses, lse, loss, count = alloc_rows(), alloc_rows(), alloc_loss(), alloc_count()
             ignore = int(ignore_index)
-            made = tuple(b() for b in buffers)
-            rows_launch(losses, lse, *made, logits, targets, cols, stride, col_stride, ignore)
+            rows_launch(losses, lse, logits, targets, cols, stride, col_stride, ignore)
             mean_launch(loss, count, losses, targets, rows, ignore)
             return loss, lse
 

@@ -225,12 +225,12 @@ def test_every_split_softmax_config_is_right(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])  # CuPy has no bf16: test_torch_* have it
-def test_every_cross_entropy_split_config_is_right(dtype):
-    """Each config of cross_entropy_fwd_split, launched directly as teeny_tx.nn launches it, on
-    600 rows of 32001 columns (targets with ignored rows): lse and loss against
-    cross_entropy_fwd (a program per row) on the same device; arrived zero after each launch."""
+def test_every_cross_entropy_chunks_config_is_right(dtype):
+    """Each config of cross_entropy_chunks, then cross_entropy_rows, launched directly as
+    teeny_tx.nn launches them, on 600 rows of 32001 columns (targets with ignored rows): lse
+    and loss against cross_entropy_fwd (a program per row) on the same device."""
     mod = module("cross_entropy.c")
-    split, whole = mod.cross_entropy_fwd_split, mod.cross_entropy_fwd
+    chunks, per_row, whole = mod.cross_entropy_chunks, mod.cross_entropy_rows, mod.cross_entropy_fwd
     rows, cols = 600, 32001
     rng = np.random.default_rng(8)
     x = cp.asarray(rng.standard_normal((rows, cols)).astype(DTYPES_NP[dtype]))
@@ -238,28 +238,28 @@ def test_every_cross_entropy_split_config_is_right(dtype):
     targets[::7] = -100
     ref_loss, ref_lse = cp.empty(rows, cp.float32), cp.empty(rows, cp.float32)
     whole[(rows,)](ref_loss, ref_lse, x, targets, cols, cols, 1, -100, BLOCK=4096, num_warps=16)
-    least = min(c.kwargs["CHUNK"] for c in split.tune.configs)
-    slots = cp.zeros(rows * -(-cols // least), cp.int64)
-    arrived = cp.zeros(rows, cp.int32)
-    for c in split.tune.configs:
+    slots_n = nn._split_slots(chunks, cols)
+    for c in chunks.tune.configs:
+        n_chunks = -(-cols // c.kwargs["CHUNK"])
+        slots = cp.empty(rows * n_chunks, cp.int64)
+        chunks[(rows * n_chunks,)](slots, x, cols, cols, 1, num_warps=c.num_warps, **c.kwargs)
         loss, lse = cp.full(rows, cp.nan, cp.float32), cp.full(rows, cp.nan, cp.float32)
-        grid = (rows * -(-cols // c.kwargs["CHUNK"]),)
-        split[grid](
+        per_row[(-(-rows // 64),)](
             loss,
             lse,
             slots,
-            arrived,
             x,
             targets,
+            rows,
             cols,
+            n_chunks,
             cols,
             1,
             -100,
-            num_warps=c.num_warps,
-            SLOTS=nn._split_slots(split, cols),
-            **c.kwargs,
+            num_warps=4,
+            ROWS=64,
+            SLOTS=slots_n,
         )
-        assert not arrived.any(), c
         np.testing.assert_allclose(cp.asnumpy(lse), cp.asnumpy(ref_lse), rtol=1e-6)
         np.testing.assert_allclose(cp.asnumpy(loss), cp.asnumpy(ref_loss), rtol=2e-5, atol=2e-5)
 
