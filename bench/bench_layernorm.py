@@ -234,7 +234,9 @@ def config_impls(args, file: str, kernel: str, x, cols: int, make_run, check) ->
     for c in k.tune.configs:
         if c in kept:
             run = make_run(c)
-            label = f"ROWS={c.kwargs['ROWS']}, num_warps={c.num_warps}"
+            label = (
+                ", ".join(f"{k}={v}" for k, v in c.kwargs.items()) + f", num_warps={c.num_warps}"
+            )
             impls.append(Impl(f"cfg {label}", label, run, lambda run=run: check(run)))
     return impls
 

@@ -22,7 +22,6 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import SimpleNamespace
 
 from common import (
@@ -439,7 +438,8 @@ def parse_args(argv: list[str] | None = None):
         "--configs",
         action="store_true",
         default=os.environ.get("TEENY_TX_BENCH_CONFIGS", "") not in ("", "0"),
-        help="looped case: also time each config of softmax_looped ($TEENY_TX_BENCH_CONFIGS=1)",
+        help="looped case: also time each config of softmax_split and the two-pass "
+        "softmax_looped ($TEENY_TX_BENCH_CONFIGS=1)",
     )
     args = p.parse_args(argv)
     args.cols = parse_cols(p, args.cols)
@@ -480,26 +480,34 @@ def bench_case(rows: int, cols: int, looped: bool, tnn, nn_error, args, table) -
                 ),
             )
         )
-        if looped and args.configs:  # each config of the tuned kernel, launched directly
-            import teeny_tx
+        if looped and args.configs:  # each config of the split kernel, launched directly
             from teeny_tx.library import module
+            from teeny_tx.library import nn as lib_nn
 
-            kernel = module("softmax.c").softmax_looped
+            split = module("softmax.c").softmax_split
+            slots_n = lib_nn._split_slots(split, cols)
+            least = min(c.kwargs["CHUNK"] for c in split.tune.configs)
             y_cfg = torch.empty_like(x)  # one output for every config (8 GiB each)
-            # the kernel with its second pass in forward order (the first reversed loop in
-            # the file is softmax_looped's), at the old fixed config: what the reversal buys
-            text = (Path(__file__).resolve().parents[1] / "kernels" / "softmax.c").read_text()
-            forward = text.replace(
-                "for (i32 c = (n_cols - 1) / BLOCK; c >= 0; c--) {",
-                "for (i32 c = 0; c * BLOCK < n_cols; c++) {",
-                1,
-            )
-            forward_kernel = teeny_tx.compile(forward, name="kernels/softmax.c").softmax_looped
-            for c in kernel.tune.configs:
+            slots = torch.zeros(rows * -(-cols // least), dtype=torch.int64, device=DEVICE)
+            done = torch.zeros(rows, dtype=torch.int32, device=DEVICE)
+            for c in split.tune.configs:
+                grid = (rows * -(-cols // c.kwargs["CHUNK"]),)
 
-                def run(c=c, y_cfg=y_cfg):
-                    kernel[(rows,)](
-                        y_cfg, x, cols, x.stride(0), 1, cols, num_warps=c.num_warps, **c.kwargs
+                def run(c=c, grid=grid, y_cfg=y_cfg):  # the kernel leaves slots, done zero
+                    split[grid](
+                        y_cfg,
+                        slots,
+                        done,
+                        x,
+                        cols,
+                        x.stride(0),
+                        1,
+                        cols,
+                        lib_nn.SPLIT_SPINS,
+                        num_warps=c.num_warps,
+                        SLOTS=slots_n,
+                        LOG=0,
+                        **c.kwargs,
                     )
 
                 def check(run=run, y_cfg=y_cfg):
@@ -508,22 +516,24 @@ def bench_case(rows: int, cols: int, looped: bool, tnn, nn_error, args, table) -
                     sync()
                     return check_rows("cfg y", y_cfg, shape, ref, tol)
 
-                label = f"BLOCK={c.kwargs['BLOCK']}, num_warps={c.num_warps}"
+                label = f"split CHUNK={c.kwargs['CHUNK']}, num_warps={c.num_warps}"
                 impls.append(Impl(f"cfg {label}", label, run, check))
-                if c == kernel.tune.configs[0] or c.kwargs["BLOCK"] == 8192:
+            looped_kernel = module("softmax.c").softmax_looped
+            c = looped_kernel.tune.configs[0]
 
-                    def run_forward(c=c, y_cfg=y_cfg):
-                        forward_kernel[(rows,)](
-                            y_cfg, x, cols, x.stride(0), 1, cols, num_warps=c.num_warps, **c.kwargs
-                        )
+            def run_looped(c=c, y_cfg=y_cfg):
+                looped_kernel[(rows,)](
+                    y_cfg, x, cols, x.stride(0), 1, cols, num_warps=c.num_warps, **c.kwargs
+                )
 
-                    def check_forward(run=run_forward, y_cfg=y_cfg):
-                        poison(y_cfg)
-                        run()
-                        sync()
-                        return check_rows("forward-order y", y_cfg, shape, ref, tol)
+            def check_looped(run=run_looped, y_cfg=y_cfg):
+                poison(y_cfg)
+                run()
+                sync()
+                return check_rows("two-pass y", y_cfg, shape, ref, tol)
 
-                    impls.append(Impl(f"fwd-order {label}", label, run_forward, check_forward))
+            label = f"two-pass softmax_looped BLOCK={c.kwargs['BLOCK']}, num_warps={c.num_warps}"
+            impls.append(Impl(f"cfg {label}", label, run_looped, check_looped))
     else:
         failures += ours_missing(case, nn_error)
 

@@ -92,7 +92,7 @@ def main() -> None:
         threads = 32 * c.num_warps
         blocks = min(2048 // threads, 65536 // max(1, regs * threads))
         rows_sm = blocks * c.kwargs["ROWS"]
-        config = f"ROWS={c.kwargs['ROWS']}, warps={c.num_warps}"
+        config = "".join(f"{k[0]}{v} " for k, v in c.kwargs.items()) + f"warps={c.num_warps}"
         print(
             f"{name:20} {cols:5d} {config:24} {regs:4d} {frame:5d} {spilled:>5} "
             f"{blocks:6d} {rows_sm:7d}"

@@ -8,46 +8,46 @@ cross_entropy_bwd(__nv_bfloat16* dlogits, const __nv_bfloat16* __restrict__ logi
     constexpr int BLOCK = 4096;
     using tx_L0 = tx::Blocked<tx::Ints<4096>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [4096]: 8 per thread, 32 lanes, 16 warps, order [0]; 8 per thread
     // i32 row = program_id(0);
-#line 87 "kernels/cross_entropy.c"
+#line 170 "kernels/cross_entropy.c"
     int row = (int)blockIdx.x;
     // tile cols = program_id(1) * BLOCK + arange(0, BLOCK);
-#line 88 "kernels/cross_entropy.c"
+#line 171 "kernels/cross_entropy.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = (int)blockIdx.y * BLOCK + tx_L0::coord(tx_i, 0);
     // tile mask = cols < n_cols;
-#line 89 "kernels/cross_entropy.c"
+#line 172 "kernels/cross_entropy.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
     // i64 t = load(targets + row);
-#line 90 "kernels/cross_entropy.c"
+#line 173 "kernels/cross_entropy.c"
     long long tx_load; tx_load = *(targets + row);
-#line 90
+#line 173
     long long t = tx_load;
     // if (t == ignore_index) {
-#line 91 "kernels/cross_entropy.c"
+#line 174 "kernels/cross_entropy.c"
     if (t == ignore_index) {
         // store(dlogits + row * d_stride + cols, 0.0f, mask);
-#line 92 "kernels/cross_entropy.c"
+#line 175 "kernels/cross_entropy.c"
         __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = __nv_bfloat16(0.0f);
-#line 92
+#line 175
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dlogits + row * d_stride + cols[tx_i], &tx_value[tx_i], mask[tx_i]);
         // return;
-#line 93 "kernels/cross_entropy.c"
+#line 176 "kernels/cross_entropy.c"
         return;
     }
     // tile x = (acc_t)load(logits + row * stride + cols * step, mask, 0.0f);
-#line 95 "kernels/cross_entropy.c"
+#line 178 "kernels/cross_entropy.c"
     __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], logits + row * stride + cols[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
-#line 95
+#line 178
     float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // tile p = exp(x - load(lse + row));
-#line 96 "kernels/cross_entropy.c"
+#line 179 "kernels/cross_entropy.c"
     float tx_load_2; tx_load_2 = *(lse + row);
-#line 96
+#line 179
     float p[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) p[tx_i] = tx::exp(x[tx_i] - tx_load_2);
     // store(dlogits + row * d_stride + cols, (p - (acc_t)(cols == t)) * (grad / load(count)), mask);
-#line 97 "kernels/cross_entropy.c"
+#line 180 "kernels/cross_entropy.c"
     float tx_load_3; tx_load_3 = *count;
-#line 97
+#line 180
     __nv_bfloat16 tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>((p[tx_i] - tx::cast<float>(tx::cast<long long>(cols[tx_i]) == t)) * (grad / tx_load_3));
-#line 97
+#line 180
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dlogits + row * d_stride + cols[tx_i], &tx_value_1[tx_i], mask[tx_i]);
 }

@@ -10,29 +10,29 @@ cross_entropy_count(float* count, const long long* __restrict__ targets, int n_r
     using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<2>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1]: 2 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16 bytes of scratch
     // tile lanes = arange(0, BLOCK);
-#line 40 "kernels/cross_entropy.c"
+#line 44 "kernels/cross_entropy.c"
     int tx_count_kept_lanes[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_lanes[tx_i] = tx_L0::coord(tx_i, 0);
     // i32 kept[BLOCK] = 0;
-#line 41 "kernels/cross_entropy.c"
+#line 45 "kernels/cross_entropy.c"
     int tx_count_kept_kept[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_kept[tx_i] = 0;
     // for (i32 c = 0; c * BLOCK < n_rows; c++) {
-#line 42 "kernels/cross_entropy.c"
+#line 46 "kernels/cross_entropy.c"
     for (int tx_count_kept_c = 0; tx_count_kept_c * BLOCK < n_rows; tx_count_kept_c = tx_count_kept_c + 1) {
         // tile rows = c * BLOCK + lanes;
-#line 43 "kernels/cross_entropy.c"
+#line 47 "kernels/cross_entropy.c"
         int tx_count_kept_rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_rows[tx_i] = tx_count_kept_c * BLOCK + tx_count_kept_lanes[tx_i];
         // tile t = load(targets + rows, rows < n_rows, ignore_index);
-#line 44 "kernels/cross_entropy.c"
+#line 48 "kernels/cross_entropy.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_count_kept_rows[tx_i] < n_rows;
-#line 44
+#line 48
         long long tx_count_kept_t[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 2) tx::load_vec_if<2>(&tx_count_kept_t[tx_i], targets + tx_count_kept_rows[tx_i], tx_mask[tx_i], ignore_index);
         // kept += (i32)(t != ignore_index);
-#line 45 "kernels/cross_entropy.c"
+#line 49 "kernels/cross_entropy.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_kept[tx_i] = tx_count_kept_kept[tx_i] + tx::cast<int>(tx_count_kept_t[tx_i] != ignore_index);
     }
     // store(count, count_kept(targets, n_rows, ignore_index, BLOCK));
-#line 80 "kernels/cross_entropy.c"
+#line 151 "kernels/cross_entropy.c"
     int tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_count_kept_kept, [](int tx_a, int tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 80
+#line 151
     if (threadIdx.x == 0) *count = tx::cast<float>(tx_red[0]);
 }

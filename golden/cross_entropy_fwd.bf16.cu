@@ -10,72 +10,72 @@ cross_entropy_fwd(float* loss, float* lse, const __nv_bfloat16* __restrict__ log
     using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 53 "kernels/cross_entropy.c"
+#line 66 "kernels/cross_entropy.c"
     int row = (int)blockIdx.x;
     // tile x = logits + row * stride;
-#line 54 "kernels/cross_entropy.c"
+#line 67 "kernels/cross_entropy.c"
     const __nv_bfloat16* x = logits + row * stride;
     // tile cols = arange(0, BLOCK);
-#line 23 "kernels/cross_entropy.c"
+#line 27 "kernels/cross_entropy.c"
     int tx_row_logsumexp_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_cols[tx_i] = tx_L0::coord(tx_i, 0);
     // acc_t m[BLOCK] = -INF;
-#line 24 "kernels/cross_entropy.c"
+#line 28 "kernels/cross_entropy.c"
     float tx_row_logsumexp_m[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_m[tx_i] = -__int_as_float(0x7f800000);
     // acc_t s[BLOCK] = 0;
-#line 25 "kernels/cross_entropy.c"
+#line 29 "kernels/cross_entropy.c"
     float tx_row_logsumexp_s[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_s[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 26 "kernels/cross_entropy.c"
+#line 30 "kernels/cross_entropy.c"
     for (int tx_row_logsumexp_c = 0; tx_row_logsumexp_c * BLOCK < n_cols; tx_row_logsumexp_c = tx_row_logsumexp_c + 1) {
         // tile offs = c * BLOCK + cols;
-#line 27 "kernels/cross_entropy.c"
+#line 31 "kernels/cross_entropy.c"
         int tx_row_logsumexp_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_offs[tx_i] = tx_row_logsumexp_c * BLOCK + tx_row_logsumexp_cols[tx_i];
         // tile x = (acc_t)load(row + offs * step, offs < n_cols, -INF);
-#line 28 "kernels/cross_entropy.c"
+#line 32 "kernels/cross_entropy.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_logsumexp_offs[tx_i] < n_cols;
-#line 28
+#line 32
         __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + tx_row_logsumexp_offs[tx_i], tx_mask[tx_i], __nv_bfloat16(-__int_as_float(0x7f800000)));
-#line 28
+#line 32
         float tx_row_logsumexp_x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_x[tx_i] = tx::cast<float>(tx_load[tx_i]);
         // tile e = exp(-abs(x - m));
-#line 29 "kernels/cross_entropy.c"
+#line 33 "kernels/cross_entropy.c"
         float tx_row_logsumexp_e[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_e[tx_i] = tx::exp(-tx::abs(tx_row_logsumexp_x[tx_i] - tx_row_logsumexp_m[tx_i]));
         // s = where(x > m, s * e + 1.0f, where(x == -INF, s, s + e));
-#line 30 "kernels/cross_entropy.c"
+#line 34 "kernels/cross_entropy.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_s[tx_i] = (tx_row_logsumexp_x[tx_i] > tx_row_logsumexp_m[tx_i]) ? (tx_row_logsumexp_s[tx_i] * tx_row_logsumexp_e[tx_i] + 1.0f) : ((tx_row_logsumexp_x[tx_i] == -__int_as_float(0x7f800000)) ? tx_row_logsumexp_s[tx_i] : (tx_row_logsumexp_s[tx_i] + tx_row_logsumexp_e[tx_i]));
         // m = maximum(m, x);
-#line 31 "kernels/cross_entropy.c"
+#line 35 "kernels/cross_entropy.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_m[tx_i] = tx::maximum(tx_row_logsumexp_m[tx_i], tx_row_logsumexp_x[tx_i]);
     }
     // acc_t mx = max(m);
-#line 33 "kernels/cross_entropy.c"
+#line 37 "kernels/cross_entropy.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_row_logsumexp_m, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
-#line 33
+#line 37
     float tx_row_logsumexp_mx = tx_red[0];
     // acc_t l = row_logsumexp(x, n_cols, step, BLOCK);
-#line 55 "kernels/cross_entropy.c"
+#line 68 "kernels/cross_entropy.c"
     float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx_row_logsumexp_s[tx_i] * tx::exp(tx_row_logsumexp_m[tx_i] - tx_row_logsumexp_mx);
-#line 55
+#line 68
     float tx_red_1[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_1, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 55
+#line 68
     float l = tx_row_logsumexp_mx + tx::log(tx_red_1[0]);
     // i64 t = load(targets + row);
-#line 56 "kernels/cross_entropy.c"
+#line 69 "kernels/cross_entropy.c"
     long long tx_load_1; tx_load_1 = *(targets + row);
-#line 56
+#line 69
     long long t = tx_load_1;
     // bool inside = t >= 0 && t < n_cols;
-#line 57 "kernels/cross_entropy.c"
+#line 70 "kernels/cross_entropy.c"
     bool inside = (t >= 0LL) && (t < tx::cast<long long>(n_cols));
     // acc_t picked = (acc_t)load(x + t * step, inside, 0.0f);
-#line 58 "kernels/cross_entropy.c"
+#line 71 "kernels/cross_entropy.c"
     __nv_bfloat16 tx_load_2; tx_load_2 = inside ? *(x + t) : __nv_bfloat16(0.0f);
-#line 58
+#line 71
     float picked = tx::cast<float>(tx_load_2);
     // store(lse + row, l);
-#line 59 "kernels/cross_entropy.c"
+#line 72 "kernels/cross_entropy.c"
     if (threadIdx.x == 0) *(lse + row) = l;
     // store(loss + row, t == ignore_index ? 0.0f : (inside ? l - picked : NAN));
-#line 60 "kernels/cross_entropy.c"
+#line 73 "kernels/cross_entropy.c"
     if (threadIdx.x == 0) *(loss + row) = (t == ignore_index) ? 0.0f : (inside ? (l - picked) : __int_as_float(0x7fffffff));
 }

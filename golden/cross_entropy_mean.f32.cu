@@ -10,57 +10,57 @@ cross_entropy_mean(float* loss_mean, float* count, const float* __restrict__ los
     using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<4>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1]: 4 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16 bytes of scratch
     // tile lanes = arange(0, BLOCK);
-#line 66 "kernels/cross_entropy.c"
+#line 137 "kernels/cross_entropy.c"
     int lanes[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) lanes[tx_i] = tx_L0::coord(tx_i, 0);
     // acc_t total[BLOCK] = 0;
-#line 67 "kernels/cross_entropy.c"
+#line 138 "kernels/cross_entropy.c"
     float total[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) total[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_rows; c++) {
-#line 68 "kernels/cross_entropy.c"
+#line 139 "kernels/cross_entropy.c"
     for (int c = 0; c * BLOCK < n_rows; c = c + 1) {
         // tile rows = c * BLOCK + lanes;
-#line 69 "kernels/cross_entropy.c"
+#line 140 "kernels/cross_entropy.c"
         int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = c * BLOCK + lanes[tx_i];
         // total += load(loss + rows, rows < n_rows, 0.0f);
-#line 70 "kernels/cross_entropy.c"
+#line 141 "kernels/cross_entropy.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = rows[tx_i] < n_rows;
-#line 70
+#line 141
         float tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load[tx_i], loss + rows[tx_i], tx_mask[tx_i], 0.0f);
-#line 70
+#line 141
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) total[tx_i] = total[tx_i] + tx_load[tx_i];
     }
     // tile lanes = arange(0, BLOCK);
-#line 40 "kernels/cross_entropy.c"
+#line 44 "kernels/cross_entropy.c"
     int tx_count_kept_lanes[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_lanes[tx_i] = tx_L0::coord(tx_i, 0);
     // i32 kept[BLOCK] = 0;
-#line 41 "kernels/cross_entropy.c"
+#line 45 "kernels/cross_entropy.c"
     int tx_count_kept_kept[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_kept[tx_i] = 0;
     // for (i32 c = 0; c * BLOCK < n_rows; c++) {
-#line 42 "kernels/cross_entropy.c"
+#line 46 "kernels/cross_entropy.c"
     for (int tx_count_kept_c = 0; tx_count_kept_c * BLOCK < n_rows; tx_count_kept_c = tx_count_kept_c + 1) {
         // tile rows = c * BLOCK + lanes;
-#line 43 "kernels/cross_entropy.c"
+#line 47 "kernels/cross_entropy.c"
         int tx_count_kept_rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_rows[tx_i] = tx_count_kept_c * BLOCK + tx_count_kept_lanes[tx_i];
         // tile t = load(targets + rows, rows < n_rows, ignore_index);
-#line 44 "kernels/cross_entropy.c"
+#line 48 "kernels/cross_entropy.c"
         bool tx_mask_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask_1[tx_i] = tx_count_kept_rows[tx_i] < n_rows;
-#line 44
+#line 48
         long long tx_count_kept_t[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 2) tx::load_vec_if<2>(&tx_count_kept_t[tx_i], targets + tx_count_kept_rows[tx_i], tx_mask_1[tx_i], ignore_index);
         // kept += (i32)(t != ignore_index);
-#line 45 "kernels/cross_entropy.c"
+#line 49 "kernels/cross_entropy.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_kept[tx_i] = tx_count_kept_kept[tx_i] + tx::cast<int>(tx_count_kept_t[tx_i] != ignore_index);
     }
     // acc_t n = count_kept(targets, n_rows, ignore_index, BLOCK);
-#line 72 "kernels/cross_entropy.c"
+#line 143 "kernels/cross_entropy.c"
     int tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_count_kept_kept, [](int tx_a, int tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 72
+#line 143
     float n = tx::cast<float>(tx_red[0]);
     // store(count, n);
-#line 73 "kernels/cross_entropy.c"
+#line 144 "kernels/cross_entropy.c"
     if (threadIdx.x == 0) *count = n;
     // store(loss_mean, sum(total) / n);
-#line 74 "kernels/cross_entropy.c"
+#line 145 "kernels/cross_entropy.c"
     float tx_red_1[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_1, total, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 74
+#line 145
     if (threadIdx.x == 0) *loss_mean = tx_red_1[0] / n;
 }

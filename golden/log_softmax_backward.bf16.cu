@@ -10,29 +10,29 @@ log_softmax_backward(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ y, con
     using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 162 "kernels/softmax.c"
+#line 298 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 163 "kernels/softmax.c"
+#line 299 "kernels/softmax.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // tile mask = cols < n_cols;
-#line 164 "kernels/softmax.c"
+#line 300 "kernels/softmax.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
     // tile logp = (acc_t)load(y + row * y_stride + cols * y_step, mask, 0.0f);
-#line 165 "kernels/softmax.c"
+#line 301 "kernels/softmax.c"
     __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], y + row * y_stride + cols[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
-#line 165
+#line 301
     float logp[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) logp[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile g = (acc_t)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
-#line 166 "kernels/softmax.c"
+#line 302 "kernels/softmax.c"
     __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], dy + row * dy_stride + cols[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
-#line 166
+#line 302
     float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(dx + row * dx_stride + cols, g - exp(logp) * sum(g), mask);
-#line 167 "kernels/softmax.c"
+#line 303 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, g, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 167
+#line 303
     __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(g[tx_i] - tx::exp(logp[tx_i]) * tx_red[0]);
-#line 167
+#line 303
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dx + row * dx_stride + cols[tx_i], &tx_value[tx_i], mask[tx_i]);
 }

@@ -10,62 +10,62 @@ log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__
     using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 208 "kernels/softmax.c"
+#line 344 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 209 "kernels/softmax.c"
+#line 345 "kernels/softmax.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // acc_t row_sum(tile a, i32 step, i32 n_cols, const i32 BLOCK)
-#line 64 "kernels/softmax.c"
+#line 65 "kernels/softmax.c"
     const __nv_bfloat16* tx_row_sum_a = dy + row * dy_stride;
     // tile cols = arange(0, BLOCK);
-#line 66 "kernels/softmax.c"
+#line 67 "kernels/softmax.c"
     int tx_row_sum_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_cols[tx_i] = tx_L0::coord(tx_i, 0);
     // acc_t acc[BLOCK] = 0;
-#line 67 "kernels/softmax.c"
+#line 68 "kernels/softmax.c"
     float tx_row_sum_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 68 "kernels/softmax.c"
+#line 69 "kernels/softmax.c"
     for (int tx_row_sum_c = 0; tx_row_sum_c * BLOCK < n_cols; tx_row_sum_c = tx_row_sum_c + 1) {
         // tile offs = c * BLOCK + cols;
-#line 69 "kernels/softmax.c"
+#line 70 "kernels/softmax.c"
         int tx_row_sum_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_offs[tx_i] = tx_row_sum_c * BLOCK + tx_row_sum_cols[tx_i];
         // acc += (acc_t)load(a + offs * step, offs < n_cols, 0.0f);
-#line 70 "kernels/softmax.c"
+#line 71 "kernels/softmax.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_sum_offs[tx_i] < n_cols;
-#line 70
+#line 71
         __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], tx_row_sum_a + tx_row_sum_offs[tx_i], tx_mask[tx_i], __nv_bfloat16(0.0f));
-#line 70
+#line 71
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_acc[tx_i] = tx_row_sum_acc[tx_i] + tx::cast<float>(tx_load[tx_i]);
     }
     // acc_t total = row_sum(dy + row * dy_stride, dy_step, n_cols, BLOCK);
-#line 210 "kernels/softmax.c"
+#line 346 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_row_sum_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 210
+#line 346
     float total = tx_red[0];
     // for (i32 c = (n_cols - 1) / BLOCK; c >= 0; c--) { /* 0 columns: one chunk, masked off */
-#line 211 "kernels/softmax.c"
+#line 347 "kernels/softmax.c"
     for (int c = (n_cols - 1) / BLOCK; c >= 0; c = c - 1) {
         // tile offs = c * BLOCK + cols;
-#line 212 "kernels/softmax.c"
+#line 348 "kernels/softmax.c"
         int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = c * BLOCK + cols[tx_i];
         // tile mask = offs < n_cols;
-#line 213 "kernels/softmax.c"
+#line 349 "kernels/softmax.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
         // tile logp = (acc_t)load(y + row * y_stride + offs * y_step, mask, 0.0f);
-#line 214 "kernels/softmax.c"
+#line 350 "kernels/softmax.c"
         __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], y + row * y_stride + offs[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
-#line 214
+#line 350
         float logp[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) logp[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
         // tile g = (acc_t)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
-#line 215 "kernels/softmax.c"
+#line 351 "kernels/softmax.c"
         __nv_bfloat16 tx_load_2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_2[tx_i], dy + row * dy_stride + offs[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
-#line 215
+#line 351
         float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_2[tx_i]);
         // store(dx + row * dx_stride + offs, g - exp(logp) * total, mask);
-#line 216 "kernels/softmax.c"
+#line 352 "kernels/softmax.c"
         __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(g[tx_i] - tx::exp(logp[tx_i]) * total);
-#line 216
+#line 352
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dx + row * dx_stride + offs[tx_i], &tx_value[tx_i], mask[tx_i]);
     }
 }

@@ -12,32 +12,32 @@ rms_norm_bwd_dw(__half* dw, const float* __restrict__ dw_part, int n_parts, int 
     using tx_L2 = tx::Blocked<tx::Ints<32, 128>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 128]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 32 per thread
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 2048 bytes of scratch
     // tile cols = program_id(0) * BLOCK_N + arange(0, BLOCK_N);
-#line 112 "kernels/rmsnorm.c"
+#line 122 "kernels/rmsnorm.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = (int)blockIdx.x * BLOCK_N + tx_L0::coord(tx_i, 1);
     // tile parts = expand_dims(arange(0, BLOCK_P), 1);
-#line 113 "kernels/rmsnorm.c"
+#line 123 "kernels/rmsnorm.c"
     int parts[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) parts[tx_i] = tx_L1::coord(tx_i, 0);
     // acc_t acc[BLOCK_P][BLOCK_N] = 0;
-#line 114 "kernels/rmsnorm.c"
+#line 124 "kernels/rmsnorm.c"
     float acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK_P < n_parts; c++) {
-#line 115 "kernels/rmsnorm.c"
+#line 125 "kernels/rmsnorm.c"
     for (int c = 0; c * BLOCK_P < n_parts; c = c + 1) {
         // tile p = c * BLOCK_P + parts;
-#line 116 "kernels/rmsnorm.c"
+#line 126 "kernels/rmsnorm.c"
         int p[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) p[tx_i] = c * BLOCK_P + parts[tx_i];
         // tile mask = (p < n_parts) & (expand_dims(cols, 0) < n_cols);
-#line 117 "kernels/rmsnorm.c"
+#line 127 "kernels/rmsnorm.c"
         bool mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) mask[tx_i] = (p[tx::remap<tx_L1, tx_L2>(tx_i)] < n_parts) & (cols[tx::remap<tx_L0, tx_L2>(tx_i)] < n_cols);
         // acc += load(dw_part + p * n_cols + expand_dims(cols, 0), mask, 0.0f);
-#line 118 "kernels/rmsnorm.c"
+#line 128 "kernels/rmsnorm.c"
         float tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_load[tx_i] = mask[tx_i] ? *(dw_part + p[tx::remap<tx_L1, tx_L2>(tx_i)] * n_cols + cols[tx::remap<tx_L0, tx_L2>(tx_i)]) : 0.0f;
-#line 118
+#line 128
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) acc[tx_i] = acc[tx_i] + tx_load[tx_i];
     }
     // store(dw + cols, sum(acc, 0), cols < n_cols);
-#line 120 "kernels/rmsnorm.c"
+#line 130 "kernels/rmsnorm.c"
     float tx_red[tx_L0::REGS]; tx::reduce<tx_L2, tx_L0, 0>(tx_red, acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 120
+#line 130
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && cols[tx_i] < n_cols) *(dw + cols[tx_i]) = tx::cast<__half>(tx_red[tx_i]);
 }

@@ -10,29 +10,29 @@ softmax_backward(__half* dx, const __half* __restrict__ y, const __half* __restr
     using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<4>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 4 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16 bytes of scratch
     // i32 row = program_id(0);
-#line 150 "kernels/softmax.c"
+#line 286 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 151 "kernels/softmax.c"
+#line 287 "kernels/softmax.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // tile mask = cols < n_cols;
-#line 152 "kernels/softmax.c"
+#line 288 "kernels/softmax.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
     // tile p = (acc_t)load(y + row * y_stride + cols * y_step, mask, 0.0f);
-#line 153 "kernels/softmax.c"
+#line 289 "kernels/softmax.c"
     __half tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load[tx_i] = mask[tx_i] ? *(y + row * y_stride + cols[tx_i]) : __half(0.0f);
-#line 153
+#line 289
     float p[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) p[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile g = (acc_t)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
-#line 154 "kernels/softmax.c"
+#line 290 "kernels/softmax.c"
     __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load_1[tx_i] = mask[tx_i] ? *(dy + row * dy_stride + cols[tx_i]) : __half(0.0f);
-#line 154
+#line 290
     float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(dx + row * dx_stride + cols, p * (g - sum(p * g)), mask);
-#line 155 "kernels/softmax.c"
+#line 291 "kernels/softmax.c"
     float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = p[tx_i] * g[tx_i];
-#line 155
+#line 291
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 155
+#line 291
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (mask[tx_i]) *(dx + row * dx_stride + cols[tx_i]) = tx::cast<__half>(p[tx_i] * (g[tx_i] - tx_red[0]));
 }

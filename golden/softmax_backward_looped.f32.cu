@@ -10,64 +10,64 @@ softmax_backward_looped(float* dx, const float* __restrict__ y, const float* __r
     using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<4>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 4 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 184 "kernels/softmax.c"
+#line 320 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 185 "kernels/softmax.c"
+#line 321 "kernels/softmax.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // acc_t row_dot(tile a, i32 a_step, tile b, i32 b_step, i32 n_cols, const i32 BLOCK)
-#line 50 "kernels/softmax.c"
+#line 51 "kernels/softmax.c"
     const float* tx_row_dot_a = y + row * y_stride;
-#line 50
+#line 51
     const float* tx_row_dot_b = dy + row * dy_stride;
     // tile cols = arange(0, BLOCK);
-#line 52 "kernels/softmax.c"
+#line 53 "kernels/softmax.c"
     int tx_row_dot_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_cols[tx_i] = tx_L0::coord(tx_i, 0);
     // acc_t acc[BLOCK] = 0;
-#line 53 "kernels/softmax.c"
+#line 54 "kernels/softmax.c"
     float tx_row_dot_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 54 "kernels/softmax.c"
+#line 55 "kernels/softmax.c"
     for (int tx_row_dot_c = 0; tx_row_dot_c * BLOCK < n_cols; tx_row_dot_c = tx_row_dot_c + 1) {
         // tile offs = c * BLOCK + cols;
-#line 55 "kernels/softmax.c"
+#line 56 "kernels/softmax.c"
         int tx_row_dot_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_offs[tx_i] = tx_row_dot_c * BLOCK + tx_row_dot_cols[tx_i];
         // tile mask = offs < n_cols;
-#line 56 "kernels/softmax.c"
+#line 57 "kernels/softmax.c"
         bool tx_row_dot_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_mask[tx_i] = tx_row_dot_offs[tx_i] < n_cols;
         // tile pa = (acc_t)load(a + offs * a_step, mask, 0.0f);
-#line 57 "kernels/softmax.c"
+#line 58 "kernels/softmax.c"
         float tx_row_dot_pa[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_row_dot_pa[tx_i], tx_row_dot_a + tx_row_dot_offs[tx_i], tx_row_dot_mask[tx_i], 0.0f);
         // acc += pa * (acc_t)load(b + offs * b_step, mask, 0.0f);
-#line 58 "kernels/softmax.c"
+#line 59 "kernels/softmax.c"
         float tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load[tx_i], tx_row_dot_b + tx_row_dot_offs[tx_i], tx_row_dot_mask[tx_i], 0.0f);
-#line 58
+#line 59
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_acc[tx_i] = tx_row_dot_acc[tx_i] + tx_row_dot_pa[tx_i] * tx_load[tx_i];
     }
     // acc_t dot = row_dot(y + row * y_stride, y_step, dy + row * dy_stride, dy_step, n_cols, BLOCK);
-#line 186 "kernels/softmax.c"
+#line 322 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_row_dot_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 186
+#line 322
     float dot = tx_red[0];
     // for (i32 c = (n_cols - 1) / BLOCK; c >= 0; c--) { /* 0 columns: one chunk, masked off */
-#line 187 "kernels/softmax.c"
+#line 323 "kernels/softmax.c"
     for (int c = (n_cols - 1) / BLOCK; c >= 0; c = c - 1) {
         // tile offs = c * BLOCK + cols;
-#line 188 "kernels/softmax.c"
+#line 324 "kernels/softmax.c"
         int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = c * BLOCK + cols[tx_i];
         // tile mask = offs < n_cols;
-#line 189 "kernels/softmax.c"
+#line 325 "kernels/softmax.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
         // tile p = (acc_t)load(y + row * y_stride + offs * y_step, mask, 0.0f);
-#line 190 "kernels/softmax.c"
+#line 326 "kernels/softmax.c"
         float p[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&p[tx_i], y + row * y_stride + offs[tx_i], mask[tx_i], 0.0f);
         // tile g = (acc_t)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
-#line 191 "kernels/softmax.c"
+#line 327 "kernels/softmax.c"
         float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&g[tx_i], dy + row * dy_stride + offs[tx_i], mask[tx_i], 0.0f);
         // store(dx + row * dx_stride + offs, p * (g - dot), mask);
-#line 192 "kernels/softmax.c"
+#line 328 "kernels/softmax.c"
         float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = p[tx_i] * (g[tx_i] - dot);
-#line 192
+#line 328
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(dx + row * dx_stride + offs[tx_i], &tx_value[tx_i], mask[tx_i]);
     }
 }

@@ -10,76 +10,76 @@ softmax_looped(__half* out, const __half* __restrict__ in, int n_cols, int in_st
     using tx_L1 = tx::Blocked<tx::Ints<1>, tx::Ints<8>, tx::Ints<32>, tx::Ints<16>, tx::Ints<0>>;  // [1]: 8 per thread, 32 lanes, 16 warps, order [0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 row = program_id(0);
-#line 112 "kernels/softmax.c"
+#line 147 "kernels/softmax.c"
     int row = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 113 "kernels/softmax.c"
+#line 148 "kernels/softmax.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // acc_t row_logsumexp(tile row, i32 n_cols, i32 step, const i32 BLOCK)
-#line 32 "kernels/softmax.c"
+#line 33 "kernels/softmax.c"
     const __half* tx_row_logsumexp_row = in + row * in_stride;
     // tile cols = arange(0, BLOCK);
-#line 34 "kernels/softmax.c"
+#line 35 "kernels/softmax.c"
     int tx_row_logsumexp_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_cols[tx_i] = tx_L0::coord(tx_i, 0);
     // acc_t m[BLOCK] = -INF;
-#line 35 "kernels/softmax.c"
+#line 36 "kernels/softmax.c"
     float tx_row_logsumexp_m[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_m[tx_i] = -__int_as_float(0x7f800000);
     // acc_t s[BLOCK] = 0;
-#line 36 "kernels/softmax.c"
+#line 37 "kernels/softmax.c"
     float tx_row_logsumexp_s[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_s[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
-#line 37 "kernels/softmax.c"
+#line 38 "kernels/softmax.c"
     for (int tx_row_logsumexp_c = 0; tx_row_logsumexp_c * BLOCK < n_cols; tx_row_logsumexp_c = tx_row_logsumexp_c + 1) {
         // tile offs = c * BLOCK + cols;
-#line 38 "kernels/softmax.c"
+#line 39 "kernels/softmax.c"
         int tx_row_logsumexp_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_offs[tx_i] = tx_row_logsumexp_c * BLOCK + tx_row_logsumexp_cols[tx_i];
         // tile x = (acc_t)load(row + offs * step, offs < n_cols, -INF);
-#line 39 "kernels/softmax.c"
+#line 40 "kernels/softmax.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_logsumexp_offs[tx_i] < n_cols;
-#line 39
+#line 40
         __half tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], tx_row_logsumexp_row + tx_row_logsumexp_offs[tx_i], tx_mask[tx_i], __half(-__int_as_float(0x7f800000)));
-#line 39
+#line 40
         float tx_row_logsumexp_x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_x[tx_i] = tx::cast<float>(tx_load[tx_i]);
         // tile e = exp(-abs(x - m));
-#line 40 "kernels/softmax.c"
+#line 41 "kernels/softmax.c"
         float tx_row_logsumexp_e[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_e[tx_i] = tx::exp(-tx::abs(tx_row_logsumexp_x[tx_i] - tx_row_logsumexp_m[tx_i]));
         // s = where(x > m, s * e + 1.0f, where(x == -INF, s, s + e));
-#line 41 "kernels/softmax.c"
+#line 42 "kernels/softmax.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_s[tx_i] = (tx_row_logsumexp_x[tx_i] > tx_row_logsumexp_m[tx_i]) ? (tx_row_logsumexp_s[tx_i] * tx_row_logsumexp_e[tx_i] + 1.0f) : ((tx_row_logsumexp_x[tx_i] == -__int_as_float(0x7f800000)) ? tx_row_logsumexp_s[tx_i] : (tx_row_logsumexp_s[tx_i] + tx_row_logsumexp_e[tx_i]));
         // m = maximum(m, x);
-#line 42 "kernels/softmax.c"
+#line 43 "kernels/softmax.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_m[tx_i] = tx::maximum(tx_row_logsumexp_m[tx_i], tx_row_logsumexp_x[tx_i]);
     }
     // acc_t mx = max(m);
-#line 44 "kernels/softmax.c"
+#line 45 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_row_logsumexp_m, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
-#line 44
+#line 45
     float tx_row_logsumexp_mx = tx_red[0];
     // acc_t lse = row_logsumexp(in + row * in_stride, n_cols, in_step, BLOCK);
-#line 114 "kernels/softmax.c"
+#line 149 "kernels/softmax.c"
     float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx_row_logsumexp_s[tx_i] * tx::exp(tx_row_logsumexp_m[tx_i] - tx_row_logsumexp_mx);
-#line 114
+#line 149
     float tx_red_1[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_1, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 114
+#line 149
     float lse = tx_row_logsumexp_mx + tx::log(tx_red_1[0]);
     // for (i32 c = (n_cols - 1) / BLOCK; c >= 0; c--) { /* 0 columns: one chunk, masked off */
-#line 115 "kernels/softmax.c"
+#line 150 "kernels/softmax.c"
     for (int c = (n_cols - 1) / BLOCK; c >= 0; c = c - 1) {
         // tile offs = c * BLOCK + cols;
-#line 116 "kernels/softmax.c"
+#line 151 "kernels/softmax.c"
         int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = c * BLOCK + cols[tx_i];
         // tile mask = offs < n_cols;
-#line 117 "kernels/softmax.c"
+#line 152 "kernels/softmax.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
         // tile x = (acc_t)load(in + row * in_stride + offs * in_step, mask, 0.0f);
-#line 118 "kernels/softmax.c"
+#line 153 "kernels/softmax.c"
         __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], in + row * in_stride + offs[tx_i], mask[tx_i], __half(0.0f));
-#line 118
+#line 153
         float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
         // store(out + row * out_stride + offs, exp(x - lse), mask);
-#line 119 "kernels/softmax.c"
+#line 154 "kernels/softmax.c"
         __half tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__half>(tx::exp(x[tx_i] - lse));
-#line 119
+#line 154
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(out + row * out_stride + offs[tx_i], &tx_value_1[tx_i], mask[tx_i]);
     }
 }

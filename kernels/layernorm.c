@@ -73,20 +73,28 @@ kernel layer_norm_fwd(any *y, any *mean, any *rstd, const any *x, const any *w, 
 }
 
 #pragma autotune key(n_cols, pow2(n_rows))
-#pragma autotune config(ROWS=1, num_warps=4)
-#pragma autotune config(ROWS=1, num_warps=8)
-#pragma autotune config(ROWS=1, num_warps=16)
-#pragma autotune config(ROWS=1, num_warps=32)
-#pragma autotune config(ROWS=2, num_warps=4)
-#pragma autotune config(ROWS=2, num_warps=8)
-#pragma autotune config(ROWS=4, num_warps=4)
-#pragma autotune config(ROWS=4, num_warps=8)
-#pragma autotune config(ROWS=1, num_warps=2)
-#pragma autotune config(ROWS=2, num_warps=16)
+#pragma autotune config(ROWS=1, num_warps=4, INTERLEAVE=0)
+#pragma autotune config(ROWS=1, num_warps=8, INTERLEAVE=0)
+#pragma autotune config(ROWS=1, num_warps=16, INTERLEAVE=0)
+#pragma autotune config(ROWS=1, num_warps=32, INTERLEAVE=0)
+#pragma autotune config(ROWS=2, num_warps=4, INTERLEAVE=0)
+#pragma autotune config(ROWS=2, num_warps=8, INTERLEAVE=0)
+#pragma autotune config(ROWS=4, num_warps=4, INTERLEAVE=0)
+#pragma autotune config(ROWS=4, num_warps=8, INTERLEAVE=0)
+#pragma autotune config(ROWS=1, num_warps=2, INTERLEAVE=0)
+#pragma autotune config(ROWS=2, num_warps=16, INTERLEAVE=0)
+#pragma autotune config(ROWS=1, num_warps=16, INTERLEAVE=1)
+#pragma autotune config(ROWS=1, num_warps=32, INTERLEAVE=1)
+#pragma autotune config(ROWS=2, num_warps=32, INTERLEAVE=0)
+#pragma autotune config(ROWS=2, num_warps=32, INTERLEAVE=1)
+#pragma autotune config(ROWS=1, num_warps=8, INTERLEAVE=1)
+#pragma autotune config(ROWS=2, num_warps=8, INTERLEAVE=1)
+#pragma autotune config(ROWS=4, num_warps=8, INTERLEAVE=1)
 kernel layer_norm_bwd_dx(any *dx, any *dw_part, any *db_part, const any *dy, const any *x,
                          const any *w, const any *mean, const any *rstd, i32 n_rows, i32 n_cols,
                          i32 dy_stride, i32 dy_step, i32 x_stride, i32 x_step,
-                         i32 dx_stride, const i32 BLOCK, const i32 ROWS, const i32 EVEN)
+                         i32 dx_stride, const i32 BLOCK, const i32 ROWS, const i32 EVEN,
+                         const i32 INTERLEAVE)
 {
     i32 pid = program_id(0);
     tile cols = arange(0, BLOCK);
@@ -94,23 +102,26 @@ kernel layer_norm_bwd_dx(any *dx, any *dw_part, any *db_part, const any *dy, con
     tile c2 = expand_dims(cols, 0);
     acc_t dw_acc[ROWS][BLOCK] = 0;
     acc_t db_acc[ROWS][BLOCK] = 0;
+    /* INTERLEAVE: rows pid * ROWS + k * G * ROWS (the programs in flight read neighbouring
+     * rows); else the run [pid * R, (pid + 1) * R), R = cdiv(n_rows, G) */
     i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
-    i32 first = pid * per_program;
-    i32 last = minimum(first + per_program, n_rows);
+    i32 first = INTERLEAVE != 0 ? pid * ROWS : pid * per_program;
+    i32 last = INTERLEAVE != 0 ? n_rows : minimum(first + per_program, n_rows);
+    i32 step = INTERLEAVE != 0 ? num_programs(0) * ROWS : ROWS;
     /* the next ROWS rows of dy and x are loaded before this ROWS are reduced (a software
      * pipeline of one stage, in registers): their reads overlap the reductions' barriers */
     tile next = expand_dims(first + arange(0, ROWS), 1);
     tile next_mask = (next < last) & expand_dims(col_mask, 0);
     tile dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
     tile x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
-    for (i32 row = first; row < last; row += ROWS) {
+    for (i32 row = first; row < last; row += step) {
         tile rows = row + arange(0, ROWS);
         tile row_mask = rows < last;
         tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
         tile r2 = expand_dims(rows, 1);
         tile g = (acc_t)dy_next;
         tile v = (acc_t)x_next;
-        next = r2 + ROWS;
+        next = r2 + step;
         next_mask = (next < last) & expand_dims(col_mask, 0);
         dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
         x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);

@@ -513,13 +513,25 @@ GOLDEN: tuple[Golden, ...] = (
     # teeny_tx.nn: each kernel once, as the wrappers launch it (BLOCK and num_warps from
     # nn.row_config, the norms' ROWS and num_warps one of their autotune configs; rows of
     # 1000, 4096 or 32000 columns, contiguous: column strides of 1)
+    *(  # one tile per row: ROWS rows per program (one of the autotune configs)
+        Golden(
+            stem,
+            "softmax.c",
+            kernel,
+            (dtype, dtype, 8192, cols, cols, 1, cols),
+            {"BLOCK": block, "ROWS": rows},
+            warps,
+        )
+        for stem, kernel, dtype, cols, block, rows, warps in (
+            ("softmax.f32", "softmax", "f32", 1000, 1024, 2, 4),
+            ("log_softmax.bf16", "log_softmax", "bf16", 4096, 4096, 1, 16),
+        )
+    ),
     *(
         Golden(
             stem, "softmax.c", kernel, (dtype, dtype, cols, cols, 1, cols), {"BLOCK": block}, warps
         )
         for stem, kernel, dtype, cols, block, warps in (
-            ("softmax.f32", "softmax", "f32", 1000, 1024, 4),
-            ("log_softmax.bf16", "log_softmax", "bf16", 4096, 4096, 16),
             ("softmax_looped.f16", "softmax_looped", "f16", 32000, 4096, 16),
             ("log_softmax_looped.f32", "log_softmax_looped", "f32", 32000, 4096, 16),
         )
@@ -547,6 +559,14 @@ GOLDEN: tuple[Golden, ...] = (
             ),
         )
     ),
+    Golden(  # a row of 2^18 f32 over 32 programs of 8192 columns (their slots: 64 bits each)
+        "softmax_split.f32",
+        "softmax.c",
+        "softmax_split",
+        ("f32", "i64", "i32", "f32", 262144, 262144, 1, 262144, 256),
+        {"CHUNK": 8192, "SLOTS": 64, "LOG": 0},
+        8,
+    ),
     Golden(
         "layer_norm_fwd.f16",
         "layernorm.c",
@@ -569,7 +589,7 @@ GOLDEN: tuple[Golden, ...] = (
         "layer_norm_bwd_dx",
         ("bf16", "f32", "f32", "bf16", "bf16", "f32", "f32", "f32")
         + (8192, 4096, 4096, 1, 4096, 1, 4096),
-        {"BLOCK": 4096, "ROWS": 1, "EVEN": 1},
+        {"BLOCK": 4096, "ROWS": 1, "EVEN": 1, "INTERLEAVE": 1},
         16,
     ),
     Golden(
@@ -592,7 +612,7 @@ GOLDEN: tuple[Golden, ...] = (
         "rmsnorm.c",
         "rms_norm_bwd_dx",
         ("f16", "f32", "f16", "f16", "f16", "f32", 8192, 1000, 1000, 1, 1000, 1, 1000),
-        {"BLOCK": 1024, "ROWS": 2, "EVEN": 0},
+        {"BLOCK": 1024, "ROWS": 2, "EVEN": 0, "INTERLEAVE": 0},
         4,
     ),
     Golden(
@@ -609,6 +629,22 @@ GOLDEN: tuple[Golden, ...] = (
         ("f32", "f32", "bf16", "i64", 32000, 32000, 1, -100),
         {"BLOCK": 4096},
         16,
+    ),
+    Golden(  # rows of 32000 over programs of 4096 columns, then 64 rows' slots a program
+        "cross_entropy_chunks.bf16",
+        "cross_entropy.c",
+        "cross_entropy_chunks",
+        ("i64", "bf16", 32000, 32000, 1),
+        {"CHUNK": 4096},
+        4,
+    ),
+    Golden(
+        "cross_entropy_rows.bf16",
+        "cross_entropy.c",
+        "cross_entropy_rows",
+        ("f32", "f32", "i64", "bf16", "i64", 8192, 32000, 8, 32000, 1, -100),
+        {"ROWS": 64, "SLOTS": 16},
+        4,
     ),
     Golden(
         "cross_entropy_mean.f32",

@@ -73,6 +73,7 @@ class Device:
 
         limits = launch.DeviceLimits("mock H200", (9, 0), 232448, 1024, 65536, 132)
         monkeypatch.setattr(cupy, "empty", empty)
+        monkeypatch.setattr(cupy, "zeros", empty)  # the split kernels' slots: fake memory too
         monkeypatch.setattr(cupy, "ascontiguousarray", lambda a: empty(a.shape, a.dtype))
         monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
         monkeypatch.setattr(launch, "get_device", lambda: 0)
@@ -85,6 +86,7 @@ class Device:
         fresh = functools.cache(lambda f: teeny_tx.compile(kernel_text(f), name=f"kernels/{f}"))
         monkeypatch.setattr(nn, "module", fresh)
         monkeypatch.setattr(nn, "_norm_kernel", functools.cache(nn._norm_kernel.__wrapped__))
+        monkeypatch.setattr(nn, "_ce_kernel", functools.cache(nn._ce_kernel.__wrapped__))
         fresh_plans: dict = {}  # the plans' one table, as nn and plans both name it
         monkeypatch.setattr(plans, "PLANS", fresh_plans)
         monkeypatch.setattr(nn, "_PLANS", fresh_plans)
@@ -117,15 +119,15 @@ def count_calls(monkeypatch, owner, name: str) -> list[int]:
 
 def softmax_args(device, x):
     rows, cols = x.shape
-    return (device.array(x.shape, x.dtype), x, cols, x.strides[0] // x.itemsize, 1, cols)
+    return (device.array(x.shape, x.dtype), x, rows, cols, x.strides[0] // x.itemsize, 1, cols)
 
 
 def test_direct_sends_what_the_launcher_sends(device):
     kernel = nn.module("softmax.c").softmax
     x = device.array((5, 1001))
     args = softmax_args(device, x)
-    kernel[(5,)](*args, num_warps=4, strided=True, BLOCK=1024)
-    run = kernel.direct((5,), args, 4, strided=True, BLOCK=1024)
+    kernel[(5,)](*args, num_warps=4, strided=True, BLOCK=1024, ROWS=1)
+    run = kernel.direct((5,), args, 4, strided=True, BLOCK=1024, ROWS=1)
     run(*args)
     assert len(device.launches) == 2
     assert device.launches[0] == device.launches[1]
@@ -139,7 +141,7 @@ def test_direct_goes_back_to_the_launcher_on_another_alignment(device, monkeypat
     x = device.array((4, 1025))
     args = softmax_args(device, x[:, :1024])
     misses = count_calls(monkeypatch, kernel, "_miss")  # before the launcher is made
-    run = kernel.direct((4,), args, 4, strided=True, BLOCK=1024)
+    run = kernel.direct((4,), args, 4, strided=True, BLOCK=1024, ROWS=1)
     run(*args)
     assert misses[0] == 0
     shifted = x[:, 1:]  # 2-byte aligned: the key's 16-byte vector loads would fault

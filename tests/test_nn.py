@@ -138,6 +138,43 @@ def test_every_norm_config_on_the_interpreter(case_name, index):
         case.check(outs, args, rows, cols)
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_every_softmax_rows_config_on_the_interpreter(name):
+    """Each #pragma autotune config (ROWS, num_warps) of the one-tile softmax kernels, launched
+    as teeny_tx.nn launches them, against float64: one column, 7 rows of 1001 (a partial last
+    group of ROWS), 9 rows of 17 strided columns; rows of a partial group are not written."""
+    case = CASES[name]
+    kernel = tx.compile("kernels/softmax.c").kernels[name]
+    for c in kernel.tune.configs:
+        for dtype, rows, cols, wrap in [
+            ("f32", 1, 1, None),
+            ("bf16", 7, 1001, None),
+            ("f16", 9, 17, _every_other_column),
+        ]:
+            rng = np.random.default_rng(hash((name, cols)) % 2**32)
+            (x,) = case.make(rng, rows, cols, dtype)
+            xv = wrap(x) if wrap else x
+            y = np.full((rows + 1, cols), np.nan, x.dtype)  # a row past the end: untouched
+            stride, step = (st // x.itemsize for st in xv.strides)
+            grid = (-(-rows // c.kwargs["ROWS"]),)
+            block = nn.norm_block(cols)
+            kernel.interpret[grid](
+                y,
+                xv,
+                rows,
+                cols,
+                stride,
+                step,
+                cols,
+                num_warps=c.num_warps,
+                BLOCK=block,
+                strided=True,
+                **c.kwargs,
+            )
+            assert np.isnan(y[rows].astype(np.float32)).all()
+            case.check([y[:rows]], (x,), rows, cols)
+
+
 @pytest.mark.parametrize("case_name", NORM_CASES)
 def test_norm_prune_keeps_a_config_that_fits_every_width(case_name):
     kernel = nn._norm_kernel(*_KERNELS[case_name])
@@ -326,10 +363,162 @@ def test_partial_programs_cover_every_row_once():
         assert programs <= 4 * 132 and (programs - 1) * per < rows <= programs * per
 
 
+# ---------------------------------------------------------------- split softmax
+
+
+def _split_run(name: str, x: np.ndarray, config, spins: int):
+    """(y, slots, count) of one launch of softmax_split for ``name`` (softmax, log_softmax) on
+    the interpreter, as teeny_tx.nn launches it (slots sized for the least CHUNK, zero first)."""
+    kernel = tx.compile("kernels/softmax.c").softmax_split
+    rows, cols = x.shape
+    chunk = config.kwargs["CHUNK"]
+    slots_n = nn._split_slots(kernel, cols)
+    least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
+    y = np.full(x.shape, np.nan, x.dtype)
+    slots = np.zeros(rows * -(-cols // least), np.int64)
+    done = np.zeros(rows, np.int32)
+    grid = (rows * -(-cols // chunk),)
+    stride, step = (s // x.itemsize for s in x.strides)
+    kernel.interpret[grid](
+        y,
+        slots,
+        done,
+        x,
+        cols,
+        stride,
+        step,
+        cols,
+        spins,
+        num_warps=config.num_warps,
+        SLOTS=slots_n,
+        LOG=int(name == "log_softmax"),
+        strided=True,
+        **config.kwargs,
+    )
+    return y, slots, done
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_split_softmax_every_config_on_the_interpreter(name):
+    """Each config of softmax_split (LOG = 0 and 1) on rows of LONG columns (a last chunk of
+    one column) with -INF entries, a row of only -INF and a row with a NaN (NaN rows, as the
+    one-tile and _looped kernels give), as a column-strided view: against float64 and the
+    _looped kernel;
+    the same bits whether the programs wait for the other chunks (spins > 0) or compute them
+    (spins = 0), and the slots and counts zero again afterwards."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, LONG)).astype(np.float32) * 3
+    x[0, rng.integers(0, LONG, 100)] = -np.inf
+    x[1] = -np.inf
+    x[2, 12345] = np.nan
+    wide = np.full((4, 2 * LONG), np.nan, np.float32)
+    wide[:, ::2] = x
+    view = wide[:, ::2]
+    log = name.startswith("log")
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        m = x64.max(axis=1, keepdims=True)
+        lse = m + np.log(np.exp(x64 - m).sum(axis=1, keepdims=True))
+        expected = x64 - lse if log else np.exp(x64 - lse)
+    looped = tx.compile("kernels/softmax.c").kernels[name + "_looped"]
+    y_looped = np.empty_like(x)
+    looped.interpret[(4,)](y_looped, x, LONG, LONG, 1, LONG, BLOCK=4096, num_warps=16)
+    kernel = tx.compile("kernels/softmax.c").softmax_split
+    for config in kernel.tune.configs:
+        y, slots, done = _split_run(name, view, config, spins=0)
+        y2, slots2, done2 = _split_run(name, view, config, spins=3)
+        np.testing.assert_array_equal(y, y2)
+        assert not slots.any() and not done.any() and not slots2.any() and not done2.any()
+        assert np.isnan(y[1:3]).all() and np.isnan(y_looped[1:3]).all()
+        for r in (0, 3):
+            np.testing.assert_allclose(y[r], expected[r], rtol=2e-5, atol=1e-4 if log else 0)
+            np.testing.assert_allclose(y[r], y_looped[r], rtol=2e-5, atol=1e-4 if log else 0)
+
+
+def test_cross_entropy_chunks_every_config_on_the_interpreter():
+    """Each config of cross_entropy_chunks, then cross_entropy_rows, against cross_entropy_fwd
+    (one program per row) on 5 rows of 9001 columns as a column-strided view, with an ignored
+    row, a target out of range (NaN loss) and a row of -INF but its target."""
+    mod = tx.compile("kernels/cross_entropy.c")
+    chunks, per_row = mod.kernels["cross_entropy_chunks"], mod.kernels["cross_entropy_rows"]
+    whole = mod.kernels["cross_entropy_fwd"]
+    rng = np.random.default_rng(3)
+    rows, cols = 5, 9001
+    x = (rng.standard_normal((rows, cols)) * 4).astype(np.float32)
+    x[3] = -np.inf
+    x[3, 7] = 2.0
+    view = _every_other_column(x)
+    targets = np.array([5, -100, 9001, 7, 9000], np.int64)
+    ref_loss, ref_lse = np.empty(rows, np.float32), np.empty(rows, np.float32)
+    whole.interpret[(rows,)](ref_loss, ref_lse, x, targets, cols, cols, 1, -100, BLOCK=4096)
+    assert np.isnan(ref_loss[2]) and ref_loss[1] == 0
+    slots_n = nn._split_slots(chunks, cols)
+    for c in chunks.tune.configs:
+        n_chunks = -(-cols // c.kwargs["CHUNK"])
+        slots = np.zeros(rows * n_chunks, np.int64)
+        chunks.interpret[(rows * n_chunks,)](
+            slots, view, cols, 2 * cols, 2, num_warps=c.num_warps, strided=True, **c.kwargs
+        )
+        for block_rows in (1, 4):  # a partial last group of rows too
+            loss, lse = np.full(rows, np.nan, np.float32), np.full(rows, np.nan, np.float32)
+            per_row.interpret[(-(-rows // block_rows),)](
+                loss,
+                lse,
+                slots,
+                view,
+                targets,
+                rows,
+                cols,
+                n_chunks,
+                2 * cols,
+                2,
+                -100,
+                ROWS=block_rows,
+                SLOTS=slots_n,
+                strided=True,
+            )
+            np.testing.assert_allclose(lse, ref_lse, rtol=1e-6)
+            np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_split_softmax_applies_to_long_rows_of_f16_bf16_f32(monkeypatch):
+    """With SPLIT_SOFTMAX on, long rows of f16, bf16 and f32 take softmax_split; f64 rows (a
+    chunk's statistics do not pack into 64 bits) and rows of more than MAX_SLOTS chunks keep
+    the _looped kernels (which every long row takes with it off, the default)."""
+    kernel = tx.compile("kernels/softmax.c").softmax_split
+    least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
+    assert nn._split_slots(kernel, LONG) == 1 << (-(-LONG // least) - 1).bit_length()
+    assert nn._split_slots(kernel, least * nn.MAX_SLOTS) == nn.MAX_SLOTS
+    assert nn._split_slots(kernel, least * nn.MAX_SLOTS + 1) == 0
+    launched = []
+    bound = Arrays.bound
+
+    def record(self, kernel, grid, num_warps, **constexprs):
+        launched.append(kernel.name)
+        return bound(self, kernel, grid, num_warps, **constexprs)
+
+    import unittest.mock
+
+    monkeypatch.setattr(nn, "SPLIT_SOFTMAX", True)
+    with unittest.mock.patch.object(Arrays, "bound", record):
+        for dtype in ("f32", "f16", "bf16", "f64"):
+            x = np.random.default_rng(1).standard_normal((2, 20000)).astype(DTYPES[dtype].np)
+            y = nn.softmax(x, interpret=True)
+            np.testing.assert_allclose(y.astype(np.float64).sum(axis=1), 1.0, rtol=1e-2)
+    assert launched == ["softmax_split"] * 3 + ["softmax_looped"]
+    monkeypatch.setattr(nn, "SPLIT_SOFTMAX", False)
+    launched.clear()
+    with unittest.mock.patch.object(Arrays, "bound", record):
+        nn.softmax(np.zeros((2, 20000), np.float32), interpret=True)
+    assert launched == ["softmax_looped"]
+    assert "log_softmax_split" not in tx.compile("kernels/softmax.c").kernels  # one kernel, LOG
+
+
 # ---------------------------------------------------------------- NVRTC, as the wrappers launch
 
 
-def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatch):
+@pytest.mark.parametrize("split", [False, True], ids=["two-pass", "split"])
+def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatch, split):
     """Record the launches the wrappers make over row lengths that take every branch of
     row_config (dtypes in turn), then compile each kernel once per (BLOCK, num_warps)."""
     launches = {}
@@ -347,6 +536,7 @@ def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatc
         return launch
 
     monkeypatch.setattr(Arrays, "bound", record)
+    monkeypatch.setattr(nn, "SPLIT_SOFTMAX", split)  # softmax_split or the _looped forwards
     dtypes = ("bf16", "f16", "f32")
     for i, (case, cols) in enumerate(
         (c, n) for c in ROW_CASES for n in (1, 17, 1000, 4096, 4097, LONG)
@@ -356,6 +546,10 @@ def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatc
         dtype = dtypes[i % 3]
         args = case.make(np.random.default_rng(i), 3, cols, dtype)
         case.run(args, interpret=True)
+        # f64: the _looped softmax kernels and cross_entropy_fwd (the split kernels take f16,
+        # bf16 and f32)
+        if cols == LONG and case.name in ("softmax", "log_softmax", "cross_entropy"):
+            case.run(case.make(np.random.default_rng(i), 3, cols, "f64"), interpret=True)
     compiled = set()
     for kernel, args, num_warps, constexprs in launches.values():
         spec = kernel.specialize(*args, num_warps=num_warps, strided=True, **constexprs)
@@ -363,7 +557,7 @@ def test_every_nn_kernel_compiles_with_nvrtc_at_the_wrappers_launches(monkeypatc
         compiled.add(kernel.name)
     files = ("softmax.c", "layernorm.c", "rmsnorm.c", "cross_entropy.c")
     every = {name for f in files for name in tx.compile(f"kernels/{f}").kernels}
-    assert compiled == every
+    assert compiled == every - (set() if split else {"softmax_split"})
 
 
 def test_reference_dtypes_are_the_wrappers():

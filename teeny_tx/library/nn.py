@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..dtypes import DTYPES
 from ..errors import LaunchError
 from ..kernel import Kernel
@@ -99,11 +101,127 @@ def _looped_launch(
     return c.kwargs["BLOCK"], c.num_warps
 
 
+# softmax_split (a long row over several programs, kernels/softmax.c) and
+# cross_entropy_chunks (a program per chunk of a row, kernels/cross_entropy.c) pack a chunk's
+# (max, sum) into 64 bits, two f32, so f64 rows keep the two-pass _looped kernels (and
+# cross_entropy_fwd), as do rows of more than MAX_SLOTS chunks of the least CHUNK (one tile
+# holds a row's slots).
+SPLIT_DTYPES = ("f16", "bf16", "f32")
+MAX_SLOTS = 1024
+# Reads of a row's slots before a program computes the chunks still missing itself: about a
+# microsecond each on the H200, far longer than the programs of one row take to start together
+# (they are neighbours in launch order), short enough to bound a wait on programs that cannot
+# run yet. The interpreter runs programs one after another: nothing it waits for could arrive.
+SPLIT_SPINS = 256
+# Whether softmax / log_softmax of long rows launch softmax_split (one read, one write, programs
+# that wait for their row's other chunks) or the two-pass _looped kernels (two reads, no
+# waiting). Off: on the H200 (8192 x 262144 fp32, peers in the same run) the best split config
+# moved 2.41 TB/s (56% of copy) and the two-pass kernel 2.74 (64%): a program holds its chunk
+# in registers while it waits for the row's other chunks, so the data in flight per SM is
+# bounded by the register file, not by the memory system (docs: kernels/softmax.c).
+SPLIT_SOFTMAX = False
+
+
+def _zeros(arrays: _Arrays, shape: tuple[int, ...], dtype: str) -> Callable[[], Any]:
+    """A function returning a new zero-filled contiguous array of ``shape`` and ``dtype``."""
+    if arrays.kind == "numpy":
+        return functools.partial(np.zeros, shape, DTYPES[dtype].np)
+    if arrays.kind == "cupy":
+        import cupy
+
+        return functools.partial(cupy.zeros, shape, DTYPES[dtype].np)
+    torch_dtype = getattr(arrays.torch, DTYPES[dtype].torch)
+    return functools.partial(
+        arrays.torch.zeros, shape, dtype=torch_dtype, device=arrays.first.device
+    )
+
+
+def _split_slots(kernel: Kernel, cols: int) -> int:
+    """SLOTS of a split launch: the next power of two >= the chunks of the least CHUNK of the
+    kernel's configs (0 when more than MAX_SLOTS: the row is too long to split)."""
+    least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
+    chunks = cdiv(cols, least)
+    return 0 if chunks > MAX_SLOTS else 1 << max(chunks - 1, 0).bit_length()
+
+
+def _softmax_split(fn: str, x: Any, arrays: _Arrays, interpret: bool) -> Any | None:
+    """softmax / log_softmax of rows longer than one tile through softmax_split (one read and
+    one write of each row); None where it does not apply (f64, too many chunks)."""
+    rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
+    kernel = module("softmax.c").softmax_split
+    slots = _split_slots(kernel, cols)
+    fixed = {"SLOTS": slots, "LOG": int(fn == "log_softmax")}
+    if arrays.dtype(x) not in SPLIT_DTYPES or slots == 0:
+        return None
+    spins = 0 if arrays.kind == "numpy" else SPLIT_SPINS
+    least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
+    alloc = arrays.allocator((rows, cols), arrays.dtype(x))
+    alloc_slots = _zeros(arrays, (rows * cdiv(cols, least),), "i64")
+    alloc_done = _zeros(arrays, (max(rows, 1),), "i32")
+    sizes = (cols, stride, col_stride, cols, spins)
+    if arrays.kind == "numpy" or not TUNE or rows == 0:
+        c = kernel.tune.configs[0]
+    else:
+        with arrays.device():
+
+            def grid(meta: dict) -> tuple[int]:
+                return (rows * cdiv(cols, meta["CHUNK"]),)
+
+            args = (alloc(), alloc_slots(), alloc_done(), x, *sizes)
+            c = kernel.tune[grid].best(*args, strided=True, **fixed)
+            del args
+    grid = (rows * cdiv(cols, c.kwargs["CHUNK"]),)
+    first = _Launch(arrays, kernel, grid, c.num_warps, **fixed, **c.kwargs)
+
+    def make(launch):
+        def plan(x):
+            y = alloc()
+            launch(y, alloc_slots(), alloc_done(), x, *sizes)
+            return y
+
+        return plan
+
+    return _planned(_key(interpret, fn, (x,)), arrays, make, (first,), x)
+
+
 def _softmax_forward(fn: str, x: Any, interpret: bool) -> Any:
     arrays = _Arrays(fn, {"x": x}, interpret)
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     config = row_config(cols)
-    kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
+    if config.looped:
+        y = _softmax_split(fn, x, arrays, interpret) if SPLIT_SOFTMAX else None
+        if y is not None:
+            return y
+        return _softmax_looped(fn, x, arrays, interpret)
+    # one tile per row, ROWS rows per program: the autotuner's config, pruned as the norms'
+    kernel = _norm_kernel("softmax.c", fn)
+    alloc = arrays.allocator((rows, cols), arrays.dtype(x))
+    sizes = (rows, cols, stride, col_stride, cols)
+    fixed = {"BLOCK": config.block}
+    with arrays.device():
+        args = (alloc(), x, *sizes)
+        c = _norm_launch_config(arrays, kernel, _rows_grid, args, fixed, None)
+    del args
+    grid = (cdiv(rows, c.kwargs["ROWS"]),)
+    first = _Launch(arrays, kernel, grid, c.num_warps, **fixed, **c.kwargs)
+
+    def make(launch):
+        def plan(x):
+            y = alloc()
+            launch(y, x, *sizes)
+            return y
+
+        return plan
+
+    return _planned(_key(interpret, fn, (x,)), arrays, make, (first,), x)
+
+
+def _softmax_looped(fn: str, x: Any, arrays: _Arrays, interpret: bool) -> Any:
+    """The two-pass _looped kernels: f64 rows longer than one tile, and rows too long to
+    split."""
+    rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
+    config = row_config(cols)
+    kernel = getattr(module("softmax.c"), fn + "_looped")
     alloc = arrays.allocator((rows, cols), arrays.dtype(x))
     block, warps = _looped_launch(
         arrays, kernel, config, rows, alloc, x, cols, stride, col_stride, cols
@@ -286,16 +404,19 @@ def _norm_launch_config(
     these arguments (timed once per row length, power-of-two bucket of the row count and
     dtypes, then read from the disk cache)."""
     if config is not None:
-        if not _is_norm_config(config):
-            raise arrays.error(f"config must be a teeny_tx.Config(dict(ROWS=...)), got {config!r}")
+        if not _is_norm_config(config, kernel):
+            names = ", ".join(f"{n}=..." for n in kernel.tune.configs[0].kwargs)
+            raise arrays.error(f"config must be a teeny_tx.Config(dict({names})), got {config!r}")
         return config
     if arrays.kind == "numpy" or not TUNE:
         return next(c for c in kernel.tune.configs if not norm_prune(c, args, kernel))
     return kernel.tune[grid].best(*args, strided=True, **constexprs)
 
 
-def _is_norm_config(config: Any) -> bool:
-    return isinstance(config, Config) and set(config.kwargs) == {"ROWS"}
+def _is_norm_config(config: Any, kernel: Kernel) -> bool:
+    """Whether ``config`` is a Config naming the constexprs of ``kernel``'s configs (ROWS; the
+    backward's INTERLEAVE too)."""
+    return isinstance(config, Config) and set(config.kwargs) == set(kernel.tune.configs[0].kwargs)
 
 
 def _rows_grid(meta: dict) -> tuple[int]:
@@ -403,7 +524,7 @@ def _norm_backward(
     tail = (rows, cols, *sizes[2:], cols)
     with arrays.device():
         sms = arrays.sms()
-        given = (config,) if _is_norm_config(config) else ()
+        given = (config,) if _is_norm_config(config, dx_kernel) else ()
         most = max(backward_programs(rows, sms, c) for c in (*dx_kernel.tune.configs, *given))
         alloc_most = arrays.allocator((most, cols), arrays.acc(x))
         parts = (alloc_most(), alloc_most()) if layer else (alloc_most(),)
@@ -456,7 +577,8 @@ def layer_norm_backward(
     interpret: bool = False,
 ) -> tuple[Any, Any, Any]:
     """(dx, dweight, dbias) of :func:`layer_norm`, from the forward's ``mean`` and ``rstd``;
-    ``config`` as :func:`layer_norm`'s, for the dx kernel."""
+    ``config``: a Config(dict(ROWS=..., INTERLEAVE=...), num_warps=...) of the dx kernel's
+    (INTERLEAVE 1: program p takes rows p, p + G, ... in groups of ROWS; 0: a run of rows)."""
     if not interpret:
         key = ("layer_norm_backward", _signature(dy), _signature(x), _signature(weight))
         hit = _PLANS.get((*key, _signature(mean), _signature(rstd), config))
@@ -521,7 +643,7 @@ def rms_norm_backward(
     interpret: bool = False,
 ) -> tuple[Any, Any]:
     """(dx, dweight) of :func:`rms_norm`, from the forward's ``rstd``; ``config`` as
-    :func:`layer_norm`'s, for the dx kernel."""
+    :func:`layer_norm_backward`'s."""
     if not interpret:
         key = ("rms_norm_backward", _signature(dy), _signature(x), _signature(weight))
         hit = _PLANS.get((*key, _signature(rstd), config))
@@ -545,6 +667,36 @@ def _cross_entropy_checks(fn: str, named: dict[str, Any], interpret: bool):
     return arrays, rows, cols, stride, col_stride, None if dense else copy
 
 
+def _ce_prune(c: Config, args: tuple, kernel: Kernel) -> bool:
+    """The cross-entropy row kernels' prune hook: True drops a BLOCK (CHUNK) longer than the
+    row's next power of two (at least the least of the configs'), or more warps than BLOCK / 64
+    lanes fill."""
+    names = [p.name for p in kernel.binder.runtime]
+    cols = int(args[names.index("n_cols")])
+    name = "CHUNK" if "CHUNK" in c.kwargs else "BLOCK"
+    least = min(k.kwargs[name] for k in kernel.tune.configs)
+    block = c.kwargs[name]
+    return block > max(least, norm_block(cols)) or 32 * c.num_warps > max(32, block // 2)
+
+
+@functools.cache
+def _ce_kernel(name: str) -> Kernel:
+    kernel = getattr(module("cross_entropy.c"), name)
+    kernel.tune.prune = functools.partial(_ce_prune, kernel=kernel)
+    return kernel
+
+
+def _ce_config(
+    arrays: _Arrays, kernel: Kernel, grid: Any, args: tuple, rows: int, fixed: dict | None = None
+) -> Config:
+    """The first config the prune keeps on the interpreter (or with TUNE off, or no rows);
+    else the autotuner's choice, timed once per row length and dtypes (``fixed``: the launch's
+    other constexprs)."""
+    if arrays.kind == "numpy" or not TUNE or rows == 0:
+        return next(c for c in kernel.tune.configs if not _ce_prune(c, args, kernel))
+    return kernel.tune[grid].best(*args, strided=True, **(fixed or {}))
+
+
 def cross_entropy(
     logits: Any, targets: Any, ignore_index: int = -100, *, interpret: bool = False
 ) -> tuple[Any, Any]:
@@ -560,15 +712,75 @@ def cross_entropy(
     arrays, rows, cols, stride, col_stride, dense = _cross_entropy_checks(
         "cross_entropy", named, interpret
     )
-    config = row_config(cols, LOOP_BLOCK)
     mod = module("cross_entropy.c")
     acc = arrays.acc(logits)
     alloc_rows, alloc_loss = arrays.allocator((rows,), acc), arrays.allocator((), acc)
     alloc_count = arrays.allocator((1,), acc)
     ignore = ("ignore_index",)
-    first_rows = _Launch(
-        arrays, mod.cross_entropy_fwd, (rows,), config.num_warps, ignore, BLOCK=config.block
-    )
+    chunks_kernel = _ce_kernel("cross_entropy_chunks")
+    slots = _split_slots(chunks_kernel, cols)
+    if arrays.dtype(logits) in SPLIT_DTYPES and slots:  # a program per (row, chunk), then rows
+        least = min(c.kwargs["CHUNK"] for c in chunks_kernel.tune.configs)
+        alloc_slots = arrays.allocator((rows * cdiv(cols, least),), "i64")
+
+        def grid(meta: dict) -> tuple[int]:
+            return (rows * cdiv(cols, meta["CHUNK"]),)
+
+        with arrays.device():
+            args = (alloc_slots(), logits, cols, stride, col_stride)
+            c = _ce_config(arrays, chunks_kernel, grid, args, rows)
+        del args
+        n_chunks = cdiv(cols, c.kwargs["CHUNK"])
+        block_rows = max(1, min(64, 2048 // slots))
+        first_chunks = _Launch(arrays, chunks_kernel, (rows * n_chunks,), c.num_warps, **c.kwargs)
+        first_rows = _Launch(
+            arrays,
+            mod.cross_entropy_rows,
+            (cdiv(rows, block_rows),),
+            4,
+            ignore,
+            ROWS=block_rows,
+            SLOTS=slots,
+        )
+        first_mean = _Launch(arrays, mod.cross_entropy_mean, (1,), 4, ignore, BLOCK=_MEAN_BLOCK)
+
+        def make_split(chunks_launch, rows_launch, mean_launch):
+            def plan(logits, targets, ignore_index):
+                if dense is not None:
+                    targets = dense(targets)
+                losses, lse, loss, count = alloc_rows(), alloc_rows(), alloc_loss(), alloc_count()
+                ignore = int(ignore_index)
+                stats = alloc_slots()
+                chunks_launch(stats, logits, cols, stride, col_stride)
+                rows_launch(
+                    losses,
+                    lse,
+                    stats,
+                    logits,
+                    targets,
+                    rows,
+                    cols,
+                    n_chunks,
+                    stride,
+                    col_stride,
+                    ignore,
+                )
+                mean_launch(loss, count, losses, targets, rows, ignore)
+                return loss, lse
+
+            return plan
+
+        key = _key(interpret, "cross_entropy", (logits, targets))
+        launches = (first_chunks, first_rows, first_mean)
+        return _planned(key, arrays, make_split, launches, logits, targets, ignore_index)
+
+    kernel = _ce_kernel("cross_entropy_fwd")  # f64: a program per row
+    with arrays.device():
+        t = targets if dense is None else dense(targets)
+        args = (alloc_rows(), alloc_rows(), logits, t, cols, stride, col_stride, ignore_index)
+        c = _ce_config(arrays, kernel, (rows,), args, rows)
+    del t, args
+    first_rows = _Launch(arrays, kernel, (rows,), c.num_warps, ignore, **c.kwargs)
     first_mean = _Launch(arrays, mod.cross_entropy_mean, (1,), 4, ignore, BLOCK=_MEAN_BLOCK)
 
     def make(rows_launch, mean_launch):
@@ -609,21 +821,24 @@ def cross_entropy_backward(
         "cross_entropy_backward", named, interpret
     )
     arrays.vector(lse, "lse", rows, (arrays.acc(logits),), "logits' rows")
-    config = row_config(cols, LOOP_BLOCK)
     mod = module("cross_entropy.c")
     alloc = arrays.allocator((rows, cols), arrays.dtype(logits))
     alloc_count = arrays.allocator((1,), arrays.acc(logits))
     ignore = ("ignore_index",)
     first_count = _Launch(arrays, mod.cross_entropy_count, (1,), 4, ignore, BLOCK=_MEAN_BLOCK)
-    grid = (rows, cdiv(cols, config.block))
-    first_rows = _Launch(
-        arrays,
-        mod.cross_entropy_bwd,
-        grid,
-        config.num_warps,
-        ("ignore_index", "grad"),
-        BLOCK=config.block,
-    )
+    kernel = _ce_kernel("cross_entropy_bwd")
+    with arrays.device():
+        t = targets if dense is None else dense(targets)
+        count = alloc_count()  # what the timing launches divide by: its value does not matter
+        args = (alloc(), logits, t, lse, count, cols, stride, col_stride, cols, ignore_index)
+
+        def tuned_grid(meta: dict) -> tuple[int, int]:
+            return (rows, cdiv(cols, meta["BLOCK"]))
+
+        c = _ce_config(arrays, kernel, tuned_grid, (*args, float(grad)), rows)
+    del t, count, args
+    grid = (rows, cdiv(cols, c.kwargs["BLOCK"]))
+    first_rows = _Launch(arrays, kernel, grid, c.num_warps, ("ignore_index", "grad"), **c.kwargs)
 
     def make(count_launch, rows_launch):
         def plan(logits, targets, lse, ignore_index, grad):

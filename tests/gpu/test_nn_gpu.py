@@ -20,6 +20,7 @@ ROWS = (1, 3, 1000)
 COLS = (1, 17, 1000, 4097)
 LONG = 65537  # the looped kernels: softmax family and cross-entropy
 DTYPES = ("f32", "f16", "bf16")
+DTYPES_NP = {"f32": np.float32, "f16": np.float16}
 
 
 def _shapes(long_rows: bool, long_rows_max: int = ROWS[-1]):
@@ -123,9 +124,9 @@ SOFTMAXES = ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])  # each tunes 7 configs per kernel and dtype
 @pytest.mark.parametrize("name", SOFTMAXES)
 def test_looped_softmax_through_the_autotuner(name, dtype):
-    """Rows longer than one tile: the _looped kernels' configs are timed on the first call
-    (BLOCK from 1024 to 8192; the second pass walks the chunks backwards), then replayed;
-    an odd length (2^18 + 3) and a strided view."""
+    """Rows longer than one tile: the split kernels' (forward) and the _looped kernels'
+    (backward) configs are timed on the first call, then replayed; an odd length (2^18 + 3)
+    and a strided view."""
     case = next(c for c in ROW_CASES if c.name == name)
     for rows, cols in [(3, 2**18 + 3), (40, 16385)]:
         args = _host_args(case, dtype, rows, cols, seed=4)
@@ -150,6 +151,119 @@ def test_every_looped_softmax_config_is_right(dtype):
         y = cp.asarray(np.full(x.shape, np.nan, x.dtype))  # NaN first (built on the host: bf16)
         kernel[(rows,)](y, d, cols, cols, 1, cols, num_warps=c.num_warps, **c.kwargs)
         case.check([cp.asnumpy(y)], (x,), rows, cols)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_softmax_rows_config_is_right(name, dtype):
+    """Each #pragma autotune config (ROWS, num_warps) of the one-tile softmax kernels that
+    teeny_tx.nn's prune keeps (the configs it can launch; the interpreter test runs them all),
+    launched directly as nn launches them, on 1001 rows of 1000 and 33 rows of 4097 columns
+    (partial last groups of ROWS): against float64."""
+    case = next(c for c in ROW_CASES if c.name == name)
+    kernel = nn._norm_kernel("softmax.c", name)
+    for rows, cols in [(1001, 1000), (33, 4097)]:
+        (x,) = _host_args(case, dtype, rows, cols, seed=7)
+        d = cp.asarray(x)
+        launch = (d, d, rows, cols, cols, 1, cols)
+        for c in [c for c in kernel.tune.configs if not nn.norm_prune(c, launch, kernel)]:
+            y = cp.asarray(np.full(x.shape, np.nan, x.dtype))
+            grid = (-(-rows // c.kwargs["ROWS"]),)
+            kernel[grid](
+                y,
+                d,
+                rows,
+                cols,
+                cols,
+                1,
+                cols,
+                num_warps=c.num_warps,
+                BLOCK=nn.norm_block(cols),
+                **c.kwargs,
+            )
+            case.check([cp.asnumpy(y)], (x,), rows, cols)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_split_softmax_config_is_right(name, dtype):
+    """Each #pragma autotune config of softmax_split (LOG for log_softmax), launched directly as
+    teeny_tx.nn launches it, on 5 rows of 2^16 + 1 columns (a last chunk of one column) and on
+    400 rows of 2^16 + 3 (up to 6800 programs: more than the device holds at once): against
+    float64; the same bits when no program waits (spins = 0: each computes the other chunks
+    itself); the slots and counts zero again after each launch."""
+    case = next(c for c in ROW_CASES if c.name == name)
+    kernel = module("softmax.c").softmax_split
+    least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
+    for rows, cols in [(5, 2**16 + 1), (400, 2**16 + 3)]:
+        (x,) = _host_args(case, dtype, rows, cols, seed=6)
+        d = cp.asarray(x)
+        slots = cp.zeros(rows * -(-cols // least), cp.int64)
+        done = cp.zeros(rows, cp.int32)
+        for c in kernel.tune.configs:
+            grid = (rows * -(-cols // c.kwargs["CHUNK"]),)
+            outs = []
+            for spins in (nn.SPLIT_SPINS, 0):
+                y = cp.asarray(np.full(x.shape, np.nan, x.dtype))  # NaN first (host: bf16)
+                kernel[grid](
+                    y,
+                    slots,
+                    done,
+                    d,
+                    cols,
+                    cols,
+                    1,
+                    cols,
+                    spins,
+                    num_warps=c.num_warps,
+                    SLOTS=nn._split_slots(kernel, cols),
+                    LOG=int(name == "log_softmax"),
+                    **c.kwargs,
+                )
+                assert not slots.any() and not done.any(), c
+                outs.append(cp.asnumpy(y))
+            case.check(outs[:1], (x,), rows, cols)
+            np.testing.assert_array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])  # CuPy has no bf16: test_torch_* have it
+def test_every_cross_entropy_chunks_config_is_right(dtype):
+    """Each config of cross_entropy_chunks, then cross_entropy_rows, launched directly as
+    teeny_tx.nn launches them, on 600 rows of 32001 columns (targets with ignored rows): lse
+    and loss against cross_entropy_fwd (a program per row) on the same device."""
+    mod = module("cross_entropy.c")
+    chunks, per_row, whole = mod.cross_entropy_chunks, mod.cross_entropy_rows, mod.cross_entropy_fwd
+    rows, cols = 600, 32001
+    rng = np.random.default_rng(8)
+    x = cp.asarray(rng.standard_normal((rows, cols)).astype(DTYPES_NP[dtype]))
+    targets = cp.asarray(rng.integers(0, cols, rows).astype(np.int64))
+    targets[::7] = -100
+    ref_loss, ref_lse = cp.empty(rows, cp.float32), cp.empty(rows, cp.float32)
+    whole[(rows,)](ref_loss, ref_lse, x, targets, cols, cols, 1, -100, BLOCK=4096, num_warps=16)
+    slots_n = nn._split_slots(chunks, cols)
+    for c in chunks.tune.configs:
+        n_chunks = -(-cols // c.kwargs["CHUNK"])
+        slots = cp.empty(rows * n_chunks, cp.int64)
+        chunks[(rows * n_chunks,)](slots, x, cols, cols, 1, num_warps=c.num_warps, **c.kwargs)
+        loss, lse = cp.full(rows, cp.nan, cp.float32), cp.full(rows, cp.nan, cp.float32)
+        per_row[(-(-rows // 64),)](
+            loss,
+            lse,
+            slots,
+            x,
+            targets,
+            rows,
+            cols,
+            n_chunks,
+            cols,
+            1,
+            -100,
+            num_warps=4,
+            ROWS=64,
+            SLOTS=slots_n,
+        )
+        np.testing.assert_allclose(cp.asnumpy(lse), cp.asnumpy(ref_lse), rtol=1e-6)
+        np.testing.assert_allclose(cp.asnumpy(loss), cp.asnumpy(ref_loss), rtol=2e-5, atol=2e-5)
 
 
 def _every_other_column(a):
