@@ -5,6 +5,7 @@ bytes at a time, from addresses of the loop variable and loop-invariant values) 
 markers, and the node carries the ring's depth, look-ahead, buffers and generated names.
 """
 
+import numpy as np
 import pytest
 
 import teeny_tx as tx
@@ -324,12 +325,44 @@ def test_tma_maps_from_launch_values(monkeypatch):
     tma.pipeline_maps(spec.kernel, values)
     big = tma.UNBOUNDED  # batch and head: not bounded by the kernel
     assert made == [
-        (0x4000, "f16", [128, 1001, big, big], [8192, 9000 * 8192, 256], (64, 128, 1, 1)),
-        (0x5000, "f16", [128, 1001, big, big], [8192, 9000 * 8192, 256], (64, 128, 1, 1)),
+        (0x4000, "f16", (128, 1001, big, big), (8192, 9000 * 8192, 256), (64, 128, 1, 1)),
+        (0x5000, "f16", (128, 1001, big, big), (8192, 9000 * 8192, 256), (64, 128, 1, 1)),
     ]
     made.clear()  # the arrays' sizes bound batch and head: 3 batches of 9000 x 32 x 128
     tma.pipeline_maps(spec.kernel, values, {"k": 3 * 9000 * 4096 * 2, "v": 100})
-    assert [m[2] for m in made] == [[128, 1001, 3, 3 * 9000 * 32], [128, 1001, 1, 1]]
+    assert [m[2] for m in made] == [(128, 1001, 3, 3 * 9000 * 32), (128, 1001, 1, 1)]
     values[9 + 4 + 1] = -128  # k's head stride: TMA strides are positive
     with pytest.raises(LaunchError, match="positive strides"):
         tma.pipeline_maps(spec.kernel, values)
+
+
+def test_a_replay_relaunches_at_new_addresses_and_refuses_other_alignment(monkeypatch):
+    """tma.PipelinedReplay: the first launch's specialisation, parameters and map layout,
+    with each new address put in its place (and its maps encoded for it); an address whose
+    alignment mod 16 differs from the first launch's launches nothing."""
+    from teeny_tx.runtime import memory, tma
+
+    spec = _fwd(_attention(monkeypatch))
+    values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1]
+    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18]
+    made = tma.maps_of(spec.kernel, values, {})
+    launched = []
+
+    class Loaded:
+        def launch(self, grid, block, params, shared, stream):
+            launched.append((grid, params, stream))
+
+    monkeypatch.setattr(spec, "loaded", Loaded())
+    monkeypatch.setattr(tma, "tensor_map", lambda ptr, *rest: ("map", ptr))
+    monkeypatch.setattr(memory, "device_pointer", lambda a, param="": (a, "f16"))
+    typed = [np.uint64(v) if i < 5 else v for i, v in enumerate(values)]
+    replay = tma.PipelinedReplay(spec, (8, 128, 1), values, typed, made)
+    moved = [0x9000, 0xA000, 0xB000, 0xC000, 0xD000] + values[5:]
+    assert replay(moved, "stream")
+    ((grid, params, stream),) = launched
+    assert grid == (8, 128, 1) and stream == "stream"
+    assert [int(p) for p in params[:5]] == moved[:5]
+    assert params[5:-2] == tuple(typed[5:])
+    assert params[-2:] == (("map", 0xC000), ("map", 0xD000))  # k's and v's maps, re-encoded
+    moved[2] += 8  # q 8 bytes off the 16-byte alignment the specialisation was made for
+    assert not replay(moved, "stream") and len(launched) == 1

@@ -199,34 +199,10 @@ def pipeline_maps(
     (in order: device addresses and numbers) are ``values``. ``extents``: bytes from each
     pointer parameter's address to the end of its array, where known: a dimension the kernel
     does not bound then ends there (else at :data:`UNBOUNDED`)."""
-    by_name = {p.name: v for p, v in zip(kernel.runtime_params, values, strict=True)}
-    extents = extents or {}
-
-    def number(x):
-        return by_name[x] if isinstance(x, str) else x
-
-    maps = []
-    for c in pipeline_copies(kernel):
-        size = ITEMSIZE[c.dtype]
-        strides = [number(d.stride) * size for d in c.dims[1:]]
-        if any(s <= 0 or s % 16 for s in strides):
-            raise LaunchError(
-                f"kernel '{kernel.name}': the TMA copy of {c.base} needs positive strides that are "
-                f"multiples of 16 bytes, got {strides} bytes (launch without "
-                "$TEENY_TX_PIPELINE_TMA for cp.async copies)"
-            )
-        dims = [c.dims[0].extent]
-        span = extents.get(c.base)
-        for d, stride in zip(c.dims[1:], strides, strict=True):
-            if d.extent is not None:
-                dims.append(max(1, number(d.extent)))
-            elif span is not None:
-                dims.append(max(1, min(UNBOUNDED, -(-span // stride))))
-            else:
-                dims.append(min(UNBOUNDED, 2**62 // stride))
-        box = (c.box[0], *([c.box[1]] + [1] * (len(dims) - 2)))
-        maps.append(tensor_map(by_name[c.base], c.dtype, dims, strides, box))
-    return tuple(maps)
+    return tuple(
+        tensor_map(int(values[i]), dtype, dims, strides, box)
+        for i, dtype, dims, strides, box in maps_of(kernel, values, extents or {})
+    )
 
 
 def launch_pipelined(
@@ -239,10 +215,11 @@ def launch_pipelined(
     stream=None,
     strided: bool = False,
     **constexprs,
-) -> None:
+) -> PipelinedReplay:
     """Launch a kernel (a :class:`teeny_tx.kernel.Kernel`) whose specialisation loads its
     pipelined tiles with TMA: its arguments bound and checked as any launch's, its tensor maps
-    encoded (cached) and passed after them. ``grid`` is a 3-tuple."""
+    encoded (cached) and passed after them. ``grid`` is a 3-tuple. Returns the launch's
+    :class:`PipelinedReplay`, for callers that replay it."""
     from ..dtypes import DTYPES
     from .memory import extent_bytes
 
@@ -263,5 +240,74 @@ def launch_pipelined(
         for p, a in zip(spec.kernel.runtime_params, args, strict=True)
         if p.type.is_pointer
     }
-    maps = pipeline_maps(spec.kernel, values, extents)
+    made = maps_of(spec.kernel, values, extents)
+    maps = [tensor_map(int(values[i]), dtype, dims, st, box) for i, dtype, dims, st, box in made]
     spec.loaded.launch(grid, spec.block, (*typed, *maps), spec.shared_mem, stream)
+    return PipelinedReplay(spec, grid, values, typed, made)
+
+
+def maps_of(kernel, values: Sequence, extents: dict[str, int]) -> tuple[tuple, ...]:
+    """What each tensor map of :func:`pipeline_maps` is made from but the address: (index of
+    its pointer parameter, dtype, dims, strides in bytes, box). A replay of a launch at other
+    addresses, with the same sizes and strides, encodes its maps from these."""
+    params = [p.name for p in kernel.runtime_params]
+    by_name = dict(zip(params, values, strict=True))
+
+    def number(x):
+        return by_name[x] if isinstance(x, str) else x
+
+    out = []
+    for c in pipeline_copies(kernel):
+        size = ITEMSIZE[c.dtype]
+        strides = tuple(number(d.stride) * size for d in c.dims[1:])
+        if any(s <= 0 or s % 16 for s in strides):
+            raise LaunchError(
+                f"kernel '{kernel.name}': the TMA copy of {c.base} needs positive strides that are "
+                f"multiples of 16 bytes, got {list(strides)} bytes (launch without "
+                "$TEENY_TX_PIPELINE_TMA for cp.async copies)"
+            )
+        dims = [c.dims[0].extent]
+        span = extents.get(c.base)
+        for d, stride in zip(c.dims[1:], strides, strict=True):
+            if d.extent is not None:
+                dims.append(max(1, number(d.extent)))
+            elif span is not None:
+                dims.append(max(1, min(UNBOUNDED, -(-span // stride))))
+            else:
+                dims.append(min(UNBOUNDED, 2**62 // stride))
+        box = (c.box[0], *([c.box[1]] + [1] * (len(dims) - 2)))
+        out.append((params.index(c.base), c.dtype, tuple(dims), strides, box))
+    return tuple(out)
+
+
+class PipelinedReplay:
+    """A :func:`launch_pipelined` launch kept for calls with arrays of the same sizes, strides
+    and dtypes (the caller's key says so) at other addresses: the specialisation, its typed
+    parameters and what its tensor maps are made of, found once. A replay takes the new
+    arrays' addresses, checks each keeps the alignment (mod 16 bytes) the specialisation was
+    made for, encodes the maps (cached per address) and launches. ``__call__`` returns False,
+    launching nothing, where an address breaks that alignment: the caller then takes the full
+    path, which checks everything again."""
+
+    def __init__(self, spec, grid, values: Sequence, typed: list, maps: tuple[tuple, ...]):
+        self.spec, self.grid, self.typed, self.maps = spec, grid, typed, maps
+        params = spec.kernel.runtime_params
+        self.pointers = tuple(i for i, p in enumerate(params) if p.type.is_pointer)
+        self.alignment = tuple(int(values[i]) % 16 for i in self.pointers)
+
+    def __call__(self, args: Sequence, stream=None) -> bool:
+        from .memory import device_pointer
+
+        typed = list(self.typed)
+        for i, align in zip(self.pointers, self.alignment, strict=True):
+            ptr = device_pointer(args[i])[0]
+            if ptr % 16 != align:
+                return False
+            typed[i] = np.uint64(ptr)
+        maps = [
+            tensor_map(int(typed[i]), dtype, dims, strides, box)
+            for i, dtype, dims, strides, box in self.maps
+        ]
+        spec = self.spec
+        spec.loaded.launch(self.grid, spec.block, (*typed, *maps), spec.shared_mem, stream)
+        return True
