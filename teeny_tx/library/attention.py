@@ -150,10 +150,10 @@ def _qkv(
 
 def _realigned(arrays: Arrays, *xs: Any) -> tuple[Any, ...]:
     """The arrays, each one whose address is not a multiple of 16 bytes copied (to a new,
-    aligned allocation). Such a view (e.g. a slice starting 4 elements into a buffer) read in
-    place gave wrong results on the H200 (2026-12-01: q 4 or 8 bytes off, both load paths; k
-    off was right): a fault of the generated code not yet found, so the wrapper never hands
-    the kernels one."""
+    aligned allocation). On the H200 (2026-12-01) a q view 4 or 8 bytes off that alignment
+    gave results 0.37-0.46 away from torch SDPA's on both load paths (k off, and q 16 bytes
+    off, agreed); whether ours or SDPA's result was wrong is not settled, so the kernels are
+    only handed aligned arrays, which every test covers."""
     if arrays.kind == "numpy":
         return xs
     return tuple(
