@@ -86,40 +86,19 @@ def train(make: Callable, batches, steps: int, sync: Callable[[], None], run: Ru
 
 
 def graph_step(model, opt) -> Callable:
-    """A step that replays forward and backward from one CUDA graph, captured at the first call:
-    two warm-up passes on a side stream first (they compile, load and tune every kernel and
-    make every gradient), then the capture into those gradients. Each step copies its batch
-    into the captured inputs, zeroes the gradients in place, replays and steps the optimizer
-    (outside the graph: its step count lives on the host)."""
-    import torch
+    """A step that replays forward and backward from the example's CUDA graph
+    (``train.graphed_step``: captured at the first call, after two warm-up passes on a side
+    stream), then steps the optimizer outside it (its step count lives on the host)."""
+    from train import graphed_step
 
-    captured: dict = {}
-
-    def capture(x, y) -> None:
-        sx, sy = x.clone(), y.clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                opt.zero_grad(set_to_none=False)
-                model(sx, sy).backward()
-        torch.cuda.current_stream().wait_stream(side)
-        opt.zero_grad(set_to_none=False)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            loss = model(sx, sy)
-            loss.backward()
-        captured.update(graph=graph, x=sx, y=sy, loss=loss)
+    replay: list[Callable] = []
 
     def step(x, y):
-        if not captured:
-            capture(x, y)
-        captured["x"].copy_(x)
-        captured["y"].copy_(y)
-        opt.zero_grad(set_to_none=False)
-        captured["graph"].replay()
+        if not replay:
+            replay.append(graphed_step(model, x, y))
+        loss = replay[0](x, y)
         opt.step()
-        return captured["loss"].detach().clone()
+        return loss.detach().clone()  # the graph's loss tensor is overwritten by each replay
 
     return step
 

@@ -340,7 +340,7 @@ def test_a_replay_relaunches_at_new_addresses_and_refuses_other_alignment(monkey
     """tma.PipelinedReplay: the first launch's specialisation, parameters and map layout,
     with each new address put in its place (and its maps encoded for it); an address whose
     alignment mod 16 differs from the first launch's launches nothing."""
-    from teeny_tx.runtime import memory, tma
+    from teeny_tx.runtime import tma
 
     spec = _fwd(_attention(monkeypatch))
     values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1]
@@ -354,7 +354,7 @@ def test_a_replay_relaunches_at_new_addresses_and_refuses_other_alignment(monkey
 
     monkeypatch.setattr(spec, "loaded", Loaded())
     monkeypatch.setattr(tma, "tensor_map", lambda ptr, *rest: ("map", ptr))
-    monkeypatch.setattr(memory, "device_pointer", lambda a, param="": (a, "f16"))
+    monkeypatch.setattr(tma, "device_pointer", lambda a, param="": (a, "f16"))
     typed = [np.uint64(v) if i < 5 else v for i, v in enumerate(values)]
     replay = tma.PipelinedReplay(spec, (8, 128, 1), values, typed, made)
     moved = [0x9000, 0xA000, 0xB000, 0xC000, 0xD000] + values[5:]

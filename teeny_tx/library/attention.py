@@ -208,7 +208,8 @@ def _launch(arrays: Arrays, kernel, grid, args: tuple, fixed: AttentionConfig, *
         g = tuple(grid(meta)) + (1,)
         key = _replay_key(kernel.name, g, fixed, constexprs, args)
         replay = _REPLAYS.get(key) if key is not None else None
-        if replay is not None and replay(args, _stream(arrays)):
+        stream = _stream(arrays)
+        if replay is not None and replay(args, stream):
             return
         if _tma_fits(arrays, args):
             replay = tma.launch_pipelined(
@@ -217,7 +218,7 @@ def _launch(arrays: Arrays, kernel, grid, args: tuple, fixed: AttentionConfig, *
                 args,
                 num_warps=fixed.num_warps,
                 num_stages=fixed.num_stages,
-                stream=_stream(arrays),
+                stream=stream,
                 strided=True,
                 **constexprs,
                 **meta,

@@ -18,7 +18,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from teeny_tx.dtypes import DTYPES
 from teeny_tx.errors import LaunchError
+
+from .memory import device_pointer, extent_bytes
 
 # CUtensorMapDataType, by our dtype names
 DATA_TYPES = {"u8": 0, "f8e4m3": 0, "f8e5m2": 0, "u16": 1, "f16": 6, "f32": 7, "bf16": 9}
@@ -220,9 +223,6 @@ def launch_pipelined(
     pipelined tiles with TMA: its arguments bound and checked as any launch's, its tensor maps
     encoded (cached) and passed after them. ``grid`` is a 3-tuple. Returns the launch's
     :class:`PipelinedReplay`, for callers that replay it."""
-    from ..dtypes import DTYPES
-    from .memory import extent_bytes
-
     key, values, big = kernel.binder.bind_device(args, constexprs, num_warps, num_stages, strided)
     if big:
         raise LaunchError(f"kernel '{kernel.name}': TMA pipelines take 32-bit indices only")
@@ -296,8 +296,6 @@ class PipelinedReplay:
         self.alignment = tuple(int(values[i]) % 16 for i in self.pointers)
 
     def __call__(self, args: Sequence, stream=None) -> bool:
-        from .memory import device_pointer
-
         typed = list(self.typed)
         for i, align in zip(self.pointers, self.alignment, strict=True):
             ptr = device_pointer(args[i])[0]
