@@ -148,20 +148,6 @@ def _qkv(
     return b, n_q, n_kv, h_q, h_kv, d
 
 
-def _realigned(arrays: Arrays, *xs: Any) -> tuple[Any, ...]:
-    """The arrays, each one whose address is not a multiple of 16 bytes copied (to a new,
-    aligned allocation). On the H200 (2026-12-01) a q view 4 or 8 bytes off that alignment
-    gave results 0.37-0.46 away from torch SDPA's on both load paths (k off, and q 16 bytes
-    off, agreed); whether ours or SDPA's result was wrong is not settled, so the kernels are
-    only handed aligned arrays, which every test covers."""
-    if arrays.kind == "numpy":
-        return xs
-    return tuple(
-        (x.clone() if arrays.kind == "torch" else x.copy()) if device_pointer(x)[0] % 16 else x
-        for x in xs
-    )
-
-
 def _scales(d: int, scale: float | None) -> tuple[float, float]:
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     if not math.isfinite(scale):
@@ -291,7 +277,6 @@ def attention(
     [B, H_q, N_q] = log(sum(exp(scale * q k^T))) per row. q [B, N_q, H_q, D], k and v
     [B, N_kv, H_kv, D]."""
     arrays, shapes = _check("attention", {"q": q, "k": k, "v": v}, interpret)
-    q, k, v = _realigned(arrays, q, k, v)
     b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes, FORWARD_HEAD_DIMS)
     _, qk_scale = _scales(d, scale)
     dtype = arrays.dtype(q)
@@ -334,7 +319,6 @@ def attention_backward(
     arrays, shapes = _check(
         "attention_backward", {"do": do, "q": q, "k": k, "v": v, "o": o}, interpret
     )
-    do, q, k, v, o = _realigned(arrays, do, q, k, v, o)
     b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes)
     for name in ("o", "do"):
         if shapes[name] != shapes["q"]:

@@ -249,6 +249,8 @@ def test_nn_softmax_captured_in_a_cupy_graph_replays_on_new_data():
         y = nn.softmax(x)
         graph = stream.end_capture()
     x[...] = cupy.asarray(rng.standard_normal((67, 1001)).astype(np.float32))
+    # the copy ran on the default stream, which a non-blocking stream does not wait for
+    cupy.cuda.runtime.deviceSynchronize()
     graph.launch(stream)
     stream.synchronize()
     host = x.get().astype(np.float64)
