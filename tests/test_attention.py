@@ -600,15 +600,12 @@ def test_atomic_dot_stays_in_registers(arch, m, num_warps):
 def test_tma_only_for_arrays_a_tensor_map_reads():
     """The wrapper loads K/V by TMA only where every array is 16-byte aligned, with positive
     strides (a tensor map's are) and 32-bit offsets; other calls take cp.async."""
-    from teeny_tx.library.arrays import Arrays
-
     q = np.zeros((1, 8, 2, 64), np.float16)
-    arrays = Arrays("attention", {"q": q}, True)
-    assert tattn._tma_fits(arrays, (q, 3, 0.5, q.transpose(0, 2, 1, 3)))
-    assert not tattn._tma_fits(arrays, (q, q[:, :, ::-1]))
-    assert not tattn._tma_fits(arrays, (np.broadcast_to(q[:, :1], q.shape),))
+    assert tattn._tma_fits((q, 3, 0.5, q.transpose(0, 2, 1, 3)))
+    assert not tattn._tma_fits((q, q[:, :, ::-1]))
+    assert not tattn._tma_fits((np.broadcast_to(q[:, :1], q.shape),))
     flat = np.zeros(q.size + 8, np.float16)
     start = (-flat.ctypes.data % 16) // 2  # the first 16-byte aligned element
     aligned = flat[start : start + q.size].reshape(q.shape)
-    assert tattn._tma_fits(arrays, (aligned,))
-    assert not tattn._tma_fits(arrays, (flat[start + 4 : start + 4 + q.size].reshape(q.shape),))
+    assert tattn._tma_fits((aligned,))
+    assert not tattn._tma_fits((flat[start + 4 : start + 4 + q.size].reshape(q.shape),))

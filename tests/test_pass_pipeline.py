@@ -366,3 +366,56 @@ def test_a_replay_relaunches_at_new_addresses_and_refuses_other_alignment(monkey
     assert params[-2:] == (("map", 0xC000), ("map", 0xD000))  # k's and v's maps, re-encoded
     moved[2] += 8  # q 8 bytes off the 16-byte alignment the specialisation was made for
     assert not replay(moved, "stream") and len(launched) == 1
+
+
+def test_a_direct_replay_writes_new_addresses_into_its_parameter_block(monkeypatch):
+    """tma.DirectReplay: the replay's parameter block built once (each value at its slot,
+    each map encoded once); a call puts the new addresses in their slots, rewrites each map's
+    address in place and hands the block to cuLaunchKernel; an address off the alignment the
+    specialisation was made for launches nothing."""
+    import ctypes
+
+    from teeny_tx.runtime import tma
+
+    spec = _fwd(_attention(monkeypatch))
+    values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1]
+    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18]
+    made = tma.maps_of(spec.kernel, values, {})
+    typed = [np.uint64(v) if i < 5 else np.int32(v) for i, v in enumerate(values[:-1])]
+    typed.append(np.float32(values[-1]))
+    replay = tma.PipelinedReplay(spec, (8, 128, 1), values, typed, made)
+    encoded = {}
+
+    def fake_map(ptr, *rest):
+        encoded[ptr] = rest
+        return np.frombuffer(ptr.to_bytes(8, "little") * 16, dtype=tma.TENSOR_MAP).copy()
+
+    def replace(address, ptr):  # the map's first 8 bytes stand for its address here
+        ctypes.c_uint64.from_address(address).value = ptr
+        return 0
+
+    launched = []
+
+    def launch_kernel(handle, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        array = (ctypes.c_void_p * (len(typed) + 2)).from_address(params)
+        scalars = [
+            type(t)(np.frombuffer(ctypes.string_at(array[i], t.nbytes), type(t))[0])
+            for i, t in enumerate(typed)
+        ]
+        maps = [ctypes.c_uint64.from_address(array[len(typed) + j]).value for j in range(2)]
+        assert all(array[len(typed) + j] % 64 == 0 for j in range(2))
+        launched.append(((gx, gy, gz), (bx, by, bz), stream, scalars, maps))
+
+    monkeypatch.setattr(tma, "tensor_map", fake_map)
+    monkeypatch.setattr(tma, "launch_kernel", launch_kernel)
+    direct = tma.DirectReplay(replay, 0, 1234, replace)
+    assert sorted(encoded) == [0x4000, 0x5000]  # k's and v's maps, once, at the first addresses
+    moved = [0x9000, 0xA000, 0xB000, 0xC000, 0xD000]
+    assert direct(moved, 77)
+    ((grid, block, stream, scalars, maps),) = launched
+    assert grid == (8, 128, 1) and block == spec.block and stream == 77
+    assert [int(x) for x in scalars[:5]] == moved
+    assert scalars[5:-1] == typed[5:-1] and abs(float(scalars[-1]) - 0.18) < 1e-7
+    assert maps == [0xC000, 0xD000]
+    assert sorted(encoded) == [0x4000, 0x5000]  # addresses replaced, nothing encoded again
+    assert not direct([0x9000, 0xA000, 0xB008, 0xC000, 0xD000], 77) and len(launched) == 1

@@ -22,6 +22,7 @@ flag :data:`TMA`, on; the fixed configs) where the arrays' strides allow it, els
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -32,11 +33,12 @@ from ..kernel import Module, compile
 from ..lower.pipeline import tma_enabled
 from ..runtime import tma
 from ..runtime.grid import cdiv
+from ..runtime.launch import cupy_stream_pointer
 from ..runtime.memory import device_pointer
 from ..runtime.streams import torch_stream
 from .arrays import Arrays
 from .loader import kernel_text, module
-from .plans import MAX_PLANS, signature
+from .plans import Launch, plan_key, planned, replay
 
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128)  # of the backward (and of the forward)
@@ -164,7 +166,14 @@ def _tma_module() -> Module:
     return mod
 
 
-def _tma_fits(arrays: Arrays, args: tuple) -> bool:
+def _element_strides(a: Any) -> tuple[int, ...]:
+    stride = getattr(a, "stride", None)
+    if callable(stride):  # a torch tensor
+        return tuple(stride())
+    return tuple(x // a.itemsize for x in a.strides)
+
+
+def _tma_fits(args: tuple) -> bool:
     """Whether TMA can read every array argument: 16-byte aligned addresses and positive
     strides (a tensor map's are), and 32-bit element offsets (its launches take 32-bit
     indices)."""
@@ -174,7 +183,7 @@ def _tma_fits(arrays: Arrays, args: tuple) -> bool:
         address = a.ctypes.data if isinstance(a, np.ndarray) else device_pointer(a)[0]
         if address % 16:
             return False
-        strides = arrays.strides(a)
+        strides = _element_strides(a)
         if any(s <= 0 for s in strides):
             return False
         if 1 + sum((n - 1) * s for n, s in zip(a.shape, strides, strict=True)) >= 2**31:
@@ -182,86 +191,122 @@ def _tma_fits(arrays: Arrays, args: tuple) -> bool:
     return True
 
 
-def _launch(arrays: Arrays, kernel, grid, args: tuple, fixed: AttentionConfig, **constexprs):
+class _Where(NamedTuple):
+    """The arrays' library and device: what a launch needs of a call besides its arguments
+    (a plan keeps this, not the first call's arrays)."""
+
+    kind: str  # "numpy", "cupy" or "torch"
+    device: int  # -1 for NumPy
+    torch: Any  # the torch module for torch tensors, else None
+
+    @classmethod
+    def of(cls, arrays: Arrays) -> _Where:
+        if arrays.kind == "numpy":
+            return cls("numpy", -1, None)
+        if arrays.kind == "torch":
+            return cls("torch", arrays.first.device.index, arrays.torch)
+        return cls("cupy", arrays.first.device.id, None)
+
+    def stream(self) -> Any:
+        """The stream object a launcher takes: torch's current one, else None (CuPy's)."""
+        return torch_stream(self.torch, self.device) if self.kind == "torch" else None
+
+    def stream_handle(self) -> int:
+        """The raw handle of the current stream of the arrays' library on their device."""
+        if self.kind == "torch":
+            return torch_stream(self.torch, self.device)
+        return cupy_stream_pointer(self.device)
+
+
+def _launch(
+    where: _Where, kernel, grid, args: tuple, fixed: AttentionConfig, **constexprs
+) -> tma.PipelinedReplay | None:
     """Through the kernel's autotune configs on the GPU; ``fixed`` on the interpreter; with
     :data:`TMA` (or $TEENY_TX_PIPELINE_TMA naming the kernel), ``fixed`` with TMA copies where
-    the arrays allow them."""
+    the arrays allow them. Returns the TMA launch's replay (None for any other launch)."""
     if 0 in grid(fixed._asdict() | {"BM": fixed.bm, "BN": fixed.bn}):
-        return
+        return None
     use_tma = (TMA and not TUNE) or tma_enabled(kernel.name)
-    if arrays.kind != "numpy" and use_tma:
+    if where.kind != "numpy" and use_tma and _tma_fits(args):
         meta = {"BM": fixed.bm, "BN": fixed.bn}
-        g = tuple(grid(meta)) + (1,)
-        key = _replay_key(kernel.name, g, fixed, constexprs, args)
-        replay = _REPLAYS.get(key) if key is not None else None
-        stream = _stream(arrays)
-        if replay is not None and replay(args, stream):
-            return
-        if _tma_fits(arrays, args):
-            replay = tma.launch_pipelined(
-                getattr(_tma_module(), kernel.name),
-                g[:3],
-                args,
-                num_warps=fixed.num_warps,
-                num_stages=fixed.num_stages,
-                stream=stream,
-                strided=True,
-                **constexprs,
-                **meta,
-            )
-            if key is not None:
-                if len(_REPLAYS) >= MAX_PLANS:
-                    _REPLAYS.clear()
-                _REPLAYS[key] = replay
-            return
-    if arrays.kind == "numpy" or not TUNE:
-        config = INTERPRET if arrays.kind == "numpy" else fixed
+        return tma.launch_pipelined(
+            getattr(_tma_module(), kernel.name),
+            tuple(grid(meta)),
+            args,
+            num_warps=fixed.num_warps,
+            num_stages=fixed.num_stages,
+            stream=where.stream(),
+            strided=True,
+            **constexprs,
+            **meta,
+        )
+    if where.kind == "numpy" or not TUNE:
+        config = INTERPRET if where.kind == "numpy" else fixed
         meta = {"BM": config.bm, "BN": config.bn}
         g = grid(meta)
-        if arrays.kind == "numpy":
+        if where.kind == "numpy":
             kernel.interpret[g](
                 *args, num_warps=config.num_warps, strided=True, **constexprs, **meta
             )
         else:
-            stream = _stream(arrays)
             kernel[g](
                 *args,
                 num_warps=config.num_warps,
                 num_stages=config.num_stages,
-                stream=stream,
+                stream=where.stream(),
                 strided=True,  # q, k, v, o and their grads are indexed with their own strides
                 **constexprs,
                 **meta,
             )
-        return
-    kernel.tune[grid](*args, stream=_stream(arrays), strided=True, **constexprs)
-
-
-# TMA launches kept for replay: a launch whose arrays have the sizes, strides, dtypes and
-# device of an earlier one (and the same numbers) replays it at the new addresses, skipping the
-# binding, the specialisation look-up and the maps' layout (tma.PipelinedReplay)
-_REPLAYS: dict[tuple, tma.PipelinedReplay] = {}
-
-
-def _replay_key(name: str, grid: tuple, fixed: Any, constexprs: dict, args: tuple) -> tuple | None:
-    """The replay key of a TMA launch: None where an argument is neither a number nor a CuPy
-    array or torch tensor (such launches always take the full path)."""
-    parts = []
-    for a in args:
-        if isinstance(a, (int, float)):
-            parts.append((type(a), a))
-            continue
-        sig = signature(a)
-        if sig is None:
-            return None
-        parts.append(sig)
-    return (name, grid, fixed, tuple(constexprs.items()), *parts)
-
-
-def _stream(arrays: Arrays) -> Any:
-    if arrays.kind != "torch":
         return None
-    return torch_stream(arrays.torch, arrays.first.device.index)
+    kernel.tune[grid](*args, stream=where.stream(), strided=True, **constexprs)
+    return None
+
+
+class _Pipelined:
+    """One launch of a pipelined attention kernel in a plan (plans.py). Called, it launches
+    through :func:`_launch` (every argument checked; TMA where the arrays allow it) and keeps
+    the TMA launch's replay; :meth:`fast` is then that replay's driver launch
+    (tma.DirectReplay), which a plan's later calls make at their arrays' addresses. A call
+    whose addresses break the first one's alignment, and every launch that was not a TMA
+    one, take the full path."""
+
+    def __init__(self, where: _Where, kernel, grid, fixed: AttentionConfig, **constexprs):
+        self.where, self.kernel, self.grid, self.fixed = where, kernel, grid, fixed
+        self.constexprs = constexprs
+        self.replay: tma.PipelinedReplay | None = None
+
+    def __call__(self, *args: Any) -> None:
+        self.replay = _launch(
+            self.where, self.kernel, self.grid, args, self.fixed, **self.constexprs
+        )
+
+    def fast(self) -> Callable[..., None]:
+        made, self.replay = self.replay, None
+        where = self.where
+        direct = made.direct(where.device) if made is not None else None
+        if direct is None:
+            return self
+        pointers, full, stream = made.pointers, self, where.stream_handle
+        if where.kind == "torch":
+
+            def run(*args: Any) -> None:
+                if not direct([args[i].data_ptr() for i in pointers], stream()):
+                    full(*args)
+
+        else:
+
+            def run(*args: Any) -> None:
+                if not direct([args[i].data.ptr for i in pointers], stream()):
+                    full(*args)
+
+        return run
+
+
+def _strides_of(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """(batch, head, row, column) strides of a contiguous [B, N, H, D] array of ``shape``."""
+    _, n, h, d = shape
+    return n * h * d, d, h * d, 1
 
 
 def attention(
@@ -276,6 +321,10 @@ def attention(
     """(o, lse): o = softmax(scale * q k^T [+ causal mask]) v per batch and head, lse f32
     [B, H_q, N_q] = log(sum(exp(scale * q k^T))) per row. q [B, N_q, H_q, D], k and v
     [B, N_kv, H_kv, D]."""
+    options = (bool(causal), scale)
+    hit = replay(interpret, "attention", (q, k, v), *options)
+    if hit is not None:
+        return hit(q, k, v)
     arrays, shapes = _check("attention", {"q": q, "k": k, "v": v}, interpret)
     b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes, FORWARD_HEAD_DIMS)
     _, qk_scale = _scales(d, scale)
@@ -283,23 +332,31 @@ def attention(
     kernels = module("attention.c")
     overlap = OVERLAP and d in FORWARD_OVERLAP  # D = 256: its scratch and ring do not fit
     kernel = kernels.attention_fwd_overlap if overlap else kernels.attention_fwd
-    with arrays.device():
-        o = arrays.empty((b, n_q, h_q, d), dtype)
-        lse = arrays.empty((b, h_q, n_q), "f32")
-        args = (o, lse, q, k, v, n_q, n_kv, h_q, h_q // h_kv)
-        args += _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
-        args += _strides4(arrays, o) + (qk_scale,)
-        _launch(
-            arrays,
-            kernel,
-            lambda meta: (cdiv(n_q, meta["BM"]), b * h_q),
-            args,
-            (FORWARD_OVERLAP if overlap else FORWARD)[d],
-            CAUSAL=int(bool(causal)),
-            BF16=int(dtype == "bf16"),
-            D=d,
-        )
-    return o, lse
+    alloc_o = arrays.allocator((b, n_q, h_q, d), dtype)
+    alloc_lse = arrays.allocator((b, h_q, n_q), "f32")
+    rest = (n_q, n_kv, h_q, h_q // h_kv)
+    rest += _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
+    rest += _strides_of((b, n_q, h_q, d)) + (qk_scale,)
+    first = _Pipelined(
+        _Where.of(arrays),
+        kernel,
+        lambda meta: (cdiv(n_q, meta["BM"]), b * h_q, 1),
+        (FORWARD_OVERLAP if overlap else FORWARD)[d],
+        CAUSAL=int(bool(causal)),
+        BF16=int(dtype == "bf16"),
+        D=d,
+    )
+
+    def make(launch):
+        def plan(q, k, v):
+            o, lse = alloc_o(), alloc_lse()
+            launch(o, lse, q, k, v, *rest)
+            return o, lse
+
+        return plan
+
+    key = plan_key(interpret, "attention", (q, k, v), *options)
+    return planned(key, arrays, make, (first,), q, k, v)
 
 
 def attention_backward(
@@ -316,6 +373,11 @@ def attention_backward(
 ) -> tuple[Any, Any, Any]:
     """(dq, dk, dv), the gradients of :func:`attention`'s o for the output gradient ``do``,
     from its inputs and its outputs ``o`` and ``lse`` (the same causal and scale)."""
+    options = (bool(causal), scale)
+    inputs = (do, q, k, v, o, lse)
+    hit = replay(interpret, "attention_backward", inputs, *options)
+    if hit is not None:
+        return hit(*inputs)
     arrays, shapes = _check(
         "attention_backward", {"do": do, "q": q, "k": k, "v": v, "o": o}, interpret
     )
@@ -334,56 +396,85 @@ def attention_backward(
     flags = {"CAUSAL": int(bool(causal)), "BF16": int(dtype == "bf16"), "D": d}
     group = h_q // h_kv
     atomic = ATOMIC_DQ[d]
-    with arrays.device():
-        dq = arrays.empty((b, n_q, h_q, d), dtype)
-        dk = arrays.empty((b, n_kv, h_kv, d), dtype)
-        dv = arrays.empty((b, n_kv, h_kv, d), dtype)
-        delta = arrays.empty((b, h_q, n_q), "f32")
-        if 0 in (b, n_q, h_q):
-            _zero(arrays, dk, dv)
-            return dq, dk, dv
-        pre = (delta, o, do, n_q, h_q) + _strides4(arrays, o) + _strides4(arrays, do)
-        grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
-        arrays.launch(mod.attention_bwd_preprocess, grid, pre, 4, D=d, BM=PREPROCESS_BM)
-        # the f32 rows dQ is added into (ATOMIC_DQ), [B, H_q, N_q, D]; without atomics the
-        # kernel never touches its dq_acc argument, which is then delta
-        dq_acc = arrays.empty((b, h_q, n_q, d), "f32") if atomic else delta
-        if atomic:
-            _zero(arrays, dq_acc)
-        qkv = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
-        qkv += _strides4(arrays, do)
-        args = (dk, dv, q, k, v, do, lse, delta, dq_acc, n_q, n_kv, h_q, h_kv, group) + qkv
-        args += _strides4(arrays, dk) + _strides4(arrays, dv) + (qk_scale, scale)
-        _launch(
-            arrays,
+    where = _Where.of(arrays)
+    alloc_dq = arrays.allocator((b, n_q, h_q, d), dtype)
+    alloc_kv = arrays.allocator((b, n_kv, h_kv, d), dtype)
+    alloc_rows = arrays.allocator((b, h_q, n_q), "f32")
+    # the f32 rows dQ is added into (ATOMIC_DQ), [B, H_q, N_q, D]; without atomics the
+    # kernel never touches its dq_acc argument, which is then delta
+    alloc_acc = arrays.allocator((b, h_q, n_q, d), "f32") if atomic else None
+    empty = 0 in (b, n_q, h_q)
+    q_strides, kv_strides = _strides_of((b, n_q, h_q, d)), _strides_of((b, n_kv, h_kv, d))
+    pre_rest = (n_q, h_q) + _strides4(arrays, o) + _strides4(arrays, do)
+    qkv = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
+    qkv += _strides4(arrays, do)
+    dkdv_rest = (n_q, n_kv, h_q, h_kv, group) + qkv + kv_strides + kv_strides
+    dkdv_rest += (qk_scale, scale)
+    rows_grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
+    launches = (
+        Launch(arrays, mod.attention_bwd_preprocess, rows_grid, 4, D=d, BM=PREPROCESS_BM),
+        _Pipelined(
+            where,
             mod.attention_bwd_dkdv,
-            lambda meta: (cdiv(n_kv, meta["BN"]), b * h_kv),
-            args,
+            lambda meta: (cdiv(n_kv, meta["BN"]), b * h_kv, 1),
             (BACKWARD_DKDV_ATOMIC if atomic else BACKWARD_DKDV)[d],
             ATOMIC_DQ=int(atomic),
             **flags,
-        )
-        if atomic:
-            cast = (dq, dq_acc, n_q, h_q) + _strides4(arrays, dq) + (scale,)
-            grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
-            arrays.launch(mod.attention_bwd_dq_cast, grid, cast, 4, D=d, BM=PREPROCESS_BM)
-            return dq, dk, dv
-        args = (dq, q, k, v, do, lse, delta, n_q, n_kv, h_q, group) + qkv
-        args += _strides4(arrays, dq) + (qk_scale, scale)
-        _launch(
-            arrays,
+        ),
+        Launch(arrays, mod.attention_bwd_dq_cast, rows_grid, 4, D=d, BM=PREPROCESS_BM)
+        if atomic
+        else _Pipelined(
+            where,
             mod.attention_bwd_dq,
-            lambda meta: (cdiv(n_q, meta["BM"]), b * h_q),
-            args,
+            lambda meta: (cdiv(n_q, meta["BM"]), b * h_q, 1),
             BACKWARD_DQ[d],
             **flags,
-        )
-    return dq, dk, dv
+        ),
+    )
+
+    def make(preprocess, dkdv, last):
+        def plan(do, q, k, v, o, lse):
+            dq, dk, dv, delta = alloc_dq(), alloc_kv(), alloc_kv(), alloc_rows()
+            if empty:
+                _zero(where.kind, dk, dv)
+                return dq, dk, dv
+            preprocess(delta, o, do, *pre_rest)
+            dq_acc = delta
+            if alloc_acc is not None:
+                dq_acc = alloc_acc()
+                _zero(where.kind, dq_acc)
+            dkdv(dk, dv, q, k, v, do, lse, delta, dq_acc, *dkdv_rest)
+            if alloc_acc is not None:
+                last(dq, dq_acc, n_q, h_q, *q_strides, scale)
+            else:
+                last(
+                    dq,
+                    q,
+                    k,
+                    v,
+                    do,
+                    lse,
+                    delta,
+                    n_q,
+                    n_kv,
+                    h_q,
+                    group,
+                    *qkv,
+                    *q_strides,
+                    qk_scale,
+                    scale,
+                )
+            return dq, dk, dv
+
+        return plan
+
+    key = plan_key(interpret, "attention_backward", inputs, *options)
+    return planned(key, arrays, make, launches, *inputs)
 
 
-def _zero(arrays: Arrays, *outs: Any) -> None:
+def _zero(kind: str, *outs: Any) -> None:
     for a in outs:
-        if arrays.kind == "torch":
+        if kind == "torch":
             a.zero_()
         else:
             a[...] = 0

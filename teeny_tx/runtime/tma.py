@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,6 +22,7 @@ import numpy as np
 from teeny_tx.dtypes import DTYPES
 from teeny_tx.errors import LaunchError
 
+from .launch import DriverError, driver_handle, launch_kernel
 from .memory import device_pointer, extent_bytes
 
 # CUtensorMapDataType, by our dtype names
@@ -56,6 +58,20 @@ def _libcuda():
         ctypes.c_int,  # L2 promotion
         ctypes.c_int,  # OOB fill
     ]
+    return fn
+
+
+@functools.cache
+def _replace_address():
+    """libcuda's ``cuTensorMapReplaceAddress`` (a map's global address rewritten in place, the
+    rest of its encoding kept), or None where libcuda cannot be opened by name."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        fn = lib.cuTensorMapReplaceAddress
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     return fn
 
 
@@ -308,4 +324,82 @@ class PipelinedReplay:
         ]
         spec = self.spec
         spec.loaded.launch(self.grid, spec.block, (*typed, *maps), spec.shared_mem, stream)
+        return True
+
+    def direct(self, device: int) -> DirectReplay | None:
+        """This replay as one ``cuLaunchKernel`` on ``device`` with a parameter block built
+        once (:class:`DirectReplay`); None where the driver's launch or its map functions
+        are not at hand (a replay then goes through :meth:`__call__`)."""
+        replace = _replace_address()
+        handle = driver_handle(self.spec.loaded.prepared(device, self.spec.shared_mem))
+        if replace is None or not handle:
+            return None
+        return DirectReplay(self, device, handle, replace)
+
+
+class DirectReplay:
+    """A :class:`PipelinedReplay` launched by the driver, for the library's plans: the
+    parameter block (every value in place, each tensor map encoded once) is built when it is
+    made; a call writes the new addresses into their slots, rewrites each map's address
+    (``cuTensorMapReplaceAddress``) and calls ``cuLaunchKernel``, which copies the block
+    (so it is free again when the call returns; a lock keeps threads from interleaving).
+    ``__call__(addresses, stream)`` takes the pointer parameters' addresses in order and a
+    raw stream handle, and returns False, launching nothing, where an address breaks the
+    alignment (mod 16) the specialisation was made for."""
+
+    def __init__(self, replay: PipelinedReplay, device: int, handle: int, replace) -> None:
+        spec = replay.spec
+        values = [np.asarray(v) for v in replay.typed]
+        offsets, end = [], 0
+        for v in values:
+            end += -end % 8
+            offsets.append(end)
+            end += v.nbytes
+        map_offsets = []
+        for _ in replay.maps:
+            end += -end % 64  # a CUtensorMap is 64-byte aligned
+            map_offsets.append(end)
+            end += 128
+        self._block = ctypes.create_string_buffer(end + 64)
+        base = ctypes.addressof(self._block)
+        base += -base % 64
+        for v, offset in zip(values, offsets, strict=True):
+            ctypes.memmove(base + offset, v.tobytes(), v.nbytes)
+        self._maps = []
+        for (i, dtype, dims, strides, box), offset in zip(replay.maps, map_offsets, strict=True):
+            encoded = tensor_map(int(replay.typed[i]), dtype, dims, strides, box)
+            ctypes.memmove(base + offset, encoded.tobytes(), 128)
+            self._maps.append((replay.pointers.index(i), base + offset))
+        every = [base + o for o in (*offsets, *map_offsets)]
+        self._array = (ctypes.c_void_p * len(every))(*every)
+        self._params = ctypes.addressof(self._array)
+        self._slots = [ctypes.c_uint64.from_address(base + offsets[i]) for i in replay.pointers]
+        self._alignment = replay.alignment
+        self._replace = replace
+        self._lock = threading.Lock()
+        self.spec, self.device, self.handle, self.grid = spec, device, handle, replay.grid
+
+    def __call__(self, addresses: Sequence[int], stream: int) -> bool:
+        for address, align in zip(addresses, self._alignment, strict=True):
+            if address % 16 != align:
+                return False
+        spec, (gx, gy, gz), (bx, by, bz) = self.spec, self.grid, self.spec.block
+        with self._lock:
+            for slot, address in zip(self._slots, addresses, strict=True):
+                slot.value = address
+            for which, tensor_map_address in self._maps:
+                result = self._replace(tensor_map_address, addresses[which])
+                if result != 0:
+                    raise LaunchError(
+                        f"cuTensorMapReplaceAddress failed (CUresult {result}) for address "
+                        f"{addresses[which]:#x}"
+                    )
+            try:
+                launch_kernel(
+                    self.handle, gx, gy, gz, bx, by, bz, spec.shared_mem, stream, self._params, 0
+                )
+            except DriverError as err:
+                raise spec.loaded.error(
+                    self.device, err, self.grid, spec.block, spec.shared_mem
+                ) from None
         return True
