@@ -609,3 +609,19 @@ def test_tma_only_for_arrays_a_tensor_map_reads():
     aligned = flat[start : start + q.size].reshape(q.shape)
     assert tattn._tma_fits((aligned,))
     assert not tattn._tma_fits((flat[start + 4 : start + 4 + q.size].reshape(q.shape),))
+
+
+def test_plans_are_keyed_on_the_settings_they_were_made_under(monkeypatch):
+    """A GPU call replays an earlier call's plan only under the same module flags and config
+    table entries (a sweep or a test that changes them gets launches made under the new
+    ones)."""
+    q = np.zeros((1, 8, 2, 64), np.float16)
+    tables = (tattn.FORWARD, tattn.FORWARD_OVERLAP)
+    seen = {tattn._settings(q, *tables)}
+    monkeypatch.setitem(tattn.FORWARD, 64, tattn.AttentionConfig(64, 64, 4, 3))
+    seen.add(tattn._settings(q, *tables))
+    for flag in ("TMA", "TUNE", "OVERLAP"):
+        monkeypatch.setattr(tattn, flag, not getattr(tattn, flag))
+        seen.add(tattn._settings(q, *tables))
+    assert len(seen) == 5
+    assert tattn._settings(q[..., :32], *tables) != tattn._settings(q, *tables)  # by head dim

@@ -303,6 +303,14 @@ class _Pipelined:
         return run
 
 
+def _settings(q: Any, *tables: dict) -> tuple:
+    """What a plan's launches were chosen by besides the arrays: the module's flags and the
+    config tables' entries for q's head dim (a plan made under other settings never replays)."""
+    shape = getattr(q, "shape", ())
+    d = shape[-1] if shape else None
+    return (TMA, TUNE, OVERLAP, *(table.get(d) for table in tables))
+
+
 def _strides_of(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     """(batch, head, row, column) strides of a contiguous [B, N, H, D] array of ``shape``."""
     _, n, h, d = shape
@@ -321,7 +329,7 @@ def attention(
     """(o, lse): o = softmax(scale * q k^T [+ causal mask]) v per batch and head, lse f32
     [B, H_q, N_q] = log(sum(exp(scale * q k^T))) per row. q [B, N_q, H_q, D], k and v
     [B, N_kv, H_kv, D]."""
-    options = (bool(causal), scale)
+    options = (bool(causal), scale, *_settings(q, FORWARD, FORWARD_OVERLAP))
     hit = replay(interpret, "attention", (q, k, v), *options)
     if hit is not None:
         return hit(q, k, v)
@@ -373,7 +381,8 @@ def attention_backward(
 ) -> tuple[Any, Any, Any]:
     """(dq, dk, dv), the gradients of :func:`attention`'s o for the output gradient ``do``,
     from its inputs and its outputs ``o`` and ``lse`` (the same causal and scale)."""
-    options = (bool(causal), scale)
+    tables = (BACKWARD_DKDV, BACKWARD_DQ, BACKWARD_DKDV_ATOMIC, ATOMIC_DQ)
+    options = (bool(causal), scale, *_settings(q, *tables))
     inputs = (do, q, k, v, o, lse)
     hit = replay(interpret, "attention_backward", inputs, *options)
     if hit is not None:
