@@ -616,7 +616,8 @@ def _configs(tattn) -> str:
     forward = (
         f"overlapped forward {by_d(tattn.FORWARD_OVERLAP)}"
         if tattn.OVERLAP
-        else f"forward {by_d(tattn.FORWARD)}"
+        else f"forward {by_d(tattn.FORWARD)}, causal with N <= {tattn.SHORT} "
+        f"{by_d(tattn.FORWARD_SHORT_CAUSAL)}"
     )
     return (
         f"{forward}; dK/dV {by_d(tattn.BACKWARD_DKDV)}; "

@@ -625,3 +625,16 @@ def test_plans_are_keyed_on_the_settings_they_were_made_under(monkeypatch):
         seen.add(tattn._settings(q, *tables))
     assert len(seen) == 5
     assert tattn._settings(q[..., :32], *tables) != tattn._settings(q, *tables)  # by head dim
+
+
+def test_the_causal_forward_of_short_sequences_takes_its_own_tiles():
+    """Causal and n_kv <= SHORT: FORWARD_SHORT_CAUSAL; otherwise FORWARD (or the overlapped
+    forward's table)."""
+    for d in (64, 128):
+        short = tattn.FORWARD_SHORT_CAUSAL[d]
+        assert tattn._forward_config(d, True, tattn.SHORT, False) == short
+        assert tattn._forward_config(d, True, 1, False) == short
+        assert tattn._forward_config(d, True, tattn.SHORT + 1, False) == tattn.FORWARD[d]
+        assert tattn._forward_config(d, False, 1, False) == tattn.FORWARD[d]
+        assert tattn._forward_config(d, True, 1, True) == tattn.FORWARD_OVERLAP[d]
+    assert tattn._forward_config(256, True, 1, False) == tattn.FORWARD[256]

@@ -76,6 +76,12 @@ FORWARD = {
     128: AttentionConfig(128, 128, 8, 3),
     256: AttentionConfig(128, 64, 8, 2),  # 3 stages of 64 x 256 K and V do not fit
 }
+# the causal forward of short sequences (n_kv <= SHORT): with 128-row tiles most programs do only
+# a few key blocks and pay their prologue and epilogue alone on the SM; 64 x 64 tiles of 4 warps
+# run several programs per SM (H200, 2026-12-01, fifth session, N=1024 fp16 causal, TFLOP/s,
+# FORWARD / 64 x 64: D=64 178 / 220, D=128 220 / 226; bench/sweep_attention.py --n 1024)
+SHORT = 1024
+FORWARD_SHORT_CAUSAL = {64: AttentionConfig(64, 64, 4, 2), 128: AttentionConfig(64, 64, 4, 2)}
 # the forward whose softmax of key block j + 1 runs while the product of block j does
 # (attention_fwd_overlap: deferred wgmma waits, lower/dot_plan.py); OVERLAP: the wrapper
 # launches it instead of attention_fwd (D = 64 and 128). Its prologue and epilogue products
@@ -308,7 +314,15 @@ def _settings(q: Any, *tables: dict) -> tuple:
     config tables' entries for q's head dim (a plan made under other settings never replays)."""
     shape = getattr(q, "shape", ())
     d = shape[-1] if shape else None
-    return (TMA, TUNE, OVERLAP, *(table.get(d) for table in tables))
+    return (TMA, TUNE, OVERLAP, SHORT, *(table.get(d) for table in tables))
+
+
+def _forward_config(d: int, causal: bool, n_kv: int, overlap: bool) -> AttentionConfig:
+    if overlap:
+        return FORWARD_OVERLAP[d]
+    if causal and n_kv <= SHORT and d in FORWARD_SHORT_CAUSAL:
+        return FORWARD_SHORT_CAUSAL[d]
+    return FORWARD[d]
 
 
 def _strides_of(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -329,7 +343,7 @@ def attention(
     """(o, lse): o = softmax(scale * q k^T [+ causal mask]) v per batch and head, lse f32
     [B, H_q, N_q] = log(sum(exp(scale * q k^T))) per row. q [B, N_q, H_q, D], k and v
     [B, N_kv, H_kv, D]."""
-    options = (bool(causal), scale, *_settings(q, FORWARD, FORWARD_OVERLAP))
+    options = (bool(causal), scale, *_settings(q, FORWARD, FORWARD_OVERLAP, FORWARD_SHORT_CAUSAL))
     hit = replay(interpret, "attention", (q, k, v), *options)
     if hit is not None:
         return hit(q, k, v)
@@ -349,7 +363,7 @@ def attention(
         _Where.of(arrays),
         kernel,
         lambda meta: (cdiv(n_q, meta["BM"]), b * h_q, 1),
-        (FORWARD_OVERLAP if overlap else FORWARD)[d],
+        _forward_config(d, bool(causal), n_kv, overlap),
         CAUSAL=int(bool(causal)),
         BF16=int(dtype == "bf16"),
         D=d,
