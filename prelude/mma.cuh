@@ -166,6 +166,12 @@ __device__ __forceinline__ void stage_barriers_init_tma(unsigned long long* bars
         for (int i = 0; i < stages; ++i) barrier_init(bars + stages + i, int(blockDim.x * blockDim.y * blockDim.z));
     }
 }
+// The same for a warp-specialised loop (lower/warp_spec.py): its stages are read by the
+// `readers` threads of the compute warps only (the producer warpgroup's one thread fills them).
+__device__ __forceinline__ void stage_barriers_init_tma(unsigned long long* bars, int stages, int readers) {
+    for (int i = 0; i < stages; ++i) barrier_init(bars + i, 1);
+    for (int i = 0; i < stages; ++i) barrier_init(bars + stages + i, readers);
+}
 __device__ __forceinline__ void stage_arrive_full(unsigned long long* bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_address(bar)) : "memory");
 }

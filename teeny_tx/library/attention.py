@@ -22,6 +22,7 @@ flag :data:`TMA`, on; the fixed configs) where the arrays' strides allow it, els
 from __future__ import annotations
 
 import math
+import os
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -56,12 +57,15 @@ TMA = True
 
 
 class AttentionConfig(NamedTuple):
-    """One launch of an attention kernel: BM query rows and BN key rows per tile."""
+    """One launch of an attention kernel: BM query rows and BN key rows per tile;
+    ``warp_specialize``: a producer warpgroup issues the pipelined TMA copies (the kernel's
+    WARP_SPECIALIZE, lower/warp_spec.py; it keeps today's form where TMA does not apply)."""
 
     bm: int
     bn: int
     num_warps: int
     num_stages: int = 2
+    warp_specialize: bool = False
 
 
 # by head dim: the fastest of bench/sweep_attention.py on the H200 (2026-12-01, N=4096, B=4,
@@ -82,6 +86,15 @@ FORWARD = {
 # the best overlap config): D=128 446 / 420, causal 388 / 324; D=64 330 / 334 (128 x 64 s3),
 # causal 291 / 246 (docs/attention.md), so it is off.
 OVERLAP = False
+# The forward's warp-specialised schedule (attention_fwd's WARP_SPECIALIZE: a producer
+# warpgroup issues the K/V copies, the 8 compute warps take 240 registers each): None follows
+# FORWARD's warp_specialize; True or False forces it for every head dim (benchmarks: the
+# environment variable $TEENY_TX_ATTENTION_WS, 1 or 0, read once at import).
+WARP_SPECIALIZE: bool | None = (
+    None
+    if os.environ.get("TEENY_TX_ATTENTION_WS", "") == ""
+    else os.environ["TEENY_TX_ATTENTION_WS"] == "1"
+)
 FORWARD_OVERLAP = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 64, 8, 3)}
 BACKWARD_DKDV = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
 BACKWARD_DQ = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(128, 128, 8)}
@@ -298,6 +311,9 @@ def attention(
     kernels = module("attention.c")
     overlap = OVERLAP and d in FORWARD_OVERLAP  # D = 256: its scratch and ring do not fit
     kernel = kernels.attention_fwd_overlap if overlap else kernels.attention_fwd
+    config = (FORWARD_OVERLAP if overlap else FORWARD)[d]
+    ws = config.warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
+    extra = {} if overlap else {"WARP_SPECIALIZE": int(ws)}
     with arrays.device():
         o = arrays.empty((b, n_q, h_q, d), dtype)
         lse = arrays.empty((b, h_q, n_q), "f32")
@@ -309,10 +325,11 @@ def attention(
             kernel,
             lambda meta: (cdiv(n_q, meta["BM"]), b * h_q),
             args,
-            (FORWARD_OVERLAP if overlap else FORWARD)[d],
+            config,
             CAUSAL=int(bool(causal)),
             BF16=int(dtype == "bf16"),
             D=d,
+            **extra,
         )
     return o, lse
 
