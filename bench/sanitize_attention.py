@@ -24,8 +24,9 @@ from teeny_tx.library.attention import attention_backward_reference, attention_r
 def warp_specialized() -> None:
     """The warp-specialised forward alone, causal and not, D = 64 and 128, ragged N, GQA."""
     rng = np.random.default_rng(1)
-    tattn.TMA, tattn.WARP_SPECIALIZE = True, True
-    for causal, d in itertools.product((False, True), (64, 128)):
+    tattn.TMA = True
+    for causal, d, ws in itertools.product((False, True), (64, 128), (1, 2)):
+        tattn.WARP_SPECIALIZE = ws
         q = rng.standard_normal((1, 300, 4, d)).astype(np.float16)
         k, v = (rng.standard_normal((1, 300, 2, d)).astype(np.float16) for _ in range(2))
         o, lse = nn.attention(cp.asarray(q), cp.asarray(k), cp.asarray(v), causal)
@@ -46,7 +47,7 @@ def main() -> None:
     for (causal, d), atomic, tma, ws in cases:
         if ws and (atomic or not tma):
             continue  # the forward's variants: once per head dim with TMA
-        tattn.ATOMIC_DQ[d], tattn.TMA, tattn.WARP_SPECIALIZE = atomic, tma, bool(ws)
+        tattn.ATOMIC_DQ[d], tattn.TMA, tattn.WARP_SPECIALIZE = atomic, tma, ws
         q = rng.standard_normal((1, 130, 4, d)).astype(np.float16)
         k, v = (rng.standard_normal((1, 130, 2, d)).astype(np.float16) for _ in range(2))
         do = rng.standard_normal(q.shape).astype(np.float16)

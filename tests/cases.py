@@ -785,6 +785,18 @@ GOLDEN += (
         env=(("TEENY_TX_PIPELINE_TMA", "1"),),
         strided=True,
     ),
+    Golden(  # ... and its two compute warpgroups taking turns at the products (ping-pong)
+        "attention_fwd.f16.d128.pingpong.sm90a",
+        "attention.c",
+        "attention_fwd",
+        _attention_fwd_args("f16", 128),
+        _attention_fwd_flags("f16", 128, 1, 128, 128, ws=2),
+        num_warps=8,
+        num_stages=3,
+        arch="sm_90a",
+        env=(("TEENY_TX_PIPELINE_TMA", "1"),),
+        strided=True,
+    ),
     Golden(  # the softmax overlapping the products: deferred wgmma waits, the wrapper's config
         "attention_fwd_overlap.f16.d128.tma.sm90a",
         "attention.c",

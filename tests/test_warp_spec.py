@@ -272,3 +272,69 @@ def test_interpreter_results_unchanged(causal):
     assert np.array_equal(o0, o1) and np.array_equal(l0, l1)
     want, _ = tattn.attention_reference(q, k, v, causal)
     assert np.abs(o1.astype(np.float64) - want).max() < 6e-3
+
+
+# ---------------------------------------------------------------- ping-pong (WARP_SPECIALIZE=2)
+
+
+def test_pingpong_takes_turns_at_each_dot(tma_attention):
+    """Both dots of the loop are turns: the warpgroup's own barrier (2 + w) before the issue,
+    a bar.arrive on the other's after it, then the wait; warpgroup 1 gives the first turn and
+    warpgroup 0 takes the last pass after the loop."""
+    spec = _fwd(tma_attention, ws=2)
+    ws = _loop(spec).warp_spec
+    assert ws is not None and ws.pingpong and ws.pingpong_refused is None
+    src = spec.cuda_source
+    compute = src.split("tx::hopper::consumer_registers<240>();")[1]
+    assert "const int tx_warpgroup = tx::hopper::warpgroup();" in compute
+    loop = compute.split("for (int start = 0; start < hi; start = start + BN) {")[1]
+    turn = "tx::hopper::named_barrier(2 + tx_warpgroup, 256);"
+    pass_ = "tx::hopper::named_barrier_arrive(2 + (tx_warpgroup ^ 1), 256);"
+    order = [line.strip().split("  //")[0] for line in loop.split("\n")]
+    order = [x for x in order if x in (turn, pass_) or x.startswith("tx::wgmma")]
+    assert [x.split("<")[0] if x.startswith("tx::") and "barrier" not in x else x for x in order][
+        :8
+    ] == [turn, "tx::wgmma_async", pass_, "tx::wgmma_wait"] + [
+        turn, "tx::wgmma_rs_async", pass_, "tx::wgmma_wait"
+    ]  # fmt: skip
+    assert loop.count("tx::wgmma_wait<0>();  // this warpgroup's product") == 2
+    assert (
+        "tx::hopper::named_barrier_arrive(2, 256);  // warpgroup 0 takes the first turn" in compute
+    )
+    assert "tx::hopper::named_barrier(2, 256);  // warpgroup 1's last pass" in compute
+    result = nvrtc.compile_with_log(
+        src, name="attention_fwd", arch="sm_90a", headers=HEADERS,
+        options=nvrtc.DEFAULT_OPTIONS + ("-Xptxas=-v",),
+    )  # fmt: skip
+    assert nvrtc.spilled_bytes(result.log) == 0, result.log
+
+
+def test_pingpong_refused_keeps_the_producer(tma_attention):
+    """One compute warpgroup (num_warps = 4) has no partner: warp-specialised, no ping-pong."""
+    spec = _fwd(tma_attention, ws=2, warps=4, d=64)
+    ws = _loop(spec).warp_spec
+    assert ws is not None and not ws.pingpong
+    assert "two compute warpgroups" in ws.pingpong_refused
+    assert "WARP_SPECIALIZE=2, but no ping-pong: ping-pong takes two" in spec.cuda_source
+    assert "tx_warpgroup" not in spec.cuda_source
+
+
+def test_pingpong_refused_for_a_dot_under_an_if():
+    spec = _dot_spec(pre="", ws=2).kernel  # the plain loop: takes it
+    assert _loop_of(spec).warp_spec.pingpong
+    src = DOT.replace(
+        "acc = dot(a_t, trans(b_t), acc);", "if (start > 64) {{ acc = dot(a_t, trans(b_t), acc); }}"
+    )
+    mod = tx.compile(src.format(pre="", start="0", head="", tail="", post=""), name="ws_dot.c")
+    mod.pipeline_tma = True
+    spec = mod.ws_dot.specialize(
+        "f32", "f16", "f16", "i32", 1000, 64, 64,
+        WARP_SPECIALIZE=2, num_warps=8, num_stages=2, target="sm_90a",
+    )  # fmt: skip
+    ws = _loop(spec).warp_spec
+    assert ws is not None and not ws.pingpong and "inside an if" in ws.pingpong_refused
+
+
+def _loop_of(kernel: ir.Kernel) -> ir.PipelinedLoop:
+    (p,) = [s for s in walk_stmts(kernel.body) if isinstance(s, ir.PipelinedLoop)]
+    return p

@@ -58,14 +58,15 @@ TMA = True
 
 class AttentionConfig(NamedTuple):
     """One launch of an attention kernel: BM query rows and BN key rows per tile;
-    ``warp_specialize``: a producer warpgroup issues the pipelined TMA copies (the kernel's
-    WARP_SPECIALIZE, lower/warp_spec.py; it keeps today's form where TMA does not apply)."""
+    ``warp_specialize`` (the forward's WARP_SPECIALIZE, lower/warp_spec.py): 1, a producer
+    warpgroup issues the pipelined TMA copies; 2, also the two compute warpgroups take turns
+    at the products (ping-pong); 0 neither. Where TMA does not apply the kernel keeps its form."""
 
     bm: int
     bn: int
     num_warps: int
     num_stages: int = 2
-    warp_specialize: bool = False
+    warp_specialize: int = 0
 
 
 # by head dim: the fastest of bench/sweep_attention.py on the H200 (2026-12-01, N=4096, B=4,
@@ -86,14 +87,13 @@ FORWARD = {
 # the best overlap config): D=128 446 / 420, causal 388 / 324; D=64 330 / 334 (128 x 64 s3),
 # causal 291 / 246 (docs/attention.md), so it is off.
 OVERLAP = False
-# The forward's warp-specialised schedule (attention_fwd's WARP_SPECIALIZE: a producer
-# warpgroup issues the K/V copies, the 8 compute warps take 240 registers each): None follows
-# FORWARD's warp_specialize; True or False forces it for every head dim (benchmarks: the
-# environment variable $TEENY_TX_ATTENTION_WS, 1 or 0, read once at import).
-WARP_SPECIALIZE: bool | None = (
-    None
-    if os.environ.get("TEENY_TX_ATTENTION_WS", "") == ""
-    else os.environ["TEENY_TX_ATTENTION_WS"] == "1"
+# The forward's warp-specialised schedule (attention_fwd's WARP_SPECIALIZE: 1, a producer
+# warpgroup issues the K/V copies and the 8 compute warps take 240 registers each; 2, also the
+# two compute warpgroups' ping-pong): None follows FORWARD's warp_specialize; 0, 1 or 2 forces
+# it for every head dim (benchmarks: the environment variable $TEENY_TX_ATTENTION_WS, read once
+# at import).
+WARP_SPECIALIZE: int | None = (
+    int(os.environ["TEENY_TX_ATTENTION_WS"]) if os.environ.get("TEENY_TX_ATTENTION_WS") else None
 )
 FORWARD_OVERLAP = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 64, 8, 3)}
 BACKWARD_DKDV = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}

@@ -274,13 +274,19 @@ class WarpSpec:
     the copies of every iteration, computing only ``slice`` (the scalar declarations, in kernel
     order, that the copies' coordinates and the loop bounds read); ``setmaxnreg`` leaves it
     ``producer_registers`` per thread and gives the compute warps ``consumer_registers``. The
-    compute warps synchronise among themselves at named barrier ``barrier``."""
+    compute warps synchronise among themselves at named barrier ``barrier``. ``pingpong``: the
+    two compute warpgroups take turns at the tensor cores, each dot of the loop one turn (named
+    barriers ``turns`` and ``turns + 1``, one per warpgroup), so one's softmax runs while the
+    other's products do; ``pingpong_refused``: why not, where it was asked for."""
 
     slice: tuple[Stmt, ...]
     compute_threads: int
     producer_registers: int
     consumer_registers: int
     barrier: int = 1
+    pingpong: bool = False
+    turns: int = 2
+    pingpong_refused: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -30,6 +30,15 @@ Rules (each refusal names one):
 5. The loop bounds and the copies' coordinates read only parameters, constexprs, the loop
    variable and scalars declared once at the top level before the loop, never assigned, whose
    values are expressions of the same (no loads, no tiles).
+
+``WARP_SPECIALIZE = 2`` also orders the compute warpgroups' products (FlashAttention-3's
+ping-pong): each dot of the loop is a turn at the tensor cores, taken on the warpgroup's own
+named barrier and passed on with ``bar.arrive`` on the other's after the product, so one
+warpgroup's softmax runs while the other multiplies. It takes exactly two compute warpgroups
+(``num_warps = 8``) and dots at the top level of the loop body (both warpgroups then take the
+same number of turns; warpgroup 1 gives warpgroup 0 the first and warpgroup 0 takes the last
+pass after the loop, so every barrier's arrivals balance); otherwise the loop is warp-specialised
+without it, and the CUDA says why.
 """
 
 from __future__ import annotations
@@ -47,11 +56,26 @@ PRODUCER_REGISTERS = 24  # per producer thread after setmaxnreg.dec (FlashAttent
 MAX_CONSUMER_REGISTERS = 240
 REGISTER_FILE = 65536  # 32-bit registers of one SM, shared by the block's warps
 NAMED_BARRIER = 1  # the compute warps' barrier (0 is __syncthreads')
+TURN_BARRIERS = 2  # ping-pong: warpgroup w's turn at the tensor cores is named barrier 2 + w
 
 
-def requested(kernel: ir.Kernel) -> bool:
-    """Whether the launch asks for warp specialisation (the kernel's :data:`CONSTEXPR`)."""
-    return bool(dict(kernel.constexprs).get(CONSTEXPR, 0))
+def requested(kernel: ir.Kernel) -> int:
+    """What the launch asks for (the kernel's :data:`CONSTEXPR`): 0 nothing, 1 a producer
+    warpgroup, 2 also the compute warpgroups' ping-pong."""
+    return int(dict(kernel.constexprs).get(CONSTEXPR, 0))
+
+
+def _pingpong(kernel: ir.Kernel, p: ir.PipelinedLoop) -> str | None:
+    """Why the compute warpgroups of ``p`` cannot take turns at its dots, or None."""
+    if kernel.num_warps != 8:
+        return f"ping-pong takes two compute warpgroups (num_warps=8), not {kernel.num_warps // 4}"
+    dots = [e for e in walk_exprs(p.loop.body) if isinstance(e, Op) and e.op == "dot"]
+    if not dots:
+        return "the loop has no dot"
+    nested = [t for t in p.loop.body if isinstance(t, (ir.If, ir.Loop, ir.PipelinedLoop))]
+    if any(isinstance(e, Op) and e.op == "dot" for e in walk_exprs(nested)):
+        return "a dot of the loop is inside an if or a loop (the warpgroups' turns would differ)"
+    return None
 
 
 def consumer_registers(num_warps: int) -> int:
@@ -151,12 +175,16 @@ def _plan(kernel: ir.Kernel) -> tuple[int, ir.WarpSpec] | str:
     if isinstance(found, str):
         return found
     threads = 32 * kernel.num_warps
+    refused = _pingpong(kernel, p) if requested(kernel) == 2 else None
     return index, ir.WarpSpec(
         slice=found,
         compute_threads=threads,
         producer_registers=PRODUCER_REGISTERS,
         consumer_registers=consumer_registers(kernel.num_warps),
         barrier=NAMED_BARRIER,
+        pingpong=requested(kernel) == 2 and refused is None,
+        turns=TURN_BARRIERS,
+        pingpong_refused=refused,
     )
 
 

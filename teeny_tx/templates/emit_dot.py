@@ -26,6 +26,8 @@ from .cuda_types import ctype
 
 
 class DotEmitter:
+    turns: ir.WarpSpec | None = None  # inside a ping-pong loop: its dots are turns
+
     # ------------------------------------------------------------ the dot
 
     def emit_dot(self, e: Op) -> None:
@@ -73,15 +75,20 @@ class DotEmitter:
             self.scratch(plan.scratch_bytes)
             self.emit("operands_ready", plan.wgmma, self.block_sync())
         acc_layout = self.L(layout)
+        if self.turns is not None:  # ping-pong: wait for this warpgroup's turn
+            self.emit("pingpong_turn", self.turns)
         ta, tb = plan.operands
         operands = self.render_macro("dot_operands", ta.tile, ta.kmajor, tb.tile, tb.kmajor, plan.k)
+        # ping-pong (a turn at the tensor cores): issued, the turn passed on, then waited for
+        turn = self.turns is not None and plan.wgmma and not plan.deferred and not plan.pending
+        fragments = self.names.fresh("a_frags") if turn and plan.register_a else plan.fragments
         if plan.register_a:
             instr = self.wgmma_rs_instruction(dtype.name, e.type.shape[1], tb.kmajor)
             a_layout = self.L(regs["a"][0].layout)
-            if plan.deferred:
+            if plan.deferred or turn:
                 self.emit(
                     "wgmma_rs_async", acc_layout, a_layout, tb.tile, tb.kmajor, plan.k,
-                    plan.fragments, out, *pointers, instr,
+                    fragments, out, *pointers, instr,
                 )  # fmt: skip
             else:
                 self.emit(
@@ -91,7 +98,7 @@ class DotEmitter:
         elif plan.wgmma:
             kmajor = [o.kmajor for o in plan.operands]
             instr = self.wgmma_instruction(dtype.name, e.type.shape[1], kmajor)
-            if plan.deferred:
+            if plan.deferred or turn:
                 self.emit("wgmma_async", acc_layout, operands, out, *pointers, instr)
             else:
                 self.emit("wgmma", acc_layout, operands, plan.pending, out, *pointers, instr)
@@ -99,6 +106,11 @@ class DotEmitter:
             self.emit("dot_fma", acc_layout, ta.tile, tb.tile, plan.k, out, *pointers)
         else:
             self.emit("mma", acc_layout, plan.instruction, operands, out, *pointers)
+        if self.turns is not None:  # ... passed on once the product is issued
+            self.emit("pingpong_pass", self.turns)
+        if turn:
+            steps = [(fragments, plan.k // 16)] if plan.register_a else []
+            self.emit("pingpong_wait", acc_layout, out, steps)
         if plan.from_scratch:
             self.emit("barrier", self.block_sync())
         self.temps[id(e)] = (out, layout, "")
@@ -187,8 +199,9 @@ class DotEmitter:
             self.emit("ws_consumer_open", p, p.warp_spec, buffers, kt, k, self.ex(init.init),
                       cond, self.ex(step.value), once)  # fmt: skip
             outer, self.pipeline_stage = self.pipeline_stage, p.stage
+            self.turns = p.warp_spec if p.warp_spec.pingpong else None
             self.loop_body(s.body, None, depth=2)
-            self.pipeline_stage = outer
+            self.pipeline_stage, self.turns = outer, None
             self.emit("ws_consumer_close", p, p.warp_spec)
             return
         copies = self.tma_copies if tma else self.copies

@@ -149,10 +149,11 @@ def test_overlapped_forward_bf16(torch, monkeypatch, shape, causal, tma):
     _overlapped_forward(torch, monkeypatch, shape, causal, "bf16", config, tma)
 
 
-def _warp_specialized(monkeypatch, stages=None) -> None:
-    """The wrapper's forward warp-specialised (attention_fwd's WARP_SPECIALIZE), K/V by TMA;
-    ``stages``: the ring's depth at every head dim (else the config table's)."""
-    monkeypatch.setattr(tattn, "WARP_SPECIALIZE", True)
+def _warp_specialized(monkeypatch, stages=None, mode=1) -> None:
+    """The wrapper's forward warp-specialised (attention_fwd's WARP_SPECIALIZE = ``mode``: 2
+    with the ping-pong), K/V by TMA; ``stages``: the ring's depth at every head dim (else the
+    config table's)."""
+    monkeypatch.setattr(tattn, "WARP_SPECIALIZE", mode)
     monkeypatch.setattr(tattn, "TMA", True)
     if stages is not None:
         for d, c in list(tattn.FORWARD.items()):
@@ -168,14 +169,17 @@ def _warp_specialized_launches() -> int:
 WS_SHAPES = SHAPES + BENCH[1:] + [(1, 4097, 8, 2, 128), (2, 300, 6, 3, 64)]
 
 
+@pytest.mark.parametrize("mode", [1, 2], ids=["producer", "pingpong"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", WS_SHAPES, ids=_id)
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_warp_specialized_forward_against_torch_sdpa(torch, monkeypatch, shape, causal, dtype):
+def test_warp_specialized_forward_against_torch_sdpa(
+    torch, monkeypatch, shape, causal, dtype, mode
+):
     """The forward with a producer warpgroup issuing the K/V copies (lower/warp_spec.py): N = 1,
     ragged N (the boxes' zero fill), GQA, [B, H, N, D] views; o against SDPA, lse against
-    float64 where it fits, else f32."""
-    _warp_specialized(monkeypatch)
+    float64 where it fits, else f32; with and without the compute warpgroups' ping-pong."""
+    _warp_specialized(monkeypatch, mode=mode)
     b, n, h_q, h_kv, d = shape
     seed = hash((shape, causal, dtype, "ws")) % 2**31
     q = _bnhd(torch, b, n, h_q, d, dtype, seed)
@@ -192,14 +196,15 @@ def test_warp_specialized_forward_against_torch_sdpa(torch, monkeypatch, shape, 
     assert _warp_specialized_launches() >= 1
 
 
+@pytest.mark.parametrize("mode", [1, 2], ids=["producer", "pingpong"])
 @pytest.mark.parametrize("stages", [2, 4])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", [(1, 4097, 2, 1, 64), (2, 1000, 4, 2, 128)], ids=_id)
-def test_warp_specialized_ring_depths(torch, monkeypatch, shape, causal, stages):
+def test_warp_specialized_ring_depths(torch, monkeypatch, shape, causal, stages, mode):
     """Rings of 2 and 4 stages (the producer waits for a stage's release sooner or later)."""
     if stages == 4 and shape[-1] == 128:
         stages = 2  # 4 stages of 128 x 128 K and V do not fit beside Q
-    _warp_specialized(monkeypatch, stages)
+    _warp_specialized(monkeypatch, stages, mode)
     b, n, h_q, h_kv, d = shape
     q = _bnhd(torch, b, n, h_q, d, "f16", 0)
     k, v = (_bnhd(torch, b, n, h_kv, d, "f16", seed) for seed in (1, 2))
@@ -211,8 +216,8 @@ def test_warp_specialized_ring_depths(torch, monkeypatch, shape, causal, stages)
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_warp_specialized_cupy_against_float64(monkeypatch, causal):
     """CuPy arrays, ragged N, GQA, scale 0.2, the warp-specialised forward: float64 on the
-    host; and the same launch again (replayed) at new addresses."""
-    _warp_specialized(monkeypatch)
+    host; and the same launch again (replayed) at new addresses; then with the ping-pong."""
+    _warp_specialized(monkeypatch, mode=1 + causal)
     rng = np.random.default_rng(12)
     for _ in range(2):
         q = rng.standard_normal((2, 1001, 4, 64)).astype(np.float16)
