@@ -272,7 +272,7 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
                         i32 svb, i32 svh, i32 svn, i32 svd, i32 sdb, i32 sdh, i32 sdn, i32 sdd,
                         i32 sdqb, i32 sdqh, i32 sdqn, i32 sdqd,
                         f32 qk_scale, f32 scale, const i32 CAUSAL, const i32 BF16,
-                        const i32 D, const i32 BM, const i32 BN)
+                        const i32 D, const i32 BM, const i32 BN, const i32 WARP_SPECIALIZE)
 {
     i32 pid_m = program_id(0);
     i32 bh = program_id(1);

@@ -739,7 +739,8 @@ def _attention_flags(dtype: str, d: int, causal: int, bm: int, bn: int) -> dict[
 
 
 def _attention_fwd_flags(dtype: str, d: int, causal: int, bm: int, bn: int, ws: int = 0) -> dict:
-    """attention_fwd's: the others' and WARP_SPECIALIZE (lower/warp_spec.py)."""
+    """attention_fwd's and attention_bwd_dq's: the others' and WARP_SPECIALIZE
+    (lower/warp_spec.py)."""
     return _attention_flags(dtype, d, causal, bm, bn) | {"WARP_SPECIALIZE": ws}
 
 
@@ -846,7 +847,7 @@ GOLDEN += (
         "attention.c",
         "attention_bwd_dq",
         _attention_bwd_args("attention_bwd_dq", "bf16", 128),
-        _attention_flags("bf16", 128, 0, 128, 64),
+        _attention_fwd_flags("bf16", 128, 0, 128, 64),
         num_warps=8,
         arch="sm_90a",
     ),

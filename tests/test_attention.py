@@ -356,7 +356,7 @@ def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
         flags |= {"CAUSAL": causal, "BF16": int(dtype == "bf16"), "BN": config.bn}
     if kernel == "attention_bwd_dkdv":
         flags["ATOMIC_DQ"] = int(variant == "atomic")
-    if kernel == "attention_fwd":
+    if kernel in ("attention_fwd", "attention_bwd_dq"):
         flags["WARP_SPECIALIZE"] = int(variant == "ws")
     k = getattr(module("attention.c"), kernel)
     with target_arch(arch):

@@ -87,11 +87,12 @@ FORWARD = {
 # the best overlap config): D=128 446 / 420, causal 388 / 324; D=64 330 / 334 (128 x 64 s3),
 # causal 291 / 246 (docs/attention.md), so it is off.
 OVERLAP = False
-# The forward's warp-specialised schedule (attention_fwd's WARP_SPECIALIZE: 1, a producer
-# warpgroup issues the K/V copies and the 8 compute warps take 240 registers each; 2, also the
-# two compute warpgroups' ping-pong): None follows FORWARD's warp_specialize; 0, 1 or 2 forces
-# it for every head dim (benchmarks: the environment variable $TEENY_TX_ATTENTION_WS, read once
-# at import).
+# The warp-specialised schedule of the forward and of dQ (their WARP_SPECIALIZE: 1, a producer
+# warpgroup issues the K/V copies and the compute warps take up to 240 registers each; 2, also
+# the two compute warpgroups' ping-pong): None follows FORWARD's and BACKWARD_DQ's
+# warp_specialize; 0, 1 or 2 forces it for both at every head dim (benchmarks: the environment
+# variable $TEENY_TX_ATTENTION_WS, read once at import). dK/dV's key loop is nested in its loop
+# over a group's heads, which warp specialisation does not take (lower/warp_spec.py).
 WARP_SPECIALIZE: int | None = (
     int(os.environ["TEENY_TX_ATTENTION_WS"]) if os.environ.get("TEENY_TX_ATTENTION_WS") else None
 )
@@ -403,12 +404,15 @@ def attention_backward(
             return dq, dk, dv
         args = (dq, q, k, v, do, lse, delta, n_q, n_kv, h_q, group) + qkv
         args += _strides4(arrays, dq) + (qk_scale, scale)
+        config = BACKWARD_DQ[d]
+        ws = config.warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
         _launch(
             arrays,
             mod.attention_bwd_dq,
             lambda meta: (cdiv(n_q, meta["BM"]), b * h_q),
             args,
-            BACKWARD_DQ[d],
+            config,
+            WARP_SPECIALIZE=int(ws),
             **flags,
         )
     return dq, dk, dv

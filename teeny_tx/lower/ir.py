@@ -283,6 +283,7 @@ class WarpSpec:
     compute_threads: int
     producer_registers: int
     consumer_registers: int
+    entry_registers: int = 0  # each thread's at launch (the compute warps keep them if more)
     barrier: int = 1
     pingpong: bool = False
     turns: int = 2

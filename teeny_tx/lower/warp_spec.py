@@ -78,11 +78,22 @@ def _pingpong(kernel: ir.Kernel, p: ir.PipelinedLoop) -> str | None:
     return None
 
 
+def entry_registers(num_warps: int) -> int:
+    """Each thread's registers at launch: ``__launch_bounds__(threads, 1)``'s cap for the
+    compute warps and the producer's, a multiple of 8, at most 255."""
+    return min(255, REGISTER_FILE // (32 * (num_warps + PRODUCER_WARPS))) // 8 * 8
+
+
 def consumer_registers(num_warps: int) -> int:
-    """What ``setmaxnreg.inc`` gives each compute thread: the register file less the
-    producer's, shared by ``num_warps`` warps, a multiple of 8, at most 240."""
-    budget = REGISTER_FILE - 32 * PRODUCER_WARPS * PRODUCER_REGISTERS
-    return min(MAX_CONSUMER_REGISTERS, budget // (32 * num_warps) // 8 * 8)
+    """What ``setmaxnreg.inc`` gives each compute thread. The block starts with the registers
+    of its entry cap (``__launch_bounds__(threads, 1)``: the register file over its threads, a
+    multiple of 8, at most 255) for every thread; the producer's ``setmaxnreg.dec`` returns
+    its share to the block's pool, and the compute warps may take no more than the pool holds
+    (else their ``setmaxnreg.inc`` would wait forever): a multiple of 8, at most 240."""
+    threads = 32 * (num_warps + PRODUCER_WARPS)
+    entry = entry_registers(num_warps)
+    pool = threads * entry - 32 * PRODUCER_WARPS * PRODUCER_REGISTERS
+    return max(entry, min(MAX_CONSUMER_REGISTERS, pool // (32 * num_warps) // 8 * 8))
 
 
 def _var_names(e: Expr):
@@ -181,6 +192,7 @@ def _plan(kernel: ir.Kernel) -> tuple[int, ir.WarpSpec] | str:
         compute_threads=threads,
         producer_registers=PRODUCER_REGISTERS,
         consumer_registers=consumer_registers(kernel.num_warps),
+        entry_registers=entry_registers(kernel.num_warps),
         barrier=NAMED_BARRIER,
         pingpong=requested(kernel) == 2 and refused is None,
         turns=TURN_BARRIERS,

@@ -197,6 +197,21 @@ def test_warp_specialized_forward_against_torch_sdpa(
 
 
 @pytest.mark.parametrize("mode", [1, 2], ids=["producer", "pingpong"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES + BENCH[1:2], ids=_id)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_warp_specialized_backward_against_torch_sdpa(
+    torch, monkeypatch, shape, causal, dtype, mode
+):
+    """The forward and dQ warp-specialised (the wrapper's WARP_SPECIALIZE forces both): o,
+    lse, dq, dk, dv against SDPA and its autograd."""
+    _warp_specialized(monkeypatch, mode=mode)
+    _against_sdpa(torch, shape, causal, dtype)
+    specs = tattn._tma_module().attention_bwd_dq._specs.values()
+    assert any(s.kernel.producer_warps == 4 for s in specs)
+
+
+@pytest.mark.parametrize("mode", [1, 2], ids=["producer", "pingpong"])
 @pytest.mark.parametrize("stages", [2, 4])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", [(1, 4097, 2, 1, 64), (2, 1000, 4, 2, 128)], ids=_id)
