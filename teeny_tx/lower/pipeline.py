@@ -39,6 +39,10 @@ own (``runtime/tma.py`` encodes them from the launch values).
 Rings of a pipelined loop nested in another (dK/dV's query loop inside its loop over the query
 heads of a group) start where the enclosing loop's rings end: the outer stages stay live while
 the inner loop runs.
+
+Where the launch asks (a kernel's ``WARP_SPECIALIZE`` constexpr), ``lower/warp_spec.py`` then
+gives the kernel's one TMA loop to a producer warpgroup (:class:`ir.WarpSpec`): one of its
+threads issues every iteration's copies, and the kernel's own warps only compute.
 """
 
 from __future__ import annotations
