@@ -5,7 +5,8 @@ atomics (ATOMIC_DQ), K/V by TMA and by cp.async (TMA), the forward warp-speciali
 sanitizer run is also a correct one.
 
 Run on the GPU: compute-sanitizer --tool memcheck python3 bench/sanitize_attention.py
-(``--ws``: only the warp-specialised forward, the short run racecheck needs).
+(``--ws``: only the warp-specialised forward, the short run racecheck needs; WARP_SPECIALIZE=2
+is the ping-pong only with $TEENY_TX_WS_PINGPONG=1, else the producer alone again).
 """
 
 from __future__ import annotations
@@ -33,9 +34,7 @@ def warp_specialized() -> None:
         want_o, want_lse = attention_reference(q, k, v, causal)
         err = float(np.abs(cp.asnumpy(o).astype(np.float64) - want_o).max())
         lse_err = float(np.abs(cp.asnumpy(lse) - want_lse).max())
-        print(
-            f"warp-specialised forward causal={causal} D={d}: o error {err:.2g}, lse {lse_err:.2g}"
-        )
+        print(f"WARP_SPECIALIZE={ws} causal={causal} D={d}: o error {err:.2g}, lse {lse_err:.2g}")
 
 
 def main() -> None:

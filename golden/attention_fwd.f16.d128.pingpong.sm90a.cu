@@ -247,6 +247,10 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 60 "kernels/attention.c"
             float tx_acc[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
 #line 60
+            tx::fence_registers<tx_L4>(tx_acc);  // computed before the turn
+#line 60
+            tx::block_boundary();  // ... also for ptxas, which schedules ALU work across a bar.sync in its block
+#line 60
             tx::hopper::named_barrier(2 + tx_warpgroup, 256);  // this warpgroup's turn at the tensor cores (the other's product is issued)
 #line 60
             tx::wgmma_async<tx_L4, tx_q_t_tile, true, tx_k_t_tile, true, 128>(tx_acc, tx_q_t_smem, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_kk(tx_d, tx_a, tx_b); });  // runs on: waited before its first use
@@ -295,6 +299,12 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
             float tx_acc_1[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_acc_1[tx_i] = acc[tx_i];
 #line 74
             __half tx_value[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__half>(p[tx_i]);
+#line 74
+            tx::fence_registers<tx_L4>(tx_acc_1);  // computed before the turn
+#line 74
+            tx::fence_registers<tx_L4>(tx_value);
+#line 74
+            tx::block_boundary();  // ... also for ptxas, which schedules ALU work across a bar.sync in its block
 #line 74
             tx::hopper::named_barrier(2 + tx_warpgroup, 256);  // this warpgroup's turn at the tensor cores (the other's product is issued)
 #line 74

@@ -129,13 +129,22 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
         using tx_v_t_tile = tx::SmemTile<__half, 128, 128>;
 #line 55
         __half* const tx_v_t_stages = reinterpret_cast<__half*>(tx_pipeline + 98304);
+        using tx_q_t_tile = tx::SmemTile<__half, 128, 128>;
+#line 55
+        __half* const tx_q_t_smem = reinterpret_cast<__half*>(tx_pipeline + 196608);
+#line 55
+        tx::stage<tx_L3, 0, 1, tx_q_t_tile, false>(tx_q_t_smem, q_t);  // once: the loop does not change it
 #line 55
         unsigned long long* const tx_stage_barriers = reinterpret_cast<unsigned long long*>(tx_pipeline + 229376);  // full[s], then empty[s]
 #line 55
         tx::stage_barriers_init_tma(tx_stage_barriers, 3);  // full: one arrival and the bytes
 #line 55
         tx::hopper::barrier_init_fence();  // ... seen by the TMA unit
-        // prologue: the copies of the first 2 iterations (thread 0's, before the operands staged once: their loads' latency and the copies' overlap)
+#line 55
+        tx::fence_async_proxy();
+#line 55
+        __syncthreads();  // the barriers and the operands staged once are ready
+        // prologue: the copies of the first 2 iterations
         {
 #line 55
             int start = 0;
@@ -164,15 +173,6 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
                 start = start + BN;
             }
         }
-        using tx_q_t_tile = tx::SmemTile<__half, 128, 128>;
-#line 55
-        __half* const tx_q_t_smem = reinterpret_cast<__half*>(tx_pipeline + 196608);
-#line 55
-        tx::stage<tx_L3, 0, 1, tx_q_t_tile, false>(tx_q_t_smem, q_t);  // once: the loop does not change it
-#line 55
-        tx::fence_async_proxy();
-#line 55
-        __syncthreads();  // the barriers and the operands staged once are ready
         // main loop: wait for this iteration's stage, issue the copies 2 iterations ahead, then the body (its dot reads the stage)
 #line 55
         int tx_stage = 0;  // the stage this iteration's dot reads

@@ -426,6 +426,12 @@ __device__ __forceinline__ void wgmma(float* acc, const T* sA, const T* sB, Inst
 // while it ran stays before that wait).
 __device__ __forceinline__ void fence_register(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 __device__ __forceinline__ void fence_register(int& x) { asm volatile("" : "+r"(x)::"memory"); }
+__device__ __forceinline__ void fence_register(__half& x) {
+    asm volatile("" : "+h"(reinterpret_cast<unsigned short&>(x))::"memory");
+}
+__device__ __forceinline__ void fence_register(__nv_bfloat16& x) {
+    asm volatile("" : "+h"(reinterpret_cast<unsigned short&>(x))::"memory");
+}
 template <class L, typename T>
 __device__ __forceinline__ void fence_registers(T* r) {
 #pragma unroll

@@ -795,7 +795,7 @@ GOLDEN += (
         num_warps=8,
         num_stages=3,
         arch="sm_90a",
-        env=(("TEENY_TX_PIPELINE_TMA", "1"),),
+        env=(("TEENY_TX_PIPELINE_TMA", "1"), ("TEENY_TX_WS_PINGPONG", "1")),  # experimental
         strided=True,
     ),
     Golden(  # the softmax overlapping the products: deferred wgmma waits, the wrapper's config

@@ -283,11 +283,37 @@ def test_interpreter_results_unchanged(causal):
 # ---------------------------------------------------------------- ping-pong (WARP_SPECIALIZE=2)
 
 
-def test_pingpong_takes_turns_at_each_dot(tma_attention):
-    """Both dots of the loop are turns: the warpgroup's own barrier (2 + w) before the issue,
-    a bar.arrive on the other's after it, then the wait; warpgroup 1 gives the first turn and
-    warpgroup 0 takes the last pass after the loop."""
-    spec = _fwd(tma_attention, ws=2)
+def _fresh_tma_attention():
+    """attention.c compiled again (its specialisations are memoised per module: one made under
+    another switch would be found instead), K/V by TMA."""
+    mod = tx.compile(kernel_text("attention.c"), name="kernels/attention.c")
+    mod.pipeline_tma = True
+    return mod
+
+
+@pytest.fixture
+def pingpong(monkeypatch):
+    """The experimental ping-pong switched on ($TEENY_TX_WS_PINGPONG=1): a module made under it."""
+    monkeypatch.setenv("TEENY_TX_WS_PINGPONG", "1")
+    return _fresh_tma_attention()
+
+
+def test_pingpong_is_off_unless_switched_on(monkeypatch):
+    """WARP_SPECIALIZE=2 alone is the producer warpgroup (the ping-pong is experimental)."""
+    monkeypatch.delenv("TEENY_TX_WS_PINGPONG", raising=False)
+    spec = _fwd(_fresh_tma_attention(), ws=2)
+    ws = _loop(spec).warp_spec
+    assert ws is not None and not ws.pingpong and "experimental" in ws.pingpong_refused
+    assert "tx_warpgroup" not in spec.cuda_source
+    assert "WARP_SPECIALIZE=2, but no ping-pong: the ping-pong is experimental" in spec.cuda_source
+
+
+def test_pingpong_takes_turns_at_each_dot(pingpong):
+    """Both dots of the loop are turns: the operands' registers fenced and the block ended
+    (so neither NVVM nor ptxas moves the softmax into the turn), the warpgroup's own barrier
+    (2 + w) before the issue, a bar.arrive on the other's after it, then the wait; warpgroup 1
+    gives the first turn and warpgroup 0 takes the last pass after the loop."""
+    spec = _fwd(pingpong, ws=2)
     ws = _loop(spec).warp_spec
     assert ws is not None and ws.pingpong and ws.pingpong_refused is None
     src = spec.cuda_source
@@ -308,6 +334,8 @@ def test_pingpong_takes_turns_at_each_dot(tma_attention):
         "tx::hopper::named_barrier_arrive(2, 256);  // warpgroup 0 takes the first turn" in compute
     )
     assert "tx::hopper::named_barrier(2, 256);  // warpgroup 1's last pass" in compute
+    assert loop.count("tx::block_boundary();") == 2
+    assert "tx::fence_registers<tx_L4>(tx_value);" in loop  # P, the second product's A
     result = nvrtc.compile_with_log(
         src, name="attention_fwd", arch="sm_90a", headers=HEADERS,
         options=nvrtc.DEFAULT_OPTIONS + ("-Xptxas=-v",),
@@ -315,9 +343,9 @@ def test_pingpong_takes_turns_at_each_dot(tma_attention):
     assert nvrtc.spilled_bytes(result.log) == 0, result.log
 
 
-def test_pingpong_refused_keeps_the_producer(tma_attention):
+def test_pingpong_refused_keeps_the_producer(pingpong):
     """One compute warpgroup (num_warps = 4) has no partner: warp-specialised, no ping-pong."""
-    spec = _fwd(tma_attention, ws=2, warps=4, d=64)
+    spec = _fwd(pingpong, ws=2, warps=4, d=64)
     ws = _loop(spec).warp_spec
     assert ws is not None and not ws.pingpong
     assert "two compute warpgroups" in ws.pingpong_refused
@@ -325,7 +353,7 @@ def test_pingpong_refused_keeps_the_producer(tma_attention):
     assert "tx_warpgroup" not in spec.cuda_source
 
 
-def test_pingpong_refused_for_a_dot_under_an_if():
+def test_pingpong_refused_for_a_dot_under_an_if(pingpong):
     spec = _dot_spec(pre="", ws=2).kernel  # the plain loop: takes it
     assert _loop_of(spec).warp_spec.pingpong
     src = DOT.replace(
@@ -350,12 +378,12 @@ def _loop_of(kernel: ir.Kernel) -> ir.PipelinedLoop:
 
 
 @pytest.mark.parametrize(("d", "warps", "mode"), [(64, 4, 1), (128, 8, 1), (128, 8, 2)])
-def test_dq_is_warp_specialized(tma_attention, d, warps, mode):
+def test_dq_is_warp_specialized(pingpong, d, warps, mode):
     """attention_bwd_dq's key loop: the producer reads the same slice as the forward's; no
     spills under the compute warps' cap (240 at 4 warps and at 8)."""
     from tests.cases import _attention_bwd_args
 
-    spec = tma_attention.attention_bwd_dq.specialize(
+    spec = pingpong.attention_bwd_dq.specialize(
         *_attention_bwd_args("attention_bwd_dq", "f16", d),
         num_warps=warps, num_stages=2, target="sm_90a", strided=True,
         **_attention_fwd_flags("f16", d, 1, 16 * warps, d, mode),

@@ -75,8 +75,11 @@ class DotEmitter:
             self.scratch(plan.scratch_bytes)
             self.emit("operands_ready", plan.wgmma, self.block_sync())
         acc_layout = self.L(layout)
-        if self.turns is not None:  # ping-pong: wait for this warpgroup's turn
-            self.emit("pingpong_turn", self.turns)
+        if self.turns is not None:  # ping-pong: wait for this warpgroup's turn, its operands done
+            ready = [(acc_layout, out)]
+            if plan.register_a:
+                ready.append((self.L(regs["a"][0].layout), regs["a"][1]))
+            self.emit("pingpong_turn", self.turns, ready)
         ta, tb = plan.operands
         operands = self.render_macro("dot_operands", ta.tile, ta.kmajor, tb.tile, tb.kmajor, plan.k)
         # ping-pong (a turn at the tensor cores): issued, the turn passed on, then waited for

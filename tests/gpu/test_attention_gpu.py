@@ -150,9 +150,11 @@ def test_overlapped_forward_bf16(torch, monkeypatch, shape, causal, tma):
 
 
 def _warp_specialized(monkeypatch, stages=None, mode=1) -> None:
-    """The wrapper's forward warp-specialised (attention_fwd's WARP_SPECIALIZE = ``mode``: 2
-    with the ping-pong), K/V by TMA; ``stages``: the ring's depth at every head dim (else the
-    config table's)."""
+    """The wrapper's forward and dQ warp-specialised (their WARP_SPECIALIZE = ``mode``; 2 asks
+    for the ping-pong, which without $TEENY_TX_WS_PINGPONG=1 is refused: the producer alone
+    again), K/V by TMA; ``stages``: the ring's depth at every head dim (else the config
+    table's)."""
+    monkeypatch.delenv("TEENY_TX_WS_PINGPONG", raising=False)
     monkeypatch.setattr(tattn, "WARP_SPECIALIZE", mode)
     monkeypatch.setattr(tattn, "TMA", True)
     if stages is not None:
@@ -178,7 +180,7 @@ def test_warp_specialized_forward_against_torch_sdpa(
 ):
     """The forward with a producer warpgroup issuing the K/V copies (lower/warp_spec.py): N = 1,
     ragged N (the boxes' zero fill), GQA, [B, H, N, D] views; o against SDPA, lse against
-    float64 where it fits, else f32; with and without the compute warpgroups' ping-pong."""
+    float64 where it fits, else f32; WARP_SPECIALIZE 1 and 2 (the ping-pong refused: the same)."""
     _warp_specialized(monkeypatch, mode=mode)
     b, n, h_q, h_kv, d = shape
     seed = hash((shape, causal, dtype, "ws")) % 2**31
