@@ -9,7 +9,8 @@ forward, halved when causal; the backward counts 2.5 times the forward's. Prints
 (teeny_tx/library/attention.py: FORWARD, BACKWARD_DKDV, BACKWARD_DQ) are chosen, and whether
 dQ is better added by atomics from the dK/dV kernel (ATOMIC_DQ rows: the dK/dV kernel's config,
 no dQ kernel; BACKWARD_DKDV_ATOMIC) than by its own kernel; OVERLAP rows: the forward whose
-softmax overlaps the tensor cores (attention_fwd_overlap, the wrapper's OVERLAP flag).
+softmax overlaps the tensor cores (attention_fwd_overlap, the wrapper's OVERLAP flag); WS and
+DQ_WS rows: the forward and dQ warp-specialised (a config's fifth entry, WARP_SPECIALIZE).
 --tables picks which are swept (FIXED: one row, the wrapper's configs as they stand). With
 TEENY_TX_PIPELINE_TMA=1 in the environment every row loads its pipelined tiles with TMA.
 
@@ -32,7 +33,19 @@ DKDV = [(64, 128, 8, 2), (64, 128, 8, 3), (64, 64, 4, 2), (32, 128, 8, 2), (64, 
 DQ = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 32, 8, 2), (64, 64, 4, 2), (128, 128, 8, 2)]
 # dQ by atomics (ATOMIC_DQ): the dK/dV kernel's config, no dQ kernel
 ATOMIC = [(64, 64, 4, 2), (64, 128, 8, 2)]
-TABLES = ("FIXED", "FORWARD", "OVERLAP", "BACKWARD_DKDV", "BACKWARD_DQ", "ATOMIC_DQ")
+# warp-specialised (lower/warp_spec.py), by head dim: (BM, BN, warps, stages, WARP_SPECIALIZE),
+# 1 a producer warpgroup, 2 also the two compute warpgroups' ping-pong; WS rows the forward,
+# DQ_WS rows dQ (FORWARD and BACKWARD_DQ with their warp_specialize)
+FWD_WS = {
+    64: [(128, 64, 8, 3, 1), (128, 64, 8, 3, 2), (128, 128, 8, 3, 2), (256, 64, 16, 3, 1),
+         (256, 64, 16, 2, 1)],
+    128: [(128, 128, 8, 3, 1), (128, 128, 8, 3, 2), (128, 128, 8, 2, 2), (128, 64, 8, 3, 2)],
+}  # fmt: skip
+DQ_WS = {
+    64: [(64, 64, 4, 2, 1), (128, 64, 8, 2, 1), (128, 64, 8, 2, 2)],
+    128: [(128, 128, 8, 2, 1), (128, 128, 8, 2, 2), (128, 64, 8, 2, 2)],
+}
+TABLES = ("FIXED", "FORWARD", "OVERLAP", "BACKWARD_DKDV", "BACKWARD_DQ", "ATOMIC_DQ", "WS", "DQ_WS")
 
 
 def _case(
@@ -69,9 +82,10 @@ def _case(
     call = forward if which == "fwd" else backward
     if which == "fwd":
         grid = [("FORWARD", c) for c in FWD] + [("OVERLAP", c) for c in OVERLAP]
+        grid += [("WS", c) for c in FWD_WS.get(d, [])]
     else:
         grid = [("BACKWARD_DKDV", c) for c in DKDV] + [("BACKWARD_DQ", c) for c in DQ]
-        grid += [("ATOMIC_DQ", c) for c in ATOMIC]
+        grid += [("ATOMIC_DQ", c) for c in ATOMIC] + [("DQ_WS", c) for c in DQ_WS.get(d, [])]
     grid = [("FIXED", None), *grid]
     rows = []
     for table, config in grid:
@@ -85,13 +99,17 @@ def _case(
                 "ATOMIC_DQ": "BACKWARD_DKDV_ATOMIC",
                 "FIXED": "FORWARD",
                 "OVERLAP": "FORWARD_OVERLAP",
+                "WS": "FORWARD",
+                "DQ_WS": "BACKWARD_DQ",
             }.get(table, table),
         )
         saved, saved_atomic, saved_overlap = configs[d], tattn.ATOMIC_DQ[d], tattn.OVERLAP
+        saved_short = tattn.SHORT
         if config is not None:
             configs[d] = tattn.AttentionConfig(*config)
             tattn.ATOMIC_DQ[d] = table == "ATOMIC_DQ"
             tattn.OVERLAP = table == "OVERLAP"
+            tattn.SHORT = 0  # the row's config, not FORWARD_SHORT_CAUSAL, at every N
         try:
             got = call()
             err = max(
@@ -113,9 +131,10 @@ def _case(
             configs[d] = saved
             tattn.ATOMIC_DQ[d] = saved_atomic
             tattn.OVERLAP = saved_overlap
+            tattn.SHORT = saved_short
     head = [
         f"\n#### {which} N={n} D={d} causal={int(causal)} (B={b}, H={h}, fp16, TFLOP/s)\n",
-        "| config (BM, BN, warps, stages) | ours | cuDNN | ours/cuDNN | max err |",
+        "| config (BM, BN, warps, stages[, WS]) | ours | cuDNN | ours/cuDNN | max err |",
         "|---|---:|---:|---:|---:|",
     ]
     return head + [r for _, r in sorted(rows, key=lambda x: -x[0])]

@@ -19,7 +19,7 @@
  *
  * A key block that the causal triangle or the ragged end of the sequence cuts gets its mask;
  * the others (all but one or two per row of blocks) skip it; blocks wholly above the diagonal
- * are never visited (the loop bound comes from program_id). */
+ * are never visited (the loop bound comes from program_id). WARP_SPECIALIZE: lower/warp_spec.py */
 
 #pragma autotune key(n_q, n_kv)
 #pragma autotune config(BM=128, BN=64, num_warps=8, num_stages=2)
@@ -32,7 +32,7 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
                      i32 sqb, i32 sqh, i32 sqn, i32 sqd, i32 skb, i32 skh, i32 skn, i32 skd,
                      i32 svb, i32 svh, i32 svn, i32 svd, i32 sob, i32 soh, i32 son, i32 sod,
                      f32 qk_scale, const i32 CAUSAL, const i32 BF16, const i32 D,
-                     const i32 BM, const i32 BN)
+                     const i32 BM, const i32 BN, const i32 WARP_SPECIALIZE)
 {
     i32 pid_m = program_id(0);
     i32 bh = program_id(1);
@@ -272,7 +272,7 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
                         i32 svb, i32 svh, i32 svn, i32 svd, i32 sdb, i32 sdh, i32 sdn, i32 sdd,
                         i32 sdqb, i32 sdqh, i32 sdqn, i32 sdqd,
                         f32 qk_scale, f32 scale, const i32 CAUSAL, const i32 BF16,
-                        const i32 D, const i32 BM, const i32 BN)
+                        const i32 D, const i32 BM, const i32 BN, const i32 WARP_SPECIALIZE)
 {
     i32 pid_m = program_id(0);
     i32 bh = program_id(1);

@@ -104,6 +104,11 @@ __device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bu
 __device__ __forceinline__ void named_barrier(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// An arrival on that barrier without waiting: the warps that sync on it may go on once the
+// arrivals and their own make `threads` (a ping-pong's "your turn" to the other warpgroup).
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 // ---- mbarriers ------------------------------------------------------------------------------
 // barrier_init, barrier_arrive, barrier_try_wait and barrier_wait are mma.cuh's (tx::), shared

@@ -166,6 +166,12 @@ __device__ __forceinline__ void stage_barriers_init_tma(unsigned long long* bars
         for (int i = 0; i < stages; ++i) barrier_init(bars + stages + i, int(blockDim.x * blockDim.y * blockDim.z));
     }
 }
+// The same for a warp-specialised loop (lower/warp_spec.py): its stages are read by the
+// `readers` threads of the compute warps only (the producer warpgroup's one thread fills them).
+__device__ __forceinline__ void stage_barriers_init_tma(unsigned long long* bars, int stages, int readers) {
+    for (int i = 0; i < stages; ++i) barrier_init(bars + i, 1);
+    for (int i = 0; i < stages; ++i) barrier_init(bars + stages + i, readers);
+}
 __device__ __forceinline__ void stage_arrive_full(unsigned long long* bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_address(bar)) : "memory");
 }
@@ -420,6 +426,12 @@ __device__ __forceinline__ void wgmma(float* acc, const T* sA, const T* sB, Inst
 // while it ran stays before that wait).
 __device__ __forceinline__ void fence_register(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 __device__ __forceinline__ void fence_register(int& x) { asm volatile("" : "+r"(x)::"memory"); }
+__device__ __forceinline__ void fence_register(__half& x) {
+    asm volatile("" : "+h"(reinterpret_cast<unsigned short&>(x))::"memory");
+}
+__device__ __forceinline__ void fence_register(__nv_bfloat16& x) {
+    asm volatile("" : "+h"(reinterpret_cast<unsigned short&>(x))::"memory");
+}
 template <class L, typename T>
 __device__ __forceinline__ void fence_registers(T* r) {
 #pragma unroll

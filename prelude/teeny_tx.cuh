@@ -448,14 +448,34 @@ template <typename T> __device__ __forceinline__ T atomic_cas(T* p, T cmp, T v) 
     return bit_cast<T>(atomicCAS(reinterpret_cast<U*>(p), bit_cast<U>(cmp), bit_cast<U>(v)));
 }
 
+// ---- the scratch buffer and how the helpers below synchronise over it ---------------------
+// The helpers that share data between warps through shared memory take the scratch buffer as
+// `smem`: a pointer (every thread of the block meets at __syncthreads), or Threads<N> around
+// it in a warp-specialised kernel (lower/warp_spec.py), where only the first N threads (the
+// compute warps) run the kernel's statements while a producer warpgroup issues the pipeline's
+// copies: they meet at named barrier 1 of N threads, which the producer never joins
+// (__syncthreads would wait for it).
+template <int N>
+struct Threads {
+    void* ptr;
+};
+__device__ __forceinline__ void* scratch(void* smem) { return smem; }
+template <int N>
+__device__ __forceinline__ void* scratch(Threads<N> smem) { return smem.ptr; }
+__device__ __forceinline__ void sync(void*) { __syncthreads(); }
+template <int N>
+__device__ __forceinline__ void sync(Threads<N>) {
+    asm volatile("bar.sync 1, %0;\n" ::"n"(N) : "memory");
+}
+
 // A scalar atomic runs once per program (thread 0); every thread receives the old value.
-template <typename T, typename F> __device__ __forceinline__ T once(F f, void* smem) {
-    T* slot = static_cast<T*>(smem);
-    __syncthreads();
+template <typename T, typename F, typename S> __device__ __forceinline__ T once(F f, S smem) {
+    T* slot = static_cast<T*>(scratch(smem));
+    sync(smem);
     if (threadIdx.x == 0) *slot = f();
-    __syncthreads();
+    sync(smem);
     T old = *slot;
-    __syncthreads();
+    sync(smem);
     return old;
 }
 
@@ -478,8 +498,8 @@ __device__ __forceinline__ ValueIndex<T> shfl_xor(ValueIndex<T> x, int mask) {
 // registers in order, then lanes (butterfly shuffles, every lane gets the result), then warps
 // through `smem` (every thread reads every warp's partial, in warp order). Only distinct copies
 // are combined: threads that hold wrapped duplicates along D are left out of the count.
-template <class LI, class LO, int D, typename T, typename F>
-__device__ __forceinline__ void reduce(T* out, const T* in, F combine, void* smem) {
+template <class LI, class LO, int D, typename T, typename F, typename S>
+__device__ __forceinline__ void reduce(T* out, const T* in, F combine, S smem) {
 #pragma unroll
     for (int r = 0; r < LI::REGS; ++r) {
         int o = remap<LO, LI>(r);
@@ -498,13 +518,13 @@ __device__ __forceinline__ void reduce(T* out, const T* in, F combine, void* sme
     constexpr int held_by_warps = held / LI::lanes(D) < 1 ? 1 : held / LI::lanes(D);
     constexpr int warps = LI::warps(D) < held_by_warps ? LI::warps(D) : held_by_warps;
     if constexpr (warps > 1) {
-        T* partial = static_cast<T*>(smem);
+        T* partial = static_cast<T*>(scratch(smem));
         constexpr int n = LO::SIZE;
         if (LI::lane_coord(D) == 0 && LI::warp_coord(D) < warps) {
 #pragma unroll
             for (int o = 0; o < LO::REGS; ++o) partial[LI::warp_coord(D) * n + LO::flat(o)] = out[o];
         }
-        __syncthreads();
+        sync(smem);
 #pragma unroll
         for (int o = 0; o < LO::REGS; ++o) {
             T acc = partial[LO::flat(o)];
@@ -512,7 +532,7 @@ __device__ __forceinline__ void reduce(T* out, const T* in, F combine, void* sme
             for (int w = 1; w < warps; ++w) acc = combine(acc, partial[w * n + LO::flat(o)]);
             out[o] = acc;
         }
-        __syncthreads();
+        sync(smem);
     }
 }
 
@@ -520,8 +540,8 @@ __device__ __forceinline__ void reduce(T* out, const T* in, F combine, void* sme
 // within each thread's contiguous run, then across lanes (shuffles up), then across warps
 // through `smem`, then across the repetitions of the layout, each element combined with the
 // running prefix in coordinate order. Only distinct copies count, as in reduce().
-template <class L, class LO, int D, typename T, typename F>
-__device__ __forceinline__ void scan(T* out, const T* in, F combine, void* smem) {
+template <class L, class LO, int D, typename T, typename F, typename S>
+__device__ __forceinline__ void scan(T* out, const T* in, F combine, S smem) {
     constexpr int run = L::spt(D) < L::size(D) ? L::spt(D) : L::size(D);
     constexpr int reps = L::regs(D) / run;
     constexpr int stride = L::reg_stride(D);
@@ -564,13 +584,13 @@ __device__ __forceinline__ void scan(T* out, const T* in, F combine, void* smem)
         bool has_lane_prefix = lane > 0, has_warp_prefix = false;
         T warp_prefix[LO::REGS];
         if constexpr (warps > 1) {
-            T* partial = static_cast<T*>(smem);
+            T* partial = static_cast<T*>(scratch(smem));
             constexpr int n = LO::SIZE;
             if (lane == lanes - 1 && L::warp_coord(D) < warps) {
 #pragma unroll
                 for (int o = 0; o < LO::REGS; ++o) partial[L::warp_coord(D) * n + LO::flat(o)] = inclusive[o];
             }
-            __syncthreads();
+            sync(smem);
 #pragma unroll
             for (int o = 0; o < LO::REGS; ++o) {
                 T acc = partial[LO::flat(o)];
@@ -581,7 +601,7 @@ __device__ __forceinline__ void scan(T* out, const T* in, F combine, void* smem)
                 rep_total[o] = acc;
             }
             has_warp_prefix = warp > 0;
-            __syncthreads();
+            sync(smem);
         }
 #pragma unroll
         for (int r = 0; r < L::REGS; ++r) {
@@ -601,25 +621,25 @@ __device__ __forceinline__ void scan(T* out, const T* in, F combine, void* smem)
 // Move a tile between layouts (or shapes) through shared memory: every original element is
 // written at its row-major index in the source, then each destination register reads the source
 // index `source(r)` gives it.
-template <class LS, class LD, typename T, typename Index>
-__device__ __forceinline__ void relayout(T* dst, const T* src, void* smem, Index source) {
-    T* buffer = static_cast<T*>(smem);
+template <class LS, class LD, typename T, typename S, typename Index>
+__device__ __forceinline__ void relayout(T* dst, const T* src, S smem, Index source) {
+    T* buffer = static_cast<T*>(scratch(smem));
     if (LS::owner()) {
 #pragma unroll
         for (int r = 0; r < LS::REGS; ++r) buffer[LS::flat(r)] = src[r];
     }
-    __syncthreads();
+    sync(smem);
 #pragma unroll
     for (int r = 0; r < LD::REGS; ++r) dst[r] = buffer[source(r)];
-    __syncthreads();
+    sync(smem);
 }
 
 // Two tiles into one through shared memory (cat, join): each source element is written at the
 // row-major index of the result that `index_a(r)` / `index_b(r)` gives its register r, then each
 // result register reads its own element.
-template <class LA, class LB, class LD, typename T, typename IA, typename IB>
-__device__ __forceinline__ void gather2(T* dst, const T* a, const T* b, void* smem, IA index_a, IB index_b) {
-    T* buffer = static_cast<T*>(smem);
+template <class LA, class LB, class LD, typename T, typename S, typename IA, typename IB>
+__device__ __forceinline__ void gather2(T* dst, const T* a, const T* b, S smem, IA index_a, IB index_b) {
+    T* buffer = static_cast<T*>(scratch(smem));
     if (LA::owner()) {
 #pragma unroll
         for (int r = 0; r < LA::REGS; ++r) buffer[index_a(r)] = a[r];
@@ -628,10 +648,10 @@ __device__ __forceinline__ void gather2(T* dst, const T* a, const T* b, void* sm
 #pragma unroll
         for (int r = 0; r < LB::REGS; ++r) buffer[index_b(r)] = b[r];
     }
-    __syncthreads();
+    sync(smem);
 #pragma unroll
     for (int r = 0; r < LD::REGS; ++r) dst[r] = buffer[LD::flat(r)];
-    __syncthreads();
+    sync(smem);
 }
 
 }  // namespace tx

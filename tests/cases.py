@@ -738,13 +738,19 @@ def _attention_flags(dtype: str, d: int, causal: int, bm: int, bn: int) -> dict[
     return {"CAUSAL": causal, "BF16": int(dtype == "bf16"), "D": d, "BM": bm, "BN": bn}
 
 
+def _attention_fwd_flags(dtype: str, d: int, causal: int, bm: int, bn: int, ws: int = 0) -> dict:
+    """attention_fwd's and attention_bwd_dq's: the others' and WARP_SPECIALIZE
+    (lower/warp_spec.py)."""
+    return _attention_flags(dtype, d, causal, bm, bn) | {"WARP_SPECIALIZE": ws}
+
+
 GOLDEN += (
     Golden(
         "attention_fwd.f16.d128.sm90a",
         "attention.c",
         "attention_fwd",
         _attention_fwd_args("f16", 128),
-        _attention_flags("f16", 128, 0, 128, 64),
+        _attention_fwd_flags("f16", 128, 0, 128, 64),
         num_warps=8,
         arch="sm_90a",
     ),
@@ -753,7 +759,7 @@ GOLDEN += (
         "attention.c",
         "attention_fwd",
         _attention_fwd_args("bf16", 64),
-        _attention_flags("bf16", 64, 1, 128, 64),
+        _attention_fwd_flags("bf16", 64, 1, 128, 64),
         num_warps=8,
     ),
     Golden(  # K and V by TMA boxes of 4-D maps ($TEENY_TX_PIPELINE_TMA), the wrapper's config
@@ -761,11 +767,35 @@ GOLDEN += (
         "attention.c",
         "attention_fwd",
         _attention_fwd_args("f16", 128),
-        _attention_flags("f16", 128, 1, 128, 128),
+        _attention_fwd_flags("f16", 128, 1, 128, 128),
         num_warps=8,
         num_stages=3,
         arch="sm_90a",
         env=(("TEENY_TX_PIPELINE_TMA", "1"),),
+        strided=True,
+    ),
+    Golden(  # the same, warp-specialised: a producer warpgroup issues the K/V copies
+        "attention_fwd.f16.d128.ws.sm90a",
+        "attention.c",
+        "attention_fwd",
+        _attention_fwd_args("f16", 128),
+        _attention_fwd_flags("f16", 128, 1, 128, 128, ws=1),
+        num_warps=8,
+        num_stages=3,
+        arch="sm_90a",
+        env=(("TEENY_TX_PIPELINE_TMA", "1"),),
+        strided=True,
+    ),
+    Golden(  # ... and its two compute warpgroups taking turns at the products (ping-pong)
+        "attention_fwd.f16.d128.pingpong.sm90a",
+        "attention.c",
+        "attention_fwd",
+        _attention_fwd_args("f16", 128),
+        _attention_fwd_flags("f16", 128, 1, 128, 128, ws=2),
+        num_warps=8,
+        num_stages=3,
+        arch="sm_90a",
+        env=(("TEENY_TX_PIPELINE_TMA", "1"), ("TEENY_TX_WS_PINGPONG", "1")),  # experimental
         strided=True,
     ),
     Golden(  # the softmax overlapping the products: deferred wgmma waits, the wrapper's config
@@ -817,7 +847,7 @@ GOLDEN += (
         "attention.c",
         "attention_bwd_dq",
         _attention_bwd_args("attention_bwd_dq", "bf16", 128),
-        _attention_flags("bf16", 128, 0, 128, 64),
+        _attention_fwd_flags("bf16", 128, 0, 128, 64),
         num_warps=8,
         arch="sm_90a",
     ),

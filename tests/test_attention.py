@@ -333,6 +333,8 @@ def test_overlapped_forward(monkeypatch, shape, causal, dtype):
         ("attention_bwd_dkdv+atomic", "bf16", 128, 1),
         ("attention_bwd_dkdv+atomic", "f16", 64, 0),
         ("attention_bwd_dq_cast", "f16", 64, 0),
+        ("attention_fwd+ws", "bf16", 64, 1),  # warp-specialised on sm_90a (refused on sm_90)
+        ("attention_bwd_dq+ws", "f16", 128, 0),
     ],
 )
 def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
@@ -356,7 +358,10 @@ def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
         flags |= {"CAUSAL": causal, "BF16": int(dtype == "bf16"), "BN": config.bn}
     if kernel == "attention_bwd_dkdv":
         flags["ATOMIC_DQ"] = int(variant == "atomic")
-    k = getattr(module("attention.c"), kernel)
+    if kernel in ("attention_fwd", "attention_bwd_dq"):
+        flags["WARP_SPECIALIZE"] = int(variant == "ws")
+    # the warp-specialised form takes TMA pipelines: the wrapper's TMA module
+    k = getattr(tattn._tma_module() if variant == "ws" else module("attention.c"), kernel)
     with target_arch(arch):
         # the overlapped forward with its own ring depth (the others' fit at the default 2)
         stages = config.num_stages if kernel == "attention_fwd_overlap" else 2
@@ -365,6 +370,8 @@ def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
     assert result.cubin[:4] == b"\x7fELF"
     if kernel == "attention_fwd_overlap" and arch == "sm_90a":  # mma.sync (sm_90) spills
         assert nvrtc.spilled_bytes(result.log) == 0, result.log
+    if variant == "ws":
+        assert spec.kernel.producer_warps == (4 if arch == "sm_90a" else 0)
 
 
 # Row and column statistics of an accumulator (the online softmax's max and sum) computed in

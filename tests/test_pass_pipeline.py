@@ -197,7 +197,7 @@ def _attention(monkeypatch, switch="1"):
 
 def _fwd(mod, strides=ATTN_STRIDES, arch="sm_90a", d=128, **kw):
     args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1) + strides * 4 + (0.18,)
-    flags = {"CAUSAL": 0, "BF16": 0, "D": d, "BM": 128, "BN": 128} | kw
+    flags = {"CAUSAL": 0, "BF16": 0, "D": d, "BM": 128, "BN": 128, "WARP_SPECIALIZE": 0} | kw
     return mod.attention_fwd.specialize(
         *args, num_warps=8, num_stages=3, target=arch, strided=True, **flags
     )
@@ -305,7 +305,7 @@ def test_the_plain_launcher_refuses_tma(monkeypatch):
     monkeypatch.setenv("TEENY_TX_ARCH", "sm_90a")  # the module's target, as on an H200
     mod = _attention(monkeypatch)
     args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1) + ATTN_STRIDES * 4 + (0.18,)
-    flags = {"CAUSAL": 0, "BF16": 0, "D": 128, "BM": 128, "BN": 128}
+    flags = {"CAUSAL": 0, "BF16": 0, "D": 128, "BM": 128, "BN": 128, "WARP_SPECIALIZE": 0}
     key = mod.attention_fwd.binder.bind_host(args, flags, 8, True, 3, True)
     with pytest.raises(LaunchError, match="launch_pipelined"):
         mod.attention_fwd._entry(key)

@@ -22,6 +22,7 @@ flag :data:`TMA`, on; the fixed configs) where the arrays' strides allow it, els
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from functools import cache
 from typing import Any, NamedTuple
@@ -58,12 +59,16 @@ TMA = True
 
 
 class AttentionConfig(NamedTuple):
-    """One launch of an attention kernel: BM query rows and BN key rows per tile."""
+    """One launch of an attention kernel: BM query rows and BN key rows per tile;
+    ``warp_specialize`` (the forward's WARP_SPECIALIZE, lower/warp_spec.py): 1, a producer
+    warpgroup issues the pipelined TMA copies; 2, also the two compute warpgroups take turns
+    at the products (ping-pong); 0 neither. Where TMA does not apply the kernel keeps its form."""
 
     bm: int
     bn: int
     num_warps: int
     num_stages: int = 2
+    warp_specialize: int = 0
 
 
 # by head dim: the fastest of bench/sweep_attention.py on the H200 (2026-12-01, N=4096, B=4,
@@ -90,6 +95,15 @@ FORWARD_SHORT_CAUSAL = {64: AttentionConfig(64, 64, 4, 2), 128: AttentionConfig(
 # the best overlap config): D=128 446 / 420, causal 388 / 324; D=64 330 / 334 (128 x 64 s3),
 # causal 291 / 246 (docs/attention.md), so it is off.
 OVERLAP = False
+# The warp-specialised schedule of the forward and of dQ (their WARP_SPECIALIZE: 1, a producer
+# warpgroup issues the K/V copies and the compute warps take up to 240 registers each; 2, also
+# the two compute warpgroups' ping-pong): None follows FORWARD's and BACKWARD_DQ's
+# warp_specialize; 0, 1 or 2 forces it for both at every head dim (benchmarks: the environment
+# variable $TEENY_TX_ATTENTION_WS, read once at import). dK/dV's key loop is nested in its loop
+# over a group's heads, which warp specialisation does not take (lower/warp_spec.py).
+WARP_SPECIALIZE: int | None = (
+    int(os.environ["TEENY_TX_ATTENTION_WS"]) if os.environ.get("TEENY_TX_ATTENTION_WS") else None
+)
 FORWARD_OVERLAP = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 64, 8, 3)}
 BACKWARD_DKDV = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
 BACKWARD_DQ = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(128, 128, 8)}
@@ -314,7 +328,8 @@ def _settings(q: Any, *tables: dict) -> tuple:
     config tables' entries for q's head dim (a plan made under other settings never replays)."""
     shape = getattr(q, "shape", ())
     d = shape[-1] if shape else None
-    return (TMA, TUNE, OVERLAP, SHORT, *(table.get(d) for table in tables))
+    settings = (TMA, TUNE, OVERLAP, SHORT, WARP_SPECIALIZE)
+    return (*settings, *(table.get(d) for table in tables))
 
 
 def _forward_config(d: int, causal: bool, n_kv: int, overlap: bool) -> AttentionConfig:
@@ -354,6 +369,9 @@ def attention(
     kernels = module("attention.c")
     overlap = OVERLAP and d in FORWARD_OVERLAP  # D = 256: its scratch and ring do not fit
     kernel = kernels.attention_fwd_overlap if overlap else kernels.attention_fwd
+    config = _forward_config(d, bool(causal), n_kv, overlap)
+    ws = config.warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
+    extra = {} if overlap else {"WARP_SPECIALIZE": int(ws)}
     alloc_o = arrays.allocator((b, n_q, h_q, d), dtype)
     alloc_lse = arrays.allocator((b, h_q, n_q), "f32")
     rest = (n_q, n_kv, h_q, h_q // h_kv)
@@ -363,10 +381,11 @@ def attention(
         _Where.of(arrays),
         kernel,
         lambda meta: (cdiv(n_q, meta["BM"]), b * h_q, 1),
-        _forward_config(d, bool(causal), n_kv, overlap),
+        config,
         CAUSAL=int(bool(causal)),
         BF16=int(dtype == "bf16"),
         D=d,
+        **extra,
     )
 
     def make(launch):
@@ -434,6 +453,7 @@ def attention_backward(
     dkdv_rest = (n_q, n_kv, h_q, h_kv, group) + qkv + kv_strides + kv_strides
     dkdv_rest += (qk_scale, scale)
     rows_grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
+    dq_ws = BACKWARD_DQ[d].warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
     launches = (
         Launch(arrays, mod.attention_bwd_preprocess, rows_grid, 4, D=d, BM=PREPROCESS_BM),
         _Pipelined(
@@ -451,6 +471,7 @@ def attention_backward(
             mod.attention_bwd_dq,
             lambda meta: (cdiv(n_q, meta["BM"]), b * h_q, 1),
             BACKWARD_DQ[d],
+            WARP_SPECIALIZE=int(dq_ws),
             **flags,
         ),
     )

@@ -267,6 +267,29 @@ class StagedOnce:
     offset: int
 
 
+@dataclass(frozen=True)
+class WarpSpec:
+    """How a TMA-pipelined loop is warp-specialised (``lower/warp_spec.py``): a producer
+    warpgroup after the kernel's ``compute_threads`` threads, whose one elected thread issues
+    the copies of every iteration, computing only ``slice`` (the scalar declarations, in kernel
+    order, that the copies' coordinates and the loop bounds read); ``setmaxnreg`` leaves it
+    ``producer_registers`` per thread and gives the compute warps ``consumer_registers``. The
+    compute warps synchronise among themselves at named barrier ``barrier``. ``pingpong``: the
+    two compute warpgroups take turns at the tensor cores, each dot of the loop one turn (named
+    barriers ``turns`` and ``turns + 1``, one per warpgroup), so one's softmax runs while the
+    other's products do; ``pingpong_refused``: why not, where it was asked for."""
+
+    slice: tuple[Stmt, ...]
+    compute_threads: int
+    producer_registers: int
+    consumer_registers: int
+    entry_registers: int = 0  # each thread's at launch (the compute warps keep them if more)
+    barrier: int = 1
+    pingpong: bool = False
+    turns: int = 2
+    pingpong_refused: str | None = None
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
 class PipelinedLoop(Stmt):
     """A ``for`` loop whose ``loads`` run ``ahead`` iterations ahead of its body through a ring
@@ -294,6 +317,7 @@ class PipelinedLoop(Stmt):
     barriers: str | None = None
     barrier_offset: int = 0
     iteration: str | None = None
+    warp_spec: WarpSpec | None = None  # filled by a producer warpgroup (lower/warp_spec.py)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -344,6 +368,10 @@ class Kernel:
     index64: bool = False
     num_stages: int = 2  # software-pipelining depth of the loops that feed dot
     pipeline_tma: bool = False  # pipelined loads by TMA where they can be (its module asks)
+    # warp specialisation (lower/warp_spec.py): the producer warpgroup's warps, launched after
+    # the num_warps that run the kernel's statements; or, where it was asked for and refused, why
+    producer_warps: int = 0
+    warp_spec_refused: str | None = None
 
     @property
     def runtime_params(self) -> tuple[Param, ...]:
@@ -351,4 +379,5 @@ class Kernel:
 
     @property
     def num_threads(self) -> int:
-        return 32 * self.num_warps
+        """Threads per block at launch: the compute warps and any producer warpgroup."""
+        return 32 * (self.num_warps + self.producer_warps)

@@ -39,6 +39,10 @@ own (``runtime/tma.py`` encodes them from the launch values).
 Rings of a pipelined loop nested in another (dK/dV's query loop inside its loop over the query
 heads of a group) start where the enclosing loop's rings end: the outer stages stay live while
 the inner loop runs.
+
+Where the launch asks (a kernel's ``WARP_SPECIALIZE`` constexpr), ``lower/warp_spec.py`` then
+gives the kernel's one TMA loop to a producer warpgroup (:class:`ir.WarpSpec`): one of its
+threads issues every iteration's copies, and the kernel's own warps only compute.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from .convert import OWN_STATEMENT_OPS, assigned_names
 from .ir import Const, Expr, Op, Var
 from .layout import walk_exprs, walk_stmts
 from .names import Names
+from .warp_spec import plan_warp_specialization
 
 STAGE_ALIGN = 1024  # each ring starts on a 1024-byte boundary (128-byte swizzle panels)
 BARRIER_BYTES = 8  # one mbarrier
@@ -531,5 +536,7 @@ class _Planner:
 
 
 def plan_pipelines(kernel: ir.Kernel, axis: AxisInfo, names: Names) -> ir.Kernel:
-    """``kernel`` with every loop that has the shape above software-pipelined."""
-    return dataclasses.replace(kernel, body=_Planner(kernel, axis, names).block(kernel.body))
+    """``kernel`` with every loop that has the shape above software-pipelined, and its TMA
+    pipeline warp-specialised where the launch asks (``lower/warp_spec.py``)."""
+    kernel = dataclasses.replace(kernel, body=_Planner(kernel, axis, names).block(kernel.body))
+    return plan_warp_specialization(kernel)

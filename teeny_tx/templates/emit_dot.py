@@ -20,11 +20,14 @@ from ..lower import ir
 from ..lower.ir import Op
 from ..lower.layout import Layout
 from ..lower.pipeline import operand_source
+from ..lower.warp_spec import warp_specialized_loop
 from . import expr as cx
 from .cuda_types import ctype
 
 
 class DotEmitter:
+    turns: ir.WarpSpec | None = None  # inside a ping-pong loop: its dots are turns
+
     # ------------------------------------------------------------ the dot
 
     def emit_dot(self, e: Op) -> None:
@@ -59,7 +62,8 @@ class DotEmitter:
             if o.source == "registers":  # wgmma reads A from the registers it is in
                 pointers.append(values)
                 continue
-            base = f"tx::align1024({self.scratch(0)})" if plan.wgmma else self.scratch(0)
+            self.scratch(0)
+            base = "tx::align1024(tx_smem)" if plan.wgmma else "tx_smem"
             stage = "tx::stage_tf32" if plan.wgmma and dtype.name == "f32" else "tx::stage"
             d0, d1 = src.layout.dims
             self.emit(
@@ -69,17 +73,25 @@ class DotEmitter:
             pointers.append(o.pointer)
         if plan.from_scratch:
             self.scratch(plan.scratch_bytes)
-            self.emit("operands_ready", plan.wgmma)
+            self.emit("operands_ready", plan.wgmma, self.block_sync())
         acc_layout = self.L(layout)
+        if self.turns is not None:  # ping-pong: wait for this warpgroup's turn, its operands done
+            ready = [(acc_layout, out)]
+            if plan.register_a:
+                ready.append((self.L(regs["a"][0].layout), regs["a"][1]))
+            self.emit("pingpong_turn", self.turns, ready)
         ta, tb = plan.operands
         operands = self.render_macro("dot_operands", ta.tile, ta.kmajor, tb.tile, tb.kmajor, plan.k)
+        # ping-pong (a turn at the tensor cores): issued, the turn passed on, then waited for
+        turn = self.turns is not None and plan.wgmma and not plan.deferred and not plan.pending
+        fragments = self.names.fresh("a_frags") if turn and plan.register_a else plan.fragments
         if plan.register_a:
             instr = self.wgmma_rs_instruction(dtype.name, e.type.shape[1], tb.kmajor)
             a_layout = self.L(regs["a"][0].layout)
-            if plan.deferred:
+            if plan.deferred or turn:
                 self.emit(
                     "wgmma_rs_async", acc_layout, a_layout, tb.tile, tb.kmajor, plan.k,
-                    plan.fragments, out, *pointers, instr,
+                    fragments, out, *pointers, instr,
                 )  # fmt: skip
             else:
                 self.emit(
@@ -89,7 +101,7 @@ class DotEmitter:
         elif plan.wgmma:
             kmajor = [o.kmajor for o in plan.operands]
             instr = self.wgmma_instruction(dtype.name, e.type.shape[1], kmajor)
-            if plan.deferred:
+            if plan.deferred or turn:
                 self.emit("wgmma_async", acc_layout, operands, out, *pointers, instr)
             else:
                 self.emit("wgmma", acc_layout, operands, plan.pending, out, *pointers, instr)
@@ -97,8 +109,13 @@ class DotEmitter:
             self.emit("dot_fma", acc_layout, ta.tile, tb.tile, plan.k, out, *pointers)
         else:
             self.emit("mma", acc_layout, plan.instruction, operands, out, *pointers)
+        if self.turns is not None:  # ... passed on once the product is issued
+            self.emit("pingpong_pass", self.turns)
+        if turn:
+            steps = [(fragments, plan.k // 16)] if plan.register_a else []
+            self.emit("pingpong_wait", acc_layout, out, steps)
         if plan.from_scratch:
-            self.emit("barrier")
+            self.emit("barrier", self.block_sync())
         self.temps[id(e)] = (out, layout, "")
 
     def wgmma_rs_instruction(self, dtype: str, n: int, b_kmajor: bool) -> str:
@@ -160,17 +177,7 @@ class DotEmitter:
         init, step = s.init[0], s.step[0]
         k, kt = init.name, ctype(init.type.dtype)
         cond = self.ex(s.cond)
-        buffers = [
-            {
-                "tile": x.tile,
-                "buffer": x.buffer,
-                "offset": x.offset,
-                "ctype": ctype(x.load.type.dtype),
-                "rows": x.load.type.shape[0],
-                "cols": x.load.type.shape[1],
-            }
-            for x in p.loads
-        ]
+        buffers = self.ring_buffers(p)
         self.pipeline_bytes = max(self.pipeline_bytes, p.bytes)
         with self.capture() as once:
             for x in p.once:
@@ -191,6 +198,15 @@ class DotEmitter:
         for x in p.loads if tma else ():
             if x.tma.param not in self.tma_params:  # type: ignore[union-attr]
                 self.tma_params.append(x.tma.param)  # type: ignore[union-attr]
+        if p.warp_spec is not None:  # the producer warpgroup copies (warp_split)
+            self.emit("ws_consumer_open", p, p.warp_spec, buffers, kt, k, self.ex(init.init),
+                      cond, self.ex(step.value), once)  # fmt: skip
+            outer, self.pipeline_stage = self.pipeline_stage, p.stage
+            self.turns = p.warp_spec if p.warp_spec.pingpong else None
+            self.loop_body(s.body, None, depth=2)
+            self.pipeline_stage, self.turns = outer, None
+            self.emit("ws_consumer_close", p, p.warp_spec)
+            return
         copies = self.tma_copies if tma else self.copies
         self.emit(
             "pipeline_open",
@@ -236,6 +252,12 @@ class DotEmitter:
         """The TMA boxes of one iteration into ``stage``, issued by thread 0 after it arms the
         stage's full barrier with their bytes (``lower/pipeline.py``: :func:`tma_copy`)."""
         full = f"&{p.barriers}[{stage}]"
+        lines, total = self.tma_boxes(p, stage)
+        return self.render_macro("tma_copies", cond, full, total, lines).split("\n")
+
+    def tma_boxes(self, p: ir.PipelinedLoop, stage: str) -> tuple[list[str], int]:
+        """The TMA boxes of one iteration into ``stage``, and the bytes they bring."""
+        full = f"&{p.barriers}[{stage}]"
         lines, total = [], 0
         for x in p.loads:
             t = x.tma
@@ -255,7 +277,67 @@ class DotEmitter:
                         "tma_box", len(t.dims), dst, t.param, full, [inner, *coords[1:]]
                     )
                 )
-        return self.render_macro("tma_copies", cond, full, total, lines).split("\n")
+        return lines, total
+
+    # ------------------------------------------------------------ warp specialisation
+
+    def block_sync(self) -> str:
+        """The barrier of every thread that runs the kernel's statements: ``__syncthreads``,
+        or the compute warps' named barrier in a warp-specialised kernel."""
+        p = warp_specialized_loop(self.kernel)
+        if p is None or p.warp_spec is None:
+            return "__syncthreads();"
+        return self.render_macro("compute_barrier", p.warp_spec)
+
+    def warp_split(self) -> list[str]:
+        """The lines before the kernel's statements that split a warp-specialised kernel into
+        its roles (``lower/warp_spec.py``): the stages' barriers initialised, one block-wide
+        barrier, then the producer warpgroup's branch (its slice of the kernel's scalars and
+        the loop's copies) and the compute warps' register increase. A refused request leaves
+        a comment saying why; other kernels get no lines."""
+        k = self.kernel
+        if k.warp_spec_refused is not None:
+            return [self.render_macro("ws_refused", k.warp_spec_refused)]
+        p = warp_specialized_loop(k)
+        if p is None or p.warp_spec is None:
+            return []
+        ws = p.warp_spec
+        body, self.lines = self.lines, []
+        self.last_line, self.mapped = None, True
+        self.source_line(p)
+        s = p.loop
+        init, step = s.init[0], s.step[0]
+        assert isinstance(init, ir.Declare) and isinstance(step, ir.Assign)
+        buffers = self.ring_buffers(p)
+        maps = [x.tma.param for x in p.loads if x.tma is not None]
+        lines, total = self.tma_boxes(p, p.stage)
+        self.emit("ws_split_open", p, ws, k.num_warps, k.producer_warps, s.loc.line)
+        self.depth += 2
+        self.block(ws.slice)
+        self.source_line(p)  # the producer's loop maps to the kernel's
+        self.emit(
+            "ws_producer_loop", p, buffers, maps, ctype(init.type.dtype), init.name,
+            self.ex(init.init), self.ex(s.cond), self.ex(step.value), total, lines,
+        )  # fmt: skip
+        self.depth -= 2
+        self.emit("ws_split_close", ws, self.scratch_used)
+        split, self.lines = self.lines, body
+        self.last_line = None
+        return split
+
+    def ring_buffers(self, p: ir.PipelinedLoop) -> list[dict]:
+        """The shared tile type, element type, first stage and offset of each staged load."""
+        return [
+            {
+                "tile": x.tile,
+                "buffer": x.buffer,
+                "offset": x.offset,
+                "ctype": ctype(x.load.type.dtype),
+                "rows": x.load.type.shape[0],
+                "cols": x.load.type.shape[1],
+            }
+            for x in p.loads
+        ]
 
 
 def _accumulator_operands(n: int) -> tuple[list[str], list[str], int]:

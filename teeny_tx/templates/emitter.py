@@ -179,6 +179,7 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
         self.pipeline_stage: str | None = None  # the stage counter of the pipelined loop
         self.preamble: dict[str, str] = {}  # device functions rendered before the kernel
         self.tma_params: list[str] = []  # tensor maps of TMA pipelines, after the parameters
+        self.scratch_used = False  # whether a warp-specialised kernel's helpers share the scratch
 
     # ------------------------------------------------------------ layouts, registers
 
@@ -201,7 +202,12 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
         return f"tx::remap<{self.L(layout)}, {self.L(self.loop)}>({REGISTER})"
 
     def scratch(self, nbytes: int) -> str:
+        """The scratch buffer as the helpers take it: the pointer, or in a warp-specialised
+        kernel ``tx_scratch``, which makes them meet at the compute warps' named barrier."""
         self.shared_bytes = max(self.shared_bytes, nbytes)
+        if self.kernel.producer_warps:
+            self.scratch_used = True
+            return "tx_scratch"
         return "tx_smem"
 
     # ------------------------------------------------------------ output
@@ -252,6 +258,7 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
     def render(self) -> str:
         k = self.kernel
         self.block(k.body)
+        self.lines[:0] = self.warp_split()  # the roles' split, before every statement
         params = [
             {
                 "ctype": ctype(p.type.dtype),
@@ -285,6 +292,7 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
                 name=k.name,
                 specialisation=describe_specialisation(k),
                 threads=k.num_threads,
+                min_blocks=1 if k.producer_warps else 0,  # setmaxnreg acts under a register cap
                 params=params,
                 constexprs=constexprs,
                 layouts=layouts,

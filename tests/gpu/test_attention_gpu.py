@@ -149,6 +149,104 @@ def test_overlapped_forward_bf16(torch, monkeypatch, shape, causal, tma):
     _overlapped_forward(torch, monkeypatch, shape, causal, "bf16", config, tma)
 
 
+def _warp_specialized(monkeypatch, stages=None, mode=1) -> None:
+    """The wrapper's forward and dQ warp-specialised (their WARP_SPECIALIZE = ``mode``; 2 asks
+    for the ping-pong, which without $TEENY_TX_WS_PINGPONG=1 is refused: the producer alone
+    again), K/V by TMA; ``stages``: the ring's depth at every head dim (else the config
+    table's)."""
+    monkeypatch.delenv("TEENY_TX_WS_PINGPONG", raising=False)
+    monkeypatch.setattr(tattn, "WARP_SPECIALIZE", mode)
+    monkeypatch.setattr(tattn, "TMA", True)
+    if stages is not None:
+        for d, c in list(tattn.FORWARD.items()):
+            monkeypatch.setitem(tattn.FORWARD, d, c._replace(num_stages=stages))
+
+
+def _warp_specialized_launches() -> int:
+    """How many specialisations of the TMA forward took the producer warpgroup."""
+    specs = tattn._tma_module().attention_fwd._specs.values()
+    return sum(1 for s in specs if s.kernel.producer_warps == 4)
+
+
+WS_SHAPES = SHAPES + BENCH[1:] + [(1, 4097, 8, 2, 128), (2, 300, 6, 3, 64)]
+
+
+@pytest.mark.parametrize("mode", [1, 2], ids=["producer", "pingpong"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", WS_SHAPES, ids=_id)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_warp_specialized_forward_against_torch_sdpa(
+    torch, monkeypatch, shape, causal, dtype, mode
+):
+    """The forward with a producer warpgroup issuing the K/V copies (lower/warp_spec.py): N = 1,
+    ragged N (the boxes' zero fill), GQA, [B, H, N, D] views; o against SDPA, lse against
+    float64 where it fits, else f32; WARP_SPECIALIZE 1 and 2 (the ping-pong refused: the same)."""
+    _warp_specialized(monkeypatch, mode=mode)
+    b, n, h_q, h_kv, d = shape
+    seed = hash((shape, causal, dtype, "ws")) % 2**31
+    q = _bnhd(torch, b, n, h_q, d, dtype, seed)
+    k, v = (_bnhd(torch, b, n, h_kv, d, dtype, seed + i) for i in (1, 2))
+    o, lse = nn.attention(q, k, v, causal=causal)
+    assert _err(o, _sdpa(torch, q, k, v, causal)) <= TOL[dtype], (
+        f"o: {_err(o, _sdpa(torch, q, k, v, causal)):.3g}"
+    )
+    if b * h_q * n * n <= 2**27:
+        _check_lse(torch, q, k, lse, causal)
+    else:
+        ref_lse = torch.logsumexp(_scores(torch, q, k, causal), dim=-1)
+        assert float((lse.double() - ref_lse.double()).abs().max()) < 1e-2
+    assert _warp_specialized_launches() >= 1
+
+
+@pytest.mark.parametrize("mode", [1, 2], ids=["producer", "pingpong"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES + BENCH[1:2], ids=_id)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_warp_specialized_backward_against_torch_sdpa(
+    torch, monkeypatch, shape, causal, dtype, mode
+):
+    """The forward and dQ warp-specialised (the wrapper's WARP_SPECIALIZE forces both): o,
+    lse, dq, dk, dv against SDPA and its autograd."""
+    _warp_specialized(monkeypatch, mode=mode)
+    _against_sdpa(torch, shape, causal, dtype)
+    specs = tattn._tma_module().attention_bwd_dq._specs.values()
+    assert any(s.kernel.producer_warps == 4 for s in specs)
+
+
+@pytest.mark.parametrize("mode", [1, 2], ids=["producer", "pingpong"])
+@pytest.mark.parametrize("stages", [2, 4])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", [(1, 4097, 2, 1, 64), (2, 1000, 4, 2, 128)], ids=_id)
+def test_warp_specialized_ring_depths(torch, monkeypatch, shape, causal, stages, mode):
+    """Rings of 2 and 4 stages (the producer waits for a stage's release sooner or later)."""
+    if stages == 4 and shape[-1] == 128:
+        stages = 2  # 4 stages of 128 x 128 K and V do not fit beside Q
+    _warp_specialized(monkeypatch, stages, mode)
+    b, n, h_q, h_kv, d = shape
+    q = _bnhd(torch, b, n, h_q, d, "f16", 0)
+    k, v = (_bnhd(torch, b, n, h_kv, d, "f16", seed) for seed in (1, 2))
+    o, lse = nn.attention(q, k, v, causal=causal)
+    assert _err(o, _sdpa(torch, q, k, v, causal)) < TOL["f16"]
+    _check_lse(torch, q, k, lse, causal)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_warp_specialized_cupy_against_float64(monkeypatch, causal):
+    """CuPy arrays, ragged N, GQA, scale 0.2, the warp-specialised forward: float64 on the
+    host; and the same launch again (replayed) at new addresses; then with the ping-pong."""
+    _warp_specialized(monkeypatch, mode=1 + causal)
+    rng = np.random.default_rng(12)
+    for _ in range(2):
+        q = rng.standard_normal((2, 1001, 4, 64)).astype(np.float16)
+        k, v = (rng.standard_normal((2, 1001, 2, 64)).astype(np.float16) for _ in range(2))
+        o, lse = nn.attention(cp.asarray(q), cp.asarray(k), cp.asarray(v), causal, 0.2)
+        want_o, want_lse = attention_reference(q, k, v, causal, 0.2)
+        got = cp.asnumpy(o).astype(np.float64)
+        assert np.abs(got - want_o).max() / max(1, np.abs(want_o).max()) <= TOL["f16"]
+        np.testing.assert_allclose(cp.asnumpy(lse), want_lse, rtol=1e-4, atol=1e-4)
+    assert _warp_specialized_launches() >= 1
+
+
 def _scores(torch, q, k, causal):
     """scale * q k^T in f32, [B, H_q, N_q, N_kv], masked when causal (GQA by repetition)."""
     group = q.shape[2] // k.shape[2]
