@@ -148,14 +148,23 @@ def draw(section: Section, out: Path, reference: tuple[float, str] | None) -> No
 
     colours = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1"]
     n = len(section.tables)
-    fig, axes = plt.subplots(n, 1, figsize=(9, 3.4 * n), dpi=100, squeeze=False)
+    widest = max(len(t.cases) for t in section.tables)
+    many = widest > 12  # a wide panel and steep labels, so the case names stay apart
+    size = (max(9.0, 0.45 * widest), 3.4 * n + (1.0 if many else 0.0))
+    fig, axes = plt.subplots(n, 1, figsize=size, dpi=100, squeeze=False)
     for ax, table in zip(axes[:, 0], section.tables, strict=True):
-        names = list(table.series)
+        # a peer measured in no case of the table (one that did not run) draws nothing; the
+        # first series (ours) always shows, its gaps as "n/a"; colours follow the table's order
+        every = list(table.series)
+        names = [
+            k for i, k in enumerate(every) if i == 0 or any(x is not None for x in table.series[k])
+        ]
         width = 0.8 / max(1, len(names))
         for k, name in enumerate(names):
             xs = [c + (k - (len(names) - 1) / 2) * width for c in range(len(table.cases))]
             ys = [v if v is not None else 0.0 for v in table.series[name]]
-            ax.bar(xs, ys, width, label=name, color=colours[k % len(colours)])
+            colour = colours[every.index(name) % len(colours)]
+            ax.bar(xs, ys, width, label=name, color=colour)
             for x, v in zip(xs, table.series[name], strict=True):
                 if v is None:  # not measured (or failed): say so rather than draw nothing
                     ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=7, rotation=90)
@@ -173,7 +182,10 @@ def draw(section: Section, out: Path, reference: tuple[float, str] | None) -> No
                     label=f"vector add, best ({reference[1][:10]})",
                 )
         ax.set_xticks(range(len(table.cases)))
-        ax.set_xticklabels(table.cases, fontsize=8, rotation=15 if len(table.cases) > 6 else 0)
+        if many:
+            ax.set_xticklabels(table.cases, fontsize=7, rotation=60, ha="right")
+        else:
+            ax.set_xticklabels(table.cases, fontsize=8, rotation=15 if len(table.cases) > 6 else 0)
         ax.set_ylabel(table.unit)
         what = f"{section.title}: {table.title}" if table.title else section.title
         ax.set_title(f"{what}\n{table.date}, {table.device}", fontsize=9)
