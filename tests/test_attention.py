@@ -645,3 +645,31 @@ def test_the_causal_forward_of_short_sequences_takes_its_own_tiles():
         assert tattn._forward_config(d, False, 1, False) == tattn.FORWARD[d]
         assert tattn._forward_config(d, True, 1, True) == tattn.FORWARD_OVERLAP[d]
     assert tattn._forward_config(256, True, 1, False) == tattn.FORWARD[256]
+
+
+def test_a_plan_launch_without_the_driver_replays_through_cupy_else_the_full_path(monkeypatch):
+    """_Pipelined.fast where the driver's launch is not at hand (no handle): the TMA replay's
+    own launch, and the full path (_launch, every check) where the replay refuses the call
+    (an address off the first call's alignment)."""
+    replayed, full = [], []
+
+    class Replay:
+        pointers = (0,)
+
+        def direct(self, device):
+            return None
+
+        def __call__(self, args, stream):
+            replayed.append(args)
+            return len(replayed) == 1  # the second call's addresses do not fit
+
+    monkeypatch.setattr(tattn, "_launch", lambda *a, **k: full.append(a[3]))
+    launch = tattn._Pipelined(tattn._Where("cupy", 0, None), None, None, tattn.FORWARD[64])
+    launch.replay = Replay()
+    run = launch.fast()
+    run("a", 1)
+    assert replayed == [("a", 1)] and full == []
+    run("b", 2)
+    assert replayed[-1] == ("b", 2) and full == [("b", 2)]
+    plain = tattn._Pipelined(tattn._Where("cupy", 0, None), None, None, tattn.FORWARD[64])
+    assert plain.fast() is plain  # no TMA launch was made: the full path every call

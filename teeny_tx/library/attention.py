@@ -287,7 +287,8 @@ class _Pipelined:
     """One launch of a pipelined attention kernel in a plan (plans.py). Called, it launches
     through :func:`_launch` (every argument checked; TMA where the arrays allow it) and keeps
     the TMA launch's replay; :meth:`fast` is then that replay's driver launch
-    (tma.DirectReplay), which a plan's later calls make at their arrays' addresses. A call
+    (tma.DirectReplay; the replay itself where the driver's launch is not at hand), which a
+    plan's later calls make at their arrays' addresses. A call
     whose addresses break the first one's alignment, and every launch that was not a TMA
     one, take the full path."""
 
@@ -303,11 +304,18 @@ class _Pipelined:
 
     def fast(self) -> Callable[..., None]:
         made, self.replay = self.replay, None
-        where = self.where
-        direct = made.direct(where.device) if made is not None else None
-        if direct is None:
+        if made is None:
             return self
-        pointers, full, stream = made.pointers, self, where.stream_handle
+        where, full = self.where, self
+        direct = made.direct(where.device)
+        if direct is None:  # no driver handle: the replay through CuPy's launch
+
+            def replayed(*args: Any) -> None:
+                if not made(args, where.stream()):
+                    full(*args)
+
+            return replayed
+        pointers, stream = made.pointers, where.stream_handle
         if where.kind == "torch":
 
             def run(*args: Any) -> None:

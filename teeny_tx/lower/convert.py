@@ -41,6 +41,24 @@ OWN_STATEMENT_OPS = frozenset(
     }
 )
 
+
+def var_names(e: Expr):
+    """The names of the variables ``e`` reads, in order (repeats included)."""
+    if isinstance(e, Var):
+        yield e.name
+    elif isinstance(e, Op):
+        for a in e.args:
+            yield from var_names(a)
+
+
+def needs_statement(e: Expr) -> bool:
+    """Whether ``e`` holds an op that the emitter gives a statement of its own (a load, a
+    reduction, ...): such an expression cannot be copied into another place as it is."""
+    return isinstance(e, Op) and (
+        e.op in OWN_STATEMENT_OPS or any(needs_statement(a) for a in e.args)
+    )
+
+
 Key = tuple[str, tuple]
 
 

@@ -52,7 +52,7 @@ import os
 
 from . import ir
 from .axisinfo import AxisInfo
-from .convert import OWN_STATEMENT_OPS, assigned_names
+from .convert import assigned_names, needs_statement, var_names
 from .ir import Const, Expr, Op, Var
 from .layout import walk_exprs, walk_stmts
 from .names import Names
@@ -83,20 +83,6 @@ def kmajor_as_loaded(role: str, transposed: bool) -> bool:
     """Whether the operand's source, stored as it is, has K as its contiguous axis: A [M, K]
     does, B [K, N] does not; a transposed source flips it."""
     return (role == "a") != transposed
-
-
-def _var_names(e: Expr):
-    if isinstance(e, Var):
-        yield e.name
-    elif isinstance(e, Op):
-        for a in e.args:
-            yield from _var_names(a)
-
-
-def _needs_statement(e: Expr) -> bool:
-    return isinstance(e, Op) and (
-        e.op in OWN_STATEMENT_OPS or any(_needs_statement(a) for a in e.args)
-    )
 
 
 def _dots(stmts) -> list[Op]:
@@ -161,7 +147,7 @@ class _Boxes:
         """A scalar the copy can compute where it is issued: of parameters, the loop variable
         and variables declared once."""
         return not e.type.is_tile and all(
-            n in self.params or n in self.defs or n == self.loop_var for n in _var_names(e)
+            n in self.params or n in self.defs or n == self.loop_var for n in var_names(e)
         )
 
     def index(self, e: Expr) -> list[tuple] | None:
@@ -339,9 +325,9 @@ class _Planner:
         for x in (init.init, s.cond, step.value.args[1]):
             if x is None:  # a declaration without a value reads nothing
                 continue
-            if _needs_statement(x) or (set(_var_names(x)) & changed) - {loop_var}:
+            if needs_statement(x) or (set(var_names(x)) & changed) - {loop_var}:
                 return None
-        if set(_var_names(step.value.args[1])) & changed:
+        if set(var_names(step.value.args[1])) & changed:
             return None
         if any(isinstance(t, (ir.Break, ir.Continue, ir.Return)) for t in walk_stmts(s.body)):
             return None
@@ -380,9 +366,7 @@ class _Planner:
                 if not (isinstance(other, Const) and other.value == 0):
                     continue
                 exprs.append(mask)
-            if any(
-                _needs_statement(x) or (set(_var_names(x)) & changed) - {loop_var} for x in exprs
-            ):
+            if any(needs_statement(x) or (set(var_names(x)) & changed) - {loop_var} for x in exprs):
                 continue
             if t.type.dtype.itemsize != 2 and not all(
                 kmajor_as_loaded(r, tr) for r, tr in roles[t.name]

@@ -51,8 +51,8 @@ import dataclasses
 import os
 
 from . import ir
-from .convert import OWN_STATEMENT_OPS
-from .ir import Expr, Op, Var
+from .convert import needs_statement, var_names
+from .ir import Expr, Op
 from .layout import walk_exprs, walk_stmts
 
 CONSTEXPR = "WARP_SPECIALIZE"  # the constexpr parameter a kernel declares to offer the choice
@@ -107,20 +107,6 @@ def consumer_registers(num_warps: int) -> int:
     return max(entry, min(MAX_CONSUMER_REGISTERS, pool // (32 * num_warps) // 8 * 8))
 
 
-def _var_names(e: Expr):
-    if isinstance(e, Var):
-        yield e.name
-    elif isinstance(e, Op):
-        for a in e.args:
-            yield from _var_names(a)
-
-
-def _needs_statement(e: Expr) -> bool:
-    return isinstance(e, Op) and (
-        e.op in OWN_STATEMENT_OPS or any(_needs_statement(a) for a in e.args)
-    )
-
-
 def _producer_reads(p: ir.PipelinedLoop) -> list[Expr]:
     """The expressions the producer evaluates: the loop's start, bound and increment, and the
     copies' box coordinates."""
@@ -152,7 +138,7 @@ def _slice(kernel: ir.Kernel, index: int, p: ir.PipelinedLoop) -> tuple[ir.Stmt,
         if isinstance(t, ir.Declare) and t.init is not None
     }
     needed: dict[str, ir.Declare] = {}
-    todo = [n for e in _producer_reads(p) for n in _var_names(e)]
+    todo = [n for e in _producer_reads(p) for n in var_names(e)]
     while todo:
         name = todo.pop()
         if name in params or name == loop_var.name or name in needed:
@@ -166,10 +152,10 @@ def _slice(kernel: ir.Kernel, index: int, p: ir.PipelinedLoop) -> tuple[ir.Stmt,
         if name in assigned or declared[name] > 1:
             return f"the copies or the loop bounds read {line}, which is assigned"
         assert d.init is not None
-        if _needs_statement(d.init):
+        if needs_statement(d.init):
             return f"the copies or the loop bounds read {line}, whose value reads memory"
         needed[name] = d
-        todo += list(_var_names(d.init))
+        todo += list(var_names(d.init))
     return tuple(d for d in kernel.body[:index] if isinstance(d, ir.Declare) and d.name in needed)
 
 
