@@ -117,18 +117,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_golden(args: argparse.Namespace) -> int:
     cases = checkout_cases("golden")
-    GOLDEN, bless = cases.GOLDEN, cases.bless
-
+    # the only writer of golden/: tests compare, and bless into a temporary directory
     if args.bless:
-        changed = bless()
+        changed = cases.bless()
         for path in changed:
             print(f"re-blessed {path}")
-        print(f"{len(changed)} of {len(GOLDEN)} golden files changed")
+        print(f"{len(changed)} golden files changed")
         return 0
-    stale = [g for g in GOLDEN if not g.path.exists() or g.path.read_text() != g.render()]
-    for g in stale:
-        print(f"stale: {g.path} (run `teeny-tx golden --bless` if the change is intended)")
-    print(f"{len(GOLDEN) - len(stale)} of {len(GOLDEN)} golden files match")
+    rendered = cases.render_all()
+    stale = [
+        path
+        for path, text in ((cases.GOLDEN_DIR / name, text) for name, text in rendered)
+        if not path.exists() or path.read_text() != text
+    ]
+    for path in stale:
+        print(f"stale: {path} (run `teeny-tx golden --bless` if the change is intended)")
+    print(f"{len(rendered) - len(stale)} of {len(rendered)} golden files match")
     return 1 if stale else 0
 
 

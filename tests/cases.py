@@ -25,6 +25,7 @@ from teeny_tx.dtypes import DTYPES, from_numpy
 from teeny_tx.library import module
 from teeny_tx.library.activations import BY_NAME
 from teeny_tx.lower import ops_random
+from teeny_tx.lower.hopper import HopperConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "kernels"
@@ -854,13 +855,85 @@ GOLDEN += (
 )
 
 
-def bless() -> list[Path]:
-    """Rewrite every golden file from the current compiler; returns the files that changed."""
-    GOLDEN_DIR.mkdir(exist_ok=True)
+# The Hopper TMA + wgmma matmul plans whose CUDA is committed as golden/<name> (tests/test_hopper.py
+# compares them): plan_matmul's keyword arguments by file name.
+HOPPER_GOLDENS: dict[str, dict[str, Any]] = {
+    "hopper_matmul.bf16.linear.sm90a.cu": dict(
+        dtype="bf16", out_dtype="bf16", a_kmajor=True, b_kmajor=True
+    ),
+    "hopper_matmul.bf16.tma_store.sm90a.cu": dict(
+        dtype="bf16",
+        out_dtype="bf16",
+        a_kmajor=True,
+        b_kmajor=False,
+        tma_store=True,
+        config=HopperConfig(128, 256, 64, 3),
+    ),
+    "hopper_matmul.bf16.cluster2.sm90a.cu": dict(  # 256 x 128, two consumers of 128 rows
+        dtype="bf16",
+        out_dtype="bf16",
+        a_kmajor=True,
+        b_kmajor=True,
+        tma_store=True,
+        config=HopperConfig(256, 128, 64, 4, atoms=2, cluster=2, store_panels=1),
+    ),
+    "hopper_matmul.f16.pingpong.sm90a.cu": dict(  # two consumers taking turns, a tile each
+        dtype="f16",
+        out_dtype="f16",
+        a_kmajor=True,
+        b_kmajor=False,
+        tma_store=True,
+        config=HopperConfig(128, 128, 64, 5, atoms=2, pingpong=True),
+    ),
+    "hopper_matmul.f8e4m3.scaled.sm90a.cu": dict(
+        dtype="f8e4m3", out_dtype="bf16", a_kmajor=True, b_kmajor=True, scaled=True
+    ),
+    "hopper_matmul.f16.bias_gelu.sm90a.cu": dict(
+        dtype="f16", out_dtype="f16", a_kmajor=True, b_kmajor=False, bias_dtype="f16", activation=1
+    ),
+    "hopper_matmul.f16.split_k.sm90a.cu": dict(  # 4 K slices per tile, partials in a workspace
+        dtype="f16",
+        out_dtype="f16",
+        a_kmajor=True,
+        b_kmajor=False,
+        tma_store=True,
+        config=HopperConfig(128, 128, 64, 5, split_k=4),
+    ),
+    "hopper_matmul.f32.tf32.sm90a.cu": dict(  # wgmma tf32 k8 on TMA-loaded f32 tiles
+        dtype="f32",
+        out_dtype="f32",
+        a_kmajor=True,
+        b_kmajor=True,
+        tma_store=True,
+        config=HopperConfig(128, 256, 32, 4, store_panels=1),
+    ),
+}
+
+
+def render_hopper_golden(name: str) -> str:
+    """The CUDA of HOPPER_GOLDENS[name], rendered by the current compiler."""
+    from teeny_tx.lower.hopper import plan_matmul
+    from teeny_tx.templates.hopper import render_matmul
+
+    return render_matmul(plan_matmul(**HOPPER_GOLDENS[name]))
+
+
+def render_all() -> list[tuple[str, str]]:
+    """Every golden file's name under golden/ and the text the current compiler gives it."""
+    rendered = [(g.path.name, g.render()) for g in GOLDEN]
+    return rendered + [(name, render_hopper_golden(name)) for name in sorted(HOPPER_GOLDENS)]
+
+
+def bless(directory: Path | None = None) -> list[Path]:
+    """Rewrite every golden file (GOLDEN and HOPPER_GOLDENS) from the current compiler into
+    ``directory`` (golden/ by default: only ``teeny-tx golden --bless`` writes there; tests pass a
+    temporary directory); returns the files that changed."""
+    directory = GOLDEN_DIR if directory is None else directory
+    directory.mkdir(exist_ok=True)
     changed = []
-    for g in GOLDEN:
-        text = g.render()
-        if not g.path.exists() or g.path.read_text() != text:
-            g.path.write_text(text)
-            changed.append(g.path)
+    for name, text in render_all():
+        path = directory / name
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            changed.append(path)
     return changed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,15 @@ from teeny_tx.parse import parse
 from teeny_tx.runtime import nvrtc
 
 KERNEL_FILE = "kernels/t.c"
+
+
+def stable_seed(*parts) -> int:
+    """A generator seed in [0, 2**32) from the case's parameters, the same in every process
+    (hash() of a string changes with PYTHONHASHSEED, so a failure seeded by it cannot be
+    replayed): zlib.crc32 of their repr."""
+    return zlib.crc32(repr(parts).encode())
+
+
 PARAMS = "f32 *out, const f32 *a, i32 n, const i32 BLOCK"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import pickle
+import re
 import warnings
 from pathlib import Path
 
@@ -323,13 +324,17 @@ def test_register_spills_prune_a_config_from_ptxas_or_from_the_cubin():
     spilling = k.specialize("f32", "f32", "f32", 4095, BLOCK=4096, num_warps=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the spill warning is caught, not shown
-        assert _register_problem(spilling) == "spills 600 bytes per thread to local memory"
+        # the byte counts are ptxas's (they change with the toolchain): bounds, not values
+        problem = _register_problem(spilling)
+        spilled = re.fullmatch(r"spills (\d+) bytes per thread to local memory", problem or "")
+        assert spilled and int(spilled[1]) > 0, problem
     # the same cubin again (memo: no ptxas report): the cubin's own numbers tell
     again = teeny_tx.compile("kernels/vector_add.c").vector_add
     spilling = again.specialize("f32", "f32", "f32", 4095, BLOCK=4096, num_warps=1)
-    assert cubin_resources(spilling.cubin) == (255, 560)
+    registers, frame = cubin_resources(spilling.cubin)
+    assert registers == 255 and frame > 0  # all of them (the cap), and a stack frame
     assert _register_problem(spilling) == (
-        "uses all 255 registers and a 560-byte stack frame (spills)"
+        f"uses all 255 registers and a {frame}-byte stack frame (spills)"
     )
     fine = again.specialize("f32", "f32", "f32", 4096, BLOCK=1024, num_warps=4)
     registers, frame = cubin_resources(fine.cubin)

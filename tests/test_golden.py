@@ -1,13 +1,16 @@
 """Golden files: the generated CUDA of every bundled kernel at its canonical specialisations.
 
 A change to the emitter or templates shows up here as a readable diff; re-bless on purpose
-with `teeny-tx golden --bless`. Each golden is lowered for its own target (Golden.arch: sm_90,
-the portable path, or sm_90a, Hopper's wgmma), the same on every machine, and must compile with
-NVRTC for it (no GPU needed); the sm_90 ones also for sm_90a, for Hopper builds.
+with `teeny-tx golden --bless`, the only writer of golden/ (these tests compare, and the
+idempotence check blesses into a temporary directory). Each golden is lowered for its own
+target (Golden.arch: sm_90, the portable path, or sm_90a, Hopper's wgmma), the same on every
+machine, and must compile with NVRTC for it (no GPU needed); the sm_90 ones also for sm_90a,
+for Hopper builds.
 """
 
 import difflib
 import os
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +18,8 @@ import teeny_tx as tx
 from teeny_tx.kernel import HEADERS
 from teeny_tx.runtime import nvrtc
 
-from .cases import GOLDEN, KERNELS, bless
+from . import cases
+from .cases import GOLDEN, GOLDEN_DIR, KERNELS, bless, render_all
 
 # each golden with the targets it must compile for: its own, and sm_90a for the portable ones
 TARGETS = [
@@ -23,11 +27,10 @@ TARGETS = [
 ]
 
 
-@pytest.mark.parametrize("golden", GOLDEN, ids=lambda g: g.stem)
-def test_golden_matches(golden):
-    assert golden.path.exists(), f"missing {golden.path}: run `teeny-tx golden --bless`"
-    expected = golden.path.read_text()
-    actual = golden.render()
+def compare_golden(path: Path, actual: str) -> None:
+    """Fail (never write) when ``actual`` differs from the committed golden file ``path``."""
+    assert path.exists(), f"missing {path}: run `teeny-tx golden --bless`"
+    expected = path.read_text()
     if actual != expected:
         diff = "".join(
             difflib.unified_diff(
@@ -35,6 +38,11 @@ def test_golden_matches(golden):
             )
         )
         pytest.fail(f"generated CUDA changed; if intended, run `teeny-tx golden --bless`\n{diff}")
+
+
+@pytest.mark.parametrize("golden", GOLDEN, ids=lambda g: g.stem)
+def test_golden_matches(golden):
+    compare_golden(golden.path, golden.render())
 
 
 def test_render_is_deterministic():
@@ -50,8 +58,35 @@ def test_golden_compiles_with_nvrtc(golden, arch):
     assert cubin[:4] == b"\x7fELF"
 
 
-def test_bless_is_idempotent():
-    assert bless() == []
+def test_bless_is_idempotent(tmp_path):
+    """Blessing twice writes nothing the second time, and a blessing of the current compiler
+    equals golden/ file for file (into a temporary directory: golden/ is never written)."""
+    first = bless(tmp_path)
+    assert len(first) == len(render_all()) and bless(tmp_path) == []
+    for path in sorted(tmp_path.iterdir()):
+        assert path.read_text() == (GOLDEN_DIR / path.name).read_text(), path.name
+
+
+def test_a_mutated_kernel_fails_on_every_run(monkeypatch, tmp_path):
+    """A one-character wrong edit of kernels/axpby.c (beta * b becomes beta + b), compiled from
+    a temporary copy, fails the golden comparison on the first run and on the second: nothing
+    the comparison does re-blesses golden/."""
+    from teeny_tx.library import loader
+
+    golden = next(g for g in GOLDEN if g.file == "axpby.c")
+    committed = golden.path.read_bytes()
+    text = (KERNELS / "axpby.c").read_text()
+    assert text.count("beta * b") == 1
+    copy = tmp_path / "axpby.c"
+    copy.write_text(text.replace("beta * b", "beta + b"))
+    mutated = tx.compile(copy, name="kernels/axpby.c")
+    monkeypatch.setattr(
+        cases, "module", lambda file: mutated if file == "axpby.c" else loader.module(file)
+    )
+    for _ in range(2):
+        with pytest.raises(pytest.fail.Exception, match="generated CUDA changed"):
+            compare_golden(golden.path, golden.render())
+        assert golden.path.read_bytes() == committed
 
 
 def test_golden_files_are_portable():

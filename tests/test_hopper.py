@@ -2,12 +2,12 @@
 sm_90a (and the SASS it assembles to, where cuobjdump is installed), and the dot-loop
 recognition on kernels/matmul.c. The device run is tests/gpu/test_hopper_gpu.py.
 
-Re-bless the golden files with ``TX_BLESS_HOPPER=1 pytest tests/test_hopper.py``."""
+The golden files are tests/cases.py's HOPPER_GOLDENS: the test only compares; re-bless on
+purpose with ``teeny-tx golden --bless``."""
 
 from __future__ import annotations
 
 import difflib
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,70 +23,22 @@ from teeny_tx.lower.hopper import (
 )
 from teeny_tx.templates.hopper import render_matmul
 
+from .cases import HOPPER_GOLDENS, render_hopper_golden
+
 ROOT = Path(__file__).resolve().parents[1]
-GOLDENS = {
-    "hopper_matmul.bf16.linear.sm90a.cu": dict(
-        dtype="bf16", out_dtype="bf16", a_kmajor=True, b_kmajor=True
-    ),
-    "hopper_matmul.bf16.tma_store.sm90a.cu": dict(
-        dtype="bf16",
-        out_dtype="bf16",
-        a_kmajor=True,
-        b_kmajor=False,
-        tma_store=True,
-        config=HopperConfig(128, 256, 64, 3),
-    ),
-    "hopper_matmul.bf16.cluster2.sm90a.cu": dict(  # 256 x 128, two consumers of 128 rows
-        dtype="bf16",
-        out_dtype="bf16",
-        a_kmajor=True,
-        b_kmajor=True,
-        tma_store=True,
-        config=HopperConfig(256, 128, 64, 4, atoms=2, cluster=2, store_panels=1),
-    ),
-    "hopper_matmul.f16.pingpong.sm90a.cu": dict(  # two consumers taking turns, a tile each
-        dtype="f16",
-        out_dtype="f16",
-        a_kmajor=True,
-        b_kmajor=False,
-        tma_store=True,
-        config=HopperConfig(128, 128, 64, 5, atoms=2, pingpong=True),
-    ),
-    "hopper_matmul.f8e4m3.scaled.sm90a.cu": dict(
-        dtype="f8e4m3", out_dtype="bf16", a_kmajor=True, b_kmajor=True, scaled=True
-    ),
-    "hopper_matmul.f16.bias_gelu.sm90a.cu": dict(
-        dtype="f16", out_dtype="f16", a_kmajor=True, b_kmajor=False, bias_dtype="f16", activation=1
-    ),
-    "hopper_matmul.f16.split_k.sm90a.cu": dict(  # 4 K slices per tile, partials in a workspace
-        dtype="f16",
-        out_dtype="f16",
-        a_kmajor=True,
-        b_kmajor=False,
-        tma_store=True,
-        config=HopperConfig(128, 128, 64, 5, split_k=4),
-    ),
-    "hopper_matmul.f32.tf32.sm90a.cu": dict(  # wgmma tf32 k8 on TMA-loaded f32 tiles
-        dtype="f32",
-        out_dtype="f32",
-        a_kmajor=True,
-        b_kmajor=True,
-        tma_store=True,
-        config=HopperConfig(128, 256, 32, 4, store_panels=1),
-    ),
-}
+GOLDENS = HOPPER_GOLDENS
 
 
 @pytest.mark.parametrize("name", sorted(GOLDENS))
 def test_golden(name):
     path = ROOT / "golden" / name
-    text = render_matmul(plan_matmul(**GOLDENS[name]))
-    if os.environ.get("TX_BLESS_HOPPER"):
-        path.write_text(text)
+    text = render_hopper_golden(name)
     expected = path.read_text()
     if text != expected:
         diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True)))
-        pytest.fail(f"generated Hopper CUDA changed; re-bless with TX_BLESS_HOPPER=1\n{diff}")
+        pytest.fail(
+            f"generated Hopper CUDA changed; re-bless with `teeny-tx golden --bless`\n{diff}"
+        )
 
 
 def test_golden_names_each_part():

@@ -13,7 +13,7 @@ from teeny_tx.library import nn
 from teeny_tx.library.arrays import Arrays
 
 from .cases import ROW_CASES, cross_entropy_reference
-from .conftest import nvrtc_compile
+from .conftest import nvrtc_compile, stable_seed
 
 CASES = {c.name: c for c in ROW_CASES}
 COLS = (1, 17, 1000, 4097)
@@ -39,7 +39,7 @@ def _params():
 
 
 def _run(case, dtype: str, rows: int, cols: int, seed: int = 0, wrap=None, **kwargs) -> float:
-    rng = np.random.default_rng(hash((case.name, dtype, rows, cols, seed)) % 2**32)
+    rng = np.random.default_rng(stable_seed(case.name, dtype, rows, cols, seed))
     args = case.make(rng, rows, cols, dtype)
     run_args = [wrap(a) for a in args] if wrap else args
     outs = case.run(run_args, interpret=True, **kwargs)
@@ -132,7 +132,7 @@ def test_every_norm_config_on_the_interpreter(case_name, index):
         ("bf16", 7, 1001, None),
         ("f16", 1000 if backward else 9, 17, _strided),
     ]:
-        rng = np.random.default_rng(hash((case_name, index, cols)) % 2**32)
+        rng = np.random.default_rng(stable_seed(case_name, index, cols))
         args = case.make(rng, rows, cols, dtype)
         outs = case.run([wrap(a) for a in args] if wrap else args, interpret=True, config=config)
         case.check(outs, args, rows, cols)
@@ -151,7 +151,7 @@ def test_every_softmax_rows_config_on_the_interpreter(name):
             ("bf16", 7, 1001, None),
             ("f16", 9, 17, _every_other_column),
         ]:
-            rng = np.random.default_rng(hash((name, cols)) % 2**32)
+            rng = np.random.default_rng(stable_seed(name, cols))
             (x,) = case.make(rng, rows, cols, dtype)
             xv = wrap(x) if wrap else x
             y = np.full((rows + 1, cols), np.nan, x.dtype)  # a row past the end: untouched
