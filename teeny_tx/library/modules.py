@@ -106,9 +106,14 @@ class CrossEntropyLoss(nn.CrossEntropyLoss):
 
 class Embedding(nn.Embedding):
     """torch.nn.Embedding (kernels/embedding.c; the backward scatters with atomics). Options
-    padding_idx, max_norm and sparse are refused."""
+    padding_idx, max_norm, scale_grad_by_freq and sparse are refused (never ignored)."""
 
     def forward(self, indices: torch.Tensor) -> torch.Tensor:
+        if self.scale_grad_by_freq:
+            raise ValueError(
+                "teeny_tx.torch.Embedding takes no scale_grad_by_freq (its backward adds each "
+                "row's gradients unscaled)"
+            )
         if self.padding_idx is not None or self.max_norm is not None or self.sparse:
             raise ValueError("teeny_tx.torch.Embedding takes no padding_idx, max_norm or sparse")
         return ops.embedding(indices, self.weight)
