@@ -8,6 +8,7 @@ from teeny_tx.kernel import HEADERS
 from teeny_tx.runtime import nvrtc
 
 from .conftest import ATOMIC_KINDS as KINDS
+from .conftest import stable_seed
 
 
 def test_histogram(atomics):
@@ -56,6 +57,26 @@ def test_update_returns_old_values_in_lane_order(atomics, kind):
         expect_old[i] = expect_dst[i % m]
         expect_dst[i % m] = apply(expect_dst[i % m], src[i])
     old = np.zeros(n, np.int32)
+    atomics.update.interpret[(1,)](dst, src, old, n, m, KIND=KINDS.index(kind), BLOCK=512)
+    np.testing.assert_array_equal(dst, expect_dst)
+    np.testing.assert_array_equal(old, expect_old)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("kind", ["add", "max", "min", "xchg"])
+def test_float_updates_return_old_values_in_lane_order(atomics, kind, dtype):
+    """The float forms (atomic max and min of floats ignore NaN, as CUDA's fmax/fmin): values
+    small integers and halves, so that every sum is exact in f16 too."""
+    rng = np.random.default_rng(stable_seed("float-update", kind, np.dtype(dtype).name))
+    n, m = 300, 7
+    src = (rng.integers(-8, 8, size=n) / 2).astype(dtype)
+    dst = (rng.integers(-8, 8, size=m) / 2).astype(dtype)
+    apply = {"add": np.add, "max": np.fmax, "min": np.fmin, "xchg": lambda a, b: b}[kind]
+    expect_dst, expect_old = dst.copy(), np.zeros(n, dtype)
+    for i in range(n):
+        expect_old[i] = expect_dst[i % m]
+        expect_dst[i % m] = apply(expect_dst[i % m], src[i])
+    old = np.zeros(n, dtype)
     atomics.update.interpret[(1,)](dst, src, old, n, m, KIND=KINDS.index(kind), BLOCK=512)
     np.testing.assert_array_equal(dst, expect_dst)
     np.testing.assert_array_equal(old, expect_old)
