@@ -22,11 +22,11 @@ from teeny_tx import TeenyError  # noqa: E402
 from teeny_tx.library import linalg, nn  # noqa: E402
 from teeny_tx.library import torch_ops as ops  # noqa: E402
 
+from ..test_torch import _close  # noqa: E402
 from ..test_torch_graph_ops import bias_tanh  # noqa: E402
 
 DEV = "cuda"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-TOL = {torch.float32: 3e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2, torch.float64: 1e-12}
 
 
 @pytest.fixture(autouse=True)
@@ -47,28 +47,25 @@ def _randn(*shape, dtype=torch.float32, seed=0, scale=1.0):
     return (scale * torch.randn(*shape, generator=g, device=DEV)).to(dtype)
 
 
-def _close(got, want, dtype):
-    """Within TOL of torch's, NaN exactly where torch's is NaN (an all-ignored loss)."""
-    assert got.shape == want.shape and got.dtype == want.dtype
-    nan = want.isnan()
-    assert torch.equal(got.isnan(), nan), f"NaN at {got.isnan().nonzero()}, torch {nan.nonzero()}"
-    got, want = got[~nan], want[~nan]
-    scale = want.abs().max().item() if want.numel() else 0.0
-    err = (got.double() - want.double()).abs().max().item() if want.numel() else 0.0
-    assert err <= TOL[dtype] * (1.0 + scale), f"max error {err} (scale {scale})"
-
-
-def _both(ours, theirs, inputs, dtype):
+def _both(ours, theirs, inputs, dtype=None, seed=9):
+    """Forward and backward of ``ours`` against ``theirs`` (plain torch) in float64 on the same
+    values, element by element (tests/test_torch.py's _close: unit roundoffs of the result's
+    dtype, the row's compute error, and twice the error of ``theirs`` run by torch in the
+    inputs' dtype, the peer); the output and every float input's gradient."""
     a = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
-    b = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
-    ya, yb = ours(*a), theirs(*b)
-    _close(ya, yb, yb.dtype)
-    g = _randn(*yb.shape, seed=9).to(yb.dtype) if yb.dim() else torch.tensor(1.3, device=DEV)
-    ya.backward(g)
-    yb.backward(g)
-    for xa, xb in zip(a, b, strict=True):
-        if xb.grad is not None:
-            _close(xa.grad, xb.grad, xb.dtype)
+    r = [x.detach().double().requires_grad_() if x.is_floating_point() else x for x in inputs]
+    p = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    ya, yr, yp = ours(*a), theirs(*r), theirs(*p)
+    _close(ya, yr, yp, "output")
+    out = ya.dtype
+    g = _randn(*yr.shape, seed=seed).to(out) if yr.dim() else torch.tensor(1.3, device=DEV)
+    ya.backward(g.to(out))
+    yr.backward(g.double())
+    yp.backward(g.to(yp.dtype))
+    floor = float(g.double().abs().max())
+    for xa, xr, xp in zip(a, r, p, strict=True):
+        if xr.grad is not None:
+            _close(xa.grad, xr.grad, xp.grad, "gradient", floor)
 
 
 def _cases(dtype, shape):
@@ -76,7 +73,7 @@ def _cases(dtype, shape):
     c = shape[-1]
     x, r = _randn(*shape, dtype=dtype, scale=2.0), _randn(*shape, dtype=dtype, seed=1)
     w, b = _randn(c, dtype=dtype, seed=2) + 1, _randn(c, dtype=dtype, seed=3)
-    f = lambda fn: lambda *t: fn(*(u.float() for u in t)).to(dtype)  # noqa: E731
+    f = lambda fn: fn  # noqa: E731  (theirs: plain torch, run in float64 and in dtype)
     rows = x.reshape(-1, c)
     t = torch.randint(0, c, (rows.shape[0],), device=DEV)
     if rows.shape[0] > 2:  # (a single row ignored would leave nothing to average: NaN)
@@ -113,7 +110,7 @@ def _cases(dtype, shape):
         (
             "cross_entropy",
             lambda x: ttx.cross_entropy(x, t),
-            lambda x: F.cross_entropy(x.float(), t),
+            lambda x: F.cross_entropy(x, t),
             [rows],
         ),
         (
@@ -155,7 +152,7 @@ def test_cross_entropy_edge_rows(rows, classes, dtype):
     for t in (kept, torch.full((rows,), -100, device=DEV)):
         _both(
             lambda x, t=t: ttx.cross_entropy(x, t),
-            lambda x, t=t: F.cross_entropy(x.float(), t),
+            lambda x, t=t: F.cross_entropy(x, t),
             [x],
             dtype,
         )
@@ -341,6 +338,15 @@ def test_adamw_matches_torch():
         torch.testing.assert_close(a, b, rtol=2e-6, atol=2e-6)
 
 
+def _torch_add_layer_norm_gelu(x, r, w, b, seed, dtype):
+    """torch's (x + r, gelu(layer_norm(x + r)), dx, dw, db) computed in ``dtype``."""
+    xt, wt, bt = (t.detach().to(dtype).requires_grad_() for t in (x, w, b))
+    ht = xt + r.to(dtype)
+    gt = F.gelu(F.layer_norm(ht, (384,), wt, bt, 1e-5))
+    (gt * _randn(257, 384, seed=seed + 5).to(x.dtype).to(dtype)).sum().backward()
+    return ht.detach(), gt.detach(), xt.grad, wt.grad, bt.grad
+
+
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
 def test_repeated_calls_replay_on_new_data(dtype):
     """The second and third calls of a shape replay the first call's plan (fused add + layer
@@ -353,14 +359,13 @@ def test_repeated_calls_replay_on_new_data(dtype):
         y, h = ttx.add_layer_norm(xs, r, w, b)
         g = ttx.gelu(y)
         (g * _randn(257, 384, dtype=dtype, seed=seed + 5)).sum().backward()
-        xt, wt, bt = (t.detach().clone().requires_grad_() for t in (x, w, b))
-        ht = xt + r
-        gt = F.gelu(F.layer_norm(ht, (384,), wt, bt, 1e-5))
-        (gt * _randn(257, 384, dtype=dtype, seed=seed + 5)).sum().backward()
-        _close(h, ht.detach(), dtype)
-        _close(g.detach(), gt.detach(), dtype)
-        for got, want in ((xs.grad, xt.grad), (w.grad, wt.grad), (b.grad, bt.grad)):
-            _close(got, want, dtype)
+        ref = _torch_add_layer_norm_gelu(x, r, w, b, seed, torch.float64)
+        peer = _torch_add_layer_norm_gelu(x, r, w, b, seed, dtype)
+        ours = (h, g.detach(), xs.grad, w.grad, b.grad)
+        for what, got, want, near in zip(
+            ("h", "y", "dx", "dw", "db"), ours, ref, peer, strict=True
+        ):
+            _close(got, want, near, what, floor=1.0)
 
 
 def test_gpt_full_size_tracks_torch(tmp_path):
