@@ -1,0 +1,161 @@
+"""Options no other GPU test ran: teeny_tx.nn.attention with N_q != N_kv (and GQA) against
+float64 by FlashAttention's criterion; teeny_tx.torch.attention (the fused op) with causal=False
+and causal=True, always passed explicitly, forward and backward; the torch cross-entropy's
+ignore_index; the dropout, relu and tanh-GELU torch ops; linalg.scaled_matmul(activation=).
+Comparisons are element-wise against float64 (tests/test_torch.py's bound, through
+tests/gpu/test_torch_gpu.py's _both)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("torch sees no CUDA device", allow_module_level=True)
+
+import torch.nn.functional as F  # noqa: E402
+
+import teeny_tx.torch as ttx  # noqa: E402
+from teeny_tx import nn  # noqa: E402
+from teeny_tx.library.attention import attention_reference  # noqa: E402
+
+from ..conftest import UNIT_ROUNDOFF, assert_close_elementwise, stable_seed  # noqa: E402
+from .test_torch_gpu import DEV, _both, _randn  # noqa: E402
+
+TORCH = {"f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _bnhd(shape, dtype, seed):
+    return _randn(*shape, dtype=TORCH[dtype], seed=seed)
+
+
+# (B, N_q, N_kv, H_q, H_kv, D): fewer and more keys than queries, ragged, grouped heads
+NQ_NE_NKV = [
+    (1, 17, 300, 2, 1, 64),
+    (2, 300, 17, 4, 2, 64),
+    (1, 1000, 129, 4, 4, 128),
+    (1, 1, 4097, 8, 2, 128),
+]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", NQ_NE_NKV, ids=lambda s: "b{}-nq{}-nk{}-h{}/{}-d{}".format(*s))
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_nq_ne_nkv_gqa_attention_against_float64(shape, causal, dtype):
+    """o within 2x the error of torch's SDPA in the input dtype (FlashAttention's criterion;
+    the largest error of the row, whose softmax every element shares) plus 2 unit roundoffs of
+    |o|, element by element; lse within f32's rounding of its terms."""
+    b, nq, nk, hq, hkv, d = shape
+    seed = stable_seed("nq_ne_nkv", shape, causal, dtype)
+    q = _bnhd((b, nq, hq, d), dtype, seed)
+    k, v = (_bnhd((b, nk, hkv, d), dtype, seed + i) for i in (1, 2))
+    o, lse = nn.attention(q, k, v, causal=causal)
+    host = [t.float().cpu().numpy() for t in (q, k, v)]
+    want_o, want_lse = attention_reference(*host, causal)
+    # torch in the input dtype: [B, H, N, D], key/value heads repeated for the groups
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+    kt, vt = (t.repeat_interleave(hq // hkv, dim=1) for t in (kt, vt))
+    peer = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
+    want = torch.from_numpy(want_o).to(DEV)
+    peer_err = (peer.double() - want).abs().amax(-1, keepdim=True)  # per (b, n, h) row
+    got_err = (o.double() - want).abs()
+    bound = 2 * peer_err + 2 * UNIT_ROUNDOFF[dtype] * want.abs() + 1e-6
+    assert bool((got_err <= bound).all()), f"o: worst {float((got_err / bound).max()):.3g}x"
+    lse_err = np.abs(lse.cpu().numpy().astype(np.float64) - want_lse)
+    assert np.all(lse_err <= 64 * UNIT_ROUNDOFF["f32"] * (1 + np.abs(want_lse)))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", [(2, 3, 129, 64), (1, 4, 1000, 128)], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_torch_attention_on_the_gpu(shape, causal, dtype):
+    """teeny_tx.torch.attention (q, k, v [B, H, N, D]; the fused op for f16/bf16, D 64 or
+    128) with causal= given, forward and backward, against SDPA in float64 (peer: SDPA in
+    the dtype)."""
+    seed = stable_seed("torch_attention", shape, causal)
+    q, k, v = (_randn(*shape, dtype=dtype, seed=seed + i) for i in range(3))
+    _both(
+        lambda q, k, v: ttx.attention(q, k, v, causal=causal),
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+        [q, k, v],
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("ignore_index", [3, -1])
+def test_cross_entropy_ignore_index_on_the_gpu(ignore_index, dtype):
+    logits = _randn(37, 1001, dtype=dtype, scale=2.0, seed=stable_seed("ce-gpu", ignore_index))
+    t = torch.randint(
+        0, 1001, (37,), device=DEV, generator=torch.Generator(device=DEV).manual_seed(2)
+    )
+    t[::4] = ignore_index
+    _both(
+        lambda x: ttx.cross_entropy(x, t, ignore_index=ignore_index),
+        lambda x: F.cross_entropy(x, t, ignore_index=ignore_index),
+        [logits],
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_relu_and_tanh_gelu_on_the_gpu(dtype):
+    x = _randn(3, 1001, dtype=dtype, scale=3.0, seed=5)
+    _both(ttx.relu, F.relu, [x])
+    _both(lambda x: ttx.gelu(x, "tanh"), lambda x: F.gelu(x, approximate="tanh"), [x])
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_dropout_on_the_gpu(p, dtype):
+    """Kept elements scaled by 1 / (1 - p) (to the dtype's rounding), the kept
+    fraction within 6 sigma of 1 - p, the gradient through the same mask, a seed reproducing
+    its mask; eval mode the identity."""
+    x = _randn(129, 1001, dtype=dtype, seed=6) + 4.0  # no zeros of its own
+    seed = torch.tensor([stable_seed("dropout-gpu", p)], dtype=torch.int64, device=DEV)
+    xs = x.clone().requires_grad_()
+    y = ttx.dropout(xs, p, True, seed)
+    kept = y != 0
+    scale = 1 / (1 - float(np.float32(p)))  # p reaches the kernel as an f32
+    # computed in f32 (x * 1 / (1 - p): two roundings), then rounded to the dtype: 3 u
+    assert_close_elementwise(y[kept], x.double()[kept] * scale, y.dtype, ulps=3.0, what="kept")
+    frac = kept.double().mean().item()
+    assert abs(frac - (1 - p)) < 6 * (p * (1 - p) / kept.numel()) ** 0.5, frac
+    y.backward(torch.ones_like(y))
+    assert torch.equal(xs.grad != 0, kept)
+    assert torch.equal(ttx.dropout(x, p, True, seed) != 0, kept)  # the same seed, mask
+    assert torch.equal(ttx.Dropout(p).eval()(x), x)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh", "relu", "silu"])
+def test_scaled_matmul_activation(activation):
+    """linalg.scaled_matmul(activation=) on fp8 (sm_90): act(scale_a * scale_b * a @ b + bias)
+    against float64 of the dequantised values, element by element: fp8 products are exact in
+    f32 and K of them accumulate there (at most K * 2^-24 * |a| @ |b| * scales, times the
+    activation's slope <= 1.13), then one rounding to bf16 (2 unit roundoffs of |C|)."""
+    from teeny_tx.library import linalg
+
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("fp8 wgmma needs sm_90")
+    torch.manual_seed(stable_seed("fp8", activation))
+    m, n, k = 257, 136, 256
+    dt = torch.float8_e4m3fn
+    a = (torch.randn(m, k, device=DEV) * 2).to(dt)
+    b = (torch.randn(n, k, device=DEV) * 2).to(dt).t()
+    sa, sb = torch.tensor([0.5], device=DEV), torch.tensor([0.25], device=DEV)
+    bias = torch.randn(n, device=DEV, dtype=torch.bfloat16)
+    c = linalg.scaled_matmul(a, b, sa, sb, bias=bias, activation=activation)
+    a64, b64 = a.double(), b.double()
+    pre = 0.125 * (a64 @ b64) + bias.double()
+    act = {
+        "gelu": F.gelu,
+        "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+        "relu": F.relu,
+        "silu": F.silu,
+    }[activation]
+    want = act(pre)
+    mags = 0.125 * (a64.abs() @ b64.abs()) + bias.double().abs()
+    bound = 2 * UNIT_ROUNDOFF["bf16"] * want.abs() + 1.13 * k * UNIT_ROUNDOFF["f32"] * mags
+    err = (c.double() - want).abs()
+    assert c.dtype == torch.bfloat16 and bool((err <= bound + 1e-30).all())
+    plain = linalg.scaled_matmul(a, b, sa, sb, bias=bias)
+    assert not torch.equal(plain, c)  # the activation is applied, not ignored
