@@ -159,3 +159,51 @@ def test_scaled_matmul_activation(activation):
     assert c.dtype == torch.bfloat16 and bool((err <= bound + 1e-30).all())
     plain = linalg.scaled_matmul(a, b, sa, sb, bias=bias)
     assert not torch.equal(plain, c)  # the activation is applied, not ignored
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_module_and_functional_options_on_the_gpu(dtype):
+    """LayerNorm(elementwise_affine=False), layer_norm without weight and bias, log_softmax
+    and softmax over dim 0, Attention(causal=False, bias=False): forward and backward."""
+    x = _randn(6, 33, 40, dtype=dtype, scale=2.0, seed=21)
+    ln = ttx.LayerNorm(40, elementwise_affine=False)
+    _both(ln, torch.nn.LayerNorm(40, elementwise_affine=False), [x])
+    _both(lambda x: ttx.layer_norm(x, (40,)), lambda x: F.layer_norm(x, (40,)), [x])
+    _both(lambda x: ttx.log_softmax(x, 0), lambda x: torch.log_softmax(x, 0), [x])
+    _both(lambda x: ttx.softmax(x, 1), lambda x: torch.softmax(x, 1), [x])
+    torch.manual_seed(22)
+    module = ttx.Attention(128, 2, causal=False, bias=False).to(DEV, dtype)
+
+    def reference(x):
+        b, n, e = x.shape
+        qkv = F.linear(x, module.qkv.weight.to(x.dtype)).view(b, n, 3, 2, e // 2)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=False)
+        return F.linear(y.transpose(1, 2).reshape(b, n, e), module.proj.weight.to(x.dtype))
+
+    _both(module, reference, [_randn(2, 65, 128, dtype=dtype, seed=23)])
+
+
+def test_linalg_precision_and_out_dtype_on_the_gpu():
+    """precision='tf32' rounds f32 inputs (its error exceeds IEEE f32's bound somewhere and
+    stays within 2 * 2^-10 * |a| @ |b|: TF32 by truncation on Hopper); 'ieee' within K * 2^-24
+    of it; f16 inputs with out_dtype f32 are the f32 sum of exact products."""
+    from teeny_tx.library import linalg
+
+    a, b = _randn(257, 512, seed=31), _randn(512, 129, seed=32)
+    want = a.double() @ b.double()
+    mags = a.double().abs() @ b.double().abs()
+    ieee_bound = 512 * UNIT_ROUNDOFF["f32"] * mags
+    ieee = linalg.matmul(a, b, precision="ieee")
+    tf32 = linalg.matmul(a, b, precision="tf32")
+    assert bool(((ieee.double() - want).abs() <= ieee_bound).all())
+    err = (tf32.double() - want).abs()
+    assert bool((err <= 2 * 2.0**-10 * mags + ieee_bound).all())
+    assert bool((err > ieee_bound).any()), "precision='tf32' computed like 'ieee'"
+    h, g = a.half(), b.half()
+    c = linalg.matmul(h, g, out_dtype=torch.float32)
+    assert c.dtype == torch.float32
+    want_h = h.double() @ g.double()
+    bound = 512 * UNIT_ROUNDOFF["f32"] * (h.double().abs() @ g.double().abs())
+    bound += 2 * UNIT_ROUNDOFF["f32"] * want_h.abs()
+    assert bool(((c.double() - want_h).abs() <= bound).all())
