@@ -35,10 +35,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._prelude import FILES
-from .errors import CompileError, LaunchError, ResourceError, TeenyError
+from .errors import CompileError, LaunchError, TeenyError
 from .lower import ir
 from .lower.builder import build_kernel
 from .lower.hopper_induction import rewrite_pointer_inductions
+from .lower.interface import Interface
 from .lower.layout import walk_exprs
 from .lower.passes import decide
 from .lower.signature import kernel_signature
@@ -65,6 +66,8 @@ class Specialization:
     target: Target
     shared_mem: int = 0  # bytes of dynamic shared memory per block
     hopper_features: bool = False  # the kernel has dot(): a device target would ask for them
+    # parameters (tensor maps included), shared-memory layout, block (lower/interface.py)
+    interface: Interface | None = None
 
     @property
     def arch(self) -> str:
@@ -112,19 +115,9 @@ def specialise(
     hopper = _has_dot(kernel)
     if target is None:
         target = Target.for_device(hopper_features=hopper)
-    decided = decide(kernel, wgmma=target.wgmma)
-    annotated = decided.kernel
+    decided = decide(kernel, target=target)  # its interface checked against target's limits
     source, shared = emit_cuda(decided)
-    limit = target.max_shared_per_block
-    if shared > limit:
-        raise ResourceError(
-            f"kernel {name} needs {shared} bytes of shared memory per block for its reductions, "
-            f"layout changes and pipeline stages; {target.arch} allows {limit}. "
-            "Use smaller tiles, fewer num_stages or fewer warps.",
-            needed=shared,
-            limit=limit,
-        )
-    return Specialization(annotated, source, key, target, shared, hopper)
+    return Specialization(decided.kernel, source, key, target, shared, hopper, decided.interface)
 
 
 def _has_dot(kernel: ir.Kernel) -> bool:

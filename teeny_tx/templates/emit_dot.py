@@ -62,7 +62,6 @@ class DotEmitter:
             if o.source == "registers":  # wgmma reads A from the registers it is in
                 pointers.append(values)
                 continue
-            self.scratch(0)
             base = "tx::align1024(tx_smem)" if plan.wgmma else "tx_smem"
             stage = "tx::stage_tf32" if plan.wgmma and dtype.name == "f32" else "tx::stage"
             d0, d1 = src.layout.dims
@@ -72,7 +71,6 @@ class DotEmitter:
             )  # fmt: skip
             pointers.append(o.pointer)
         if plan.from_scratch:
-            self.scratch(plan.scratch_bytes)
             self.emit("operands_ready", plan.wgmma, self.block_sync())
         acc_layout = self.L(layout)
         if self.turns is not None:  # ping-pong: wait for this warpgroup's turn, its operands done
@@ -83,7 +81,7 @@ class DotEmitter:
         ta, tb = plan.operands
         operands = self.render_macro("dot_operands", ta.tile, ta.kmajor, tb.tile, tb.kmajor, plan.k)
         # ping-pong (a turn at the tensor cores): issued, the turn passed on, then waited for
-        turn = self.turns is not None and plan.wgmma and not plan.deferred and not plan.pending
+        turn = self.interface.takes_turn(e)
         fragments = self.names.fresh("a_frags") if turn and plan.register_a else plan.fragments
         if plan.register_a:
             instr = self.wgmma_rs_instruction(dtype.name, e.type.shape[1], tb.kmajor)
@@ -178,7 +176,6 @@ class DotEmitter:
         k, kt = init.name, ctype(init.type.dtype)
         cond = self.ex(s.cond)
         buffers = self.ring_buffers(p)
-        self.pipeline_bytes = max(self.pipeline_bytes, p.bytes)
         with self.capture() as once:
             for x in p.once:
                 v = x.value
@@ -194,10 +191,7 @@ class DotEmitter:
                     with self.registers_of(x.load.layout) as alias:
                         chunk = self.render_macro("stage_chunk", x.buffer, p.stage, x.tile, alias)
                         self.emit("tf32_round", alias, x.vec, chunk)
-        tma = bool(p.loads) and all(x.tma is not None for x in p.loads)
-        for x in p.loads if tma else ():
-            if x.tma.param not in self.tma_params:  # type: ignore[union-attr]
-                self.tma_params.append(x.tma.param)  # type: ignore[union-attr]
+        tma = bool(self.interface.pipeline(p.stage).maps)
         if p.warp_spec is not None:  # the producer warpgroup copies (warp_split)
             self.emit("ws_consumer_open", p, p.warp_spec, buffers, kt, k, self.ex(init.init),
                       cond, self.ex(step.value), once)  # fmt: skip
@@ -258,12 +252,11 @@ class DotEmitter:
     def tma_boxes(self, p: ir.PipelinedLoop, stage: str) -> tuple[list[str], int]:
         """The TMA boxes of one iteration into ``stage``, and the bytes they bring."""
         full = f"&{p.barriers}[{stage}]"
-        lines, total = [], 0
+        lines = []
         for x in p.loads:
             t = x.tma
             assert t is not None, "a TMA pipeline issues every load as TMA"
             rows = t.box[1]
-            total += rows * t.box[0] * t.panels * x.load.type.dtype.itemsize
             coords = [
                 " + ".join(self.expr(c).at(cx.BINARY["+"]) for c in d.coord) or "0" for d in t.dims
             ]
@@ -277,7 +270,7 @@ class DotEmitter:
                         "tma_box", len(t.dims), dst, t.param, full, [inner, *coords[1:]]
                     )
                 )
-        return lines, total
+        return lines, self.interface.pipeline(p.stage).tma_bytes
 
     # ------------------------------------------------------------ warp specialisation
 
@@ -309,7 +302,7 @@ class DotEmitter:
         init, step = s.init[0], s.step[0]
         assert isinstance(init, ir.Declare) and isinstance(step, ir.Assign)
         buffers = self.ring_buffers(p)
-        maps = [x.tma.param for x in p.loads if x.tma is not None]
+        maps = list(self.interface.pipeline(p.stage).maps)
         lines, total = self.tma_boxes(p, p.stage)
         self.emit("ws_split_open", p, ws, k.num_warps, k.producer_warps, s.loc.line)
         self.depth += 2
@@ -320,7 +313,7 @@ class DotEmitter:
             self.ex(init.init), self.ex(s.cond), self.ex(step.value), total, lines,
         )  # fmt: skip
         self.depth -= 2
-        self.emit("ws_split_close", ws, self.scratch_used)
+        self.emit("ws_split_close", ws, self.interface.shared.scratch_used)
         split, self.lines = self.lines, body
         self.last_line = None
         return split

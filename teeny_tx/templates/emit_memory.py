@@ -142,7 +142,7 @@ class MemoryEmitter:
             call = self.render_macro(
                 "atomic_call", kind, [self.ex(a) for a in (ptr, *values)], conds, zero
             )
-            smem = self.scratch(max(e.type.dtype.itemsize, 4))
+            smem = self.scratch(e)
             self.emit("atomic_scalar", t, name, fences, call, smem)
             self.temps[id(e)] = (name, None, "")
             return

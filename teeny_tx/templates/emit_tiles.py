@@ -8,18 +8,12 @@ them. A mixin of
 
 from __future__ import annotations
 
+from ..lower.interface import scan_lines
 from ..lower.ir import Op
 from ..lower.layout import Layout
 from ..lower.names import ELEMENT
 from . import expr as cx
 from .cuda_types import ctype
-
-
-def _warps_along(layout: Layout, dim: int) -> int:
-    """Warps holding distinct parts of ``layout`` along ``dim`` (the device header's rule)."""
-    b = layout.blocked
-    held = max(1, layout.shape[dim] // b.spt[dim])
-    return min(b.wpc[dim], max(1, held // b.tpw[dim]))
 
 
 def _row_major(coords: list[str], shape: tuple[int, ...]) -> str:
@@ -50,7 +44,7 @@ class TileEmitter:
             src = self.materialise(source, inner)
             self.emit("value_index_pairs", pair, values, self.L(inner), src, dim)
             combine = self.render_macro("arg_combiner", pair, ">" if kind == "argmax" else "<")
-            elem, size, src = pair, 2 * max(dtype.itemsize, 4), values
+            elem, src = pair, values
             suffix = ".index"
         else:
             src = self.materialise(source, inner)
@@ -58,9 +52,8 @@ class TileEmitter:
                 body = self.ex(e.attr("combine"))
             t = ctype(dtype)
             combine = self.render_macro("combiner", t, body)
-            elem, size, suffix = t, dtype.itemsize, ""
-        warps = _warps_along(inner, dim)
-        smem = self.scratch(warps * out.size * size) if warps > 1 else "nullptr"
+            elem, suffix = t, ""
+        smem = self.scratch(e)
         self.emit("reduce", elem, name, self.L(inner), self.L(out), dim, src, combine, smem)
         self.temps[id(e)] = (name, out, suffix)
 
@@ -69,10 +62,7 @@ class TileEmitter:
         source = e.args[0]
         layout: Layout = e.layout
         dim = layout.dims[e.attr("axis")]
-        shape = list(layout.shape)
-        shape[dim] = 1
-        lines = Layout(layout.blocked, tuple(shape), layout.dims)
-        self.layouts.setdefault(lines.key, lines)
+        lines = scan_lines(layout, dim)
         if lines.key not in self.layout_names:
             raise AssertionError("scan line layout must be registered by the layout pass")
         src = self.materialise(source, layout)
@@ -80,8 +70,7 @@ class TileEmitter:
         with self.registers_of(layout):
             body = self.ex(e.attr("combine"))
         name = dst or self.names.fresh("scan")
-        warps = _warps_along(layout, dim)
-        smem = self.scratch(warps * lines.size * e.type.dtype.itemsize) if warps > 1 else "nullptr"
+        smem = self.scratch(e)
         combine = self.render_macro("combiner", t, body)
         self.emit("scan", t, name, self.L(layout), self.L(lines), dim, src, combine, smem)
         self.temps[id(e)] = (name, layout, "")
@@ -117,7 +106,7 @@ class TileEmitter:
             flat = _row_major([*coords, str(e.attr("index"))], source.type.shape)
         else:  # convert_layout, reshape: the same row-major index
             flat = _row_major(coords, e.type.shape)
-        smem = self.scratch(src_layout.size * e.type.dtype.itemsize)
+        smem = self.scratch(e)
         t = ctype(e.type.dtype)
         self.emit("relayout", t, name, self.L(src_layout), self.L(dst), src, smem, flat)
         self.temps[id(e)] = (name, dst, "")
@@ -136,7 +125,7 @@ class TileEmitter:
                 axis = e.attr("axis")
                 coords[axis] = f"({x.type.shape[axis]} + {coords[axis]})"
             lambdas.append(_row_major(coords, e.type.shape))
-        smem = self.scratch(dst.size * e.type.dtype.itemsize)
+        smem = self.scratch(e)
         name = dst_name or self.names.fresh("joined" if e.op == "join" else "catted")
         t = ctype(e.type.dtype)
         self.emit(

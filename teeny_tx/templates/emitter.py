@@ -32,6 +32,7 @@ import jinja2
 from ..errors import CompileError
 from ..lower import ir
 from ..lower.convert import OWN_STATEMENT_OPS
+from ..lower.interface import Interface, Param, TensorMapParam, ValueParam, WorkspaceParam
 from ..lower.ir import Const, Expr, Op, Var
 from ..lower.layout import Layout
 from ..lower.names import ACCUMULATOR, COMBINE_ARGS, ELEMENT, REGISTER, Names, layout_alias
@@ -174,12 +175,9 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
         self.mapped = True  # whether the next physical line maps to statement_line
         self.loop_steps: list[list[ir.Stmt] | None] = []
         self.loop: Layout | None = None  # the layout whose registers the register index counts
-        self.shared_bytes = 0  # the scratch buffer
-        self.pipeline_bytes = 0  # the pipelined loops' stages, after the scratch
+        self.interface: Interface = decided.interface
         self.pipeline_stage: str | None = None  # the stage counter of the pipelined loop
         self.preamble: dict[str, str] = {}  # device functions rendered before the kernel
-        self.tma_params: list[str] = []  # tensor maps of TMA pipelines, after the parameters
-        self.scratch_used = False  # whether a warp-specialised kernel's helpers share the scratch
 
     # ------------------------------------------------------------ layouts, registers
 
@@ -201,14 +199,13 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
             return REGISTER
         return f"tx::remap<{self.L(layout)}, {self.L(self.loop)}>({REGISTER})"
 
-    def scratch(self, nbytes: int) -> str:
-        """The scratch buffer as the helpers take it: the pointer, or in a warp-specialised
-        kernel ``tx_scratch``, which makes them meet at the compute warps' named barrier."""
-        self.shared_bytes = max(self.shared_bytes, nbytes)
-        if self.kernel.producer_warps:
-            self.scratch_used = True
-            return "tx_scratch"
-        return "tx_smem"
+    def scratch(self, e: Op) -> str:
+        """The scratch buffer as the helpers that render ``e`` take it: the pointer, or in a
+        warp-specialised kernel ``tx_scratch``, which makes them meet at the compute warps'
+        named barrier; ``nullptr`` where the interface gives ``e`` none."""
+        if self.interface.scratch_of(e) is None:
+            return "nullptr"
+        return "tx_scratch" if self.kernel.producer_warps else "tx_smem"
 
     # ------------------------------------------------------------ output
 
@@ -259,17 +256,14 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
         k = self.kernel
         self.block(k.body)
         self.lines[:0] = self.warp_split()  # the roles' split, before every statement
+        iface = self.interface
         params = [
             {
-                "ctype": ctype(p.type.dtype),
-                "restrict": p.type.is_pointer and p.type.dtype.const,
+                "ctype": _param_ctype(p),
+                "restrict": isinstance(p, ValueParam) and p.restrict,
                 "name": p.name,
             }
-            for p in k.runtime_params
-        ]
-        params += [
-            {"ctype": "const __grid_constant__ tx::hopper::TensorMap", "restrict": False, "name": m}
-            for m in self.tma_params
+            for p in iface.params
         ]
         constexprs = [
             {
@@ -291,30 +285,19 @@ class Emitter(MemoryEmitter, TileEmitter, DotEmitter, DebugEmitter):
                 file=k.file,
                 name=k.name,
                 specialisation=describe_specialisation(k),
-                threads=k.num_threads,
-                min_blocks=1 if k.producer_warps else 0,  # setmaxnreg acts under a register cap
+                threads=iface.block[0],
+                min_blocks=iface.min_blocks,
                 params=params,
                 constexprs=constexprs,
                 layouts=layouts,
-                shared_bytes=self.shared_bytes,
-                pipeline_offset=self.pipeline_offset,
-                includes=["hopper.cuh"] if self.tma_params else [],
+                shared_bytes=iface.shared.scratch_bytes,
+                pipeline_offset=iface.shared.pipeline_offset,
+                includes=list(iface.includes),
                 preamble=list(self.preamble.values()),
-                pipeline_bytes=self.pipeline_bytes,
+                pipeline_bytes=iface.shared.pipeline_bytes,
                 body=self.lines,
             )
         )
-
-    @property
-    def pipeline_offset(self) -> int:
-        """Where the pipeline stages start in dynamic shared memory: after the scratch."""
-        return -(-self.shared_bytes // 16) * 16
-
-    @property
-    def total_shared_bytes(self) -> int:
-        if not self.pipeline_bytes:
-            return self.shared_bytes
-        return self.pipeline_offset + self.pipeline_bytes
 
     # ------------------------------------------------------------ statements
 
@@ -580,10 +563,18 @@ def describe_specialisation(k: ir.Kernel) -> str:
     return ", ".join(parts)
 
 
+def _param_ctype(p: Param) -> str:
+    if isinstance(p, TensorMapParam):
+        return "const __grid_constant__ tx::hopper::TensorMap"
+    if isinstance(p, WorkspaceParam):
+        return "unsigned char*"
+    return ctype(p.type.dtype)
+
+
 def emit_cuda(decided: Decided) -> tuple[str, int]:
-    """The CUDA source of a decided kernel and the bytes of dynamic shared memory it needs."""
-    emitter = Emitter(decided)
-    return emitter.render(), emitter.total_shared_bytes
+    """The CUDA source of a decided kernel and the bytes of dynamic shared memory it needs
+    (its interface's: ``decided.interface.shared``)."""
+    return Emitter(decided).render(), decided.interface.shared_bytes
 
 
 def line_origins(decided: Decided) -> dict[str, int]:
