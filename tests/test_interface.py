@@ -107,6 +107,27 @@ def test_tensor_maps_follow_the_users_parameters(stem, monkeypatch):
     assert f", {loop.tma_bytes}" in source or f"{loop.tma_bytes})" in source
 
 
+@pytest.mark.parametrize(
+    "stem", ["attention_fwd.f16.d128.tma.sm90a", "attention_fwd.f16.d128.ws.sm90a"]
+)
+def test_the_tensor_maps_are_the_ones_the_runtime_encodes(stem, monkeypatch):
+    """What runtime/tma.py derives from the IR today is what the interface says."""
+    from teeny_tx.runtime import tma
+
+    seen = []
+    real = kernel_module.emit_cuda
+    monkeypatch.setattr(kernel_module, "emit_cuda", lambda d: seen.append(d) or real(d))
+    _render(stem, monkeypatch)
+    decided = seen[-1]
+    copies = tma.pipeline_copies(decided.kernel)
+    maps = decided.interface.tensor_maps
+    assert [(c.param, c.base, c.dtype, c.box) for c in copies] == [
+        (m.name, m.pointer, m.dtype, m.box) for m in maps
+    ]
+    runtime = [p.name for p in decided.kernel.runtime_params]
+    assert [runtime.index(c.base) for c in copies] == [m.pointer_index for m in maps]
+
+
 def test_a_warp_specialised_kernel_states_its_launch_bounds(monkeypatch):
     iface, source, _ = _render("attention_fwd.f16.d128.ws.sm90a", monkeypatch)
     assert iface.block == (384, 1, 1) and iface.min_blocks == 1
@@ -232,3 +253,29 @@ def test_the_check_reads_the_targets_limit():
         check_resources(decided.interface, small)
     with pytest.raises(ResourceError, match="needs"):
         decide(lower(text, constexprs=(("BLOCK", 1),)), target=small)
+
+
+@pytest.mark.parametrize("stem", ["attention_fwd.f16.d128.sm90a", "matmul.f16.bias_gelu.sm90a"])
+def test_wgmma_functions_are_decided_once_each(stem, monkeypatch):
+    iface, source, _ = _render(stem, monkeypatch)
+    names = [i.name for i in iface.instructions]
+    assert names and len(set(names)) == len(names)
+    assert set(iface.dot_instructions.values()) == set(names)
+    for instr in iface.instructions:
+        assert source.count(f"void {instr.name}(") == 1  # defined once, before the kernel
+        assert source.index(f"void {instr.name}(") < source.index('extern "C"')
+        assert f"m64n{instr.n}k{instr.k}" in instr.name and instr.dtype in instr.name
+
+
+def test_too_many_threads_are_refused_before_rendering():
+    decided = decide(lower(VECTOR_ADD, num_warps=4))
+    check_resources(decided.interface, Target.from_arch("sm_90"))
+    wide = dataclasses.replace(decided.interface, block=(1056, 1, 1))
+    with pytest.raises(ResourceError, match="runs 1056 threads per block; sm_90 allows 1024"):
+        check_resources(wide, Target.from_arch("sm_90"))
+
+
+VECTOR_ADD = kernel_text(
+    "    tile i = program_id(0) * BLOCK + arange(0, BLOCK);\n"
+    "    store(out + i, load(a + i, i < n), i < n);",
+)

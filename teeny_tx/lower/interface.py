@@ -13,7 +13,9 @@ of ``lower/passes.py``). Output: a frozen :class:`Interface`:
 - ``block``, ``min_blocks`` (``__launch_bounds__``'s second argument), ``includes``;
 - per pipelined loop (:class:`PipelineFacts`): the tensor maps its copies read and the bytes
   one stage's TMA boxes bring (what thread 0 arms the full barrier with); which dots take a
-  ping-pong turn at the tensor cores.
+  ping-pong turn at the tensor cores;
+- ``instructions``: the wgmma device functions the kernel's dots call
+  (:class:`WgmmaInstruction`, rendered once each before the kernel, in first-use order).
 
 :func:`check_resources` compares it with a :class:`~teeny_tx.target.Target` before any CUDA is
 rendered and raises :class:`~teeny_tx.errors.ResourceError` at the kernel line that declares
@@ -139,6 +141,40 @@ class PipelineFacts:
     loc: Location | None = field(default=None, compare=False)  # the loop's kernel line
 
 
+@dataclass(frozen=True)
+class WgmmaInstruction:
+    """One wgmma m64nNkK device function: ``dtype`` (``tf32`` for f32), whether each operand
+    is read transposed (K not contiguous), and ``register_a``: A from registers (B through
+    its descriptor) instead of both through descriptors."""
+
+    name: str
+    n: int
+    k: int
+    dtype: str
+    trans_a: bool
+    trans_b: bool
+    register_a: bool
+
+
+def wgmma_instruction(dot: Op) -> WgmmaInstruction | None:
+    """The wgmma function a dot calls (None: an mma.sync or FMA dot)."""
+    plan = dot.attr("plan")
+    if plan is None or not plan.wgmma:
+        return None
+    dtype = dot.args[0].type.scalar.name
+    n = dot.type.shape[1]
+    a, b = plan.operands
+    if plan.register_a:
+        name = f"tx_wgmma_m64n{n}k16_{dtype}_r{'k' if b.kmajor else 't'}"
+        return WgmmaInstruction(name, n, 16, dtype, False, not b.kmajor, True)
+    if dtype == "f32":
+        dtype = "tf32"
+    k = 8 if dtype == "tf32" else 16
+    trans = ("k" if a.kmajor else "t") + ("k" if b.kmajor else "t")
+    name = f"tx_wgmma_m64n{n}k{k}_{dtype}_{trans}"
+    return WgmmaInstruction(name, n, k, dtype, not a.kmajor, not b.kmajor, False)
+
+
 @dataclass(frozen=True, eq=False)
 class Interface:
     """The decided kernel's interface (see the module)."""
@@ -156,6 +192,9 @@ class Interface:
     turn_dots: frozenset[int] = field(repr=False)
     # where the largest scratch user is (the op's kernel line), for errors
     scratch_loc: Location | None = field(default=None, repr=False)
+    instructions: tuple[WgmmaInstruction, ...] = ()
+    # the wgmma function each wgmma dot calls, by id() of the decided kernel's dot
+    dot_instructions: Mapping[int, str] = field(default_factory=dict, repr=False)
 
     @property
     def tensor_maps(self) -> tuple[TensorMapParam, ...]:
@@ -181,6 +220,10 @@ class Interface:
 
     def takes_turn(self, dot: Op) -> bool:
         return id(dot) in self.turn_dots
+
+    def instruction_of(self, dot: Op) -> str:
+        """The name of the wgmma function ``dot`` calls."""
+        return self.dot_instructions[id(dot)]
 
 
 # ---------------------------------------------------------------- building it
@@ -338,6 +381,14 @@ def build_interface(kernel: ir.Kernel) -> Interface:
         if need > scratch_bytes:
             scratch_bytes, scratch_loc = need, e.loc
 
+    instructions: dict[str, WgmmaInstruction] = {}
+    dot_instructions: dict[int, str] = {}
+    for e in walk.ops:
+        instr = wgmma_instruction(e) if e.op == "dot" else None
+        if instr is not None:
+            instructions.setdefault(instr.name, instr)
+            dot_instructions[id(e)] = instr.name
+
     runtime = kernel.runtime_params
     index = {p.name: i for i, p in enumerate(runtime)}
     params: list[Param] = [
@@ -396,6 +447,8 @@ def build_interface(kernel: ir.Kernel) -> Interface:
         scratch_ops=MappingProxyType(scratch),
         turn_dots=frozenset(walk.turns),
         scratch_loc=scratch_loc,
+        instructions=tuple(instructions.values()),
+        dot_instructions=MappingProxyType(dot_instructions),
     )
 
 

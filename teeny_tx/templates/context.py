@@ -189,7 +189,6 @@ class EmitContext:
         self.loop: Layout | None = None  # the layout whose registers the register index counts
         self.pipeline_stage: str | None = None  # the stage counter of the pipelined loop
         self.turns: ir.WarpSpec | None = None  # inside a ping-pong loop: its dots are turns
-        self.preamble: dict[str, str] = {}  # device functions rendered before the kernel
 
     # ------------------------------------------------------------ layouts, registers
 

@@ -17,6 +17,7 @@ operand's axes is K.
 from __future__ import annotations
 
 from ..lower import ir
+from ..lower.interface import WgmmaInstruction
 from ..lower.ir import Expr, Op
 from ..lower.layout import Layout
 from ..lower.pipeline import operand_source
@@ -83,7 +84,7 @@ def emit_dot(ctx: EmitContext, e: Op, dst: str | None = None) -> None:
     turn = ctx.interface.takes_turn(e)
     fragments = ctx.names.fresh("a_frags") if turn and plan.register_a else plan.fragments
     if plan.register_a:
-        instr = wgmma_rs_instruction(ctx, dtype.name, e.type.shape[1], tb.kmajor)
+        instr = ctx.interface.instruction_of(e)
         a_layout = ctx.L(regs["a"][0].layout)
         if plan.deferred or turn:
             ctx.emit(
@@ -96,8 +97,7 @@ def emit_dot(ctx: EmitContext, e: Op, dst: str | None = None) -> None:
                 out, *pointers, instr,
             )  # fmt: skip
     elif plan.wgmma:
-        kmajor = [o.kmajor for o in plan.operands]
-        instr = wgmma_instruction(ctx, dtype.name, e.type.shape[1], kmajor)
+        instr = ctx.interface.instruction_of(e)
         if plan.deferred or turn:
             ctx.emit("wgmma_async", acc_layout, operands, out, *pointers, instr)
         else:
@@ -116,51 +116,21 @@ def emit_dot(ctx: EmitContext, e: Op, dst: str | None = None) -> None:
     ctx.temps[id(e)] = (out, layout, "")
 
 
-def wgmma_rs_instruction(ctx: EmitContext, dtype: str, n: int, b_kmajor: bool) -> str:
-    """The name of a device function issuing one wgmma m64nNk16 with A in registers (four
-    packed fragment registers) and B through its descriptor (rendered once per kernel)."""
-    name = f"tx_wgmma_m64n{n}k16_{dtype}_r{'k' if b_kmajor else 't'}"
-    if name not in ctx.preamble:
-        rows, outputs, count = _accumulator_operands(n)
+def wgmma_function(ctx: EmitContext, instr: WgmmaInstruction) -> str:
+    """The device function of one wgmma m64nNkK instruction (rendered once per kernel, before
+    it): accumulator registers in the Mma layout's order, A as four packed fragment registers
+    or a descriptor, B through its descriptor."""
+    rows, outputs, count = _accumulator_operands(instr.n)
+    if instr.register_a:
         a_operands = "{" + ", ".join(f"%{count + i}" for i in range(4)) + "}"
-        ctx.preamble[name] = ctx.render_macro(
-            "wgmma_rs_instruction",
-            name,
-            n,
-            dtype,
-            int(not b_kmajor),
-            rows,
-            a_operands,
-            outputs,
-            count,
-        )
-    return name
-
-
-def wgmma_instruction(ctx: EmitContext, dtype: str, n: int, kmajor: list[bool]) -> str:
-    """The name of a device function issuing one wgmma m64nNk16 (m64nNk8 for TF32; rendered
-    once per kernel before it): accumulator registers in the Mma layout's order, A and B
-    descriptors."""
-    trans = "".join("k" if x else "t" for x in kmajor)
-    if dtype == "f32":
-        dtype = "tf32"
-    k = 8 if dtype == "tf32" else 16
-    name = f"tx_wgmma_m64n{n}k{k}_{dtype}_{trans}"
-    if name not in ctx.preamble:
-        rows, outputs, count = _accumulator_operands(n)
-        ctx.preamble[name] = ctx.render_macro(
-            "wgmma_instruction",
-            name,
-            n,
-            k,
-            dtype,
-            int(not kmajor[0]),
-            int(not kmajor[1]),
-            rows,
-            outputs,
-            count,
-        )
-    return name
+        return ctx.render_macro(
+            "wgmma_rs_instruction", instr.name, instr.n, instr.dtype, int(instr.trans_b),
+            rows, a_operands, outputs, count,
+        )  # fmt: skip
+    return ctx.render_macro(
+        "wgmma_instruction", instr.name, instr.n, instr.k, instr.dtype, int(instr.trans_a),
+        int(instr.trans_b), rows, outputs, count,
+    )  # fmt: skip
 
 
 @statement(ir.WgmmaWait)

@@ -54,7 +54,7 @@ from .context import (
     temporary,
 )
 from .cuda_types import ctype
-from .emit_dot import warp_split
+from .emit_dot import warp_split, wgmma_function
 from .emit_memory import emit_load
 
 __all__ = [
@@ -341,7 +341,7 @@ class Emitter(EmitContext):
                 shared_bytes=iface.shared.scratch_bytes,
                 pipeline_offset=iface.shared.pipeline_offset,
                 includes=list(iface.includes),
-                preamble=list(self.preamble.values()),
+                preamble=[wgmma_function(self, i) for i in iface.instructions],
                 pipeline_bytes=iface.shared.pipeline_bytes,
                 body=self.lines,
             )
