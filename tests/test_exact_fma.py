@@ -58,7 +58,9 @@ def test_fma_is_correctly_rounded_on_cancelling_inputs(dtype) -> None:
     c = (-(a.astype(np.float64) * b) * (1 + rng.standard_normal(n) * 1e-6)).astype(dtype)
     got = fma(a, b, c)
     assert got.dtype == dtype
-    want = np.array([_round_exact(_exact(*t), dtype) for t in zip(a, b, c)], dtype=dtype)
+    want = np.array(
+        [_round_exact(_exact(*t), dtype) for t in zip(a, b, c, strict=True)], dtype=dtype
+    )
     np.testing.assert_array_equal(got, want)
     naive = (a * b + c).astype(dtype)
     if dtype == np.float64:
@@ -73,7 +75,9 @@ def test_fma32_ties_of_the_double_sum_round_correctly() -> None:
     b = np.float32(1) + np.float32(2.0**-23) * rng.integers(1, 1 << 10, 2000).astype(np.float32)
     c = np.full(2000, np.float32(2.0**-25), dtype=np.float32)
     got = fma(a, b, c)
-    want = np.array([_round_exact(_exact(*t), np.float32) for t in zip(a, b, c)], np.float32)
+    want = np.array(
+        [_round_exact(_exact(*t), np.float32) for t in zip(a, b, c, strict=True)], np.float32
+    )
     np.testing.assert_array_equal(got, want)
 
 
@@ -88,9 +92,9 @@ def test_fma64_edge_values_follow_rational_arithmetic() -> None:
         (np.inf, 1.0, -np.inf),  # NaN
         (1.0, np.nan, 1.0),
     ]
-    a, b, c = (np.array(col) for col in zip(*cases))
+    a, b, c = (np.array(col) for col in zip(*cases, strict=True))
     got = fma(a, b, c)
-    for (x, y, z), g in zip(cases, got):
+    for (x, y, z), g in zip(cases, got, strict=True):
         if not all(np.isfinite([x, y, z])):
             assert np.isnan(g) == np.isnan(x * y + z)
             continue
@@ -104,6 +108,7 @@ def test_fma16_matches_the_gpu_rule_f32_then_half() -> None:
     got = fma(a, b, c)
     assert got.dtype == np.float16
     want = [
-        np.float16(np.float32(_round_exact(_exact(*t), np.float32))) for t in zip(a, b, c)
+        np.float16(np.float32(_round_exact(_exact(*t), np.float32)))
+        for t in zip(a, b, c, strict=True)
     ]
     np.testing.assert_array_equal(got, np.array(want, dtype=np.float16))

@@ -94,7 +94,7 @@ def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         risky |= (p_abs != 0) & (p_abs < _TINY)
         risky |= (np.abs(c) != 0) & (np.abs(c) < _TINY)
     out = np.array(out, dtype=np.float64)
-    for i in zip(*np.nonzero(risky)):
+    for i in zip(*np.nonzero(risky), strict=True):
         out[i] = _exact(float(a[i]), float(b[i]), float(c[i]))
     return out
 

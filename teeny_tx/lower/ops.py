@@ -239,8 +239,6 @@ def _rsqrt(x):
     return 1.0 / np.sqrt(x)
 
 
-
-
 def _abs(x):
     return np.abs(x) if x.dtype.kind != "b" else x
 
