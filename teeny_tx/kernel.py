@@ -31,11 +31,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._prelude import FILES
-from .errors import CompileError, LaunchError, TeenyError
+from .errors import CompileError, LaunchError
 from .lower import ir
 from .lower.builder import build_kernel
 from .lower.hopper_induction import rewrite_pointer_inductions
@@ -44,6 +43,7 @@ from .lower.layout import walk_exprs
 from .lower.passes import decide
 from .lower.signature import kernel_signature
 from .parse import Unit, parse
+from .parse.files import read_kernel_file
 from .runtime import cache, launch, nvrtc, tma
 from .runtime.binder import Binder, Entry
 from .runtime.grid import as_grid3
@@ -402,12 +402,8 @@ def compile(  # noqa: A001
         "\n" not in source and (name is None or os.path.exists(source))
     )
     if is_path:
-        path = Path(source)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise TeenyError(f"cannot read kernel file {path}: {exc.strerror}") from None
         filename = name or str(source)
+        text = read_kernel_file(source, filename)
     else:
         text, filename = str(source), name or "<string>"
     unit = parse(text, filename)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..dtypes import BOOL, DType
 from ..errors import CompileError, Location
+from . import exact_fma
 from . import typing as ty
 from .casts import cast_array
 from .ir import Const, Expr, Op, PointerType, Type
@@ -240,12 +241,6 @@ def _rsqrt(x):
     return 1.0 / np.sqrt(x)
 
 
-def _fma(a, b, c):
-    if a.dtype == np.float64:
-        return a * b + c
-    return (a.astype(np.float64) * b + c).astype(a.dtype)
-
-
 def _abs(x):
     return np.abs(x) if x.dtype.kind != "b" else x
 
@@ -448,7 +443,7 @@ _def(
     3,
     rule_float_math,
     "tx::fma({0}, {1}, {2})",
-    _fma,
+    exact_fma.fma,
 )
 _def("pow", "pow(x, y): x^y", 2, rule_float_math, "tx::pow({0}, {1})", _in_f32(np.power))
 
