@@ -42,8 +42,11 @@ class Decided:
     names: Names
 
 
-def decide(kernel: ir.Kernel, wgmma: bool = False) -> Decided:
-    """Run the passes above over ``kernel``; ``wgmma``: dots that fit it use Hopper's wgmma."""
+def decide(kernel: ir.Kernel, wgmma: bool | None = None) -> Decided:
+    """Run the passes above over ``kernel``; ``wgmma``: dots that fit it use Hopper's wgmma
+    (None: where ``kernel.target`` has it). The passes read limits and features from
+    ``kernel.target``."""
+    wgmma = kernel.target.wgmma if wgmma is None else wgmma
     kernel, layouts = assign_layouts(simplify(kernel), wgmma=wgmma)
     names = Names.of_kernel(kernel)
     kernel = place_conversions(kernel, names)
