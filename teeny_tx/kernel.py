@@ -11,7 +11,7 @@ A specialisation is built once per key (see ``runtime/binder.py``) and :class:`T
 kept in memory; its cubin is cached on disk by ``runtime.cache`` (keyed by ``target.arch``).
 The target is the one given to :func:`compile` or to ``specialize``/``cuda_source``, else the
 one ``$TEENY_TX_ARCH`` named when the module was compiled (read once, there), else the
-device's (:meth:`Target.for_device`: sm_90a for kernels with ``dot`` on a Hopper GPU).
+device's (``runtime.launch.device_target``: sm_90a for kernels with ``dot`` on a Hopper GPU).
 
 A launch of a cached specialisation costs a few microseconds of host time (every argument is
 checked; the driver is called with a prebuilt parameter block: ``runtime/binder.py``). Below
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import switches
 from ._prelude import FILES
@@ -45,13 +45,11 @@ from .lower.passes import decide
 from .lower.signature import kernel_signature
 from .parse import Unit, parse
 from .runtime import cache, launch, nvrtc, tma
+from .runtime.autotune import Autotuner, from_pragmas
 from .runtime.binder import Binder, Entry
 from .runtime.grid import as_grid3
 from .target import Target
 from .templates.emitter import emit_cuda
-
-if TYPE_CHECKING:
-    from .runtime.autotune import Autotuner
 
 HEADERS = {name: text for name, text in sorted(FILES.items()) if name.endswith(".cuh")}
 
@@ -122,7 +120,7 @@ def specialise(
     kernel = rewrite_pointer_inductions(kernel)  # pa += inc in a loop -> closed form
     hopper = _has_dot(kernel)
     if target is None:
-        target = Target.for_device(hopper_features=hopper)
+        target = launch.device_target(hopper_features=hopper)
     decided = decide(dataclasses.replace(kernel, target=target), wgmma=target.wgmma)
     annotated = decided.kernel
     source, shared = emit_cuda(decided)
@@ -163,8 +161,6 @@ class Kernel:
         self._tuner: Autotuner | None = None
         decl = module.unit.autotune.get(name)
         if decl is not None:  # its names are checked now, at compile time
-            from .runtime.autotune import from_pragmas
-
             self._tuner = from_pragmas(self, decl)
 
     def __repr__(self) -> str:
@@ -283,7 +279,7 @@ class Kernel:
         if chosen is None:
             hopper = self._hopper.get(key)
             if hopper is not None:
-                chosen = Target.for_device(hopper_features=hopper)
+                chosen = launch.device_target(hopper_features=hopper)
         if chosen is not None:
             spec = self._specs.get(key + (chosen.arch, codegen))
             if spec is not None:
@@ -383,7 +379,7 @@ class _Interpret:
 
 class Module:
     """The kernels of one file: ``module.<kernel name>`` is a :class:`Kernel`. ``target``: what
-    its specialisations compile for (None: each for the device, see :meth:`Target.for_device`).
+    its specialisations compile for (None: each for the device: ``launch.device_target``).
     ``pipeline_tma`` (set before its first specialisation): pipelined loads by TMA where they
     can be, launched by ``teeny_tx.runtime.tma.launch_pipelined``."""
 

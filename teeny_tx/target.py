@@ -110,20 +110,21 @@ class Target:
     @classmethod
     def from_env(cls) -> Target | None:
         """The target ``$TEENY_TX_ARCH`` names, or None where it is unset or empty (then each
-        kernel compiles for the device: :meth:`for_device`)."""
+        kernel compiles for the device: ``runtime.launch.device_target``)."""
         forced = switches.read("ARCH")
         return cls.from_arch(forced) if forced else None
 
     @classmethod
-    def for_device(cls, hopper_features: bool = False) -> Target:
-        """The current device's target (sm_90 without a GPU). A compute-capability-9.0 device
-        gives ``sm_90a`` (wgmma; not portable to later GPUs) only when ``hopper_features`` is
-        asked for, ``sm_90`` otherwise."""
-        from .runtime.launch import device_limits, has_gpu
-
-        if not has_gpu():
+    def for_capability(
+        cls, capability: tuple[int, int] | None, hopper_features: bool = False
+    ) -> Target:
+        """The target of a device of compute ``capability`` (None: no device, sm_90). A
+        compute-capability-9.0 device gives ``sm_90a`` (wgmma; not portable to later GPUs)
+        only when ``hopper_features`` is asked for, ``sm_90`` otherwise. The device itself is
+        asked by ``runtime.launch.device_target`` (this module reads no device)."""
+        if capability is None:
             return cls.from_arch(DEFAULT_ARCH)
-        major, minor = device_limits().capability
+        major, minor = capability
         suffix = "a" if hopper_features and (major, minor) == (9, 0) else ""
         return cls.from_arch(f"sm_{major}{minor}{suffix}")
 

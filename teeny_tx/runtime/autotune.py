@@ -58,7 +58,6 @@ from ..errors import (
     TeenyError,
 )
 from ..parse.pragmas import AutotuneDecl
-from ..target import Target
 from . import cache, launch, nvrtc
 from .elf import cubin_resources
 from .files import atomic_write
@@ -487,7 +486,7 @@ class Autotuner:
             else:
                 limits = launch.device_limits(index)
                 text = f"{limits.name} (sm_{limits.capability[0]}{limits.capability[1]})"
-            target = self.kernel.module.target or Target.for_device()
+            target = self.kernel.module.target or launch.device_target()
             text = self._devices[index] = f"{text}, target {target.arch}"
         return text
 

@@ -38,6 +38,7 @@ from cupy_backends.cuda.api import runtime as _runtime
 from teeny_tx.errors import LaunchError, ResourceError
 
 from .. import switches
+from ..target import Target
 from .streams import TORCH_RAW_STREAM as TORCH_RAW_STREAM  # (the launchers read these here)
 from .streams import torch_raw_stream as torch_raw_stream
 from .streams import torch_stream_pointer as torch_stream_pointer
@@ -75,6 +76,12 @@ def has_gpu() -> bool:
 
 
 _limits: dict[int, DeviceLimits] = {}
+
+
+def device_target(hopper_features: bool = False) -> Target:
+    """The current device's target (sm_90 without a GPU; see ``Target.for_capability``)."""
+    capability = device_limits().capability if has_gpu() else None
+    return Target.for_capability(capability, hopper_features)
 
 
 def device_limits(device: int | None = None) -> DeviceLimits:
