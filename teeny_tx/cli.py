@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TeenyError
+from .target import KNOWN_ARCHS
 
 
 def _value(text: str):
@@ -31,7 +32,6 @@ def _value(text: str):
 _GENERAL_SCALAR = {"i": 3, "u": 3, "f": 1.5, "b": False}
 
 # The targets the compiler knows (its shared-memory table, and sm_90a for wgmma).
-KNOWN_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 
 
 def _usage(message: str) -> int:

@@ -24,8 +24,8 @@ end), waiting until only the groups issued after it run on. The statements in be
 while the tensor cores multiply: the softmax of one key block while the product with the
 previous block's probabilities runs, the second product of a backward step while the first
 does. A block where only copies (``m_i = m_new``) would run between a dot and its wait is
-left as it was; ``$TEENY_TX_DEFER_WAITS=0`` leaves every block so (each wgmma waits right
-after its issue), to measure what the deferral buys.
+left as it was; ``$TEENY_TX_DEFER_WAITS=0`` (read from ``kernel.switches``) leaves every
+block so (each wgmma waits right after its issue), to measure what the deferral buys.
 
 The emitter computes both operands' registers before it stages either: computing one (moving
 its index tiles between layouts, say) may use the scratch buffer, where the other would already
@@ -37,24 +37,15 @@ Dots whose shape the tensor cores cannot take are a located error here.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 
 from ..errors import CompileError
+from ..target import Target
 from . import ir
 from .ir import Expr, Op, Var
 from .layout import walk_exprs, walk_stmts
 from .names import Names
 from .pipeline import kmajor_as_loaded, operand_source
-
-DEFER_ENV = "TEENY_TX_DEFER_WAITS"  # "0": every wgmma waits for itself right after its issue
-
-
-def defer_enabled() -> bool:
-    """Whether wgmma waits are deferred to the results' first uses (``$TEENY_TX_DEFER_WAITS``
-    is not ``0``; on by default)."""
-    return os.environ.get(DEFER_ENV, "1").strip() != "0"
-
 
 # the instruction (prelude/mma.cuh) of each operand dtype and precision; None: FMAs (f32, f64)
 INSTRUCTIONS = {
@@ -123,9 +114,10 @@ def _register_a(a: Expr, acc: Op) -> bool:
 
 
 class _Planner:
-    def __init__(self, names: Names) -> None:
+    def __init__(self, names: Names, defer: bool, target: Target) -> None:
         self.names = names
-        self.defer = defer_enabled()
+        self.defer = defer
+        self.target = target
         self.staged: dict[str, tuple[ir.StagedLoad, str]] = {}
         self.once: dict[str, ir.StagedOnce] = {}
         self.pending = 0
@@ -145,6 +137,13 @@ class _Planner:
             )
         wgmma = e.layout.blocked.version == 3
         instruction = INSTRUCTIONS[(dtype.name, e.attr("precision"))]
+        if instruction is not None and not wgmma and not self.target.mma_sync:
+            raise CompileError(
+                f"dot() of {dtype.name} runs on tensor cores (mma.sync, sm_80 on); "
+                f"{self.target.arch} has none",
+                e.loc,
+                "compile for sm_80 or later (target=...)",
+            )
         operands, offset = [], 0
         for role, x in (("a", a), ("b", b)):
             src, transposed = operand_source(x)
@@ -238,7 +237,9 @@ class _Planner:
 
 def plan_dots(kernel: ir.Kernel, names: Names) -> ir.Kernel:
     """``kernel`` with a :class:`DotPlan` on every dot."""
-    return dataclasses.replace(kernel, body=_Planner(names).block(kernel.body))
+    return dataclasses.replace(
+        kernel, body=_Planner(names, kernel.switches.defer_waits, kernel.target).block(kernel.body)
+    )
 
 
 # ---------------------------------------------------------------- deferred waits

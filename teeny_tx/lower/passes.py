@@ -51,12 +51,13 @@ class Decided:
     interface: Interface
 
 
-def decide(kernel: ir.Kernel, wgmma: bool = False, target: Target | None = None) -> Decided:
-    """Run the passes above over ``kernel``; ``wgmma``: dots that fit it use Hopper's wgmma.
-    With a ``target`` (its ``wgmma`` then decides), the interface is checked against its limits:
-    a :class:`~teeny_tx.errors.ResourceError` at the kernel line that asks too much."""
-    if target is not None:
-        wgmma = target.wgmma
+def decide(kernel: ir.Kernel, wgmma: bool | None = None, target: Target | None = None) -> Decided:
+    """Run the passes above over ``kernel`` for ``target`` (default ``kernel.target``): the
+    passes read limits and features from it; ``wgmma``: dots that fit it use Hopper's wgmma
+    (None: where the target has it). The interface is checked against the target's limits: a
+    :class:`~teeny_tx.errors.ResourceError` at the kernel line that asks too much."""
+    target = target if target is not None else kernel.target
+    wgmma = target.wgmma if wgmma is None else wgmma
     kernel, layouts = assign_layouts(simplify(kernel), wgmma=wgmma)
     names = Names.of_kernel(kernel)
     kernel = place_conversions(kernel, names)
@@ -65,6 +66,5 @@ def decide(kernel: ir.Kernel, wgmma: bool = False, target: Target | None = None)
         kernel = loop_pass(kernel, AxisInfo(kernel), names)
     kernel = plan_dots(kernel, names)
     interface = build_interface(kernel)
-    if target is not None:
-        check_resources(interface, target)
+    check_resources(interface, target)
     return Decided(kernel, layouts, names, interface)
