@@ -137,7 +137,7 @@ hopper_matmul(const __grid_constant__ tx::hopper::TensorMap tma_a, const __grid_
             tx::wgmma_wait<0>();
             if (signals && previous >= 0) tx::hopper::barrier_arrive(&empty[previous]);
 
-            // ---- epilogue: out = gelu(alpha * acc + bias), stored from registers ----
+            // ---- epilogue: out = activate<1>(alpha * acc + bias), stored from registers ----
             const float scale = alpha;
 #pragma unroll
             for (int t = 0; t < ATOMS; ++t) {
