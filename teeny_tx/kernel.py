@@ -40,6 +40,7 @@ from .lower import ir
 from .lower.builder import build_kernel
 from .lower.hopper import HopperMatmul
 from .lower.hopper_induction import rewrite_pointer_inductions
+from .lower.interface import Interface
 from .lower.layout import walk_exprs
 from .lower.passes import decide
 from .lower.signature import kernel_signature
@@ -105,6 +106,8 @@ class Specialization(_Compiled):
     target: Target
     shared_mem: int = 0  # bytes of dynamic shared memory per block
     hopper_features: bool = False  # the kernel has dot(): a device target would ask for them
+    # parameters (tensor maps included), shared-memory layout, block (lower/interface.py)
+    interface: Interface | None = None
 
     @property
     def arch(self) -> str:
@@ -236,19 +239,9 @@ def specialise(
     hopper = _has_dot(kernel)
     if target is None:
         target = Target.for_device(hopper_features=hopper)
-    decided = decide(kernel, wgmma=target.wgmma)
-    annotated = decided.kernel
+    decided = decide(kernel, target=target)  # its interface checked against target's limits
     source, shared = emit_cuda(decided)
-    limit = target.max_shared_per_block
-    if shared > limit:
-        raise ResourceError(
-            f"kernel {name} needs {shared} bytes of shared memory per block for its reductions, "
-            f"layout changes and pipeline stages; {target.arch} allows {limit}. "
-            "Use smaller tiles, fewer num_stages or fewer warps.",
-            needed=shared,
-            limit=limit,
-        )
-    return Specialization(annotated, source, key, target, shared, hopper)
+    return Specialization(decided.kernel, source, key, target, shared, hopper, decided.interface)
 
 
 def _has_dot(kernel: ir.Kernel) -> bool:
@@ -355,16 +348,16 @@ class Kernel:
         entry = self._compiled.get(key)
         if entry is None:
             spec = self._specialization(key)
-            decided = getattr(spec, "kernel", None)  # (test doubles of a spec have none)
+            interface = getattr(spec, "interface", None)  # (test doubles of a spec have none)
             maps = None
-            if decided is not None and tma.pipeline_copies(decided):
+            if interface is not None and interface.tensor_maps:
                 if key[-1]:
                     raise LaunchError(
                         f"kernel '{self.name}' loads its pipelined tiles with TMA, which takes "
                         "32-bit indices only: an array is too large (launch it on the kernel "
                         "without TMA copies)"
                     )
-                maps = functools.partial(tma.parameters, decided)
+                maps = functools.partial(tma.parameters, interface)
             packer = self.binder.wide if key[-1] else self.binder.narrow
             entry = self._compiled[key] = Entry(
                 spec.loaded, spec.block, spec.shared_mem, packer, key, maps

@@ -239,7 +239,7 @@ def tma_forward(monkeypatch):
     assert not tma.pipeline_copies(plain.kernel)  # the kernel's own form: cp.async copies
 
     class Spec:
-        kernel = real.kernel
+        kernel, interface = real.kernel, real.interface
         block, shared_mem = real.block, real.shared_mem
         loaded = _Loaded([])
 

@@ -325,15 +325,15 @@ def test_tma_maps_from_launch_values(monkeypatch):
     monkeypatch.setattr(tma, "tensor_map", lambda *a: made.append(a) or a)
     values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1]
     values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18]
-    tma.pipeline_maps(spec.kernel, values)
+    tma.pipeline_maps(spec.interface, values)
     big = tma.UNBOUNDED  # batch and head: not bounded by the kernel
     assert made == [
         (0x4000, "f16", (128, 1001, big, big), (8192, 9000 * 8192, 256), (64, 128, 1, 1)),
         (0x5000, "f16", (128, 1001, big, big), (8192, 9000 * 8192, 256), (64, 128, 1, 1)),
     ]
     made.clear()  # the arrays' sizes bound batch and head: 3 batches of 9000 x 32 x 128
-    tma.pipeline_maps(spec.kernel, values, {"k": 3 * 9000 * 4096 * 2, "v": 100})
+    tma.pipeline_maps(spec.interface, values, {"k": 3 * 9000 * 4096 * 2, "v": 100})
     assert [m[2] for m in made] == [(128, 1001, 3, 3 * 9000 * 32), (128, 1001, 1, 1)]
     values[9 + 4 + 1] = -128  # k's head stride: TMA strides are positive
     with pytest.raises(LaunchError, match="positive strides"):
-        tma.pipeline_maps(spec.kernel, values)
+        tma.pipeline_maps(spec.interface, values)

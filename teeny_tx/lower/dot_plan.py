@@ -132,7 +132,7 @@ class _Planner:
 
     def dot(self, e: Op) -> Op:
         a, b, _ = e.args
-        dtype = a.type.dtype
+        dtype = a.type.scalar
         m, n = e.type.shape
         k = a.type.shape[1]
         k_step = 32 // dtype.itemsize
@@ -179,17 +179,18 @@ class _Planner:
         if instruction is None and not wgmma and not all(o.kmajor for o in operands):
             raise CompileError("internal: an FMA dot operand is not K-major", e.loc)
         from_scratch = offset > 0
+        assert len(operands) == 2, "a dot has two operands"
         plan = DotPlan(
             instruction,
             wgmma,
-            tuple(operands),
+            (operands[0], operands[1]),
             offset + (WGMMA_ALIGN if wgmma and from_scratch else 0),
             0 if from_scratch or not wgmma else self.pending,
             k,
         )
         return dataclasses.replace(e, attrs=(*e.attrs, ("plan", plan)))
 
-    def expr(self, e: Expr | None) -> Expr | None:
+    def expr(self, e: Expr) -> Expr:
         if not isinstance(e, Op):
             return e
         args = tuple(self.expr(a) for a in e.args)
@@ -203,7 +204,8 @@ class _Planner:
 
     def stmt(self, s: ir.Stmt) -> ir.Stmt:
         if isinstance(s, ir.Declare):
-            return dataclasses.replace(s, init=self.expr(s.init))
+            init = self.expr(s.init) if s.init is not None else None
+            return dataclasses.replace(s, init=init)
         if isinstance(s, ir.Assign):
             return dataclasses.replace(s, value=self.expr(s.value))
         if isinstance(s, ir.Eval):
@@ -216,7 +218,7 @@ class _Planner:
             return dataclasses.replace(
                 s,
                 init=self.block(s.init),
-                cond=self.expr(s.cond),
+                cond=self.expr(s.cond) if s.cond is not None else None,
                 step=self.block(s.step),
                 body=self.block(s.body),
             )
@@ -228,6 +230,7 @@ class _Planner:
                 self.once[once.var] = once
             self.pending = 1 if s.overlap else 0
             loop = self.stmt(s.loop)
+            assert isinstance(loop, ir.Loop)
             self.staged, self.once, self.pending = outer
             return dataclasses.replace(s, loop=loop)
         return s
@@ -277,7 +280,7 @@ def _computed(stmts: list[ir.Stmt]) -> tuple[Var, ...]:
         layout = s.layout if isinstance(s, ir.Declare) else value.layout if value else None
         if value is None or not value.type.is_tile or layout is None:
             continue
-        if value.type.dtype.name not in ("f32", "i32"):
+        if value.type.is_pointer or value.type.scalar.name not in ("f32", "i32"):
             continue
         found.pop(s.name, None)
         found[s.name] = Var(type=value.type, loc=s.loc, layout=layout, name=s.name)
@@ -390,5 +393,7 @@ def _place_waits(
 
 def _deferred_dot(s: ir.Stmt) -> Op | None:
     value = s.init if isinstance(s, ir.Declare) else s.value if isinstance(s, ir.Assign) else None
-    plan = value.attr("plan") if isinstance(value, Op) and value.op == "dot" else None
+    if not isinstance(value, Op) or value.op != "dot":
+        return None
+    plan = value.attr("plan")
     return value if plan is not None and plan.deferred else None

@@ -214,50 +214,52 @@ def pipeline_copies(kernel) -> list:
 
 
 def pipeline_maps(
-    kernel, values: Sequence, extents: dict[str, int] | None = None
+    interface, values: Sequence, extents: dict[str, int] | None = None
 ) -> tuple[np.ndarray, ...]:
-    """The tensor maps of ``kernel``'s TMA copies for a launch whose runtime parameter values
-    (in order: device addresses and numbers) are ``values``. ``extents``: bytes from each
-    pointer parameter's address to the end of its array, where known: a dimension the kernel
-    does not bound then ends there (else at :data:`UNBOUNDED`)."""
+    """The tensor maps of a specialisation's ``interface`` (``lower/interface.py``) for a
+    launch whose runtime parameter values (in order: device addresses and numbers) are
+    ``values``. ``extents``: bytes from each pointer parameter's address to the end of its
+    array, where known: a dimension the kernel does not bound then ends there (else at
+    :data:`UNBOUNDED`)."""
     return tuple(
         tensor_map(int(values[i]), dtype, dims, strides, box)
-        for i, dtype, dims, strides, box in parameters(kernel, values, extents or {})
+        for i, dtype, dims, strides, box in parameters(interface, values, extents or {})
     )
 
 
-def parameters(kernel, values: Sequence, extents: dict[str, int]) -> tuple[tuple, ...]:
-    """The tensor-map parameters of a decided ``kernel`` (its ir.Kernel), which follow its own
-    parameters, for a launch of runtime ``values``: per map, what it is made from but the
+def parameters(interface, values: Sequence, extents: dict[str, int]) -> tuple[tuple, ...]:
+    """The tensor-map parameters of a specialisation, read from its ``interface`` (the
+    kernel's ordered parameters: its own, then one :class:`TensorMapParam` per TMA-read
+    operand), for a launch of runtime ``values``: per map, what it is made from but the
     address (index of its pointer parameter, dtype, dims, strides in bytes, box). A launch plan
     at other addresses, with the same sizes and strides, encodes its maps from these. The one
-    function the plans ask (``plan.Entry``): the kernel's interface, once it lists the maps,
-    answers it instead of this walk of the decided IR."""
-    params = [p.name for p in kernel.runtime_params]
+    function the plans ask (``plan.Entry``)."""
+    params = [p.name for p in interface.params if p.kind == "value"]
     by_name = dict(zip(params, values, strict=True))
 
     def number(x):
         return by_name[x] if isinstance(x, str) else x
 
     out = []
-    for c in pipeline_copies(kernel):
-        size = ITEMSIZE[c.dtype]
-        strides = tuple(number(d.stride) * size for d in c.dims[1:])
+    for m in interface.tensor_maps:
+        copy = m.copies[0]
+        size = ITEMSIZE[m.dtype]
+        strides = tuple(number(d.stride) * size for d in copy.dims[1:])
         if any(s <= 0 or s % 16 for s in strides):
             raise LaunchError(
-                f"kernel '{kernel.name}': the TMA copy of {c.base} needs positive strides that are "
-                f"multiples of 16 bytes, got {list(strides)} bytes (launch without "
+                f"kernel '{interface.name}': the TMA copy of {m.pointer} needs positive strides "
+                f"that are multiples of 16 bytes, got {list(strides)} bytes (launch without "
                 "$TEENY_TX_PIPELINE_TMA for cp.async copies)"
             )
-        dims = [c.dims[0].extent]
-        span = extents.get(c.base)
-        for d, stride in zip(c.dims[1:], strides, strict=True):
+        dims = [copy.dims[0].extent]
+        span = extents.get(m.pointer)
+        for d, stride in zip(copy.dims[1:], strides, strict=True):
             if d.extent is not None:
                 dims.append(max(1, number(d.extent)))
             elif span is not None:
                 dims.append(max(1, min(UNBOUNDED, -(-span // stride))))
             else:
                 dims.append(min(UNBOUNDED, 2**62 // stride))
-        box = (c.box[0], *([c.box[1]] + [1] * (len(dims) - 2)))
-        out.append((params.index(c.base), c.dtype, tuple(dims), strides, box))
+        box = (m.box[0], *([m.box[1]] + [1] * (len(dims) - 2)))
+        out.append((m.pointer_index, m.dtype, tuple(dims), strides, box))
     return tuple(out)
