@@ -38,7 +38,7 @@ from ._prelude import FILES
 from .errors import CompileError, LaunchError, ResourceError, TeenyError
 from .lower import ir
 from .lower.builder import build_kernel
-from .lower.hopper import HopperMatmul
+from .lower.hopper import HOPPER_ARCH, HopperMatmul
 from .lower.hopper_induction import rewrite_pointer_inductions
 from .lower.interface import Interface
 from .lower.layout import walk_exprs
@@ -56,7 +56,6 @@ from .templates.hopper import render_matmul
 if TYPE_CHECKING:
     from .runtime.autotune import Autotuner
 
-HOPPER_ARCH = "sm_90a"  # the Hopper matmul's target: wgmma and TMA need the arch-specific sm_90a
 HEADERS = {name: text for name, text in sorted(FILES.items()) if name.endswith(".cuh")}
 
 

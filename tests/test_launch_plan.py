@@ -278,3 +278,23 @@ def test_kernel_grid_launches_the_tma_form_through_its_plan(monkeypatch, driver,
     got = _read(calls[-1][-1], codes)
     assert got[-2:] == [("map", moved[2].data.ptr), ("map", moved[3].data.ptr)]
     assert len(calls) == 3
+
+
+def test_adamw_steps_replay_from_the_library_plan_cache(monkeypatch):
+    """AdamW's replay is its plan in plans.PLANS: a later step with arrays like the first's
+    (other addresses) is that replay, with no argument checks, launching at its arrays."""
+    from teeny_tx.library import arrays as arrays_module
+    from teeny_tx.library import fused, plans
+
+    from .test_launch_direct import count_calls
+
+    device = Device(monkeypatch)
+    n = 1000 + zlib.crc32(b"adamw plan") % 97
+    first = fused.adamw_step(*(device.array((n,), np.float32) for _ in range(4)), 1, lr=1e-3)
+    assert first is not None and len(plans.PLANS) == 1
+    checks = count_calls(monkeypatch, arrays_module.Arrays, "__init__")
+    later = [device.array((n,), np.float32) for _ in range(4)]
+    again = fused.adamw_step(*later, 2, lr=1e-3)
+    assert again is first and checks[0] == 0 and len(device.launches) == 2
+    assert device.launches[-1][2][:4] == tuple(a.data.ptr for a in later)
+    assert device.launches[-1][2][4] == n
