@@ -47,8 +47,8 @@ ACTIVATIONS = {a.name: a.code for a in activations.ACTIVATIONS}  # the kernel's 
 DB_BLOCK_T, DB_BLOCK_N = 32, 128  # linear_db: rows summed at a time, columns per program
 MAX_BATCH = 65535  # grid axis 1 (the batch) is limited to this by CUDA
 TUNE = True  # False: every launch takes matmul_config's tiles (the GPU tests of many shapes)
-# f16/bf16 products on sm_90a devices take the TMA + wgmma path (hopper_matmul.py), on since
-# the H200 run of 2026-12-01 checked every bench product against float64 through it
+# f16/bf16 products on sm_90a devices take the TMA + wgmma path (kernel.HopperSpecialization), on
+# since the H200 run of 2026-12-01 checked every bench product against float64 through it
 # (TEENY_TX_HOPPER=0 keeps the cp.async kernel)
 HOPPER = os.environ.get("TEENY_TX_HOPPER", "1") == "1"
 # its epilogue through TMA stores where the output allows it (rows 16-byte aligned, the

@@ -41,6 +41,7 @@ from cupy_backends.cuda.api import driver as _driver
 
 from ..errors import LaunchError
 from . import launch as _launch
+from . import tma
 
 launch_kernel = _driver.launchKernel  # (function, grid x/y/z, block x/y/z, shared, stream,
 #                                        address of the void* parameter array, extra: 0)
@@ -139,8 +140,6 @@ class MapSlot:
         self.dims, self.strides, self.box = tuple(dims), tuple(strides), tuple(box)
 
     def encode(self, address: int) -> Any:
-        from . import tma
-
         return tma.tensor_map(address, self.dtype, self.dims, self.strides, self.box)
 
 
@@ -193,8 +192,6 @@ class Plan:
         self._lock = threading.Lock()
 
     def _write_maps(self, addresses: Sequence[int]) -> None:
-        from . import tma
-
         replace = tma.replace_address()
         for j, m in enumerate(self.maps):
             address = addresses[m.source]
