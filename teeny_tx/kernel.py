@@ -11,7 +11,7 @@ A specialisation is built once per key (see ``runtime/binder.py``) and :class:`T
 kept in memory; its cubin is cached on disk by ``runtime.cache`` (keyed by ``target.arch``).
 The target is the one given to :func:`compile` or to ``specialize``/``cuda_source``, else the
 one ``$TEENY_TX_ARCH`` named when the module was compiled (read once, there), else the
-device's (:meth:`Target.for_device`: sm_90a for kernels with ``dot`` on a Hopper GPU).
+device's (``runtime.launch.device_target``: sm_90a for kernels with ``dot`` on a Hopper GPU).
 
 A launch of a cached specialisation costs a few microseconds of host time (every argument is
 checked; the driver is called with a prebuilt parameter block: ``runtime/binder.py``). Below
@@ -31,53 +31,53 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from . import switches
 from ._prelude import FILES
-from .errors import CompileError, LaunchError, ResourceError, TeenyError
+from .errors import CompileError, LaunchError, ResourceError
 from .lower import ir
 from .lower.builder import build_kernel
+from .lower.hopper import HOPPER_ARCH, HopperMatmul
 from .lower.hopper_induction import rewrite_pointer_inductions
+from .lower.interface import Interface
 from .lower.layout import walk_exprs
 from .lower.passes import decide
 from .lower.signature import kernel_signature
 from .parse import Unit, parse
-from .runtime import cache, launch, nvrtc, tma
+from .parse.files import read_kernel_file
+from .runtime import cache, launch, nvrtc, plan, tma
+from .runtime import hopper as hopper_launch
+from .runtime.autotune import Autotuner, from_pragmas
 from .runtime.binder import Binder, Entry
 from .runtime.grid import as_grid3
 from .target import Target
 from .templates.emitter import emit_cuda
-
-if TYPE_CHECKING:
-    from .runtime.autotune import Autotuner
+from .templates.hopper import render_matmul
 
 HEADERS = {name: text for name, text in sorted(FILES.items()) if name.endswith(".cuh")}
 
 
-@dataclass
-class Specialization:
-    """One compiled variant of a kernel: its IR, CUDA source and (lazily) its cubin."""
+class _Compiled:
+    """What every kind of specialisation does with its CUDA source: its cubin (cached on
+    disk by ``runtime.cache``, lazily) and the kernel loaded from it."""
 
-    kernel: ir.Kernel
     cuda_source: str
-    key: tuple
-    target: Target
-    shared_mem: int = 0  # bytes of dynamic shared memory per block
-    hopper_features: bool = False  # the kernel has dot(): a device target would ask for them
-
-    @property
-    def arch(self) -> str:
-        """The NVRTC architecture it compiles for (``target.arch``)."""
-        return self.target.arch
 
     @property
     def entry(self) -> str:
-        return self.kernel.name
+        raise NotImplementedError
 
     @property
-    def block(self) -> tuple[int, int, int]:
-        return (self.kernel.num_threads, 1, 1)
+    def arch(self) -> str:
+        raise NotImplementedError
+
+    @cached_property
+    def compiled(self) -> nvrtc.CompileResult:
+        """NVRTC's result (cubin and log; the log has ptxas's register and spill report)."""
+        return nvrtc.compile_with_log(
+            self.cuda_source, name=self.entry, arch=self.arch, headers=HEADERS
+        )
 
     @cached_property
     def cubin(self) -> bytes:
@@ -94,6 +94,138 @@ class Specialization:
         return launch.LoadedKernel(self.cubin, self.entry)
 
 
+@dataclass
+class Specialization(_Compiled):
+    """One compiled variant of a kernel: its IR, CUDA source and (lazily) its cubin."""
+
+    kernel: ir.Kernel
+    cuda_source: str
+    key: tuple
+    target: Target
+    shared_mem: int = 0  # bytes of dynamic shared memory per block
+    hopper_features: bool = False  # the kernel has dot(): a device target would ask for them
+    # parameters (tensor maps included), shared-memory layout, block (lower/interface.py)
+    interface: Interface | None = None
+    switches: switches.CodegenSwitches = switches.CodegenSwitches()  # it was compiled under
+
+    @property
+    def cache_key(self) -> tuple:
+        """What it is memoised by: the binder's key, the target and the code-changing
+        switches (``teeny_tx/switches.py``)."""
+        return self.key + (self.target.arch, self.switches)
+
+    @property
+    def arch(self) -> str:
+        """The NVRTC architecture it compiles for (``target.arch``)."""
+        return self.target.arch
+
+    @property
+    def entry(self) -> str:
+        return self.kernel.name
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return (self.kernel.num_threads, 1, 1)
+
+
+@dataclass
+class HopperSpecialization(_Compiled):
+    """The Hopper matmul's kind of specialisation: a node planned by
+    :func:`teeny_tx.lower.hopper.plan_matmul` (every decision), its CUDA source rendered by
+    ``templates/hopper.py``, compiled for ``target`` (an sm_90a one: wgmma and TMA), launched
+    through launch plans (``runtime/hopper.py``). Compiling needs no GPU; launching needs a
+    Hopper device."""
+
+    node: HopperMatmul
+    target: Target = dataclasses.field(default_factory=lambda: Target.of(HOPPER_ARCH))
+    cuda_source: str = ""
+
+    def __post_init__(self) -> None:
+        if not (self.target.wgmma and self.target.tma):
+            raise CompileError(f"the Hopper matmul needs wgmma and TMA; {self.target} has not")
+        if self.node.shared_bytes > self.target.max_shared_per_block:
+            raise ResourceError(
+                f"the Hopper matmul {self.node.name} needs {self.node.shared_bytes} bytes of "
+                f"shared memory; {self.target.arch} allows {self.target.max_shared_per_block}",
+                needed=self.node.shared_bytes,
+                limit=self.target.max_shared_per_block,
+            )
+        self.cuda_source = render_matmul(self.node)
+
+    @property
+    def arch(self) -> str:
+        return self.target.arch
+
+    @property
+    def entry(self) -> str:
+        return self.node.name
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return (self.node.mainloop.threads, 1, 1)
+
+    @property
+    def shared_mem(self) -> int:
+        return self.node.shared_bytes
+
+    def grid(self, m: int, n: int, sms: int) -> int:
+        """Blocks of the persistent grid (see ``runtime/hopper.py``)."""
+        return hopper_launch.grid(self.node, m, n, sms)
+
+    def launcher(
+        self,
+        m: int,
+        n: int,
+        k: int,
+        a_stride: int,
+        b_stride: int,
+        scm: int,
+        scn: int,
+        alpha: float,
+        sms: int,
+    ) -> Callable[..., None]:
+        """A launch function ``(c_ptr, a_ptr, b_ptr, bias_ptr, stream=None, alpha=None,
+        scale_a=0, scale_b=0) -> None`` for products of these sizes and strides (its launch
+        plan made per device at its first call there: ``runtime/hopper.py``). Not kept:
+        whoever repeats calls keeps it (the library's plans)."""
+        return hopper_launch.launcher(self, m, n, k, a_stride, b_stride, scm, scn, alpha, sms)
+
+    def launch(
+        self,
+        c_ptr: int,
+        a_ptr: int,
+        b_ptr: int,
+        bias_ptr: int,
+        m: int,
+        n: int,
+        k: int,
+        a_stride: int,
+        b_stride: int,
+        scm: int,
+        scn: int,
+        alpha: float,
+        sms: int,
+        stream: Any = None,
+        scale_a: int = 0,
+        scale_b: int = 0,
+    ) -> None:
+        """Queue C = epilogue(A @ B) once (a launcher made and called): ``scale_a`` /
+        ``scale_b``: device pointers to the per-tensor f32 scales of a scaled (fp8) node."""
+        run = hopper_launch.launcher(self, m, n, k, a_stride, b_stride, scm, scn, alpha, sms)
+        run(c_ptr, a_ptr, b_ptr, bias_ptr, stream, None, scale_a, scale_b)
+
+
+_hopper_specs: dict[tuple, HopperSpecialization] = {}
+
+
+def hopper_specialization(node: HopperMatmul) -> HopperSpecialization:
+    """The specialisation of a planned Hopper matmul ``node``, built once per process."""
+    found = _hopper_specs.get(node.key)
+    if found is None:
+        found = _hopper_specs[node.key] = HopperSpecialization(node)
+    return found
+
+
 def specialise(
     unit: Unit,
     name: str,
@@ -102,29 +234,32 @@ def specialise(
     target: Target | None = None,
     debug: bool = False,
     pipeline_tma: bool = False,
+    codegen: switches.CodegenSwitches | None = None,
 ) -> Specialization:
     """Lower, lay out and emit the specialisation ``key`` of kernel ``name`` for ``target``
     (None: the device's, asking for Hopper's features when the kernel has dot());
-    ``pipeline_tma``: pipelined loads by TMA where they can be (see lower/pipeline.py)."""
+    ``pipeline_tma``: pipelined loads by TMA where they can be (see lower/pipeline.py);
+    ``codegen``: the switches the passes read (None: the environment's now)."""
+    codegen = switches.codegen() if codegen is None else codegen
     kernel = build_kernel(unit, name, dataclasses.replace(binder.spec(key), debug=debug))
-    kernel = dataclasses.replace(kernel, pipeline_tma=pipeline_tma)
+    kernel = dataclasses.replace(kernel, pipeline_tma=pipeline_tma, switches=codegen)
     kernel = rewrite_pointer_inductions(kernel)  # pa += inc in a loop -> closed form
     hopper = _has_dot(kernel)
     if target is None:
-        target = Target.for_device(hopper_features=hopper)
-    decided = decide(kernel, wgmma=target.wgmma)
-    annotated = decided.kernel
+        target = launch.device_target(hopper_features=hopper)
+    kernel = dataclasses.replace(kernel, target=target)
+    decided = decide(kernel, target=target)  # its interface checked against target's limits
     source, shared = emit_cuda(decided)
-    limit = target.max_shared_per_block
-    if shared > limit:
-        raise ResourceError(
-            f"kernel {name} needs {shared} bytes of shared memory per block for its reductions, "
-            f"layout changes and pipeline stages; {target.arch} allows {limit}. "
-            "Use smaller tiles, fewer num_stages or fewer warps.",
-            needed=shared,
-            limit=limit,
-        )
-    return Specialization(annotated, source, key, target, shared, hopper)
+    return Specialization(
+        decided.kernel,
+        source,
+        key,
+        target,
+        shared,
+        hopper,
+        interface=decided.interface,
+        switches=codegen,
+    )
 
 
 def _has_dot(kernel: ir.Kernel) -> bool:
@@ -135,12 +270,14 @@ class Kernel:
     """A kernel of a module. Index with a grid to launch:
     ``k[(programs,)](*args, **constexprs)``."""
 
-    def __init__(self, module: Module, name: str):
+    def __init__(self, module: Module, name: str, pipeline_tma: bool = False):
         self.module = module
         self.name = name
+        self.pipeline_tma = pipeline_tma
         self.params = kernel_signature(module.unit, module.unit.functions[name])
         self.binder = Binder(name, self.params)
-        self._specs: dict[tuple, Specialization] = {}  # (*key, target arch) -> specialisation
+        # (*key, target arch, switches) -> specialisation (Specialization.cache_key)
+        self._specs: dict[tuple, Specialization] = {}
         self._hopper: dict[tuple, bool] = {}  # key -> whether its kernel asks for Hopper features
         # key -> prepared launch (binder.Entry); the device's arch and $TEENY_TX_ARCH are
         # taken as fixed from a key's first launch on. The launchers find entries by
@@ -151,9 +288,16 @@ class Kernel:
         self._tuner: Autotuner | None = None
         decl = module.unit.autotune.get(name)
         if decl is not None:  # its names are checked now, at compile time
-            from .runtime.autotune import from_pragmas
-
             self._tuner = from_pragmas(self, decl)
+
+    @cached_property
+    def tma(self) -> Kernel:
+        """This kernel with its pipelined loads TMA copies where they can be (see
+        lower/pipeline.py): the same parsed module, its own specialisations, launched like
+        any kernel (``kernel.tma[grid](...)``: the tensor maps are the launch plan's)."""
+        if self.pipeline_tma:
+            return self
+        return Kernel(self.module, self.name, pipeline_tma=True)
 
     def __repr__(self) -> str:
         return f"<teeny_tx kernel {self.name}({', '.join(p.describe() for p in self.params)})>"
@@ -192,7 +336,7 @@ class Kernel:
         the signature remembered, then the launch."""
         key, values, _ = self.binder.bind_device(args, constexprs, num_warps, num_stages, strided)
         entry = self._entry(key)
-        if sig is not None and len(self._entries) < 65536:
+        if sig is not None and len(self._entries) < 1 << 16:
             self._entries[sig] = entry
         grid3 = (
             as_grid3(grid, {**constexprs, "num_warps": key[0], "num_stages": key[1]})
@@ -201,6 +345,12 @@ class Kernel:
         )
         device = launch.get_device()
         function = entry.functions.get(device) or entry.prepare(device)
+        if entry.tma is not None:  # tensor maps after the parameters: the entry's plan
+            torch = self.binder.torch_arguments(args)
+            stream = plan.raw_stream(device, stream, torch)
+            values = entry.packer.launch_values(values)
+            entry.launch_maps(device, grid3, values, args, stream)
+            return
         if stream is not None:
             stream = launch.convert_stream(stream)
         elif self.binder.torch_arguments(args):
@@ -212,20 +362,23 @@ class Kernel:
 
     def _entry(self, key: tuple) -> Entry:
         """The prepared launch of ``key``: compiled (or read from the cache) at its first use."""
-        entry = self._compiled.get(key)
+        codegen = switches.codegen()  # a switch flipped since: a new specialisation
+        entry = self._compiled.get((key, codegen))
         if entry is None:
-            spec = self._specialization(key)
-            decided = getattr(spec, "kernel", None)  # (test doubles of a spec have none)
-            if decided is not None and tma.pipeline_copies(decided):
-                raise LaunchError(
-                    f"kernel '{self.name}' loads its pipelined tiles with TMA "
-                    "($TEENY_TX_PIPELINE_TMA), whose tensor maps this launcher does not pass: "
-                    "launch it with teeny_tx.runtime.tma.launch_pipelined, or unset "
-                    "TEENY_TX_PIPELINE_TMA"
-                )
+            spec = self._specialization(key)  # (reads the same switches)
+            interface = getattr(spec, "interface", None)  # (test doubles of a spec have none)
+            maps = None
+            if interface is not None and interface.tensor_maps:
+                if key[-1]:
+                    raise LaunchError(
+                        f"kernel '{self.name}' loads its pipelined tiles with TMA, which takes "
+                        "32-bit indices only: an array is too large (launch it on the kernel "
+                        "without TMA copies)"
+                    )
+                maps = functools.partial(tma.parameters, interface)
             packer = self.binder.wide if key[-1] else self.binder.narrow
-            entry = self._compiled[key] = Entry(
-                spec.loaded, spec.block, spec.shared_mem, packer, key
+            entry = self._compiled[key, codegen] = Entry(
+                spec.loaded, spec.block, spec.shared_mem, packer, key, maps
             )
         return entry
 
@@ -248,31 +401,38 @@ class Kernel:
         launcher = functools.partial(
             self[grid], num_warps=num_warps, num_stages=num_stages, strided=strided, **constexprs
         )
-        key, _, _ = self.binder.bind_device(args, constexprs, num_warps, num_stages, strided)
+        key, values, _ = self.binder.bind_device(args, constexprs, num_warps, num_stages, strided)
         grid3 = as_grid3(grid, {**constexprs, "num_warps": key[0], "num_stages": key[1]})
         entry, device = self._entry(key), launch.get_device()
-        run = self.binder.direct(entry, grid3, device, tuple(args), key, checked, launcher)
+        run = self.binder.direct(entry, grid3, device, tuple(args), key, checked, launcher, values)
         return launcher if run is None else run
 
-    def _specialization(self, key: tuple, target: Target | str | None = None) -> Specialization:
-        """The specialisation of ``key`` for ``target`` (else the module's, else the device's):
-        memoised per ``(*key, arch)``, so each target builds its own. Whether the kernel asks
-        for Hopper features (has dot()) depends on the key only, so after the first build the
-        device's target is known without lowering again."""
+    def _specialization(
+        self,
+        key: tuple,
+        target: Target | str | None = None,
+        codegen: switches.CodegenSwitches | None = None,
+    ) -> Specialization:
+        """The specialisation of ``key`` for ``target`` (else the module's, else the device's)
+        under the code-changing switches ``codegen`` (None: the environment's now): memoised
+        per ``(*key, arch, switches)``, so each target and each switch setting builds its own.
+        Whether the kernel asks for Hopper features (has dot()) depends on the key only, so
+        after the first build the device's target is known without lowering again."""
         chosen = Target.of(target) if target is not None else self.module.target
+        codegen = switches.codegen() if codegen is None else codegen
         if chosen is None:
             hopper = self._hopper.get(key)
             if hopper is not None:
-                chosen = Target.for_device(hopper_features=hopper)
+                chosen = launch.device_target(hopper_features=hopper)
         if chosen is not None:
-            spec = self._specs.get(key + (chosen.arch,))
+            spec = self._specs.get(key + (chosen.arch, codegen))
             if spec is not None:
                 return spec
         unit, debug = self.module.unit, self.module.debug
-        tma = self.module.pipeline_tma
-        spec = specialise(unit, self.name, self.binder, key, chosen, debug, tma)
+        tma = self.pipeline_tma or self.module.pipeline_tma
+        spec = specialise(unit, self.name, self.binder, key, chosen, debug, tma, codegen)
         self._hopper[key] = spec.hopper_features
-        self._specs[key + (spec.arch,)] = spec
+        self._specs[spec.cache_key] = spec
         return spec
 
     def specialize(
@@ -363,9 +523,9 @@ class _Interpret:
 
 class Module:
     """The kernels of one file: ``module.<kernel name>`` is a :class:`Kernel`. ``target``: what
-    its specialisations compile for (None: each for the device, see :meth:`Target.for_device`).
+    its specialisations compile for (None: each for the device: ``launch.device_target``).
     ``pipeline_tma`` (set before its first specialisation): pipelined loads by TMA where they
-    can be, launched by ``teeny_tx.runtime.tma.launch_pipelined``."""
+    can be, for every kernel (one kernel's: :attr:`Kernel.tma`)."""
 
     def __init__(self, unit: Unit, debug: bool = False, target: Target | None = None):
         self.unit = unit
@@ -409,12 +569,8 @@ def compile(  # noqa: A001
         "\n" not in source and (name is None or os.path.exists(source))
     )
     if is_path:
-        path = Path(source)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise TeenyError(f"cannot read kernel file {path}: {exc.strerror}") from None
         filename = name or str(source)
+        text = read_kernel_file(source, filename)
     else:
         text, filename = str(source), name or "<string>"
     unit = parse(text, filename)
@@ -427,5 +583,5 @@ def compile(  # noqa: A001
             "an entry point is declared `kernel name(params) { ... }`",
         )
     if debug is None:
-        debug = os.environ.get("TEENY_TX_DEBUG", "") not in ("", "0")
+        debug = bool(switches.read("DEBUG"))
     return Module(unit, debug, Target.of(target) if target is not None else Target.from_env())

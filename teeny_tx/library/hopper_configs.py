@@ -25,18 +25,26 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from ..lower.hopper import ITEMSIZE, MAX_SPLIT_K, HopperConfig, TmaUnsupported, plan_matmul
+from .. import switches
+from ..kernel import hopper_specialization
+from ..lower.hopper import (
+    ITEMSIZE,
+    MAX_SPLIT_K,
+    HopperConfig,
+    TmaUnsupported,
+    plan_matmul,
+)
 from ..runtime.grid import cdiv
+from ..target import HOPPER
 
-TUNE = os.environ.get("TEENY_TX_HOPPER_TUNE", "0") == "1"
+TUNE: bool = switches.read("HOPPER_TUNE")
 TUNE_FORMAT = 1  # bump when the cache file's recipe or contents change
 GROUP_M = 8
-SHARED_LIMIT = 232448  # dynamic shared memory of an sm_90 block
+SHARED_LIMIT = HOPPER.max_shared_per_block  # dynamic shared memory of an sm_90 block
 MIN_STAGES = 3  # fewer (an f32 staging tile of 128x256) and the register epilogue is taken
 SPLIT_MIN_BLOCKS = 4  # K blocks of a split-K unit at least (its partial tile costs a round trip)
 SPLIT_MAX_BN = 128  # split-K tiles: 128 x 256 spills with split-K's reduction (ptxas, sm_90a)
@@ -254,8 +262,6 @@ def hopper_choose(
     plans and does not spill is timed by ``timer`` and the fastest taken (the choice read
     from, and written to, the disk cache of ``device``, a description of the GPU). None when
     none plans or all spill (the cp.async kernel then runs)."""
-    from ..hopper_matmul import kernel_for
-
     key: tuple = (m, n, k, dtype, out_dtype, a_kmajor, b_kmajor, bias_dtype, activation, pairs)
     key += (tma_store_ok, sms, timer is not None)
     found = CHOICES.get(key)
@@ -286,7 +292,7 @@ def hopper_choose(
         except TmaUnsupported as err:
             tried.append(f"{name}: {str(err).splitlines()[0]}")
             continue
-        kernel = kernel_for(node)
+        kernel = hopper_specialization(node)
         spilled = local_bytes(kernel)
         if spilled:
             tried.append(f"{name}: rejected, {spilled} bytes of local memory per thread (spills)")
@@ -348,7 +354,7 @@ def _cache_path(cls: tuple, kernels: Sequence[Any], device: str):
         device,
         list(nvrtc.nvrtc_version()),
         PRELUDE_SHA256,
-        [hashlib.sha256(k.source.encode()).hexdigest() for k in kernels],
+        [hashlib.sha256(k.cuda_source.encode()).hexdigest() for k in kernels],
         [str(x) for x in cls],
     ]
     digest = hashlib.sha256(json.dumps(recipe).encode()).hexdigest()

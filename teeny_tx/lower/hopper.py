@@ -39,20 +39,21 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ..dtypes import ELEMENT_SIZES, FP8, WGMMA_TYPES
 from ..errors import CompileError
+from ..target import HOPPER, Target
 from . import ir
 
 # what TMA allows (the CUDA driver API's cuTensorMapEncodeTiled rules)
 TMA_MAX_BOX = 256  # elements per box dimension
 TMA_STRIDE_ALIGN = 16  # bytes: global strides and the base address
 SWIZZLE_BYTES = 128  # the swizzle wgmma and SmemTile share: one box row is 128 bytes
-MAX_SHARED = 232448  # bytes of dynamic shared memory a block may opt into on sm_90
+HOPPER_ARCH = HOPPER.arch  # what this planner plans for: wgmma, TMA and setmaxnreg need sm_90a
 
 # operand dtypes -> wgmma's type name; f32 operands are multiplied as TF32 (the tensor cores
 # read each f32's sign, exponent and top 10 mantissa bits: TF32 by truncation, as cuBLAS's)
-WGMMA_DTYPES = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2", "f32": "tf32"}
-ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f8e4m3": 1, "f8e5m2": 1}
-FP8 = ("f8e4m3", "f8e5m2")
+WGMMA_DTYPES = WGMMA_TYPES  # (dtypes.ELEMENTS)
+ITEMSIZE = ELEMENT_SIZES
 KMAJOR_ONLY = (*FP8, "f32")  # wgmma transposes only 16-bit operands in shared memory
 
 
@@ -323,11 +324,14 @@ def plan_matmul(
     config: HopperConfig = HopperConfig(),
     name: str = "hopper_matmul",
     watchdog: int = 0,
+    target: Target | None = None,
 ) -> HopperMatmul:
     """The Hopper matmul node for operands of ``dtype`` (f16, bf16, fp8, or f32 multiplied as
     TF32) with the given K-major flags (A [M, K] is K-major when K is contiguous; B [K, N] when
     K is contiguous, as for a linear layer's weight). Raises TmaUnsupported for what the path
-    cannot do."""
+    cannot do. ``target``: whose limits it plans within (None: :data:`HOPPER_ARCH`'s)."""
+    if target is None:
+        target = Target.from_arch(HOPPER_ARCH)
     if dtype not in WGMMA_DTYPES:
         raise TmaUnsupported(
             f"the Hopper TMA path multiplies f16, bf16, fp8 (f8e4m3, f8e5m2) and f32 as TF32, "
@@ -357,7 +361,7 @@ def plan_matmul(
         )
     if c.store_panels not in (0, 1, 2):
         raise TmaUnsupported(f"store_panels={c.store_panels}: 0 (the whole tile), 1 or 2", None)
-    if c.cluster not in (1, 2):
+    if c.cluster not in (1, 2) or (c.cluster > 1 and not HOPPER.clusters):
         raise TmaUnsupported(f"cluster={c.cluster}: clusters of 1 or 2 CTAs along M", None)
     if not 1 <= c.split_k <= MAX_SPLIT_K:
         raise TmaUnsupported(f"split_k={c.split_k}: 1 to {MAX_SPLIT_K} units per tile", None)
@@ -390,7 +394,7 @@ def plan_matmul(
             )
     consumers = 2 if c.pingpong else c.bm // rows
     producer_regs = 40
-    budget = 65536 - 128 * producer_regs
+    budget = target.registers_per_sm - 128 * producer_regs
     consumer_regs = min(232, budget // (128 * consumers) // 8 * 8)
     node = HopperMatmul(
         name=name,
@@ -428,10 +432,10 @@ def plan_matmul(
             f"{SWIZZLE_BYTES}, got BN={c.bn}",
             None,
         )
-    if node.shared_bytes > MAX_SHARED:
+    if node.shared_bytes > target.max_shared_per_block:
         raise TmaUnsupported(
             f"{c.stages} stages of {node.stage_bytes} bytes need {node.shared_bytes} bytes of "
-            f"shared memory; a block may have {MAX_SHARED}",
+            f"shared memory; a {target.arch} block may have {target.max_shared_per_block}",
             None,
             "use fewer stages or smaller tiles",
         )

@@ -10,6 +10,7 @@ import pytest
 
 from teeny_tx import nn
 from teeny_tx.library import attention as tattn
+from teeny_tx.library import module
 from teeny_tx.library.attention import attention_backward_reference, attention_reference
 
 from ..conftest import stable_seed
@@ -151,28 +152,20 @@ def test_overlapped_forward_bf16(torch, monkeypatch, shape, causal, tma):
     _overlapped_forward(torch, monkeypatch, shape, causal, "bf16", config, tma)
 
 
-def _warp_specialized(monkeypatch, stages=None, mode=1) -> list[tuple[str, int]]:
+def _warp_specialized(monkeypatch, stages=None, mode=1) -> dict:
     """The wrapper's forward and dQ warp-specialised (their WARP_SPECIALIZE = ``mode``; 2 asks
     for the ping-pong, which without $TEENY_TX_WS_PINGPONG=1 is refused: the producer alone
     again), K/V by TMA; ``stages``: the ring's depth at every head dim (else the config
-    table's). Returns this test's own record of its TMA launches, (kernel name, producer warps)
-    each: the plans start empty (no replay of an earlier test's launch) and
-    tma.launch_pipelined is spied on for this test only, so the counts read per-test state, not
-    a process-wide memo of specialisations."""
+    table's). Returns this test's own specialisations of the TMA forms by kernel name: the
+    plans start empty (no replay of an earlier test's launch) and each TMA kernel's memo is a
+    fresh dict for this test only, so the counts read per-test state, not a process-wide memo."""
     from teeny_tx.library import plans
-    from teeny_tx.runtime import tma
 
-    launched: list[tuple[str, int]] = []
-    real = tma.launch_pipelined
-
-    def spy(kernel, *args, **kw):
-        made = real(kernel, *args, **kw)
-        if made is not None:
-            launched.append((kernel.name, made.spec.kernel.producer_warps))
-        return made
-
-    monkeypatch.setattr(plans, "PLANS", {})
-    monkeypatch.setattr(tma, "launch_pipelined", spy)
+    plans.PLANS.clear()  # a cache: emptying it costs later calls one full path each
+    launched = {}
+    for name in ("attention_fwd", "attention_bwd_dq"):
+        launched[name] = {}
+        monkeypatch.setattr(getattr(module("attention.c"), name).tma, "_specs", launched[name])
     monkeypatch.delenv("TEENY_TX_WS_PINGPONG", raising=False)
     monkeypatch.setattr(tattn, "WARP_SPECIALIZE", mode)
     monkeypatch.setattr(tattn, "TMA", True)
@@ -182,9 +175,10 @@ def _warp_specialized(monkeypatch, stages=None, mode=1) -> list[tuple[str, int]]
     return launched
 
 
-def _producer_launches(launched: list[tuple[str, int]], name: str = "attention_fwd") -> int:
-    """How many of this test's TMA launches of ``name`` took the producer warpgroup."""
-    return sum(1 for kernel, warps in launched if kernel == name and warps == 4)
+def _producer_launches(launched: dict, name: str = "attention_fwd") -> int:
+    """How many of this test's own specialisations of ``name``'s TMA form took the producer
+    warpgroup."""
+    return sum(1 for s in launched[name].values() if s.kernel.producer_warps == 4)
 
 
 WS_SHAPES = SHAPES + BENCH[1:] + [(1, 4097, 8, 2, 128), (2, 300, 6, 3, 64)]
@@ -308,7 +302,7 @@ def test_negative_strides_take_cp_async():
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_replayed_launches_compute_each_new_call(torch, causal):
-    """Calls with arrays like an earlier call's replay its TMA launches (tma.PipelinedReplay)
+    """Calls with arrays like an earlier call's replay its TMA launches (launch plans of kernel.tma)
     at the new addresses: each call's o and gradients are its own, also for views 8 and 4
     bytes off the alignment the first call was specialised for (their own specialisations,
     narrower loads), forward and backward against float64."""
