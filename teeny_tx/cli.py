@@ -46,7 +46,12 @@ def _arch(text: str) -> str:
 def cmd_compile(args: argparse.Namespace) -> int:
     from . import compile as tx_compile
 
-    module = tx_compile(Path(args.file), name=args.file, target=args.arch or None)
+    if args.file.endswith(".py"):  # a Python front-end file: its translation, as a module
+        from .frontend.cli import translate_file
+
+        module = tx_compile(translate_file(args.file, args.kernel, args.define), name=args.file)
+    else:
+        module = tx_compile(Path(args.file), name=args.file, target=args.arch or None)
     defines = {}
     for d in args.define or []:
         name, sep, value = d.partition("=")
@@ -56,7 +61,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     names = [args.kernel] if args.kernel else list(module.kernels)
     kernels = [getattr(module, name) for name in names]
     known = {p.name for k in kernels for p in k.params}
-    unknown = sorted(set(defines) - known)
+    unknown = sorted(set(defines) - known) if not args.file.endswith(".py") else []
     if unknown:
         print(
             f"teeny-tx: -D {', '.join(unknown)}: no such parameter of "
@@ -80,6 +85,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
         Path(args.output).write_text(text)
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from .frontend.cli import translate_file
+
+    sys.stdout.write(translate_file(args.file, args.kernel, args.define))
     return 0
 
 
@@ -167,6 +179,20 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("-o", "--output", help="write here instead of stdout")
     c.set_defaults(run=cmd_compile)
+    t = sub.add_parser(
+        "translate", help="print the C-syntax kernel file of the @jit kernels of a Python file"
+    )
+    t.add_argument("file")
+    t.add_argument("-k", "--kernel", help="only this kernel of the file")
+    t.add_argument(
+        "-D",
+        dest="define",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a parameter's dtype (x=f16: a pointer; n=i32, eps=f32: a scalar) or a "
+        "constexpr's value, deciding its static branches",
+    )
+    t.set_defaults(run=cmd_translate)
     d = sub.add_parser(
         "demo",
         help="compile the bundled kernels and teeny_tx.nn, run them (GPU, else NumPy), verify",
