@@ -71,12 +71,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
         return 2
     chunks = []
     for kernel in kernels:
-        positional = []
+        positional: list[Any] = []
         for p in kernel.binder.runtime:
             if p.kind == "pointer":
                 positional.append(str(defines.get(p.name, p.dtype.name if p.dtype else "f32")))
             else:
-                positional.append(defines.get(p.name, _GENERAL_SCALAR[p.dtype.kind]))
+                value = defines.get(p.name)  # (a .py file's -D n=i32 typed the scalar)
+                general = value is None or isinstance(value, str)
+                positional.append(_GENERAL_SCALAR[p.dtype.kind] if general else value)
         constexprs = {n: defines[n] for n in kernel.binder.constexpr_names if n in defines}
         options = {"num_warps": args.num_warps, "num_stages": args.num_stages}
         chunks.append(kernel.cuda_source(*positional, **options, **constexprs))

@@ -680,7 +680,13 @@ class Translator:
     def expr_Call(self, node: ast.Call) -> Code:
         func = node.func
         if isinstance(func, ast.Attribute) and self.static(func) is NO:
-            return self.method(node, func)
+            if self.static(func.value) is NO:
+                return self.method(node, func)
+            raise self.error(
+                func,
+                f"'{ast.unparse(func)}' cannot be called in a @jit function: the language lacks it",
+                B.REFUSED.get(func.attr),
+            )
         fn = self.static(func)
         if isinstance(fn, B.Builtin):
             return self.builtin(node, fn)
