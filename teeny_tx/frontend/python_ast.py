@@ -607,8 +607,10 @@ class Translator:
         op = BINOPS[type(node.op)]
         p = PREC[op]
         left, right = self.expr(node.left), self.expr(node.right)
-        lt = left.text if left.prec >= p else f"({left.text})"
-        rt = right.text if right.prec > p else f"({right.text})"
+        # a comparison inside &, | or ^ keeps Python's parentheses (C agrees, but reads worse)
+        floor = PREC["<"] + 1 if op in ("&", "|", "^") else p
+        lt = left.text if left.prec >= max(p, floor) else f"({left.text})"
+        rt = right.text if right.prec > p and right.prec >= floor else f"({right.text})"
         kinds = {left.kind, right.kind}
         kind = (
             "i32"
