@@ -397,3 +397,91 @@ def test_05_layer_norm_forward_and_backward(m, n, block):
     torch.testing.assert_close(dx, xr.grad, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(dw, wr.grad, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(db, br.grad, atol=1e-4, rtol=1e-4)
+
+
+# ---------------------------------------------------------------- 06 fused attention (forward)
+
+
+@triton.jit
+def _attn_fwd(
+    Q, K, V, Out, sm_scale,
+    stride_qz, stride_qh, stride_qm, stride_qk,
+    stride_kz, stride_kh, stride_kn, stride_kk,
+    stride_vz, stride_vh, stride_vn, stride_vk,
+    stride_oz, stride_oh, stride_om, stride_ok,
+    H, N_CTX,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+):  # fmt: skip
+    start_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    off_z = off_hz // H
+    off_h = off_hz % H
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_ptrs = Q + off_z * stride_qz + off_h * stride_qh
+    q_ptrs += offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk
+    q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504  # 1/log(2)
+    hi = tl.minimum((start_m + 1) * BLOCK_M, N_CTX) if CAUSAL else N_CTX
+    k_base = K + off_z * stride_kz + off_h * stride_kh
+    v_base = V + off_z * stride_vz + off_h * stride_vh
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n
+        k = tl.load(
+            k_base + offs_d[:, None] * stride_kk + cols[None, :] * stride_kn,
+            mask=cols[None, :] < N_CTX,
+            other=0.0,
+        )
+        qk = tl.dot(q, k)
+        valid = cols[None, :] < N_CTX
+        if CAUSAL:
+            valid = valid & (offs_m[:, None] >= cols[None, :])
+        qk = tl.where(valid, qk * qk_scale, -1.0e6)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_ij[:, None])
+        l_ij = tl.sum(p, 1)
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + l_ij
+        acc = acc * alpha[:, None]
+        v = tl.load(
+            v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vk,
+            mask=cols[:, None] < N_CTX,
+            other=0.0,
+        )
+        acc = tl.dot(p.to(tl.float16), v, acc)
+        m_i = m_ij
+    acc = acc / l_i[:, None]
+    o_ptrs = Out + off_z * stride_oz + off_h * stride_oh
+    o_ptrs += offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
+    tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
+
+
+def attention(q, k, v, causal: bool, sm_scale: float) -> torch.Tensor:
+    Z, H, N_CTX, HEAD_DIM = q.shape
+    o = torch.empty_like(q)
+    BLOCK_M, BLOCK_N = 16, 16
+    grid = (triton.cdiv(N_CTX, BLOCK_M), Z * H, 1)
+    _attn_fwd[grid](
+        q, k, v, o, sm_scale, *q.stride(), *k.stride(), *v.stride(), *o.stride(), H, N_CTX,
+        HEAD_DIM=HEAD_DIM, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, CAUSAL=causal,
+    )  # fmt: skip
+    return o
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("z", "h", "n_ctx", "d"), [(1, 2, 50, 16), (2, 1, 32, 32)])
+def test_06_fused_attention_forward(z, h, n_ctx, d, causal):
+    g = seeded(f"attention{z}{h}{n_ctx}{d}{causal}")
+    q, k, v = (
+        (0.5 * torch.randn((z, h, n_ctx, d), generator=g)).to(torch.float16) for _ in range(3)
+    )
+    sm_scale = d**-0.5
+    out = attention(q, k, v, causal, sm_scale)
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), is_causal=causal, scale=sm_scale
+    )
+    torch.testing.assert_close(out.float(), ref, atol=1e-2, rtol=1e-2)

@@ -370,7 +370,17 @@ class Translator:
         op = BINOPS.get(type(node.op))
         if var is None or op is None:
             raise self.error(node, f"'{node.target.id}' is not a variable here")
-        self.emit(node, f"{var.cname} {op}= {self.expr(node.value).text};")
+        if var.frame != self.frames[-1]:  # an outer (loop-carried) variable: assign it
+            self.emit(node, f"{var.cname} {op}= {self.expr(node.value).text};")
+            return
+        # in the block that declared it: Python rebinds (x = x + v), so dtype and shape may
+        # change; a new variable
+        value = self.expr(node.value)
+        rhs = value.text if value.prec > PREC[op] else f"({value.text})"
+        left = var.cname
+        kind = "i32" if var.kind == "i32" and value.kind in ("i32", "weak") else "tile"
+        cname = self.declare_name(node.target.id, kind)
+        self.emit(node, f"{kind} {cname} = {left} {op} {rhs};")
 
     def stmt_If(self, node: ast.If) -> None:
         cond = self.static(node.test, constexprs=True)

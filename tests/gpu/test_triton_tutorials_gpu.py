@@ -86,6 +86,17 @@ def test_05_layer_norm(m, n):
     torch.testing.assert_close(db, br.grad, atol=1e-3, rtol=1e-3)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_06_fused_attention_forward(causal):
+    g = _gen(f"attention{causal}")
+    q, k, v = (
+        (0.5 * torch.randn((2, 4, 1000, 64), device="cuda", generator=g)).half() for _ in range(3)
+    )
+    out = T.attention(q, k, v, causal, 0.125)
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.125)
+    torch.testing.assert_close(out, ref, atol=1e-2, rtol=1e-2)
+
+
 def test_python_vector_add_is_as_fast_as_the_c_one(capsys):
     """The same CUDA, so the same speed: printed beside each other (the coordinator reads
     the ratio; no wall-clock assert)."""
