@@ -518,6 +518,11 @@ class Translator:
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             a = self.static(node.left, constexprs)
             b = self.static(node.comparators[0], constexprs)
+            left = node.left
+            is_op = isinstance(node.ops[0], (ast.Is, ast.IsNot))
+            variable = isinstance(left, ast.Name) and left.id in self.vars
+            if a is NO and b is None and is_op and variable:  # a value is never None
+                return isinstance(node.ops[0], ast.IsNot)
             op = PY_STATIC_OPS.get(type(node.ops[0]))
             if a is NO or b is NO or op is None:
                 return NO
