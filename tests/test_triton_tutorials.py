@@ -485,3 +485,40 @@ def test_06_fused_attention_forward(z, h, n_ctx, d, causal):
         q.float(), k.float(), v.float(), is_causal=causal, scale=sm_scale
     )
     torch.testing.assert_close(out.float(), ref, atol=1e-2, rtol=1e-2)
+
+
+# ---------------------------------------------------------------- NVRTC, without a GPU
+
+NVRTC_CASES = [
+    (add_kernel, ("f16", "f16", "f16", 1000), {"BLOCK_SIZE": 1024}),
+    (softmax_kernel, ("f32", "f32", 781, 781, 1823, 781), {"BLOCK_SIZE": 1024}),
+    (
+        matmul_kernel.fn,
+        ("f16", "f16", "f16", 512, 512, 512, 512, 1, 512, 1, 512, 1),
+        {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8},
+    ),
+    (_seeded_dropout, ("f32", "f32", 1000, 0.5, 123), {"BLOCK_SIZE": 1024}),
+    (_layer_norm_fwd_fused, ("f16", "f16", "f16", "f16", "f32", "f32", 512, 512, 1e-5), {}),
+    (
+        _layer_norm_bwd_dx_fused,
+        ("f16", "f16", "f32", "f32", "f16", "f16", "f32", "f32", "i32", 512, 512),
+        {"GROUP_SIZE_M": 64, "BLOCK_SIZE_N": 512},
+    ),
+    (_attn_fwd, ("f16",) * 4 + (0.125,) + (65536, 16384, 64, 1) * 4 + (4, 1000), {}),
+]
+
+
+@pytest.mark.parametrize(("fn", "args", "constexprs"), NVRTC_CASES, ids=lambda v: "")
+def test_tutorial_kernels_compile_with_nvrtc(fn, args, constexprs):
+    from .conftest import nvrtc_compile
+
+    extra = {
+        "_layer_norm_fwd_fused": {"BLOCK_SIZE": 512},
+        "_attn_fwd": {"HEAD_DIM": 64, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": True},
+        "matmul_kernel": {"ACTIVATION": "leaky_relu"},
+    }.get(fn.__name__, {})
+    source = fn.cuda_source(*args, num_warps=8, target="sm_90", **constexprs, **extra)
+    src = fn._tx_source()
+    first_statement = src.first + src.tree.body[0].lineno - 1
+    assert f'#line {first_statement} "{__file__}"' in source
+    assert nvrtc_compile(source, fn.__name__)
