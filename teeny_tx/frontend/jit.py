@@ -60,13 +60,15 @@ class JITFunction:
         """The function's Python source."""
         return inspect.getsource(self.fn)
 
-    @property
+    @functools.cached_property
+    def annotations(self) -> dict[str, str]:
+        """Each annotated parameter's annotation, as written (``tl.constexpr``)."""
+        args = self._tx_source().tree.args.args
+        return {a.arg: ast.unparse(a.annotation) for a in args if a.annotation is not None}
+
+    @functools.cached_property
     def constexpr_names(self) -> list[str]:
-        out = []
-        for a in self._tx_source().tree.args.args:
-            if a.annotation is not None and ast.unparse(a.annotation).endswith("constexpr"):
-                out.append(a.arg)
-        return out
+        return [n for n, text in self.annotations.items() if text.endswith("constexpr")]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TeenyError(
@@ -94,11 +96,7 @@ class JITFunction:
 
     def classify(self, values: dict[str, Any]) -> list[Param]:
         """How each parameter is passed, from its argument (see the module docstring)."""
-        constexprs = set(self.constexpr_names)
-        tree = self._tx_source().tree
-        annotations = {
-            a.arg: ast.unparse(a.annotation) for a in tree.args.args if a.annotation is not None
-        }
+        constexprs, annotations = self.constexpr_names, self.annotations
         return [
             classify_argument(name, values[name], name in constexprs, annotations.get(name))
             for name in self.arg_names
