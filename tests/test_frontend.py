@@ -151,3 +151,13 @@ def test_the_builtins_only_translate():
     with pytest.raises(teeny_tx.TeenyError, match="only be called inside a @jit"):
         tl.load(1)
     assert triton.next_power_of_2(1000) == 1024 and triton.next_power_of_2(1) == 1
+
+
+def test_cpu_tensors_that_require_grad_and_strided_views_run_on_the_interpreter():
+    import torch
+
+    from .test_triton_tutorials import softmax
+
+    base = torch.randn(6, 64, generator=torch.Generator().manual_seed(7)).requires_grad_(True)
+    x = base[::2, 3:50]  # rows 128 elements apart, 47 columns
+    torch.testing.assert_close(softmax(x, programs=2), torch.softmax(x.detach(), axis=1))

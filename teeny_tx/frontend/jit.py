@@ -289,6 +289,7 @@ def _host_array(value: Any) -> Any:
     if hasattr(value, "data_ptr") and not isinstance(value, np.ndarray):
         import torch
 
+        value = value.detach()  # the same memory, without autograd's refusal
         if value.dtype == torch.bfloat16:
             import ml_dtypes
 
