@@ -18,6 +18,7 @@ from .errors import (
     ResourceError,
     TeenyError,
 )
+from .frontend import jit
 from .kernel import Kernel, Module, Specialization, compile
 from .runtime.autotune import Autotuner, Config
 from .runtime.grid import cdiv
@@ -43,4 +44,5 @@ __all__ = [
     "TeenyError",
     "cdiv",
     "compile",
+    "jit",
 ]

@@ -63,7 +63,12 @@ def _arch(text: str) -> str:
 def cmd_compile(args: argparse.Namespace) -> int:
     from . import compile as tx_compile
 
-    module = tx_compile(Path(args.file), name=args.file, target=args.arch or None)
+    if args.file.endswith(".py"):  # a Python front-end file: its translation, as a module
+        from .frontend.cli import translate_file
+
+        module = tx_compile(translate_file(args.file, args.kernel, args.define), name=args.file)
+    else:
+        module = tx_compile(Path(args.file), name=args.file, target=args.arch or None)
     defines = {}
     for d in args.define or []:
         name, sep, value = d.partition("=")
@@ -78,7 +83,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     names = [args.kernel] if args.kernel else list(module.kernels)
     kernels = [getattr(module, name) for name in names]
     known = {p.name for k in kernels for p in k.params}
-    unknown = sorted(set(defines) - known)
+    unknown = sorted(set(defines) - known) if not args.file.endswith(".py") else []
     if unknown:
         return _usage(
             f"-D {', '.join(unknown)}: no such parameter of "
@@ -86,12 +91,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
         )
     chunks = []
     for kernel in kernels:
-        positional = []
+        positional: list[Any] = []
         for p in kernel.binder.runtime:
             if p.kind == "pointer":
                 positional.append(str(defines.get(p.name, p.dtype.name if p.dtype else "f32")))
             else:
-                positional.append(defines.get(p.name, _GENERAL_SCALAR[p.dtype.kind]))
+                value = defines.get(p.name)  # (a .py file's -D n=i32 typed the scalar)
+                general = value is None or isinstance(value, str)
+                positional.append(_GENERAL_SCALAR[p.dtype.kind] if general else value)
         constexprs = {n: defines[n] for n in kernel.binder.constexpr_names if n in defines}
         options = {"num_warps": args.num_warps, "num_stages": args.num_stages}
         chunks.append(kernel.cuda_source(*positional, **options, **constexprs))
@@ -103,6 +110,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
             return _usage(f"-o {args.output}: cannot write: {exc.strerror or exc}")
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from .frontend.cli import translate_file
+
+    sys.stdout.write(translate_file(args.file, args.kernel, args.define))
     return 0
 
 
@@ -194,6 +208,20 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("-o", "--output", help="write here instead of stdout")
     c.set_defaults(run=cmd_compile)
+    t = sub.add_parser(
+        "translate", help="print the C-syntax kernel file of the @jit kernels of a Python file"
+    )
+    t.add_argument("file")
+    t.add_argument("-k", "--kernel", help="only this kernel of the file")
+    t.add_argument(
+        "-D",
+        dest="define",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a parameter's dtype (x=f16: a pointer; n=i32, eps=f32: a scalar) or a "
+        "constexpr's value, deciding its static branches",
+    )
+    t.set_defaults(run=cmd_translate)
     d = sub.add_parser(
         "demo",
         help="compile the bundled kernels and teeny_tx.nn, run them (GPU, else NumPy), verify",
