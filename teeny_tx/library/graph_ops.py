@@ -177,8 +177,20 @@ def op(
         else torch.Tensor
     )
 
+    def checked(got: Any) -> Any:
+        """``got`` if it is one tensor per name of ``wanted``, else a TeenyError saying so."""
+        items = got if isinstance(got, tuple | list) else (got,)
+        if len(items) != len(wanted) or not all(isinstance(g, torch.Tensor) for g in items):
+            kinds = ", ".join(type(g).__name__ for g in items)
+            raise TeenyError(
+                f"the backward of {name} returned ({kinds}): it must return one tensor per "
+                f"input named in grads_for, {len(wanted)} in all ({', '.join(wanted)}), in "
+                "that order"
+            )
+        return tuple(items) if len(wanted) != 1 else items[0]
+
     def backward_impl(*args):
-        return backward(Launch(name + "_backward", cpu=cpu), *args)
+        return checked(backward(Launch(name + "_backward", cpu=cpu), *args))
 
     backward_op = track(
         torch.library.custom_op(
@@ -187,7 +199,7 @@ def op(
             mutates_args=(),
         )
     )
-    fake(backward_op)(lambda *args: backward(Launch(name + "_backward", fake=True), *args))
+    fake(backward_op)(lambda *args: checked(backward(Launch(name + "_backward", fake=True), *args)))
 
     def setup_context(ctx, inputs, output):
         outs = output if isinstance(output, tuple) else (output,)

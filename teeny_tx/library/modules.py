@@ -101,7 +101,7 @@ class CrossEntropyLoss(nn.CrossEntropyLoss):
                 "teeny_tx.torch.CrossEntropyLoss supports reduction='mean' without class "
                 "weights or label smoothing"
             )
-        return ops.cross_entropy(logits, targets, self.ignore_index)
+        return ops.cross_entropy(logits, targets, ignore_index=self.ignore_index)
 
 
 class Embedding(nn.Embedding):
