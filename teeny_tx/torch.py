@@ -11,6 +11,7 @@ warmed up, CUDA-graph capture. See docs/graph-ops.md.
 from __future__ import annotations
 
 from .library.graph_ops import Launch, op
+from .library.hf_patch import patch, unpatch_rope
 from .library.llm_ops import (
     GEGLUMLP,
     FusedLinearCrossEntropyLoss,
@@ -83,6 +84,7 @@ __all__ = [
     "matmul",
     "new_seed",
     "op",
+    "patch",
     "relu",
     "rms_norm",
     "rms_norm_offset",
@@ -91,4 +93,5 @@ __all__ = [
     "silu",
     "softmax",
     "swiglu",
+    "unpatch_rope",
 ]
