@@ -283,3 +283,45 @@ def test_layer_norm_of_rows_with_inf_or_nan_is_torchs(row):
     want = F.layer_norm(x, (3,))
     assert torch.equal(torch.isnan(y), torch.isnan(want))
     torch.testing.assert_close(y[1], want[1])
+
+
+# ---------------------------------------------------------------- several devices
+
+
+class _FakeCupy:
+    """A stand-in for cupy: device 0 current; Device(i) records that it was entered."""
+
+    def __init__(self):
+        self.entered: list[int] = []
+        fake = self
+
+        class Device:
+            def __init__(self, index):
+                self.index = index
+
+            def __enter__(self):
+                fake.entered.append(self.index)
+
+            def __exit__(self, *exc):
+                return False
+
+        class Runtime:
+            @staticmethod
+            def getDevice():
+                return 0
+
+        self.cuda = type("cuda", (), {"Device": Device, "runtime": Runtime})
+
+
+def test_launches_are_guarded_onto_the_tensors_device(monkeypatch):
+    import sys
+
+    from teeny_tx.library import torch_ops
+
+    fake = _FakeCupy()
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    with torch_ops.on_device(1):  # tensors on device 1, device 0 current: switch for the launch
+        assert fake.entered == [1]
+    with torch_ops.on_device(0):  # already current: nothing entered
+        pass
+    assert fake.entered == [1]

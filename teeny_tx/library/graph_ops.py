@@ -21,7 +21,6 @@ passed, as for any launch; without it such a view is a ``LaunchError``):
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import typing
 from collections.abc import Callable
@@ -32,7 +31,7 @@ import torch
 from ..errors import TeenyError
 from ..kernel import Kernel
 from .inductor_fallbacks import fake, track
-from .torch_ops import capture_error, current_stream, dense, to_numpy
+from .torch_ops import capture_error, current_stream, dense, on_device, to_numpy
 
 
 class Launch:
@@ -66,7 +65,7 @@ class Launch:
             device = tensors[0].device
             stream = current_stream(device)
             try:
-                with _cupy_device(device.index):
+                with on_device(device.index):
                     kernel[grid](*args, stream=stream, **options)
             except Exception as err:
                 if torch.cuda.is_current_stream_capturing():
@@ -79,15 +78,6 @@ class Launch:
             )
         arrays = [to_numpy(a) if isinstance(a, torch.Tensor) else a for a in args]
         kernel.interpret[grid](*arrays, **options)
-
-
-def _cupy_device(index: int) -> Any:
-    """CuPy's current device made ``index`` (the launcher runs on CuPy's current device)."""
-    import cupy
-
-    if cupy.cuda.runtime.getDevice() == index:
-        return contextlib.nullcontext()
-    return cupy.cuda.Device(index)
 
 
 def _signature(fn: Callable, what: str) -> tuple[list[inspect.Parameter], Any]:

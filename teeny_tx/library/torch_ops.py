@@ -22,6 +22,7 @@ that says so.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable
@@ -67,6 +68,17 @@ def current_stream(device: torch.device) -> int:
     return torch.cuda.current_stream(device).cuda_stream
 
 
+def on_device(index: int) -> Any:
+    """The device guard of one launch: CuPy's current device made ``index`` (the tensors'
+    device) for its duration; nothing to do when it already is. The launchers of the library
+    launch on CuPy's current device, so every CUDA launch of this layer runs under this."""
+    import cupy
+
+    if cupy.cuda.runtime.getDevice() == index:
+        return contextlib.nullcontext()
+    return cupy.cuda.Device(index)
+
+
 def capture_error(name: str, err: Exception) -> TeenyError:
     return TeenyError(
         f"teeny_tx.{name} failed during CUDA graph capture ({type(err).__name__}: {err}). "
@@ -83,12 +95,13 @@ def run(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         # a negative-bit view (torch._neg_view) stores -x; the kernels read memory
         args = tuple(a.resolve_neg() if isinstance(a, torch.Tensor) else a for a in args)
     if first.is_cuda:
-        if not torch.cuda.is_current_stream_capturing():
-            return fn(*args, **kwargs)
-        try:
-            return fn(*args, **kwargs)
-        except Exception as err:  # noqa: BLE001 - re-raised with the capture rule
-            raise capture_error(name, err) from err
+        with on_device(first.get_device()):
+            if not torch.cuda.is_current_stream_capturing():
+                return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except Exception as err:  # noqa: BLE001 - re-raised with the capture rule
+                raise capture_error(name, err) from err
     arrays = [to_numpy(a) if isinstance(a, torch.Tensor) else a for a in args]
     out = fn(*arrays, interpret=True, **kwargs)
     if isinstance(out, tuple):

@@ -119,3 +119,28 @@ def test_geglu_and_rms_offset_gpu(dtype):
     xf = x.float()
     want = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + w.float())
     _close(y, want, dtype)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_ops_launch_on_their_tensors_device():
+    """Tensors on cuda:1 while cuda:0 is current: the results equal cuda:0's, and nothing
+    runs on the current device (its memory stays as it was)."""
+    assert torch.cuda.current_device() == 0
+    x0 = _randn("dev x", 257, 1000)
+    t0 = torch.randint(0, 1000, (257,), device="cuda:0")
+    cases = [
+        lambda x, t: ttx.rms_norm(x, (1000,), None),
+        lambda x, t: ttx.layer_norm(x, (1000,)),
+        lambda x, t: ttx.softmax(x),
+        lambda x, t: ttx.cross_entropy(x, t, label_smoothing=0.1),
+        lambda x, t: ttx.geglu(x, x),
+    ]
+    for case in cases:
+        want = case(x0, t0)
+        torch.cuda.synchronize(0)
+        before = torch.cuda.memory_allocated(0)
+        got = case(x0.to("cuda:1"), t0.to("cuda:1"))
+        torch.cuda.synchronize(1)
+        assert got.device == torch.device("cuda:1")
+        assert torch.cuda.memory_allocated(0) == before
+        torch.testing.assert_close(got.to("cuda:0"), want)
