@@ -87,3 +87,28 @@ kernel swiglu_bwd(any *dgate, any *dup, const any *gate, const any *up, const an
     store(dgate + offs, d * u * s * (1.0f + g * (1.0f - s)), mask);
     store(dup + offs, d * g * s, mask);
 }
+
+/* Gated linear units, GeGLU (ACT 2: tanh GELU, as Gemma and Liger; ACT 1: exact) and SwiGLU
+ * (ACT 4), ACT numbered as above:
+ *   glu_fwd:  y = act(gate) * up
+ *   glu_bwd:  dgate = dy * up * act'(gate),  dup = dy * act(gate)   */
+kernel glu_fwd(any *y, const any *gate, const any *up, i32 n, const i32 ACT, const i32 BLOCK)
+{
+    tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    tile mask = offs < n;
+    tile g = (acc_t)load(gate + offs, mask, 0.0f);
+    tile u = (acc_t)load(up + offs, mask, 0.0f);
+    store(y + offs, act_fwd(g, ACT) * u, mask);
+}
+
+kernel glu_bwd(any *dgate, any *dup, const any *gate, const any *up, const any *dy, i32 n,
+               const i32 ACT, const i32 BLOCK)
+{
+    tile offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    tile mask = offs < n;
+    tile g = (acc_t)load(gate + offs, mask, 0.0f);
+    tile u = (acc_t)load(up + offs, mask, 0.0f);
+    tile d = (acc_t)load(dy + offs, mask, 0.0f);
+    store(dgate + offs, d * u * act_grad(g, ACT), mask);
+    store(dup + offs, d * act_fwd(g, ACT), mask);
+}

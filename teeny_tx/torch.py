@@ -11,6 +11,18 @@ warmed up, CUDA-graph capture. See docs/graph-ops.md.
 from __future__ import annotations
 
 from .library.graph_ops import Launch, op
+from .library.hf_patch import patch, unpatch_rope
+from .library.llm_ops import (
+    GEGLUMLP,
+    FusedLinearCrossEntropyLoss,
+    RotaryEmbedding,
+    cross_entropy,
+    fused_linear_cross_entropy,
+    geglu,
+    rms_norm_offset,
+    rope,
+)
+from .library.llm_ops import RMSNorm as LigerRMSNorm
 from .library.modules import (
     GELU,
     AdamW,
@@ -26,7 +38,6 @@ from .library.torch_ops import (
     add_layer_norm,
     add_rms_norm,
     attention,
-    cross_entropy,
     dropout,
     embedding,
     gelu,
@@ -37,13 +48,18 @@ from .library.torch_ops import (
     new_seed,
     relu,
     rms_norm,
+    set_index_checks,
     silu,
     softmax,
     swiglu,
 )
 
 __all__ = [
+    "GEGLUMLP",
     "GELU",
+    "FusedLinearCrossEntropyLoss",
+    "LigerRMSNorm",
+    "RotaryEmbedding",
     "AdamW",
     "Attention",
     "CrossEntropyLoss",
@@ -59,6 +75,8 @@ __all__ = [
     "cross_entropy",
     "dropout",
     "embedding",
+    "fused_linear_cross_entropy",
+    "geglu",
     "gelu",
     "layer_norm",
     "linear",
@@ -66,9 +84,14 @@ __all__ = [
     "matmul",
     "new_seed",
     "op",
+    "patch",
     "relu",
     "rms_norm",
+    "rms_norm_offset",
+    "rope",
+    "set_index_checks",
     "silu",
     "softmax",
     "swiglu",
+    "unpatch_rope",
 ]

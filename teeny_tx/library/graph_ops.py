@@ -21,7 +21,6 @@ passed, as for any launch; without it such a view is a ``LaunchError``):
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import typing
 from collections.abc import Callable
@@ -32,7 +31,7 @@ import torch
 from ..errors import TeenyError
 from ..kernel import Kernel
 from .inductor_fallbacks import fake, track
-from .torch_ops import capture_error, current_stream, dense, to_numpy
+from .torch_ops import capture_error, current_stream, dense, on_device, to_numpy
 
 
 class Launch:
@@ -66,7 +65,7 @@ class Launch:
             device = tensors[0].device
             stream = current_stream(device)
             try:
-                with _cupy_device(device.index):
+                with on_device(device.index):
                     kernel[grid](*args, stream=stream, **options)
             except Exception as err:
                 if torch.cuda.is_current_stream_capturing():
@@ -79,15 +78,6 @@ class Launch:
             )
         arrays = [to_numpy(a) if isinstance(a, torch.Tensor) else a for a in args]
         kernel.interpret[grid](*arrays, **options)
-
-
-def _cupy_device(index: int) -> Any:
-    """CuPy's current device made ``index`` (the launcher runs on CuPy's current device)."""
-    import cupy
-
-    if cupy.cuda.runtime.getDevice() == index:
-        return contextlib.nullcontext()
-    return cupy.cuda.Device(index)
 
 
 def _signature(fn: Callable, what: str) -> tuple[list[inspect.Parameter], Any]:
@@ -177,8 +167,20 @@ def op(
         else torch.Tensor
     )
 
+    def checked(got: Any) -> Any:
+        """``got`` if it is one tensor per name of ``wanted``, else a TeenyError saying so."""
+        items = got if isinstance(got, tuple | list) else (got,)
+        if len(items) != len(wanted) or not all(isinstance(g, torch.Tensor) for g in items):
+            kinds = ", ".join(type(g).__name__ for g in items)
+            raise TeenyError(
+                f"the backward of {name} returned ({kinds}): it must return one tensor per "
+                f"input named in grads_for, {len(wanted)} in all ({', '.join(wanted)}), in "
+                "that order"
+            )
+        return tuple(items) if len(wanted) != 1 else items[0]
+
     def backward_impl(*args):
-        return backward(Launch(name + "_backward", cpu=cpu), *args)
+        return checked(backward(Launch(name + "_backward", cpu=cpu), *args))
 
     backward_op = track(
         torch.library.custom_op(
@@ -187,7 +189,7 @@ def op(
             mutates_args=(),
         )
     )
-    fake(backward_op)(lambda *args: backward(Launch(name + "_backward", fake=True), *args))
+    fake(backward_op)(lambda *args: checked(backward(Launch(name + "_backward", fake=True), *args)))
 
     def setup_context(ctx, inputs, output):
         outs = output if isinstance(output, tuple) else (output,)

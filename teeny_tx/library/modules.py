@@ -91,17 +91,21 @@ class Dropout(nn.Dropout):
 
 
 class CrossEntropyLoss(nn.CrossEntropyLoss):
-    """torch.nn.CrossEntropyLoss for logits [N, C] and int64 class targets [N], mean over the
-    rows not ignored (kernels/cross_entropy.c); weight, label smoothing and other reductions
-    are refused."""
+    """torch.nn.CrossEntropyLoss for logits [..., C] and int64 class targets [...]: class
+    weights, label smoothing and every reduction, as torch (kernels/cross_entropy.c for the
+    defaults, kernels/lm_loss.c for the options)."""
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        if self.weight is not None or self.label_smoothing or self.reduction != "mean":
-            raise ValueError(
-                "teeny_tx.torch.CrossEntropyLoss supports reduction='mean' without class "
-                "weights or label smoothing"
-            )
-        return ops.cross_entropy(logits, targets, self.ignore_index)
+        from .llm_ops import cross_entropy  # (llm_ops imports this layer's ops)
+
+        return cross_entropy(
+            logits,
+            targets,
+            self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+        )
 
 
 class Embedding(nn.Embedding):

@@ -22,6 +22,7 @@ that says so.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable
@@ -69,6 +70,17 @@ def current_stream(device: torch.device) -> int:
     return torch_stream_pointer(index)
 
 
+def on_device(index: int) -> Any:
+    """The device guard of one launch: CuPy's current device made ``index`` (the tensors'
+    device) for its duration; nothing to do when it already is. The launchers of the library
+    launch on CuPy's current device, so every CUDA launch of this layer runs under this."""
+    import cupy
+
+    if cupy.cuda.runtime.getDevice() == index:
+        return contextlib.nullcontext()
+    return cupy.cuda.Device(index)
+
+
 def capture_error(name: str, err: Exception) -> TeenyError:
     return TeenyError(
         f"teeny_tx.{name} failed during CUDA graph capture ({type(err).__name__}: {err}). "
@@ -81,13 +93,17 @@ def run(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn`` (an array-level library function) on torch tensors: on the GPU for CUDA tensors,
     else on the interpreter with NumPy views; outputs come back as tensors."""
     first = next(a for a in args if isinstance(a, torch.Tensor))
+    if any(isinstance(a, torch.Tensor) and a.is_neg() for a in args):
+        # a negative-bit view (torch._neg_view) stores -x; the kernels read memory
+        args = tuple(a.resolve_neg() if isinstance(a, torch.Tensor) else a for a in args)
     if first.is_cuda:
-        if not torch.cuda.is_current_stream_capturing():
-            return fn(*args, **kwargs)
-        try:
-            return fn(*args, **kwargs)
-        except Exception as err:  # noqa: BLE001 - re-raised with the capture rule
-            raise capture_error(name, err) from err
+        with on_device(first.get_device()):
+            if not torch.cuda.is_current_stream_capturing():
+                return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except Exception as err:  # noqa: BLE001 - re-raised with the capture rule
+                raise capture_error(name, err) from err
     arrays = [to_numpy(a) if isinstance(a, torch.Tensor) else a for a in args]
     out = fn(*arrays, interpret=True, **kwargs)
     if isinstance(out, tuple):
@@ -123,7 +139,7 @@ def eager(args: tuple) -> bool:
         or torch._C._functorch.peek_interpreter_stack() is not None
     ):
         return False
-    return all(type(a) in _PLAIN for a in args if isinstance(a, torch.Tensor))
+    return all(type(a) in _PLAIN and not a.is_meta for a in args if isinstance(a, torch.Tensor))
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # (a Parameter dispatches as a plain tensor)
@@ -177,6 +193,44 @@ def _op(name: str) -> Callable[[Callable], Op]:
         return Op(track(torch.library.custom_op(f"{LIB}::{name}", mutates_args=())(fn)), fn)
 
     return make
+
+
+# ---------------------------------------------------------------- index checks
+
+_CHECKS = {"indices": True}
+
+
+def set_index_checks(enabled: bool) -> bool:
+    """Whether ``cross_entropy`` checks its targets and ``embedding`` its indices (default
+    True), as torch does: a target outside [0, C) that is not ``ignore_index``, or an index
+    outside [0, num_embeddings), raises an ``IndexError`` (a :class:`TeenyError`) instead of
+    giving NaN or reading outside the table. The check reads the indices on the host (on a
+    GPU, one synchronisation per call), and is skipped during CUDA-graph capture, where
+    nothing may synchronise. ``set_index_checks(False)`` turns it off for speed. Returns the
+    setting it replaces."""
+    old, _CHECKS["indices"] = _CHECKS["indices"], bool(enabled)
+    return old
+
+
+class IndexOutOfRange(TeenyError, IndexError):
+    """A target or index outside its range (torch raises IndexError there too)."""
+
+
+def _check_range(fn: str, what: str, t: torch.Tensor, size: int, ignore: int | None) -> None:
+    if not _CHECKS["indices"] or t.numel() == 0:
+        return
+    if t.is_cuda and torch.cuda.is_current_stream_capturing():
+        return
+    bad = (t < 0) | (t >= size)
+    if ignore is not None:
+        bad &= t != ignore
+    if bool(bad.any()):
+        value = int(t[bad].reshape(-1)[0])
+        allowed = f"[0, {size})" + ("" if ignore is None else f" or ignore_index={ignore}")
+        raise IndexOutOfRange(
+            f"teeny_tx.torch.{fn}: {what} {value} is out of range {allowed} (turn this check "
+            "off with teeny_tx.torch.set_index_checks(False))"
+        )
 
 
 # ---------------------------------------------------------------- softmax, log_softmax
@@ -362,6 +416,7 @@ dropout_op.register_autograd(_dropout_grad, setup_context=_dropout_setup)
 def cross_entropy_op(
     logits: torch.Tensor, targets: torch.Tensor, ignore_index: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    _check_range("cross_entropy", "target", targets, logits.shape[-1], ignore_index)
     return run("cross_entropy", nn.cross_entropy, rows(logits), targets.contiguous(), ignore_index)
 
 
@@ -518,6 +573,7 @@ linear_op.register_autograd(_linear_grad, setup_context=_linear_setup)
 def embedding_op(weight: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     """weight [V, D] rows picked by ``indices`` (int64, any shape): [*indices.shape, D]."""
     flat = indices.reshape(-1).contiguous()
+    _check_range("embedding", "index", flat, weight.shape[0], None)
     out = run("embedding", fused.embedding, weight.contiguous(), flat)
     return out.view(*indices.shape, weight.shape[1])
 
@@ -809,22 +865,37 @@ if _attention_library() is not None:
 # ---------------------------------------------------------------- functional forms
 
 
+def _along(op: Any, x: torch.Tensor, dim: int) -> torch.Tensor:
+    """``op`` (a row op of the last dimension) along ``dim`` of ``x``; a 0-d ``x`` is one row
+    of one element (torch's rule: dim 0 or -1)."""
+    if x.dim() == 0:
+        if dim not in (0, -1):
+            raise IndexError(
+                f"Dimension out of range (expected to be in range of [-1, 0], but got {dim})"
+            )
+        return op(x.reshape(1)).reshape(())
+    if dim in (-1, x.dim() - 1):
+        return op(x)
+    return op(x.movedim(dim, -1)).movedim(-1, dim)
+
+
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """torch.softmax(x, dim) through kernels/softmax.c."""
-    if dim in (-1, x.dim() - 1):
-        return softmax_op(x)
-    return softmax_op(x.movedim(dim, -1)).movedim(-1, dim)
+    return _along(softmax_op, x, dim)
 
 
 def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """torch.log_softmax(x, dim) through kernels/softmax.c."""
-    if dim in (-1, x.dim() - 1):
-        return log_softmax_op(x)
-    return log_softmax_op(x.movedim(dim, -1)).movedim(-1, dim)
+    return _along(log_softmax_op, x, dim)
 
 
 def _last_dim(normalized_shape: Any, x: torch.Tensor, fn: str) -> int:
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if x.dim() == 0:
+        raise TeenyError(
+            f"teeny_tx.torch.{fn} normalises the last dimension; a 0-d input has none "
+            f"(normalized_shape {shape}); reshape it to [1] first"
+        )
     if len(shape) != 1 or shape[0] != x.shape[-1]:
         raise TeenyError(
             f"teeny_tx.torch.{fn} normalises the last dimension only: normalized_shape must be "
@@ -903,8 +974,25 @@ def linear(
 ) -> torch.Tensor:
     """activation(F.linear(x, weight, bias)) for x [..., in]; the bias and activation run in
     the product's epilogue."""
+    if weight.dim() != 2 or x.dim() == 0 or x.shape[-1] != weight.shape[1]:
+        raise TeenyError(
+            f"teeny_tx.torch.linear: x {tuple(x.shape)} and weight {tuple(weight.shape)} do not "
+            "match: weight is [out_features, in_features], x [..., in_features]"
+        )
+    if activation not in _ACTIVATIONS:
+        raise TeenyError(
+            f"teeny_tx.torch.linear: activation must be one of {sorted(_ACTIVATIONS, key=str)}, "
+            f"got {activation!r}"
+        )
+    if x.shape[-1] == 0:  # no products to take: torch's zeros (+ bias), then the activation
+        z = x.new_zeros((*x.shape[:-1], weight.shape[0])) + (0.0 * weight.sum())
+        z = z if bias is None else z + bias
+        return z if not activation else activation_op(z, activation)
     y = linear_op(x.reshape(-1, x.shape[-1]), weight, bias, activation or "")
     return y.view(*x.shape[:-1], weight.shape[0])
+
+
+_ACTIVATIONS = (None, "", "gelu", "gelu_tanh", "relu", "silu")
 
 
 def embedding(indices: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -933,7 +1021,12 @@ def add_rms_norm(
 
 
 def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
-    """F.gelu(x, approximate) (kernels/gelu.c, forward and backward)."""
+    """F.gelu(x, approximate) (kernels/gelu.c, forward and backward); approximate 'none' or
+    'tanh', as torch."""
+    if approximate not in ("none", "tanh"):
+        raise TeenyError(
+            f"teeny_tx.torch.gelu: approximate must be 'none' or 'tanh', got {approximate!r}"
+        )
     return activation_op(x, "gelu_tanh" if approximate == "tanh" else "gelu")
 
 
