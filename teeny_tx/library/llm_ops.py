@@ -22,7 +22,7 @@ from . import linalg, torch_ops
 from .graph_ops import Launch
 from .inductor_fallbacks import fake
 from .loader import module
-from .torch_ops import _check_range, _op, dense, rms_norm, run, stat_dtype
+from .torch_ops import check_range, dense, library_op, rms_norm, run, stat_dtype
 
 _ELEMENTWISE_BLOCK = 1024
 # (BLOCK, num_warps) of the loss kernels: the interpreter's (short rows in tests), the GPU's
@@ -111,7 +111,7 @@ def _rope_launch(
     return q_out, k_out
 
 
-@_op("rope")
+@library_op("rope")
 def rope_op(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -125,7 +125,7 @@ def rope_op(
     return _rope_launch("rope", q, k, cos, sin, positions, layout, 0)
 
 
-@_op("rope_backward")
+@library_op("rope_backward")
 def rope_backward_op(
     dq: torch.Tensor,
     dk: torch.Tensor,
@@ -206,7 +206,7 @@ def rope(
             )
         position_ids = position_ids.expand(b, n) if position_ids.dim() == 2 else position_ids
         position_ids = position_ids.expand(b, n).long()
-        _check_range("rope", "position", position_ids, cos.shape[0], None)
+        check_range("rope", "position", position_ids, cos.shape[0], None)
     else:
         rows = cos.reshape(-1, d).shape[0]
         if cos.dim() == 2 and cos.shape[0] == n:
@@ -312,7 +312,7 @@ def _lm_loss_backward(
     )
 
 
-@_op("lm_loss")
+@library_op("lm_loss")
 def lm_loss_op(
     logits: torch.Tensor,
     targets: torch.Tensor,
@@ -322,7 +322,7 @@ def lm_loss_op(
     z_coef: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss [N], lse [N]) per row of logits [N, C] (kernels/lm_loss.c)."""
-    _check_range("cross_entropy", "target", targets, logits.shape[-1], ignore_index)
+    check_range("cross_entropy", "target", targets, logits.shape[-1], ignore_index)
     return _lm_loss_forward("lm_loss", logits, targets, weight, ignore_index, smoothing, z_coef)
 
 
@@ -332,7 +332,7 @@ def _(logits, targets, weight, ignore_index, smoothing, z_coef):
     return loss, loss.new_empty(loss.shape)
 
 
-@_op("lm_loss_backward")
+@library_op("lm_loss_backward")
 def lm_loss_backward_op(
     grad: torch.Tensor,
     logits: torch.Tensor,
@@ -526,7 +526,7 @@ def _flce(
     return total * scale, grad_x, grad_w, grad_b
 
 
-@_op("fused_linear_cross_entropy")
+@library_op("fused_linear_cross_entropy")
 def flce_op(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -541,7 +541,7 @@ def flce_op(
     """(loss, dloss/dx, dloss/dweight, dloss/dbias) of cross_entropy(x @ weight.T + bias,
     targets), chunk by chunk of tokens: the gradients are computed in the forward, as Liger
     does, so the logits are never whole."""
-    _check_range("fused_linear_cross_entropy", "target", targets, weight.shape[0], ignore_index)
+    check_range("fused_linear_cross_entropy", "target", targets, weight.shape[0], ignore_index)
     return _flce(
         x, weight, targets, bias, class_weight, ignore_index, smoothing, z_coef, reduction_sum
     )
@@ -633,7 +633,7 @@ def _glu_launch(name: str, out: tuple, *args: Any, act: int) -> None:
     _launch(name)(kernel, grid, *out, *args, n, ACT=act, BLOCK=_ELEMENTWISE_BLOCK)
 
 
-@_op("glu")
+@library_op("glu")
 def glu_op(gate: torch.Tensor, up: torch.Tensor, act: int) -> torch.Tensor:
     """act(gate) * up elementwise (act numbered as kernels/gelu.c: 1 GELU, 2 tanh GELU, 4
     SiLU)."""
@@ -643,7 +643,7 @@ def glu_op(gate: torch.Tensor, up: torch.Tensor, act: int) -> torch.Tensor:
     return y
 
 
-@_op("glu_backward")
+@library_op("glu_backward")
 def glu_backward_op(
     gate: torch.Tensor, up: torch.Tensor, dy: torch.Tensor, act: int
 ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -188,7 +188,9 @@ class Op:
         return self.impl(*args)
 
 
-def _op(name: str) -> Callable[[Callable], Op]:
+def library_op(name: str) -> Callable[[Callable], Op]:
+    """A decorator: ``fn`` as the custom op teeny_tx::name (tracked, with its Python twin)."""
+
     def make(fn: Callable) -> Op:
         return Op(track(torch.library.custom_op(f"{LIB}::{name}", mutates_args=())(fn)), fn)
 
@@ -216,7 +218,7 @@ class IndexOutOfRange(TeenyError, IndexError):
     """A target or index outside its range (torch raises IndexError there too)."""
 
 
-def _check_range(fn: str, what: str, t: torch.Tensor, size: int, ignore: int | None) -> None:
+def check_range(fn: str, what: str, t: torch.Tensor, size: int, ignore: int | None) -> None:
     if not _CHECKS["indices"] or t.numel() == 0:
         return
     if t.is_cuda and torch.cuda.is_current_stream_capturing():
@@ -236,22 +238,22 @@ def _check_range(fn: str, what: str, t: torch.Tensor, size: int, ignore: int | N
 # ---------------------------------------------------------------- softmax, log_softmax
 
 
-@_op("softmax")
+@library_op("softmax")
 def softmax_op(x: torch.Tensor) -> torch.Tensor:
     return run("softmax", nn.softmax, rows(x)).view(x.shape)
 
 
-@_op("log_softmax")
+@library_op("log_softmax")
 def log_softmax_op(x: torch.Tensor) -> torch.Tensor:
     return run("log_softmax", nn.log_softmax, rows(x)).view(x.shape)
 
 
-@_op("softmax_backward")
+@library_op("softmax_backward")
 def softmax_backward_op(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     return run("softmax_backward", nn.softmax_backward, rows(y), rows(dy)).view(y.shape)
 
 
-@_op("log_softmax_backward")
+@library_op("log_softmax_backward")
 def log_softmax_backward_op(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     return run("log_softmax_backward", nn.log_softmax_backward, rows(y), rows(dy)).view(y.shape)
 
@@ -289,7 +291,7 @@ log_softmax_op.register_autograd(_log_softmax_grad, setup_context=_save_output)
 # ---------------------------------------------------------------- layer norm, RMS norm
 
 
-@_op("layer_norm")
+@library_op("layer_norm")
 def layer_norm_op(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -304,7 +306,7 @@ def _(x, weight, bias, eps):
     return x.new_empty(x.shape), stat, stat.new_empty((n,))
 
 
-@_op("layer_norm_backward")
+@library_op("layer_norm_backward")
 def layer_norm_backward_op(
     dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -335,7 +337,7 @@ def _layer_norm_grad(ctx, dy, _dmean, _drstd):
 layer_norm_op.register_autograd(_layer_norm_grad, setup_context=_layer_norm_setup)
 
 
-@_op("rms_norm")
+@library_op("rms_norm")
 def rms_norm_op(
     x: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -349,7 +351,7 @@ def _(x, weight, eps):
     return x.new_empty(x.shape), x.new_empty((n,), dtype=stat_dtype(x))
 
 
-@_op("rms_norm_backward")
+@library_op("rms_norm_backward")
 def rms_norm_backward_op(
     dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -380,14 +382,14 @@ rms_norm_op.register_autograd(_rms_norm_grad, setup_context=_rms_norm_setup)
 # ---------------------------------------------------------------- dropout
 
 
-@_op("dropout")
+@library_op("dropout")
 def dropout_op(x: torch.Tensor, p: float, seed: torch.Tensor) -> torch.Tensor:
     """``seed``: an int64 tensor of one element on x's device (read on the device, so a CUDA
     graph replays with whatever seed the tensor holds)."""
     return run("dropout", fused.dropout, x.contiguous(), p, seed).view(x.shape)
 
 
-@_op("dropout_backward")
+@library_op("dropout_backward")
 def dropout_backward_op(dy: torch.Tensor, p: float, seed: torch.Tensor) -> torch.Tensor:
     return run("dropout_backward", fused.dropout_backward, dy.contiguous(), p, seed).view(dy.shape)
 
@@ -412,11 +414,11 @@ dropout_op.register_autograd(_dropout_grad, setup_context=_dropout_setup)
 # ---------------------------------------------------------------- cross-entropy
 
 
-@_op("cross_entropy")
+@library_op("cross_entropy")
 def cross_entropy_op(
     logits: torch.Tensor, targets: torch.Tensor, ignore_index: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    _check_range("cross_entropy", "target", targets, logits.shape[-1], ignore_index)
+    check_range("cross_entropy", "target", targets, logits.shape[-1], ignore_index)
     return run("cross_entropy", nn.cross_entropy, rows(logits), targets.contiguous(), ignore_index)
 
 
@@ -426,7 +428,7 @@ def _(logits, targets, ignore_index):
     return logits.new_empty((), dtype=stat.dtype), stat
 
 
-@_op("cross_entropy_backward")
+@library_op("cross_entropy_backward")
 def cross_entropy_backward_op(
     logits: torch.Tensor, targets: torch.Tensor, lse: torch.Tensor, ignore_index: int
 ) -> torch.Tensor:
@@ -466,7 +468,7 @@ cross_entropy_op.register_autograd(_cross_entropy_grad, setup_context=_cross_ent
 # ---------------------------------------------------------------- matrix products
 
 
-@_op("matmul")
+@library_op("matmul")
 def matmul_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return run("matmul", linalg.matmul, a, b)
 
@@ -491,7 +493,7 @@ def _matmul_grad(ctx, dc):
 matmul_op.register_autograd(_matmul_grad, setup_context=_save_inputs)
 
 
-@_op("bmm")
+@library_op("bmm")
 def bmm_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return run("bmm", linalg.bmm, a, b)
 
@@ -516,7 +518,7 @@ def _activation(activation: str) -> str | None:
     return activation or None
 
 
-@_op("linear")
+@library_op("linear")
 def linear_op(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, activation: str
 ) -> torch.Tensor:
@@ -530,7 +532,7 @@ def _(x, weight, bias, activation):
     return x.new_empty((x.shape[0], weight.shape[0]))
 
 
-@_op("linear_backward")
+@library_op("linear_backward")
 def linear_backward_op(
     dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, need_bias_grad: bool
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -569,11 +571,11 @@ linear_op.register_autograd(_linear_grad, setup_context=_linear_setup)
 # ---------------------------------------------------------------- kernels of teeny_tx.library.fused
 
 
-@_op("embedding")
+@library_op("embedding")
 def embedding_op(weight: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     """weight [V, D] rows picked by ``indices`` (int64, any shape): [*indices.shape, D]."""
     flat = indices.reshape(-1).contiguous()
-    _check_range("embedding", "index", flat, weight.shape[0], None)
+    check_range("embedding", "index", flat, weight.shape[0], None)
     out = run("embedding", fused.embedding, weight.contiguous(), flat)
     return out.view(*indices.shape, weight.shape[1])
 
@@ -583,7 +585,7 @@ def _(weight, indices):
     return weight.new_empty((*indices.shape, weight.shape[1]))
 
 
-@_op("embedding_backward")
+@library_op("embedding_backward")
 def embedding_backward_op(dy: torch.Tensor, indices: torch.Tensor, num: int) -> torch.Tensor:
     flat = indices.reshape(-1).contiguous()
     return run("embedding_backward", fused.embedding_backward, rows(dy), flat, num)
@@ -608,7 +610,7 @@ def _embedding_grad(ctx, dy):
 embedding_op.register_autograd(_embedding_grad, setup_context=_embedding_setup)
 
 
-@_op("add_layer_norm")
+@library_op("add_layer_norm")
 def add_layer_norm_op(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -626,7 +628,7 @@ def _(x, residual, weight, bias, eps):
     return x.new_empty(x.shape), x.new_empty(x.shape), stat, stat.new_empty((n,))
 
 
-@_op("add_layer_norm_backward")
+@library_op("add_layer_norm_backward")
 def add_layer_norm_backward_op(
     dy: torch.Tensor,
     dh: torch.Tensor,
@@ -673,7 +675,7 @@ def _add_layer_norm_grad(ctx, dy, dh, _dmean, _drstd):
 add_layer_norm_op.register_autograd(_add_layer_norm_grad, setup_context=_add_norm_setup)
 
 
-@_op("add_rms_norm")
+@library_op("add_rms_norm")
 def add_rms_norm_op(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -688,7 +690,7 @@ def _(x, residual, weight, eps):
     return x.new_empty(x.shape), x.new_empty(x.shape), x.new_empty((n,), dtype=stat_dtype(x))
 
 
-@_op("add_rms_norm_backward")
+@library_op("add_rms_norm_backward")
 def add_rms_norm_backward_op(
     dy: torch.Tensor, dh: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -720,13 +722,13 @@ def _add_rms_norm_grad(ctx, dy, dh, _drstd):
 add_rms_norm_op.register_autograd(_add_rms_norm_grad, setup_context=_add_norm_setup)
 
 
-@_op("activation")
+@library_op("activation")
 def activation_op(x: torch.Tensor, activation: str) -> torch.Tensor:
     """'gelu' (exact), 'gelu_tanh', 'relu' or 'silu' elementwise, any shape."""
     return run("activation", fused.activation, x.contiguous(), activation).view(x.shape)
 
 
-@_op("activation_backward")
+@library_op("activation_backward")
 def activation_backward_op(x: torch.Tensor, dy: torch.Tensor, activation: str) -> torch.Tensor:
     out = run(
         "activation_backward", fused.activation_backward, x.contiguous(), dense(dy), activation
@@ -751,7 +753,7 @@ def _activation_grad(ctx, dy):
 activation_op.register_autograd(_activation_grad, setup_context=_activation_setup)
 
 
-@_op("swiglu")
+@library_op("swiglu")
 def swiglu_op(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up elementwise (gate and up of one shape)."""
     return run("swiglu", fused.swiglu, gate.contiguous(), up.contiguous()).view(gate.shape)
@@ -760,7 +762,7 @@ def swiglu_op(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 fake(swiglu_op)(_like)
 
 
-@_op("swiglu_backward")
+@library_op("swiglu_backward")
 def swiglu_backward_op(
     gate: torch.Tensor, up: torch.Tensor, dy: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -802,7 +804,7 @@ def register_attention(library: Any) -> Any:
     FlashAttention wrappers) as teeny_tx::attention and teeny_tx::attention_backward."""
     global FUSED_ATTENTION
 
-    @_op("attention")
+    @library_op("attention")
     def attention_op(
         q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -815,7 +817,7 @@ def register_attention(library: Any) -> Any:
         b, n, h, _ = q.shape
         return q.new_empty(q.shape), q.new_empty((b, h, n), dtype=torch.float32)
 
-    @_op("attention_backward")
+    @library_op("attention_backward")
     def attention_backward_op(
         do: torch.Tensor,
         q: torch.Tensor,
