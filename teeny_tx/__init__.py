@@ -6,9 +6,13 @@ on NumPy; ``module.kernel.cuda_source(...)`` shows the generated CUDA;
 ``module.kernel.tune[grid](...)`` launches the best of its ``#pragma autotune`` configs.
 ``teeny_tx.Target`` names what the CUDA is compiled for (``compile(path, target="sm_90a")``;
 default: ``$TEENY_TX_ARCH``, read once per ``compile``, else the device).
+``teeny_tx.show(kernel, *args, **constexprs)`` displays a specialisation (its CUDA by DSL line
+and its resources); in notebooks, ``%load_ext teeny_tx.notebook`` gives the ``%%teeny_tx``
+cell magic.
 """
 
 from ._prelude import PRELUDE
+from .display import show
 from .errors import (
     CompileError,
     InterpreterError,
@@ -43,4 +47,5 @@ __all__ = [
     "TeenyError",
     "cdiv",
     "compile",
+    "show",
 ]

@@ -34,6 +34,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import display
 from ._prelude import FILES
 from .errors import CompileError, LaunchError, ResourceError, TeenyError
 from .lower import ir
@@ -92,6 +93,12 @@ class Specialization:
     @cached_property
     def loaded(self) -> launch.LoadedKernel:
         return launch.LoadedKernel(self.cubin, self.entry)
+
+    def _repr_html_(self) -> str:  # notebooks: the CUDA by DSL line and its resources
+        return display.specialization_html(self)
+
+    def _repr_markdown_(self) -> str:
+        return display.specialization_markdown(self)
 
 
 def specialise(
@@ -157,6 +164,12 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<teeny_tx kernel {self.name}({', '.join(p.describe() for p in self.params)})>"
+
+    def _repr_html_(self) -> str:
+        return display.kernel_html(self)
+
+    def _repr_markdown_(self) -> str:
+        return display.kernel_markdown(self)
 
     def __getitem__(self, grid) -> Callable[..., None]:
         """The launcher for ``grid`` (kept per grid tuple: indexing costs one dict look-up)."""
@@ -389,6 +402,12 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<teeny_tx module {self.unit.filename}: {', '.join(self.kernels)}>"
+
+    def _repr_html_(self) -> str:
+        return display.module_html(self)
+
+    def _repr_markdown_(self) -> str:
+        return display.module_markdown(self)
 
 
 def compile(  # noqa: A001
