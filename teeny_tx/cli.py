@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TeenyError
+from .progress import Progress
 
 
 def _value(text: str):
@@ -125,7 +126,12 @@ def cmd_golden(args: argparse.Namespace) -> int:
             print(f"re-blessed {path}")
         print(f"{len(changed)} of {len(GOLDEN)} golden files changed")
         return 0
-    stale = [g for g in GOLDEN if not g.path.exists() or g.path.read_text() != g.render()]
+    stale = []
+    with Progress(len(GOLDEN), "teeny-tx golden") as meter:
+        for g in GOLDEN:
+            if not g.path.exists() or g.path.read_text() != g.render():
+                stale.append(g)
+            meter.step(g.path.name)
     for g in stale:
         print(f"stale: {g.path} (run `teeny-tx golden --bless` if the change is intended)")
     print(f"{len(GOLDEN) - len(stale)} of {len(GOLDEN)} golden files match")

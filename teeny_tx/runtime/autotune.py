@@ -57,6 +57,7 @@ from ..errors import (
     TeenyError,
 )
 from ..parse.pragmas import AutotuneDecl
+from ..progress import Progress
 from ..target import Target
 from . import cache, launch, nvrtc
 from .elf import cubin_resources
@@ -330,6 +331,7 @@ class Autotuner:
             if stream is None:  # time where the inputs were made: torch's stream for tensors
                 stream = _torch_stream(args)
             timer = self.timer or self._event_timer(stream)
+            meter = Progress(len(survivors), f"autotune {self.kernel.name}")
             for c in survivors:
                 try:
                     ms = timer(
@@ -337,11 +339,16 @@ class Autotuner:
                     )
                 except ResourceError as err:  # the device allows less than the target
                     pruned.append(f"{c}: {_shared_reason(err)}")
+                    meter.step(f"{c}: pruned")
                     continue
                 except LaunchError as err:  # the arguments passed specialize: out of resources
                     pruned.append(f"{c}: {err}")
+                    meter.step(f"{c}: pruned")
                     continue
                 timed.append((ms, c))
+                fastest = min(timed, key=lambda t: t[0])
+                meter.step(f"{c}: {ms:.4f} ms; best {fastest[1]} {fastest[0]:.4f} ms")
+            meter.close()
         if not timed:
             raise LaunchError(
                 f"every autotune config of kernel {self.kernel.name} was pruned:\n  "
