@@ -8,7 +8,8 @@ on NumPy; ``module.kernel.cuda_source(...)`` shows the generated CUDA;
 default: ``$TEENY_TX_ARCH``, read once per ``compile``, else the device).
 ``teeny_tx.show(kernel, *args, **constexprs)`` displays a specialisation (its CUDA by DSL line
 and its resources); in notebooks, ``%load_ext teeny_tx.notebook`` gives the ``%%teeny_tx``
-cell magic.
+cell magic. ``teeny_tx.profile(kernel, grid, *args, **constexprs)`` times a launch against the
+roofline and reports its resources (``teeny-tx profile`` on the command line).
 """
 
 from ._prelude import PRELUDE
@@ -23,6 +24,7 @@ from .errors import (
     TeenyError,
 )
 from .kernel import Kernel, Module, Specialization, compile
+from .profiling import profile
 from .runtime.autotune import Autotuner, Config
 from .runtime.grid import cdiv
 from .target import Target
@@ -47,5 +49,6 @@ __all__ = [
     "TeenyError",
     "cdiv",
     "compile",
+    "profile",
     "show",
 ]

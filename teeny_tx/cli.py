@@ -145,6 +145,12 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    from .profile_cli import run
+
+    return run(args)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="teeny-tx", description="teeny_tx: block kernels in C syntax, compiled to CUDA"
@@ -187,6 +193,9 @@ def parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--bless", action="store_true", help="rewrite golden/ from the current compiler")
     g.set_defaults(run=cmd_golden)
+    from .profile_cli import add_parser as add_profile
+
+    add_profile(sub, _arch).set_defaults(run=cmd_profile)
     r = sub.add_parser("docs", help="print the operation reference (docs/reference.md)")
     r.set_defaults(run=cmd_docs)
     return p
