@@ -30,6 +30,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         autoescape=False,
+        bytecode_cache=jinja2.FileSystemBytecodeCache(),  # as emitter.environment's
     )
 
 
