@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import TeenyError
 from .progress import Progress
+from .target import KNOWN_ARCHS
 
 
 def _value(text: str):
@@ -32,7 +33,23 @@ def _value(text: str):
 _GENERAL_SCALAR = {"i": 3, "u": 3, "f": 1.5, "b": False}
 
 # The targets the compiler knows (its shared-memory table, and sm_90a for wgmma).
-KNOWN_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
+
+
+def _usage(message: str) -> int:
+    """A usage error: one line on stderr, exit status 2 (as argparse's own)."""
+    print(f"teeny-tx: {message}", file=sys.stderr)
+    return 2
+
+
+def _seed(text: str) -> int:
+    """--seed: a non-negative integer (NumPy's generators take no negative seed)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"the seed must be >= 0, got {value}")
+    return value
 
 
 def _arch(text: str) -> str:
@@ -51,20 +68,23 @@ def cmd_compile(args: argparse.Namespace) -> int:
     defines = {}
     for d in args.define or []:
         name, sep, value = d.partition("=")
-        if not sep:
-            raise SystemExit(f"teeny-tx: -D takes NAME=VALUE, got '{d}'")
+        if not sep or not name:
+            return _usage(f"-D takes NAME=VALUE, got '{d}'")
         defines[name] = _value(value)
+    if args.kernel and args.kernel not in module.kernels:
+        return _usage(
+            f"-k {args.kernel}: {args.file} has no such kernel "
+            f"(kernels: {', '.join(module.kernels)})"
+        )
     names = [args.kernel] if args.kernel else list(module.kernels)
     kernels = [getattr(module, name) for name in names]
     known = {p.name for k in kernels for p in k.params}
     unknown = sorted(set(defines) - known)
     if unknown:
-        print(
-            f"teeny-tx: -D {', '.join(unknown)}: no such parameter of "
-            f"{', '.join(names)} (parameters: {', '.join(sorted(known)) or 'none'})",
-            file=sys.stderr,
+        return _usage(
+            f"-D {', '.join(unknown)}: no such parameter of "
+            f"{', '.join(names)} (parameters: {', '.join(sorted(known)) or 'none'})"
         )
-        return 2
     chunks = []
     for kernel in kernels:
         positional = []
@@ -78,7 +98,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         chunks.append(kernel.cuda_source(*positional, **options, **constexprs))
     text = "\n".join(chunks)
     if args.output:
-        Path(args.output).write_text(text)
+        try:
+            Path(args.output).write_text(text)
+        except OSError as exc:
+            return _usage(f"-o {args.output}: cannot write: {exc.strerror or exc}")
     else:
         sys.stdout.write(text)
     return 0
@@ -186,7 +209,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--interpret", action="store_true", help="use the NumPy interpreter even with a GPU"
     )
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--seed", type=_seed, default=0)
     d.set_defaults(run=cmd_demo)
     g = sub.add_parser(
         "golden", help="check the golden CUDA files (or --bless them); in a source checkout only"

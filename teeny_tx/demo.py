@@ -162,9 +162,9 @@ def _nvrtc_compiles() -> str:
     from .kernel import HEADERS
     from .library import module
     from .runtime import nvrtc
-    from .target import Target
+    from .target import DEFAULT_ARCH, Target
 
-    sm90 = Target.from_arch("sm_90")
+    sm90 = Target.from_arch(DEFAULT_ARCH)
     add = module("vector_add.c").vector_add.cuda_source("f32", "f32", "f32", 1000, BLOCK=BLOCK)
     nvrtc.compile_to_cubin(add, name="vector_add", arch=sm90.arch, headers=HEADERS)
     return f"generated CUDA compiles for {sm90.arch} with NVRTC (no GPU needed)"

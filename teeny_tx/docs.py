@@ -188,7 +188,13 @@ def reference_markdown() -> str:
 
 
 def main() -> None:
-    sys.stdout.write(reference_markdown())
+    """``python -m teeny_tx.docs``: docs/reference.md; ``... switches``: docs/switches.md."""
+    if sys.argv[1:] == ["switches"]:
+        from .switches import markdown
+
+        sys.stdout.write(markdown())
+    else:
+        sys.stdout.write(reference_markdown())
 
 
 if __name__ == "__main__":

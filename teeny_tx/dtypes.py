@@ -119,6 +119,39 @@ DTYPES: dict[str, DType] = {
     d.name: d for d in (BOOL, I8, I16, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F64)
 }
 
+
+@dataclass(frozen=True)
+class Element:
+    """An element type of the Hopper path's tensor maps and wgmma operands: the language's
+    dtypes it moves, and the 8-bit floats that only move and feed wgmma (scaled_matmul's fp8
+    operands; not dtypes of the language). ``tma``: its ``CUtensorMapDataType`` code;
+    ``wgmma``: wgmma's name of it as an operand (None: not an operand; f32 is read as TF32);
+    ``storage``: the C type the kernel stores it as."""
+
+    name: str
+    itemsize: int
+    tma: int
+    wgmma: str | None
+    storage: str
+
+
+ELEMENTS: dict[str, Element] = {
+    e.name: e
+    for e in (
+        Element("u8", 1, 0, None, U8.cuda),
+        Element("f8e4m3", 1, 0, "e4m3", U8.cuda),
+        Element("f8e5m2", 1, 0, "e5m2", U8.cuda),
+        Element("u16", 2, 1, None, U16.cuda),
+        Element("f16", 2, 6, "f16", F16.cuda),
+        Element("f32", 4, 7, "tf32", F32.cuda),
+        Element("bf16", 2, 9, "bf16", BF16.cuda),
+    )
+}
+FP8 = ("f8e4m3", "f8e5m2")
+TMA_DATA_TYPES: dict[str, int] = {e.name: e.tma for e in ELEMENTS.values()}
+ELEMENT_SIZES: dict[str, int] = {e.name: e.itemsize for e in ELEMENTS.values()}
+WGMMA_TYPES: dict[str, str] = {e.name: e.wgmma for e in ELEMENTS.values() if e.wgmma}
+
 # The compute type. `acc_t` in a kernel (prelude/language.h) names the dtype its arithmetic runs
 # in, fixed per specialisation by the kernel's pointer arguments: f64 when one of them points
 # to f64 data, else f32 (f16 and bf16 compute in f32, as PyTorch's at::acc_type). A kernel that

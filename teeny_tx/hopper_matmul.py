@@ -15,19 +15,20 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import threading
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from . import switches
 from .kernel import HEADERS
 from .lower.hopper import HopperMatmul
 from .runtime import cache, launch, nvrtc, tma
+from .target import HOPPER
 from .templates.hopper import render_matmul
 
-ARCH = "sm_90a"
+ARCH = HOPPER.arch
 
 
 class HopperMatmulKernel:
@@ -314,7 +315,7 @@ def forget_split_buffers() -> None:
 # ---------------------------------------------------------------- the driver's launch
 
 _INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
-DRIVER_LAUNCH = os.environ.get("TEENY_TX_HOPPER_DRIVER_LAUNCH", "1") == "1"
+DRIVER_LAUNCH: bool = switches.read("HOPPER_DRIVER_LAUNCH")
 
 
 @functools.cache

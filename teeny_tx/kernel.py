@@ -11,7 +11,7 @@ A specialisation is built once per key (see ``runtime/binder.py``) and :class:`T
 kept in memory; its cubin is cached on disk by ``runtime.cache`` (keyed by ``target.arch``).
 The target is the one given to :func:`compile` or to ``specialize``/``cuda_source``, else the
 one ``$TEENY_TX_ARCH`` named when the module was compiled (read once, there), else the
-device's (:meth:`Target.for_device`: sm_90a for kernels with ``dot`` on a Hopper GPU).
+device's (``runtime.launch.device_target``: sm_90a for kernels with ``dot`` on a Hopper GPU).
 
 A launch of a cached specialisation costs a few microseconds of host time (every argument is
 checked; the driver is called with a prebuilt parameter block: ``runtime/binder.py``). Below
@@ -31,27 +31,26 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import display
+from . import display, switches
 from ._prelude import FILES
-from .errors import CompileError, LaunchError, ResourceError, TeenyError
+from .errors import CompileError, LaunchError
 from .lower import ir
 from .lower.builder import build_kernel
 from .lower.hopper_induction import rewrite_pointer_inductions
+from .lower.interface import Interface
 from .lower.layout import walk_exprs
 from .lower.passes import decide
 from .lower.signature import kernel_signature
 from .parse import Unit, parse
+from .parse.files import read_kernel_file
 from .runtime import cache, launch, nvrtc, tma
+from .runtime.autotune import Autotuner, from_pragmas
 from .runtime.binder import Binder, Entry
 from .runtime.grid import as_grid3
 from .target import Target
 from .templates.emitter import emit_cuda
-
-if TYPE_CHECKING:
-    from .runtime.autotune import Autotuner
 
 HEADERS = {name: text for name, text in sorted(FILES.items()) if name.endswith(".cuh")}
 
@@ -66,6 +65,15 @@ class Specialization:
     target: Target
     shared_mem: int = 0  # bytes of dynamic shared memory per block
     hopper_features: bool = False  # the kernel has dot(): a device target would ask for them
+    # parameters (tensor maps included), shared-memory layout, block (lower/interface.py)
+    interface: Interface | None = None
+    switches: switches.CodegenSwitches = switches.CodegenSwitches()  # it was compiled under
+
+    @property
+    def cache_key(self) -> tuple:
+        """What it is memoised by: the binder's key, the target and the code-changing
+        switches (``teeny_tx/switches.py``)."""
+        return self.key + (self.target.arch, self.switches)
 
     @property
     def arch(self) -> str:
@@ -109,29 +117,32 @@ def specialise(
     target: Target | None = None,
     debug: bool = False,
     pipeline_tma: bool = False,
+    codegen: switches.CodegenSwitches | None = None,
 ) -> Specialization:
     """Lower, lay out and emit the specialisation ``key`` of kernel ``name`` for ``target``
     (None: the device's, asking for Hopper's features when the kernel has dot());
-    ``pipeline_tma``: pipelined loads by TMA where they can be (see lower/pipeline.py)."""
+    ``pipeline_tma``: pipelined loads by TMA where they can be (see lower/pipeline.py);
+    ``codegen``: the switches the passes read (None: the environment's now)."""
+    codegen = switches.codegen() if codegen is None else codegen
     kernel = build_kernel(unit, name, dataclasses.replace(binder.spec(key), debug=debug))
-    kernel = dataclasses.replace(kernel, pipeline_tma=pipeline_tma)
+    kernel = dataclasses.replace(kernel, pipeline_tma=pipeline_tma, switches=codegen)
     kernel = rewrite_pointer_inductions(kernel)  # pa += inc in a loop -> closed form
     hopper = _has_dot(kernel)
     if target is None:
-        target = Target.for_device(hopper_features=hopper)
-    decided = decide(kernel, wgmma=target.wgmma)
-    annotated = decided.kernel
+        target = launch.device_target(hopper_features=hopper)
+    kernel = dataclasses.replace(kernel, target=target)
+    decided = decide(kernel, target=target)  # its interface checked against target's limits
     source, shared = emit_cuda(decided)
-    limit = target.max_shared_per_block
-    if shared > limit:
-        raise ResourceError(
-            f"kernel {name} needs {shared} bytes of shared memory per block for its reductions, "
-            f"layout changes and pipeline stages; {target.arch} allows {limit}. "
-            "Use smaller tiles, fewer num_stages or fewer warps.",
-            needed=shared,
-            limit=limit,
-        )
-    return Specialization(annotated, source, key, target, shared, hopper)
+    return Specialization(
+        decided.kernel,
+        source,
+        key,
+        target,
+        shared,
+        hopper,
+        interface=decided.interface,
+        switches=codegen,
+    )
 
 
 def _has_dot(kernel: ir.Kernel) -> bool:
@@ -147,7 +158,8 @@ class Kernel:
         self.name = name
         self.params = kernel_signature(module.unit, module.unit.functions[name])
         self.binder = Binder(name, self.params)
-        self._specs: dict[tuple, Specialization] = {}  # (*key, target arch) -> specialisation
+        # (*key, target arch, switches) -> specialisation (Specialization.cache_key)
+        self._specs: dict[tuple, Specialization] = {}
         self._hopper: dict[tuple, bool] = {}  # key -> whether its kernel asks for Hopper features
         # key -> prepared launch (binder.Entry); the device's arch and $TEENY_TX_ARCH are
         # taken as fixed from a key's first launch on. The launchers find entries by
@@ -158,8 +170,6 @@ class Kernel:
         self._tuner: Autotuner | None = None
         decl = module.unit.autotune.get(name)
         if decl is not None:  # its names are checked now, at compile time
-            from .runtime.autotune import from_pragmas
-
             self._tuner = from_pragmas(self, decl)
 
     def __repr__(self) -> str:
@@ -205,7 +215,7 @@ class Kernel:
         the signature remembered, then the launch."""
         key, values, _ = self.binder.bind_device(args, constexprs, num_warps, num_stages, strided)
         entry = self._entry(key)
-        if sig is not None and len(self._entries) < 65536:
+        if sig is not None and len(self._entries) < 1 << 16:
             self._entries[sig] = entry
         grid3 = (
             as_grid3(grid, {**constexprs, "num_warps": key[0], "num_stages": key[1]})
@@ -225,9 +235,10 @@ class Kernel:
 
     def _entry(self, key: tuple) -> Entry:
         """The prepared launch of ``key``: compiled (or read from the cache) at its first use."""
-        entry = self._compiled.get(key)
+        codegen = switches.codegen()  # a switch flipped since: a new specialisation
+        entry = self._compiled.get((key, codegen))
         if entry is None:
-            spec = self._specialization(key)
+            spec = self._specialization(key)  # (reads the same switches)
             decided = getattr(spec, "kernel", None)  # (test doubles of a spec have none)
             if decided is not None and tma.pipeline_copies(decided):
                 raise LaunchError(
@@ -237,7 +248,7 @@ class Kernel:
                     "TEENY_TX_PIPELINE_TMA"
                 )
             packer = self.binder.wide if key[-1] else self.binder.narrow
-            entry = self._compiled[key] = Entry(
+            entry = self._compiled[key, codegen] = Entry(
                 spec.loaded, spec.block, spec.shared_mem, packer, key
             )
         return entry
@@ -267,25 +278,32 @@ class Kernel:
         run = self.binder.direct(entry, grid3, device, tuple(args), key, checked, launcher)
         return launcher if run is None else run
 
-    def _specialization(self, key: tuple, target: Target | str | None = None) -> Specialization:
-        """The specialisation of ``key`` for ``target`` (else the module's, else the device's):
-        memoised per ``(*key, arch)``, so each target builds its own. Whether the kernel asks
-        for Hopper features (has dot()) depends on the key only, so after the first build the
-        device's target is known without lowering again."""
+    def _specialization(
+        self,
+        key: tuple,
+        target: Target | str | None = None,
+        codegen: switches.CodegenSwitches | None = None,
+    ) -> Specialization:
+        """The specialisation of ``key`` for ``target`` (else the module's, else the device's)
+        under the code-changing switches ``codegen`` (None: the environment's now): memoised
+        per ``(*key, arch, switches)``, so each target and each switch setting builds its own.
+        Whether the kernel asks for Hopper features (has dot()) depends on the key only, so
+        after the first build the device's target is known without lowering again."""
         chosen = Target.of(target) if target is not None else self.module.target
+        codegen = switches.codegen() if codegen is None else codegen
         if chosen is None:
             hopper = self._hopper.get(key)
             if hopper is not None:
-                chosen = Target.for_device(hopper_features=hopper)
+                chosen = launch.device_target(hopper_features=hopper)
         if chosen is not None:
-            spec = self._specs.get(key + (chosen.arch,))
+            spec = self._specs.get(key + (chosen.arch, codegen))
             if spec is not None:
                 return spec
         unit, debug = self.module.unit, self.module.debug
         tma = self.module.pipeline_tma
-        spec = specialise(unit, self.name, self.binder, key, chosen, debug, tma)
+        spec = specialise(unit, self.name, self.binder, key, chosen, debug, tma, codegen)
         self._hopper[key] = spec.hopper_features
-        self._specs[key + (spec.arch,)] = spec
+        self._specs[spec.cache_key] = spec
         return spec
 
     def specialize(
@@ -376,7 +394,7 @@ class _Interpret:
 
 class Module:
     """The kernels of one file: ``module.<kernel name>`` is a :class:`Kernel`. ``target``: what
-    its specialisations compile for (None: each for the device, see :meth:`Target.for_device`).
+    its specialisations compile for (None: each for the device: ``launch.device_target``).
     ``pipeline_tma`` (set before its first specialisation): pipelined loads by TMA where they
     can be, launched by ``teeny_tx.runtime.tma.launch_pipelined``."""
 
@@ -428,12 +446,8 @@ def compile(  # noqa: A001
         "\n" not in source and (name is None or os.path.exists(source))
     )
     if is_path:
-        path = Path(source)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise TeenyError(f"cannot read kernel file {path}: {exc.strerror}") from None
         filename = name or str(source)
+        text = read_kernel_file(source, filename)
     else:
         text, filename = str(source), name or "<string>"
     unit = parse(text, filename)
@@ -446,5 +460,5 @@ def compile(  # noqa: A001
             "an entry point is declared `kernel name(params) { ... }`",
         )
     if debug is None:
-        debug = os.environ.get("TEENY_TX_DEBUG", "") not in ("", "0")
+        debug = bool(switches.read("DEBUG"))
     return Module(unit, debug, Target.of(target) if target is not None else Target.from_env())

@@ -12,14 +12,16 @@ calls once per module (the public boundary); nothing writes it.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
+from . import switches
 from .errors import TeenyError
 
 ENV_VAR = "TEENY_TX_ARCH"
 DEFAULT_ARCH = "sm_90"  # without a device and without TEENY_TX_ARCH
+HOPPER_ARCH = "sm_90a"  # what the Hopper matmul (wgmma, TMA, setmaxnreg) compiles for
+KNOWN_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")  # what the CLI offers
 _ARCH = re.compile(r"sm_(\d)(\d)(a?)")
 
 # Dynamic shared memory one block may opt into, by compute capability (CUDA programming
@@ -31,24 +33,30 @@ _SHARED_PER_BLOCK = {(8, 0): 166912, (8, 6): 101376, (8, 7): 166912, (8, 9): 101
 class Target:
     """One GPU architecture, as the compiler sees it.
 
-    ``arch``: the NVRTC name (``sm_90a``). ``sm``: the compute capability as a number (90).
-    ``arch_specific``: the ``a`` suffix (features that later architectures do not keep).
-    Features, each a boolean derived from those two:
+    ``arch``: the NVRTC name (``sm_90a``); from it, :attr:`sm` (the compute capability as a
+    number, 90) and :attr:`arch_specific` (the ``a`` suffix: features that later architectures
+    do not keep). Features, each a boolean derived from those two, each read by the stage that
+    needs it:
 
-    - ``mma_sync``: warp-level tensor-core ``mma.sync`` with ``ldmatrix`` (sm_80 on);
-    - ``cp_async``: asynchronous global-to-shared copies (sm_80 on);
-    - ``wgmma``: Hopper warpgroup MMA from shared memory (sm_90a only);
-    - ``tma``: the Tensor Memory Accelerator, bulk tensor copies with mbarriers (sm_90 on);
-    - ``setmaxnreg``: warpgroup register reallocation (sm_90a only);
-    - ``clusters``: thread-block clusters and distributed shared memory (sm_90 on).
+    - ``mma_sync``: warp-level tensor-core ``mma.sync`` with ``ldmatrix`` (sm_80 on;
+      ``lower/dot_plan.py``);
+    - ``cp_async``: asynchronous global-to-shared copies (sm_80 on; ``lower/pipeline.py``);
+    - ``wgmma``: Hopper warpgroup MMA from shared memory (sm_90a only; ``lower/layout.py``
+      through ``decide``);
+    - ``tma``: the Tensor Memory Accelerator, bulk tensor copies with mbarriers (sm_90 on;
+      ``lower/pipeline.py``);
+    - ``setmaxnreg``: warpgroup register reallocation (sm_90a only; ``lower/warp_spec.py``);
+    - ``clusters``: thread-block clusters and distributed shared memory (sm_90 on;
+      ``lower/hopper.py``'s B multicast).
 
-    Limits: ``max_shared_per_block`` (bytes of dynamic shared memory a block may opt into),
-    ``max_registers_per_thread`` and ``registers_per_sm``.
+    Limits: ``max_shared_per_block`` (bytes of dynamic shared memory a block may opt into;
+    ``kernel.py``, ``lower/hopper.py``, ``library/hopper_configs.py``),
+    ``max_registers_per_thread`` and ``registers_per_sm`` (``lower/warp_spec.py``,
+    ``lower/hopper.py``, ``runtime/autotune.py``). ``tests/test_target_facts.py`` checks each
+    field is read outside this module and no other module spells these numbers.
     """
 
     arch: str
-    sm: int
-    arch_specific: bool
     mma_sync: bool
     cp_async: bool
     wgmma: bool
@@ -61,6 +69,18 @@ class Target:
 
     def __str__(self) -> str:
         return self.arch
+
+    @property
+    def sm(self) -> int:
+        """The compute capability as a number: 90 for ``sm_90a``."""
+        m = _ARCH.fullmatch(self.arch)
+        assert m is not None, "from_arch made it"
+        return 10 * int(m[1]) + int(m[2])
+
+    @property
+    def arch_specific(self) -> bool:
+        """The ``a`` suffix: features later architectures do not keep (wgmma, setmaxnreg)."""
+        return self.arch.endswith("a")
 
     @classmethod
     def from_arch(cls, arch: str) -> Target:
@@ -78,8 +98,6 @@ class Target:
         hopper = sm == 90 and suffix
         return cls(
             arch=arch,
-            sm=sm,
-            arch_specific=suffix,
             mma_sync=sm >= 80,
             cp_async=sm >= 80,
             wgmma=hopper,
@@ -92,20 +110,21 @@ class Target:
     @classmethod
     def from_env(cls) -> Target | None:
         """The target ``$TEENY_TX_ARCH`` names, or None where it is unset or empty (then each
-        kernel compiles for the device: :meth:`for_device`)."""
-        forced = os.environ.get(ENV_VAR)
+        kernel compiles for the device: ``runtime.launch.device_target``)."""
+        forced = switches.read("ARCH")
         return cls.from_arch(forced) if forced else None
 
     @classmethod
-    def for_device(cls, hopper_features: bool = False) -> Target:
-        """The current device's target (sm_90 without a GPU). A compute-capability-9.0 device
-        gives ``sm_90a`` (wgmma; not portable to later GPUs) only when ``hopper_features`` is
-        asked for, ``sm_90`` otherwise."""
-        from .runtime.launch import device_limits, has_gpu
-
-        if not has_gpu():
+    def for_capability(
+        cls, capability: tuple[int, int] | None, hopper_features: bool = False
+    ) -> Target:
+        """The target of a device of compute ``capability`` (None: no device, sm_90). A
+        compute-capability-9.0 device gives ``sm_90a`` (wgmma; not portable to later GPUs)
+        only when ``hopper_features`` is asked for, ``sm_90`` otherwise. The device itself is
+        asked by ``runtime.launch.device_target`` (this module reads no device)."""
+        if capability is None:
             return cls.from_arch(DEFAULT_ARCH)
-        major, minor = device_limits().capability
+        major, minor = capability
         suffix = "a" if hopper_features and (major, minor) == (9, 0) else ""
         return cls.from_arch(f"sm_{major}{minor}{suffix}")
 
@@ -113,3 +132,6 @@ class Target:
     def of(cls, target: Target | str) -> Target:
         """``target`` as a Target (a name is looked up with :meth:`from_arch`)."""
         return target if isinstance(target, Target) else cls.from_arch(target)
+
+
+HOPPER = Target.from_arch(HOPPER_ARCH)  # the Hopper matmul's target: its limits and features

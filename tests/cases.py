@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from teeny_tx.activations import BY_NAME
 from teeny_tx.constants import CONSTANTS
 from teeny_tx.dtypes import DTYPES, from_numpy
 from teeny_tx.library import module
-from teeny_tx.library.activations import BY_NAME
 from teeny_tx.lower import ops_random
 
 ROOT = Path(__file__).resolve().parents[1]

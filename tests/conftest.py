@@ -362,9 +362,10 @@ def cast_values(src: str) -> np.ndarray:
 @contextlib.contextmanager
 def target_arch(arch: str):
     """Specialisations made inside compile for ``arch`` where their module names no target
-    (as on a device of that architecture): Target.for_device answers ``arch``."""
+    (as on a device of that architecture): runtime.launch.device_target answers ``arch``."""
+    from teeny_tx.runtime import launch
     from teeny_tx.target import Target
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Target, "for_device", classmethod(lambda cls, **_: cls.from_arch(arch)))
+        mp.setattr(launch, "device_target", lambda **_: Target.from_arch(arch))
         yield

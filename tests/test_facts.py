@@ -5,7 +5,7 @@ prototypes, the builder's typing methods, the interpreter's and the emitter's ha
 reference page; the dtype table (teeny_tx/dtypes.py) against the prelude's typedefs and the
 runtime's lookups; the named constants (teeny_tx/constants.py) against the prelude's
 declarations and the device header's enum; the activation table
-(teeny_tx/library/activations.py) against what kernels/matmul.c computes for each code.
+(teeny_tx/activations.py) against what kernels/matmul.c computes for each code.
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ import numpy as np
 import pytest
 
 from teeny_tx import _prelude
+from teeny_tx.activations import ACTIVATIONS
 from teeny_tx.constants import CONSTANTS, MEMORY_ORDERS, PRECISIONS, SCOPES
 from teeny_tx.docs import prelude_prototypes, reference_markdown
 from teeny_tx.dtypes import C_NAMES, DTYPES, TORCH_NAMES, from_name, from_numpy
 from teeny_tx.interp.interpreter import _Compiler
 from teeny_tx.library import linalg
-from teeny_tx.library.activations import ACTIVATIONS
 from teeny_tx.lower.builder import Builder
 from teeny_tx.lower.op_table import FAMILIES
 from teeny_tx.lower.ops import OPS
 from teeny_tx.runtime import memory
-from teeny_tx.templates.emitter import Emitter
+from teeny_tx.templates.emitter import HANDLERS
 
 IR_OPS = sorted({ir for op in OPS.values() for ir in op.ir_ops})
 # Builder methods named call_* that type no entry of their own: shared by several entries.
@@ -67,9 +67,9 @@ def test_every_entry_has_its_handlers(name: str) -> None:
             interp is None and op.numpy is not None
         ), f"IR op {name}: no interpreter handler ({interp or 'numpy'})"
         emit = op.emit_method
-        assert (emit is not None and hasattr(Emitter, emit)) or (
-            emit is None and op.cuda is not None
-        ), f"IR op {name}: no emitter handler ({emit or 'cuda'})"
+        assert (emit is not None and emit in HANDLERS) or (emit is None and op.cuda is not None), (
+            f"IR op {name}: no emitter handler ({emit or 'cuda'})"
+        )
 
 
 def test_no_handler_without_an_entry() -> None:
@@ -159,3 +159,95 @@ def test_each_activation_code_computes_its_reference(activation) -> None:
     ref = activation.reference(a.astype(np.float64) @ b.astype(np.float64))
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
     assert linalg.ACTIVATIONS[activation.name] == activation.code
+
+
+# ---------------------------------------------------------------- the Hopper path's tables
+
+
+def test_activation_codes_agree_everywhere() -> None:
+    """One table: the library's name -> code maps, the Hopper epilogue's device function
+    (prelude/hopper.cuh's activate<ACT>, one branch per code) and the kernels' ACT."""
+    from teeny_tx.activations import BY_CODE, CODES
+    from teeny_tx.library import fused
+
+    assert linalg.ACTIVATIONS == CODES
+    assert {n: c for n, c in CODES.items() if n is not None} == fused.ACTIVATIONS
+    assert sorted(BY_CODE) == list(range(len(ACTIVATIONS)))
+    hopper = _prelude.FILES["hopper.cuh"]
+    body = hopper[hopper.index("float activate(float x)") :].split("\n}\n")[0]
+    assert sorted(int(c) for c in re.findall(r"ACT == (\d+)", body)) == sorted(BY_CODE)[1:]
+
+
+def _cuda_enum(header: str, prefix: str) -> dict[str, int]:
+    """The values of a C enum's ``prefix*`` members (implicit values counted on)."""
+    out, value = {}, -1
+    for name, given in re.findall(rf"\b({prefix}\w+)\s*(?:=\s*(\w+))?\s*,", header):
+        value = int(given, 0) if given else value + 1
+        out.setdefault(name[len(prefix) :], value)
+    return out
+
+
+def test_tma_element_codes_are_the_drivers() -> None:
+    """dtypes.ELEMENTS' CUtensorMapDataType codes against cuda.h's enum (the toolkit headers
+    NVRTC compiles with); the language's dtypes keep their itemsize and C type there."""
+    from pathlib import Path
+
+    from teeny_tx.dtypes import ELEMENTS, WGMMA_TYPES
+    from teeny_tx.runtime import nvrtc
+
+    names = {"u8": "UINT8", "u16": "UINT16", "f16": "FLOAT16", "f32": "FLOAT32"}
+    names |= {"bf16": "BFLOAT16", "f8e4m3": "UINT8", "f8e5m2": "UINT8"}  # fp8 moves as bytes
+    assert set(names) == set(ELEMENTS)
+    for e in ELEMENTS.values():
+        if e.name in DTYPES:
+            assert (e.itemsize, e.storage) == (DTYPES[e.name].itemsize, DTYPES[e.name].cuda)
+    assert set(WGMMA_TYPES.values()) == {"f16", "bf16", "e4m3", "e5m2", "tf32"}
+    include = nvrtc.cuda_include_dir()
+    header = Path(include) / "cuda.h" if include else None
+    if header is None or not header.is_file():
+        pytest.skip("no cuda.h among the toolkit headers here")
+    enum = _cuda_enum(header.read_text(), "CU_TENSOR_MAP_DATA_TYPE_")
+    assert {n: e.tma for n, e in ELEMENTS.items()} == {n: enum[c] for n, c in names.items()}
+
+
+def test_the_hopper_tables_are_read_from_dtypes() -> None:
+    """runtime/tma.py, lower/hopper.py and templates/hopper.py read dtypes.ELEMENTS (views of
+    it, not copies), and no module but dtypes.py spells a CUDA element type."""
+    import ast
+    from pathlib import Path
+
+    from teeny_tx.dtypes import ELEMENT_SIZES, TMA_DATA_TYPES, WGMMA_TYPES
+    from teeny_tx.lower import hopper
+    from teeny_tx.runtime import tma
+    from teeny_tx.templates import hopper as thopper
+
+    assert tma.DATA_TYPES is TMA_DATA_TYPES and tma.ITEMSIZE is ELEMENT_SIZES
+    assert hopper.WGMMA_DTYPES is WGMMA_TYPES and hopper.ITEMSIZE is ELEMENT_SIZES
+    assert (
+        thopper.STORAGE["f8e4m3"] == "unsigned char" and thopper.CTYPES["bf16"] == "__nv_bfloat16"
+    )
+    spelled = {"__half", "__nv_bfloat16", "unsigned char"}  # ("float" is also a Python word)
+    root = Path(_prelude.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name in ("dtypes.py", "_prelude.py", "_kernels.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in spelled:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {node.value!r}")
+    assert not found, found
+
+
+def test_torchs_stream_has_one_home() -> None:
+    """torch's current stream is read in runtime/streams.py only: the launchers, the
+    autotuner, the library and the torch ops go through it."""
+    from pathlib import Path
+
+    root = Path(_prelude.__file__).parent
+    readers = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if "torch.cuda.current_stream(" in p.read_text()
+        or "_cuda_getCurrentRawStream" in p.read_text()
+    )
+    assert readers == ["runtime/streams.py"]

@@ -57,8 +57,11 @@ def test_from_env_reads_the_variable(monkeypatch):
 def test_the_device_default_without_a_gpu():
     if launch.has_gpu():
         pytest.skip("checks the no-GPU default")
-    assert Target.for_device().arch == "sm_90"
-    assert Target.for_device(hopper_features=True).arch == "sm_90"
+    assert launch.device_target().arch == "sm_90"
+    assert launch.device_target(hopper_features=True).arch == "sm_90"
+    assert Target.for_capability((9, 0), hopper_features=True).arch == "sm_90a"
+    assert Target.for_capability((9, 0)).arch == "sm_90"
+    assert Target.for_capability((8, 6), hopper_features=True).arch == "sm_86"
 
 
 def test_compile_takes_a_target_and_never_writes_the_environment(monkeypatch):

@@ -22,16 +22,15 @@ flag :data:`TMA`, on; the fixed configs) where the arrays' strides allow it, els
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from functools import cache
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import switches
 from ..errors import LaunchError
 from ..kernel import Module, compile
-from ..lower.pipeline import tma_enabled
 from ..runtime import tma
 from ..runtime.grid import cdiv
 from ..runtime.launch import cupy_stream_pointer
@@ -101,9 +100,7 @@ OVERLAP = False
 # warp_specialize; 0, 1 or 2 forces it for both at every head dim (benchmarks: the environment
 # variable $TEENY_TX_ATTENTION_WS, read once at import). dK/dV's key loop is nested in its loop
 # over a group's heads, which warp specialisation does not take (lower/warp_spec.py).
-WARP_SPECIALIZE: int | None = (
-    int(os.environ["TEENY_TX_ATTENTION_WS"]) if os.environ.get("TEENY_TX_ATTENTION_WS") else None
-)
+WARP_SPECIALIZE: int | None = switches.read("ATTENTION_WS")
 FORWARD_OVERLAP = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 64, 8, 3)}
 BACKWARD_DKDV = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
 BACKWARD_DQ = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(128, 128, 8)}
@@ -246,7 +243,7 @@ def _launch(
     the arrays allow them. Returns the TMA launch's replay (None for any other launch)."""
     if 0 in grid(fixed._asdict() | {"BM": fixed.bm, "BN": fixed.bn}):
         return None
-    use_tma = (TMA and not TUNE) or tma_enabled(kernel.name)
+    use_tma = (TMA and not TUNE) or switches.codegen().tma_for(kernel.name)
     if where.kind != "numpy" and use_tma and _tma_fits(args):
         meta = {"BM": fixed.bm, "BN": fixed.bn}
         return tma.launch_pipelined(

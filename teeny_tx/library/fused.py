@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..activations import CODES
 from ..dtypes import DTYPES, acc_dtype
 from ..runtime.grid import cdiv
 from .arrays import FLOATS, Arrays
@@ -30,7 +31,7 @@ from .plans import replay as _replay
 ELEMENTWISE_BLOCK = 1024
 EMBED_BLOCK_T, EMBED_BLOCK_D = 16, 128
 _ROUND = {"f16": 1, "bf16": 2}  # add_norm.c's ROUND: h rounded before it is normalised
-ACTIVATIONS = {"gelu": 1, "gelu_tanh": 2, "relu": 3, "silu": 4}  # kernels/matmul.c's ACT too
+ACTIVATIONS = {n: c for n, c in CODES.items() if n is not None}  # kernels/gelu.c's ACT
 
 
 def wide_dtype(dtype: str) -> str:

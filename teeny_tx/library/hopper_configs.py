@@ -25,18 +25,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from .. import switches
 from ..lower.hopper import ITEMSIZE, MAX_SPLIT_K, HopperConfig, TmaUnsupported, plan_matmul
 from ..runtime.grid import cdiv
+from ..target import HOPPER
 
-TUNE = os.environ.get("TEENY_TX_HOPPER_TUNE", "0") == "1"
+TUNE: bool = switches.read("HOPPER_TUNE")
 TUNE_FORMAT = 1  # bump when the cache file's recipe or contents change
 GROUP_M = 8
-SHARED_LIMIT = 232448  # dynamic shared memory of an sm_90 block
+SHARED_LIMIT = HOPPER.max_shared_per_block  # dynamic shared memory of an sm_90 block
 MIN_STAGES = 3  # fewer (an f32 staging tile of 128x256) and the register epilogue is taken
 SPLIT_MIN_BLOCKS = 4  # K blocks of a split-K unit at least (its partial tile costs a round trip)
 SPLIT_MAX_BN = 128  # split-K tiles: 128 x 256 spills with split-K's reduction (ptxas, sm_90a)

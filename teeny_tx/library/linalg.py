@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from typing import Any, NamedTuple
 
 import numpy as np
 from cupy import ndarray as _CupyArray
 
+from .. import switches
+from ..activations import CODES
 from ..constants import PRECISIONS as _PRECISION_TABLE
 from ..constants import values
 from ..dtypes import DTYPES, TORCH_NAMES, from_name
@@ -37,31 +38,31 @@ from ..runtime.grid import cdiv
 from ..runtime.memory import TORCH_TENSOR
 from ..runtime.streams import torch_stream
 from ..target import Target
-from . import activations, hopper_configs
+from . import hopper_configs
 from .arrays import FLOATS, INTERPRETER_SMS
 from .arrays import Arrays as _Arrays
 from .loader import module
 from .plans import Launch
 
 PRECISIONS = values(_PRECISION_TABLE)  # dot()'s input_precision values
-ACTIVATIONS = {a.name: a.code for a in activations.ACTIVATIONS}  # the kernel's ACT
+ACTIVATIONS = CODES  # activation name -> the kernel's ACT (teeny_tx/activations.py)
 DB_BLOCK_T, DB_BLOCK_N = 32, 128  # linear_db: rows summed at a time, columns per program
 MAX_BATCH = 65535  # grid axis 1 (the batch) is limited to this by CUDA
 TUNE = True  # False: every launch takes matmul_config's tiles (the GPU tests of many shapes)
 # f16/bf16 products on sm_90a devices take the TMA + wgmma path (hopper_matmul.py), on since
 # the H200 run of 2026-12-01 checked every bench product against float64 through it
 # (TEENY_TX_HOPPER=0 keeps the cp.async kernel)
-HOPPER = os.environ.get("TEENY_TX_HOPPER", "1") == "1"
+HOPPER: bool = switches.read("HOPPER")
 # its epilogue through TMA stores where the output allows it (rows 16-byte aligned, the
 # staging tile leaves at least MIN_STAGES stages): measured faster at 8192^3 for both large
 # tiles (H200, 2026-12-01). TEENY_TX_HOPPER_TMA_STORE=0 keeps the register epilogue.
-TMA_STORE = os.environ.get("TEENY_TX_HOPPER_TMA_STORE", "1") == "1"
+TMA_STORE: bool = switches.read("HOPPER_TMA_STORE")
 # mbarrier waits that trap after this many tries, naming the barrier (0: plain waits). Off by
 # default: its counter and printf cost every kernel a stack frame and some registers (ptxas:
 # 16 bytes of stack at 128x256, and 72 bytes of spills with bias + GELU, which then took a
 # smaller tile); bench/sweep_hopper.py times the table's choice both ways. The GPU tests
 # turn it on, so that a pipeline bug traps instead of hanging the run.
-WATCHDOG = int(os.environ.get("TEENY_TX_HOPPER_WATCHDOG", "0"))
+WATCHDOG: int = switches.read("HOPPER_WATCHDOG")
 GROUP_M = 8  # tuned launches: rows of tiles per group of programs (L2 reuse)
 ALIGN_MIN_ELEMENTS = 1 << 16  # operands at least this large get 16-byte aligned rows (_aligned)
 
@@ -663,10 +664,8 @@ def scaled_matmul(
         raise _error("scaled_matmul: K = 0 (an empty product) is not supported on the fp8 path")
     bias_dtype = None
     if bias is not None:
-        bias_dtype = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}.get(
-            bias.dtype
-        )
-        if bias_dtype is None or bias.shape != (n,) or bias.stride(0) != 1:
+        bias_dtype = TORCH_NAMES.get(str(bias.dtype).removeprefix("torch."))
+        if bias_dtype not in ("f16", "bf16", "f32") or bias.shape != (n,) or bias.stride(0) != 1:
             raise _error("scaled_matmul: bias must be a contiguous [N] f16, bf16 or f32 tensor")
     tiles = hopper_config(m, n, torch.cuda.get_device_properties(a.device).multi_processor_count)
     try:

@@ -36,7 +36,7 @@ from .plans import planned as _planned
 from .plans import signature as _signature
 
 MAX_ROW_BLOCK = 16384  # the longest row a softmax program keeps in registers as one tile
-MAX_NORM_BLOCK = 65536  # the norms have no looped kernels: one tile per row, up to this
+MAX_NORM_BLOCK = 1 << 16  # the norms have no looped kernels: one tile per row, up to this
 LOOP_BLOCK = 4096  # the chunk the looped kernels step by
 NORM_WARPS = 16  # measured on the H200: 16 beats 8 for norm rows of 4096 and 8192 columns
 # The tile (and warps) that sums dW/dB partials: narrow column blocks, many partial rows at a

@@ -33,6 +33,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode as _dispatch
 
 from ..dtypes import DTYPES
 from ..errors import TeenyError
+from ..runtime.streams import torch_stream_pointer
 from . import fused, linalg, nn
 from .inductor_fallbacks import fake, track
 
@@ -64,7 +65,8 @@ def from_numpy(a: Any) -> Any:
 def current_stream(device: torch.device) -> int:
     """torch's current stream on ``device`` as a raw handle. The one place this layer picks a
     stream: remove it once launches default to the current stream of torch tensors."""
-    return torch.cuda.current_stream(device).cuda_stream
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return torch_stream_pointer(index)
 
 
 def capture_error(name: str, err: Exception) -> TeenyError:

@@ -114,7 +114,10 @@ class AxisInfo:
         return Info(1, BIG, self.info(e.args[0]).div)
 
     def op_cast(self, e: Op) -> Info:
-        return self.info(e.args[0]) if e.type.dtype.is_int else Info()
+        dtype = e.type.dtype
+        if isinstance(dtype, PointerType) or not dtype.is_int:
+            return Info()
+        return self.info(e.args[0])
 
     def op_add(self, e: Op) -> Info:
         a, b = (self.info(x) for x in e.args)
@@ -182,7 +185,7 @@ class AxisInfo:
         contiguous, aligned elements that one thread holds in consecutive registers."""
         if not ptr.type.is_tile or layout.dims[-1] != layout.fastest:
             return 1
-        elem = ptr.type.dtype.elem.itemsize
+        elem = ptr.type.pointer.elem.itemsize
         i = self.info(ptr)
         spt = min(layout.blocked.spt[layout.fastest], layout.regs_along(layout.fastest))
         width = min(spt, i.contig, max(i.div // elem, 1), 16 // elem)

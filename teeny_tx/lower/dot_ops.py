@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..constants import DEFAULT_PRECISION, name_of, names, values
 from ..constants import PRECISIONS as PRECISION_TABLE
-from ..dtypes import F32, F64, I32
+from ..dtypes import F32, F64, I32, DType
 from ..errors import CompileError, Location
 from . import typing as ty
 from .context import LoweringContext
@@ -25,7 +25,7 @@ class DotOps(LoweringContext):
     def call_dot(self, args, loc: Location) -> Expr:
         a, b = self.tile_arg(args[0], "dot"), self.tile_arg(args[1], "dot")
         for x, node in ((a, args[0]), (b, args[1])):
-            if x.type.is_pointer or x.type.dtype.name not in _INPUTS:
+            if not isinstance(x.type.dtype, DType) or x.type.dtype.name not in _INPUTS:
                 raise CompileError(
                     f"dot() takes f16, bf16, f32, f64 or i8 tiles, got {x.type}", self.loc(node)
                 )
@@ -54,7 +54,7 @@ class DotOps(LoweringContext):
                 loc,
                 "pad the tiles to 16 and mask the extra rows and columns",
             )
-        acc_dtype = _ACCUMULATORS.get(a.type.dtype.name, F32)
+        acc_dtype = _ACCUMULATORS.get(a.type.scalar.name, F32)
         shape = (*batch, m, n)
         if len(args) > 2:
             acc = self.expr(args[2])

@@ -24,8 +24,8 @@ end), waiting until only the groups issued after it run on. The statements in be
 while the tensor cores multiply: the softmax of one key block while the product with the
 previous block's probabilities runs, the second product of a backward step while the first
 does. A block where only copies (``m_i = m_new``) would run between a dot and its wait is
-left as it was; ``$TEENY_TX_DEFER_WAITS=0`` leaves every block so (each wgmma waits right
-after its issue), to measure what the deferral buys.
+left as it was; ``$TEENY_TX_DEFER_WAITS=0`` (read from ``kernel.switches``) leaves every
+block so (each wgmma waits right after its issue), to measure what the deferral buys.
 
 The emitter computes both operands' registers before it stages either: computing one (moving
 its index tiles between layouts, say) may use the scratch buffer, where the other would already
@@ -37,24 +37,15 @@ Dots whose shape the tensor cores cannot take are a located error here.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 
 from ..errors import CompileError
+from ..target import Target
 from . import ir
 from .ir import Expr, Op, Var
 from .layout import walk_exprs, walk_stmts
 from .names import Names
 from .pipeline import kmajor_as_loaded, operand_source
-
-DEFER_ENV = "TEENY_TX_DEFER_WAITS"  # "0": every wgmma waits for itself right after its issue
-
-
-def defer_enabled() -> bool:
-    """Whether wgmma waits are deferred to the results' first uses (``$TEENY_TX_DEFER_WAITS``
-    is not ``0``; on by default)."""
-    return os.environ.get(DEFER_ENV, "1").strip() != "0"
-
 
 # the instruction (prelude/mma.cuh) of each operand dtype and precision; None: FMAs (f32, f64)
 INSTRUCTIONS = {
@@ -123,16 +114,17 @@ def _register_a(a: Expr, acc: Op) -> bool:
 
 
 class _Planner:
-    def __init__(self, names: Names) -> None:
+    def __init__(self, names: Names, defer: bool, target: Target) -> None:
         self.names = names
-        self.defer = defer_enabled()
+        self.defer = defer
+        self.target = target
         self.staged: dict[str, tuple[ir.StagedLoad, str]] = {}
         self.once: dict[str, ir.StagedOnce] = {}
         self.pending = 0
 
     def dot(self, e: Op) -> Op:
         a, b, _ = e.args
-        dtype = a.type.dtype
+        dtype = a.type.scalar
         m, n = e.type.shape
         k = a.type.shape[1]
         k_step = 32 // dtype.itemsize
@@ -145,6 +137,13 @@ class _Planner:
             )
         wgmma = e.layout.blocked.version == 3
         instruction = INSTRUCTIONS[(dtype.name, e.attr("precision"))]
+        if instruction is not None and not wgmma and not self.target.mma_sync:
+            raise CompileError(
+                f"dot() of {dtype.name} runs on tensor cores (mma.sync, sm_80 on); "
+                f"{self.target.arch} has none",
+                e.loc,
+                "compile for sm_80 or later (target=...)",
+            )
         operands, offset = [], 0
         for role, x in (("a", a), ("b", b)):
             src, transposed = operand_source(x)
@@ -179,17 +178,18 @@ class _Planner:
         if instruction is None and not wgmma and not all(o.kmajor for o in operands):
             raise CompileError("internal: an FMA dot operand is not K-major", e.loc)
         from_scratch = offset > 0
+        assert len(operands) == 2, "a dot has two operands"
         plan = DotPlan(
             instruction,
             wgmma,
-            tuple(operands),
+            (operands[0], operands[1]),
             offset + (WGMMA_ALIGN if wgmma and from_scratch else 0),
             0 if from_scratch or not wgmma else self.pending,
             k,
         )
         return dataclasses.replace(e, attrs=(*e.attrs, ("plan", plan)))
 
-    def expr(self, e: Expr | None) -> Expr | None:
+    def expr(self, e: Expr) -> Expr:
         if not isinstance(e, Op):
             return e
         args = tuple(self.expr(a) for a in e.args)
@@ -203,7 +203,8 @@ class _Planner:
 
     def stmt(self, s: ir.Stmt) -> ir.Stmt:
         if isinstance(s, ir.Declare):
-            return dataclasses.replace(s, init=self.expr(s.init))
+            init = self.expr(s.init) if s.init is not None else None
+            return dataclasses.replace(s, init=init)
         if isinstance(s, ir.Assign):
             return dataclasses.replace(s, value=self.expr(s.value))
         if isinstance(s, ir.Eval):
@@ -216,7 +217,7 @@ class _Planner:
             return dataclasses.replace(
                 s,
                 init=self.block(s.init),
-                cond=self.expr(s.cond),
+                cond=self.expr(s.cond) if s.cond is not None else None,
                 step=self.block(s.step),
                 body=self.block(s.body),
             )
@@ -228,6 +229,7 @@ class _Planner:
                 self.once[once.var] = once
             self.pending = 1 if s.overlap else 0
             loop = self.stmt(s.loop)
+            assert isinstance(loop, ir.Loop)
             self.staged, self.once, self.pending = outer
             return dataclasses.replace(s, loop=loop)
         return s
@@ -235,7 +237,9 @@ class _Planner:
 
 def plan_dots(kernel: ir.Kernel, names: Names) -> ir.Kernel:
     """``kernel`` with a :class:`DotPlan` on every dot."""
-    return dataclasses.replace(kernel, body=_Planner(names).block(kernel.body))
+    return dataclasses.replace(
+        kernel, body=_Planner(names, kernel.switches.defer_waits, kernel.target).block(kernel.body)
+    )
 
 
 # ---------------------------------------------------------------- deferred waits
@@ -277,7 +281,7 @@ def _computed(stmts: list[ir.Stmt]) -> tuple[Var, ...]:
         layout = s.layout if isinstance(s, ir.Declare) else value.layout if value else None
         if value is None or not value.type.is_tile or layout is None:
             continue
-        if value.type.dtype.name not in ("f32", "i32"):
+        if value.type.is_pointer or value.type.scalar.name not in ("f32", "i32"):
             continue
         found.pop(s.name, None)
         found[s.name] = Var(type=value.type, loc=s.loc, layout=layout, name=s.name)
@@ -390,5 +394,7 @@ def _place_waits(
 
 def _deferred_dot(s: ir.Stmt) -> Op | None:
     value = s.init if isinstance(s, ir.Declare) else s.value if isinstance(s, ir.Assign) else None
-    plan = value.attr("plan") if isinstance(value, Op) and value.op == "dot" else None
+    if not isinstance(value, Op) or value.op != "dot":
+        return None
+    plan = value.attr("plan")
     return value if plan is not None and plan.deferred else None

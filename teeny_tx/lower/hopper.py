@@ -39,20 +39,21 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ..dtypes import ELEMENT_SIZES, FP8, WGMMA_TYPES
 from ..errors import CompileError
+from ..target import HOPPER
 from . import ir
 
 # what TMA allows (the CUDA driver API's cuTensorMapEncodeTiled rules)
 TMA_MAX_BOX = 256  # elements per box dimension
 TMA_STRIDE_ALIGN = 16  # bytes: global strides and the base address
 SWIZZLE_BYTES = 128  # the swizzle wgmma and SmemTile share: one box row is 128 bytes
-MAX_SHARED = 232448  # bytes of dynamic shared memory a block may opt into on sm_90
+MAX_SHARED = HOPPER.max_shared_per_block  # bytes of dynamic shared memory a block may opt into
 
 # operand dtypes -> wgmma's type name; f32 operands are multiplied as TF32 (the tensor cores
 # read each f32's sign, exponent and top 10 mantissa bits: TF32 by truncation, as cuBLAS's)
-WGMMA_DTYPES = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2", "f32": "tf32"}
-ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f8e4m3": 1, "f8e5m2": 1}
-FP8 = ("f8e4m3", "f8e5m2")
+WGMMA_DTYPES = WGMMA_TYPES  # (dtypes.ELEMENTS)
+ITEMSIZE = ELEMENT_SIZES
 KMAJOR_ONLY = (*FP8, "f32")  # wgmma transposes only 16-bit operands in shared memory
 
 
@@ -357,7 +358,7 @@ def plan_matmul(
         )
     if c.store_panels not in (0, 1, 2):
         raise TmaUnsupported(f"store_panels={c.store_panels}: 0 (the whole tile), 1 or 2", None)
-    if c.cluster not in (1, 2):
+    if c.cluster not in (1, 2) or (c.cluster > 1 and not HOPPER.clusters):
         raise TmaUnsupported(f"cluster={c.cluster}: clusters of 1 or 2 CTAs along M", None)
     if not 1 <= c.split_k <= MAX_SPLIT_K:
         raise TmaUnsupported(f"split_k={c.split_k}: 1 to {MAX_SPLIT_K} units per tile", None)
@@ -390,7 +391,7 @@ def plan_matmul(
             )
     consumers = 2 if c.pingpong else c.bm // rows
     producer_regs = 40
-    budget = 65536 - 128 * producer_regs
+    budget = HOPPER.registers_per_sm - 128 * producer_regs
     consumer_regs = min(232, budget // (128 * consumers) // 8 * 8)
     node = HopperMatmul(
         name=name,

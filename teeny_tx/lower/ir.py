@@ -16,6 +16,8 @@ from typing import Any
 
 from ..dtypes import DType
 from ..errors import Location
+from ..switches import CodegenSwitches
+from ..target import DEFAULT_ARCH, Target
 
 
 @dataclass(frozen=True)
@@ -368,6 +370,8 @@ class Kernel:
     index64: bool = False
     num_stages: int = 2  # software-pipelining depth of the loops that feed dot
     pipeline_tma: bool = False  # pipelined loads by TMA where they can be (its module asks)
+    switches: CodegenSwitches = CodegenSwitches()  # the switches it is compiled under (key)
+    target: Target = Target.from_arch(DEFAULT_ARCH)  # what it is compiled for: limits, features
     # warp specialisation (lower/warp_spec.py): the producer warpgroup's warps, launched after
     # the num_warps that run the kernel's statements; or, where it was asked for and refused, why
     producer_warps: int = 0

@@ -79,7 +79,7 @@ def wgmma_fits(e: Op, num_warps: int) -> bool:
     (M = 16 * num_warps), N a multiple of 64 up to 256, and operands whose shared tiles are
     whole 128-byte swizzle panels (K a multiple of 128 bytes where K is contiguous)."""
     a, b = e.args[:2]
-    dtype = a.type.dtype.name
+    dtype = a.type.scalar.name
     if len(e.type.shape) != 2:
         return False
     a_kmajor = not (isinstance(a, Op) and a.op == "permute")
@@ -132,7 +132,7 @@ class Layout:
         return isinstance(self.blocked, Mma)
 
     def regs_along(self, d: int) -> int:
-        if self.is_mma:
+        if isinstance(self.blocked, Mma):
             return self.blocked.regs_along(self.shape, d)
         size, tile, spt = self.shape[d], self.blocked.tile(d), self.blocked.spt[d]
         return spt * (size // tile) if size >= tile else min(spt, size)
@@ -154,7 +154,7 @@ class Layout:
     @property
     def replicated(self) -> bool:
         """Whether some threads hold copies of other threads' elements."""
-        if self.is_mma:
+        if isinstance(self.blocked, Mma):
             return 1 in self.shape or self.blocked.copies > 1
         return self.threads_covered < self.blocked_threads
 
@@ -191,7 +191,7 @@ class Layout:
     @property
     def cuda(self) -> str:
         b = self.blocked
-        if self.is_mma:
+        if isinstance(b, Mma):
             shape = ", ".join(map(str, self.shape))
             return f"tx::Mma<tx::Ints<{shape}>, {b.warps[0]}, {b.warps[1]}>"
 
@@ -205,7 +205,7 @@ class Layout:
 
     def describe(self) -> str:
         b = self.blocked
-        if self.is_mma:
+        if isinstance(b, Mma):
             copies = ", some threads hold copies" if self.replicated else ""
             kind = "wgmma" if b.version == 3 else "mma.sync"
             return (
@@ -269,7 +269,8 @@ class LayoutPass:
             if isinstance(e, Op) and e.op in ("load", "store") and e.args[0].type.is_tile:
                 shape = e.args[0].type.shape
                 rank = len(shape)
-                self.width[rank] = min(self.width.get(rank, 16), e.args[0].type.dtype.elem.itemsize)
+                elem = e.args[0].type.pointer.elem
+                self.width[rank] = min(self.width.get(rank, 16), elem.itemsize)
                 if _numel(shape) > _numel(self.largest.get(rank, ())):
                     self.largest[rank] = shape
         self.blocked_by_rank: dict[int, Blocked] = {}
@@ -340,7 +341,7 @@ class LayoutPass:
                         and isinstance(x, Var)
                         and x.name not in loaded
                         and x.type.dtype.itemsize == 2
-                        and self.mma(e).blocked.version == 3
+                        and _is_wgmma(self.mma(e))
                     ):
                         # a 16-bit A tile computed in registers (attention's P, carried by a
                         # loop) keeps the layout its values have: wgmma's register-A form
@@ -351,8 +352,9 @@ class LayoutPass:
         # a pointer tile read only by a dot operand's load (``load(pa)``, ``load(pa + off)``)
         # is kept in that load's layout: no pointer tile moves through shared memory
         for s in walk_stmts(self.kernel.body):
-            if isinstance(s, ir.Declare) and s.name in demands and _loads_from(s.init):
-                demands.setdefault(_loads_from(s.init), demands[s.name])
+            pointers = _loads_from(s.init) if isinstance(s, ir.Declare) else None
+            if isinstance(s, ir.Declare) and s.name in demands and pointers is not None:
+                demands.setdefault(pointers, demands[s.name])
         for s in walk_stmts(self.kernel.body):
             value = s.init if isinstance(s, ir.Declare) else getattr(s, "value", None)
             if (
@@ -521,6 +523,7 @@ class LayoutPass:
         if e.op == "scan" and layout.is_mma:
             # computed in a blocked layout, then moved into the accumulator's
             inner = self.natural(e)
+            assert inner is not None, "a scan has its source's layout"
             self.layouts.setdefault(inner.key, inner)
             return Op(
                 type=e.type,
@@ -561,7 +564,7 @@ class LayoutPass:
         another layout gets a conversion."""
         own = self.mma(e)
         self.layouts.setdefault(own.key, own)
-        operands = []
+        operands: list[Expr] = []
         for x in e.args[:2]:
             if isinstance(x, Op) and x.op == "permute":
                 inner = x.args[0]
@@ -705,6 +708,10 @@ def assign_layouts(kernel: ir.Kernel, wgmma: bool = False) -> tuple[ir.Kernel, d
     return LayoutPass(kernel, wgmma).run()
 
 
+def _is_wgmma(layout: Layout) -> bool:
+    return isinstance(layout.blocked, Mma) and layout.blocked.version == 3
+
+
 def walk_stmts(stmts):
     for s in stmts:
         yield s
@@ -722,14 +729,14 @@ def walk_stmts(stmts):
 def walk_exprs(stmts):
     """Every expression node of a statement list, operands before the ops that use them."""
     for s in stmts:
-        roots = []
+        roots: list[Expr] = []
         if isinstance(s, ir.Declare) and s.init is not None:
             roots = [s.init]
         elif isinstance(s, ir.Assign):
             roots = [s.value]
         elif isinstance(s, ir.Eval):
             roots = [s.expr]
-        elif isinstance(s, ir.If) or isinstance(s, ir.Loop) and s.cond is not None:
+        elif isinstance(s, (ir.If, ir.Loop)) and s.cond is not None:
             roots = [s.cond]
         elif isinstance(s, ir.Staged):
             roots = [s.staged.load]

@@ -29,7 +29,7 @@ class MemoryOps(LoweringContext):
                 self.loc(args[0]),
                 "e.g. load(x + offsets)",
             )
-        elem = ptr.type.dtype.elem
+        elem = ptr.type.pointer.elem
         shape = ptr.type.shape
         mask = self.mask(args[1], shape, "load") if len(args) > 1 else None
         other = None
@@ -45,7 +45,7 @@ class MemoryOps(LoweringContext):
             if ty.is_weak(other):
                 other = (
                     ty.cast(other, elem)
-                    if other.type.dtype.is_float <= elem.is_float
+                    if other.type.scalar.is_float <= elem.is_float
                     else ty.cast(other, elem)
                 )
             other = ty.cast(other, elem)
@@ -76,7 +76,7 @@ class MemoryOps(LoweringContext):
         ptr = self.expr(args[0])
         if not ptr.type.is_pointer:
             raise CompileError(f"store() needs pointers, got {ptr.type}", self.loc(args[0]))
-        if ptr.type.dtype.const:
+        if ptr.type.pointer.const:
             raise CompileError(
                 "store() through a read-only pointer",
                 self.loc(args[0]),
@@ -91,7 +91,7 @@ class MemoryOps(LoweringContext):
                 "store an integer offset (e.g. the index) and add it to a base pointer when "
                 "loading",
             )
-        value = ty.cast(value, ptr.type.dtype.elem)
+        value = ty.cast(value, ptr.type.pointer.elem)
         if (
             value.type.is_tile
             and value.type.shape != shape
@@ -155,13 +155,13 @@ class MemoryOps(LoweringContext):
         ptr = self.expr(args[0])
         if not ptr.type.is_pointer:
             raise CompileError(f"atomic_{kind}() needs pointers, got {ptr.type}", self.loc(args[0]))
-        if ptr.type.dtype.const:
+        if ptr.type.pointer.const:
             raise CompileError(
                 f"atomic_{kind}() through a read-only pointer",
                 self.loc(args[0]),
                 "the parameter is declared `const`; drop `const` to write through it",
             )
-        elem = ptr.type.dtype.elem
+        elem = ptr.type.pointer.elem
         if elem.name not in self._ATOMIC_TYPES[kind]:
             raise CompileError(
                 f"atomic_{kind}() does not support {elem} data",

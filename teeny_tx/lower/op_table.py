@@ -17,7 +17,7 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import Location
 from . import typing as ty
-from .ir import Const, Expr, Op, Type
+from .ir import Const, Elem, Expr, Op, Type
 
 # The op families: what each kind of entry is, one line each (the reference and the emitter
 # group entries by them; every entry names one).
@@ -59,7 +59,7 @@ class OpDef:
     doc: str
     arity: tuple[int, int]
     rule: Callable[..., Expr] | None
-    cuda: str | Callable[[DType], str] | None = None
+    cuda: str | Callable[[Elem], str] | None = None
     numpy: Callable[..., Any] | None = None
     prelude: bool = True
     symbol: str | None = None  # the C operator, for operator entries
@@ -97,7 +97,7 @@ class OpDef:
     def emit_method(self) -> str | None:
         return self.emit
 
-    def cuda_format(self, dtype: DType) -> str:
+    def cuda_format(self, dtype: Elem) -> str:
         assert self.cuda is not None, f"{self.name} has no CUDA spelling"
         return self.cuda(dtype) if callable(self.cuda) else self.cuda
 

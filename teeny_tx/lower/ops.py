@@ -20,6 +20,7 @@ import numpy as np
 
 from ..dtypes import BOOL, DType
 from ..errors import CompileError, Location
+from . import exact_fma
 from . import typing as ty
 from .casts import cast_array
 from .ir import Const, Expr, Op, PointerType, Type
@@ -49,8 +50,8 @@ def rule_arith(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
     b = ty.numeric(b, loc, OPS[name].symbol or name)
     a, b = ty.resolve_weak(a, b)
     if name in ("lshift", "rshift", "bitand", "bitor", "bitxor"):
-        ty.require_int(a, loc, OPS[name].symbol)
-        ty.require_int(b, loc, OPS[name].symbol)
+        ty.require_int(a, loc, OPS[name].symbol or name)
+        ty.require_int(b, loc, OPS[name].symbol or name)
     dtype = ty.common_dtype(a, b)
     shape = ty.broadcast_shapes(a.type.shape, b.type.shape, loc, f"'{OPS[name].symbol or name}'")
     return make(name, [ty.cast(a, dtype), ty.cast(b, dtype)], Type(dtype, shape), loc)
@@ -140,13 +141,15 @@ def _resolve_all(args: list[Expr]) -> list[Expr]:
         return args
     anchor = typed[0]
     for other in typed[1:]:
+        if anchor.type.is_pointer or other.type.is_pointer:
+            continue  # refused by the rule that follows, with its own message
         if ty.common_dtype(anchor, other) != anchor.type.dtype:
             anchor = other
     return [ty.resolve_weak(a, anchor)[0] if ty.is_weak(a) else a for a in args]
 
 
 def _elementwise_common(name: str, args: list[Expr], loc: Location) -> Expr:
-    dtype = args[0].type.dtype
+    dtype = args[0].type.scalar  # the rules above refuse pointers first
     shape: tuple[int, ...] = ()
     for x in args[1:]:
         dtype = ty.common_dtype(Const(type=Type(dtype), loc=loc, value=0), x)
@@ -238,12 +241,6 @@ def _rsqrt(x):
     return 1.0 / np.sqrt(x)
 
 
-def _fma(a, b, c):
-    if a.dtype == np.float64:
-        return a * b + c
-    return (a.astype(np.float64) * b + c).astype(a.dtype)
-
-
 def _abs(x):
     return np.abs(x) if x.dtype.kind != "b" else x
 
@@ -271,6 +268,7 @@ _ARITH = (
     ("lshift", "<<", "shift left", np.left_shift),
     ("rshift", ">>", "shift right: arithmetic for signed, logical for unsigned", np.right_shift),
 )
+_np: Callable[..., Any]  # each family's NumPy twin, in the loops below
 for _name, _sym, _doc, _np in _ARITH:
     if _name == "mod":
         _cuda = lambda d: "tx::fmod({0}, {1})" if d.is_float else _wrap("{0} % {1}")(d)  # noqa: E731
@@ -445,7 +443,7 @@ _def(
     3,
     rule_float_math,
     "tx::fma({0}, {1}, {2})",
-    _fma,
+    exact_fma.fma,
 )
 _def("pow", "pow(x, y): x^y", 2, rule_float_math, "tx::pow({0}, {1})", _in_f32(np.power))
 
@@ -491,10 +489,10 @@ def rule_hint(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
         raise CompileError(
             f"{name}() takes integer or pointer values, got {x.type}", loc, OPS[name].doc
         )
-    n = _constant_power_of_two(n, loc, f"the {name}() bound")
+    bound = _constant_power_of_two(n, loc, f"the {name}() bound")
     if isinstance(x, Const):
         return x
-    return Op(type=x.type, loc=loc, op=name, args=(x,), attrs=(("n", n),))
+    return Op(type=x.type, loc=loc, op=name, args=(x,), attrs=(("n", bound),))
 
 
 def rule_bitcast(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
@@ -873,9 +871,11 @@ def elementwise_numpy(op: Op, values: list) -> Any:
         if op.op == "cast":
             return numpy_cast(values[0], op.attr("to"))
         if op.op == "bitcast":
-            return np.asarray(values[0]).view(op.type.dtype.np)
-        result = OPS[op.op].numpy(*values)
-    return np.asarray(result).astype(op.type.dtype.np, copy=False)
+            return np.asarray(values[0]).view(op.type.scalar.np)
+        numpy = OPS[op.op].numpy
+        assert numpy is not None, f"{op.op} has no NumPy twin"
+        result = numpy(*values)
+    return np.asarray(result).astype(op.type.scalar.np, copy=False)
 
 
 # Op families defined in modules of their own register into OPS when ops is imported (last, so

@@ -12,22 +12,30 @@ the emitter goes on with.
 5. ``LOOP_PASSES``: loops become decided nodes; ``pipeline``: loads feeding ``dot`` in a loop
    become cp.async stages.
 6. ``dot_plan``: where each dot's operands come from (a stage, or registers via the scratch).
+7. ``interface``: the parameter list (tensor maps included), the shared-memory layout, the
+   block, the launch bounds and includes (:class:`~teeny_tx.lower.interface.Interface`),
+   checked against the target's limits before any CUDA is rendered.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import ir
 from .axisinfo import AxisInfo
 from .convert import place_conversions
 from .dot_plan import plan_dots
+from .interface import Interface, build_interface, check_resources
 from .layout import Layout, assign_layouts
 from .names import Names
 from .pipeline import plan_pipelines
 from .simplify import simplify
 from .vectorize import vectorize
+
+if TYPE_CHECKING:
+    from ..target import Target
 
 # Passes that lower loops into decided nodes, in order: (kernel, axis info, names) -> kernel.
 # A planner of its own (Hopper's TMA / warp-specialised mainloop) goes before plan_pipelines,
@@ -40,10 +48,16 @@ class Decided:
     kernel: ir.Kernel
     layouts: dict[tuple, Layout]
     names: Names
+    interface: Interface
 
 
-def decide(kernel: ir.Kernel, wgmma: bool = False) -> Decided:
-    """Run the passes above over ``kernel``; ``wgmma``: dots that fit it use Hopper's wgmma."""
+def decide(kernel: ir.Kernel, wgmma: bool | None = None, target: Target | None = None) -> Decided:
+    """Run the passes above over ``kernel`` for ``target`` (default ``kernel.target``): the
+    passes read limits and features from it; ``wgmma``: dots that fit it use Hopper's wgmma
+    (None: where the target has it). The interface is checked against the target's limits: a
+    :class:`~teeny_tx.errors.ResourceError` at the kernel line that asks too much."""
+    target = target if target is not None else kernel.target
+    wgmma = target.wgmma if wgmma is None else wgmma
     kernel, layouts = assign_layouts(simplify(kernel), wgmma=wgmma)
     names = Names.of_kernel(kernel)
     kernel = place_conversions(kernel, names)
@@ -51,4 +65,6 @@ def decide(kernel: ir.Kernel, wgmma: bool = False) -> Decided:
     for loop_pass in LOOP_PASSES:
         kernel = loop_pass(kernel, AxisInfo(kernel), names)
     kernel = plan_dots(kernel, names)
-    return Decided(kernel, layouts, names)
+    interface = build_interface(kernel)
+    check_resources(interface, target)
+    return Decided(kernel, layouts, names, interface)

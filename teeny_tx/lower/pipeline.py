@@ -28,13 +28,14 @@ that stage's previous readers only. Warpgroups may then drift up to an iteration
 softmax runs while another's wgmma does.
 
 With TMA switched on (the kernel's module asks, ``Module.pipeline_tma``, as the attention
-wrapper's does; or ``$TEENY_TX_PIPELINE_TMA``: ``1`` for every kernel, or a comma-separated
-list of kernel names), a loop whose stages change hands through mbarriers has its loads issued
-as TMA bulk tensor copies where every load's address is a tensor map's box (:func:`tma_copy`):
-one thread arms the stage's full barrier with the stage's bytes and issues the copies; the
-boxes land in the same 128-byte-swizzled panels cp.async fills; rows past the extent the mask
-names read as zeros. The kernel then takes one ``CUtensorMap`` parameter per load, after its
-own (``runtime/tma.py`` encodes them from the launch values).
+wrapper's does; or ``$TEENY_TX_PIPELINE_TMA``, read from ``kernel.switches``: ``1`` for every
+kernel, or a comma-separated list of kernel names), a loop whose stages change hands through
+mbarriers has its loads issued as TMA bulk tensor copies where every load's address is a
+tensor map's box (:func:`tma_copy`): one thread arms the stage's full barrier with the stage's
+bytes and issues the copies; the boxes land in the same 128-byte-swizzled panels cp.async
+fills; rows past the extent the mask names read as zeros. The kernel then takes one
+``CUtensorMap`` parameter per load, after its own (``runtime/tma.py`` encodes them from the
+launch values).
 
 Rings of a pipelined loop nested in another (dK/dV's query loop inside its loop over the query
 heads of a group) start where the enclosing loop's rings end: the outer stages stay live while
@@ -48,7 +49,6 @@ threads issues every iteration's copies, and the kernel's own warps only compute
 from __future__ import annotations
 
 import dataclasses
-import os
 
 from . import ir
 from .axisinfo import AxisInfo
@@ -60,16 +60,9 @@ from .warp_spec import plan_warp_specialization
 
 STAGE_ALIGN = 1024  # each ring starts on a 1024-byte boundary (128-byte swizzle panels)
 BARRIER_BYTES = 8  # one mbarrier
-TMA_ENV = "TEENY_TX_PIPELINE_TMA"  # the switch: "1" (every kernel) or kernel names, commas
 TMA_PANEL_BYTES = 128  # one box's inner extent: a 128-byte swizzled panel of the stage
 TMA_MAX_BOX = 256  # elements along a box dimension
 TMA_MAX_RANK = 5
-
-
-def tma_enabled(kernel: str) -> bool:
-    """Whether ``$TEENY_TX_PIPELINE_TMA`` switches the pipelines of ``kernel`` to TMA."""
-    value = os.environ.get(TMA_ENV, "").strip()
-    return value == "1" or kernel in {name.strip() for name in value.split(",")}
 
 
 def operand_source(x: Expr) -> tuple[Expr, bool]:
@@ -284,7 +277,8 @@ def tma_copy(kernel: ir.Kernel, loop_var: str, load: Op, param: str) -> ir.TmaCo
 class _Planner:
     def __init__(self, kernel: ir.Kernel, axis: AxisInfo, names: Names) -> None:
         self.kernel = kernel
-        self.tma = kernel.pipeline_tma or tma_enabled(kernel.name)
+        target = kernel.target
+        self.tma = target.tma and (kernel.pipeline_tma or kernel.switches.tma_for(kernel.name))
         self.stages = kernel.num_stages
         self.axis = axis
         self.names = names
@@ -522,5 +516,7 @@ class _Planner:
 def plan_pipelines(kernel: ir.Kernel, axis: AxisInfo, names: Names) -> ir.Kernel:
     """``kernel`` with every loop that has the shape above software-pipelined, and its TMA
     pipeline warp-specialised where the launch asks (``lower/warp_spec.py``)."""
+    if not kernel.target.cp_async:  # no asynchronous copies: the loops stay as written
+        return kernel
     kernel = dataclasses.replace(kernel, body=_Planner(kernel, axis, names).block(kernel.body))
     return plan_warp_specialization(kernel)

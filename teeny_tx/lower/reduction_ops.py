@@ -58,7 +58,7 @@ class ReductionOps(LoweringContext):
             else None
         )
         keep = bool(self.constant(args[2], f"keep_dims of {kind}()")) if len(args) > 2 else False
-        dtype = x.type.dtype
+        dtype = x.type.scalar
         if kind == "sum":
             if dtype.is_float and dtype.bits < 32:
                 dtype = F32
@@ -119,7 +119,7 @@ class ReductionOps(LoweringContext):
         rank = len(x.type.shape)
         axis = self.axis_arg(args[1], rank, what) if len(args) > 1 else 0
         reverse = bool(self.constant(args[2], f"reverse of {what}()")) if len(args) > 2 else False
-        dtype = x.type.dtype
+        dtype = x.type.scalar
         if kind == "sum" and (dtype.kind == "b" or (dtype.is_int and dtype.bits < 32)):
             dtype = DTYPES["u32"] if dtype.kind == "u" else DTYPES["i32"]
         if kind == "sum" and dtype.is_float and dtype.bits < 32:
@@ -164,6 +164,7 @@ class ReductionOps(LoweringContext):
             raise CompileError(
                 f"combiner '{node.name}' must not declare variables", self.loc(fn.decl)
             )
+        assert result is not None, "an inlined expression has a value"
         result = ty.cast(result, dtype)
         if result.type.is_tile:
             raise CompileError(f"combiner '{node.name}' must combine two scalars into one", loc)

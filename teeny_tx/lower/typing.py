@@ -64,7 +64,7 @@ def cast(x: Expr, dtype: DType) -> Expr:
 
 
 def convert_value(
-    value: int | float | bool, dtype: DType, src: DType | None = None
+    value: int | float | bool, dtype: DType, src: DType | PointerType | None = None
 ) -> int | float | bool:
     """A Python constant (of dtype ``src``, else inferred from the value) as ``dtype`` holds it:
     the cast rules C1-C5 of ``lower/casts.py`` (integers wrap, floats saturate into integers,
@@ -120,8 +120,8 @@ def _int_range(d: DType) -> tuple[int, int]:
 
 
 def common_dtype(a: Expr, b: Expr) -> DType:
-    """T1 + T2 for two operands whose weak constants are already resolved."""
-    return promote(a.type.dtype, b.type.dtype)
+    """T1 + T2 for two operands whose weak constants are already resolved (not pointers)."""
+    return promote(a.type.scalar, b.type.scalar)
 
 
 def numeric(x: Expr, loc: Location, what: str) -> Expr:

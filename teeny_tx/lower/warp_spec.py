@@ -48,8 +48,8 @@ not yet explained.
 from __future__ import annotations
 
 import dataclasses
-import os
 
+from ..target import HOPPER, Target
 from . import ir
 from .convert import needs_statement, var_names
 from .ir import Expr, Op
@@ -59,10 +59,8 @@ CONSTEXPR = "WARP_SPECIALIZE"  # the constexpr parameter a kernel declares to of
 PRODUCER_WARPS = 4  # one warpgroup
 PRODUCER_REGISTERS = 24  # per producer thread after setmaxnreg.dec (FlashAttention-3's)
 MAX_CONSUMER_REGISTERS = 240
-REGISTER_FILE = 65536  # 32-bit registers of one SM, shared by the block's warps
 NAMED_BARRIER = 1  # the compute warps' barrier (0 is __syncthreads')
 TURN_BARRIERS = 2  # ping-pong: warpgroup w's turn at the tensor cores is named barrier 2 + w
-PINGPONG_ENV = "TEENY_TX_WS_PINGPONG"  # "1": WARP_SPECIALIZE=2 takes the (experimental) ping-pong
 
 
 def requested(kernel: ir.Kernel) -> int:
@@ -73,9 +71,9 @@ def requested(kernel: ir.Kernel) -> int:
 
 def _pingpong(kernel: ir.Kernel, p: ir.PipelinedLoop) -> str | None:
     """Why the compute warpgroups of ``p`` cannot take turns at its dots, or None."""
-    if os.environ.get(PINGPONG_ENV, "") != "1":
+    if not kernel.switches.ws_pingpong:
         return (
-            f"the ping-pong is experimental (${PINGPONG_ENV}=1 enables it): no faster on the "
+            "the ping-pong is experimental ($TEENY_TX_WS_PINGPONG=1 enables it): no faster on the "
             "H200, and racecheck reported hazards not yet explained (lower/warp_spec.py)"
         )
     if kernel.num_warps != 8:
@@ -89,20 +87,22 @@ def _pingpong(kernel: ir.Kernel, p: ir.PipelinedLoop) -> str | None:
     return None
 
 
-def entry_registers(num_warps: int) -> int:
+def entry_registers(num_warps: int, target: Target = HOPPER) -> int:
     """Each thread's registers at launch: ``__launch_bounds__(threads, 1)``'s cap for the
-    compute warps and the producer's, a multiple of 8, at most 255."""
-    return min(255, REGISTER_FILE // (32 * (num_warps + PRODUCER_WARPS))) // 8 * 8
+    compute warps and the producer's (the target's register file over the threads), a
+    multiple of 8, at most the target's registers per thread."""
+    threads = 32 * (num_warps + PRODUCER_WARPS)
+    return min(target.max_registers_per_thread, target.registers_per_sm // threads) // 8 * 8
 
 
-def consumer_registers(num_warps: int) -> int:
+def consumer_registers(num_warps: int, target: Target = HOPPER) -> int:
     """What ``setmaxnreg.inc`` gives each compute thread. The block starts with the registers
     of its entry cap (``__launch_bounds__(threads, 1)``: the register file over its threads, a
     multiple of 8, at most 255) for every thread; the producer's ``setmaxnreg.dec`` returns
     its share to the block's pool, and the compute warps may take no more than the pool holds
     (else their ``setmaxnreg.inc`` would wait forever): a multiple of 8, at most 240."""
     threads = 32 * (num_warps + PRODUCER_WARPS)
-    entry = entry_registers(num_warps)
+    entry = entry_registers(num_warps, target)
     pool = threads * entry - 32 * PRODUCER_WARPS * PRODUCER_REGISTERS
     return max(entry, min(MAX_CONSUMER_REGISTERS, pool // (32 * num_warps) // 8 * 8))
 
@@ -182,14 +182,16 @@ def _plan(kernel: ir.Kernel) -> tuple[int, ir.WarpSpec] | str:
     found = _slice(kernel, index, p)
     if isinstance(found, str):
         return found
+    if not kernel.target.setmaxnreg:
+        return f"{kernel.target.arch} has no setmaxnreg (the producer gives its registers back)"
     threads = 32 * kernel.num_warps
     refused = _pingpong(kernel, p) if requested(kernel) == 2 else None
     return index, ir.WarpSpec(
         slice=found,
         compute_threads=threads,
         producer_registers=PRODUCER_REGISTERS,
-        consumer_registers=consumer_registers(kernel.num_warps),
-        entry_registers=entry_registers(kernel.num_warps),
+        consumer_registers=consumer_registers(kernel.num_warps, kernel.target),
+        entry_registers=entry_registers(kernel.num_warps, kernel.target),
         barrier=NAMED_BARRIER,
         pingpong=requested(kernel) == 2 and refused is None,
         turns=TURN_BARRIERS,

@@ -120,6 +120,7 @@ def parse(text: str, filename: str) -> Unit:
     check_filename(filename)
     check_size(text, filename)  # first: a huge text costs time in everything below
     text = text.replace("\r\n", "\n")  # files saved with Windows line ends: pycparser rejects \r
+    text = text.removeprefix("\ufeff")  # a byte-order mark, as gcc, clang and nvcc skip it
     stripped = strip_comments(text)
     check_text(text, stripped, filename)
     joined = f'{strip_comments(prelude_text())}\n# 1 "{filename}"\n{stripped}'

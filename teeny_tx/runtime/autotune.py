@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import switches
 from .._prelude import PRELUDE_SHA256
 from ..dtypes import from_numpy
 from ..errors import (
@@ -58,7 +59,6 @@ from ..errors import (
 )
 from ..parse.pragmas import AutotuneDecl
 from ..progress import Progress
-from ..target import Target
 from . import cache, launch, nvrtc
 from .elf import cubin_resources
 from .files import atomic_write
@@ -72,7 +72,6 @@ if TYPE_CHECKING:
 # Bump when the cache file's recipe or contents change, so old files are never read.
 AUTOTUNE_FORMAT = 1
 OPTIONS = ("num_warps", "num_stages")
-MAX_REGISTERS = 255  # per thread, on every architecture since sm_35
 # Spills up to this many bytes per thread are kept: a few bytes of local memory (L1-resident)
 # cost less than a smaller tile (measured on the H200: the 128x256 wgmma matmul spills 4-8
 # bytes and is the fastest config at 8192^3); larger spills prune the config.
@@ -304,7 +303,7 @@ class Autotuner:
             if path is not None:
                 _write(path, self._record(key, choice))
         self._chosen[key] = choice
-        if os.environ.get("TEENY_TX_AUTOTUNE_PRINT", "") not in ("", "0"):
+        if switches.read("AUTOTUNE_PRINT"):
             print(self._line(key, choice), file=sys.stderr)
         return choice
 
@@ -494,7 +493,7 @@ class Autotuner:
             else:
                 limits = launch.device_limits(index)
                 text = f"{limits.name} (sm_{limits.capability[0]}{limits.capability[1]})"
-            target = self.kernel.module.target or Target.for_device()
+            target = self.kernel.module.target or launch.device_target()
             text = self._devices[index] = f"{text}, target {target.arch}"
         return text
 
@@ -739,9 +738,9 @@ def _shared_reason(err: ResourceError) -> str:
 def compile_workers() -> int:
     """Threads that compile a tuner's configs: ``$TEENY_TX_COMPILE_THREADS``, else one per CPU
     (at most 16). 1 compiles them one after another."""
-    text = os.environ.get("TEENY_TX_COMPILE_THREADS", "")
-    if text.strip().isdigit() and int(text) >= 1:
-        return int(text)
+    threads = switches.read("COMPILE_THREADS")
+    if threads is not None and threads >= 1:
+        return int(threads)
     return max(1, min(16, os.cpu_count() or 1))
 
 
@@ -799,9 +798,10 @@ def _register_problem(spec: Specialization, report: int | None = None) -> str | 
     if spilled > SPILL_TOLERANCE:
         return f"spills {spilled} bytes per thread to local memory"
     registers, frame = cubin_resources(cubin)
-    if registers > MAX_REGISTERS:
-        return f"needs {registers} registers per thread (at most {MAX_REGISTERS})"
-    cap = min(MAX_REGISTERS, 65536 // spec.kernel.num_threads)
+    most = spec.target.max_registers_per_thread
+    if registers > most:
+        return f"needs {registers} registers per thread (at most {most})"
+    cap = min(most, spec.target.registers_per_sm // spec.kernel.num_threads)
     if frame > SPILL_TOLERANCE and registers >= cap:
         return f"uses all {registers} registers and a {frame}-byte stack frame (spills)"
     return None

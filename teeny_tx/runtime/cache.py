@@ -42,6 +42,8 @@ from teeny_tx.runtime.elf import elf_extent
 from teeny_tx.runtime.files import atomic_write, remove_quietly
 from teeny_tx.runtime.nvrtc import DEFAULT_OPTIONS
 
+from .. import switches
+
 # Bump when the key's recipe or the file layout changes, so old files are never read.
 CACHE_FORMAT = 2
 ENTRY_MAGIC = b"teeny_tx cubin 2\n"  # then the 32-byte HMAC of key + cubin, then the cubin
@@ -56,7 +58,7 @@ def cache_dir() -> Path:
     """The private cache directory: ``$TEENY_TX_CACHE_DIR``, else ``$XDG_CACHE_HOME/teeny_tx``,
     else ``~/.cache/teeny_tx``, created ``0700``. One that another user owns or can write is
     refused with a warning, and a private temporary directory (one per process) stands in."""
-    forced = os.environ.get("TEENY_TX_CACHE_DIR")
+    forced = switches.read("CACHE_DIR")
     if forced:
         path = Path(forced).expanduser()
     else:
@@ -211,7 +213,7 @@ def _entry(key: str) -> tuple[Path, bytes, bytes] | None:
         directory = cache_dir()
         secret = _secret(directory)
     except OSError as err:
-        _warn_once(Path(os.environ.get("TEENY_TX_CACHE_DIR") or "~/.cache/teeny_tx"), err)
+        _warn_once(Path(switches.read("CACHE_DIR") or "~/.cache/teeny_tx"), err)
         return None
     name = hmac.new(secret, b"name\0" + key.encode(), hashlib.sha256).hexdigest()
     return directory / name[:2] / f"{name}.cubin", secret, key.encode()

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +36,12 @@ from cupy_backends.cuda.api import driver as _driver
 from cupy_backends.cuda.api import runtime as _runtime
 
 from teeny_tx.errors import LaunchError, ResourceError
+
+from .. import switches
+from ..target import Target
+from .streams import TORCH_RAW_STREAM as TORCH_RAW_STREAM  # (the launchers read these here)
+from .streams import torch_raw_stream as torch_raw_stream
+from .streams import torch_stream_pointer as torch_stream_pointer
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,12 @@ def has_gpu() -> bool:
 
 
 _limits: dict[int, DeviceLimits] = {}
+
+
+def device_target(hopper_features: bool = False) -> Target:
+    """The current device's target (sm_90 without a GPU; see ``Target.for_capability``)."""
+    capability = device_limits().capability if has_gpu() else None
+    return Target.for_capability(capability, hopper_features)
 
 
 def device_limits(device: int | None = None) -> DeviceLimits:
@@ -316,7 +327,7 @@ DriverError = _driver.CUDADriverError
 launch_kernel = _driver.launchKernel  # (function, grid x/y/z, block x/y/z, shared, stream,
 #                                        address of the void* parameter array, extra: 0)
 INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT: no context current on the calling thread
-LAUNCH_MODE = os.environ.get("TEENY_TX_LAUNCH", "driver")  # "driver" or "cupy" (see the doc)
+LAUNCH_MODE: str = switches.read("LAUNCH")  # "driver" or "cupy" (see the doc)
 
 
 def single_device() -> bool:
@@ -394,38 +405,7 @@ class ParamBuffer:
 
 
 def torch_current_stream(device: int) -> Any:
-    """torch's current stream on ``device`` as the object CuPy's launcher takes.
-
-    ``torch._C._cuda_getCurrentRawStream`` is the raw handle (what Triton's launcher reads;
-    ``torch.cuda.current_stream`` builds a Python object per call); the handle's CuPy
-    ``ExternalStream`` is kept per handle."""
-    raw = _torch_raw_stream[0]
-    if raw is None:
-        raw = _torch_raw_stream[0] = _find_torch_raw_stream()
-    return _handle(raw(device))
-
-
-_torch_raw_stream: list = [None]
-TORCH_RAW_STREAM = _torch_raw_stream  # [torch's raw current-stream function, once found]
-
-
-def torch_raw_stream() -> Any:
-    """torch's function of a device → the raw handle of its current stream (found once)."""
-    raw = _torch_raw_stream[0]
-    if raw is None:
-        raw = _torch_raw_stream[0] = _find_torch_raw_stream()
-    return raw
-
-
-def torch_stream_pointer(device: int) -> int:
-    """The raw handle of torch's current stream on ``device``."""
-    return torch_raw_stream()(device)
-
-
-def _find_torch_raw_stream() -> Any:
-    import torch
-
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw
-    return lambda device: torch.cuda.current_stream(device).cuda_stream
+    """torch's current stream on ``device`` as the object CuPy's launcher takes: the raw
+    handle of ``runtime/streams.py``; the handle's CuPy ``ExternalStream`` is kept per
+    handle."""
+    return _handle(torch_stream_pointer(device))

@@ -25,6 +25,8 @@ from cupy_backends.cuda.libs import nvrtc as _nvrtc
 from teeny_tx.errors import NvrtcError
 from teeny_tx.runtime.elf import repair_cubin
 
+from .. import switches
+
 _log = logging.getLogger(__name__)
 
 DEFAULT_OPTIONS: tuple[str, ...] = (
@@ -115,7 +117,7 @@ def pch_arguments(directory: Path | None, arch: str = "") -> list[str]:
     with it; for sm_90a the image takes 1.9 s, one matmul compiled 18x slower with it (1.49 s
     against 0.08 s, the same cubin) and the others about as fast — so arch-specific targets
     compile without it by default."""
-    setting = os.environ.get("TEENY_TX_PCH", "")
+    setting = switches.read("PCH")
     if directory is None or _pch_state["off"] or setting == "0":
         return []
     if setting != "1" and arch.endswith(("a", "f")):

@@ -19,15 +19,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from teeny_tx.dtypes import DTYPES
+from teeny_tx.dtypes import DTYPES, ELEMENT_SIZES, TMA_DATA_TYPES
 from teeny_tx.errors import LaunchError
 
 from .launch import DriverError, driver_handle, launch_kernel
 from .memory import device_pointer, extent_bytes
 
-# CUtensorMapDataType, by our dtype names
-DATA_TYPES = {"u8": 0, "f8e4m3": 0, "f8e5m2": 0, "u16": 1, "f16": 6, "f32": 7, "bf16": 9}
-ITEMSIZE = {"u8": 1, "f8e4m3": 1, "f8e5m2": 1, "u16": 2, "f16": 2, "f32": 4, "bf16": 2}
+DATA_TYPES = TMA_DATA_TYPES  # CUtensorMapDataType, by our dtype names (dtypes.ELEMENTS)
+ITEMSIZE = ELEMENT_SIZES
 SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle by bytes
 _L2_PROMOTION_256B = 3
 _INTERLEAVE_NONE = 0

@@ -1,8 +1,8 @@
 """device_print and device_assert of debug builds, as printf and __trap.
 
 Input: layout-annotated IR nodes of one statement. Output: CUDA lines through the Emitter's
-``emit`` (macros of ``debug.cu.j2``). A mixin of
-:class:`~teeny_tx.templates.emitter.Emitter`.
+``emit`` (macros of ``debug.cu.j2``). Functions of the
+:class:`~teeny_tx.templates.context.EmitContext`, registered in its tables.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from ..dtypes import DType
 from ..lower.ir import Op
 from ..lower.layout import Layout
 from ..lower.names import REGISTER
+from .context import EmitContext, effect
 from .expr import UNARY
 
 _PRINTF = {
@@ -36,41 +37,43 @@ def _c_string(text: str) -> str:
     return f'"{body}"'
 
 
-class DebugEmitter:
-    def emit_device_print(self, e: Op) -> None:
-        for a in e.args:
-            self.hoist(a)
-        pid = "pid (%d, %d, %d)"
-        formats = " ".join(_PRINTF[_printf_kind(a.type.dtype)][0] for a in e.args)
-        if not e.type.is_tile:
-            values = [_PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args]
-            text = _c_string(f"{pid} {e.attr('prefix')} {formats}\n")
-            self.emit("print_scalar", text, values)
-            return
-        layout: Layout = e.layout
-        index = "idx (" + ", ".join("%d" for _ in layout.dims) + ")"
-        text = _c_string(f"{pid} {index} {e.attr('prefix')} {formats}\n")
+@effect("device_print")
+def emit_device_print(ctx: EmitContext, e: Op) -> None:
+    for a in e.args:
+        ctx.hoist(a)
+    pid = "pid (%d, %d, %d)"
+    formats = " ".join(_PRINTF[_printf_kind(a.type.scalar)][0] for a in e.args)
+    if not e.type.is_tile:
+        values = [_PRINTF[_printf_kind(a.type.scalar)][1].format(ctx.ex(a)) for a in e.args]
+        text = _c_string(f"{pid} {e.attr('prefix')} {formats}\n")
+        ctx.emit("print_scalar", text, values)
+        return
+    layout: Layout = e.layout
+    index = "idx (" + ", ".join("%d" for _ in layout.dims) + ")"
+    text = _c_string(f"{pid} {index} {e.attr('prefix')} {formats}\n")
 
-        with self.registers_of(layout) as alias:
-            coords = [f"{alias}::coord({REGISTER}, {d})" for d in layout.dims]
-            values = [_PRINTF[_printf_kind(a.type.dtype)][1].format(self.ex(a)) for a in e.args]
-            self.emit("print_tile", alias, text, coords, values)
+    with ctx.registers_of(layout) as alias:
+        coords = [f"{alias}::coord({REGISTER}, {d})" for d in layout.dims]
+        values = [_PRINTF[_printf_kind(a.type.scalar)][1].format(ctx.ex(a)) for a in e.args]
+        ctx.emit("print_tile", alias, text, coords, values)
 
-    def emit_device_assert(self, e: Op) -> None:
-        cond = e.args[0]
-        self.hoist(cond)
-        where = f"{e.loc.file}:{e.loc.line}"
-        message = e.attr("message") or e.attr("text")
-        if not cond.type.is_tile:
-            text = _c_string(f"{where}: device_assert failed in program (%d, %d, %d): {message}\n")
-            self.emit("assert_scalar", self.expr(cond).at(UNARY), text)
-            return
-        layout: Layout = cond.layout
-        index = ", ".join("%d" for _ in layout.dims)
-        text = _c_string(
-            f"{where}: device_assert failed in program (%d, %d, %d) at ({index}): {message}\n"
-        )
 
-        with self.registers_of(layout) as alias:
-            coords = [f"{alias}::coord({REGISTER}, {d})" for d in layout.dims]
-            self.emit("assert_tile", alias, self.expr(cond).at(UNARY), text, coords)
+@effect("device_assert")
+def emit_device_assert(ctx: EmitContext, e: Op) -> None:
+    cond = e.args[0]
+    ctx.hoist(cond)
+    where = f"{e.loc.file}:{e.loc.line}"
+    message = e.attr("message") or e.attr("text")
+    if not cond.type.is_tile:
+        text = _c_string(f"{where}: device_assert failed in program (%d, %d, %d): {message}\n")
+        ctx.emit("assert_scalar", ctx.expr(cond).at(UNARY), text)
+        return
+    layout: Layout = cond.layout
+    index = ", ".join("%d" for _ in layout.dims)
+    text = _c_string(
+        f"{where}: device_assert failed in program (%d, %d, %d) at ({index}): {message}\n"
+    )
+
+    with ctx.registers_of(layout) as alias:
+        coords = [f"{alias}::coord({REGISTER}, {d})" for d in layout.dims]
+        ctx.emit("assert_tile", alias, ctx.expr(cond).at(UNARY), text, coords)

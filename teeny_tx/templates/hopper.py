@@ -13,12 +13,13 @@ from pathlib import Path
 
 import jinja2
 
+from ..activations import BY_CODE
+from ..dtypes import DTYPES, ELEMENTS
 from ..lower.hopper import HopperMatmul
 
-CTYPES = {"f16": "__half", "bf16": "__nv_bfloat16", "f32": "float"}
+CTYPES = {name: DTYPES[name].cuda for name in ("f16", "bf16", "f32")}  # outputs and bias
 # operand element types as the kernel stores them: fp8 only moves (TMA) and feeds wgmma
-STORAGE = CTYPES | {"f8e4m3": "unsigned char", "f8e5m2": "unsigned char"}
-_ACTIVATIONS = {0: "", 1: "gelu(", 2: "gelu_tanh(", 3: "relu(", 4: "silu("}
+STORAGE = {e.name: e.storage for e in ELEMENTS.values()}
 
 
 @functools.cache
@@ -30,7 +31,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         autoescape=False,
-        bytecode_cache=jinja2.FileSystemBytecodeCache(),  # as emitter.environment's
+        bytecode_cache=jinja2.FileSystemBytecodeCache(),  # as context.environment's
     )
 
 
@@ -54,7 +55,8 @@ def _wgmma(node: HopperMatmul) -> dict:
 def render_matmul(node: HopperMatmul) -> str:
     """The CUDA source of ``node``'s kernel (entry point ``node.name``)."""
     e = node.epilogue
-    act = _ACTIVATIONS[e.activation]
+    name = BY_CODE[e.activation].name
+    act = f"{name}(" if name else ""
     text = ("scale_a * scale_b * " if e.scaled else "") + "alpha * acc"
     text += " + bias" if e.bias_dtype else ""
     epilogue_text = f"{act}{text}{')' if act else ''}"

@@ -9,7 +9,6 @@ import pytest
 
 from teeny_tx.errors import LaunchError, ResourceError
 from teeny_tx.runtime import cache, launch, memory
-from teeny_tx.target import Target
 
 pytestmark = pytest.mark.gpu
 
@@ -44,7 +43,7 @@ def _own_cache(tmp_path, monkeypatch):
 
 
 def _kernel(source: str, symbol: str, arch: str | None = None) -> launch.LoadedKernel:
-    arch = arch or Target.for_device().arch
+    arch = arch or launch.device_target().arch
     return launch.LoadedKernel(cache.load_or_compile(source, name=symbol, arch=arch), symbol)
 
 
@@ -75,7 +74,7 @@ def test_launch_for_sm_90a_when_hopper(monkeypatch):
     monkeypatch.delenv("TEENY_TX_ARCH", raising=False)
     if launch.device_limits().capability != (9, 0):
         pytest.skip("sm_90a needs a compute-capability-9.0 device")
-    assert Target.for_device(hopper_features=True).arch == "sm_90a"
+    assert launch.device_target(hopper_features=True).arch == "sm_90a"
     b_host, s = _inputs()
     a, b = cupy.zeros(N, cupy.float32), cupy.asarray(b_host)
     kernel = _kernel(AXPI, "axpi", arch="sm_90a")
@@ -167,7 +166,7 @@ def test_device_limits(monkeypatch):
     assert launch.has_gpu()
     assert limits.max_shared_per_block_optin >= 48 * 1024
     assert limits.max_threads_per_block >= 1024 and limits.multiprocessor_count > 0
-    assert Target.for_device().arch == "sm_{}{}".format(*limits.capability)
+    assert launch.device_target().arch == "sm_{}{}".format(*limits.capability)
 
 
 def test_large_dynamic_shared_memory_opts_in():

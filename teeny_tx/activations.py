@@ -1,9 +1,12 @@
-"""The activations of the library's fused epilogues: one table, read by every wrapper.
+"""The activations of the fused epilogues and elementwise kernels: one table, read by all.
 
 Input: nothing (declarations). Output: :data:`ACTIVATIONS`, one :class:`Activation` per
-activation a wrapper takes (``activation=`` of ``teeny_tx.linalg``): its Python name, the code
-``kernels/matmul.c`` takes as its ``ACT`` constexpr, and a float64 NumPy reference of what the
-kernel computes (the tests read it; tests/test_facts.py runs each code through the kernel).
+activation a wrapper takes (``activation=`` of ``teeny_tx.linalg``, ``teeny_tx.nn``'s
+activation ops): its Python name, the code ``kernels/matmul.c``, ``kernels/gelu.c`` and the
+Hopper matmul's epilogue (``prelude/hopper.cuh``'s ``activate<ACT>``) take as ``ACT``, and a
+float64 NumPy reference of what the kernels compute (tests/test_facts.py runs each code
+through the kernel). A leaf module, like ``dtypes.py``: every stage may read it (the Hopper
+template names the activation in its epilogue comment, the library maps names to codes).
 """
 
 from __future__ import annotations
@@ -41,3 +44,5 @@ ACTIVATIONS: tuple[Activation, ...] = (
     Activation("silu", 4, lambda x: x / (1.0 + np.exp(-x)), "SiLU, x * sigmoid(x)"),
 )
 BY_NAME: dict[str | None, Activation] = {a.name: a for a in ACTIVATIONS}
+BY_CODE: dict[int, Activation] = {a.code: a for a in ACTIVATIONS}
+CODES: dict[str | None, int] = {a.name: a.code for a in ACTIVATIONS}  # name -> the kernels' ACT
