@@ -213,6 +213,23 @@ The same tile on Hopper's `wgmma` (the `sm_90a` target), its operands staged in 
 teeny_tx.show(mm.matmul_bias_relu, "f32", "f16", "f16", "f32", 4096, 4096, 4096,
               BM=128, BN=128, BK=32, num_warps=8, num_stages=3, target="sm_90a")
 """),
+    md("""
+## Its profile
+
+`teeny_tx.profile` takes the launch's grid and arguments, the bytes it moves and the flops it
+does. On a GPU it times the launch and compares TB/s and TFLOP/s with the H200's measured
+ceilings; here, without one, it places the kernel by its arithmetic intensity (flops per byte)
+against the roofline's ridge and reports the resources. A kernel that spilled would be
+reported with its largest tiles and the `num_warps` that compiles without spills.
+"""),
+    code("""
+M = N = K = 4096
+p = teeny_tx.profile(mm.matmul_bias_relu, (M // 128, N // 128), "f32", "f16", "f16", "f32",
+                     M, N, K, BM=128, BN=128, BK=32, num_warps=8, num_stages=3,
+                     bytes=2 * M * K + 2 * K * N + 4 * M * N + 4 * N, flops=2 * M * N * K,
+                     target="sm_90a")
+print(p.report())
+"""),
 ]
 
 NOTEBOOKS = {
