@@ -117,7 +117,8 @@ def test_autotuning_reports_config_i_of_n_and_the_best(monkeypatch, tmp_path, te
     if not terminal:
         assert text == ""
         return
-    steps = [s.rstrip() for s in text.rstrip("\n").split("\r") if s]
+    lines = [s.rstrip() for s in text.replace("\n", "\r").split("\r") if s.strip()]
+    steps = [s for s in lines if s.startswith("autotune k")]  # (NVRTC's meter may come first)
     c64, c128, c256 = (str(c) for c in k.tune.configs)
     assert steps == [
         f"autotune k  1/3  {c64}: 0.3000 ms; best {c64} 0.3000 ms",
@@ -139,3 +140,19 @@ def test_golden_steps_through_its_files(monkeypatch, capsys):
     assert f"teeny-tx golden  1/2  {first[0].path.name}" in text
     assert f"teeny-tx golden  2/2  {first[1].path.name}" in text
     assert "2 of 2 golden files match" in capsys.readouterr().out
+
+
+def test_the_parallel_compiles_step_once_per_config(monkeypatch, tmp_path):
+    from teeny_tx.runtime import autotune
+
+    monkeypatch.setenv("TEENY_TX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TEENY_TX_COMPILE_THREADS", "2")
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    k = teeny_tx.compile(ROWS, name=KERNEL_FILE).k
+    specs = [k.specialize("f32", 1000, BLOCK=b, target="sm_90") for b in (64, 128, 256)]
+    autotune.compile_cubins([specs[0], None, specs[1], specs[2]])
+    assert all("cubin" in spec.__dict__ for spec in specs)  # compiled, memoised
+    steps = [s.rstrip() for s in err.getvalue().rstrip("\n").split("\r") if s.strip()]
+    assert [s.split("  ")[1] for s in steps] == ["1/3", "2/3", "3/3"]
+    assert all(s.startswith("NVRTC 2 threads  ") and s.endswith("  k") for s in steps)

@@ -771,8 +771,11 @@ def compile_cubins(specs: list[Specialization | None]) -> dict[int, int]:
             pass
         finally:
             local.index = None
+            with done:  # one thread at a time on the meter's line
+                meter.step(item[1].entry)
 
-    with warnings.catch_warnings():
+    done, meter = threading.Lock(), Progress(len(todo), f"NVRTC {workers} threads")
+    with warnings.catch_warnings(), meter:
         warnings.simplefilter("always")
         warnings.showwarning = show
         with ThreadPoolExecutor(workers, thread_name_prefix="teeny_tx_nvrtc") as pool:
