@@ -48,6 +48,9 @@ def add_parser(sub: Any, arch: Callable[[str], str]) -> argparse.ArgumentParser:
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--arch", type=arch, help="target (default: the device's, else sm_90)")
     p.add_argument("--plot", help="write the roofline PNG here (matplotlib)")
+    p.add_argument(
+        "--ncu", action="store_true", help="where ncu is on PATH: add its main stall reasons"
+    )
     return p
 
 
@@ -86,9 +89,22 @@ def _pairs(items: list[str], flag: str) -> dict[str, str]:
     return out
 
 
+def _without_ncu(argv: list[str]) -> list[str]:
+    """The command line again, for the run under ncu: no --ncu, no --plot (nor its file)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--plot":
+            skip = True
+        elif a != "--ncu" and not a.startswith("--plot="):
+            out.append(a)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from . import compile as tx_compile
-    from .profiling import plot_roofline, profile
+    from .profiling import ncu_stalls, plot_roofline, profile
     from .runtime.launch import has_gpu
 
     source, name = _source(args.file)
@@ -146,6 +162,11 @@ def run(args: argparse.Namespace) -> int:
         num_stages=args.num_stages,
         **constexprs,
     )
+    if args.ncu and gpu:
+        again = [sys.executable, "-m", "teeny_tx.cli", *_without_ncu(sys.argv[1:]), "--reps", "1"]
+        result.stalls = ncu_stalls(again, result.spec.entry)
+        if result.stalls is None:
+            result.notes.append("ncu is not on PATH (or failed): no stall reasons")
     sys.stdout.write(result.report())
     if args.plot:
         print(f"wrote {plot_roofline([result], args.plot)}")

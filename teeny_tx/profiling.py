@@ -7,7 +7,9 @@ TB/s and TFLOP/s and their fraction of the device's measured ceilings, ptxas's r
 spills, shared memory and occupancy (``runtime/resources.py``, no GPU needed), and, where the
 kernel spills more than :data:`SPILL_LIMIT` bytes per thread, the tile that holds the most
 registers and the ``num_warps`` that compiles without spills (:class:`SpillReport`).
-``Profile.report()`` is the text ``teeny-tx profile`` prints; ``plot_roofline`` draws the
+Where ncu is on PATH, ``teeny-tx profile --ncu`` runs itself once more under ncu and adds
+the kernel's main stall reasons (:func:`ncu_stalls`). ``Profile.report()`` is the text
+``teeny-tx profile`` prints; ``plot_roofline`` draws the
 kernel on the roofline (matplotlib, the docs extra).
 
 Without a GPU nothing is launched: the times and rates are omitted and the arithmetic
@@ -16,8 +18,12 @@ intensity (flops per byte) alone places the kernel against the roofline.
 
 from __future__ import annotations
 
+import csv
 import math
+import re
+import shutil
 import statistics
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -104,6 +110,7 @@ class Profile:
     ms: float | None = None  # median of the timed launches; None without a GPU
     spill: SpillReport | None = None
     notes: list[str] = field(default_factory=list)
+    stalls: list[tuple[str, float]] | None = None  # ncu's main stall reasons, where it ran
 
     @property
     def tbps(self) -> float | None:
@@ -148,6 +155,9 @@ class Profile:
         rows = self.rows()
         width = max(len(k) for k, _ in rows)
         text = "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+        if self.stalls:
+            reasons = ", ".join(f"{name} {value:.2f}" for name, value in self.stalls)
+            text += f"\nstalls (ncu, warps per issued instruction): {reasons}"
         if self.spill is not None:
             text += "\n" + self.spill.text()
         for note in self.notes:
@@ -299,3 +309,43 @@ def plot_roofline(profiles: list[Profile], path: str | Path) -> Path:
     fig.savefig(out, metadata={"Software": None})
     plt.close(fig)
     return out
+
+
+# ncu's stall metrics: warps stalled for each reason, per issued instruction (the WarpStateStats
+# section's source metrics).
+NCU_STALLS = r"regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+_STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio")
+
+
+def parse_ncu_stalls(csv_text: str, top: int = 3) -> list[tuple[str, float]]:
+    """The ``top`` stall reasons of ``ncu --csv --page raw --metrics NCU_STALLS`` output, largest
+    first: (reason, warps stalled per issued instruction). The kernel's last row counts."""
+    rows = list(csv.reader(line for line in csv_text.splitlines() if line.startswith('"')))
+    if len(rows) < 2:
+        return []
+    header, values = rows[0], rows[-1]
+    found = []
+    for name, value in zip(header, values, strict=False):
+        m = _STALL.fullmatch(name)
+        if m is None:
+            continue
+        try:
+            found.append((m[1], float(value.replace(",", ""))))
+        except ValueError:
+            continue
+    return sorted(found, key=lambda kv: -kv[1])[:top]
+
+
+def ncu_stalls(argv: list[str], entry: str, top: int = 3) -> list[tuple[str, float]] | None:
+    """Run ``argv`` (a program that launches ``entry``) under ncu, one launch profiled; its main
+    stall reasons. None where ncu is not on PATH or fails."""
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        return None
+    command = [ncu, "--csv", "--page", "raw", "--metrics", NCU_STALLS]
+    command += ["--kernel-name", entry, "--launch-count", "1", *argv]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_ncu_stalls(done.stdout, top) if done.returncode == 0 else None

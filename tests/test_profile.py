@@ -121,3 +121,37 @@ def test_the_cli_names_the_bundled_files_of_an_unknown_one(capsys):
     assert cli.main(["profile", "no_such_kernel"]) != 0
     err = capsys.readouterr().err
     assert "no kernel file 'no_such_kernel'" in err and "softmax" in err
+
+
+_REASONS = ("barrier", "long_scoreboard", "wait", "math_pipe_throttle")
+_METRICS = ",".join(
+    f'"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio"' for r in _REASONS
+)
+NCU_CSV = (
+    "==PROF== Connected to process 1234\n"
+    f'"ID","Kernel Name",{_METRICS}\n'
+    '"","","ratio","ratio","ratio","ratio"\n'
+    '"0","row","0.52","7.31","1,002.5","0.10"\n'
+)
+
+
+def test_ncu_stall_reasons_are_parsed_largest_first():
+    assert prof.parse_ncu_stalls(NCU_CSV) == [
+        ("wait", 1002.5),
+        ("long_scoreboard", 7.31),
+        ("barrier", 0.52),
+    ]
+    assert prof.parse_ncu_stalls(NCU_CSV, top=1) == [("wait", 1002.5)]
+    assert prof.parse_ncu_stalls("==PROF== no kernels were profiled\n") == []
+
+
+def test_without_ncu_the_profile_says_so(monkeypatch):
+    monkeypatch.setattr(prof.shutil, "which", lambda name: None)
+    assert prof.ncu_stalls(["true"], "k") is None
+
+
+def test_the_command_run_under_ncu_drops_ncu_and_the_plot():
+    from teeny_tx.profile_cli import _without_ncu
+
+    argv = ["profile", "f.c", "--ncu", "--plot", "r.png", "-D", "n=3", "--plot=x.png"]
+    assert _without_ncu(argv) == ["profile", "f.c", "-D", "n=3"]

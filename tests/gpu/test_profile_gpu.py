@@ -5,8 +5,13 @@ kernel that really spills is reported with the num_warps that does not."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+
 import cupy as cp
 import numpy as np
+import pytest
 
 import teeny_tx
 from teeny_tx import cli
@@ -66,3 +71,14 @@ def test_the_cli_times_a_bundled_kernel(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "time " in out and " us" in out and "TB/s (" in out
     assert png.is_file()
+
+
+@pytest.mark.skipif(shutil.which("ncu") is None, reason="ncu is not on PATH")
+def test_ncu_adds_the_main_stall_reasons():
+    n = 1 << 22
+    argv = [sys.executable, "-m", "teeny_tx.cli", "profile", "vector_add", "--ncu"]
+    argv += ["-D", f"n={n}", "-D", "BLOCK=1024", "--grid", str(n // 1024)]
+    argv += ["--shape", f"a={n}", "--shape", f"b={n}", "--shape", f"out={n}"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "stalls (ncu, warps per issued instruction): " in done.stdout, done.stdout
