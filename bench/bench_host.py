@@ -75,9 +75,9 @@ class Recorder:
 
         kernel_module.Kernel.__getitem__ = recording_getitem
         try:  # linalg's Hopper path launches through its kernels' own launchers
-            from teeny_tx import hopper_matmul
+            from teeny_tx import kernel as hopper_matmul
 
-            make = hopper_matmul.HopperMatmulKernel.launcher
+            make = hopper_matmul.HopperSpecialization.launcher
 
             def recording_launcher(kernel, *args, **kwargs):
                 go = make(kernel, *args, **kwargs)
@@ -89,7 +89,7 @@ class Recorder:
 
                 return launch
 
-            hopper_matmul.HopperMatmulKernel.launcher = recording_launcher
+            hopper_matmul.HopperSpecialization.launcher = recording_launcher
         except ImportError:
             pass
         for lib in libraries:  # before any plan binds them

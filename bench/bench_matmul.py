@@ -453,7 +453,7 @@ def hopper_sweep(args) -> None:
     row-major and B row-major or (linear's layout) K-major; print TFLOP/s per configuration."""
     import torch
 
-    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.kernel import HopperSpecialization
     from teeny_tx.lower.hopper import HopperConfig, TmaUnsupported, plan_matmul
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -479,7 +479,7 @@ def hopper_sweep(args) -> None:
                 except TmaUnsupported as err:
                     print(f"sweep {name}: not planned ({err.message})", flush=True)
                     continue
-                kernel = HopperMatmulKernel(node)
+                kernel = HopperSpecialization(node)
                 c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
                 stream = torch.cuda.current_stream().cuda_stream
 

@@ -161,10 +161,10 @@ def plans(cases: list[Case], families: tuple[str, ...], sms: int) -> list[tuple]
 def _compile(node) -> tuple[str, int, str]:
     """(label, the kernel's stack frame in bytes, error): compiled once, into the on-disk
     cubin cache the children read (a frame without the watchdog's printf means spills)."""
-    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.kernel import HopperSpecialization
     from teeny_tx.runtime.elf import cubin_resources
 
-    kernel = HopperMatmulKernel(node)
+    kernel = HopperSpecialization(node)
     try:
         return node.label, cubin_resources(kernel.cubin)[1], ""
     except Exception as err:  # noqa: BLE001 - reported per kernel
@@ -270,7 +270,7 @@ def measure(case: Case, fam: str, sms: int, results: list[dict]) -> None:
     """One case's measurements for family ``fam``."""
     import torch
 
-    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.kernel import HopperSpecialization
     from teeny_tx.library import hopper_configs, linalg
     from teeny_tx.lower.hopper import TmaUnsupported
 
@@ -312,7 +312,7 @@ def measure(case: Case, fam: str, sms: int, results: list[dict]) -> None:
         # the table's choice with the watchdog linalg built in until today (its cost, against
         # the same kernel without it among the candidates below)
         first = candidates(case, sms)[0]
-        kernel = HopperMatmulKernel(node_for(case, first, watchdog=WATCHDOG))
+        kernel = HopperSpecialization(node_for(case, first, watchdog=WATCHDOG))
         c.fill_(float("nan"))
         run = _launch(kernel, case, a, b, c, bias, sms, stream)
         who = f"{kernel.node.label}, watchdog"
@@ -323,7 +323,7 @@ def measure(case: Case, fam: str, sms: int, results: list[dict]) -> None:
         if family(cand) != fam:
             continue
         try:
-            kernel = HopperMatmulKernel(node_for(case, cand))
+            kernel = HopperSpecialization(node_for(case, cand))
         except TmaUnsupported as err:
             reason = str(err).splitlines()[0]
             print(f"sweep {case.name:<24} {hopper_configs.label(cand):<52} not planned: {reason}")
@@ -334,7 +334,7 @@ def measure(case: Case, fam: str, sms: int, results: list[dict]) -> None:
 
 
 def _launch(kernel, case: Case, a, b, c, bias, sms: int, stream):
-    go = kernel.fresh_launcher(case.m, case.n, case.k, case.k, case.lead_b, case.n, 1, 1.0, sms)
+    go = kernel.launcher(case.m, case.n, case.k, case.k, case.lead_b, case.n, 1, 1.0, sms)
     pointers = (c.data_ptr(), a.data_ptr(), b.data_ptr())
     bias_ptr = c.data_ptr() if bias is None else bias.data_ptr()
 

@@ -35,9 +35,10 @@ from typing import Any
 
 from . import display, switches
 from ._prelude import FILES
-from .errors import CompileError, LaunchError
+from .errors import CompileError, LaunchError, ResourceError
 from .lower import ir
 from .lower.builder import build_kernel
+from .lower.hopper import HOPPER_ARCH, HopperMatmul
 from .lower.hopper_induction import rewrite_pointer_inductions
 from .lower.interface import Interface
 from .lower.layout import walk_exprs
@@ -45,18 +46,56 @@ from .lower.passes import decide
 from .lower.signature import kernel_signature
 from .parse import Unit, parse
 from .parse.files import read_kernel_file
-from .runtime import cache, launch, nvrtc, tma
+from .runtime import cache, launch, nvrtc, plan, tma
+from .runtime import hopper as hopper_launch
 from .runtime.autotune import Autotuner, from_pragmas
 from .runtime.binder import Binder, Entry
 from .runtime.grid import as_grid3
 from .target import Target
 from .templates.emitter import emit_cuda
+from .templates.hopper import render_matmul
 
 HEADERS = {name: text for name, text in sorted(FILES.items()) if name.endswith(".cuh")}
 
 
+class _Compiled:
+    """What every kind of specialisation does with its CUDA source: its cubin (cached on
+    disk by ``runtime.cache``, lazily) and the kernel loaded from it."""
+
+    cuda_source: str
+
+    @property
+    def entry(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def arch(self) -> str:
+        raise NotImplementedError
+
+    @cached_property
+    def compiled(self) -> nvrtc.CompileResult:
+        """NVRTC's result (cubin and log; the log has ptxas's register and spill report)."""
+        return nvrtc.compile_with_log(
+            self.cuda_source, name=self.entry, arch=self.arch, headers=HEADERS
+        )
+
+    @cached_property
+    def cubin(self) -> bytes:
+        return cache.load_or_compile(
+            self.cuda_source,
+            name=self.entry,
+            arch=self.arch,
+            options=nvrtc.DEFAULT_OPTIONS,
+            headers=HEADERS,
+        )
+
+    @cached_property
+    def loaded(self) -> launch.LoadedKernel:
+        return launch.LoadedKernel(self.cubin, self.entry)
+
+
 @dataclass
-class Specialization:
+class Specialization(_Compiled):
     """One compiled variant of a kernel: its IR, CUDA source and (lazily) its cubin."""
 
     kernel: ir.Kernel
@@ -88,25 +127,109 @@ class Specialization:
     def block(self) -> tuple[int, int, int]:
         return (self.kernel.num_threads, 1, 1)
 
-    @cached_property
-    def cubin(self) -> bytes:
-        return cache.load_or_compile(
-            self.cuda_source,
-            name=self.entry,
-            arch=self.arch,
-            options=nvrtc.DEFAULT_OPTIONS,
-            headers=HEADERS,
-        )
-
-    @cached_property
-    def loaded(self) -> launch.LoadedKernel:
-        return launch.LoadedKernel(self.cubin, self.entry)
-
     def _repr_html_(self) -> str:  # notebooks: the CUDA by DSL line and its resources
         return display.specialization_html(self)
 
     def _repr_markdown_(self) -> str:
         return display.specialization_markdown(self)
+
+
+@dataclass
+class HopperSpecialization(_Compiled):
+    """The Hopper matmul's kind of specialisation: a node planned by
+    :func:`teeny_tx.lower.hopper.plan_matmul` (every decision), its CUDA source rendered by
+    ``templates/hopper.py``, compiled for ``target`` (an sm_90a one: wgmma and TMA), launched
+    through launch plans (``runtime/hopper.py``). Compiling needs no GPU; launching needs a
+    Hopper device."""
+
+    node: HopperMatmul
+    target: Target = dataclasses.field(default_factory=lambda: Target.of(HOPPER_ARCH))
+    cuda_source: str = ""
+
+    def __post_init__(self) -> None:
+        if not (self.target.wgmma and self.target.tma):
+            raise CompileError(f"the Hopper matmul needs wgmma and TMA; {self.target} has not")
+        if self.node.shared_bytes > self.target.max_shared_per_block:
+            raise ResourceError(
+                f"the Hopper matmul {self.node.name} needs {self.node.shared_bytes} bytes of "
+                f"shared memory; {self.target.arch} allows {self.target.max_shared_per_block}",
+                needed=self.node.shared_bytes,
+                limit=self.target.max_shared_per_block,
+            )
+        self.cuda_source = render_matmul(self.node)
+
+    @property
+    def arch(self) -> str:
+        return self.target.arch
+
+    @property
+    def entry(self) -> str:
+        return self.node.name
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return (self.node.mainloop.threads, 1, 1)
+
+    @property
+    def shared_mem(self) -> int:
+        return self.node.shared_bytes
+
+    def grid(self, m: int, n: int, sms: int) -> int:
+        """Blocks of the persistent grid (see ``runtime/hopper.py``)."""
+        return hopper_launch.grid(self.node, m, n, sms)
+
+    def launcher(
+        self,
+        m: int,
+        n: int,
+        k: int,
+        a_stride: int,
+        b_stride: int,
+        scm: int,
+        scn: int,
+        alpha: float,
+        sms: int,
+    ) -> Callable[..., None]:
+        """A launch function ``(c_ptr, a_ptr, b_ptr, bias_ptr, stream=None, alpha=None,
+        scale_a=0, scale_b=0) -> None`` for products of these sizes and strides (its launch
+        plan made per device at its first call there: ``runtime/hopper.py``). Not kept:
+        whoever repeats calls keeps it (the library's plans)."""
+        return hopper_launch.launcher(self, m, n, k, a_stride, b_stride, scm, scn, alpha, sms)
+
+    def launch(
+        self,
+        c_ptr: int,
+        a_ptr: int,
+        b_ptr: int,
+        bias_ptr: int,
+        m: int,
+        n: int,
+        k: int,
+        a_stride: int,
+        b_stride: int,
+        scm: int,
+        scn: int,
+        alpha: float,
+        sms: int,
+        stream: Any = None,
+        scale_a: int = 0,
+        scale_b: int = 0,
+    ) -> None:
+        """Queue C = epilogue(A @ B) once (a launcher made and called): ``scale_a`` /
+        ``scale_b``: device pointers to the per-tensor f32 scales of a scaled (fp8) node."""
+        run = hopper_launch.launcher(self, m, n, k, a_stride, b_stride, scm, scn, alpha, sms)
+        run(c_ptr, a_ptr, b_ptr, bias_ptr, stream, None, scale_a, scale_b)
+
+
+_hopper_specs: dict[tuple, HopperSpecialization] = {}
+
+
+def hopper_specialization(node: HopperMatmul) -> HopperSpecialization:
+    """The specialisation of a planned Hopper matmul ``node``, built once per process."""
+    found = _hopper_specs.get(node.key)
+    if found is None:
+        found = _hopper_specs[node.key] = HopperSpecialization(node)
+    return found
 
 
 def specialise(
@@ -153,9 +276,10 @@ class Kernel:
     """A kernel of a module. Index with a grid to launch:
     ``k[(programs,)](*args, **constexprs)``."""
 
-    def __init__(self, module: Module, name: str):
+    def __init__(self, module: Module, name: str, pipeline_tma: bool = False):
         self.module = module
         self.name = name
+        self.pipeline_tma = pipeline_tma
         self.params = kernel_signature(module.unit, module.unit.functions[name])
         self.binder = Binder(name, self.params)
         # (*key, target arch, switches) -> specialisation (Specialization.cache_key)
@@ -171,6 +295,15 @@ class Kernel:
         decl = module.unit.autotune.get(name)
         if decl is not None:  # its names are checked now, at compile time
             self._tuner = from_pragmas(self, decl)
+
+    @cached_property
+    def tma(self) -> Kernel:
+        """This kernel with its pipelined loads TMA copies where they can be (see
+        lower/pipeline.py): the same parsed module, its own specialisations, launched like
+        any kernel (``kernel.tma[grid](...)``: the tensor maps are the launch plan's)."""
+        if self.pipeline_tma:
+            return self
+        return Kernel(self.module, self.name, pipeline_tma=True)
 
     def __repr__(self) -> str:
         return f"<teeny_tx kernel {self.name}({', '.join(p.describe() for p in self.params)})>"
@@ -224,6 +357,12 @@ class Kernel:
         )
         device = launch.get_device()
         function = entry.functions.get(device) or entry.prepare(device)
+        if entry.tma is not None:  # tensor maps after the parameters: the entry's plan
+            torch = self.binder.torch_arguments(args)
+            stream = plan.raw_stream(device, stream, torch)
+            values = entry.packer.launch_values(values)
+            entry.launch_maps(device, grid3, values, args, stream)
+            return
         if stream is not None:
             stream = launch.convert_stream(stream)
         elif self.binder.torch_arguments(args):
@@ -239,17 +378,19 @@ class Kernel:
         entry = self._compiled.get((key, codegen))
         if entry is None:
             spec = self._specialization(key)  # (reads the same switches)
-            decided = getattr(spec, "kernel", None)  # (test doubles of a spec have none)
-            if decided is not None and tma.pipeline_copies(decided):
-                raise LaunchError(
-                    f"kernel '{self.name}' loads its pipelined tiles with TMA "
-                    "($TEENY_TX_PIPELINE_TMA), whose tensor maps this launcher does not pass: "
-                    "launch it with teeny_tx.runtime.tma.launch_pipelined, or unset "
-                    "TEENY_TX_PIPELINE_TMA"
-                )
+            interface = getattr(spec, "interface", None)  # (test doubles of a spec have none)
+            maps = None
+            if interface is not None and interface.tensor_maps:
+                if key[-1]:
+                    raise LaunchError(
+                        f"kernel '{self.name}' loads its pipelined tiles with TMA, which takes "
+                        "32-bit indices only: an array is too large (launch it on the kernel "
+                        "without TMA copies)"
+                    )
+                maps = functools.partial(tma.parameters, interface)
             packer = self.binder.wide if key[-1] else self.binder.narrow
             entry = self._compiled[key, codegen] = Entry(
-                spec.loaded, spec.block, spec.shared_mem, packer, key
+                spec.loaded, spec.block, spec.shared_mem, packer, key, maps
             )
         return entry
 
@@ -272,10 +413,10 @@ class Kernel:
         launcher = functools.partial(
             self[grid], num_warps=num_warps, num_stages=num_stages, strided=strided, **constexprs
         )
-        key, _, _ = self.binder.bind_device(args, constexprs, num_warps, num_stages, strided)
+        key, values, _ = self.binder.bind_device(args, constexprs, num_warps, num_stages, strided)
         grid3 = as_grid3(grid, {**constexprs, "num_warps": key[0], "num_stages": key[1]})
         entry, device = self._entry(key), launch.get_device()
-        run = self.binder.direct(entry, grid3, device, tuple(args), key, checked, launcher)
+        run = self.binder.direct(entry, grid3, device, tuple(args), key, checked, launcher, values)
         return launcher if run is None else run
 
     def _specialization(
@@ -300,7 +441,7 @@ class Kernel:
             if spec is not None:
                 return spec
         unit, debug = self.module.unit, self.module.debug
-        tma = self.module.pipeline_tma
+        tma = self.pipeline_tma or self.module.pipeline_tma
         spec = specialise(unit, self.name, self.binder, key, chosen, debug, tma, codegen)
         self._hopper[key] = spec.hopper_features
         self._specs[spec.cache_key] = spec
@@ -396,7 +537,7 @@ class Module:
     """The kernels of one file: ``module.<kernel name>`` is a :class:`Kernel`. ``target``: what
     its specialisations compile for (None: each for the device: ``launch.device_target``).
     ``pipeline_tma`` (set before its first specialisation): pipelined loads by TMA where they
-    can be, launched by ``teeny_tx.runtime.tma.launch_pipelined``."""
+    can be, for every kernel (one kernel's: :attr:`Kernel.tma`)."""
 
     def __init__(self, unit: Unit, debug: bool = False, target: Target | None = None):
         self.unit = unit

@@ -244,16 +244,6 @@ SWITCHES: dict[str, Switch] = _table(
         ),
     ),
     Switch(
-        "HOPPER_DRIVER_LAUNCH",
-        type="0/1",
-        default=True,
-        codegen=False,
-        when="import",
-        reader="hopper_matmul.py",
-        parse=_flag,
-        doc="0: the Hopper matmul launches through CuPy instead of libcuda's cuLaunchKernel",
-    ),
-    Switch(
         "ATTENTION_WS",
         type="0/1/2",
         default=None,

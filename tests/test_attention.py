@@ -361,7 +361,8 @@ def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
     if kernel in ("attention_fwd", "attention_bwd_dq"):
         flags["WARP_SPECIALIZE"] = int(variant == "ws")
     # the warp-specialised form takes TMA pipelines: the wrapper's TMA module
-    k = getattr(tattn._tma_module() if variant == "ws" else module("attention.c"), kernel)
+    k = getattr(module("attention.c"), kernel)
+    k = k.tma if variant == "ws" else k
     with target_arch(arch):
         # the overlapped forward with its own ring depth (the others' fit at the default 2)
         stages = config.num_stages if kernel == "attention_fwd_overlap" else 2
@@ -647,29 +648,15 @@ def test_the_causal_forward_of_short_sequences_takes_its_own_tiles():
     assert tattn._forward_config(256, True, 1, False) == tattn.FORWARD[256]
 
 
-def test_a_plan_launch_without_the_driver_replays_through_cupy_else_the_full_path(monkeypatch):
-    """_Pipelined.fast where the driver's launch is not at hand (no handle): the TMA replay's
-    own launch, and the full path (_launch, every check) where the replay refuses the call
-    (an address off the first call's alignment)."""
-    replayed, full = [], []
-
-    class Replay:
-        pointers = (0,)
-
-        def direct(self, device):
-            return None
-
-        def __call__(self, args, stream):
-            replayed.append(args)
-            return len(replayed) == 1  # the second call's addresses do not fit
-
-    monkeypatch.setattr(tattn, "_launch", lambda *a, **k: full.append(a[3]))
+def test_a_plan_launch_is_the_tma_forms_direct_launch(monkeypatch):
+    """_Pipelined.fast after a TMA launch: the direct launch (a launch plan) that _launch's
+    TMA branch made the maker of; after any other launch, the full path every call."""
+    made = []
+    monkeypatch.setattr(tattn, "_launch", lambda *a, **k: lambda: made.append(a[3]) or "run")
     launch = tattn._Pipelined(tattn._Where("cupy", 0, None), None, None, tattn.FORWARD[64])
-    launch.replay = Replay()
-    run = launch.fast()
-    run("a", 1)
-    assert replayed == [("a", 1)] and full == []
-    run("b", 2)
-    assert replayed[-1] == ("b", 2) and full == [("b", 2)]
+    launch("a", 1)
+    assert launch.fast() == "run" and made == [("a", 1)]
+    monkeypatch.setattr(tattn, "_launch", lambda *a, **k: None)
     plain = tattn._Pipelined(tattn._Where("cupy", 0, None), None, None, tattn.FORWARD[64])
+    plain("a", 1)
     assert plain.fast() is plain  # no TMA launch was made: the full path every call

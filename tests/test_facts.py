@@ -224,7 +224,8 @@ def test_the_hopper_tables_are_read_from_dtypes() -> None:
     assert tma.DATA_TYPES is TMA_DATA_TYPES and tma.ITEMSIZE is ELEMENT_SIZES
     assert hopper.WGMMA_DTYPES is WGMMA_TYPES and hopper.ITEMSIZE is ELEMENT_SIZES
     assert (
-        thopper.STORAGE["f8e4m3"] == "unsigned char" and thopper.CTYPES["bf16"] == "__nv_bfloat16"
+        thopper.STORAGE["f8e4m3"] == "unsigned char"
+        and thopper.ctype(thopper.DTYPES["bf16"]) == "__nv_bfloat16"
     )
     spelled = {"__half", "__nv_bfloat16", "unsigned char"}  # ("float" is also a Python word)
     root = Path(_prelude.__file__).parent

@@ -176,13 +176,13 @@ def _cuobjdump():
     ],
 )
 def test_nvrtc_compiles_for_sm90a_without_spills(a_kmajor, b_kmajor, cfg, tmp_path):
-    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.kernel import HopperSpecialization
     from teeny_tx.runtime import nvrtc
 
     node = plan_matmul(
         dtype="f16", out_dtype="f16", a_kmajor=a_kmajor, b_kmajor=b_kmajor, config=cfg
     )
-    result = HopperMatmulKernel(node).compiled
+    result = HopperSpecialization(node).compiled
     assert result.cubin[:4] == b"\x7fELF"
     assert nvrtc.spilled_bytes(result.log) == 0
     assert "C7508" not in result.log  # setmaxnreg was not ignored
@@ -229,13 +229,13 @@ def test_the_matmul_kernels_dot_loop_is_recognised():
 def test_fp8_compiles_to_qgmma(dtype, tmp_path):
     """fp8 operands: BK = 128 (128 bytes of K per row), wgmma m64nNk32 without transpose bits,
     per-tensor scales read in the epilogue; QGMMA in the SASS, no spills."""
-    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.kernel import HopperSpecialization
     from teeny_tx.runtime import nvrtc
 
     node = plan_matmul(dtype=dtype, out_dtype="bf16", a_kmajor=True, b_kmajor=True, scaled=True)
     assert node.mainloop.bk == 128 and node.mainloop.k_step == 32
-    kernel = HopperMatmulKernel(node)
-    assert "k32.f32." in kernel.source and "scale_a[0] * scale_b[0]" in kernel.source
+    kernel = HopperSpecialization(node)
+    assert "k32.f32." in kernel.cuda_source and "scale_a[0] * scale_b[0]" in kernel.cuda_source
     result = kernel.compiled
     assert nvrtc.spilled_bytes(result.log) == 0
     tool = _cuobjdump()
@@ -250,14 +250,14 @@ def test_fp8_compiles_to_qgmma(dtype, tmp_path):
 def test_tma_store_epilogue_compiles_to_utmastg(tmp_path):
     """The TMA-store epilogue: a swizzled staging tile per consumer, an async-proxy fence and a
     named barrier before the stores, and a read-wait before the tile is reused."""
-    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.kernel import HopperSpecialization
     from teeny_tx.runtime import nvrtc
 
     kw = GOLDENS["hopper_matmul.bf16.tma_store.sm90a.cu"]
     node = plan_matmul(**kw)
     assert node.shared_bytes <= 232448
-    kernel = HopperMatmulKernel(node)
-    src = kernel.source
+    kernel = HopperSpecialization(node)
+    src = kernel.cuda_source
     fence = src.index("tx::fence_async_proxy();  // the generic stores above")
     assert src.index("tma_store_wait_read<0>()") < fence < src.index("tx::hopper::tma_store_2d(")
     result = kernel.compiled

@@ -148,11 +148,11 @@ def node_config(**kw) -> HopperConfig:
     ],
 )
 def test_variants_compile_for_sm90a_without_spills(b_kmajor, tma_store, config, expect, tmp_path):
-    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.kernel import HopperSpecialization
     from teeny_tx.runtime import nvrtc
 
     product = PRODUCT | {"b_kmajor": b_kmajor}
-    kernel = HopperMatmulKernel(plan_matmul(**product, tma_store=tma_store, config=config))
+    kernel = HopperSpecialization(plan_matmul(**product, tma_store=tma_store, config=config))
     result = kernel.compiled
     assert nvrtc.spilled_bytes(result.log) == 0, result.log
     assert "0 bytes stack frame" in result.log and "C7508" not in result.log
@@ -168,13 +168,13 @@ def test_variants_compile_for_sm90a_without_spills(b_kmajor, tma_store, config, 
 
 
 def test_a_cluster_grid_is_a_whole_number_of_clusters():
-    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.kernel import HopperSpecialization
 
-    kernel = HopperMatmulKernel(plan_matmul(**PRODUCT, config=node_config(cluster=2)))
+    kernel = HopperSpecialization(plan_matmul(**PRODUCT, config=node_config(cluster=2)))
     assert kernel.grid(8192, 8192, 132) == 132  # 66 clusters of 2
     assert kernel.grid(383, 1032, 132) == 2 * 2 * 5  # 3 M tiles -> 2 cluster rows, 5 N tiles
     assert kernel.grid(100, 100, 3) == 2
-    assert HopperMatmulKernel(plan_matmul(**PRODUCT)).grid(100, 100, 3) == 1
+    assert HopperSpecialization(plan_matmul(**PRODUCT)).grid(100, 100, 3) == 1
 
 
 def _choose(timer, **kw):
@@ -322,14 +322,15 @@ def test_split_k_plans_are_checked(config, message):
 
 
 def test_split_k_shared_memory_grid_and_workspace():
-    from teeny_tx.hopper_matmul import HopperMatmulKernel, split_bytes
+    from teeny_tx.kernel import HopperSpecialization
+    from teeny_tx.runtime.hopper import split_bytes
 
     plain = plan_matmul(**PRODUCT, tma_store=True, config=HopperConfig(128, 128, 64, 5))
     node = plan_matmul(**PRODUCT, tma_store=True, config=HopperConfig(128, 128, 64, 5, split_k=3))
     assert node.shared_bytes == plain.shared_bytes + 16  # the block's "last unit" flag
     assert node.key[:-1] == plain.key and node.key[-1] == "split3"
     assert "split3" in node.label
-    kernel = HopperMatmulKernel(node)
+    kernel = HopperSpecialization(node)
     assert kernel.grid(1024, 1024, 132) == 132 and kernel.grid(300, 200, 132) == 3 * 2 * 3
     assert split_bytes(node, 300, 200) == (6 * 3 * 128 * 128 * 4, 6)
 
@@ -344,13 +345,13 @@ def test_split_k_shared_memory_grid_and_workspace():
     ],
 )
 def test_split_k_compiles_for_sm90a_without_spills(b_kmajor, tma_store, config, bias, tmp_path):
-    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.kernel import HopperSpecialization
     from teeny_tx.runtime import nvrtc
 
     product = PRODUCT | {"b_kmajor": b_kmajor, "bias_dtype": bias, "activation": 1 if bias else 0}
     node = plan_matmul(**product, tma_store=tma_store, config=config)
-    kernel = HopperMatmulKernel(node)
-    source = kernel.source
+    kernel = HopperSpecialization(node)
+    source = kernel.cuda_source
     assert "atomicAdd(&counters[tile], 1)" in source and "__stcg(parts" in source
     assert "for (int kb = kb_begin; kb < kb_end; ++kb)" in source
     result = kernel.compiled

@@ -57,13 +57,13 @@ def test_the_tf32_table():
     ],
 )
 def test_tf32_compiles_for_sm90a_without_spills(tma_store, config, bias, tmp_path):
-    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.kernel import HopperSpecialization
     from teeny_tx.runtime import nvrtc
 
     product = TF32 | {"bias_dtype": bias, "activation": 1 if bias else 0}
-    kernel = HopperMatmulKernel(plan_matmul(**product, tma_store=tma_store, config=config))
-    assert f"wgmma.mma_async.sync.aligned.m64n{config.bn}k8.f32.tf32.tf32" in kernel.source
-    assert "using T = float;" in kernel.source
+    kernel = HopperSpecialization(plan_matmul(**product, tma_store=tma_store, config=config))
+    assert f"wgmma.mma_async.sync.aligned.m64n{config.bn}k8.f32.tf32.tf32" in kernel.cuda_source
+    assert "using T = float;" in kernel.cuda_source
     result = kernel.compiled
     assert nvrtc.spilled_bytes(result.log) == 0, result.log
     assert "0 bytes stack frame" in result.log

@@ -23,7 +23,7 @@ from teeny_tx.errors import LaunchError
 from teeny_tx.library import arrays as arrays_module
 from teeny_tx.library import linalg, loader
 from teeny_tx.runtime import binder as binder_module
-from teeny_tx.runtime import launch
+from teeny_tx.runtime import launch, plan
 
 from .conftest import KERNEL_FILE, kernel_text
 from .test_launch_direct import Device, count_calls
@@ -83,7 +83,7 @@ class Driver:
             driver.device_asked += 1
             return 0
 
-        monkeypatch.setattr(launch, "launch_kernel", launch_kernel)
+        monkeypatch.setattr(plan, "launch_kernel", launch_kernel)
         monkeypatch.setattr(launch, "current_stream", lambda device: Stream())
         monkeypatch.setattr(launch, "DriverError", FakeDriverError)
         monkeypatch.setattr(launch, "get_device", get_device)

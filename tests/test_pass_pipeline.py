@@ -5,12 +5,12 @@ bytes at a time, from addresses of the loop variable and loop-invariant values) 
 markers, and the node carries the ring's depth, look-ahead, buffers and generated names.
 """
 
-import numpy as np
 import pytest
 
 import teeny_tx as tx
 from teeny_tx.lower import ir
 from teeny_tx.lower.layout import walk_stmts
+from teeny_tx.runtime.tma import parameters as tma_parameters
 
 ROW = (256, 256, 256, 256, 1, 256, 1, 256)  # M N K sam sak sbk sbn scm: row-major operands
 COL_A = (256, 256, 256, 1, 256, 256, 1, 256)  # A column-major: its K axis is not contiguous
@@ -298,8 +298,9 @@ def test_tma_cuda(monkeypatch):
     assert nvrtc.spilled_bytes(result.log) == 0
 
 
-def test_the_plain_launcher_refuses_tma(monkeypatch):
-    """Its maps come from tma.launch_pipelined; the plain launcher would pass none."""
+def test_the_launcher_takes_tma_entries_to_their_plans(monkeypatch):
+    """A specialisation with TMA copies is an entry whose launches go through its plans
+    (plan.Entry.tma: the maps' parameters); with 64-bit indices it is refused."""
     from teeny_tx.errors import LaunchError
 
     monkeypatch.setenv("TEENY_TX_ARCH", "sm_90a")  # the module's target, as on an H200
@@ -307,8 +308,10 @@ def test_the_plain_launcher_refuses_tma(monkeypatch):
     args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1) + ATTN_STRIDES * 4 + (0.18,)
     flags = {"CAUSAL": 0, "BF16": 0, "D": 128, "BM": 128, "BN": 128, "WARP_SPECIALIZE": 0}
     key = mod.attention_fwd.binder.bind_host(args, flags, 8, True, 3, True)
-    with pytest.raises(LaunchError, match="launch_pipelined"):
-        mod.attention_fwd._entry(key)
+    entry = mod.attention_fwd._entry(key)
+    assert entry.tma is not None and entry.tma.func is tma_parameters
+    with pytest.raises(LaunchError, match="32-bit indices only"):
+        mod.attention_fwd._entry(key[:-1] + (True,))
 
 
 def test_tma_maps_from_launch_values(monkeypatch):
@@ -322,100 +325,15 @@ def test_tma_maps_from_launch_values(monkeypatch):
     monkeypatch.setattr(tma, "tensor_map", lambda *a: made.append(a) or a)
     values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1]
     values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18]
-    tma.pipeline_maps(spec.kernel, values)
+    tma.pipeline_maps(spec.interface, values)
     big = tma.UNBOUNDED  # batch and head: not bounded by the kernel
     assert made == [
         (0x4000, "f16", (128, 1001, big, big), (8192, 9000 * 8192, 256), (64, 128, 1, 1)),
         (0x5000, "f16", (128, 1001, big, big), (8192, 9000 * 8192, 256), (64, 128, 1, 1)),
     ]
     made.clear()  # the arrays' sizes bound batch and head: 3 batches of 9000 x 32 x 128
-    tma.pipeline_maps(spec.kernel, values, {"k": 3 * 9000 * 4096 * 2, "v": 100})
+    tma.pipeline_maps(spec.interface, values, {"k": 3 * 9000 * 4096 * 2, "v": 100})
     assert [m[2] for m in made] == [(128, 1001, 3, 3 * 9000 * 32), (128, 1001, 1, 1)]
     values[9 + 4 + 1] = -128  # k's head stride: TMA strides are positive
     with pytest.raises(LaunchError, match="positive strides"):
-        tma.pipeline_maps(spec.kernel, values)
-
-
-def test_a_replay_relaunches_at_new_addresses_and_refuses_other_alignment(monkeypatch):
-    """tma.PipelinedReplay: the first launch's specialisation, parameters and map layout,
-    with each new address put in its place (and its maps encoded for it); an address whose
-    alignment mod 16 differs from the first launch's launches nothing."""
-    from teeny_tx.runtime import tma
-
-    spec = _fwd(_attention(monkeypatch))
-    values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1]
-    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18]
-    made = tma.maps_of(spec.kernel, values, {})
-    launched = []
-
-    class Loaded:
-        def launch(self, grid, block, params, shared, stream):
-            launched.append((grid, params, stream))
-
-    monkeypatch.setattr(spec, "loaded", Loaded())
-    monkeypatch.setattr(tma, "tensor_map", lambda ptr, *rest: ("map", ptr))
-    monkeypatch.setattr(tma, "device_pointer", lambda a, param="": (a, "f16"))
-    typed = [np.uint64(v) if i < 5 else v for i, v in enumerate(values)]
-    replay = tma.PipelinedReplay(spec, (8, 128, 1), values, typed, made)
-    moved = [0x9000, 0xA000, 0xB000, 0xC000, 0xD000] + values[5:]
-    assert replay(moved, "stream")
-    ((grid, params, stream),) = launched
-    assert grid == (8, 128, 1) and stream == "stream"
-    assert [int(p) for p in params[:5]] == moved[:5]
-    assert params[5:-2] == tuple(typed[5:])
-    assert params[-2:] == (("map", 0xC000), ("map", 0xD000))  # k's and v's maps, re-encoded
-    moved[2] += 8  # q 8 bytes off the 16-byte alignment the specialisation was made for
-    assert not replay(moved, "stream") and len(launched) == 1
-
-
-def test_a_direct_replay_writes_new_addresses_into_its_parameter_block(monkeypatch):
-    """tma.DirectReplay: the replay's parameter block built once (each value at its slot,
-    each map encoded once); a call puts the new addresses in their slots, rewrites each map's
-    address in place and hands the block to cuLaunchKernel; an address off the alignment the
-    specialisation was made for launches nothing."""
-    import ctypes
-
-    from teeny_tx.runtime import tma
-
-    spec = _fwd(_attention(monkeypatch))
-    values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1]
-    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18]
-    made = tma.maps_of(spec.kernel, values, {})
-    typed = [np.uint64(v) if i < 5 else np.int32(v) for i, v in enumerate(values[:-1])]
-    typed.append(np.float32(values[-1]))
-    replay = tma.PipelinedReplay(spec, (8, 128, 1), values, typed, made)
-    encoded = {}
-
-    def fake_map(ptr, *rest):
-        encoded[ptr] = rest
-        return np.frombuffer(ptr.to_bytes(8, "little") * 16, dtype=tma.TENSOR_MAP).copy()
-
-    def replace(address, ptr):  # the map's first 8 bytes stand for its address here
-        ctypes.c_uint64.from_address(address).value = ptr
-        return 0
-
-    launched = []
-
-    def launch_kernel(handle, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        array = (ctypes.c_void_p * (len(typed) + 2)).from_address(params)
-        scalars = [
-            type(t)(np.frombuffer(ctypes.string_at(array[i], t.nbytes), type(t))[0])
-            for i, t in enumerate(typed)
-        ]
-        maps = [ctypes.c_uint64.from_address(array[len(typed) + j]).value for j in range(2)]
-        assert all(array[len(typed) + j] % 64 == 0 for j in range(2))
-        launched.append(((gx, gy, gz), (bx, by, bz), stream, scalars, maps))
-
-    monkeypatch.setattr(tma, "tensor_map", fake_map)
-    monkeypatch.setattr(tma, "launch_kernel", launch_kernel)
-    direct = tma.DirectReplay(replay, 0, 1234, replace)
-    assert sorted(encoded) == [0x4000, 0x5000]  # k's and v's maps, once, at the first addresses
-    moved = [0x9000, 0xA000, 0xB000, 0xC000, 0xD000]
-    assert direct(moved, 77)
-    ((grid, block, stream, scalars, maps),) = launched
-    assert grid == (8, 128, 1) and block == spec.block and stream == 77
-    assert [int(x) for x in scalars[:5]] == moved
-    assert scalars[5:-1] == typed[5:-1] and abs(float(scalars[-1]) - 0.18) < 1e-7
-    assert maps == [0xC000, 0xD000]
-    assert sorted(encoded) == [0x4000, 0x5000]  # addresses replaced, nothing encoded again
-    assert not direct([0x9000, 0xA000, 0xB008, 0xC000, 0xD000], 77) and len(launched) == 1
+        tma.pipeline_maps(spec.interface, values)

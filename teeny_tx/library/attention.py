@@ -23,21 +23,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import cache
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from .. import switches
 from ..errors import LaunchError
-from ..kernel import Module, compile
-from ..runtime import tma
 from ..runtime.grid import cdiv
-from ..runtime.launch import cupy_stream_pointer
 from ..runtime.memory import device_pointer
 from ..runtime.streams import torch_stream
 from .arrays import Arrays
-from .loader import kernel_text, module
+from .loader import module
 from .plans import Launch, plan_key, planned, replay
 
 LOG2E = 1.4426950408889634
@@ -174,15 +170,6 @@ def _scales(d: int, scale: float | None) -> tuple[float, float]:
     return scale, scale * LOG2E
 
 
-@cache
-def _tma_module() -> Module:
-    """attention.c compiled a second time, its pipelined loads TMA copies where they can be
-    (``Module.pipeline_tma``), launched by tma.launch_pipelined, which passes their maps."""
-    mod = compile(kernel_text("attention.c"), name="kernels/attention.c")
-    mod.pipeline_tma = True
-    return mod
-
-
 def _element_strides(a: Any) -> tuple[int, ...]:
     stride = getattr(a, "stride", None)
     if callable(stride):  # a torch tensor
@@ -228,35 +215,24 @@ class _Where(NamedTuple):
         """The stream object a launcher takes: torch's current one, else None (CuPy's)."""
         return torch_stream(self.torch, self.device) if self.kind == "torch" else None
 
-    def stream_handle(self) -> int:
-        """The raw handle of the current stream of the arrays' library on their device."""
-        if self.kind == "torch":
-            return torch_stream(self.torch, self.device)
-        return cupy_stream_pointer(self.device)
-
 
 def _launch(
     where: _Where, kernel, grid, args: tuple, fixed: AttentionConfig, **constexprs
-) -> tma.PipelinedReplay | None:
+) -> Callable[[], Callable[..., None]] | None:
     """Through the kernel's autotune configs on the GPU; ``fixed`` on the interpreter; with
-    :data:`TMA` (or $TEENY_TX_PIPELINE_TMA naming the kernel), ``fixed`` with TMA copies where
-    the arrays allow them. Returns the TMA launch's replay (None for any other launch)."""
+    :data:`TMA` (or $TEENY_TX_PIPELINE_TMA naming the kernel), ``fixed`` on the kernel's TMA
+    form (``kernel.tma``: the same parsed module) where the arrays allow it. Returns, for a
+    TMA launch, the maker of its direct launch (a launch plan, ``Kernel.direct``) for calls
+    with arrays like these; None for any other launch."""
     if 0 in grid(fixed._asdict() | {"BM": fixed.bm, "BN": fixed.bn}):
         return None
     use_tma = (TMA and not TUNE) or switches.codegen().tma_for(kernel.name)
     if where.kind != "numpy" and use_tma and _tma_fits(args):
         meta = {"BM": fixed.bm, "BN": fixed.bn}
-        return tma.launch_pipelined(
-            getattr(_tma_module(), kernel.name),
-            tuple(grid(meta)),
-            args,
-            num_warps=fixed.num_warps,
-            num_stages=fixed.num_stages,
-            stream=where.stream(),
-            strided=True,
-            **constexprs,
-            **meta,
-        )
+        g = tuple(grid(meta))
+        options = dict(num_warps=fixed.num_warps, num_stages=fixed.num_stages, strided=True)
+        kernel.tma[g](*args, stream=where.stream(), **options, **constexprs, **meta)
+        return lambda: kernel.tma.direct(g, args, **options, **constexprs, **meta)
     if where.kind == "numpy" or not TUNE:
         config = INTERPRET if where.kind == "numpy" else fixed
         meta = {"BM": config.bm, "BN": config.bn}
@@ -283,49 +259,25 @@ def _launch(
 class _Pipelined:
     """One launch of a pipelined attention kernel in a plan (plans.py). Called, it launches
     through :func:`_launch` (every argument checked; TMA where the arrays allow it) and keeps
-    the TMA launch's replay; :meth:`fast` is then that replay's driver launch
-    (tma.DirectReplay; the replay itself where the driver's launch is not at hand), which a
-    plan's later calls make at their arrays' addresses. A call
-    whose addresses break the first one's alignment, and every launch that was not a TMA
-    one, take the full path."""
+    the TMA launch's maker of its direct launch; :meth:`fast` is then that direct launch (a
+    launch plan of ``runtime/plan.py``: the tensor maps encoded once, their addresses
+    rewritten per call), which a plan's later calls make at their arrays' addresses. A call
+    whose addresses break the first one's alignment goes to the kernel's launcher, and every
+    launch that was not a TMA one takes the full path."""
 
     def __init__(self, where: _Where, kernel, grid, fixed: AttentionConfig, **constexprs):
         self.where, self.kernel, self.grid, self.fixed = where, kernel, grid, fixed
         self.constexprs = constexprs
-        self.replay: tma.PipelinedReplay | None = None
+        self.direct: Callable[[], Callable[..., None]] | None = None
 
     def __call__(self, *args: Any) -> None:
-        self.replay = _launch(
+        self.direct = _launch(
             self.where, self.kernel, self.grid, args, self.fixed, **self.constexprs
         )
 
     def fast(self) -> Callable[..., None]:
-        made, self.replay = self.replay, None
-        if made is None:
-            return self
-        where, full = self.where, self
-        direct = made.direct(where.device)
-        if direct is None:  # no driver handle: the replay through CuPy's launch
-
-            def replayed(*args: Any) -> None:
-                if not made(args, where.stream()):
-                    full(*args)
-
-            return replayed
-        pointers, stream = made.pointers, where.stream_handle
-        if where.kind == "torch":
-
-            def run(*args: Any) -> None:
-                if not direct([args[i].data_ptr() for i in pointers], stream()):
-                    full(*args)
-
-        else:
-
-            def run(*args: Any) -> None:
-                if not direct([args[i].data.ptr for i in pointers], stream()):
-                    full(*args)
-
-        return run
+        made, self.direct = self.direct, None
+        return self if made is None else made()
 
 
 def _settings(q: Any, *tables: dict) -> tuple:

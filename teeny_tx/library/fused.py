@@ -20,6 +20,7 @@ import numpy as np
 from ..activations import CODES
 from ..dtypes import DTYPES, acc_dtype
 from ..runtime.grid import cdiv
+from . import plans as _plans
 from .arrays import FLOATS, Arrays
 from .loader import module
 from .nn import PARTIAL_BLOCK_N, PARTIAL_BLOCK_P, norm_config, partial_programs
@@ -409,7 +410,14 @@ def adamw_step(
     exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay)`` that skips the checks
     made here and launches directly (each pointer's alignment still checked) on the current
     stream of the current device, which must be the arrays' (the optimizer keeps one per
-    parameter). None on the interpreter or when nothing was launched."""
+    parameter). None on the interpreter or when nothing was launched. The replay is also the
+    plan of arrays like these in the library's plan cache (plans.py): a later call with such
+    arrays is that replay."""
+    operands = (param, grad, exp_avg, exp_avg_sq)
+    plan = _replay(interpret, "adamw_step", operands)
+    if plan is not None:
+        plan(*operands, step, lr, beta1, beta2, eps, weight_decay)
+        return plan
     named = {"param": param, "grad": grad, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
     arrays = Arrays("adamw_step", named, interpret)
     for name, a in named.items():
@@ -437,4 +445,9 @@ def adamw_step(
     def replay(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay):
         launch(p, g, m, v, n, *_adamw_scalars(step, lr, beta1, beta2, eps, weight_decay))
 
+    key = _key(interpret, "adamw_step", operands)
+    if key is not None:
+        first = arrays.first
+        device = first.device.index if arrays.kind == "torch" else first.device.id
+        _plans.keep(_plans.PLANS, key, (device, replay))
     return replay

@@ -30,7 +30,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from .. import switches
-from ..lower.hopper import ITEMSIZE, MAX_SPLIT_K, HopperConfig, TmaUnsupported, plan_matmul
+from ..kernel import hopper_specialization
+from ..lower.hopper import (
+    ITEMSIZE,
+    MAX_SPLIT_K,
+    HopperConfig,
+    TmaUnsupported,
+    plan_matmul,
+)
 from ..runtime.grid import cdiv
 from ..target import HOPPER
 
@@ -255,8 +262,6 @@ def hopper_choose(
     plans and does not spill is timed by ``timer`` and the fastest taken (the choice read
     from, and written to, the disk cache of ``device``, a description of the GPU). None when
     none plans or all spill (the cp.async kernel then runs)."""
-    from ..hopper_matmul import kernel_for
-
     key: tuple = (m, n, k, dtype, out_dtype, a_kmajor, b_kmajor, bias_dtype, activation, pairs)
     key += (tma_store_ok, sms, timer is not None)
     found = CHOICES.get(key)
@@ -287,7 +292,7 @@ def hopper_choose(
         except TmaUnsupported as err:
             tried.append(f"{name}: {str(err).splitlines()[0]}")
             continue
-        kernel = kernel_for(node)
+        kernel = hopper_specialization(node)
         spilled = local_bytes(kernel)
         if spilled:
             tried.append(f"{name}: rejected, {spilled} bytes of local memory per thread (spills)")
@@ -349,7 +354,7 @@ def _cache_path(cls: tuple, kernels: Sequence[Any], device: str):
         device,
         list(nvrtc.nvrtc_version()),
         PRELUDE_SHA256,
-        [hashlib.sha256(k.source.encode()).hexdigest() for k in kernels],
+        [hashlib.sha256(k.cuda_source.encode()).hexdigest() for k in kernels],
         [str(x) for x in cls],
     ]
     digest = hashlib.sha256(json.dumps(recipe).encode()).hexdigest()

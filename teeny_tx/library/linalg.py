@@ -26,31 +26,30 @@ import functools
 from typing import Any, NamedTuple
 
 import numpy as np
-from cupy import ndarray as _CupyArray
 
 from .. import switches
 from ..activations import CODES
 from ..constants import PRECISIONS as _PRECISION_TABLE
 from ..constants import values
 from ..dtypes import DTYPES, TORCH_NAMES, from_name
-from ..kernel import Kernel
+from ..kernel import Kernel, hopper_specialization
 from ..runtime.grid import cdiv
-from ..runtime.memory import TORCH_TENSOR
 from ..runtime.streams import torch_stream
 from ..target import Target
 from . import hopper_configs
 from .arrays import FLOATS, INTERPRETER_SMS
 from .arrays import Arrays as _Arrays
 from .loader import module
-from .plans import Launch
+from .plans import PLANS, Launch, keep
+from .plans import aligned_signature as _signature
 
 PRECISIONS = values(_PRECISION_TABLE)  # dot()'s input_precision values
 ACTIVATIONS = CODES  # activation name -> the kernel's ACT (teeny_tx/activations.py)
 DB_BLOCK_T, DB_BLOCK_N = 32, 128  # linear_db: rows summed at a time, columns per program
 MAX_BATCH = 65535  # grid axis 1 (the batch) is limited to this by CUDA
 TUNE = True  # False: every launch takes matmul_config's tiles (the GPU tests of many shapes)
-# f16/bf16 products on sm_90a devices take the TMA + wgmma path (hopper_matmul.py), on since
-# the H200 run of 2026-12-01 checked every bench product against float64 through it
+# f16/bf16 products on sm_90a devices take the TMA + wgmma path (kernel.HopperSpecialization), on
+# since the H200 run of 2026-12-01 checked every bench product against float64 through it
 # (TEENY_TX_HOPPER=0 keeps the cp.async kernel)
 HOPPER: bool = switches.read("HOPPER")
 # its epilogue through TMA stores where the output allows it (rows 16-byte aligned, the
@@ -337,26 +336,7 @@ def _k_contiguous(arrays: _Arrays, x: Any, p: _Product, which: str) -> tuple[Any
 # A call whose arrays have the shapes, strides, dtypes, devices and 16-byte alignment of an
 # earlier one is replayed without its checks or tuner look-up: the earlier call proved the
 # arguments good and chose the launch (a plan; host cost is what a small product pays).
-_PLANS: dict[tuple, Any] = {}
-MAX_PLANS = 1024
-
-
-def _signature(x: Any) -> tuple | None:
-    """What a plan depends on in an array; None for anything but CuPy arrays and torch
-    tensors (no plan)."""
-    if x is None:
-        return ()
-    kind = type(x)
-    if kind is _CupyArray:  # the common cases first: no module-name tests
-        return ("cupy", x.shape, x.strides, x.dtype.char, x.data.ptr % 16, x.data.device_id)
-    if kind is TORCH_TENSOR[0] and x.is_cuda:
-        return ("torch", x.shape, x.stride(), x.dtype, x.data_ptr() % 16, x.get_device())
-    module_name = kind.__module__
-    if module_name.startswith("cupy"):
-        return ("cupy", x.shape, x.strides, x.dtype.char, x.data.ptr % 16, x.device.id)
-    if module_name.startswith("torch") and x.is_cuda:  # torch.Size is a tuple; device index
-        return ("torch", x.shape, x.stride(), x.dtype, x.data_ptr() % 16, x.get_device())
-    return None
+_PLANS = PLANS  # the library's one plan cache (plans.py); keys begin with the function's name
 
 
 def _plan(
@@ -490,7 +470,7 @@ def _hopper_timer(kernel_args: tuple, pointers: tuple[int, int, int, int]):
     import cupy
 
     def launch(kernel):
-        run = kernel.fresh_launcher(*kernel_args)  # not kept: the plan's launcher is another
+        run = kernel.launcher(*kernel_args)  # not kept: the plan's launcher is another
         return lambda: run(*pointers)
 
     timer = hopper_configs.event_timer(launch)
@@ -573,32 +553,21 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
         return None
     kernel = choice.kernel
     device = index
-    launchers: dict[float, Any] = {}  # by alpha (a launch constant)
+    go = kernel.launcher(*sizes, 1.0, sms)  # its plan: made at its first call, then kept
 
     if arrays.kind == "torch":
         torch = arrays.torch
 
         def run(out, a, b, bias, alpha):
-            go = launchers.get(alpha) or launchers.setdefault(
-                alpha, kernel.launcher(*sizes, float(alpha), sms)
-            )
             c = out.data_ptr()
-            go(
-                c,
-                a.data_ptr(),
-                b.data_ptr(),
-                c if bias is None else bias.data_ptr(),
-                torch_stream(torch, device),
-            )
+            bias_ptr = c if bias is None else bias.data_ptr()
+            go(c, a.data_ptr(), b.data_ptr(), bias_ptr, torch_stream(torch, device), alpha)
 
     else:
 
         def run(out, a, b, bias, alpha):
-            go = launchers.get(alpha) or launchers.setdefault(
-                alpha, kernel.launcher(*sizes, float(alpha), sms)
-            )
             c = out.data.ptr
-            go(c, a.data.ptr, b.data.ptr, c if bias is None else bias.data.ptr)
+            go(c, a.data.ptr, b.data.ptr, c if bias is None else bias.data.ptr, None, alpha)
 
     run.kernel = kernel  # type: ignore[attr-defined]
     run.choice = choice.report  # type: ignore[attr-defined]
@@ -626,7 +595,6 @@ def scaled_matmul(
     Runs on the Hopper TMA + wgmma path (sm_90 only)."""
     import torch
 
-    from ..hopper_matmul import kernel_for
     from ..lower.hopper import HopperConfig, TmaUnsupported, plan_matmul
 
     operands = {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b}
@@ -687,7 +655,7 @@ def scaled_matmul(
         tma_operand_view("b", dtype, k, n, 1, b.stride(1), b.data_ptr())
     except TmaUnsupported as err:
         raise _error(f"scaled_matmul: {err.message}") from None
-    kernel = kernel_for(node)
+    kernel = hopper_specialization(node)
     device = a.device.index
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     stream = torch_stream(torch, device)
@@ -870,7 +838,15 @@ def matmul(
     ``config``: a :class:`MatmulConfig` (or its 6-tuple) instead of :func:`matmul_config`'s."""
     key = None
     if config is None and not interpret:
-        key = (_signature(a), _signature(b), _signature(bias), activation, out_dtype, precision)
+        key = (
+            "matmul",
+            _signature(a),
+            _signature(b),
+            _signature(bias),
+            activation,
+            out_dtype,
+            precision,
+        )
         key += (HOPPER, TUNE, TMA_STORE)  # the switches that change the launch chosen
         plan = _PLANS.get(key)
         if plan is not None and None not in key[:2]:
@@ -895,9 +871,7 @@ def matmul(
             arrays, c, a, b, p, cfg, bias=bias, activation=act, alpha=alpha, precision=prec
         )
     if key is not None and None not in key[:2] and recipe is not None and not recipe.copied:
-        if len(_PLANS) >= MAX_PLANS:
-            _PLANS.clear()
-        _PLANS[key] = _plan(arrays, recipe, (m, n), odt, (c, a, b, bias))
+        keep(_PLANS, key, _plan(arrays, recipe, (m, n), odt, (c, a, b, bias)))
     return c
 
 
@@ -942,9 +916,7 @@ def bmm(
         p = _Product(m, n, k, batch, (sab, sam, sak), (sbb, sbk, sbn), (m * n, n, 1))
         recipe = _run_matmul(arrays, c, a, b, p, cfg, alpha=alpha, precision=prec)
     if key is not None and None not in key[1:3] and recipe is not None and not recipe.copied:
-        if len(_PLANS) >= MAX_PLANS:
-            _PLANS.clear()
-        _PLANS[key] = _plan(arrays, recipe, (batch, m, n), odt, (c, a, b, None))
+        keep(_PLANS, key, _plan(arrays, recipe, (batch, m, n), odt, (c, a, b, None)))
     return c
 
 
@@ -987,9 +959,7 @@ def linear(
         p = _Product(t, n_out, n_in, 1, (0, sxt, sxi), (0, swi, swo), (0, n_out, 1))
         recipe = _run_matmul(arrays, y, x, w, p, cfg, bias=bias, activation=act, precision=prec)
     if key is not None and None not in key[1:3] and recipe is not None and not recipe.copied:
-        if len(_PLANS) >= MAX_PLANS:
-            _PLANS.clear()
-        _PLANS[key] = _plan(arrays, recipe, (t, n_out), odt, (y, x, w, bias))
+        keep(_PLANS, key, _plan(arrays, recipe, (t, n_out), odt, (y, x, w, bias)))
     return y
 
 
@@ -1044,9 +1014,7 @@ def linear_backward(
         if need_bias_grad:
             db, sums = _column_sums(arrays, dy, t, n_out, sdt, sdo, dtype, key is not None)
     if key is not None and None not in key[1:4]:
-        if len(_PLANS) >= MAX_PLANS:
-            _PLANS.clear()
-        _PLANS[key] = _linear_backward_plan(arrays, need_bias_grad, precision, sums)
+        keep(_PLANS, key, _linear_backward_plan(arrays, need_bias_grad, precision, sums))
     return dx, dw, db
 
 

@@ -8,8 +8,11 @@ remember their arguments; the plan kept for the key is ``make`` of their direct 
 (``Kernel.direct``: the specialisation looked up once, each launch's pointers' alignment and
 varying scalars rechecked, anything else sent back to the launcher). A replay is one dict
 look-up, the device check, the allocations and the direct launches. A plan replays only
-while its arrays' device is current (else the call takes the full path). Used by
-:mod:`teeny_tx.library.nn` and :mod:`teeny_tx.library.fused`.
+while its arrays' device is current (else the call takes the full path, on the arrays'
+device). :data:`PLANS` is the library's one plan cache: :mod:`teeny_tx.library.nn`,
+:mod:`teeny_tx.library.fused`, :mod:`teeny_tx.library.attention` and
+:mod:`teeny_tx.library.linalg` (its products key on :func:`aligned_signature`) keep their
+plans in it; every key holds the arrays' devices (their signatures do).
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from ..runtime import launch as launch_module
 from ..runtime.memory import TORCH_TENSOR
 from .arrays import Arrays
 
-PLANS: dict[tuple, tuple[int, Callable[..., Any]]] = {}  # key -> (device, plan)
+# key -> (device, plan) for planned(); linalg's products keep plans that check their device
+# themselves (their keys begin with the function's name, as every key does)
+PLANS: dict[tuple, Any] = {}
 MAX_PLANS = 4096
 
 
@@ -41,6 +46,33 @@ def signature(a: Any) -> tuple | None:
             return (a.shape, a.dtype, a.get_device())
         return (a.shape, a.stride(), a.dtype, a.get_device())
     return None
+
+
+def aligned_signature(x: Any) -> tuple | None:
+    """:func:`signature` with each array's address mod 16 and its library (the products'
+    plans, whose launches do not recheck alignment); ``()`` for None (no bias)."""
+    if x is None:
+        return ()
+    kind = type(x)
+    if kind is _CupyArray:  # the common cases first: no module-name tests
+        return ("cupy", x.shape, x.strides, x.dtype.char, x.data.ptr % 16, x.data.device_id)
+    torch = TORCH_TENSOR[0]
+    if kind is torch and x.is_cuda:
+        return ("torch", x.shape, x.stride(), x.dtype, x.data_ptr() % 16, x.get_device())
+    module_name = kind.__module__
+    if module_name.startswith("cupy"):
+        return ("cupy", x.shape, x.strides, x.dtype.char, x.data.ptr % 16, x.device.id)
+    if module_name.startswith("torch") and x.is_cuda:  # torch.Size is a tuple; device index
+        return ("torch", x.shape, x.stride(), x.dtype, x.data_ptr() % 16, x.get_device())
+    return None
+
+
+def keep(plans: dict, key: tuple, plan: Any) -> None:
+    """Keep ``plan`` for ``key`` in ``plans`` (:data:`PLANS`, or a test's own), emptied
+    when it holds :data:`MAX_PLANS`."""
+    if len(plans) >= MAX_PLANS:
+        plans.clear()
+    plans[key] = plan
 
 
 class Launch:
@@ -88,10 +120,9 @@ def planned(
         out = make(*launches)(*args)
         if key is not None and arrays.kind != "numpy":
             plan = make(*(launch.fast() for launch in launches))
-            if len(PLANS) >= MAX_PLANS:
-                PLANS.clear()
             first = arrays.first  # the plan holds its device's index, not the array
-            PLANS[key] = (first.device.index if arrays.kind == "torch" else first.device.id, plan)
+            device = first.device.index if arrays.kind == "torch" else first.device.id
+            keep(PLANS, key, (device, plan))
     return out
 
 

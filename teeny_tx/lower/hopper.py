@@ -41,14 +41,14 @@ from dataclasses import dataclass
 
 from ..dtypes import ELEMENT_SIZES, FP8, WGMMA_TYPES
 from ..errors import CompileError
-from ..target import HOPPER
+from ..target import HOPPER, Target
 from . import ir
 
 # what TMA allows (the CUDA driver API's cuTensorMapEncodeTiled rules)
 TMA_MAX_BOX = 256  # elements per box dimension
 TMA_STRIDE_ALIGN = 16  # bytes: global strides and the base address
 SWIZZLE_BYTES = 128  # the swizzle wgmma and SmemTile share: one box row is 128 bytes
-MAX_SHARED = HOPPER.max_shared_per_block  # bytes of dynamic shared memory a block may opt into
+HOPPER_ARCH = HOPPER.arch  # what this planner plans for: wgmma, TMA and setmaxnreg need sm_90a
 
 # operand dtypes -> wgmma's type name; f32 operands are multiplied as TF32 (the tensor cores
 # read each f32's sign, exponent and top 10 mantissa bits: TF32 by truncation, as cuBLAS's)
@@ -324,11 +324,14 @@ def plan_matmul(
     config: HopperConfig = HopperConfig(),
     name: str = "hopper_matmul",
     watchdog: int = 0,
+    target: Target | None = None,
 ) -> HopperMatmul:
     """The Hopper matmul node for operands of ``dtype`` (f16, bf16, fp8, or f32 multiplied as
     TF32) with the given K-major flags (A [M, K] is K-major when K is contiguous; B [K, N] when
     K is contiguous, as for a linear layer's weight). Raises TmaUnsupported for what the path
-    cannot do."""
+    cannot do. ``target``: whose limits it plans within (None: :data:`HOPPER_ARCH`'s)."""
+    if target is None:
+        target = Target.from_arch(HOPPER_ARCH)
     if dtype not in WGMMA_DTYPES:
         raise TmaUnsupported(
             f"the Hopper TMA path multiplies f16, bf16, fp8 (f8e4m3, f8e5m2) and f32 as TF32, "
@@ -391,7 +394,7 @@ def plan_matmul(
             )
     consumers = 2 if c.pingpong else c.bm // rows
     producer_regs = 40
-    budget = HOPPER.registers_per_sm - 128 * producer_regs
+    budget = target.registers_per_sm - 128 * producer_regs
     consumer_regs = min(232, budget // (128 * consumers) // 8 * 8)
     node = HopperMatmul(
         name=name,
@@ -429,10 +432,10 @@ def plan_matmul(
             f"{SWIZZLE_BYTES}, got BN={c.bn}",
             None,
         )
-    if node.shared_bytes > MAX_SHARED:
+    if node.shared_bytes > target.max_shared_per_block:
         raise TmaUnsupported(
             f"{c.stages} stages of {node.stage_bytes} bytes need {node.shared_bytes} bytes of "
-            f"shared memory; a block may have {MAX_SHARED}",
+            f"shared memory; a {target.arch} block may have {target.max_shared_per_block}",
             None,
             "use fewer stages or smaller tiles",
         )

@@ -47,6 +47,7 @@ from ..dtypes import DTYPES, DType, from_numpy
 from ..errors import CompileError, LaunchError
 from ..lower.signature import ParamSpec, Spec
 from . import launch as _launch
+from . import plan as _plan
 from .memory import (
     TORCH_TENSOR,
     device_pointer,
@@ -54,6 +55,7 @@ from .memory import (
     is_contiguous,
     span_bytes,
 )
+from .plan import Entry
 
 _CupyArray = cupy.ndarray
 
@@ -294,7 +296,7 @@ class Binder:
                 "current_stream": _launch.current_stream,
                 "stream_ptr": _launch.stream_pointer,
                 "convert_stream": _launch.convert_stream,
-                "launch_kernel": _launch.launch_kernel,
+                "launch_kernel": _plan.launch_kernel,
                 "driver_error": _launch.DriverError,
                 "retry": _retry,
                 "call": _call,
@@ -486,9 +488,12 @@ class Binder:
             f"        return {miss.replace('SIG', 'None', 1)}",
         ]
         device = "0" if one_device else f"{P}get_device()"
+        call = f"{P}call({P}entry, {P}device, {grid}, {P}slot, stream, {P}torch, {args_tuple})"
         if mode != "driver":  # CuPy's function call, inline (the path before the driver's)
             lines += [
                 f"    {P}device = {device}",
+                f"    if {P}entry.tma is not None:",
+                f"        return {call}",
                 f"    {P}function = {P}entry.functions.get({P}device)"
                 f" or {P}entry.prepare({P}device)",
                 "    if stream is not None:",
@@ -518,7 +523,7 @@ class Binder:
             ]
         lines += [
             f"    if not {P}handle:",
-            f"        return {P}call({P}entry, {P}device, {grid}, {P}slot, stream, {P}torch)",
+            f"        return {call}",
             "    if stream is not None:",
             f"        {P}stream = {P}stream_ptr(stream)",
             f"    elif {P}torch:",
@@ -526,8 +531,16 @@ class Binder:
             "    else:",
             f"        {P}stream = {P}current_stream({P}device).ptr",
             "    try:",
-            f"        {P}launch_kernel({P}handle, {g0}, {g1}, {g2}, {P}bx, {P}by, {P}bz, {P}shared,"
-            f" {P}stream, {P}slot.params, 0)",
+            "        "
+            + _plan.launch_call(
+                f"{P}launch_kernel",
+                f"{P}handle",
+                (g0, g1, g2),
+                (f"{P}bx", f"{P}by", f"{P}bz"),
+                f"{P}shared",
+                f"{P}stream",
+                f"{P}slot.params",
+            ),
             f"    except {P}driver_error as {P}err:",
             f"        {P}retry({P}entry, {P}device, {P}err, {grid}, {P}slot, {P}stream)",
         ]
@@ -544,6 +557,7 @@ class Binder:
         key: tuple,
         checked: tuple[str, ...],
         fallback: Callable[..., None],
+        values: list | None = None,
     ) -> Callable[..., None] | None:
         """A launch of one prepared specialisation with no signature look-up: the plans of
         the kernel library's wrappers, which key their own calls on every array's shape,
@@ -558,6 +572,8 @@ class Binder:
         be the values the key was made with. Anything that differs, or a value that does not
         pack, goes to ``fallback`` (the kernel's launcher: full checks, their errors). None
         when an argument is neither a CuPy array nor a CUDA tensor (no direct launch then).
+        A TMA entry's direct launch is a :class:`~teeny_tx.runtime.plan.Plan` made from
+        ``values`` (the checked launch values of ``args``): see :meth:`_direct_plan`.
         """
         torch = TORCH_TENSOR[0]
         pointer, is_torch = {}, False
@@ -570,6 +586,13 @@ class Binder:
                 pointer[i], is_torch = f"a{i}.data_ptr()", True
             else:
                 return None
+        if entry.tma is not None:
+            if values is None:
+                raise LaunchError(f"{self.kernel}: a direct TMA launch needs its launch values")
+            plan_values = entry.packer.launch_values(values)
+            return self._direct_plan(
+                entry, grid, device, args, plan_values, checked, fallback, is_torch
+            )
         function = entry.functions.get(device) or entry.prepare(device)
         handle = entry.handles.get(device) or entry.prepare_handle(device)
         scope = {
@@ -586,7 +609,7 @@ class Binder:
             "TORCH_RAW": _launch.TORCH_RAW_STREAM,
             "torch_raw": _launch.torch_raw_stream,
             "current_stream": _launch.current_stream,
-            "launch_kernel": _launch.launch_kernel,
+            "launch_kernel": _plan.launch_kernel,
             "retry": _retry,
             "ident": threading.get_ident,
             "device": device,
@@ -601,6 +624,54 @@ class Binder:
         )
         exec(compile(source, f"<teeny_tx direct launch of {self.kernel}>", "exec"), scope)
         return scope["run"]
+
+    def _direct_plan(
+        self,
+        entry: Entry,
+        grid: tuple,
+        device: int,
+        args: tuple,
+        values: list,
+        checked: tuple[str, ...],
+        fallback: Callable[..., None],
+        torch: bool,
+    ) -> Callable[..., None]:
+        """:meth:`direct` of a TMA entry: its plan for these arguments (the tensor maps
+        encoded once, their addresses rewritten per call). A call whose scalars named in
+        ``checked`` differ from these, or whose addresses break their alignment, goes to
+        ``fallback``."""
+        extents = {self.runtime[i].name: extent_bytes(args[i]) for i in self._pointer_slots}
+        plan, slots = entry.plan(device, grid, values, extents)
+        fixed = [(i, args[i]) for i, p in enumerate(self.runtime) if p.name in checked]
+        unchecked = sorted(set(checked) - {self.runtime[i].name for i, _ in fixed})
+        if unchecked:
+            raise LaunchError(f"{self.kernel}: checked names no scalar: {', '.join(unchecked)}")
+        if torch:
+            raw = _launch.TORCH_RAW_STREAM[0] or _launch.torch_raw_stream()
+
+            def stream() -> int:
+                return raw(device)
+
+            def address(a: Any) -> int:
+                return a.data_ptr()
+        else:
+            current = _launch.current_stream
+
+            def stream() -> int:
+                return current(device).ptr
+
+            def address(a: Any) -> int:
+                return a.data.ptr
+
+        def run(*call: Any) -> None:
+            for i, value in fixed:
+                if call[i] != value or type(call[i]) is not type(value):
+                    return fallback(*call)
+            if not plan([address(call[i]) for i in slots], stream()):
+                fallback(*call)
+            return None
+
+        return run
 
     def _direct_source(
         self,
@@ -658,7 +729,8 @@ class Binder:
             f"        return fallback({every})",
         ]
         if driver:
-            dims = ", ".join(str(int(d)) for d in (*grid, *block))
+            gdims = tuple(str(int(d)) for d in grid)
+            bdims = tuple(str(int(d)) for d in block)
             lines += [
                 "    stream = "
                 + (
@@ -667,7 +739,10 @@ class Binder:
                     else "current_stream(device).ptr"
                 ),
                 "    try:",
-                f"        launch_kernel(handle, {dims}, shared, stream, slot.params, 0)",
+                "        "
+                + _plan.launch_call(
+                    "launch_kernel", "handle", gdims, bdims, "shared", "stream", "slot.params"
+                ),
                 "    except driver_error as err:",
                 "        retry(entry, device, err, grid, slot, stream)",
             ]
@@ -823,6 +898,11 @@ class Packer:
                 codes.append("q")
             else:
                 codes.append(_CODES[p.dtype.name])
+        self.codes = tuple(codes)
+        self.names = tuple(p.name for p in runtime)
+        self.pointer_slots = tuple(i for i, p in enumerate(runtime) if p.kind == "pointer")
+        self.bf16_slots = tuple(i for i, p in enumerate(runtime) if p.dtype is not None
+                                and p.kind != "pointer" and p.dtype.name == "bf16")  # fmt: skip
         self.format = "@" + "".join(codes)
         self.struct = struct.Struct(self.format)
         self.offsets = _offsets(codes)
@@ -851,6 +931,15 @@ class Packer:
             found = self.local.slot = self.new_slot()
         return found
 
+    def launch_values(self, values: Any) -> list:
+        """Checked launch values (``Binder.bind_device``'s) as the kernel receives them, read
+        back from this layout (a float as its parameter's type rounds it, a bf16 scalar as its
+        16 bits): what a launcher's packed buffer holds for the same call."""
+        out = list(values)
+        for i in self.bf16_slots:
+            out[i] = bf16_bits(out[i])
+        return list(self.struct.unpack(self.struct.pack(*out)))
+
     def pack(self, *values: Any) -> list:
         slot = self.slot()
         self.pack_into(slot.buffer, 0, *values)
@@ -865,62 +954,17 @@ def _offsets(codes: list[str]) -> tuple[int, ...]:
     return tuple(offsets)
 
 
-class Entry:
-    """A prepared launch: the loaded kernel, its block, shared memory and value packer, and
-    per device its CuPy function and driver handle (:func:`launch.driver_handle`)."""
-
-    __slots__ = (
-        "loaded",
-        "block",
-        "bx",
-        "by",
-        "bz",
-        "shared",
-        "packer",
-        "functions",
-        "handles",
-        "key",
-        "fast",
-    )
-
-    def __init__(self, loaded: Any, block: tuple, shared: int, packer: Packer, key: tuple):
-        self.loaded, self.block, self.shared, self.packer, self.key = (
-            loaded,
-            block,
-            shared,
-            packer,
-            key,
-        )
-        self.bx, self.by, self.bz = (int(b) for b in block)
-        self.functions: dict[int, Any] = {}
-        self.handles: dict[int, int] = {}
-        self._fast()
-
-    def _fast(self) -> None:
-        # what a launcher's hot path reads of the entry, in one tuple: itself, device 0's
-        # driver handle (None until prepared there), the packer, block and shared memory
-        handle = self.handles.get(0)
-        self.fast = (self, handle, self.packer, self.bx, self.by, self.bz, self.shared)
-
-    def prepare(self, device: int) -> Any:
-        function = self.functions[device] = self.loaded.prepared(device, self.shared)
-        self.handles[device] = _launch.driver_handle(function)
-        self._fast()
-        return function
-
-    def prepare_handle(self, device: int) -> int:
-        """The driver handle on ``device`` (0: launch through the CuPy function)."""
-        self.prepare(device)
-        return self.handles[device]
-
-    def error(self, device: int, err: Exception, grid: Any) -> LaunchError:
-        return self.loaded.error(device, err, grid, self.block, self.shared)
-
-
-def _call(entry: Entry, device: int, grid: tuple, slot: Any, stream: Any, torch: bool) -> None:
-    """A launch through the CuPy function (no driver handle): its stream converted as CuPy
-    takes it (None: CuPy's current stream)."""
+def _call(
+    entry: Entry, device: int, grid: tuple, slot: Any, stream: Any, torch: bool, args: tuple
+) -> None:
+    """A launch with no driver handle: a TMA entry's through its plan (the values the
+    launcher packed, the arrays' extents), any other through the CuPy function, its stream
+    converted as CuPy takes it (None: CuPy's current stream)."""
     function = entry.functions.get(device) or entry.prepare(device)
+    if entry.tma is not None:
+        values = entry.packer.struct.unpack_from(slot.buffer)
+        entry.launch_maps(device, grid, values, args, _plan.raw_stream(device, stream, torch))
+        return
     if stream is not None:
         stream = _launch.convert_stream(stream)
     elif torch:

@@ -12,7 +12,7 @@ any NumPy scalar as its own bytes (8 for ``numpy.uint64``, which is exactly a ``
 load lazily, once per device; nothing else is looked up per launch but the current device.
 
 The generated launchers (``binder.py``) skip CuPy's ``Function.__call__`` on their hot path:
-they call the driver's ``cuLaunchKernel`` (:data:`launch_kernel`, CuPy's thin binding of it)
+they call the driver's ``cuLaunchKernel`` (``plan.launch_kernel``, CuPy's thin binding of it)
 with the kernel's handle, the grid and block as numbers, the stream's raw handle and the
 address of a ``void*`` array built once per parameter buffer (:class:`ParamBuffer`). That
 removes CuPy's per-argument conversion, its grid/block tuple handling and its per-thread
@@ -324,8 +324,6 @@ def convert_stream(stream: Any) -> Any:
 
 get_device = _runtime.getDevice
 DriverError = _driver.CUDADriverError
-launch_kernel = _driver.launchKernel  # (function, grid x/y/z, block x/y/z, shared, stream,
-#                                        address of the void* parameter array, extra: 0)
 INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT: no context current on the calling thread
 LAUNCH_MODE: str = switches.read("LAUNCH")  # "driver" or "cupy" (see the doc)
 
@@ -367,7 +365,7 @@ def external_stream(ptr: int) -> Any:
 
 
 def driver_handle(function: Any) -> int:
-    """The ``CUfunction`` handle of a CuPy function, for :data:`launch_kernel`; 0 when the
+    """The ``CUfunction`` handle of a CuPy function, for ``plan.launch_kernel``; 0 when the
     launchers should call the function itself (``LAUNCH_MODE`` "cupy", or a stand-in
     without a handle, as tests use)."""
     handle = getattr(function, "ptr", None)

@@ -7,23 +7,24 @@ bytes, which CuPy passes to a kernel by value (a ``const __grid_constant__`` par
 The encoding is the driver's ``cuTensorMapEncodeTiled`` (libcuda, loaded through ctypes: the
 same library CuPy's launches use, no other dependency), with ``cuda.bindings`` as the fallback
 where libcuda cannot be opened by name. It needs a driver, not a device context. Encoded maps
-are cached by everything they encode (a pointer, shape, stride and box make one map).
+are cached by everything they encode (a pointer, shape, stride and box make one map). This is
+the one place the package opens ``libcuda.so.1`` (:func:`libcuda`); plans (``plan.py``) take
+``cuTensorMapReplaceAddress`` from it.
+
+Also the tensor-map parameters of a specialisation whose pipelined loads are TMA copies
+(:func:`parameters`: what the launch plans of ``plan.py`` encode).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import threading
 from collections.abc import Sequence
 
 import numpy as np
 
-from teeny_tx.dtypes import DTYPES, ELEMENT_SIZES, TMA_DATA_TYPES
+from teeny_tx.dtypes import ELEMENT_SIZES, TMA_DATA_TYPES
 from teeny_tx.errors import LaunchError
-
-from .launch import DriverError, driver_handle, launch_kernel
-from .memory import device_pointer, extent_bytes
 
 DATA_TYPES = TMA_DATA_TYPES  # CUtensorMapDataType, by our dtype names (dtypes.ELEMENTS)
 ITEMSIZE = ELEMENT_SIZES
@@ -36,10 +37,19 @@ MAX_CACHED = 4096
 
 
 @functools.cache
-def _libcuda():
+def libcuda() -> ctypes.CDLL | None:
+    """The driver library, opened once (None where it cannot be opened by name)."""
     try:
-        lib = ctypes.CDLL("libcuda.so.1")
+        return ctypes.CDLL("libcuda.so.1")
     except OSError:
+        return None
+
+
+@functools.cache
+def _encoder():
+    """libcuda's ``cuTensorMapEncodeTiled``, typed, or None."""
+    lib = libcuda()
+    if lib is None:
         return None
     fn = lib.cuTensorMapEncodeTiled
     fn.restype = ctypes.c_int
@@ -61,13 +71,12 @@ def _libcuda():
 
 
 @functools.cache
-def _replace_address():
+def replace_address():
     """libcuda's ``cuTensorMapReplaceAddress`` (a map's global address rewritten in place, the
     rest of its encoding kept), or None where libcuda cannot be opened by name."""
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-        fn = lib.cuTensorMapReplaceAddress
-    except (OSError, AttributeError):
+    lib = libcuda()
+    fn = getattr(lib, "cuTensorMapReplaceAddress", None) if lib is not None else None
+    if fn is None:
         return None
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
@@ -143,30 +152,24 @@ def tensor_map_2d(
     ``outer`` rows ``outer_stride_bytes`` apart, read in boxes of ``box`` = (inner, outer)
     elements with the 128-byte swizzle, out-of-bounds elements read as zeros. A launch value
     (a 1-element array of 128 bytes), cached."""
-    key = (ptr, dtype, inner, outer, outer_stride_bytes, tuple(box))
-    found = _cache.get(key)
-    if found is not None:
-        return found
-    # a dimension of extent 1 still needs a valid stride: one whole row
+    dims, strides = dims_2d(dtype, inner, outer, outer_stride_bytes)
+    return tensor_map(ptr, dtype, dims, strides, box)
+
+
+def dims_2d(
+    dtype: str, inner: int, outer: int, outer_stride_bytes: int
+) -> tuple[tuple[int, int], tuple[int]]:
+    """(dims, byte strides) of :func:`tensor_map_2d`'s map: a dimension of extent 1 still
+    needs a valid stride (one whole row)."""
     stride = max(outer_stride_bytes, -(-inner * ITEMSIZE[dtype] // 16) * 16)
-    dims, strides = (inner, max(outer, 1)), (stride,)
-    fn = _libcuda()
-    if fn is not None:
-        raw = _encode_libcuda(fn, dtype, ptr, dims, strides, box)
-    else:
-        raw = _encode_bindings(dtype, ptr, dims, strides, box)
-    value = np.frombuffer(raw, dtype=TENSOR_MAP).copy()
-    if len(_cache) >= MAX_CACHED:
-        _cache.clear()
-    _cache[key] = value
-    return value
+    return (inner, max(outer, 1)), (stride,)
 
 
 # ---------------------------------------------------------------- maps of pipelined loops
 #
 # A software-pipelined loop whose loads lower/pipeline.py made TMA copies (ir.TmaCopy) takes one
-# tensor map per load after the kernel's own parameters; these functions encode them from a
-# launch's values and launch such a specialisation (the plain launcher does not pass them).
+# tensor map per load after the kernel's own parameters; these functions say what they are made
+# of for a launch's values (the launch plans of plan.py encode them).
 
 UNBOUNDED = 2**31 - 1  # the extent of a dimension the kernel does not bound (no mask)
 
@@ -177,13 +180,13 @@ def tensor_map(
     """The tensor map of a tensor of 1 to 5 dimensions at ``ptr``: ``dims`` innermost first
     (the first contiguous), ``strides_bytes`` of the others, read in boxes of ``box`` elements
     with the 128-byte swizzle, out-of-bounds elements as zeros. A launch value, cached."""
-    key = ("nd", ptr, dtype, tuple(dims), tuple(strides_bytes), tuple(box))
+    key = (ptr, dtype, tuple(dims), tuple(strides_bytes), tuple(box))
     found = _cache.get(key)
     if found is not None:
         return found
     if not 1 <= len(dims) <= 5 or len(strides_bytes) != len(dims) - 1 or len(box) != len(dims):
         raise LaunchError(f"a tensor map has 1 to 5 dimensions, got dims {tuple(dims)}")
-    fn = _libcuda()
+    fn = _encoder()
     if fn is not None:
         raw = _encode_libcuda(fn, dtype, ptr, dims, strides_bytes, box)
     else:
@@ -211,194 +214,52 @@ def pipeline_copies(kernel) -> list:
 
 
 def pipeline_maps(
-    kernel, values: Sequence, extents: dict[str, int] | None = None
+    interface, values: Sequence, extents: dict[str, int] | None = None
 ) -> tuple[np.ndarray, ...]:
-    """The tensor maps of ``kernel``'s TMA copies for a launch whose runtime parameter values
-    (in order: device addresses and numbers) are ``values``. ``extents``: bytes from each
-    pointer parameter's address to the end of its array, where known: a dimension the kernel
-    does not bound then ends there (else at :data:`UNBOUNDED`)."""
+    """The tensor maps of a specialisation's ``interface`` (``lower/interface.py``) for a
+    launch whose runtime parameter values (in order: device addresses and numbers) are
+    ``values``. ``extents``: bytes from each pointer parameter's address to the end of its
+    array, where known: a dimension the kernel does not bound then ends there (else at
+    :data:`UNBOUNDED`)."""
     return tuple(
         tensor_map(int(values[i]), dtype, dims, strides, box)
-        for i, dtype, dims, strides, box in maps_of(kernel, values, extents or {})
+        for i, dtype, dims, strides, box in parameters(interface, values, extents or {})
     )
 
 
-def launch_pipelined(
-    kernel,
-    grid: tuple[int, int, int],
-    args: tuple,
-    *,
-    num_warps: int,
-    num_stages: int,
-    stream=None,
-    strided: bool = False,
-    **constexprs,
-) -> PipelinedReplay:
-    """Launch a kernel (a :class:`teeny_tx.kernel.Kernel`) whose specialisation loads its
-    pipelined tiles with TMA: its arguments bound and checked as any launch's, its tensor maps
-    encoded (cached) and passed after them. ``grid`` is a 3-tuple. Returns the launch's
-    :class:`PipelinedReplay`, for callers that replay it."""
-    key, values, big = kernel.binder.bind_device(args, constexprs, num_warps, num_stages, strided)
-    if big:
-        raise LaunchError(f"kernel '{kernel.name}': TMA pipelines take 32-bit indices only")
-    spec = kernel._specialization(key)
-    typed = []
-    for p, v in zip(spec.kernel.runtime_params, values, strict=True):
-        if p.type.is_pointer:
-            typed.append(np.uint64(v))
-        elif p.type.dtype.name in ("f16", "bf16"):
-            raise LaunchError(f"kernel '{kernel.name}': a 16-bit float scalar ({p.name})")
-        else:
-            typed.append(DTYPES[p.type.dtype.name].np.type(v))
-    extents = {
-        p.name: extent_bytes(a)
-        for p, a in zip(spec.kernel.runtime_params, args, strict=True)
-        if p.type.is_pointer
-    }
-    made = maps_of(spec.kernel, values, extents)
-    maps = [tensor_map(int(values[i]), dtype, dims, st, box) for i, dtype, dims, st, box in made]
-    spec.loaded.launch(grid, spec.block, (*typed, *maps), spec.shared_mem, stream)
-    return PipelinedReplay(spec, grid, values, typed, made)
-
-
-def maps_of(kernel, values: Sequence, extents: dict[str, int]) -> tuple[tuple, ...]:
-    """What each tensor map of :func:`pipeline_maps` is made from but the address: (index of
-    its pointer parameter, dtype, dims, strides in bytes, box). A replay of a launch at other
-    addresses, with the same sizes and strides, encodes its maps from these."""
-    params = [p.name for p in kernel.runtime_params]
+def parameters(interface, values: Sequence, extents: dict[str, int]) -> tuple[tuple, ...]:
+    """The tensor-map parameters of a specialisation, read from its ``interface`` (the
+    kernel's ordered parameters: its own, then one :class:`TensorMapParam` per TMA-read
+    operand), for a launch of runtime ``values``: per map, what it is made from but the
+    address (index of its pointer parameter, dtype, dims, strides in bytes, box). A launch plan
+    at other addresses, with the same sizes and strides, encodes its maps from these. The one
+    function the plans ask (``plan.Entry``)."""
+    params = [p.name for p in interface.params if p.kind == "value"]
     by_name = dict(zip(params, values, strict=True))
 
     def number(x):
         return by_name[x] if isinstance(x, str) else x
 
     out = []
-    for c in pipeline_copies(kernel):
-        size = ITEMSIZE[c.dtype]
-        strides = tuple(number(d.stride) * size for d in c.dims[1:])
+    for m in interface.tensor_maps:
+        copy = m.copies[0]
+        size = ITEMSIZE[m.dtype]
+        strides = tuple(number(d.stride) * size for d in copy.dims[1:])
         if any(s <= 0 or s % 16 for s in strides):
             raise LaunchError(
-                f"kernel '{kernel.name}': the TMA copy of {c.base} needs positive strides that are "
-                f"multiples of 16 bytes, got {list(strides)} bytes (launch without "
+                f"kernel '{interface.name}': the TMA copy of {m.pointer} needs positive strides "
+                f"that are multiples of 16 bytes, got {list(strides)} bytes (launch without "
                 "$TEENY_TX_PIPELINE_TMA for cp.async copies)"
             )
-        dims = [c.dims[0].extent]
-        span = extents.get(c.base)
-        for d, stride in zip(c.dims[1:], strides, strict=True):
+        dims = [copy.dims[0].extent]
+        span = extents.get(m.pointer)
+        for d, stride in zip(copy.dims[1:], strides, strict=True):
             if d.extent is not None:
                 dims.append(max(1, number(d.extent)))
             elif span is not None:
                 dims.append(max(1, min(UNBOUNDED, -(-span // stride))))
             else:
                 dims.append(min(UNBOUNDED, 2**62 // stride))
-        box = (c.box[0], *([c.box[1]] + [1] * (len(dims) - 2)))
-        out.append((params.index(c.base), c.dtype, tuple(dims), strides, box))
+        box = (m.box[0], *([m.box[1]] + [1] * (len(dims) - 2)))
+        out.append((m.pointer_index, m.dtype, tuple(dims), strides, box))
     return tuple(out)
-
-
-class PipelinedReplay:
-    """A :func:`launch_pipelined` launch kept for calls with arrays of the same sizes, strides
-    and dtypes (the caller's key says so) at other addresses: the specialisation, its typed
-    parameters and what its tensor maps are made of, found once. A replay takes the new
-    arrays' addresses, checks each keeps the alignment (mod 16 bytes) the specialisation was
-    made for, encodes the maps (cached per address) and launches. ``__call__`` returns False,
-    launching nothing, where an address breaks that alignment: the caller then takes the full
-    path, which checks everything again."""
-
-    def __init__(self, spec, grid, values: Sequence, typed: list, maps: tuple[tuple, ...]):
-        self.spec, self.grid, self.typed, self.maps = spec, grid, typed, maps
-        params = spec.kernel.runtime_params
-        self.pointers = tuple(i for i, p in enumerate(params) if p.type.is_pointer)
-        self.alignment = tuple(int(values[i]) % 16 for i in self.pointers)
-
-    def __call__(self, args: Sequence, stream=None) -> bool:
-        typed = list(self.typed)
-        for i, align in zip(self.pointers, self.alignment, strict=True):
-            ptr = device_pointer(args[i])[0]
-            if ptr % 16 != align:
-                return False
-            typed[i] = np.uint64(ptr)
-        maps = [
-            tensor_map(int(typed[i]), dtype, dims, strides, box)
-            for i, dtype, dims, strides, box in self.maps
-        ]
-        spec = self.spec
-        spec.loaded.launch(self.grid, spec.block, (*typed, *maps), spec.shared_mem, stream)
-        return True
-
-    def direct(self, device: int) -> DirectReplay | None:
-        """This replay as one ``cuLaunchKernel`` on ``device`` with a parameter block built
-        once (:class:`DirectReplay`); None where the driver's launch or its map functions
-        are not at hand (a replay then goes through :meth:`__call__`)."""
-        replace = _replace_address()
-        handle = driver_handle(self.spec.loaded.prepared(device, self.spec.shared_mem))
-        if replace is None or not handle:
-            return None
-        return DirectReplay(self, device, handle, replace)
-
-
-class DirectReplay:
-    """A :class:`PipelinedReplay` launched by the driver, for the library's plans: the
-    parameter block (every value in place, each tensor map encoded once) is built when it is
-    made; a call writes the new addresses into their slots, rewrites each map's address
-    (``cuTensorMapReplaceAddress``) and calls ``cuLaunchKernel``, which copies the block
-    (so it is free again when the call returns; a lock keeps threads from interleaving).
-    ``__call__(addresses, stream)`` takes the pointer parameters' addresses in order and a
-    raw stream handle, and returns False, launching nothing, where an address breaks the
-    alignment (mod 16) the specialisation was made for."""
-
-    def __init__(self, replay: PipelinedReplay, device: int, handle: int, replace) -> None:
-        spec = replay.spec
-        values = [np.asarray(v) for v in replay.typed]
-        offsets, end = [], 0
-        for v in values:
-            end += -end % 8
-            offsets.append(end)
-            end += v.nbytes
-        map_offsets = []
-        for _ in replay.maps:
-            end += -end % 64  # a CUtensorMap is 64-byte aligned
-            map_offsets.append(end)
-            end += 128
-        self._block = ctypes.create_string_buffer(end + 64)
-        base = ctypes.addressof(self._block)
-        base += -base % 64
-        for v, offset in zip(values, offsets, strict=True):
-            ctypes.memmove(base + offset, v.tobytes(), v.nbytes)
-        self._maps = []
-        for (i, dtype, dims, strides, box), offset in zip(replay.maps, map_offsets, strict=True):
-            encoded = tensor_map(int(replay.typed[i]), dtype, dims, strides, box)
-            ctypes.memmove(base + offset, encoded.tobytes(), 128)
-            self._maps.append((replay.pointers.index(i), base + offset))
-        every = [base + o for o in (*offsets, *map_offsets)]
-        self._array = (ctypes.c_void_p * len(every))(*every)
-        self._params = ctypes.addressof(self._array)
-        self._slots = [ctypes.c_uint64.from_address(base + offsets[i]) for i in replay.pointers]
-        self._alignment = replay.alignment
-        self._replace = replace
-        self._lock = threading.Lock()
-        self.spec, self.device, self.handle, self.grid = spec, device, handle, replay.grid
-
-    def __call__(self, addresses: Sequence[int], stream: int) -> bool:
-        for address, align in zip(addresses, self._alignment, strict=True):
-            if address % 16 != align:
-                return False
-        spec, (gx, gy, gz), (bx, by, bz) = self.spec, self.grid, self.spec.block
-        with self._lock:
-            for slot, address in zip(self._slots, addresses, strict=True):
-                slot.value = address
-            for which, tensor_map_address in self._maps:
-                result = self._replace(tensor_map_address, addresses[which])
-                if result != 0:
-                    raise LaunchError(
-                        f"cuTensorMapReplaceAddress failed (CUresult {result}) for address "
-                        f"{addresses[which]:#x}"
-                    )
-            try:
-                launch_kernel(
-                    self.handle, gx, gy, gz, bx, by, bz, spec.shared_mem, stream, self._params, 0
-                )
-            except DriverError as err:
-                raise spec.loaded.error(
-                    self.device, err, self.grid, spec.block, spec.shared_mem
-                ) from None
-        return True

@@ -2,37 +2,21 @@
 
 Input: a :class:`~teeny_tx.lower.hopper.HopperMatmul`. Output: the kernel's CUDA source
 (``templates/hopper_matmul.cu.j2`` over ``prelude/hopper.cuh``), deterministic text. This
-module only lays out: the node carries every decision; here are the C spellings of its dtypes
-and the operand lists of the wgmma instruction.
+module only lays out: the node carries every decision; the C spellings of its dtypes come from
+the language's one table (``dtypes.py`` through ``cuda_types.py``), the text from the one Jinja
+environment (``emitter.environment``); here are the operand lists of the wgmma instruction.
 """
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
-
-import jinja2
-
 from ..activations import BY_CODE
 from ..dtypes import DTYPES, ELEMENTS
 from ..lower.hopper import HopperMatmul
+from .cuda_types import ctype
+from .emitter import environment
 
-CTYPES = {name: DTYPES[name].cuda for name in ("f16", "bf16", "f32")}  # outputs and bias
 # operand element types as the kernel stores them: fp8 only moves (TMA) and feeds wgmma
 STORAGE = {e.name: e.storage for e in ELEMENTS.values()}
-
-
-@functools.cache
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(__file__).parent),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-        bytecode_cache=jinja2.FileSystemBytecodeCache(),  # as context.environment's
-    )
 
 
 def _wgmma(node: HopperMatmul) -> dict:
@@ -56,13 +40,12 @@ def render_matmul(node: HopperMatmul) -> str:
     """The CUDA source of ``node``'s kernel (entry point ``node.name``)."""
     e = node.epilogue
     name = BY_CODE[e.activation].name
-    act = f"{name}(" if name else ""
     text = ("scale_a * scale_b * " if e.scaled else "") + "alpha * acc"
     text += " + bias" if e.bias_dtype else ""
-    epilogue_text = f"{act}{text}{')' if act else ''}"
+    epilogue_text = f"{name}({text})" if name else text  # as a comment: the activation's name
     summary = " ".join(str(x) for x in node.key)
     return (
-        _environment()
+        environment()
         .get_template("hopper_matmul.cu.j2")
         .render(
             name=node.name,
@@ -77,8 +60,8 @@ def render_matmul(node: HopperMatmul) -> str:
             readers=1 if node.mainloop.pingpong else "CONSUMERS",
             wgmma=_wgmma(node),
             in_t=STORAGE[node.a.dtype],
-            out_t=CTYPES[e.out_dtype],
-            bias_t=CTYPES[e.bias_dtype or e.out_dtype],
+            out_t=ctype(DTYPES[e.out_dtype]),
+            bias_t=ctype(DTYPES[e.bias_dtype or e.out_dtype]),
             stage_bytes=node.stage_bytes,
             epilogue_text=epilogue_text,
             watchdog=node.watchdog,

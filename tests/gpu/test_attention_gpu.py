@@ -10,6 +10,7 @@ import pytest
 
 from teeny_tx import nn
 from teeny_tx.library import attention as tattn
+from teeny_tx.library import module
 from teeny_tx.library.attention import attention_backward_reference, attention_reference
 
 cp = pytest.importorskip("cupy")
@@ -164,7 +165,7 @@ def _warp_specialized(monkeypatch, stages=None, mode=1) -> None:
 
 def _warp_specialized_launches() -> int:
     """How many specialisations of the TMA forward took the producer warpgroup."""
-    specs = tattn._tma_module().attention_fwd._specs.values()
+    specs = module("attention.c").attention_fwd.tma._specs.values()
     return sum(1 for s in specs if s.kernel.producer_warps == 4)
 
 
@@ -209,7 +210,7 @@ def test_warp_specialized_backward_against_torch_sdpa(
     lse, dq, dk, dv against SDPA and its autograd."""
     _warp_specialized(monkeypatch, mode=mode)
     _against_sdpa(torch, shape, causal, dtype)
-    specs = tattn._tma_module().attention_bwd_dq._specs.values()
+    specs = module("attention.c").attention_bwd_dq.tma._specs.values()
     assert any(s.kernel.producer_warps == 4 for s in specs)
 
 
@@ -290,7 +291,7 @@ def test_negative_strides_take_cp_async():
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_replayed_launches_compute_each_new_call(torch, causal):
-    """Calls with arrays like an earlier call's replay its TMA launches (tma.PipelinedReplay)
+    """Calls with arrays like an earlier call's replay its TMA launches (launch plans of kernel.tma)
     at the new addresses: each call's o and gradients are its own, also for views 8 and 4
     bytes off the alignment the first call was specialised for (their own specialisations,
     narrower loads), forward and backward against float64."""

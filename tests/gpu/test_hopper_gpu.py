@@ -185,11 +185,11 @@ def run_case(case) -> dict:
     import cupy as cp
 
     from teeny_tx.dtypes import DTYPES
-    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.kernel import HopperSpecialization
 
     name, dtype, odt, ak, bk, _, bias_dt, act, (m, n, k), sms = case
     node = _node(case)
-    kernel = HopperMatmulKernel(node)
+    kernel = HopperSpecialization(node)
     npdt = DTYPES[dtype].np
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     a_host = rng.standard_normal((m, k), dtype=np.float32).astype(npdt)
@@ -273,7 +273,7 @@ def run_case(case) -> dict:
             alpha,
             sms or cp.cuda.Device().attributes["MultiProcessorCount"],
         )
-        from teeny_tx.hopper_matmul import split_workspace
+        from teeny_tx.runtime.hopper import split_workspace
 
         counters = split_workspace(node, m, n, cp.cuda.Device().id, None)[1]
         tiles = -(-m // node.mainloop.bm) * -(-n // node.mainloop.bn)
@@ -355,9 +355,9 @@ def cuobjdump() -> str | None:
 
 
 def sass_report(case, tool, directory) -> dict:
-    from teeny_tx.hopper_matmul import HopperMatmulKernel
+    from teeny_tx.kernel import HopperSpecialization
 
-    kernel = HopperMatmulKernel(_node(case, watchdog=0))
+    kernel = HopperSpecialization(_node(case, watchdog=0))
     compiled = kernel.compiled
     path = Path(directory) / f"{case[0]}.cubin"
     path.write_bytes(compiled.cubin)
@@ -440,11 +440,12 @@ def linalg_check(name: str | None = None) -> dict:
         good = all(e < TOL[dt] for _, e in steps)
         ok = ok and good
         out[case] = {"rel_err": dict(steps), "ok": good}
-    from teeny_tx import hopper_matmul
+    from teeny_tx import kernel as hopper_matmul
 
-    out["hopper kernels built"] = [" ".join(map(str, key[:9])) for key in hopper_matmul._kernels]
+    built = hopper_matmul._hopper_specs
+    out["hopper kernels built"] = [" ".join(map(str, key[:9])) for key in built]
     out["hopper choices"] = linalg.hopper_report()
-    ok = ok and bool(hopper_matmul._kernels)
+    ok = ok and bool(hopper_matmul._hopper_specs)
     return {"ok": ok, **out}
 
 

@@ -382,20 +382,20 @@ def hopper_launches(monkeypatch):
     inside it."""
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA + wgmma path needs a compute capability 9.0 device")
-    from teeny_tx import hopper_matmul
+    from teeny_tx import kernel as hopper_matmul
 
     monkeypatch.setattr(linalg, "HOPPER", True)
     monkeypatch.setattr(linalg, "TUNE", True)
     monkeypatch.setattr(linalg, "WATCHDOG", 1 << 26)  # a pipeline bug traps, not hangs
     launches: list[tuple] = []
-    original = hopper_matmul.HopperMatmulKernel.launch
+    original = hopper_matmul.HopperSpecialization.launch
 
     def counted(self, *args, **kwargs):
         launches.append(self.node.key)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(hopper_matmul.HopperMatmulKernel, "launch", counted)
-    make_launcher = hopper_matmul.HopperMatmulKernel.launcher
+    monkeypatch.setattr(hopper_matmul.HopperSpecialization, "launch", counted)
+    make_launcher = hopper_matmul.HopperSpecialization.launcher
 
     def counted_launcher(self, *args, **kwargs):  # linalg's path: a launcher per product size
         run = make_launcher(self, *args, **kwargs)
@@ -406,12 +406,11 @@ def hopper_launches(monkeypatch):
 
         return run_counted
 
-    monkeypatch.setattr(hopper_matmul.HopperMatmulKernel, "launcher", counted_launcher)
+    monkeypatch.setattr(hopper_matmul.HopperSpecialization, "launcher", counted_launcher)
 
     def forget() -> None:
         linalg._PLANS.clear()
         linalg.HOPPER_CHOICES.clear()
-        hopper_matmul.forget_launchers()
 
     forget()
     yield launches
