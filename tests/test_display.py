@@ -101,7 +101,7 @@ def test_markdown_has_the_table_and_the_cuda():
 
 def test_the_table_reports_what_ptxas_said():
     spec = _spec()
-    log = resources._log(spec.cuda_source, spec.entry, spec.arch)
+    log = spec.compiled.log
     registers = int(re.search(r"Used (\d+) registers", log)[1])
     found = resources.of_specialization(spec)
     assert (found.registers, found.threads, found.arch) == (registers, 128, "sm_90")

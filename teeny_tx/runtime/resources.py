@@ -7,13 +7,12 @@ the numbers are ptxas's and the occupancy is computed from the architecture's pu
 limits (CUDA programming guide, "Technical Specifications per Compute Capability"; the
 occupancy calculator's allocation granularities), as the driver would schedule the blocks.
 
-:func:`of_specialization` compiles a specialisation once more to read the log (the cubin
-cache keeps cubins, not logs) and remembers the answer per CUDA source and architecture.
+:func:`of_specialization` reads the log a specialisation keeps (``spec.compiled``: NVRTC once
+more, as the cubin cache keeps cubins, not logs).
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -157,16 +156,7 @@ def parse_log(log: str, *, arch: str, threads: int, dynamic_shared: int = 0) -> 
 
 
 def of_specialization(spec: Specialization) -> Resources:
-    """The resources of ``spec`` (compiled by NVRTC for its target; no GPU needed).
-    Raises NvrtcError where NVRTC fails."""
-    log = _log(spec.cuda_source, spec.entry, spec.arch)
+    """The resources of ``spec`` (compiled by NVRTC for its target; no GPU needed): ptxas's
+    report in the log that ``spec.compiled`` keeps. Raises NvrtcError where NVRTC fails."""
+    log = spec.compiled.log
     return parse_log(log, arch=spec.arch, threads=spec.block[0], dynamic_shared=spec.shared_mem)
-
-
-@functools.lru_cache(maxsize=256)
-def _log(source: str, entry: str, arch: str) -> str:
-    from teeny_tx._prelude import FILES
-    from teeny_tx.runtime import nvrtc
-
-    headers = {name: text for name, text in sorted(FILES.items()) if name.endswith(".cuh")}
-    return nvrtc.compile_with_log(source, name=entry, arch=arch, headers=headers).log
