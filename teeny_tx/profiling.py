@@ -266,7 +266,7 @@ def profile(
     )
     try:
         found: res.Resources | None = res.of_specialization(spec)
-    except TeenyError as err:
+    except (TeenyError, RuntimeError, OSError) as err:  # NVRTC failed, or is not installed
         found = None
         notes.append(f"resources unavailable: {str(err).splitlines()[0]}")
     roof = _device_roofline(notes) if gpu else H200
