@@ -1,6 +1,6 @@
 """Compile time: a cold and a warm ``teeny-tx demo``, each bundled kernel's cold and warm
-compile against NVRTC of the same generated source, and an autotuner's configs compiled one
-after another against in parallel.
+compile against NVRTC of the same generated source, an autotuner's configs compiled one
+after another against in parallel, and a small kernel's first launch in a new process by stage.
 
 Input: the golden specialisations of tests/cases.py (every bundled kernel, at the arch it is
 rendered for), the demo of the installed teeny_tx, one norm kernel's ``#pragma autotune``
@@ -17,6 +17,9 @@ configs. Output: three markdown tables (seconds, wall clock; ``--out`` writes th
   process pays, the best of ``--repeats``); ``nvrtc`` is NVRTC alone on the same source with
   the runtime's default options and headers, no precompiled header (the best of
   ``--repeats``); ``cold / nvrtc`` is the ratio.
+- first launch: vector add in a new process, each stage (import, parse, lower + render,
+  cubin, and on a GPU load and the launch itself) in ms, cold (empty cubin cache and Jinja
+  bytecode cache) then warm; the issue's target is <= 100 ms warm on the H200.
 - autotune: the configs of layer_norm_fwd at 8192 columns (each specialised, then its cubin
   compiled, empty cache) with ``TEENY_TX_COMPILE_THREADS=1`` and with the default pool.
 
@@ -159,6 +162,67 @@ def nvrtc_in_new_process(
         return found
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+FIRST_LAUNCH_CHILD = r"""
+import json, time
+t0 = time.perf_counter()
+import teeny_tx
+from teeny_tx.runtime.launch import has_gpu
+t1 = time.perf_counter()
+m = teeny_tx.compile("kernels/vector_add.c")
+t2 = time.perf_counter()
+n = 1 << 20
+spec = m.vector_add.specialize("f32", "f32", "f32", n, BLOCK=1024)
+t3 = time.perf_counter()
+spec.cubin
+t4 = time.perf_counter()
+row = {"import teeny_tx": t1 - t0, "parse (teeny_tx.compile)": t2 - t1,
+       "lower + render (specialize)": t3 - t2, "cubin (NVRTC or the disk cache)": t4 - t3}
+if has_gpu():
+    import cupy as cp
+    spec.loaded
+    t5 = time.perf_counter()
+    a = cp.ones(n, cp.float32)
+    out = cp.empty_like(a)
+    t6 = time.perf_counter()
+    m.vector_add[(n // 1024,)](a, a, out, n, BLOCK=1024)
+    cp.cuda.Device().synchronize()
+    t7 = time.perf_counter()
+    row["load (cuModuleLoadData)"] = t5 - t4
+    row["first launch (bind, pack, launch, sync)"] = t7 - t6
+row["total"] = sum(row.values())
+print(json.dumps(row))
+"""
+
+
+def first_launch_times() -> list[str]:
+    """Each stage of vector add's first launch in a new process (ms): cold (empty cubin cache
+    and Jinja bytecode cache), then warm (the same directories again)."""
+    root = Path(tempfile.mkdtemp(prefix="teeny_tx_first_"))
+    env = {**os.environ, "TEENY_TX_CACHE_DIR": str(root / "cache"), "TMPDIR": str(root)}
+    rows = []
+    try:
+        for _ in ("cold", "warm"):
+            done = subprocess.run(
+                [sys.executable, "-c", FIRST_LAUNCH_CHILD],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=ROOT,
+                timeout=300,
+            )
+            if done.returncode != 0:
+                print(done.stderr[-2000:], flush=True)
+                return []
+            rows.append(json.loads(done.stdout.splitlines()[-1]))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    lines = ["| stage | cold (ms) | warm (ms) |", "|---|---:|---:|"]
+    for stage in rows[0]:
+        lines.append(f"| {stage} | {1e3 * rows[0][stage]:.1f} | {1e3 * rows[1][stage]:.1f} |")
+        print(lines[-1], flush=True)
+    return lines
 
 
 def _nonce(text: str) -> str:
@@ -373,6 +437,7 @@ def main() -> None:
     parser.add_argument("--no-demo", action="store_true")
     parser.add_argument("--demo-no-pch", action="store_true", help="a third demo: no PCH")
     parser.add_argument("--no-autotune", action="store_true")
+    parser.add_argument("--no-first-launch", action="store_true")
     parser.add_argument("--demo-timeout", type=float, default=60.0)
     parser.add_argument(
         "--budget", type=float, default=20.0, help="seconds for the per-kernel table's loop"
@@ -398,6 +463,11 @@ def main() -> None:
         print("demo (a new process each):", flush=True)
         lines = demo_times(options.demo_timeout, options.demo_no_pch)
         sections.append(("Compile time: `teeny-tx demo`, cold and warm", lines))
+        publish()
+    if not options.no_first_launch:
+        print("vector add's first launch in a new process:", flush=True)
+        lines = first_launch_times()
+        sections.append(("Compile time: a small kernel's first launch, by stage", lines))
         publish()
     saved = os.environ.get("TEENY_TX_CACHE_DIR")
     root = Path(tempfile.mkdtemp(prefix="teeny_tx_compile_"))

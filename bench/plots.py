@@ -192,8 +192,32 @@ def draw(section: Section, out: Path, reference: tuple[float, str] | None) -> No
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
         ax.grid(axis="y", linewidth=0.3)
     fig.tight_layout()
-    fig.savefig(out, format="png", metadata={"Software": None})
+    # The newest table drawn, in the PNG's text (tests/test_book_runs.py: a plot older than its
+    # section's newest table is stale); no Software entry, so a matplotlib version diffs nothing.
+    fig.savefig(out, format="png", metadata={"Software": None, "Source": source(section)})
     plt.close(fig)
+
+
+def source(section: Section) -> str:
+    """What a section's PNG says it was drawn from: BENCHMARKS.md, its title, its newest table."""
+    newest = max(t.date for t in section.tables)
+    return f"BENCHMARKS.md: {section.title}; newest table {newest}"
+
+
+def png_source(data: bytes) -> str | None:
+    """The ``Source`` text chunk of a PNG (None: none; an older plot)."""
+    pos = 8
+    while pos + 8 <= len(data):
+        length = int.from_bytes(data[pos : pos + 4], "big")
+        kind = data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
+        if kind == b"tEXt" and body.startswith(b"Source\0"):
+            return body[len(b"Source\0") :].decode("latin-1")
+        if kind == b"iTXt" and body.startswith(b"Source\0\0"):  # not Latin-1: UTF-8, as is
+            _language, _translated, text = body[len(b"Source\0\0\0") :].split(b"\0", 2)
+            return text.decode("utf-8")
+        pos += 12 + length
+    return None
 
 
 def main(argv: list[str] | None = None) -> list[Path]:

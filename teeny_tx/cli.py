@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TeenyError
+from .progress import Progress
 from .target import KNOWN_ARCHS
 
 
@@ -161,15 +162,17 @@ def cmd_golden(args: argparse.Namespace) -> int:
             print(f"re-blessed {path}")
         print(f"{len(changed)} golden files changed")
         return 0
-    rendered = cases.render_all()
-    stale = [
-        path
-        for path, text in ((cases.GOLDEN_DIR / name, text) for name, text in rendered)
-        if not path.exists() or path.read_text() != text
-    ]
+    renderers = cases.renderers()
+    stale = []
+    with Progress(len(renderers), "teeny-tx golden") as meter:
+        for name, render in renderers:
+            path = cases.GOLDEN_DIR / name
+            if not path.exists() or path.read_text() != render():
+                stale.append(path)
+            meter.step(name)
     for path in stale:
         print(f"stale: {path} (run `teeny-tx golden --bless` if the change is intended)")
-    print(f"{len(rendered) - len(stale)} of {len(rendered)} golden files match")
+    print(f"{len(renderers) - len(stale)} of {len(renderers)} golden files match")
     return 1 if stale else 0
 
 
@@ -178,6 +181,12 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
     sys.stdout.write(reference_markdown())
     return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from .profile_cli import run
+
+    return run(args)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -236,6 +245,9 @@ def parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--bless", action="store_true", help="rewrite golden/ from the current compiler")
     g.set_defaults(run=cmd_golden)
+    from .profile_cli import add_parser as add_profile
+
+    add_profile(sub, _arch).set_defaults(run=cmd_profile)
     r = sub.add_parser("docs", help="print the operation reference (docs/reference.md)")
     r.set_defaults(run=cmd_docs)
     return p

@@ -19,6 +19,7 @@ import numpy as np
 
 from .dtypes import DTYPES
 from .errors import TeenyError
+from .progress import Progress
 
 SIZES = (1, 1001, 2**16 + 3)  # elementwise kernels: one element, odd, and several programs
 ROW_SHAPES = ((1, 1), (7, 1001), (3, 16385))  # [rows, cols]: the last is longer than one tile
@@ -169,12 +170,14 @@ def _nvrtc_compiles() -> str:
     return f"generated CUDA compiles for {sm90.arch} with NVRTC (no GPU needed)"
 
 
-def _line(name: str, what: str, run: Callable[[], float]) -> bool:
+def _line(name: str, what: str, run: Callable[[], float], meter: Progress | None = None) -> bool:
     start = time.perf_counter()
     try:
         status, ok = f"ok   max|err|/scale {run():.2e}", True
     except (AssertionError, TeenyError) as exc:
         status, ok = f"FAIL {exc}", False
+    if meter is not None:
+        meter.clear()  # the meter's line (stderr) blanked before this one (stdout)
     print(f"  {name:<24} {what:<22} {status}  ({time.perf_counter() - start:.2f} s)")
     return ok
 
@@ -215,7 +218,12 @@ def run(seed: int = 0, interpret: bool = False) -> int:
     where = "GPU" if gpu else "NumPy interpreter" + ("" if interpret else " (no GPU found)")
     print(f"teeny-tx demo: compiling bundled kernels and running them on the {where}")
     rng = np.random.default_rng(seed)
-    results = [_line(name, what, check) for name, what, check in _cases(rng, gpu)]
+    cases = _cases(rng, gpu)
+    with Progress(len(cases), "teeny-tx demo") as meter:
+        results = []
+        for name, what, check in cases:
+            meter.step(f"{name} {what}")
+            results.append(_line(name, what, check, meter))
     if not gpu:
         try:
             print(f"  {_nvrtc_compiles()}")

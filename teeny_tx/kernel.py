@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from . import switches
+from . import display, switches
 from ._prelude import FILES
 from .errors import CompileError, LaunchError, ResourceError
 from .lower import ir
@@ -126,6 +126,12 @@ class Specialization(_Compiled):
     @property
     def block(self) -> tuple[int, int, int]:
         return (self.kernel.num_threads, 1, 1)
+
+    def _repr_html_(self) -> str:  # notebooks: the CUDA by DSL line and its resources
+        return display.specialization_html(self)
+
+    def _repr_markdown_(self) -> str:
+        return display.specialization_markdown(self)
 
 
 @dataclass
@@ -301,6 +307,12 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<teeny_tx kernel {self.name}({', '.join(p.describe() for p in self.params)})>"
+
+    def _repr_html_(self) -> str:
+        return display.kernel_html(self)
+
+    def _repr_markdown_(self) -> str:
+        return display.kernel_markdown(self)
 
     def __getitem__(self, grid) -> Callable[..., None]:
         """The launcher for ``grid`` (kept per grid tuple: indexing costs one dict look-up)."""
@@ -549,6 +561,12 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<teeny_tx module {self.unit.filename}: {', '.join(self.kernels)}>"
+
+    def _repr_html_(self) -> str:
+        return display.module_html(self)
+
+    def _repr_markdown_(self) -> str:
+        return display.module_markdown(self)
 
 
 def compile(  # noqa: A001

@@ -15,7 +15,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "teeny_tx"
 LEAVES = {"errors", "dtypes", "constants", "activations", "target", "switches", "_prelude"}
-LEAVES |= {"_kernels"}
+LEAVES |= {"_kernels", "progress"}
 # first part of the module name below teeny_tx -> its layer (higher may import lower)
 LAYERS = {name: 0 for name in LEAVES} | {
     "parse": 1,
@@ -26,6 +26,10 @@ LAYERS = {name: 0 for name in LEAVES} | {
     "kernel": 5,
     "library": 6,
     "frontend": 6,
+    "display": 5,  # the rich display of kernel.py's objects, beside it
+    "notebook": 6,
+    "profiling": 6,
+    "profile_cli": 7,
     "triton": 6,
     "nn": 6,
     "linalg": 6,

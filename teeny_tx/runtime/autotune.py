@@ -58,6 +58,7 @@ from ..errors import (
     TeenyError,
 )
 from ..parse.pragmas import AutotuneDecl
+from ..progress import Progress
 from . import cache, launch, nvrtc
 from .elf import cubin_resources
 from .files import atomic_write
@@ -329,6 +330,7 @@ class Autotuner:
             if stream is None:  # time where the inputs were made: torch's stream for tensors
                 stream = _torch_stream(args)
             timer = self.timer or self._event_timer(stream)
+            meter = Progress(len(survivors), f"autotune {self.kernel.name}")
             for c in survivors:
                 try:
                     ms = timer(
@@ -336,11 +338,16 @@ class Autotuner:
                     )
                 except ResourceError as err:  # the device allows less than the target
                     pruned.append(f"{c}: {_shared_reason(err)}")
+                    meter.step(f"{c}: pruned")
                     continue
                 except LaunchError as err:  # the arguments passed specialize: out of resources
                     pruned.append(f"{c}: {err}")
+                    meter.step(f"{c}: pruned")
                     continue
                 timed.append((ms, c))
+                fastest = min(timed, key=lambda t: t[0])
+                meter.step(f"{c}: {ms:.4f} ms; best {fastest[1]} {fastest[0]:.4f} ms")
+            meter.close()
         if not timed:
             raise LaunchError(
                 f"every autotune config of kernel {self.kernel.name} was pruned:\n  "
@@ -764,8 +771,11 @@ def compile_cubins(specs: list[Specialization | None]) -> dict[int, int]:
             pass
         finally:
             local.index = None
+            with done:  # one thread at a time on the meter's line
+                meter.step(item[1].entry)
 
-    with warnings.catch_warnings():
+    done, meter = threading.Lock(), Progress(len(todo), f"NVRTC {workers} threads")
+    with warnings.catch_warnings(), meter:
         warnings.simplefilter("always")
         warnings.showwarning = show
         with ThreadPoolExecutor(workers, thread_name_prefix="teeny_tx_nvrtc") as pool:
