@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The one script run on the H200 through the device tool: GPU tests and benchmarks.
 #
-#   bash bench/run_device.sh [STEP...]      STEP: all (default) | tests | bench | NAME
+#   bash bench/run_device.sh [STEP...]      STEP: all (default) | tests | sanitize | bench | NAME
+#
+# sanitize: compute-sanitizer memcheck on `teeny-tx demo` and bench/sanitize_attention.py, and
+# racecheck on its warp-specialised forward (--ws); one log, $OUT/sanitize.log.
 #
 # NAME picks one benchmark: bench/bench_NAME.py, given as NAME, bench_NAME, bench_NAME.py or
 # bench/bench_NAME.py; several may be given (bash bench/run_device.sh softmax layernorm).
@@ -36,12 +39,14 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 
 # ---- which steps ---------------------------------------------------------------------------
 run_tests=0
+run_sanitize=0
 benches=()
 [ $# -eq 0 ] && set -- all
 for arg in "$@"; do
   case "$arg" in
     all) run_tests=1; for f in bench/bench_*.py; do [ -e "$f" ] && benches+=("$f"); done ;;
     tests) run_tests=1 ;;
+    sanitize) run_sanitize=1 ;;
     bench) for f in bench/bench_*.py; do [ -e "$f" ] && benches+=("$f"); done ;;
     -h|--help) usage; exit 0 ;;
     *)
@@ -61,7 +66,7 @@ for f in "${benches[@]}"; do
   seen[$f]=1
   unique+=("$f")
 done
-n_files=$((2 + run_tests + ${#unique[@]}))
+n_files=$((2 + run_tests + run_sanitize + ${#unique[@]}))
 if [ "$n_files" -gt 8 ]; then
   echo "WARNING: this run leaves $n_files files in \$OUT and only 8 come back:" \
     "name fewer benchmarks per call" >&2
@@ -184,6 +189,20 @@ if [ "$run_tests" -eq 1 ]; then
   else
     echo "no tests/gpu folder: tests step skipped"
   fi
+fi
+
+if [ "$run_sanitize" -eq 1 ]; then
+  # the demo, the attention forward and backward (memcheck), the warp-specialised forward
+  # (racecheck); --error-exitcode makes a report a failed step
+  step sanitize "${SANITIZE_TIMEOUT:-240}" bash -c '
+    rc=0
+    cs="compute-sanitizer --error-exitcode 9"
+    echo "-- memcheck: teeny-tx demo"; $cs --tool memcheck python3 -m teeny_tx.cli demo || rc=1
+    echo "-- memcheck: attention"; $cs --tool memcheck python3 bench/sanitize_attention.py || rc=1
+    echo "-- racecheck: attention --ws"
+    $cs --tool racecheck python3 bench/sanitize_attention.py --ws || rc=1
+    exit $rc'
+
 fi
 
 for f in "${unique[@]}"; do
