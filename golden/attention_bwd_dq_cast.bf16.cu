@@ -11,30 +11,30 @@ attention_bwd_dq_cast(__nv_bfloat16* dq, const float* __restrict__ dq_acc, int n
     using tx_L1 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
     using tx_L2 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 64 per thread
     // i32 bh = program_id(1);
-#line 323 "kernels/attention.c"
+#line 364 "kernels/attention.c"
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
-#line 324 "kernels/attention.c"
+#line 365 "kernels/attention.c"
     int b = bh / h_q;
     // i32 h = bh % h_q;
-#line 325 "kernels/attention.c"
+#line 366 "kernels/attention.c"
     int h = bh % h_q;
     // tile rm = expand_dims(program_id(0) * BM + arange(0, BM), 1);
-#line 326 "kernels/attention.c"
+#line 367 "kernels/attention.c"
     int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = (int)blockIdx.x * BM + tx_L0::coord(tx_i, 0);
     // tile rd = expand_dims(arange(0, D), 0);
-#line 327 "kernels/attention.c"
+#line 368 "kernels/attention.c"
     int rd[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rd[tx_i] = tx_L1::coord(tx_i, 1);
     // tile acc = load(dq_acc + (bh * n_q + rm) * D + rd, rm < n_q, 0);
-#line 328 "kernels/attention.c"
+#line 369 "kernels/attention.c"
     bool tx_mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask[tx_i] = rm[tx::remap<tx_L0, tx_L2>(tx_i)] < n_q;
-#line 328
+#line 369
     float acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 4) tx::load_vec_if<4>(&acc[tx_i], dq_acc + (bh * n_q + rm[tx::remap<tx_L0, tx_L2>(tx_i)]) * D + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask[tx_i], 0.0f);
     // store(dq + b * sdqb + h * sdqh + rm * sdqn + rd * sdqd, acc * scale, rm < n_q);
-#line 329 "kernels/attention.c"
+#line 370 "kernels/attention.c"
     __nv_bfloat16 tx_value[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(acc[tx_i] * scale);
-#line 329
+#line 370
     bool tx_mask_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask_1[tx_i] = rm[tx::remap<tx_L0, tx_L2>(tx_i)] < n_q;
-#line 329
+#line 370
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::store_vec_if<8>(dq + b * sdqb + h * sdqh + rm[tx::remap<tx_L0, tx_L2>(tx_i)] * sdqn + rd[tx::remap<tx_L1, tx_L2>(tx_i)], &tx_value[tx_i], tx_mask_1[tx_i]);
 }

@@ -22,10 +22,10 @@ from .library.modules import (
     Linear,
     RMSNorm,
 )
+from .library.sdpa import attention, flash_attn_func, scaled_dot_product_attention
 from .library.torch_ops import (
     add_layer_norm,
     add_rms_norm,
-    attention,
     cross_entropy,
     dropout,
     embedding,
@@ -59,6 +59,7 @@ __all__ = [
     "cross_entropy",
     "dropout",
     "embedding",
+    "flash_attn_func",
     "gelu",
     "layer_norm",
     "linear",
@@ -68,6 +69,7 @@ __all__ = [
     "op",
     "relu",
     "rms_norm",
+    "scaled_dot_product_attention",
     "silu",
     "softmax",
     "swiglu",

@@ -349,13 +349,15 @@ def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
         "attention_bwd_dq_cast": {d: tattn.AttentionConfig(tattn.PREPROCESS_BM, 0, 4)},
     }[kernel][d]
     args = (
-        _attention_fwd_args(dtype, d)
+        _attention_fwd_args(dtype, d, overlap=kernel == "attention_fwd_overlap")
         if kernel.startswith("attention_fwd")
         else _attention_bwd_args(kernel, dtype, d)
     )
     flags = {"D": d, "BM": config.bm}
-    if kernel != "attention_bwd_dq_cast":
+    if kernel == "attention_fwd_overlap":
         flags |= {"CAUSAL": causal, "BF16": int(dtype == "bf16"), "BN": config.bn}
+    elif kernel != "attention_bwd_dq_cast":
+        flags |= {"BAND": causal, "SOFTCAP": 0, "BF16": int(dtype == "bf16"), "BN": config.bn}
     if kernel == "attention_bwd_dkdv":
         flags["ATOMIC_DQ"] = int(variant == "atomic")
     if kernel in ("attention_fwd", "attention_bwd_dq"):

@@ -182,6 +182,7 @@ def test_mbarrier_handoff_where_wgmma_reads_within_the_iteration(dot_kernels):
 # ---------------------------------------------------------------- TMA copies (behind a switch)
 
 ATTN_STRIDES = (4096 * 32 * 128, 128, 32 * 128, 1)  # [B=4, N=4096, H=32, D=128]: b, h, n, d
+BAND = (-(1 << 30), 0)  # the band (lo, hi) of the causal top-left triangle
 
 
 def _attention(monkeypatch, switch="1"):
@@ -196,8 +197,10 @@ def _attention(monkeypatch, switch="1"):
 
 
 def _fwd(mod, strides=ATTN_STRIDES, arch="sm_90a", d=128, **kw):
-    args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1) + strides * 4 + (0.18,)
-    flags = {"CAUSAL": 0, "BF16": 0, "D": d, "BM": 128, "BN": 128, "WARP_SPECIALIZE": 0} | kw
+    args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1, *BAND) + strides * 4
+    args += (0.18, 0.0, 0.0)
+    flags = {"BAND": 0, "SOFTCAP": 0, "BF16": 0, "D": d, "BM": 128, "BN": 128}
+    flags |= {"WARP_SPECIALIZE": 0} | kw
     return mod.attention_fwd.specialize(
         *args, num_warps=8, num_stages=3, target=arch, strided=True, **flags
     )
@@ -230,8 +233,9 @@ def test_tma_copies_of_the_backward_inner_loop(monkeypatch):
     """dK/dV's query loop (nested in the loop over a group's heads): Q and dO rows bounded by
     n_q, the head h of the enclosing loop; the enclosing loop keeps cp.async."""
     mod = _attention(monkeypatch)
-    args = ("f16",) * 6 + ("f32",) * 3 + (4096, 4096, 32, 32, 1) + ATTN_STRIDES * 6 + (0.1, 0.1)
-    flags = {"CAUSAL": 1, "BF16": 0, "ATOMIC_DQ": 0, "D": 128, "BM": 64, "BN": 128}
+    args = ("f16",) * 6 + ("f32",) * 3 + (4096, 4096, 32, 32, 1) + ATTN_STRIDES * 6
+    args += (0.1, 0.1, 0.0, 0.0, *BAND)
+    flags = {"BAND": 1, "SOFTCAP": 0, "BF16": 0, "ATOMIC_DQ": 0, "D": 128, "BM": 64, "BN": 128}
     spec = mod.attention_bwd_dkdv.specialize(
         *args, num_warps=8, target="sm_90a", strided=True, **flags
     )
@@ -304,8 +308,10 @@ def test_the_plain_launcher_refuses_tma(monkeypatch):
 
     monkeypatch.setenv("TEENY_TX_ARCH", "sm_90a")  # the module's target, as on an H200
     mod = _attention(monkeypatch)
-    args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1) + ATTN_STRIDES * 4 + (0.18,)
-    flags = {"CAUSAL": 0, "BF16": 0, "D": 128, "BM": 128, "BN": 128, "WARP_SPECIALIZE": 0}
+    args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1, *BAND) + ATTN_STRIDES * 4
+    args += (0.18, 0.0, 0.0)
+    flags = {"BAND": 0, "SOFTCAP": 0, "BF16": 0, "D": 128, "BM": 128, "BN": 128}
+    flags["WARP_SPECIALIZE"] = 0
     key = mod.attention_fwd.binder.bind_host(args, flags, 8, True, 3, True)
     with pytest.raises(LaunchError, match="launch_pipelined"):
         mod.attention_fwd._entry(key)
@@ -320,8 +326,8 @@ def test_tma_maps_from_launch_values(monkeypatch):
     spec = _fwd(_attention(monkeypatch))
     made = []
     monkeypatch.setattr(tma, "tensor_map", lambda *a: made.append(a) or a)
-    values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1]
-    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18]
+    values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1, *BAND]
+    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18, 0.0, 0.0]
     tma.pipeline_maps(spec.kernel, values)
     big = tma.UNBOUNDED  # batch and head: not bounded by the kernel
     assert made == [
@@ -331,7 +337,7 @@ def test_tma_maps_from_launch_values(monkeypatch):
     made.clear()  # the arrays' sizes bound batch and head: 3 batches of 9000 x 32 x 128
     tma.pipeline_maps(spec.kernel, values, {"k": 3 * 9000 * 4096 * 2, "v": 100})
     assert [m[2] for m in made] == [(128, 1001, 3, 3 * 9000 * 32), (128, 1001, 1, 1)]
-    values[9 + 4 + 1] = -128  # k's head stride: TMA strides are positive
+    values[11 + 4 + 1] = -128  # k's head stride: TMA strides are positive
     with pytest.raises(LaunchError, match="positive strides"):
         tma.pipeline_maps(spec.kernel, values)
 
@@ -343,8 +349,8 @@ def test_a_replay_relaunches_at_new_addresses_and_refuses_other_alignment(monkey
     from teeny_tx.runtime import tma
 
     spec = _fwd(_attention(monkeypatch))
-    values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1]
-    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18]
+    values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1, *BAND]
+    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18, 0.0, 0.0]
     made = tma.maps_of(spec.kernel, values, {})
     launched = []
 
@@ -378,11 +384,11 @@ def test_a_direct_replay_writes_new_addresses_into_its_parameter_block(monkeypat
     from teeny_tx.runtime import tma
 
     spec = _fwd(_attention(monkeypatch))
-    values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1]
-    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18]
+    values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1, *BAND]
+    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18, 0.0, 0.0]
     made = tma.maps_of(spec.kernel, values, {})
-    typed = [np.uint64(v) if i < 5 else np.int32(v) for i, v in enumerate(values[:-1])]
-    typed.append(np.float32(values[-1]))
+    typed = [np.uint64(v) if i < 5 else np.int32(v) for i, v in enumerate(values[:-3])]
+    typed += [np.float32(x) for x in values[-3:]]
     replay = tma.PipelinedReplay(spec, (8, 128, 1), values, typed, made)
     encoded = {}
 
@@ -415,7 +421,7 @@ def test_a_direct_replay_writes_new_addresses_into_its_parameter_block(monkeypat
     ((grid, block, stream, scalars, maps),) = launched
     assert grid == (8, 128, 1) and block == spec.block and stream == 77
     assert [int(x) for x in scalars[:5]] == moved
-    assert scalars[5:-1] == typed[5:-1] and abs(float(scalars[-1]) - 0.18) < 1e-7
+    assert scalars[5:-3] == typed[5:-3] and abs(float(scalars[-3]) - 0.18) < 1e-7
     assert maps == [0xC000, 0xD000]
     assert sorted(encoded) == [0x4000, 0x5000]  # addresses replaced, nothing encoded again
     assert not direct([0x9000, 0xA000, 0xB008, 0xC000, 0xD000], 77) and len(launched) == 1

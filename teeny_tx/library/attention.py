@@ -11,7 +11,11 @@ typed as q, k, v. Each function checks its arguments (``LaunchError``) and launc
 current stream of the arrays' library (nothing waits for the device).
 
 ``causal=True`` masks key j > query i (torch's ``is_causal``: the triangle aligned at the top
-left). ``scale`` defaults to 1/sqrt(D). GPU launches take the fixed configs
+left); ``bottom_right=True`` aligns it (and ``window``) at the bottom right, FlashAttention's
+rule, j > i + N_kv - N_q; ``window=(left, right)`` keeps keys from ``left`` before the diagonal
+to ``right`` after it (-1: unbounded); ``softcap`` > 0 caps the scores at +-softcap with tanh
+(:func:`band`, :class:`_Band`). A query that sees no key gives 0 (lse +inf). ``scale``
+defaults to 1/sqrt(D). GPU launches take the fixed configs
 :data:`FORWARD`, :data:`BACKWARD_DKDV` and :data:`BACKWARD_DQ` (by head dim), or, with the
 module flag ``TUNE = True``, the fastest of each kernel's ``#pragma autotune`` configs (timed
 once per shape); the interpreter takes :data:`INTERPRET` (small tiles, the same kernels).
@@ -117,6 +121,81 @@ ATOMIC_DQ = {64: False, 128: False}
 BACKWARD_DKDV_ATOMIC = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
 PREPROCESS_BM = 64
 INTERPRET = AttentionConfig(32, 32, 4)  # small tiles: the interpreter runs programs one by one
+
+
+UNBOUNDED = 1 << 30  # a band's side that bounds nothing (far past any sequence's length)
+
+
+def band(
+    n_q: int, n_kv: int, causal: bool, bottom_right: bool = False, window: tuple = (-1, -1)
+) -> tuple[int, int] | None:
+    """The keys query i sees, as offsets (lo, hi): i + lo <= j <= i + hi; None where every
+    query sees every key. The diagonal is j = i (top left, SDPA's ``is_causal``) or j = i +
+    n_kv - n_q (``bottom_right``: FlashAttention's alignment); ``causal`` ends the band at the
+    diagonal; ``window`` (left, right), -1 unbounded, keeps keys from ``left`` before to
+    ``right`` after it (FlashAttention's ``window_size``)."""
+    diagonal = n_kv - n_q if bottom_right else 0
+    left, right = (int(w) for w in window)
+    if causal:
+        right = 0 if right < 0 else min(right, 0)
+    lo = diagonal - left if left >= 0 else -UNBOUNDED
+    hi = diagonal + right if right >= 0 else UNBOUNDED
+    if lo <= 1 - n_q and hi >= n_kv - 1:
+        return None
+    return lo, hi
+
+
+def supports(
+    d: int, *, backward: bool = False, band: tuple[int, int] | None = None, softcap: bool = False
+) -> bool:
+    """Whether the kernels take head dim ``d`` (forward, or forward and backward), the
+    ``band`` (:func:`band`; every band is taken) and a softcap (taken)."""
+    return d in (HEAD_DIMS if backward else FORWARD_HEAD_DIMS)
+
+
+class _Band(NamedTuple):
+    """The kernels' mask and score options of one call: BAND with (lo, hi), SOFTCAP with
+    cap_in = scale / cap and cap_out = cap * log2(e)."""
+
+    band: tuple[int, int] | None
+    softcap: float
+
+    def constexprs(self) -> dict[str, int]:
+        return {"BAND": int(self.band is not None), "SOFTCAP": int(bool(self.softcap))}
+
+    def bounds(self) -> tuple[int, int]:
+        return self.band if self.band is not None else (-UNBOUNDED, UNBOUNDED)
+
+    def caps(self, scale: float) -> tuple[float, float]:
+        if not self.softcap:
+            return 0.0, 0.0
+        return scale / self.softcap, self.softcap * LOG2E
+
+    def top_left_causal(self) -> bool:
+        """Whether the band is at most the top-left triangle (the overlapped forward's
+        CAUSAL), with no softcap."""
+        return not self.softcap and self.band in (None, (-UNBOUNDED, 0))
+
+
+def _band_of(q: Any, k: Any, causal: bool, bottom_right: bool, window: Any, softcap: Any) -> _Band:
+    """The call's :class:`_Band`, from the shapes of q and k (unchecked: the shape checks come
+    after and say what is wrong)."""
+    try:
+        softcap = float(softcap)
+        left, right = (int(w) for w in window)
+    except (TypeError, ValueError):
+        raise LaunchError(
+            f"attention: window must be a pair of ints and softcap a number, got {window!r} "
+            f"and {softcap!r}"
+        ) from None
+    if not math.isfinite(softcap) or softcap < 0:
+        raise LaunchError(f"attention: softcap must be a finite number >= 0, got {softcap}")
+    if left < -1 or right < -1:
+        raise LaunchError(f"attention: window entries must be >= -1 (-1: unbounded), got {window}")
+    shape_q, shape_k = tuple(getattr(q, "shape", ())), tuple(getattr(k, "shape", ()))
+    if len(shape_q) != 4 or len(shape_k) != 4:
+        return _Band(None, softcap)
+    return _Band(band(shape_q[1], shape_k[1], causal, bottom_right, (left, right)), softcap)
 
 
 def _strides4(arrays: Arrays, a: Any) -> tuple[int, int, int, int]:
@@ -361,36 +440,48 @@ def attention(
     causal: bool = False,
     scale: float | None = None,
     *,
+    bottom_right: bool = False,
+    window: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
     interpret: bool = False,
 ) -> tuple[Any, Any]:
     """(o, lse): o = softmax(scale * q k^T [+ causal mask]) v per batch and head, lse f32
     [B, H_q, N_q] = log(sum(exp(scale * q k^T))) per row. q [B, N_q, H_q, D], k and v
-    [B, N_kv, H_kv, D]."""
-    options = (bool(causal), scale, *_settings(q, FORWARD, FORWARD_OVERLAP, FORWARD_SHORT_CAUSAL))
+    [B, N_kv, H_kv, D]. ``bottom_right``, ``window``: the band of keys each query sees
+    (:func:`band`); ``softcap`` > 0: softcap * tanh(scale * q k^T / softcap) as the scores."""
+    mask = _band_of(q, k, causal, bottom_right, window, softcap)
+    tables = (FORWARD, FORWARD_OVERLAP, FORWARD_SHORT_CAUSAL)
+    options = (mask, scale, *_settings(q, *tables))
     hit = replay(interpret, "attention", (q, k, v), *options)
     if hit is not None:
         return hit(q, k, v)
     arrays, shapes = _check("attention", {"q": q, "k": k, "v": v}, interpret)
     b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes, FORWARD_HEAD_DIMS)
-    _, qk_scale = _scales(d, scale)
+    scale, qk_scale = _scales(d, scale)
     dtype = arrays.dtype(q)
     kernels = module("attention.c")
-    overlap = OVERLAP and d in FORWARD_OVERLAP  # D = 256: its scratch and ring do not fit
+    # D = 256: its scratch and ring do not fit; the overlapped forward takes no band but the
+    # top-left triangle, and no softcap
+    overlap = OVERLAP and d in FORWARD_OVERLAP and mask.top_left_causal()
     kernel = kernels.attention_fwd_overlap if overlap else kernels.attention_fwd
-    config = _forward_config(d, bool(causal), n_kv, overlap)
+    config = _forward_config(d, mask.band is not None, n_kv, overlap)
     ws = config.warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
-    extra = {} if overlap else {"WARP_SPECIALIZE": int(ws)}
     alloc_o = arrays.allocator((b, n_q, h_q, d), dtype)
     alloc_lse = arrays.allocator((b, h_q, n_q), "f32")
-    rest = (n_q, n_kv, h_q, h_q // h_kv)
-    rest += _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
-    rest += _strides_of((b, n_q, h_q, d)) + (qk_scale,)
+    strides = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
+    strides += _strides_of((b, n_q, h_q, d))
+    if overlap:
+        rest = (n_q, n_kv, h_q, h_q // h_kv, *strides, qk_scale)
+        extra = {"CAUSAL": int(mask.band is not None)}
+    else:
+        rest = (n_q, n_kv, h_q, h_q // h_kv, *mask.bounds(), *strides, qk_scale)
+        rest += mask.caps(scale)
+        extra = {"WARP_SPECIALIZE": int(ws), **mask.constexprs()}
     first = _Pipelined(
         _Where.of(arrays),
         kernel,
         lambda meta: (cdiv(n_q, meta["BM"]), b * h_q, 1),
         config,
-        CAUSAL=int(bool(causal)),
         BF16=int(dtype == "bf16"),
         D=d,
         **extra,
@@ -418,12 +509,16 @@ def attention_backward(
     causal: bool = False,
     scale: float | None = None,
     *,
+    bottom_right: bool = False,
+    window: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
     interpret: bool = False,
 ) -> tuple[Any, Any, Any]:
     """(dq, dk, dv), the gradients of :func:`attention`'s o for the output gradient ``do``,
-    from its inputs and its outputs ``o`` and ``lse`` (the same causal and scale)."""
+    from its inputs and its outputs ``o`` and ``lse`` (the same causal, scale and options)."""
+    mask = _band_of(q, k, causal, bottom_right, window, softcap)
     tables = (BACKWARD_DKDV, BACKWARD_DQ, BACKWARD_DKDV_ATOMIC, ATOMIC_DQ)
-    options = (bool(causal), scale, *_settings(q, *tables))
+    options = (mask, scale, *_settings(q, *tables))
     inputs = (do, q, k, v, o, lse)
     hit = replay(interpret, "attention_backward", inputs, *options)
     if hit is not None:
@@ -443,7 +538,8 @@ def attention_backward(
     scale, qk_scale = _scales(d, scale)
     dtype = arrays.dtype(q)
     mod = module("attention.c")
-    flags = {"CAUSAL": int(bool(causal)), "BF16": int(dtype == "bf16"), "D": d}
+    flags = {**mask.constexprs(), "BF16": int(dtype == "bf16"), "D": d}
+    band_args = (*mask.caps(scale), *mask.bounds())
     group = h_q // h_kv
     atomic = ATOMIC_DQ[d]
     where = _Where.of(arrays)
@@ -459,7 +555,7 @@ def attention_backward(
     qkv = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
     qkv += _strides4(arrays, do)
     dkdv_rest = (n_q, n_kv, h_q, h_kv, group) + qkv + kv_strides + kv_strides
-    dkdv_rest += (qk_scale, scale)
+    dkdv_rest += (qk_scale, scale, *band_args)
     rows_grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
     dq_ws = BACKWARD_DQ[d].warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
     launches = (
@@ -515,6 +611,7 @@ def attention_backward(
                     *q_strides,
                     qk_scale,
                     scale,
+                    *band_args,
                 )
             return dq, dk, dv
 
