@@ -282,10 +282,10 @@ def test_sdpa_checks_dtype_and_dropout():
 # ---------------------------------------------------------------- flash_attn_func
 
 
-def _explicit(q, k, v, scale, lo, hi, softcap=0.0):
-    """FlashAttention's definition, [B, N, H, D] in float64, spelled out: the band i + lo <=
+def _explicit(q, k, v, scale, lo, hi, softcap=0.0, dtype=torch.float64):
+    """FlashAttention's definition, [B, N, H, D] in ``dtype``, spelled out: the band i + lo <=
     j <= i + hi, softcap, rows without keys 0."""
-    qf, kf, vf = (t.double().transpose(1, 2) for t in (q, k, v))
+    qf, kf, vf = (t.to(dtype).transpose(1, 2) for t in (q, k, v))
     g = qf.shape[1] // kf.shape[1]
     kf, vf = kf.repeat_interleave(g, 1), vf.repeat_interleave(g, 1)
     s = qf @ kf.transpose(-1, -2) * scale
@@ -333,6 +333,55 @@ def test_flash_attn_func_blockwise(small_blocks, case):
     _explicit(*refs, 0.5, lo, hi, softcap).backward(do)
     for a, b in zip(leaves, refs, strict=True):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-9, atol=1e-10)
+
+
+def _lo_hi(n_q, n_kv, causal, window):
+    left, right = window
+    diag = n_kv - n_q
+    right = 0 if causal else right
+    lo = diag - left if left >= 0 else -(10**9)
+    hi = diag + right if right >= 0 else 10**9
+    return lo, hi
+
+
+FLASH_FUSED = [
+    # (n_q, n_kv, causal, window, softcap): bottom-right causal both ways, windows, softcap
+    (11, 97, True, (-1, -1), 0.0),
+    (97, 40, True, (-1, -1), 0.0),  # the first 57 queries see no key: 0, and no gradient
+    (40, 97, False, (20, 5), 0.0),
+    (70, 70, True, (33, -1), 0.0),
+    (30, 70, False, (-1, -1), 0.7),
+    (45, 64, True, (31, 0), 5.0),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", FLASH_FUSED, ids=str)
+def test_flash_attn_func_fused(monkeypatch, case, dtype):
+    """The kernels' BAND and SOFTCAP on the interpreter (forward and backward) against the
+    spelled-out definition in float64, with FlashAttention's criterion."""
+    n_q, n_kv, causal, window, softcap = case
+    name = f"flashfused{case}{dtype}"
+    g = _gen(name)
+    q = torch.randn(2, n_q, 4, 64, generator=g).to(dtype)
+    k = torch.randn(2, n_kv, 2, 64, generator=g).to(dtype)
+    v = torch.randn(2, n_kv, 2, 64, generator=g).to(dtype)
+    lo, hi = _lo_hi(n_q, n_kv, causal, window)
+    calls = _counting(monkeypatch)
+    kw = {"causal": causal, "window_size": window, "softcap": softcap}
+    _check_against_torch(
+        name,
+        lambda *t: ttx.flash_attn_func(*t, **kw),
+        lambda *t: _explicit(*t, 0.125, lo, hi, softcap, dtype=t[0].dtype),
+        (q, k, v),
+        atol=1e-3 if dtype == torch.float16 else 1e-2,
+    )
+    assert calls and all(c[5] for c in calls)  # the fused op, bottom right
+    out, lse = ttx.flash_attn_func(q, k, v, **kw, return_lse=True)
+    if causal and n_q > n_kv:  # rows without keys
+        assert torch.all(out[:, : n_q - n_kv] == 0) and torch.all(
+            lse[..., : n_q - n_kv] == math.inf
+        )
 
 
 def test_flash_attn_func_refuses_what_it_lacks():
