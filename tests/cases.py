@@ -747,7 +747,7 @@ def _attention_bwd_args(kernel: str, dtype: str, d: int, n: int = 4096, h: int =
 def _attention_flags(dtype: str, d: int, causal: int, bm: int, bn: int) -> dict[str, Any]:
     """The forward's, dK/dV's and dQ's: causal the band of the top-left triangle (BAND)."""
     flags = {"BAND": causal, "SOFTCAP": 0, "BF16": int(dtype == "bf16")}
-    return flags | {"D": d, "BM": bm, "BN": bn}
+    return flags | {"D": d, "DH": d, "BM": bm, "BN": bn}
 
 
 def _attention_overlap_flags(dtype: str, d: int, causal: int, bm: int, bn: int) -> dict:
@@ -832,7 +832,7 @@ GOLDEN += (
         "attention.c",
         "attention_bwd_preprocess",
         _attention_bwd_args("attention_bwd_preprocess", "f16", 128),
-        {"D": 128, "BM": 64},
+        {"D": 128, "DH": 128, "BM": 64},
     ),
     Golden(
         "attention_bwd_dkdv.f16.d128.causal.sm90a",
@@ -857,7 +857,7 @@ GOLDEN += (
         "attention.c",
         "attention_bwd_dq_cast",
         _attention_bwd_args("attention_bwd_dq_cast", "bf16", 128),
-        {"D": 128, "BM": 64},
+        {"D": 128, "DH": 128, "BM": 64},
     ),
     Golden(
         "attention_bwd_dq.bf16.d128.sm90a",

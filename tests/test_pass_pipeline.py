@@ -199,7 +199,7 @@ def _attention(monkeypatch, switch="1"):
 def _fwd(mod, strides=ATTN_STRIDES, arch="sm_90a", d=128, **kw):
     args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1, *BAND) + strides * 4
     args += (0.18, 0.0, 0.0)
-    flags = {"BAND": 0, "SOFTCAP": 0, "BF16": 0, "D": d, "BM": 128, "BN": 128}
+    flags = {"BAND": 0, "SOFTCAP": 0, "BF16": 0, "D": d, "DH": d, "BM": 128, "BN": 128}
     flags |= {"WARP_SPECIALIZE": 0} | kw
     return mod.attention_fwd.specialize(
         *args, num_warps=8, num_stages=3, target=arch, strided=True, **flags
@@ -235,7 +235,8 @@ def test_tma_copies_of_the_backward_inner_loop(monkeypatch):
     mod = _attention(monkeypatch)
     args = ("f16",) * 6 + ("f32",) * 3 + (4096, 4096, 32, 32, 1) + ATTN_STRIDES * 6
     args += (0.1, 0.1, 0.0, 0.0, *BAND)
-    flags = {"BAND": 1, "SOFTCAP": 0, "BF16": 0, "ATOMIC_DQ": 0, "D": 128, "BM": 64, "BN": 128}
+    flags = {"BAND": 1, "SOFTCAP": 0, "BF16": 0, "ATOMIC_DQ": 0, "D": 128, "DH": 128}
+    flags |= {"BM": 64, "BN": 128}
     spec = mod.attention_bwd_dkdv.specialize(
         *args, num_warps=8, target="sm_90a", strided=True, **flags
     )
@@ -310,7 +311,7 @@ def test_the_plain_launcher_refuses_tma(monkeypatch):
     mod = _attention(monkeypatch)
     args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1, *BAND) + ATTN_STRIDES * 4
     args += (0.18, 0.0, 0.0)
-    flags = {"BAND": 0, "SOFTCAP": 0, "BF16": 0, "D": 128, "BM": 128, "BN": 128}
+    flags = {"BAND": 0, "SOFTCAP": 0, "BF16": 0, "D": 128, "DH": 128, "BM": 128, "BN": 128}
     flags["WARP_SPECIALIZE"] = 0
     key = mod.attention_fwd.binder.bind_host(args, flags, 8, True, 3, True)
     with pytest.raises(LaunchError, match="launch_pipelined"):

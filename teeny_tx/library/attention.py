@@ -52,6 +52,18 @@ HEAD_DIMS = (64, 128)  # of the backward (and of the forward)
 # 2026-12-01, N=4096, TFLOP/s ours / cuDNN: fp16 485 / 622, causal 391 / 561, bf16 492 / 642).
 # The backward's two [BN, 256] f32 accumulators do not fit in the registers.
 FORWARD_HEAD_DIMS = (64, 128, 256)
+# The kernels' head-dim tiles: every head dim that is a multiple of 8 from 32 to 256 (to 128
+# for the backward) runs on the smallest tile that holds it, its columns past the head dim
+# masked in each load and store (DH < D: zeros in, nothing out), not copied; 32 is a tile of
+# its own (on 64's configs).
+TILES = (32, 64, 128, 256)
+
+
+def tile_of(d: int) -> int:
+    """The head-dim tile (the kernels' D) of head dim ``d``: the smallest in :data:`TILES`."""
+    return next((t for t in TILES if d <= t), 0)
+
+
 DTYPES = ("f16", "bf16")
 TUNE = False  # True: GPU launches through the kernels' #pragma autotune configs
 # GPU launches load the pipelined K/V (Q/dO) tiles with TMA (lower/pipeline.py) where the
@@ -81,6 +93,7 @@ class AttentionConfig(NamedTuple):
 # holds two [128, 128] f32 accumulators per 256 threads (ptxas spills about 100 bytes; 4 warps
 # of 64 x 64 or BM = 32 are slower), and its 3-stage ring does not fit in shared memory.
 FORWARD = {
+    32: AttentionConfig(128, 64, 8, 3),  # (64's; not measured)
     64: AttentionConfig(128, 64, 8, 3),
     128: AttentionConfig(128, 128, 8, 3),
     256: AttentionConfig(128, 64, 8, 2),  # 3 stages of 64 x 256 K and V do not fit
@@ -90,7 +103,11 @@ FORWARD = {
 # run several programs per SM (H200, 2026-12-01, fifth session, N=1024 fp16 causal, TFLOP/s,
 # FORWARD / 64 x 64: D=64 178 / 220, D=128 220 / 226; bench/sweep_attention.py --n 1024)
 SHORT = 1024
-FORWARD_SHORT_CAUSAL = {64: AttentionConfig(64, 64, 4, 2), 128: AttentionConfig(64, 64, 4, 2)}
+FORWARD_SHORT_CAUSAL = {
+    32: AttentionConfig(64, 64, 4, 2),
+    64: AttentionConfig(64, 64, 4, 2),
+    128: AttentionConfig(64, 64, 4, 2),
+}
 # the forward whose softmax of key block j + 1 runs while the product of block j does
 # (attention_fwd_overlap: deferred wgmma waits, lower/dot_plan.py); OVERLAP: the wrapper
 # launches it instead of attention_fwd (D = 64 and 128). Its prologue and epilogue products
@@ -109,16 +126,28 @@ WARP_SPECIALIZE: int | None = (
     int(os.environ["TEENY_TX_ATTENTION_WS"]) if os.environ.get("TEENY_TX_ATTENTION_WS") else None
 )
 FORWARD_OVERLAP = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 64, 8, 3)}
-BACKWARD_DKDV = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
-BACKWARD_DQ = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(128, 128, 8)}
+BACKWARD_DKDV = {
+    32: AttentionConfig(64, 64, 4),
+    64: AttentionConfig(64, 64, 4),
+    128: AttentionConfig(64, 128, 8),
+}
+BACKWARD_DQ = {
+    32: AttentionConfig(64, 64, 4),
+    64: AttentionConfig(64, 64, 4),
+    128: AttentionConfig(128, 128, 8),
+}
 # dQ by f32 atomics (by head dim): the dK/dV kernel also adds each key block's dS K into an f32
 # buffer, which a cast kernel scales and writes as dq, instead of a dQ kernel of its own that
 # computes P and dS a second time; BACKWARD_DKDV_ATOMIC are that kernel's configs. Measured
 # slower at every case (H200, 2026-12-01, bench/sweep_attention.py --tables FIXED ATOMIC_DQ,
 # N=4096 fp16, TFLOP/s, two kernels / atomics): D=128 337 / 206, causal 308 / 169; D=64 270 /
 # 200, causal 246 / 148: the f32 adds move (N / BN) x N x D x 4 bytes per head through L2.
-ATOMIC_DQ = {64: False, 128: False}
-BACKWARD_DKDV_ATOMIC = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
+ATOMIC_DQ = {32: False, 64: False, 128: False}
+BACKWARD_DKDV_ATOMIC = {
+    32: AttentionConfig(64, 64, 4),
+    64: AttentionConfig(64, 64, 4),
+    128: AttentionConfig(64, 128, 8),
+}
 PREPROCESS_BM = 64
 INTERPRET = AttentionConfig(32, 32, 4)  # small tiles: the interpreter runs programs one by one
 
@@ -146,11 +175,24 @@ def band(
 
 
 def supports(
-    d: int, *, backward: bool = False, band: tuple[int, int] | None = None, softcap: bool = False
+    d: int,
+    *,
+    backward: bool = False,
+    band: tuple[int, int] | None = None,
+    softcap: bool = False,
+    gpu: bool = False,
 ) -> bool:
     """Whether the kernels take head dim ``d`` (forward, or forward and backward), the
-    ``band`` (:func:`band`; every band is taken) and a softcap (taken)."""
-    return d in (HEAD_DIMS if backward else FORWARD_HEAD_DIMS)
+    ``band`` (:func:`band`; every band is taken) and a softcap (taken). Head dims: multiples
+    of 8 from 32 to 256 (to 128 with the backward) on the interpreter; on the GPU (``gpu``)
+    the tiles themselves only, 32, 64, 128 (and 256 for the forward): the padded forward
+    (DH < D) does not compile there yet (NVRTC: a zero-sized register array of the key index
+    tile, from the layouts of the column-masked K and V loads; 2026-12-02), and the padded
+    backward spills."""
+    top = max(HEAD_DIMS) if backward else max(FORWARD_HEAD_DIMS)
+    if gpu:
+        return d in TILES and d <= top
+    return d % 8 == 0 and 32 <= d <= top
 
 
 class _Band(NamedTuple):
@@ -225,9 +267,9 @@ def _check(fn: str, named: dict[str, Any], interpret: bool) -> tuple[Arrays, dic
 
 
 def _qkv(
-    arrays: Arrays, shapes: dict[str, tuple], head_dims: tuple[int, ...] = HEAD_DIMS
+    arrays: Arrays, shapes: dict[str, tuple], backward: bool = True
 ) -> tuple[int, int, int, int, int, int]:
-    """(B, N_q, N_kv, H_q, H_kv, D), checked; D one of ``head_dims``."""
+    """(B, N_q, N_kv, H_q, H_kv, D), checked; D one :func:`supports` takes."""
     b, n_q, h_q, d = shapes["q"]
     if shapes["k"] != shapes["v"]:
         raise arrays.error(f"k has shape {shapes['k']} but v has {shapes['v']}; they must match")
@@ -236,9 +278,16 @@ def _qkv(
         raise arrays.error(f"q has batch {b} but k and v have {bk}")
     if dk != d:
         raise arrays.error(f"q has head_dim {d} but k and v have {dk}")
-    if d not in head_dims:
-        hint = " (256: the forward only)" if d in FORWARD_HEAD_DIMS else ""
-        raise arrays.error(f"head_dim {d} is not supported{hint}; this takes {head_dims}")
+    gpu = arrays.kind != "numpy"
+    if not supports(d, backward=backward, gpu=gpu):
+        hint = " (above 128: the forward only)" if supports(d, gpu=gpu) else ""
+        top = max(HEAD_DIMS if backward else FORWARD_HEAD_DIMS)
+        takes = (
+            f"{tuple(t for t in TILES if t <= top)} on the GPU"
+            if gpu
+            else f"multiples of 8 from 32 to {top}"
+        )
+        raise arrays.error(f"head_dim {d} is not supported{hint}; this takes {takes}")
     if h_kv == 0 or h_q % h_kv:
         raise arrays.error(
             f"q has {h_q} heads and k, v have {h_kv}: the number of key/value heads must divide "
@@ -414,7 +463,7 @@ def _settings(q: Any, *tables: dict) -> tuple:
     """What a plan's launches were chosen by besides the arrays: the module's flags and the
     config tables' entries for q's head dim (a plan made under other settings never replays)."""
     shape = getattr(q, "shape", ())
-    d = shape[-1] if shape else None
+    d = tile_of(shape[-1]) if shape else None
     settings = (TMA, TUNE, OVERLAP, SHORT, WARP_SPECIALIZE)
     return (*settings, *(table.get(d) for table in tables))
 
@@ -456,15 +505,16 @@ def attention(
     if hit is not None:
         return hit(q, k, v)
     arrays, shapes = _check("attention", {"q": q, "k": k, "v": v}, interpret)
-    b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes, FORWARD_HEAD_DIMS)
+    b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes, backward=False)
+    tile = tile_of(d)
     scale, qk_scale = _scales(d, scale)
     dtype = arrays.dtype(q)
     kernels = module("attention.c")
     # D = 256: its scratch and ring do not fit; the overlapped forward takes no band but the
     # top-left triangle, and no softcap
-    overlap = OVERLAP and d in FORWARD_OVERLAP and mask.top_left_causal()
+    overlap = OVERLAP and d in FORWARD_OVERLAP and mask.top_left_causal()  # (d == its tile)
     kernel = kernels.attention_fwd_overlap if overlap else kernels.attention_fwd
-    config = _forward_config(d, mask.band is not None, n_kv, overlap)
+    config = _forward_config(tile, mask.band is not None, n_kv, overlap)
     ws = config.warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
     alloc_o = arrays.allocator((b, n_q, h_q, d), dtype)
     alloc_lse = arrays.allocator((b, h_q, n_q), "f32")
@@ -476,14 +526,14 @@ def attention(
     else:
         rest = (n_q, n_kv, h_q, h_q // h_kv, *mask.bounds(), *strides, qk_scale)
         rest += mask.caps(scale)
-        extra = {"WARP_SPECIALIZE": int(ws), **mask.constexprs()}
+        extra = {"WARP_SPECIALIZE": int(ws), "DH": d, **mask.constexprs()}
     first = _Pipelined(
         _Where.of(arrays),
         kernel,
         lambda meta: (cdiv(n_q, meta["BM"]), b * h_q, 1),
         config,
         BF16=int(dtype == "bf16"),
-        D=d,
+        D=tile,
         **extra,
     )
 
@@ -527,6 +577,7 @@ def attention_backward(
         "attention_backward", {"do": do, "q": q, "k": k, "v": v, "o": o}, interpret
     )
     b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes)
+    tile = tile_of(d)
     for name in ("o", "do"):
         if shapes[name] != shapes["q"]:
             raise arrays.error(f"{name} has shape {shapes[name]} but q has {shapes['q']}")
@@ -538,17 +589,17 @@ def attention_backward(
     scale, qk_scale = _scales(d, scale)
     dtype = arrays.dtype(q)
     mod = module("attention.c")
-    flags = {**mask.constexprs(), "BF16": int(dtype == "bf16"), "D": d}
+    flags = {**mask.constexprs(), "BF16": int(dtype == "bf16"), "D": tile, "DH": d}
     band_args = (*mask.caps(scale), *mask.bounds())
     group = h_q // h_kv
-    atomic = ATOMIC_DQ[d]
+    atomic = ATOMIC_DQ[tile]
     where = _Where.of(arrays)
     alloc_dq = arrays.allocator((b, n_q, h_q, d), dtype)
     alloc_kv = arrays.allocator((b, n_kv, h_kv, d), dtype)
     alloc_rows = arrays.allocator((b, h_q, n_q), "f32")
     # the f32 rows dQ is added into (ATOMIC_DQ), [B, H_q, N_q, D]; without atomics the
     # kernel never touches its dq_acc argument, which is then delta
-    alloc_acc = arrays.allocator((b, h_q, n_q, d), "f32") if atomic else None
+    alloc_acc = arrays.allocator((b, h_q, n_q, tile), "f32") if atomic else None
     empty = 0 in (b, n_q, h_q)
     q_strides, kv_strides = _strides_of((b, n_q, h_q, d)), _strides_of((b, n_kv, h_kv, d))
     pre_rest = (n_q, h_q) + _strides4(arrays, o) + _strides4(arrays, do)
@@ -557,24 +608,24 @@ def attention_backward(
     dkdv_rest = (n_q, n_kv, h_q, h_kv, group) + qkv + kv_strides + kv_strides
     dkdv_rest += (qk_scale, scale, *band_args)
     rows_grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
-    dq_ws = BACKWARD_DQ[d].warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
+    dq_ws = BACKWARD_DQ[tile].warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
     launches = (
-        Launch(arrays, mod.attention_bwd_preprocess, rows_grid, 4, D=d, BM=PREPROCESS_BM),
+        Launch(arrays, mod.attention_bwd_preprocess, rows_grid, 4, D=tile, DH=d, BM=PREPROCESS_BM),
         _Pipelined(
             where,
             mod.attention_bwd_dkdv,
             lambda meta: (cdiv(n_kv, meta["BN"]), b * h_kv, 1),
-            (BACKWARD_DKDV_ATOMIC if atomic else BACKWARD_DKDV)[d],
+            (BACKWARD_DKDV_ATOMIC if atomic else BACKWARD_DKDV)[tile],
             ATOMIC_DQ=int(atomic),
             **flags,
         ),
-        Launch(arrays, mod.attention_bwd_dq_cast, rows_grid, 4, D=d, BM=PREPROCESS_BM)
+        Launch(arrays, mod.attention_bwd_dq_cast, rows_grid, 4, D=tile, DH=d, BM=PREPROCESS_BM)
         if atomic
         else _Pipelined(
             where,
             mod.attention_bwd_dq,
             lambda meta: (cdiv(n_q, meta["BM"]), b * h_q, 1),
-            BACKWARD_DQ[d],
+            BACKWARD_DQ[tile],
             WARP_SPECIALIZE=int(dq_ws),
             **flags,
         ),

@@ -269,7 +269,8 @@ def _fused_takes(q, k, v, attn_mask, dropout_p, band, softcap) -> bool:
     if q.shape[-1] != v.shape[-1] or q.device.type not in ("cuda", "cpu"):
         return False
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    return library.supports(q.shape[-1], backward=grad, band=band, softcap=bool(softcap))
+    gpu = q.device.type == "cuda"
+    return library.supports(q.shape[-1], backward=grad, band=band, softcap=bool(softcap), gpu=gpu)
 
 
 def _attend(
