@@ -66,226 +66,226 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 132128 bytes of pipeline stages
     // i32 pid_m = program_id(0);
-#line 305 "kernels/attention.c"
+#line 330 "kernels/attention.c"
     int pid_m = (int)blockIdx.x;
     // i32 bh = program_id(1);
-#line 306 "kernels/attention.c"
+#line 331 "kernels/attention.c"
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
-#line 307 "kernels/attention.c"
+#line 332 "kernels/attention.c"
     int b = bh / h_q;
     // i32 h = bh % h_q;
-#line 308 "kernels/attention.c"
+#line 333 "kernels/attention.c"
     int h = bh % h_q;
     // i32 hk = h / group;
-#line 309 "kernels/attention.c"
+#line 334 "kernels/attention.c"
     int hk = h / 1;
     // tile rm = pid_m * BM + arange(0, BM);
-#line 310 "kernels/attention.c"
+#line 335 "kernels/attention.c"
     int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = pid_m * BM + tx_L0::coord(tx_i, 0);
     // tile rn = arange(0, BN);
-#line 311 "kernels/attention.c"
+#line 336 "kernels/attention.c"
     int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = tx_L1::coord(tx_i, 0);
     // tile rd = expand_dims(arange(0, D), 0);
-#line 312 "kernels/attention.c"
+#line 337 "kernels/attention.c"
     int rd[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rd[tx_i] = tx_L2::coord(tx_i, 1);
     // tile q_row = expand_dims(rm, 1) < n_q;
-#line 313 "kernels/attention.c"
+#line 338 "kernels/attention.c"
     bool q_row[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) q_row[tx_i] = rm[tx_i] < n_q;
-    // tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd, DH < D ? (q_row) & (rd < DH) : q_row, 0);
-#line 314 "kernels/attention.c"
+    // tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
+#line 339 "kernels/attention.c"
     bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = q_row[tx::remap<tx_L0, tx_L3>(tx_i)];
-#line 314
+#line 339
     __nv_bfloat16 q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + b * sqb + h * sqh + rm[tx::remap<tx_L0, tx_L3>(tx_i)] * sqn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __nv_bfloat16(0.0f));
-    // tile do_t = load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd, DH < D ? (q_row) & (rd < DH) : q_row, 0);
-#line 315 "kernels/attention.c"
+    // tile do_t = load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd,
+#line 342 "kernels/attention.c"
     bool tx_mask_1[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_1[tx_i] = q_row[tx::remap<tx_L0, tx_L3>(tx_i)];
-#line 315
+#line 342
     __nv_bfloat16 do_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&do_t[tx_i], d_o + b * sdb + h * sdh + rm[tx::remap<tx_L0, tx_L3>(tx_i)] * sdn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask_1[tx_i], __nv_bfloat16(0.0f));
     // tile lse2 = expand_dims(load(lse + bh * n_q + rm, rm < n_q, 0) * 1.4426950408889634f, 1);
-#line 316 "kernels/attention.c"
+#line 345 "kernels/attention.c"
     int tx_rm_cvt[tx_L4::REGS]; tx::relayout<tx_L0, tx_L4>(tx_rm_cvt, rm, tx_smem, [](int tx_r) { return tx_L4::coord(tx_r, 0); });
-#line 316
+#line 345
     float tx_load[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_load[tx_i] = tx_rm_cvt[tx_i] < n_q ? *(lse + bh * n_q + tx_rm_cvt[tx_i]) : 0.0f;
-#line 316
+#line 345
     float lse2[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) lse2[tx_i] = tx_load[tx_i] * 1.442695f;
     // tile dl = expand_dims(load(delta + bh * n_q + rm, rm < n_q, 0), 1);
-#line 317 "kernels/attention.c"
+#line 346 "kernels/attention.c"
     float tx_load_1[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_load_1[tx_i] = tx_rm_cvt[tx_i] < n_q ? *(delta + bh * n_q + tx_rm_cvt[tx_i]) : 0.0f;
-#line 317
+#line 346
     float dl[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) dl[tx_i] = tx_load_1[tx_i];
     // tile kh = k + b * skb + hk * skh;
-#line 318 "kernels/attention.c"
+#line 347 "kernels/attention.c"
     const __nv_bfloat16* kh = k + b * skb + hk * skh;
     // tile vh = v + b * svb + hk * svh;
-#line 319 "kernels/attention.c"
+#line 348 "kernels/attention.c"
     const __nv_bfloat16* vh = v + b * svb + hk * svh;
     // f32 dq_acc[BM][D] = 0;
-#line 320 "kernels/attention.c"
+#line 349 "kernels/attention.c"
     float dq_acc[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) dq_acc[tx_i] = 0.0f;
     // i32 m0 = pid_m * BM;
-#line 322 "kernels/attention.c"
+#line 351 "kernels/attention.c"
     int m0 = pid_m * BM;
     // i32 first = BAND ? maximum(m0 + lo, 0) / BN * BN : 0;
-#line 323 "kernels/attention.c"
+#line 352 "kernels/attention.c"
     int first = 0;
     // i32 last = BAND ? minimum(m0 + BM + hi, n_kv) : n_kv;
-#line 324 "kernels/attention.c"
+#line 353 "kernels/attention.c"
     int last = n_kv;
     // i32 u_lo = m0 + BM - 1 + lo;
-#line 325 "kernels/attention.c"
+#line 354 "kernels/attention.c"
     int u_lo = m0 + BM - 1 + lo;
     // i32 u_hi = BAND ? minimum(m0 + hi + 1, n_kv) : n_kv;
-#line 326 "kernels/attention.c"
+#line 355 "kernels/attention.c"
     int u_hi = n_kv;
     // for (i32 start = first; start < last; start += BN) {
-#line 327 "kernels/attention.c"
+#line 356 "kernels/attention.c"
     int tx_rn_cvt[tx_L8::REGS]; tx::relayout<tx_L1, tx_L8>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L8::coord(tx_r, 1); });
     {
         // software pipeline, 2 stages: k_t, v_t copied global -> shared memory by cp.async ahead of the dot
         using tx_k_t_tile = tx::SmemTile<__nv_bfloat16, 64, 128>;
-#line 327
+#line 356
         __nv_bfloat16* const tx_k_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline);
         using tx_v_t_tile = tx::SmemTile<__nv_bfloat16, 64, 128>;
-#line 327
+#line 356
         __nv_bfloat16* const tx_v_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 32768);
         using tx_q_t_tile = tx::SmemTile<__nv_bfloat16, 128, 128>;
-#line 327
+#line 356
         __nv_bfloat16* const tx_q_t_smem = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 65536);
-#line 327
+#line 356
         tx::stage<tx_L3, 0, 1, tx_q_t_tile, false>(tx_q_t_smem, q_t);  // once: the loop does not change it
         using tx_do_t_tile = tx::SmemTile<__nv_bfloat16, 128, 128>;
-#line 327
+#line 356
         __nv_bfloat16* const tx_do_t_smem = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 98304);
-#line 327
+#line 356
         tx::stage<tx_L3, 0, 1, tx_do_t_tile, false>(tx_do_t_smem, do_t);  // once: the loop does not change it
-#line 327
+#line 356
         unsigned long long* const tx_stage_barriers = reinterpret_cast<unsigned long long*>(tx_pipeline + 131072);  // full[s], then empty[s]
-#line 327
+#line 356
         tx::stage_barriers_init(tx_stage_barriers, 4);
-#line 327
+#line 356
         tx::fence_async_proxy();
-#line 327
+#line 356
         __syncthreads();  // the barriers and the operands staged once are ready
         // prologue: the copies of the first 1 iteration
         {
-#line 327
+#line 356
             int start = first;
-#line 327
+#line 356
             for (int tx_prologue_stage = 0; tx_prologue_stage < 1; ++tx_prologue_stage) {
-#line 327
+#line 356
                 if (start < last) {
-#line 327
+#line 356
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
-#line 327
+#line 356
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
                 }
-#line 327
+#line 356
                 tx::stage_arrive_full(&tx_stage_barriers[tx_prologue_stage]);
-#line 327
+#line 356
                 start = start + BN;
             }
         }
         // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
-#line 327
+#line 356
         int tx_stage = 0;  // the stage this iteration's dot reads
-#line 327
+#line 356
         unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
-#line 327
+#line 356
         for (int start = first; start < last; start = start + BN) {
-#line 327
+#line 356
             tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 2) & 1);  // every thread's copies into this iteration's stage have landed
-#line 327
+#line 356
             tx::fence_async_proxy();  // ... where wgmma reads them
             {
-#line 327
+#line 356
                 const int tx_start_ahead = start + BN;
-#line 327
+#line 356
                 const int tx_stage_ahead = (tx_stage + 1) % 2;
-#line 327
+#line 356
                 const int start = tx_start_ahead;
-#line 327
+#line 356
                 if (tx_iteration + 1 >= 2)  // every thread has read the stage's last contents
-#line 327
+#line 356
                     tx::stage_wait_empty(&tx_stage_barriers[2 + tx_stage_ahead], ((tx_iteration + 1) / 2 - 1) & 1);
-#line 327
+#line 356
                 if (start < last) {
-#line 327
+#line 356
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
-#line 327
+#line 356
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
                 }
-#line 327
+#line 356
                 tx::stage_arrive_full(&tx_stage_barriers[tx_stage_ahead]);
             }
-            // tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd, DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH) : expand_dims(rn, 1) + start < n_kv, 0);
-#line 328 "kernels/attention.c"
+            // tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
+#line 357 "kernels/attention.c"
             // k_t: in shared memory, stage tx_stage (copied by cp.async)
-            // tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd, DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH) : expand_dims(rn, 1) + start < n_kv, 0);
-#line 329 "kernels/attention.c"
+            // tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
+#line 360 "kernels/attention.c"
             // v_t: in shared memory, stage tx_stage (copied by cp.async)
             // tile t = SOFTCAP ? tanh(dot(q_t, trans(k_t)) * cap_in) : 0.0f;
-#line 330 "kernels/attention.c"
+#line 363 "kernels/attention.c"
             float t = 0.0f;
             // tile p = SOFTCAP ? fast_exp2(t * cap_out - lse2)
-#line 331 "kernels/attention.c"
+#line 364 "kernels/attention.c"
             float tx_acc[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
-#line 331
+#line 364
             tx::wgmma<tx_L7, tx_q_t_tile, true, tx_k_t_tile, true, 128, 0>(tx_acc, tx_q_t_smem, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_bf16_kk(tx_d, tx_a, tx_b); });
-#line 331
+#line 364
             float p[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) p[tx_i] = tx::fast_exp2(tx_acc[tx_i] * qk_scale - lse2[tx::remap<tx_L4, tx_L7>(tx_i)]);
             // if (BAND ? (start < u_lo) | (start + BN > u_hi) : start + BN > u_hi) {
-#line 333 "kernels/attention.c"
+#line 366 "kernels/attention.c"
             if (start + BN > u_hi) {
                 // tile kn = expand_dims(start + rn, 0);
-#line 334 "kernels/attention.c"
+#line 367 "kernels/attention.c"
                 int kn[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) kn[tx_i] = start + tx_rn_cvt[tx_i];
                 // tile ok = BAND ? (kn < n_kv) & (kn <= expand_dims(rm, 1) + hi)
-#line 335 "kernels/attention.c"
+#line 368 "kernels/attention.c"
                 bool ok[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) ok[tx_i] = kn[tx_i] < n_kv;
                 // p = where(ok, p, 0.0f);
-#line 338 "kernels/attention.c"
+#line 371 "kernels/attention.c"
                 _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) p[tx_i] = ok[tx::remap<tx_L8, tx_L7>(tx_i)] ? p[tx_i] : 0.0f;
             }
             // tile ds = SOFTCAP ? p * (dot(do_t, trans(v_t)) - dl) * (1.0f - t * t)
-#line 340 "kernels/attention.c"
+#line 373 "kernels/attention.c"
             float tx_acc_1[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_acc_1[tx_i] = 0.0f;
-#line 340
+#line 373
             tx::wgmma<tx_L7, tx_do_t_tile, true, tx_v_t_tile, true, 128, 0>(tx_acc_1, tx_do_t_smem, tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_bf16_kk(tx_d, tx_a, tx_b); });
-#line 340
+#line 373
             float ds[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) ds[tx_i] = p[tx_i] * (tx_acc_1[tx_i] - dl[tx::remap<tx_L4, tx_L7>(tx_i)]);
             // dq_acc = dot((bf16)ds, k_t, dq_acc);
-#line 343 "kernels/attention.c"
+#line 376 "kernels/attention.c"
             float tx_acc_2[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_acc_2[tx_i] = dq_acc[tx_i];
-#line 343
+#line 376
             __nv_bfloat16 tx_value[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(ds[tx_i]);
-#line 343
+#line 376
             tx::wgmma_rs<tx_L5, tx_L7, tx_k_t_tile, false, 64, 0>(tx_acc_2, tx_value, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_bf16_rt(tx_d, tx_a, tx_b); });  // A from registers
-#line 343
+#line 376
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) dq_acc[tx_i] = tx_acc_2[tx_i];
-#line 327
+#line 356
             tx::stage_arrive_empty(&tx_stage_barriers[2 + tx_stage]);  // this thread's dots have read its stage
-#line 327
+#line 356
             ++tx_iteration;
-#line 327
+#line 356
             tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
         }
-#line 327
+#line 356
         tx::stage_barriers_drain<2, 1>(tx_stage_barriers, tx_iteration);
-#line 327
+#line 356
         tx::cp_async_wait<0>();
-#line 327
+#line 356
         __syncthreads();
     }
-    // store(dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd, dq_acc * scale, DH < D ? (q_row) & (rd < DH) : q_row);
-#line 348 "kernels/attention.c"
+    // store(dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd, dq_acc * scale,
+#line 381 "kernels/attention.c"
     int tx_rd_cvt[tx_L9::REGS]; tx::relayout<tx_L2, tx_L9>(tx_rd_cvt, rd, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 0) * 128 + tx_L9::coord(tx_r, 1); });
-#line 348
+#line 381
     bool tx_q_row_cvt[tx_L4::REGS]; tx::relayout<tx_L0, tx_L4>(tx_q_row_cvt, q_row, tx_smem, [](int tx_r) { return tx_L4::coord(tx_r, 0) + tx_L4::coord(tx_r, 1); });
-#line 348
+#line 381
     __nv_bfloat16 tx_value_1[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>(dq_acc[tx_i] * scale);
-#line 348
+#line 381
     bool tx_mask_2[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_mask_2[tx_i] = tx_q_row_cvt[tx::remap<tx_L4, tx_L5>(tx_i)];
-#line 348
+#line 381
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec_if<2>(dq + b * sdqb + h * sdqh + tx_rm_cvt[tx::remap<tx_L4, tx_L5>(tx_i)] * sdqn + tx_rd_cvt[tx::remap<tx_L9, tx_L5>(tx_i)], &tx_value_1[tx_i], tx_mask_2[tx_i]);
 }

@@ -14,7 +14,8 @@
  * keeps CAUSAL, the top-left triangle). SOFTCAP = 1 takes cap * tanh(scale * s / cap) for the
  * scores (cap_in = scale / cap, cap_out = cap * log2(e)), the backward multiplying dS by
  * 1 - tanh^2. f16 or bf16 data (BF16 = 1 for bf16:
- * the dtype P and dS are rounded to before their products); f32 accumulation; D = 64, 128 (256).
+ * the dtype P and dS are rounded to before their products); f32 accumulation; D, the head-dim tile, 32, 64, 128 (256);
+ * DH the head dim: where DH < D the loads and stores are masked on the column axis too.
  *
  * Softmax in base 2: the wrapper passes qk_scale = scale * log2(e), so exp(scale * s - m) is
  * exp2(qk_scale * s - m') with one multiply folded into the scores. The exponentials are
@@ -48,7 +49,9 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
     tile rm = pid_m * BM + arange(0, BM);
     tile rn = arange(0, BN);
     tile rd = expand_dims(arange(0, D), 0);
-    tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd, DH < D ? (expand_dims(rm, 1) < n_q) & (rd < DH) : expand_dims(rm, 1) < n_q, 0);
+    tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
+                    DH < D ? (expand_dims(rm, 1) < n_q) & (rd < DH)
+                           : expand_dims(rm, 1) < n_q, 0);
     tile kh = k + b * skb + hk * skh;
     tile vh = v + b * svb + hk * svh;
     /* BAND: a row may see no key in a block, or in any: its maximum starts at -1e30, not
@@ -64,8 +67,12 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
     i32 u_lo = m0 + BM - 1 + lo;
     i32 u_hi = BAND ? minimum(m0 + hi + 1, n_kv) : n_kv;
     for (i32 start = first; start < last; start += BN) {
-        tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd, DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH) : expand_dims(rn, 1) + start < n_kv, 0);
-        tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd, DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH) : expand_dims(rn, 1) + start < n_kv, 0);
+        tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
+                        DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH)
+                               : expand_dims(rn, 1) + start < n_kv, 0);
+        tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
+                        DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH)
+                               : expand_dims(rn, 1) + start < n_kv, 0);
         /* [BM, BN], base 2; SOFTCAP: cap * tanh(scale * s / cap), times log2(e) */
         tile s = SOFTCAP ? tanh(dot(q_t, trans(k_t)) * cap_in) * cap_out
                          : dot(q_t, trans(k_t)) * qk_scale;
@@ -91,7 +98,9 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
     /* a row that sees no key (BAND): o = 0 (a row that sees one has l_i >= 1: its maximum's
      * exp2(0)), and lse = +inf, so the backward's P is 0 */
     store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
-          BAND ? acc / maximum(expand_dims(l_i, 1), 1.0f) : acc / expand_dims(l_i, 1), DH < D ? (expand_dims(rm, 1) < n_q) & (rd < DH) : expand_dims(rm, 1) < n_q);
+          BAND ? acc / maximum(expand_dims(l_i, 1), 1.0f) : acc / expand_dims(l_i, 1),
+          DH < D ? (expand_dims(rm, 1) < n_q) & (rd < DH)
+                 : expand_dims(rm, 1) < n_q);
     store(lse + bh * n_q + rm,
           BAND ? where(l_i == 0.0f, INF, (m_i + log2(l_i)) * 0.6931471805599453f)
                : (m_i + log2(l_i)) * 0.6931471805599453f,
@@ -189,8 +198,12 @@ kernel attention_bwd_preprocess(f32 *delta, const any *o, const any *d_o, i32 n_
     tile rm = program_id(0) * BM + arange(0, BM);
     tile rd = expand_dims(arange(0, D), 0);
     tile row = expand_dims(rm, 1) < n_q;
-    tile o_t = (f32)load(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod, DH < D ? (row) & (rd < DH) : row, 0);
-    tile do_t = (f32)load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd, DH < D ? (row) & (rd < DH) : row, 0);
+    tile o_t = (f32)load(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
+                         DH < D ? (row) & (rd < DH)
+                                : row, 0);
+    tile do_t = (f32)load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd,
+                          DH < D ? (row) & (rd < DH)
+                                 : row, 0);
     store(delta + bh * n_q + rm, sum(o_t * do_t, 1), rm < n_q);
 }
 
@@ -235,8 +248,12 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
     for (i32 g = 0; g < group; g++) {
         /* read per query head (they are staged in shared memory for the loop below, so their
          * registers are free again until the next head) */
-        tile k_t = load(k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd, DH < D ? (kv_row) & (rd < DH) : kv_row, 0);
-        tile v_t = load(v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd, DH < D ? (kv_row) & (rd < DH) : kv_row, 0);
+        tile k_t = load(k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd,
+                        DH < D ? (kv_row) & (rd < DH)
+                               : kv_row, 0);
+        tile v_t = load(v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd,
+                        DH < D ? (kv_row) & (rd < DH)
+                               : kv_row, 0);
         i32 h = hk * group + g;
         tile qh = q + b * sqb + h * sqh;
         tile doh = d_o + b * sdb + h * sdh;
@@ -244,8 +261,12 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
         tile deltah = delta + (b * h_q + h) * n_q;
         tile dqh = dq_acc + (b * h_q + h) * n_q * D;
         for (i32 start = q_first; start < q_last; start += BM) {
-            tile q_t = load(qh + (expand_dims(rm, 1) + start) * sqn + rd * sqd, DH < D ? (expand_dims(rm, 1) + start < n_q) & (rd < DH) : expand_dims(rm, 1) + start < n_q, 0);
-            tile do_t = load(doh + (expand_dims(rm, 1) + start) * sdn + rd * sdd, DH < D ? (expand_dims(rm, 1) + start < n_q) & (rd < DH) : expand_dims(rm, 1) + start < n_q, 0);
+            tile q_t = load(qh + (expand_dims(rm, 1) + start) * sqn + rd * sqd,
+                            DH < D ? (expand_dims(rm, 1) + start < n_q) & (rd < DH)
+                                   : expand_dims(rm, 1) + start < n_q, 0);
+            tile do_t = load(doh + (expand_dims(rm, 1) + start) * sdn + rd * sdd,
+                             DH < D ? (expand_dims(rm, 1) + start < n_q) & (rd < DH)
+                                    : expand_dims(rm, 1) + start < n_q, 0);
             /* the rows' statistics as [1, BM] rows, read in the accumulator's layout */
             tile lse2 = load(lseh + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
                              0) * 1.4426950408889634f;
@@ -281,8 +302,12 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
             }
         }
     }
-    store(dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd, dk_acc * scale, DH < D ? (kv_row) & (rd < DH) : kv_row);
-    store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc, DH < D ? (kv_row) & (rd < DH) : kv_row);
+    store(dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd, dk_acc * scale,
+          DH < D ? (kv_row) & (rd < DH)
+                 : kv_row);
+    store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc,
+          DH < D ? (kv_row) & (rd < DH)
+                 : kv_row);
 }
 
 /* dQ of one block of BM queries, looping over the key blocks at or below the diagonal:
@@ -311,8 +336,12 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
     tile rn = arange(0, BN);
     tile rd = expand_dims(arange(0, D), 0);
     tile q_row = expand_dims(rm, 1) < n_q;
-    tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd, DH < D ? (q_row) & (rd < DH) : q_row, 0);
-    tile do_t = load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd, DH < D ? (q_row) & (rd < DH) : q_row, 0);
+    tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
+                    DH < D ? (q_row) & (rd < DH)
+                           : q_row, 0);
+    tile do_t = load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd,
+                     DH < D ? (q_row) & (rd < DH)
+                            : q_row, 0);
     tile lse2 = expand_dims(load(lse + bh * n_q + rm, rm < n_q, 0) * 1.4426950408889634f, 1);
     tile dl = expand_dims(load(delta + bh * n_q + rm, rm < n_q, 0), 1);
     tile kh = k + b * skb + hk * skh;
@@ -325,8 +354,12 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
     i32 u_lo = m0 + BM - 1 + lo;
     i32 u_hi = BAND ? minimum(m0 + hi + 1, n_kv) : n_kv;
     for (i32 start = first; start < last; start += BN) {
-        tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd, DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH) : expand_dims(rn, 1) + start < n_kv, 0);
-        tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd, DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH) : expand_dims(rn, 1) + start < n_kv, 0);
+        tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
+                        DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH)
+                               : expand_dims(rn, 1) + start < n_kv, 0);
+        tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
+                        DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH)
+                               : expand_dims(rn, 1) + start < n_kv, 0);
         tile t = SOFTCAP ? tanh(dot(q_t, trans(k_t)) * cap_in) : 0.0f;
         tile p = SOFTCAP ? fast_exp2(t * cap_out - lse2)
                          : fast_exp2(dot(q_t, trans(k_t)) * qk_scale - lse2);  /* [BM, BN] */
@@ -345,7 +378,9 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
             dq_acc = dot((f16)ds, k_t, dq_acc);
         }
     }
-    store(dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd, dq_acc * scale, DH < D ? (q_row) & (rd < DH) : q_row);
+    store(dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd, dq_acc * scale,
+          DH < D ? (q_row) & (rd < DH)
+                 : q_row);
 }
 
 /* dq = scale * dq_acc: the rows the dK/dV kernel accumulated with ATOMIC_DQ, cast to the
@@ -360,5 +395,7 @@ kernel attention_bwd_dq_cast(any *dq, const f32 *dq_acc, i32 n_q, i32 h_q,
     tile rm = expand_dims(program_id(0) * BM + arange(0, BM), 1);
     tile rd = expand_dims(arange(0, D), 0);
     tile acc = load(dq_acc + (bh * n_q + rm) * D + rd, rm < n_q, 0);
-    store(dq + b * sdqb + h * sdqh + rm * sdqn + rd * sdqd, acc * scale, DH < D ? (rm < n_q) & (rd < DH) : rm < n_q);
+    store(dq + b * sdqb + h * sdqh + rm * sdqn + rd * sdqd, acc * scale,
+          DH < D ? (rm < n_q) & (rd < DH)
+                 : rm < n_q);
 }

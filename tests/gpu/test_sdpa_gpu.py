@@ -1,5 +1,5 @@
 """teeny_tx.torch.scaled_dot_product_attention and flash_attn_func on the H200: FlashAttention's
-test grid ((seqlen_q, seqlen_k) pairs, MHA/MQA/GQA, batch 1-3, fp16/bf16, head dims 64 and 128;
+test grid ((seqlen_q, seqlen_k) pairs, MHA/MQA/GQA, batch 1-3, fp16/bf16, head dims 32, 64, 128;
 causal top left (SDPA) and bottom right (FlashAttention), sliding windows, softcap), forward and
 dq/dk/dv, with FlashAttention's criterion: our error against a float64 answer at most twice
 that of torch's same computation in the input dtype, plus a small atol. Each call is asserted
@@ -65,7 +65,7 @@ def _criterion(fn, ref, inputs, name, atol):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [32, 64, 128])
 @pytest.mark.parametrize("heads", HEADS, ids=str)
 @pytest.mark.parametrize("seqlens", SEQLENS, ids=str)
 def test_sdpa_grid(monkeypatch, seqlens, heads, d, dtype, causal):
