@@ -12,42 +12,42 @@ attention_bwd_preprocess(float* delta, const __half* __restrict__ o, const __hal
     using tx_L1 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
     using tx_L2 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 64 per thread
     // i32 bh = program_id(1);
-#line 195 "kernels/attention.c"
+#line 203 "kernels/attention.c"
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
-#line 196 "kernels/attention.c"
+#line 204 "kernels/attention.c"
     int b = bh / h_q;
     // i32 h = bh % h_q;
-#line 197 "kernels/attention.c"
+#line 205 "kernels/attention.c"
     int h = bh % h_q;
     // tile rm = program_id(0) * BM + arange(0, BM);
-#line 198 "kernels/attention.c"
+#line 206 "kernels/attention.c"
     int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = (int)blockIdx.x * BM + tx_L0::coord(tx_i, 0);
     // tile rd = expand_dims(arange(0, D), 0);
-#line 199 "kernels/attention.c"
+#line 207 "kernels/attention.c"
     int rd[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rd[tx_i] = tx_L1::coord(tx_i, 1);
     // tile row = expand_dims(rm, 1) < n_q;
-#line 200 "kernels/attention.c"
+#line 208 "kernels/attention.c"
     bool row[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) row[tx_i] = rm[tx_i] < n_q;
     // tile o_t = (f32)load(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
-#line 201 "kernels/attention.c"
+#line 209 "kernels/attention.c"
     bool tx_mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask[tx_i] = row[tx::remap<tx_L0, tx_L2>(tx_i)];
-#line 201
+#line 209
     __half tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], o + b * sob + h * soh + rm[tx::remap<tx_L0, tx_L2>(tx_i)] * son + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask[tx_i], __half(0.0f));
-#line 201
+#line 209
     float o_t[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) o_t[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile do_t = (f32)load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd,
-#line 204 "kernels/attention.c"
+#line 212 "kernels/attention.c"
     bool tx_mask_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask_1[tx_i] = row[tx::remap<tx_L0, tx_L2>(tx_i)];
-#line 204
+#line 212
     __half tx_load_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], d_o + b * sdb + h * sdh + rm[tx::remap<tx_L0, tx_L2>(tx_i)] * sdn + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask_1[tx_i], __half(0.0f));
-#line 204
+#line 212
     float do_t[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) do_t[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(delta + bh * n_q + rm, sum(o_t * do_t, 1), rm < n_q);
-#line 207 "kernels/attention.c"
+#line 215 "kernels/attention.c"
     float tx_value[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value[tx_i] = o_t[tx_i] * do_t[tx_i];
-#line 207
+#line 215
     float tx_red[tx_L0::REGS]; tx::reduce<tx_L2, tx_L0, 1>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
-#line 207
+#line 215
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(delta + bh * n_q + rm[tx_i]) = tx_red[tx_i];
 }

@@ -14,8 +14,10 @@
  * keeps CAUSAL, the top-left triangle). SOFTCAP = 1 takes cap * tanh(scale * s / cap) for the
  * scores (cap_in = scale / cap, cap_out = cap * log2(e)), the backward multiplying dS by
  * 1 - tanh^2. f16 or bf16 data (BF16 = 1 for bf16:
- * the dtype P and dS are rounded to before their products); f32 accumulation; D, the head-dim tile, 32, 64, 128 (256);
- * DH the head dim: where DH < D the loads and stores are masked on the column axis too.
+ * the dtype P and dS are rounded to before their products); f32 accumulation; D, the head-dim
+ * tile, 32, 64, 128 (256); DH the head dim: where DH < D the loads and stores are masked on the
+ * column axis too. ALIBI = 1 subtracts slope_h * |i + alibi_off - j| from the scores (slopes
+ * f32, [B, H_q] with batch stride ssb, 0 for [H_q]; FlashAttention's alibi_off = N_kv - N_q).
  *
  * Softmax in base 2: the wrapper passes qk_scale = scale * log2(e), so exp(scale * s - m) is
  * exp2(qk_scale * s - m') with one multiply folded into the scores. The exponentials are
@@ -37,7 +39,8 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
                      i32 n_q, i32 n_kv, i32 h_q, i32 group, i32 lo, i32 hi,
                      i32 sqb, i32 sqh, i32 sqn, i32 sqd, i32 skb, i32 skh, i32 skn, i32 skd,
                      i32 svb, i32 svh, i32 svn, i32 svd, i32 sob, i32 soh, i32 son, i32 sod,
-                     f32 qk_scale, f32 cap_in, f32 cap_out, const i32 BAND, const i32 SOFTCAP,
+                     f32 qk_scale, f32 cap_in, f32 cap_out, const f32 *slopes, i32 ssb,
+                     i32 alibi_off, const i32 BAND, const i32 SOFTCAP, const i32 ALIBI,
                      const i32 BF16, const i32 D, const i32 DH, const i32 BM, const i32 BN,
                      const i32 WARP_SPECIALIZE)
 {
@@ -54,6 +57,8 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
                            : expand_dims(rm, 1) < n_q, 0);
     tile kh = k + b * skb + hk * skh;
     tile vh = v + b * svb + hk * svh;
+    /* ALIBI: the scores less slope_h * |i + alibi_off - j| (base 2: the slope times log2(e)) */
+    f32 slope2 = ALIBI ? load(slopes + b * ssb + h) * 1.4426950408889634f : 0.0f;
     /* BAND: a row may see no key in a block, or in any: its maximum starts at -1e30, not
      * -inf, so that its p and alpha are exp2(-inf - m) = 0, not exp2(-inf + inf) = NaN */
     f32 m_i[BM] = BAND ? -1.0e30f : -INF;
@@ -76,6 +81,9 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
         /* [BM, BN], base 2; SOFTCAP: cap * tanh(scale * s / cap), times log2(e) */
         tile s = SOFTCAP ? tanh(dot(q_t, trans(k_t)) * cap_in) * cap_out
                          : dot(q_t, trans(k_t)) * qk_scale;
+        if (ALIBI) {
+            s = s - slope2 * (f32)abs(expand_dims(rm, 1) + alibi_off - expand_dims(start + rn, 0));
+        }
         if (BAND ? (start < u_lo) | (start + BN > u_hi) : start + BN > u_hi) {
             tile kn = expand_dims(start + rn, 0);
             tile ok = BAND ? (kn < n_kv) & (kn <= expand_dims(rm, 1) + hi)
@@ -224,7 +232,8 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
                           i32 sdkb, i32 sdkh, i32 sdkn, i32 sdkd,
                           i32 sdvb, i32 sdvh, i32 sdvn, i32 sdvd,
                           f32 qk_scale, f32 scale, f32 cap_in, f32 cap_out, i32 lo, i32 hi,
-                          const i32 BAND, const i32 SOFTCAP, const i32 BF16,
+                          const f32 *slopes, i32 ssb, i32 alibi_off,
+                          const i32 BAND, const i32 SOFTCAP, const i32 ALIBI, const i32 BF16,
                           const i32 ATOMIC_DQ, const i32 D, const i32 DH, const i32 BM,
                           const i32 BN)
 {
@@ -256,6 +265,7 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
                                : kv_row, 0);
         i32 h = hk * group + g;
         tile qh = q + b * sqb + h * sqh;
+        f32 slope2 = ALIBI ? load(slopes + b * ssb + h) * 1.4426950408889634f : 0.0f;
         tile doh = d_o + b * sdb + h * sdh;
         tile lseh = lse + (b * h_q + h) * n_q;
         tile deltah = delta + (b * h_q + h) * n_q;
@@ -274,8 +284,14 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
                            0);
             /* [BN, BM]; SOFTCAP: t = tanh(scale * s / cap), the scores cap * t */
             tile t_t = SOFTCAP ? tanh(dot(k_t, trans(q_t)) * cap_in) : 0.0f;
-            tile p_t = SOFTCAP ? fast_exp2(t_t * cap_out - lse2)
-                               : fast_exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);
+            /* ALIBI: the forward's bias in the exponent, [BN, BM] (key j by query i) */
+            tile ab = ALIBI ? slope2 * (f32)abs(start + expand_dims(rm, 0) + alibi_off
+                                                - expand_dims(rn, 1))
+                            : 0.0f;
+            tile p_t = ALIBI ? (SOFTCAP ? fast_exp2(t_t * cap_out - ab - lse2)
+                                        : fast_exp2(dot(k_t, trans(q_t)) * qk_scale - ab - lse2))
+                             : (SOFTCAP ? fast_exp2(t_t * cap_out - lse2)
+                                        : fast_exp2(dot(k_t, trans(q_t)) * qk_scale - lse2));
             /* only the band's mask: query rows past n_q add nothing (their dO and delta were
              * read as 0, so their P^T dO and dS^T are 0) */
             if (BAND ? (start < u_lo) | (start + BM > u_hi) : 0) {
@@ -323,7 +339,8 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
                         i32 svb, i32 svh, i32 svn, i32 svd, i32 sdb, i32 sdh, i32 sdn, i32 sdd,
                         i32 sdqb, i32 sdqh, i32 sdqn, i32 sdqd,
                         f32 qk_scale, f32 scale, f32 cap_in, f32 cap_out, i32 lo, i32 hi,
-                        const i32 BAND, const i32 SOFTCAP, const i32 BF16,
+                        const f32 *slopes, i32 ssb, i32 alibi_off,
+                        const i32 BAND, const i32 SOFTCAP, const i32 ALIBI, const i32 BF16,
                         const i32 D, const i32 DH, const i32 BM, const i32 BN,
                         const i32 WARP_SPECIALIZE)
 {
@@ -346,6 +363,7 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
     tile dl = expand_dims(load(delta + bh * n_q + rm, rm < n_q, 0), 1);
     tile kh = k + b * skb + hk * skh;
     tile vh = v + b * svb + hk * svh;
+    f32 slope2 = ALIBI ? load(slopes + b * ssb + h) * 1.4426950408889634f : 0.0f;
     f32 dq_acc[BM][D] = 0;
     /* the forward's key range and masked blocks */
     i32 m0 = pid_m * BM;
@@ -361,8 +379,13 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
                         DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH)
                                : expand_dims(rn, 1) + start < n_kv, 0);
         tile t = SOFTCAP ? tanh(dot(q_t, trans(k_t)) * cap_in) : 0.0f;
-        tile p = SOFTCAP ? fast_exp2(t * cap_out - lse2)
-                         : fast_exp2(dot(q_t, trans(k_t)) * qk_scale - lse2);  /* [BM, BN] */
+        tile ab = ALIBI ? slope2 * (f32)abs(expand_dims(rm, 1) + alibi_off
+                                            - expand_dims(start + rn, 0))
+                        : 0.0f;
+        tile p = ALIBI ? (SOFTCAP ? fast_exp2(t * cap_out - ab - lse2)
+                                  : fast_exp2(dot(q_t, trans(k_t)) * qk_scale - ab - lse2))
+                       : (SOFTCAP ? fast_exp2(t * cap_out - lse2)
+                                  : fast_exp2(dot(q_t, trans(k_t)) * qk_scale - lse2));
         if (BAND ? (start < u_lo) | (start + BN > u_hi) : start + BN > u_hi) {
             tile kn = expand_dims(start + rn, 0);
             tile ok = BAND ? (kn < n_kv) & (kn <= expand_dims(rm, 1) + hi)

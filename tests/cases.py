@@ -721,6 +721,7 @@ def _attention_strides(d: int, n: int = 4096, h: int = 32) -> tuple:
 # softcap's (cap_in, cap_out) of no softcap
 _BAND = (-(1 << 30), 0)
 _CAPS = (0.0, 0.0)
+_ALIBI = ("f32", 0, 0)  # no ALiBi: the slopes pointer (never read), its batch stride, offset
 
 
 def _attention_fwd_args(
@@ -729,7 +730,8 @@ def _attention_fwd_args(
     s = _attention_strides(d, n, h)
     if overlap:  # attention_fwd_overlap keeps CAUSAL, without a band or softcap
         return (dtype, "f32", dtype, dtype, dtype, n, n, h, 1) + s * 4 + (0.18033688,)
-    return (dtype, "f32", dtype, dtype, dtype, n, n, h, 1, *_BAND) + s * 4 + (0.18033688, *_CAPS)
+    tail = (0.18033688, *_CAPS, *_ALIBI)
+    return (dtype, "f32", dtype, dtype, dtype, n, n, h, 1, *_BAND) + s * 4 + tail
 
 
 def _attention_bwd_args(kernel: str, dtype: str, d: int, n: int = 4096, h: int = 32) -> tuple:
@@ -738,15 +740,16 @@ def _attention_bwd_args(kernel: str, dtype: str, d: int, n: int = 4096, h: int =
         return ("f32", dtype, dtype, n, h) + s * 2
     if kernel == "attention_bwd_dkdv":
         head = (dtype,) * 6 + ("f32", "f32", "f32", n, n, h, h, 1)
-        return head + s * 6 + (0.18033688, 0.125, *_CAPS, *_BAND)
+        return head + s * 6 + (0.18033688, 0.125, *_CAPS, *_BAND, *_ALIBI)
     if kernel == "attention_bwd_dq_cast":
         return (dtype, "f32", n, h) + s + (0.125,)
-    return (dtype,) * 5 + ("f32", "f32", n, n, h, 1) + s * 5 + (0.18033688, 0.125, *_CAPS, *_BAND)
+    tail = (0.18033688, 0.125, *_CAPS, *_BAND, *_ALIBI)
+    return (dtype,) * 5 + ("f32", "f32", n, n, h, 1) + s * 5 + tail
 
 
 def _attention_flags(dtype: str, d: int, causal: int, bm: int, bn: int) -> dict[str, Any]:
     """The forward's, dK/dV's and dQ's: causal the band of the top-left triangle (BAND)."""
-    flags = {"BAND": causal, "SOFTCAP": 0, "BF16": int(dtype == "bf16")}
+    flags = {"BAND": causal, "SOFTCAP": 0, "ALIBI": 0, "BF16": int(dtype == "bf16")}
     return flags | {"D": d, "DH": d, "BM": bm, "BN": bn}
 
 

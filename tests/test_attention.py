@@ -357,7 +357,8 @@ def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
     if kernel == "attention_fwd_overlap":
         flags |= {"CAUSAL": causal, "BF16": int(dtype == "bf16"), "BN": config.bn}
     elif kernel != "attention_bwd_dq_cast":
-        flags |= {"BAND": causal, "SOFTCAP": 0, "BF16": int(dtype == "bf16"), "BN": config.bn}
+        flags |= {"BAND": causal, "SOFTCAP": 0, "ALIBI": 0, "BN": config.bn}
+        flags["BF16"] = int(dtype == "bf16")
     if kernel == "attention_bwd_dkdv":
         flags["ATOMIC_DQ"] = int(variant == "atomic")
     if kernel in ("attention_fwd", "attention_bwd_dq"):

@@ -198,8 +198,9 @@ def _attention(monkeypatch, switch="1"):
 
 def _fwd(mod, strides=ATTN_STRIDES, arch="sm_90a", d=128, **kw):
     args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1, *BAND) + strides * 4
-    args += (0.18, 0.0, 0.0)
-    flags = {"BAND": 0, "SOFTCAP": 0, "BF16": 0, "D": d, "DH": d, "BM": 128, "BN": 128}
+    args += (0.18, 0.0, 0.0, "f32", 0, 0)
+    flags = {"BAND": 0, "SOFTCAP": 0, "ALIBI": 0, "BF16": 0, "D": d, "DH": d, "BM": 128}
+    flags["BN"] = 128
     flags |= {"WARP_SPECIALIZE": 0} | kw
     return mod.attention_fwd.specialize(
         *args, num_warps=8, num_stages=3, target=arch, strided=True, **flags
@@ -234,8 +235,8 @@ def test_tma_copies_of_the_backward_inner_loop(monkeypatch):
     n_q, the head h of the enclosing loop; the enclosing loop keeps cp.async."""
     mod = _attention(monkeypatch)
     args = ("f16",) * 6 + ("f32",) * 3 + (4096, 4096, 32, 32, 1) + ATTN_STRIDES * 6
-    args += (0.1, 0.1, 0.0, 0.0, *BAND)
-    flags = {"BAND": 1, "SOFTCAP": 0, "BF16": 0, "ATOMIC_DQ": 0, "D": 128, "DH": 128}
+    args += (0.1, 0.1, 0.0, 0.0, *BAND, "f32", 0, 0)
+    flags = {"BAND": 1, "SOFTCAP": 0, "ALIBI": 0, "BF16": 0, "ATOMIC_DQ": 0, "D": 128, "DH": 128}
     flags |= {"BM": 64, "BN": 128}
     spec = mod.attention_bwd_dkdv.specialize(
         *args, num_warps=8, target="sm_90a", strided=True, **flags
@@ -310,8 +311,9 @@ def test_the_plain_launcher_refuses_tma(monkeypatch):
     monkeypatch.setenv("TEENY_TX_ARCH", "sm_90a")  # the module's target, as on an H200
     mod = _attention(monkeypatch)
     args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1, *BAND) + ATTN_STRIDES * 4
-    args += (0.18, 0.0, 0.0)
-    flags = {"BAND": 0, "SOFTCAP": 0, "BF16": 0, "D": 128, "DH": 128, "BM": 128, "BN": 128}
+    args += (0.18, 0.0, 0.0, "f32", 0, 0)
+    flags = {"BAND": 0, "SOFTCAP": 0, "ALIBI": 0, "BF16": 0, "D": 128, "DH": 128, "BM": 128}
+    flags["BN"] = 128
     flags["WARP_SPECIALIZE"] = 0
     key = mod.attention_fwd.binder.bind_host(args, flags, 8, True, 3, True)
     with pytest.raises(LaunchError, match="launch_pipelined"):
@@ -328,7 +330,7 @@ def test_tma_maps_from_launch_values(monkeypatch):
     made = []
     monkeypatch.setattr(tma, "tensor_map", lambda *a: made.append(a) or a)
     values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1, *BAND]
-    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18, 0.0, 0.0]
+    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18, 0.0, 0.0, 0x6000, 0, 0]
     tma.pipeline_maps(spec.kernel, values)
     big = tma.UNBOUNDED  # batch and head: not bounded by the kernel
     assert made == [
@@ -351,7 +353,7 @@ def test_a_replay_relaunches_at_new_addresses_and_refuses_other_alignment(monkey
 
     spec = _fwd(_attention(monkeypatch))
     values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1, *BAND]
-    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18, 0.0, 0.0]
+    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18, 0.0, 0.0, 0x6000, 0, 0]
     made = tma.maps_of(spec.kernel, values, {})
     launched = []
 
@@ -386,10 +388,11 @@ def test_a_direct_replay_writes_new_addresses_into_its_parameter_block(monkeypat
 
     spec = _fwd(_attention(monkeypatch))
     values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1, *BAND]
-    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18, 0.0, 0.0]
+    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18, 0.0, 0.0, 0x6000, 0, 0]
     made = tma.maps_of(spec.kernel, values, {})
-    typed = [np.uint64(v) if i < 5 else np.int32(v) for i, v in enumerate(values[:-3])]
-    typed += [np.float32(x) for x in values[-3:]]
+    typed = [np.uint64(v) if i < 5 else np.int32(v) for i, v in enumerate(values[:-6])]
+    typed += [np.float32(x) for x in values[-6:-3]]
+    typed += [np.uint64(values[-3]), np.int32(0), np.int32(0)]
     replay = tma.PipelinedReplay(spec, (8, 128, 1), values, typed, made)
     encoded = {}
 
@@ -417,12 +420,13 @@ def test_a_direct_replay_writes_new_addresses_into_its_parameter_block(monkeypat
     monkeypatch.setattr(tma, "launch_kernel", launch_kernel)
     direct = tma.DirectReplay(replay, 0, 1234, replace)
     assert sorted(encoded) == [0x4000, 0x5000]  # k's and v's maps, once, at the first addresses
-    moved = [0x9000, 0xA000, 0xB000, 0xC000, 0xD000]
+    moved = [0x9000, 0xA000, 0xB000, 0xC000, 0xD000, 0x6000]  # (the slopes' pointer last)
     assert direct(moved, 77)
     ((grid, block, stream, scalars, maps),) = launched
     assert grid == (8, 128, 1) and block == spec.block and stream == 77
-    assert [int(x) for x in scalars[:5]] == moved
-    assert scalars[5:-3] == typed[5:-3] and abs(float(scalars[-3]) - 0.18) < 1e-7
+    assert [int(x) for x in scalars[:5]] == moved[:5] and int(scalars[-3]) == moved[5]
+    assert scalars[5:-6] == typed[5:-6] and abs(float(scalars[-6]) - 0.18) < 1e-7
     assert maps == [0xC000, 0xD000]
     assert sorted(encoded) == [0x4000, 0x5000]  # addresses replaced, nothing encoded again
-    assert not direct([0x9000, 0xA000, 0xB008, 0xC000, 0xD000], 77) and len(launched) == 1
+    assert not direct([0x9000, 0xA000, 0xB008, 0xC000, 0xD000, 0x6000], 77)
+    assert len(launched) == 1

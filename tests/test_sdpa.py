@@ -308,7 +308,7 @@ def test_sdpa_checks_dtype_and_dropout():
 # ---------------------------------------------------------------- flash_attn_func
 
 
-def _explicit(q, k, v, scale, lo, hi, softcap=0.0, dtype=torch.float64):
+def _explicit(q, k, v, scale, lo, hi, softcap=0.0, dtype=torch.float64, slopes=None):
     """FlashAttention's definition, [B, N, H, D] in ``dtype``, spelled out: the band i + lo <=
     j <= i + hi, softcap, rows without keys 0."""
     qf, kf, vf = (t.to(dtype).transpose(1, 2) for t in (q, k, v))
@@ -319,6 +319,9 @@ def _explicit(q, k, v, scale, lo, hi, softcap=0.0, dtype=torch.float64):
         s = softcap * torch.tanh(s / softcap)
     i = torch.arange(s.shape[-2])[:, None]
     j = torch.arange(s.shape[-1])[None, :]
+    if slopes is not None:  # ALiBi: - slope * |i + N_kv - N_q - j|
+        dist = (i + s.shape[-1] - s.shape[-2] - j).abs().to(dtype)
+        s = s - slopes.to(dtype).reshape(-1, s.shape[1], 1, 1) * dist
     s = s.masked_fill(~((j >= i + lo) & (j <= i + hi)), -math.inf)
     p = torch.softmax(s, -1).nan_to_num(0.0)
     return (p @ vf).transpose(1, 2)
@@ -410,6 +413,30 @@ def test_flash_attn_func_fused(monkeypatch, case, dtype):
         )
 
 
+@pytest.mark.parametrize("slopes_shape", ["heads", "batch_heads"])
+@pytest.mark.parametrize("case", [(37, 53, False), (37, 53, True), (60, 21, True)], ids=str)
+def test_flash_attn_func_alibi(monkeypatch, case, slopes_shape):
+    """ALiBi in the kernels (forward and backward, interpreter): slopes [H_q] or [B, H_q]."""
+    n_q, n_kv, causal = case
+    name = f"alibi{case}{slopes_shape}"
+    g = _gen(name)
+    q = torch.randn(2, n_q, 4, 64, generator=g).half()
+    k = torch.randn(2, n_kv, 2, 64, generator=g).half()
+    v = torch.randn(2, n_kv, 2, 64, generator=g).half()
+    shape = (4,) if slopes_shape == "heads" else (2, 4)
+    slopes = torch.rand(shape, generator=g) * 0.5
+    lo, hi = _lo_hi(n_q, n_kv, causal, (-1, -1))
+    calls = _counting(monkeypatch)
+    _check_against_torch(
+        name,
+        lambda *t: ttx.flash_attn_func(*t, causal=causal, alibi_slopes=slopes),
+        lambda *t: _explicit(*t, 0.125, lo, hi, dtype=t[0].dtype, slopes=slopes),
+        (q, k, v),
+        atol=1e-3,
+    )
+    assert calls and calls[0][-1] is not None
+
+
 def test_flash_attn_func_refuses_what_it_lacks():
     q = torch.zeros(1, 4, 2, 8)
     with pytest.raises(NotImplementedError, match="alibi_slopes"):
@@ -431,7 +458,7 @@ def test_attention_op_opcheck():
     q, k, v = (t.transpose(1, 2) for t in _qkv("opcheck", 1, 4, 2, 9, 17, 64, torch.float16))
     for causal in (False, True):
         torch.library.opcheck(
-            sdpa.attention_op.custom_op, (q, k, v, causal, 0.125, False, -1, -1, 0.0)
+            sdpa.attention_op.custom_op, (q, k, v, causal, 0.125, False, -1, -1, 0.0, None)
         )
 
 

@@ -749,5 +749,6 @@ def test_fused_attention_against_sdpa(dtype, tol):
             -1,
             -1,
             0.0,
+            None,
         ),
     )

@@ -492,18 +492,21 @@ def attention(
     bottom_right: bool = False,
     window: tuple[int, int] = (-1, -1),
     softcap: float = 0.0,
+    alibi_slopes: Any = None,
     interpret: bool = False,
 ) -> tuple[Any, Any]:
     """(o, lse): o = softmax(scale * q k^T [+ causal mask]) v per batch and head, lse f32
     [B, H_q, N_q] = log(sum(exp(scale * q k^T))) per row. q [B, N_q, H_q, D], k and v
     [B, N_kv, H_kv, D]. ``bottom_right``, ``window``: the band of keys each query sees
-    (:func:`band`); ``softcap`` > 0: softcap * tanh(scale * q k^T / softcap) as the scores."""
+    (:func:`band`); ``softcap`` > 0: softcap * tanh(scale * q k^T / softcap) as the scores;
+    ``alibi_slopes`` (f32 [H_q] or [B, H_q]): the scores less slope * |i + diagonal - j|."""
     mask = _band_of(q, k, causal, bottom_right, window, softcap)
     tables = (FORWARD, FORWARD_OVERLAP, FORWARD_SHORT_CAUSAL)
-    options = (mask, scale, *_settings(q, *tables))
-    hit = replay(interpret, "attention", (q, k, v), *options)
+    options = (mask, scale, alibi_slopes is not None, *_settings(q, *tables))
+    inputs = (q, k, v) + (() if alibi_slopes is None else (alibi_slopes,))
+    hit = replay(interpret, "attention", inputs, *options)
     if hit is not None:
-        return hit(q, k, v)
+        return hit(*inputs)
     arrays, shapes = _check("attention", {"q": q, "k": k, "v": v}, interpret)
     b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes, backward=False)
     tile = tile_of(d)
@@ -513,6 +516,8 @@ def attention(
     # D = 256: its scratch and ring do not fit; the overlapped forward takes no band but the
     # top-left triangle, and no softcap
     overlap = OVERLAP and d in FORWARD_OVERLAP and mask.top_left_causal()  # (d == its tile)
+    overlap = overlap and alibi_slopes is None
+    alibi = _alibi(arrays, alibi_slopes, b, h_q, n_q, n_kv, bottom_right)
     kernel = kernels.attention_fwd_overlap if overlap else kernels.attention_fwd
     config = _forward_config(tile, mask.band is not None, n_kv, overlap)
     ws = config.warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
@@ -527,6 +532,7 @@ def attention(
         rest = (n_q, n_kv, h_q, h_q // h_kv, *mask.bounds(), *strides, qk_scale)
         rest += mask.caps(scale)
         extra = {"WARP_SPECIALIZE": int(ws), "DH": d, **mask.constexprs()}
+        extra["ALIBI"] = int(alibi_slopes is not None)
     first = _Pipelined(
         _Where.of(arrays),
         kernel,
@@ -538,15 +544,36 @@ def attention(
     )
 
     def make(launch):
-        def plan(q, k, v):
+        def plan(q, k, v, *slopes):
             o, lse = alloc_o(), alloc_lse()
-            launch(o, lse, q, k, v, *rest)
+            if overlap:
+                launch(o, lse, q, k, v, *rest)
+            else:  # (without ALiBi the kernel never reads its slopes: lse stands in)
+                launch(o, lse, q, k, v, *rest, slopes[0] if slopes else lse, *alibi)
             return o, lse
 
         return plan
 
-    key = plan_key(interpret, "attention", (q, k, v), *options)
-    return planned(key, arrays, make, (first,), q, k, v)
+    key = plan_key(interpret, "attention", inputs, *options)
+    return planned(key, arrays, make, (first,), *inputs)
+
+
+def _alibi(
+    arrays: Arrays, slopes: Any, b: int, h_q: int, n_q: int, n_kv: int, bottom_right: bool
+) -> tuple[int, int]:
+    """(ssb, alibi_off) of the kernels for ALiBi slopes (f32 [H_q] or [B, H_q], checked)."""
+    if slopes is None:
+        return 0, 0
+    if type(slopes) is not type(arrays.first):
+        raise arrays.error("alibi_slopes must be an array of the same library as q")
+    shape = tuple(slopes.shape)
+    if shape not in ((h_q,), (b, h_q)):
+        raise arrays.error(f"alibi_slopes must have shape {(h_q,)} or {(b, h_q)}, got {shape}")
+    arrays.check_dtype(slopes, "alibi_slopes", ("f32",))
+    strides = arrays.strides(slopes)
+    if strides[-1] != 1:
+        raise arrays.error("alibi_slopes must be contiguous in its last dimension")
+    return (strides[0] if len(shape) == 2 else 0), (n_kv - n_q if bottom_right else 0)
 
 
 def attention_backward(
@@ -562,14 +589,15 @@ def attention_backward(
     bottom_right: bool = False,
     window: tuple[int, int] = (-1, -1),
     softcap: float = 0.0,
+    alibi_slopes: Any = None,
     interpret: bool = False,
 ) -> tuple[Any, Any, Any]:
     """(dq, dk, dv), the gradients of :func:`attention`'s o for the output gradient ``do``,
     from its inputs and its outputs ``o`` and ``lse`` (the same causal, scale and options)."""
     mask = _band_of(q, k, causal, bottom_right, window, softcap)
     tables = (BACKWARD_DKDV, BACKWARD_DQ, BACKWARD_DKDV_ATOMIC, ATOMIC_DQ)
-    options = (mask, scale, *_settings(q, *tables))
-    inputs = (do, q, k, v, o, lse)
+    options = (mask, scale, alibi_slopes is not None, *_settings(q, *tables))
+    inputs = (do, q, k, v, o, lse) + (() if alibi_slopes is None else (alibi_slopes,))
     hit = replay(interpret, "attention_backward", inputs, *options)
     if hit is not None:
         return hit(*inputs)
@@ -590,6 +618,8 @@ def attention_backward(
     dtype = arrays.dtype(q)
     mod = module("attention.c")
     flags = {**mask.constexprs(), "BF16": int(dtype == "bf16"), "D": tile, "DH": d}
+    flags["ALIBI"] = int(alibi_slopes is not None)
+    alibi = _alibi(arrays, alibi_slopes, b, h_q, n_q, n_kv, bottom_right)
     band_args = (*mask.caps(scale), *mask.bounds())
     group = h_q // h_kv
     atomic = ATOMIC_DQ[tile]
@@ -632,7 +662,8 @@ def attention_backward(
     )
 
     def make(preprocess, dkdv, last):
-        def plan(do, q, k, v, o, lse):
+        def plan(do, q, k, v, o, lse, *slopes):
+            ab = (slopes[0] if slopes else lse, *alibi)  # (lse: never read without ALiBi)
             dq, dk, dv, delta = alloc_dq(), alloc_kv(), alloc_kv(), alloc_rows()
             if empty:
                 _zero(where.kind, dk, dv)
@@ -642,7 +673,7 @@ def attention_backward(
             if alloc_acc is not None:
                 dq_acc = alloc_acc()
                 _zero(where.kind, dq_acc)
-            dkdv(dk, dv, q, k, v, do, lse, delta, dq_acc, *dkdv_rest)
+            dkdv(dk, dv, q, k, v, do, lse, delta, dq_acc, *dkdv_rest, *ab)
             if alloc_acc is not None:
                 last(dq, dq_acc, n_q, h_q, *q_strides, scale)
             else:
@@ -663,6 +694,7 @@ def attention_backward(
                     qk_scale,
                     scale,
                     *band_args,
+                    *ab,
                 )
             return dq, dk, dv
 

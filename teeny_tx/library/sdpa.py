@@ -34,7 +34,7 @@ import torch
 from ..errors import TeenyError
 from . import attention as library
 from .inductor_fallbacks import fake
-from .torch_ops import _op, dense, run
+from .torch_ops import _op, dense, run, to_numpy
 
 # The blockwise path's block of keys: as many keys as keep one block's scores (batch x query
 # heads x N_q x block) at or under this many elements, at least 64 (tests make it small).
@@ -61,6 +61,7 @@ def attention_op(
     window_left: int,
     window_right: int,
     softcap: float,
+    alibi_slopes: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(o [B, N_q, H_q, D], lse f32 [B, H_q, N_q]) for q [B, N_q, H_q, D], k and v
     [B, N_kv, H_kv, D]: :func:`teeny_tx.library.attention.attention`."""
@@ -72,14 +73,18 @@ def attention_op(
         v,
         causal,
         scale,
-        **_options(bottom_right, window_left, window_right, softcap),
+        **_options(bottom_right, window_left, window_right, softcap, alibi_slopes),
     )
 
 
-def _options(bottom_right: bool, left: int, right: int, softcap: float) -> dict[str, Any]:
+def _options(
+    bottom_right: bool, left: int, right: int, softcap: float, slopes: Any = None
+) -> dict[str, Any]:
     """The library's keyword options, only those away from their defaults (so a call without
-    them runs wherever the library has no such option)."""
+    them runs wherever the library has no such option); slopes as NumPy for CPU tensors."""
     options: dict[str, Any] = {}
+    if slopes is not None:
+        options["alibi_slopes"] = slopes if slopes.is_cuda else to_numpy(slopes)
     if bottom_right:
         options["bottom_right"] = True
     if (left, right) != (-1, -1):
@@ -90,7 +95,7 @@ def _options(bottom_right: bool, left: int, right: int, softcap: float) -> dict[
 
 
 @fake(attention_op)
-def _(q, k, v, causal, scale, bottom_right, window_left, window_right, softcap):
+def _(q, k, v, causal, scale, bottom_right, window_left, window_right, softcap, alibi_slopes):
     b, n, h, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((b, h, n), dtype=torch.float32)
 
@@ -109,6 +114,7 @@ def attention_backward_op(
     window_left: int,
     window_right: int,
     softcap: float,
+    alibi_slopes: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return run(
         "attention_backward",
@@ -121,12 +127,12 @@ def attention_backward_op(
         lse,
         causal,
         scale,
-        **_options(bottom_right, window_left, window_right, softcap),
+        **_options(bottom_right, window_left, window_right, softcap, alibi_slopes),
     )
 
 
 @fake(attention_backward_op)
-def _(do, q, k, v, o, lse, causal, scale, bottom_right, window_left, window_right, softcap):
+def _(do, q, k, v, o, lse, causal, scale, bottom_right, window_left, window_right, softcap, _a):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
@@ -262,11 +268,13 @@ def _blockwise(q, k, v, mask, scale, band, softcap):
 # ---------------------------------------------------------------- routing
 
 
-def _fused_takes(q, k, v, attn_mask, dropout_p, band, softcap) -> bool:
+def _fused_takes(q, k, v, attn_mask, dropout_p, band, softcap, alibi=None) -> bool:
     """Whether the fused kernels take this call (see the module's docstring)."""
     if attn_mask is not None or dropout_p or q.dtype not in _FUSED_DTYPES:
         return False
     if q.shape[-1] != v.shape[-1] or q.device.type not in ("cuda", "cpu"):
+        return False
+    if alibi is not None and alibi.dtype != torch.float32:
         return False
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     gpu = q.device.type == "cuda"
@@ -284,6 +292,7 @@ def _attend(
     window: tuple[int, int],
     softcap: float,
     scale: float,
+    alibi: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(o [B, H_q, N_q, D_v], lse f32 [B, H_q, N_q]) of checked [B, H, N, D] tensors, through
     the fused op or the blockwise path."""
@@ -294,7 +303,7 @@ def _attend(
         )
     n_q, n_kv = q.shape[2], k.shape[2]
     band = library.band(n_q, n_kv, causal, bottom_right, window)
-    if _fused_takes(q, k, v, attn_mask, dropout_p, band, softcap):
+    if _fused_takes(q, k, v, attn_mask, dropout_p, band, softcap, alibi):
         o, lse = attention_op(
             q.transpose(1, 2),
             k.transpose(1, 2),
@@ -305,8 +314,14 @@ def _attend(
             int(window[0]),
             int(window[1]),
             float(softcap),
+            alibi,
         )
         return o.transpose(1, 2), lse
+    if alibi is not None:
+        raise NotImplementedError(
+            "teeny_tx attention: alibi_slopes runs in the fused kernels only (f16/bf16 q, k, v, "
+            "their head dims, f32 slopes); this call would take the blockwise path"
+        )
     mask = None
     if attn_mask is not None:
         mask = attn_mask.expand(q.shape[0], q.shape[1], n_q, n_kv)
@@ -467,12 +482,11 @@ def flash_attn_func(
     [B, H_q, N_q]). ``causal`` and ``window_size`` (left, right; -1 unbounded) align at the
     bottom right: query i sees keys j with i + N_kv - N_q - left <= j <= i + N_kv - N_q +
     right (causal: right = 0); a query that sees no key gives 0 (and lse +inf). ``softcap`` >
-    0 takes softcap * tanh(scores / softcap). The backward is deterministic whatever
-    ``deterministic`` says (no atomics). ``dropout_p`` > 0 and ``alibi_slopes`` raise
-    NotImplementedError."""
+    0 takes softcap * tanh(scores / softcap); ``alibi_slopes`` ([H_q] or [B, H_q]) subtracts
+    slope * |i + N_kv - N_q - j| (in the fused kernels only: NotImplementedError where the
+    call would take the blockwise path). The backward is deterministic whatever
+    ``deterministic`` says (no atomics). ``dropout_p`` > 0 raises NotImplementedError."""
     fn = "flash_attn_func"
-    if alibi_slopes is not None:
-        raise NotImplementedError(f"{fn}: alibi_slopes is not supported")
     if dropout_p:
         raise NotImplementedError(f"{fn}: dropout_p > 0 is not supported; pass dropout_p=0.0")
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -487,7 +501,16 @@ def flash_attn_func(
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     _check(qt, kt, vt, None, 0.0, False, softmax_scale, True, fn)
     scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else float(softmax_scale)
-    o, lse = _attend(qt, kt, vt, None, 0.0, bool(causal), True, window, float(softcap), scale)
+    if alibi_slopes is not None:
+        want = ((q.shape[2],), (q.shape[0], q.shape[2]))
+        if not isinstance(alibi_slopes, torch.Tensor) or tuple(alibi_slopes.shape) not in want:
+            raise AttentionError(
+                f"{fn}: alibi_slopes must be a tensor of shape {want[0]} or {want[1]}"
+            )
+        alibi_slopes = alibi_slopes.to(device=q.device, dtype=torch.float32).contiguous()
+    o, lse = _attend(
+        qt, kt, vt, None, 0.0, bool(causal), True, window, float(softcap), scale, alibi_slopes
+    )
     out = o.transpose(1, 2)
     return (out, lse) if return_lse else out
 
