@@ -134,6 +134,42 @@ def test_flash_attn_func_grid(monkeypatch, seqlens, dtype, causal, window, softc
     assert calls
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("seqlens", SEQLENS, ids=str)
+def test_flash_attn_func_alibi(monkeypatch, seqlens, causal):
+    """ALiBi slopes [B, H_q] (fp16, GQA, D = 64): forward and gradients."""
+    n_q, n_kv = seqlens
+    name = f"alibi{seqlens}{causal}"
+    g = _gen(name)
+    q = torch.randn(2, n_q, 4, 64, device="cuda", generator=g).half()
+    k = torch.randn(2, n_kv, 2, 64, device="cuda", generator=g).half()
+    v = torch.randn(2, n_kv, 2, 64, device="cuda", generator=g).half()
+    slopes = torch.rand(2, 4, device="cuda", generator=g) * 0.3
+    diag = n_kv - n_q
+    lo, hi = -(10**9), (diag if causal else 10**9)
+
+    def ref(q, k, v):
+        i = torch.arange(n_q, device="cuda")[:, None]
+        j = torch.arange(n_kv, device="cuda")[None, :]
+        bias = -slopes[:, :, None, None] * (i + diag - j).abs()
+        qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+        kt, vt = kt.repeat_interleave(2, 1), vt.repeat_interleave(2, 1)
+        s = (qt @ kt.transpose(-1, -2)).float() * 0.125 + bias
+        s = s.masked_fill(~((j >= i + lo) & (j <= i + hi)), -math.inf)
+        p = torch.softmax(s, -1).nan_to_num(0.0).to(q.dtype)
+        return (p @ vt).transpose(1, 2)
+
+    calls = _counting(monkeypatch)
+    _criterion(
+        lambda *t: ttx.flash_attn_func(*t, causal=causal, alibi_slopes=slopes),
+        ref,
+        (q, k, v),
+        name,
+        ATOL[torch.float16],
+    )
+    assert calls
+
+
 def test_blockwise_path_on_cuda():
     """float32 and a boolean mask: the blockwise path, against SDPA."""
     g = _gen("blockwise")
