@@ -33,8 +33,8 @@ import torch
 
 from ..errors import TeenyError
 from . import attention as library
-from .inductor_fallbacks import fake
-from .torch_ops import _op, dense, run, to_numpy
+from .inductor_fallbacks import fake, track
+from .torch_ops import LIB, Op, dense, run, to_numpy
 
 # The blockwise path's block of keys: as many keys as keep one block's scores (batch x query
 # heads x N_q x block) at or under this many elements, at least 64 (tests make it small).
@@ -48,6 +48,15 @@ class AttentionError(TeenyError, RuntimeError):
 
 
 # ---------------------------------------------------------------- the fused op
+
+
+def _op(name: str):
+    """``teeny_tx::<name>`` as an :class:`~teeny_tx.library.torch_ops.Op` (torch_ops' rule)."""
+
+    def make(fn):
+        return Op(track(torch.library.custom_op(f"{LIB}::{name}", mutates_args=())(fn)), fn)
+
+    return make
 
 
 @_op("attention")
