@@ -7,9 +7,17 @@
  * tensor, its [B, H, N, D] transpose or a slice of a fused QKV projection are read in place; a
  * column stride of 1 (the usual case) is specialised as the constant 1, so rows are read 16
  * bytes at a time. lse and delta are f32 [B, H_q, N_q], contiguous. Grouped-query attention:
- * query head h reads key/value head h / group (group = H_q / H_kv). CAUSAL = 1 masks key j > query
- * i (the top-left aligned triangle, torch's is_causal). f16 or bf16 data (BF16 = 1 for bf16:
- * the dtype P and dS are rounded to before their products); f32 accumulation; D = 64, 128 (256).
+ * query head h reads key/value head h / group (group = H_q / H_kv). BAND = 1 keeps only the keys
+ * of a band, i + lo <= j <= i + hi (causal top left: hi = 0; bottom right: hi = N_kv - N_q;
+ * a sliding window bounds both sides; the wrapper's band() makes lo and hi), skipping the key
+ * blocks outside it; a row that sees no key gives o = 0 and lse = +inf (the overlapped forward
+ * keeps CAUSAL, the top-left triangle). SOFTCAP = 1 takes cap * tanh(scale * s / cap) for the
+ * scores (cap_in = scale / cap, cap_out = cap * log2(e)), the backward multiplying dS by
+ * 1 - tanh^2. f16 or bf16 data (BF16 = 1 for bf16:
+ * the dtype P and dS are rounded to before their products); f32 accumulation; D, the head-dim
+ * tile, 32, 64, 128 (256); DH the head dim: where DH < D the loads and stores are masked on the
+ * column axis too. ALIBI = 1 subtracts slope_h * |i + alibi_off - j| from the scores (slopes
+ * f32, [B, H_q] with batch stride ssb, 0 for [H_q]; FlashAttention's alibi_off = N_kv - N_q).
  *
  * Softmax in base 2: the wrapper passes qk_scale = scale * log2(e), so exp(scale * s - m) is
  * exp2(qk_scale * s - m') with one multiply folded into the scores. The exponentials are
@@ -17,9 +25,9 @@
  * them can tell from zero), not exp2, whose subnormal fix-up costs three more instructions per
  * score.
  *
- * A key block that the causal triangle or the ragged end of the sequence cuts gets its mask;
- * the others (all but one or two per row of blocks) skip it; blocks wholly above the diagonal
- * are never visited (the loop bound comes from program_id). WARP_SPECIALIZE: lower/warp_spec.py */
+ * A key block that the band's edges or the ragged end of the sequence cuts gets its mask;
+ * the others (all but one or two per row of blocks) skip it; blocks wholly outside the band
+ * are never visited (the loop bounds come from program_id). WARP_SPECIALIZE: lower/warp_spec.py */
 
 #pragma autotune key(n_q, n_kv)
 #pragma autotune config(BM=128, BN=64, num_warps=8, num_stages=2)
@@ -28,11 +36,13 @@
 #pragma autotune config(BM=128, BN=64, num_warps=8, num_stages=3)
 #pragma autotune config(BM=128, BN=128, num_warps=8, num_stages=3)
 kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
-                     i32 n_q, i32 n_kv, i32 h_q, i32 group,
+                     i32 n_q, i32 n_kv, i32 h_q, i32 group, i32 lo, i32 hi,
                      i32 sqb, i32 sqh, i32 sqn, i32 sqd, i32 skb, i32 skh, i32 skn, i32 skd,
                      i32 svb, i32 svh, i32 svn, i32 svd, i32 sob, i32 soh, i32 son, i32 sod,
-                     f32 qk_scale, const i32 CAUSAL, const i32 BF16, const i32 D,
-                     const i32 BM, const i32 BN, const i32 WARP_SPECIALIZE)
+                     f32 qk_scale, f32 cap_in, f32 cap_out, const f32 *slopes, i32 ssb,
+                     i32 alibi_off, const i32 BAND, const i32 SOFTCAP, const i32 ALIBI,
+                     const i32 BF16, const i32 D, const i32 DH, const i32 BM, const i32 BN,
+                     const i32 WARP_SPECIALIZE)
 {
     i32 pid_m = program_id(0);
     i32 bh = program_id(1);
@@ -43,24 +53,42 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
     tile rn = arange(0, BN);
     tile rd = expand_dims(arange(0, D), 0);
     tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
-                    expand_dims(rm, 1) < n_q, 0);
+                    DH < D ? (expand_dims(rm, 1) < n_q) & (rd < DH)
+                           : expand_dims(rm, 1) < n_q, 0);
     tile kh = k + b * skb + hk * skh;
     tile vh = v + b * svb + hk * svh;
-    f32 m_i[BM] = -INF;
+    /* ALIBI: the scores less slope_h * |i + alibi_off - j| (base 2: the slope times log2(e)) */
+    f32 slope2 = ALIBI ? load(slopes + b * ssb + h) * 1.4426950408889634f : 0.0f;
+    /* BAND: a row may see no key in a block, or in any: its maximum starts at -1e30, not
+     * -inf, so that its p and alpha are exp2(-inf - m) = 0, not exp2(-inf + inf) = NaN */
+    f32 m_i[BM] = BAND ? -1.0e30f : -INF;
     f32 l_i[BM] = 0;
     f32 acc[BM][D] = 0;
-    /* keys [0, hi); from `masked` on, a block needs the mask (diagonal or ragged end) */
-    i32 hi = CAUSAL ? minimum((pid_m + 1) * BM, n_kv) : n_kv;
-    i32 masked = CAUSAL ? minimum(pid_m * BM + 1, n_kv) : n_kv;
-    for (i32 start = 0; start < hi; start += BN) {
+    /* keys [first, last): those the block's rows see; a block that starts before u_lo or
+     * ends past u_hi needs the mask (the band's edges or the ragged end) */
+    i32 m0 = pid_m * BM;
+    i32 first = BAND ? maximum(m0 + lo, 0) / BN * BN : 0;
+    i32 last = BAND ? minimum(m0 + BM + hi, n_kv) : n_kv;
+    i32 u_lo = m0 + BM - 1 + lo;
+    i32 u_hi = BAND ? minimum(m0 + hi + 1, n_kv) : n_kv;
+    for (i32 start = first; start < last; start += BN) {
         tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
-                        expand_dims(rn, 1) + start < n_kv, 0);
+                        DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH)
+                               : expand_dims(rn, 1) + start < n_kv, 0);
         tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
-                        expand_dims(rn, 1) + start < n_kv, 0);
-        tile s = dot(q_t, trans(k_t)) * qk_scale;                    /* [BM, BN], base 2 */
-        if (start + BN > masked) {
+                        DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH)
+                               : expand_dims(rn, 1) + start < n_kv, 0);
+        /* [BM, BN], base 2; SOFTCAP: cap * tanh(scale * s / cap), times log2(e) */
+        tile s = SOFTCAP ? tanh(dot(q_t, trans(k_t)) * cap_in) * cap_out
+                         : dot(q_t, trans(k_t)) * qk_scale;
+        if (ALIBI) {
+            s = s - slope2 * (f32)abs(expand_dims(rm, 1) + alibi_off - expand_dims(start + rn, 0));
+        }
+        if (BAND ? (start < u_lo) | (start + BN > u_hi) : start + BN > u_hi) {
             tile kn = expand_dims(start + rn, 0);
-            tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
+            tile ok = BAND ? (kn < n_kv) & (kn <= expand_dims(rm, 1) + hi)
+                                 & (kn >= expand_dims(rm, 1) + lo)
+                           : kn < n_kv;
             s = where(ok, s, -INF);
         }
         tile m_new = maximum(m_i, max(s, 1));
@@ -75,9 +103,16 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
         }
         m_i = m_new;
     }
+    /* a row that sees no key (BAND): o = 0 (a row that sees one has l_i >= 1: its maximum's
+     * exp2(0)), and lse = +inf, so the backward's P is 0 */
     store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
-          acc / expand_dims(l_i, 1), expand_dims(rm, 1) < n_q);
-    store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
+          BAND ? acc / maximum(expand_dims(l_i, 1), 1.0f) : acc / expand_dims(l_i, 1),
+          DH < D ? (expand_dims(rm, 1) < n_q) & (rd < DH)
+                 : expand_dims(rm, 1) < n_q);
+    store(lse + bh * n_q + rm,
+          BAND ? where(l_i == 0.0f, INF, (m_i + log2(l_i)) * 0.6931471805599453f)
+               : (m_i + log2(l_i)) * 0.6931471805599453f,
+          rm < n_q);
 }
 
 /* The same forward with the softmax of one key block overlapping the tensor cores (the
@@ -162,7 +197,8 @@ kernel attention_fwd_overlap(any *o, f32 *lse, const any *q, const any *k, const
 /* delta = rowsum(dO * O), f32 [B, H_q, N_q]: the backward's correction term. */
 kernel attention_bwd_preprocess(f32 *delta, const any *o, const any *d_o, i32 n_q, i32 h_q,
                                 i32 sob, i32 soh, i32 son, i32 sod,
-                                i32 sdb, i32 sdh, i32 sdn, i32 sdd, const i32 D, const i32 BM)
+                                i32 sdb, i32 sdh, i32 sdn, i32 sdd, const i32 D, const i32 DH,
+                                const i32 BM)
 {
     i32 bh = program_id(1);
     i32 b = bh / h_q;
@@ -170,8 +206,12 @@ kernel attention_bwd_preprocess(f32 *delta, const any *o, const any *d_o, i32 n_
     tile rm = program_id(0) * BM + arange(0, BM);
     tile rd = expand_dims(arange(0, D), 0);
     tile row = expand_dims(rm, 1) < n_q;
-    tile o_t = (f32)load(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod, row, 0);
-    tile do_t = (f32)load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd, row, 0);
+    tile o_t = (f32)load(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
+                         DH < D ? (row) & (rd < DH)
+                                : row, 0);
+    tile do_t = (f32)load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd,
+                          DH < D ? (row) & (rd < DH)
+                                 : row, 0);
     store(delta + bh * n_q + rm, sum(o_t * do_t, 1), rm < n_q);
 }
 
@@ -191,8 +231,11 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
                           i32 svb, i32 svh, i32 svn, i32 svd, i32 sdb, i32 sdh, i32 sdn, i32 sdd,
                           i32 sdkb, i32 sdkh, i32 sdkn, i32 sdkd,
                           i32 sdvb, i32 sdvh, i32 sdvn, i32 sdvd,
-                          f32 qk_scale, f32 scale, const i32 CAUSAL, const i32 BF16,
-                          const i32 ATOMIC_DQ, const i32 D, const i32 BM, const i32 BN)
+                          f32 qk_scale, f32 scale, f32 cap_in, f32 cap_out, i32 lo, i32 hi,
+                          const f32 *slopes, i32 ssb, i32 alibi_off,
+                          const i32 BAND, const i32 SOFTCAP, const i32 ALIBI, const i32 BF16,
+                          const i32 ATOMIC_DQ, const i32 D, const i32 DH, const i32 BM,
+                          const i32 BN)
 {
     i32 pid_n = program_id(0);
     i32 bh = program_id(1);
@@ -204,40 +247,61 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
     tile kv_row = expand_dims(rn, 1) < n_kv;
     f32 dk_acc[BN][D] = 0;
     f32 dv_acc[BN][D] = 0;
-    /* causal: query blocks from the one holding row pid_n * BN; masked until past the block's
-     * last key */
-    i32 lo = CAUSAL ? (pid_n * BN / BM) * BM : 0;
-    i32 unmasked = CAUSAL ? (pid_n + 1) * BN - 1 : 0;
+    /* the queries that see the block's keys, [q_first, q_last) (j - hi <= i <= j - lo); a
+     * query block that starts before u_lo or ends past u_hi needs the band's mask */
+    i32 n0 = pid_n * BN;
+    i32 q_first = BAND ? maximum(n0 - hi, 0) / BM * BM : 0;
+    i32 q_last = BAND ? minimum(n0 + BN - lo, n_q) : n_q;
+    i32 u_lo = n0 + BN - 1 - hi;
+    i32 u_hi = n0 - lo + 1;
     for (i32 g = 0; g < group; g++) {
         /* read per query head (they are staged in shared memory for the loop below, so their
          * registers are free again until the next head) */
-        tile k_t = load(k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd, kv_row, 0);
-        tile v_t = load(v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd, kv_row, 0);
+        tile k_t = load(k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd,
+                        DH < D ? (kv_row) & (rd < DH)
+                               : kv_row, 0);
+        tile v_t = load(v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd,
+                        DH < D ? (kv_row) & (rd < DH)
+                               : kv_row, 0);
         i32 h = hk * group + g;
         tile qh = q + b * sqb + h * sqh;
+        f32 slope2 = ALIBI ? load(slopes + b * ssb + h) * 1.4426950408889634f : 0.0f;
         tile doh = d_o + b * sdb + h * sdh;
         tile lseh = lse + (b * h_q + h) * n_q;
         tile deltah = delta + (b * h_q + h) * n_q;
         tile dqh = dq_acc + (b * h_q + h) * n_q * D;
-        for (i32 start = lo; start < n_q; start += BM) {
+        for (i32 start = q_first; start < q_last; start += BM) {
             tile q_t = load(qh + (expand_dims(rm, 1) + start) * sqn + rd * sqd,
-                            expand_dims(rm, 1) + start < n_q, 0);
+                            DH < D ? (expand_dims(rm, 1) + start < n_q) & (rd < DH)
+                                   : expand_dims(rm, 1) + start < n_q, 0);
             tile do_t = load(doh + (expand_dims(rm, 1) + start) * sdn + rd * sdd,
-                             expand_dims(rm, 1) + start < n_q, 0);
+                             DH < D ? (expand_dims(rm, 1) + start < n_q) & (rd < DH)
+                                    : expand_dims(rm, 1) + start < n_q, 0);
             /* the rows' statistics as [1, BM] rows, read in the accumulator's layout */
             tile lse2 = load(lseh + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
                              0) * 1.4426950408889634f;
             tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
                            0);
-            tile p_t = fast_exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
-            /* only the causal mask: query rows past n_q add nothing (their dO and delta were
+            /* [BN, BM]; SOFTCAP: t = tanh(scale * s / cap), the scores cap * t */
+            tile t_t = SOFTCAP ? tanh(dot(k_t, trans(q_t)) * cap_in) : 0.0f;
+            /* ALIBI: the forward's bias in the exponent, [BN, BM] (key j by query i) */
+            tile ab = ALIBI ? slope2 * (f32)abs(start + expand_dims(rm, 0) + alibi_off
+                                                - expand_dims(rn, 1))
+                            : 0.0f;
+            tile p_t = ALIBI ? (SOFTCAP ? fast_exp2(t_t * cap_out - ab - lse2)
+                                        : fast_exp2(dot(k_t, trans(q_t)) * qk_scale - ab - lse2))
+                             : (SOFTCAP ? fast_exp2(t_t * cap_out - lse2)
+                                        : fast_exp2(dot(k_t, trans(q_t)) * qk_scale - lse2));
+            /* only the band's mask: query rows past n_q add nothing (their dO and delta were
              * read as 0, so their P^T dO and dS^T are 0) */
-            if (CAUSAL && start < unmasked) {
+            if (BAND ? (start < u_lo) | (start + BM > u_hi) : 0) {
                 tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
-                p_t = where(qm >= expand_dims(rn, 1), p_t, 0.0f);
+                tile kj = expand_dims(rn, 1);                          /* [BN, 1] */
+                p_t = where((kj <= qm + hi) & (kj >= qm + lo), p_t, 0.0f);
             }
             tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
-            tile ds_t = p_t * (dp_t - dl);
+            /* SOFTCAP: the chain rule through tanh, d(cap t)/ds = scale (1 - t^2) */
+            tile ds_t = SOFTCAP ? p_t * (dp_t - dl) * (1.0f - t_t * t_t) : p_t * (dp_t - dl);
             if (BF16) {
                 dv_acc = dot((bf16)p_t, do_t, dv_acc);
                 dk_acc = dot((bf16)ds_t, q_t, dk_acc);
@@ -255,8 +319,11 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
         }
     }
     store(dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd, dk_acc * scale,
-          kv_row);
-    store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc, kv_row);
+          DH < D ? (kv_row) & (rd < DH)
+                 : kv_row);
+    store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc,
+          DH < D ? (kv_row) & (rd < DH)
+                 : kv_row);
 }
 
 /* dQ of one block of BM queries, looping over the key blocks at or below the diagonal:
@@ -271,8 +338,11 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
                         i32 sqb, i32 sqh, i32 sqn, i32 sqd, i32 skb, i32 skh, i32 skn, i32 skd,
                         i32 svb, i32 svh, i32 svn, i32 svd, i32 sdb, i32 sdh, i32 sdn, i32 sdd,
                         i32 sdqb, i32 sdqh, i32 sdqn, i32 sdqd,
-                        f32 qk_scale, f32 scale, const i32 CAUSAL, const i32 BF16,
-                        const i32 D, const i32 BM, const i32 BN, const i32 WARP_SPECIALIZE)
+                        f32 qk_scale, f32 scale, f32 cap_in, f32 cap_out, i32 lo, i32 hi,
+                        const f32 *slopes, i32 ssb, i32 alibi_off,
+                        const i32 BAND, const i32 SOFTCAP, const i32 ALIBI, const i32 BF16,
+                        const i32 D, const i32 DH, const i32 BM, const i32 BN,
+                        const i32 WARP_SPECIALIZE)
 {
     i32 pid_m = program_id(0);
     i32 bh = program_id(1);
@@ -283,27 +353,48 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
     tile rn = arange(0, BN);
     tile rd = expand_dims(arange(0, D), 0);
     tile q_row = expand_dims(rm, 1) < n_q;
-    tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd, q_row, 0);
-    tile do_t = load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd, q_row, 0);
+    tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
+                    DH < D ? (q_row) & (rd < DH)
+                           : q_row, 0);
+    tile do_t = load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd,
+                     DH < D ? (q_row) & (rd < DH)
+                            : q_row, 0);
     tile lse2 = expand_dims(load(lse + bh * n_q + rm, rm < n_q, 0) * 1.4426950408889634f, 1);
     tile dl = expand_dims(load(delta + bh * n_q + rm, rm < n_q, 0), 1);
     tile kh = k + b * skb + hk * skh;
     tile vh = v + b * svb + hk * svh;
+    f32 slope2 = ALIBI ? load(slopes + b * ssb + h) * 1.4426950408889634f : 0.0f;
     f32 dq_acc[BM][D] = 0;
-    i32 hi = CAUSAL ? minimum((pid_m + 1) * BM, n_kv) : n_kv;
-    i32 masked = CAUSAL ? minimum(pid_m * BM + 1, n_kv) : n_kv;
-    for (i32 start = 0; start < hi; start += BN) {
+    /* the forward's key range and masked blocks */
+    i32 m0 = pid_m * BM;
+    i32 first = BAND ? maximum(m0 + lo, 0) / BN * BN : 0;
+    i32 last = BAND ? minimum(m0 + BM + hi, n_kv) : n_kv;
+    i32 u_lo = m0 + BM - 1 + lo;
+    i32 u_hi = BAND ? minimum(m0 + hi + 1, n_kv) : n_kv;
+    for (i32 start = first; start < last; start += BN) {
         tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
-                        expand_dims(rn, 1) + start < n_kv, 0);
+                        DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH)
+                               : expand_dims(rn, 1) + start < n_kv, 0);
         tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
-                        expand_dims(rn, 1) + start < n_kv, 0);
-        tile p = fast_exp2(dot(q_t, trans(k_t)) * qk_scale - lse2);         /* [BM, BN] */
-        if (start + BN > masked) {
+                        DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH)
+                               : expand_dims(rn, 1) + start < n_kv, 0);
+        tile t = SOFTCAP ? tanh(dot(q_t, trans(k_t)) * cap_in) : 0.0f;
+        tile ab = ALIBI ? slope2 * (f32)abs(expand_dims(rm, 1) + alibi_off
+                                            - expand_dims(start + rn, 0))
+                        : 0.0f;
+        tile p = ALIBI ? (SOFTCAP ? fast_exp2(t * cap_out - ab - lse2)
+                                  : fast_exp2(dot(q_t, trans(k_t)) * qk_scale - ab - lse2))
+                       : (SOFTCAP ? fast_exp2(t * cap_out - lse2)
+                                  : fast_exp2(dot(q_t, trans(k_t)) * qk_scale - lse2));
+        if (BAND ? (start < u_lo) | (start + BN > u_hi) : start + BN > u_hi) {
             tile kn = expand_dims(start + rn, 0);
-            tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
+            tile ok = BAND ? (kn < n_kv) & (kn <= expand_dims(rm, 1) + hi)
+                                 & (kn >= expand_dims(rm, 1) + lo)
+                           : kn < n_kv;
             p = where(ok, p, 0.0f);
         }
-        tile ds = p * (dot(do_t, trans(v_t)) - dl);
+        tile ds = SOFTCAP ? p * (dot(do_t, trans(v_t)) - dl) * (1.0f - t * t)
+                          : p * (dot(do_t, trans(v_t)) - dl);
         if (BF16) {
             dq_acc = dot((bf16)ds, k_t, dq_acc);
         } else {
@@ -311,14 +402,15 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
         }
     }
     store(dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd, dq_acc * scale,
-          q_row);
+          DH < D ? (q_row) & (rd < DH)
+                 : q_row);
 }
 
 /* dq = scale * dq_acc: the rows the dK/dV kernel accumulated with ATOMIC_DQ, cast to the
  * inputs' dtype and written with dq's own strides. */
 kernel attention_bwd_dq_cast(any *dq, const f32 *dq_acc, i32 n_q, i32 h_q,
                              i32 sdqb, i32 sdqh, i32 sdqn, i32 sdqd, f32 scale,
-                             const i32 D, const i32 BM)
+                             const i32 D, const i32 DH, const i32 BM)
 {
     i32 bh = program_id(1);
     i32 b = bh / h_q;
@@ -326,5 +418,7 @@ kernel attention_bwd_dq_cast(any *dq, const f32 *dq_acc, i32 n_q, i32 h_q,
     tile rm = expand_dims(program_id(0) * BM + arange(0, BM), 1);
     tile rd = expand_dims(arange(0, D), 0);
     tile acc = load(dq_acc + (bh * n_q + rm) * D + rd, rm < n_q, 0);
-    store(dq + b * sdqb + h * sdqh + rm * sdqn + rd * sdqd, acc * scale, rm < n_q);
+    store(dq + b * sdqb + h * sdqh + rm * sdqn + rd * sdqd, acc * scale,
+          DH < D ? (rm < n_q) & (rd < DH)
+                 : rm < n_q);
 }

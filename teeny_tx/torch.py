@@ -34,10 +34,10 @@ from .library.modules import (
     Linear,
     RMSNorm,
 )
+from .library.sdpa import attention, flash_attn_func, scaled_dot_product_attention
 from .library.torch_ops import (
     add_layer_norm,
     add_rms_norm,
-    attention,
     dropout,
     embedding,
     gelu,
@@ -77,6 +77,7 @@ __all__ = [
     "embedding",
     "fused_linear_cross_entropy",
     "geglu",
+    "flash_attn_func",
     "gelu",
     "layer_norm",
     "linear",
@@ -90,6 +91,7 @@ __all__ = [
     "rms_norm_offset",
     "rope",
     "set_index_checks",
+    "scaled_dot_product_attention",
     "silu",
     "softmax",
     "swiglu",

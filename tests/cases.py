@@ -719,9 +719,21 @@ def _attention_strides(d: int, n: int = 4096, h: int = 32) -> tuple:
     return (n * h * d, d, h * d, 1)
 
 
-def _attention_fwd_args(dtype: str, d: int, n: int = 4096, h: int = 32) -> tuple:
+# the band's (lo, hi) of the causal top-left triangle (library/attention.py's band()), and the
+# softcap's (cap_in, cap_out) of no softcap
+_BAND = (-(1 << 30), 0)
+_CAPS = (0.0, 0.0)
+_ALIBI = ("f32", 0, 0)  # no ALiBi: the slopes pointer (never read), its batch stride, offset
+
+
+def _attention_fwd_args(
+    dtype: str, d: int, n: int = 4096, h: int = 32, overlap: bool = False
+) -> tuple:
     s = _attention_strides(d, n, h)
-    return (dtype, "f32", dtype, dtype, dtype, n, n, h, 1) + s * 4 + (0.18033688,)
+    if overlap:  # attention_fwd_overlap keeps CAUSAL, without a band or softcap
+        return (dtype, "f32", dtype, dtype, dtype, n, n, h, 1) + s * 4 + (0.18033688,)
+    tail = (0.18033688, *_CAPS, *_ALIBI)
+    return (dtype, "f32", dtype, dtype, dtype, n, n, h, 1, *_BAND) + s * 4 + tail
 
 
 def _attention_bwd_args(kernel: str, dtype: str, d: int, n: int = 4096, h: int = 32) -> tuple:
@@ -730,13 +742,21 @@ def _attention_bwd_args(kernel: str, dtype: str, d: int, n: int = 4096, h: int =
         return ("f32", dtype, dtype, n, h) + s * 2
     if kernel == "attention_bwd_dkdv":
         head = (dtype,) * 6 + ("f32", "f32", "f32", n, n, h, h, 1)
-        return head + s * 6 + (0.18033688, 0.125)
+        return head + s * 6 + (0.18033688, 0.125, *_CAPS, *_BAND, *_ALIBI)
     if kernel == "attention_bwd_dq_cast":
         return (dtype, "f32", n, h) + s + (0.125,)
-    return (dtype,) * 5 + ("f32", "f32", n, n, h, 1) + s * 5 + (0.18033688, 0.125)
+    tail = (0.18033688, 0.125, *_CAPS, *_BAND, *_ALIBI)
+    return (dtype,) * 5 + ("f32", "f32", n, n, h, 1) + s * 5 + tail
 
 
 def _attention_flags(dtype: str, d: int, causal: int, bm: int, bn: int) -> dict[str, Any]:
+    """The forward's, dK/dV's and dQ's: causal the band of the top-left triangle (BAND)."""
+    flags = {"BAND": causal, "SOFTCAP": 0, "ALIBI": 0, "BF16": int(dtype == "bf16")}
+    return flags | {"D": d, "DH": d, "BM": bm, "BN": bn}
+
+
+def _attention_overlap_flags(dtype: str, d: int, causal: int, bm: int, bn: int) -> dict:
+    """attention_fwd_overlap's: CAUSAL, the top-left triangle."""
     return {"CAUSAL": causal, "BF16": int(dtype == "bf16"), "D": d, "BM": bm, "BN": bn}
 
 
@@ -804,8 +824,8 @@ GOLDEN += (
         "attention_fwd_overlap.f16.d128.tma.sm90a",
         "attention.c",
         "attention_fwd_overlap",
-        _attention_fwd_args("f16", 128),
-        _attention_flags("f16", 128, 1, 128, 64),
+        _attention_fwd_args("f16", 128, overlap=True),
+        _attention_overlap_flags("f16", 128, 1, 128, 64),
         num_warps=8,
         num_stages=3,
         arch="sm_90a",
@@ -817,7 +837,7 @@ GOLDEN += (
         "attention.c",
         "attention_bwd_preprocess",
         _attention_bwd_args("attention_bwd_preprocess", "f16", 128),
-        {"D": 128, "BM": 64},
+        {"D": 128, "DH": 128, "BM": 64},
     ),
     Golden(
         "attention_bwd_dkdv.f16.d128.causal.sm90a",
@@ -842,7 +862,7 @@ GOLDEN += (
         "attention.c",
         "attention_bwd_dq_cast",
         _attention_bwd_args("attention_bwd_dq_cast", "bf16", 128),
-        {"D": 128, "BM": 64},
+        {"D": 128, "DH": 128, "BM": 64},
     ),
     Golden(
         "attention_bwd_dq.bf16.d128.sm90a",

@@ -145,8 +145,8 @@ def test_argument_checks():
     rng = np.random.default_rng(0)
     q, k, v = _inputs(rng, 1, 16, 16, 4, 2, 64, "f16")
     assert "4-D" in _error(nn.attention, q[0], k, v)
-    assert "head_dim 32 is not supported" in _error(
-        nn.attention, q[..., :32], k[..., :32], v[..., :32]
+    assert "head_dim 36 is not supported" in _error(
+        nn.attention, q[..., :36], k[..., :36], v[..., :36]
     )
     assert "head_dim 64 but k and v have 128" in _error(
         nn.attention, q, np.concatenate([k, k], -1), np.concatenate([v, v], -1)
@@ -165,7 +165,7 @@ def test_argument_checks():
     # head dim 256: the forward only
     q, k, v = _inputs(rng, 1, 16, 16, 2, 1, 256, "f16")
     o, lse = nn.attention(q, k, v, interpret=True)
-    assert "head_dim 256 is not supported (256: the forward only)" in _error(
+    assert "head_dim 256 is not supported (above 128: the forward only)" in _error(
         nn.attention_backward, o, q, k, v, o, lse
     )
 
@@ -351,13 +351,16 @@ def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
         "attention_bwd_dq_cast": {d: tattn.AttentionConfig(tattn.PREPROCESS_BM, 0, 4)},
     }[kernel][d]
     args = (
-        _attention_fwd_args(dtype, d)
+        _attention_fwd_args(dtype, d, overlap=kernel == "attention_fwd_overlap")
         if kernel.startswith("attention_fwd")
         else _attention_bwd_args(kernel, dtype, d)
     )
-    flags = {"D": d, "BM": config.bm}
-    if kernel != "attention_bwd_dq_cast":
+    flags = {"D": d, "BM": config.bm} | ({} if kernel == "attention_fwd_overlap" else {"DH": d})
+    if kernel == "attention_fwd_overlap":
         flags |= {"CAUSAL": causal, "BF16": int(dtype == "bf16"), "BN": config.bn}
+    elif kernel != "attention_bwd_dq_cast":
+        flags |= {"BAND": causal, "SOFTCAP": 0, "ALIBI": 0, "BN": config.bn}
+        flags["BF16"] = int(dtype == "bf16")
     if kernel == "attention_bwd_dkdv":
         flags["ATOMIC_DQ"] = int(variant == "atomic")
     if kernel in ("attention_fwd", "attention_bwd_dq"):

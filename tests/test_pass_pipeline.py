@@ -182,6 +182,7 @@ def test_mbarrier_handoff_where_wgmma_reads_within_the_iteration(dot_kernels):
 # ---------------------------------------------------------------- TMA copies (behind a switch)
 
 ATTN_STRIDES = (4096 * 32 * 128, 128, 32 * 128, 1)  # [B=4, N=4096, H=32, D=128]: b, h, n, d
+BAND = (-(1 << 30), 0)  # the band (lo, hi) of the causal top-left triangle
 
 
 def _attention(monkeypatch, switch="1"):
@@ -196,8 +197,11 @@ def _attention(monkeypatch, switch="1"):
 
 
 def _fwd(mod, strides=ATTN_STRIDES, arch="sm_90a", d=128, **kw):
-    args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1) + strides * 4 + (0.18,)
-    flags = {"CAUSAL": 0, "BF16": 0, "D": d, "BM": 128, "BN": 128, "WARP_SPECIALIZE": 0} | kw
+    args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1, *BAND) + strides * 4
+    args += (0.18, 0.0, 0.0, "f32", 0, 0)
+    flags = {"BAND": 0, "SOFTCAP": 0, "ALIBI": 0, "BF16": 0, "D": d, "DH": d, "BM": 128}
+    flags["BN"] = 128
+    flags |= {"WARP_SPECIALIZE": 0} | kw
     return mod.attention_fwd.specialize(
         *args, num_warps=8, num_stages=3, target=arch, strided=True, **flags
     )
@@ -230,8 +234,10 @@ def test_tma_copies_of_the_backward_inner_loop(monkeypatch):
     """dK/dV's query loop (nested in the loop over a group's heads): Q and dO rows bounded by
     n_q, the head h of the enclosing loop; the enclosing loop keeps cp.async."""
     mod = _attention(monkeypatch)
-    args = ("f16",) * 6 + ("f32",) * 3 + (4096, 4096, 32, 32, 1) + ATTN_STRIDES * 6 + (0.1, 0.1)
-    flags = {"CAUSAL": 1, "BF16": 0, "ATOMIC_DQ": 0, "D": 128, "BM": 64, "BN": 128}
+    args = ("f16",) * 6 + ("f32",) * 3 + (4096, 4096, 32, 32, 1) + ATTN_STRIDES * 6
+    args += (0.1, 0.1, 0.0, 0.0, *BAND, "f32", 0, 0)
+    flags = {"BAND": 1, "SOFTCAP": 0, "ALIBI": 0, "BF16": 0, "ATOMIC_DQ": 0, "D": 128, "DH": 128}
+    flags |= {"BM": 64, "BN": 128}
     spec = mod.attention_bwd_dkdv.specialize(
         *args, num_warps=8, target="sm_90a", strided=True, **flags
     )
@@ -305,8 +311,11 @@ def test_the_launcher_takes_tma_entries_to_their_plans(monkeypatch):
 
     monkeypatch.setenv("TEENY_TX_ARCH", "sm_90a")  # the module's target, as on an H200
     mod = _attention(monkeypatch)
-    args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1) + ATTN_STRIDES * 4 + (0.18,)
-    flags = {"CAUSAL": 0, "BF16": 0, "D": 128, "BM": 128, "BN": 128, "WARP_SPECIALIZE": 0}
+    args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1, *BAND) + ATTN_STRIDES * 4
+    args += (0.18, 0.0, 0.0, "f32", 0, 0)
+    flags = {"BAND": 0, "SOFTCAP": 0, "ALIBI": 0, "BF16": 0, "D": 128, "DH": 128, "BM": 128}
+    flags["BN"] = 128
+    flags["WARP_SPECIALIZE"] = 0
     key = mod.attention_fwd.binder.bind_host(args, flags, 8, True, 3, True)
     entry = mod.attention_fwd._entry(key)
     assert entry.tma is not None and entry.tma.func is tma_parameters
@@ -323,8 +332,8 @@ def test_tma_maps_from_launch_values(monkeypatch):
     spec = _fwd(_attention(monkeypatch))
     made = []
     monkeypatch.setattr(tma, "tensor_map", lambda *a: made.append(a) or a)
-    values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1]
-    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18]
+    values = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 1000, 1001, 32, 1, *BAND]
+    values += [9000 * 4096, 128, 4096, 1] * 4 + [0.18, 0.0, 0.0, 0x6000, 0, 0]
     tma.pipeline_maps(spec.interface, values)
     big = tma.UNBOUNDED  # batch and head: not bounded by the kernel
     assert made == [
@@ -334,6 +343,6 @@ def test_tma_maps_from_launch_values(monkeypatch):
     made.clear()  # the arrays' sizes bound batch and head: 3 batches of 9000 x 32 x 128
     tma.pipeline_maps(spec.interface, values, {"k": 3 * 9000 * 4096 * 2, "v": 100})
     assert [m[2] for m in made] == [(128, 1001, 3, 3 * 9000 * 32), (128, 1001, 1, 1)]
-    values[9 + 4 + 1] = -128  # k's head stride: TMA strides are positive
+    values[11 + 4 + 1] = -128  # k's head stride: TMA strides are positive
     with pytest.raises(LaunchError, match="positive strides"):
         tma.pipeline_maps(spec.interface, values)

@@ -16,6 +16,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import teeny_tx.torch as ttx  # noqa: E402
 from teeny_tx import TeenyError  # noqa: E402
+from teeny_tx.library import sdpa  # noqa: E402
 from teeny_tx.library import torch_ops as ops  # noqa: E402
 
 from .conftest import UNIT_ROUNDOFF, assert_close_elementwise, dtype_name  # noqa: E402
@@ -767,13 +768,10 @@ def test_adamw_flat_steps_each_bucket_in_one_launch(monkeypatch):
     assert len(launches) == 2 and tuple(launches[0][0].shape) == (total,)
 
 
-@pytest.mark.skipif(
-    ops.FUSED_ATTENTION is None, reason="issue 10's attention wrappers are not in this tree"
-)
 @pytest.mark.parametrize("dtype,tol", [(torch.float16, 3e-3), (torch.bfloat16, 2e-2)], ids=str)
 def test_fused_attention_against_sdpa(dtype, tol):
     q, k, v = (_randn(1, 2, 37, 64, dtype=dtype, seed=s).requires_grad_() for s in range(3))
-    y = ttx.attention(q, k, v, True)
+    y = ttx.attention(q, k, v, causal=True)
     refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
     ref = F.scaled_dot_product_attention(*refs, is_causal=True)
     torch.testing.assert_close(y.float(), ref, rtol=tol, atol=tol)
@@ -783,12 +781,17 @@ def test_fused_attention_against_sdpa(dtype, tol):
     for t, r in zip((q, k, v), refs, strict=True):
         torch.testing.assert_close(t.grad.float(), r.grad, rtol=2 * tol, atol=2 * tol)
     torch.library.opcheck(
-        ops.FUSED_ATTENTION.custom_op,
+        sdpa.attention_op.custom_op,
         (
             q.detach().transpose(1, 2),
             k.detach().transpose(1, 2),
             v.detach().transpose(1, 2),
             True,
             0.125,
+            False,
+            -1,
+            -1,
+            0.0,
+            None,
         ),
     )

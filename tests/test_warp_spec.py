@@ -59,7 +59,7 @@ def test_the_attention_forward_is_warp_specialized(tma_attention):
     p = _loop(spec)
     ws = p.warp_spec
     assert ws is not None and spec.kernel.warp_spec_refused is None
-    assert [s.name for s in ws.slice] == ["pid_m", "bh", "b", "h", "hk", "hi"]
+    assert [s.name for s in ws.slice] == ["pid_m", "bh", "b", "h", "hk", "m0", "first", "last"]
     assert (ws.compute_threads, ws.producer_registers, ws.consumer_registers) == (256, 24, 240)
     assert spec.kernel.producer_warps == 4 and spec.block == (384, 1, 1)
 
@@ -319,7 +319,7 @@ def test_pingpong_takes_turns_at_each_dot(pingpong):
     src = spec.cuda_source
     compute = src.split("tx::hopper::consumer_registers<240>();")[1]
     assert "const int tx_warpgroup = tx::hopper::warpgroup();" in compute
-    loop = compute.split("for (int start = 0; start < hi; start = start + BN) {")[1]
+    loop = compute.split("for (int start = first; start < last; start = start + BN) {")[1]
     turn = "tx::hopper::named_barrier(2 + tx_warpgroup, 256);"
     pass_ = "tx::hopper::named_barrier_arrive(2 + (tx_warpgroup ^ 1), 256);"
     order = [line.strip().split("  //")[0] for line in loop.split("\n")]
@@ -389,7 +389,8 @@ def test_dq_is_warp_specialized(pingpong, d, warps, mode):
         **_attention_fwd_flags("f16", d, 1, 16 * warps, d, mode),
     )  # fmt: skip
     ws = _loop(spec).warp_spec
-    assert ws is not None and [s.name for s in ws.slice] == ["pid_m", "bh", "b", "h", "hk", "hi"]
+    slice_names = ["pid_m", "bh", "b", "h", "hk", "m0", "first", "last"]
+    assert ws is not None and [s.name for s in ws.slice] == slice_names
     assert ws.pingpong == (mode == 2)
     result = nvrtc.compile_with_log(
         spec.cuda_source, name="attention_bwd_dq", arch="sm_90a", headers=HEADERS,

@@ -11,7 +11,11 @@ typed as q, k, v. Each function checks its arguments (``LaunchError``) and launc
 current stream of the arrays' library (nothing waits for the device).
 
 ``causal=True`` masks key j > query i (torch's ``is_causal``: the triangle aligned at the top
-left). ``scale`` defaults to 1/sqrt(D). GPU launches take the fixed configs
+left); ``bottom_right=True`` aligns it (and ``window``) at the bottom right, FlashAttention's
+rule, j > i + N_kv - N_q; ``window=(left, right)`` keeps keys from ``left`` before the diagonal
+to ``right`` after it (-1: unbounded); ``softcap`` > 0 caps the scores at +-softcap with tanh
+(:func:`band`, :class:`_Band`). A query that sees no key gives 0 (lse +inf). ``scale``
+defaults to 1/sqrt(D). GPU launches take the fixed configs
 :data:`FORWARD`, :data:`BACKWARD_DKDV` and :data:`BACKWARD_DQ` (by head dim), or, with the
 module flag ``TUNE = True``, the fastest of each kernel's ``#pragma autotune`` configs (timed
 once per shape); the interpreter takes :data:`INTERPRET` (small tiles, the same kernels).
@@ -43,6 +47,18 @@ HEAD_DIMS = (64, 128)  # of the backward (and of the forward)
 # 2026-12-01, N=4096, TFLOP/s ours / cuDNN: fp16 485 / 622, causal 391 / 561, bf16 492 / 642).
 # The backward's two [BN, 256] f32 accumulators do not fit in the registers.
 FORWARD_HEAD_DIMS = (64, 128, 256)
+# The kernels' head-dim tiles: every head dim that is a multiple of 8 from 32 to 256 (to 128
+# for the backward) runs on the smallest tile that holds it, its columns past the head dim
+# masked in each load and store (DH < D: zeros in, nothing out), not copied; 32 is a tile of
+# its own (on 64's configs).
+TILES = (32, 64, 128, 256)
+
+
+def tile_of(d: int) -> int:
+    """The head-dim tile (the kernels' D) of head dim ``d``: the smallest in :data:`TILES`."""
+    return next((t for t in TILES if d <= t), 0)
+
+
 DTYPES = ("f16", "bf16")
 TUNE = False  # True: GPU launches through the kernels' #pragma autotune configs
 # GPU launches load the pipelined K/V (Q/dO) tiles with TMA (lower/pipeline.py) where the
@@ -72,6 +88,7 @@ class AttentionConfig(NamedTuple):
 # holds two [128, 128] f32 accumulators per 256 threads (ptxas spills about 100 bytes; 4 warps
 # of 64 x 64 or BM = 32 are slower), and its 3-stage ring does not fit in shared memory.
 FORWARD = {
+    32: AttentionConfig(128, 64, 8, 3),  # (64's; not measured)
     64: AttentionConfig(128, 64, 8, 3),
     128: AttentionConfig(128, 128, 8, 3),
     256: AttentionConfig(128, 64, 8, 2),  # 3 stages of 64 x 256 K and V do not fit
@@ -81,7 +98,11 @@ FORWARD = {
 # run several programs per SM (H200, 2026-12-01, fifth session, N=1024 fp16 causal, TFLOP/s,
 # FORWARD / 64 x 64: D=64 178 / 220, D=128 220 / 226; bench/sweep_attention.py --n 1024)
 SHORT = 1024
-FORWARD_SHORT_CAUSAL = {64: AttentionConfig(64, 64, 4, 2), 128: AttentionConfig(64, 64, 4, 2)}
+FORWARD_SHORT_CAUSAL = {
+    32: AttentionConfig(64, 64, 4, 2),
+    64: AttentionConfig(64, 64, 4, 2),
+    128: AttentionConfig(64, 64, 4, 2),
+}
 # the forward whose softmax of key block j + 1 runs while the product of block j does
 # (attention_fwd_overlap: deferred wgmma waits, lower/dot_plan.py); OVERLAP: the wrapper
 # launches it instead of attention_fwd (D = 64 and 128). Its prologue and epilogue products
@@ -98,18 +119,118 @@ OVERLAP = False
 # over a group's heads, which warp specialisation does not take (lower/warp_spec.py).
 WARP_SPECIALIZE: int | None = switches.read("ATTENTION_WS")
 FORWARD_OVERLAP = {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 64, 8, 3)}
-BACKWARD_DKDV = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
-BACKWARD_DQ = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(128, 128, 8)}
+BACKWARD_DKDV = {
+    32: AttentionConfig(64, 64, 4),
+    64: AttentionConfig(64, 64, 4),
+    128: AttentionConfig(64, 128, 8),
+}
+BACKWARD_DQ = {
+    32: AttentionConfig(64, 64, 4),
+    64: AttentionConfig(64, 64, 4),
+    128: AttentionConfig(128, 128, 8),
+}
 # dQ by f32 atomics (by head dim): the dK/dV kernel also adds each key block's dS K into an f32
 # buffer, which a cast kernel scales and writes as dq, instead of a dQ kernel of its own that
 # computes P and dS a second time; BACKWARD_DKDV_ATOMIC are that kernel's configs. Measured
 # slower at every case (H200, 2026-12-01, bench/sweep_attention.py --tables FIXED ATOMIC_DQ,
 # N=4096 fp16, TFLOP/s, two kernels / atomics): D=128 337 / 206, causal 308 / 169; D=64 270 /
 # 200, causal 246 / 148: the f32 adds move (N / BN) x N x D x 4 bytes per head through L2.
-ATOMIC_DQ = {64: False, 128: False}
-BACKWARD_DKDV_ATOMIC = {64: AttentionConfig(64, 64, 4), 128: AttentionConfig(64, 128, 8)}
+ATOMIC_DQ = {32: False, 64: False, 128: False}
+BACKWARD_DKDV_ATOMIC = {
+    32: AttentionConfig(64, 64, 4),
+    64: AttentionConfig(64, 64, 4),
+    128: AttentionConfig(64, 128, 8),
+}
 PREPROCESS_BM = 64
 INTERPRET = AttentionConfig(32, 32, 4)  # small tiles: the interpreter runs programs one by one
+
+
+UNBOUNDED = 1 << 30  # a band's side that bounds nothing (far past any sequence's length)
+
+
+def band(
+    n_q: int, n_kv: int, causal: bool, bottom_right: bool = False, window: tuple = (-1, -1)
+) -> tuple[int, int] | None:
+    """The keys query i sees, as offsets (lo, hi): i + lo <= j <= i + hi; None where every
+    query sees every key. The diagonal is j = i (top left, SDPA's ``is_causal``) or j = i +
+    n_kv - n_q (``bottom_right``: FlashAttention's alignment); ``causal`` ends the band at the
+    diagonal; ``window`` (left, right), -1 unbounded, keeps keys from ``left`` before to
+    ``right`` after it (FlashAttention's ``window_size``)."""
+    diagonal = n_kv - n_q if bottom_right else 0
+    left, right = (int(w) for w in window)
+    if causal:
+        right = 0 if right < 0 else min(right, 0)
+    lo = diagonal - left if left >= 0 else -UNBOUNDED
+    hi = diagonal + right if right >= 0 else UNBOUNDED
+    if lo <= 1 - n_q and hi >= n_kv - 1:
+        return None
+    return lo, hi
+
+
+def supports(
+    d: int,
+    *,
+    backward: bool = False,
+    band: tuple[int, int] | None = None,
+    softcap: bool = False,
+    gpu: bool = False,
+) -> bool:
+    """Whether the kernels take head dim ``d`` (forward, or forward and backward), the
+    ``band`` (:func:`band`; every band is taken) and a softcap (taken). Head dims: multiples
+    of 8 from 32 to 256 (to 128 with the backward) on the interpreter; on the GPU (``gpu``)
+    the tiles themselves only, 32, 64, 128 (and 256 for the forward): the padded forward
+    (DH < D) does not compile there yet (NVRTC: a zero-sized register array of the key index
+    tile, from the layouts of the column-masked K and V loads; 2026-12-02), and the padded
+    backward spills."""
+    top = max(HEAD_DIMS) if backward else max(FORWARD_HEAD_DIMS)
+    if gpu:
+        return d in TILES and d <= top
+    return d % 8 == 0 and 32 <= d <= top
+
+
+class _Band(NamedTuple):
+    """The kernels' mask and score options of one call: BAND with (lo, hi), SOFTCAP with
+    cap_in = scale / cap and cap_out = cap * log2(e)."""
+
+    band: tuple[int, int] | None
+    softcap: float
+
+    def constexprs(self) -> dict[str, int]:
+        return {"BAND": int(self.band is not None), "SOFTCAP": int(bool(self.softcap))}
+
+    def bounds(self) -> tuple[int, int]:
+        return self.band if self.band is not None else (-UNBOUNDED, UNBOUNDED)
+
+    def caps(self, scale: float) -> tuple[float, float]:
+        if not self.softcap:
+            return 0.0, 0.0
+        return scale / self.softcap, self.softcap * LOG2E
+
+    def top_left_causal(self) -> bool:
+        """Whether the band is at most the top-left triangle (the overlapped forward's
+        CAUSAL), with no softcap."""
+        return not self.softcap and self.band in (None, (-UNBOUNDED, 0))
+
+
+def _band_of(q: Any, k: Any, causal: bool, bottom_right: bool, window: Any, softcap: Any) -> _Band:
+    """The call's :class:`_Band`, from the shapes of q and k (unchecked: the shape checks come
+    after and say what is wrong)."""
+    try:
+        softcap = float(softcap)
+        left, right = (int(w) for w in window)
+    except (TypeError, ValueError):
+        raise LaunchError(
+            f"attention: window must be a pair of ints and softcap a number, got {window!r} "
+            f"and {softcap!r}"
+        ) from None
+    if not math.isfinite(softcap) or softcap < 0:
+        raise LaunchError(f"attention: softcap must be a finite number >= 0, got {softcap}")
+    if left < -1 or right < -1:
+        raise LaunchError(f"attention: window entries must be >= -1 (-1: unbounded), got {window}")
+    shape_q, shape_k = tuple(getattr(q, "shape", ())), tuple(getattr(k, "shape", ()))
+    if len(shape_q) != 4 or len(shape_k) != 4:
+        return _Band(None, softcap)
+    return _Band(band(shape_q[1], shape_k[1], causal, bottom_right, (left, right)), softcap)
 
 
 def _strides4(arrays: Arrays, a: Any) -> tuple[int, int, int, int]:
@@ -139,9 +260,9 @@ def _check(fn: str, named: dict[str, Any], interpret: bool) -> tuple[Arrays, dic
 
 
 def _qkv(
-    arrays: Arrays, shapes: dict[str, tuple], head_dims: tuple[int, ...] = HEAD_DIMS
+    arrays: Arrays, shapes: dict[str, tuple], backward: bool = True
 ) -> tuple[int, int, int, int, int, int]:
-    """(B, N_q, N_kv, H_q, H_kv, D), checked; D one of ``head_dims``."""
+    """(B, N_q, N_kv, H_q, H_kv, D), checked; D one :func:`supports` takes."""
     b, n_q, h_q, d = shapes["q"]
     if shapes["k"] != shapes["v"]:
         raise arrays.error(f"k has shape {shapes['k']} but v has {shapes['v']}; they must match")
@@ -150,9 +271,16 @@ def _qkv(
         raise arrays.error(f"q has batch {b} but k and v have {bk}")
     if dk != d:
         raise arrays.error(f"q has head_dim {d} but k and v have {dk}")
-    if d not in head_dims:
-        hint = " (256: the forward only)" if d in FORWARD_HEAD_DIMS else ""
-        raise arrays.error(f"head_dim {d} is not supported{hint}; this takes {head_dims}")
+    gpu = arrays.kind != "numpy"
+    if not supports(d, backward=backward, gpu=gpu):
+        hint = " (above 128: the forward only)" if supports(d, gpu=gpu) else ""
+        top = max(HEAD_DIMS if backward else FORWARD_HEAD_DIMS)
+        takes = (
+            f"{tuple(t for t in TILES if t <= top)} on the GPU"
+            if gpu
+            else f"multiples of 8 from 32 to {top}"
+        )
+        raise arrays.error(f"head_dim {d} is not supported{hint}; this takes {takes}")
     if h_kv == 0 or h_q % h_kv:
         raise arrays.error(
             f"q has {h_q} heads and k, v have {h_kv}: the number of key/value heads must divide "
@@ -284,7 +412,7 @@ def _settings(q: Any, *tables: dict) -> tuple:
     """What a plan's launches were chosen by besides the arrays: the module's flags and the
     config tables' entries for q's head dim (a plan made under other settings never replays)."""
     shape = getattr(q, "shape", ())
-    d = shape[-1] if shape else None
+    d = tile_of(shape[-1]) if shape else None
     settings = (TMA, TUNE, OVERLAP, SHORT, WARP_SPECIALIZE)
     return (*settings, *(table.get(d) for table in tables))
 
@@ -310,51 +438,91 @@ def attention(
     causal: bool = False,
     scale: float | None = None,
     *,
+    bottom_right: bool = False,
+    window: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    alibi_slopes: Any = None,
     interpret: bool = False,
 ) -> tuple[Any, Any]:
     """(o, lse): o = softmax(scale * q k^T [+ causal mask]) v per batch and head, lse f32
     [B, H_q, N_q] = log(sum(exp(scale * q k^T))) per row. q [B, N_q, H_q, D], k and v
-    [B, N_kv, H_kv, D]."""
-    options = (bool(causal), scale, *_settings(q, FORWARD, FORWARD_OVERLAP, FORWARD_SHORT_CAUSAL))
-    hit = replay(interpret, "attention", (q, k, v), *options)
+    [B, N_kv, H_kv, D]. ``bottom_right``, ``window``: the band of keys each query sees
+    (:func:`band`); ``softcap`` > 0: softcap * tanh(scale * q k^T / softcap) as the scores;
+    ``alibi_slopes`` (f32 [H_q] or [B, H_q]): the scores less slope * |i + diagonal - j|."""
+    mask = _band_of(q, k, causal, bottom_right, window, softcap)
+    tables = (FORWARD, FORWARD_OVERLAP, FORWARD_SHORT_CAUSAL)
+    options = (mask, scale, alibi_slopes is not None, *_settings(q, *tables))
+    inputs = (q, k, v) + (() if alibi_slopes is None else (alibi_slopes,))
+    hit = replay(interpret, "attention", inputs, *options)
     if hit is not None:
-        return hit(q, k, v)
+        return hit(*inputs)
     arrays, shapes = _check("attention", {"q": q, "k": k, "v": v}, interpret)
-    b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes, FORWARD_HEAD_DIMS)
-    _, qk_scale = _scales(d, scale)
+    b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes, backward=False)
+    tile = tile_of(d)
+    scale, qk_scale = _scales(d, scale)
     dtype = arrays.dtype(q)
     kernels = module("attention.c")
-    overlap = OVERLAP and d in FORWARD_OVERLAP  # D = 256: its scratch and ring do not fit
+    # D = 256: its scratch and ring do not fit; the overlapped forward takes no band but the
+    # top-left triangle, and no softcap
+    overlap = OVERLAP and d in FORWARD_OVERLAP and mask.top_left_causal()  # (d == its tile)
+    overlap = overlap and alibi_slopes is None
+    alibi = _alibi(arrays, alibi_slopes, b, h_q, n_q, n_kv, bottom_right)
     kernel = kernels.attention_fwd_overlap if overlap else kernels.attention_fwd
-    config = _forward_config(d, bool(causal), n_kv, overlap)
+    config = _forward_config(tile, mask.band is not None, n_kv, overlap)
     ws = config.warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
-    extra = {} if overlap else {"WARP_SPECIALIZE": int(ws)}
     alloc_o = arrays.allocator((b, n_q, h_q, d), dtype)
     alloc_lse = arrays.allocator((b, h_q, n_q), "f32")
-    rest = (n_q, n_kv, h_q, h_q // h_kv)
-    rest += _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
-    rest += _strides_of((b, n_q, h_q, d)) + (qk_scale,)
+    strides = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
+    strides += _strides_of((b, n_q, h_q, d))
+    if overlap:
+        rest = (n_q, n_kv, h_q, h_q // h_kv, *strides, qk_scale)
+        extra = {"CAUSAL": int(mask.band is not None)}
+    else:
+        rest = (n_q, n_kv, h_q, h_q // h_kv, *mask.bounds(), *strides, qk_scale)
+        rest += mask.caps(scale)
+        extra = {"WARP_SPECIALIZE": int(ws), "DH": d, **mask.constexprs()}
+        extra["ALIBI"] = int(alibi_slopes is not None)
     first = _Pipelined(
         _Where.of(arrays),
         kernel,
         lambda meta: (cdiv(n_q, meta["BM"]), b * h_q, 1),
         config,
-        CAUSAL=int(bool(causal)),
         BF16=int(dtype == "bf16"),
-        D=d,
+        D=tile,
         **extra,
     )
 
     def make(launch):
-        def plan(q, k, v):
+        def plan(q, k, v, *slopes):
             o, lse = alloc_o(), alloc_lse()
-            launch(o, lse, q, k, v, *rest)
+            if overlap:
+                launch(o, lse, q, k, v, *rest)
+            else:  # (without ALiBi the kernel never reads its slopes: lse stands in)
+                launch(o, lse, q, k, v, *rest, slopes[0] if slopes else lse, *alibi)
             return o, lse
 
         return plan
 
-    key = plan_key(interpret, "attention", (q, k, v), *options)
-    return planned(key, arrays, make, (first,), q, k, v)
+    key = plan_key(interpret, "attention", inputs, *options)
+    return planned(key, arrays, make, (first,), *inputs)
+
+
+def _alibi(
+    arrays: Arrays, slopes: Any, b: int, h_q: int, n_q: int, n_kv: int, bottom_right: bool
+) -> tuple[int, int]:
+    """(ssb, alibi_off) of the kernels for ALiBi slopes (f32 [H_q] or [B, H_q], checked)."""
+    if slopes is None:
+        return 0, 0
+    if type(slopes) is not type(arrays.first):
+        raise arrays.error("alibi_slopes must be an array of the same library as q")
+    shape = tuple(slopes.shape)
+    if shape not in ((h_q,), (b, h_q)):
+        raise arrays.error(f"alibi_slopes must have shape {(h_q,)} or {(b, h_q)}, got {shape}")
+    arrays.check_dtype(slopes, "alibi_slopes", ("f32",))
+    strides = arrays.strides(slopes)
+    if strides[-1] != 1:
+        raise arrays.error("alibi_slopes must be contiguous in its last dimension")
+    return (strides[0] if len(shape) == 2 else 0), (n_kv - n_q if bottom_right else 0)
 
 
 def attention_backward(
@@ -367,13 +535,18 @@ def attention_backward(
     causal: bool = False,
     scale: float | None = None,
     *,
+    bottom_right: bool = False,
+    window: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    alibi_slopes: Any = None,
     interpret: bool = False,
 ) -> tuple[Any, Any, Any]:
     """(dq, dk, dv), the gradients of :func:`attention`'s o for the output gradient ``do``,
-    from its inputs and its outputs ``o`` and ``lse`` (the same causal and scale)."""
+    from its inputs and its outputs ``o`` and ``lse`` (the same causal, scale and options)."""
+    mask = _band_of(q, k, causal, bottom_right, window, softcap)
     tables = (BACKWARD_DKDV, BACKWARD_DQ, BACKWARD_DKDV_ATOMIC, ATOMIC_DQ)
-    options = (bool(causal), scale, *_settings(q, *tables))
-    inputs = (do, q, k, v, o, lse)
+    options = (mask, scale, alibi_slopes is not None, *_settings(q, *tables))
+    inputs = (do, q, k, v, o, lse) + (() if alibi_slopes is None else (alibi_slopes,))
     hit = replay(interpret, "attention_backward", inputs, *options)
     if hit is not None:
         return hit(*inputs)
@@ -381,6 +554,7 @@ def attention_backward(
         "attention_backward", {"do": do, "q": q, "k": k, "v": v, "o": o}, interpret
     )
     b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes)
+    tile = tile_of(d)
     for name in ("o", "do"):
         if shapes[name] != shapes["q"]:
             raise arrays.error(f"{name} has shape {shapes[name]} but q has {shapes['q']}")
@@ -392,49 +566,53 @@ def attention_backward(
     scale, qk_scale = _scales(d, scale)
     dtype = arrays.dtype(q)
     mod = module("attention.c")
-    flags = {"CAUSAL": int(bool(causal)), "BF16": int(dtype == "bf16"), "D": d}
+    flags = {**mask.constexprs(), "BF16": int(dtype == "bf16"), "D": tile, "DH": d}
+    flags["ALIBI"] = int(alibi_slopes is not None)
+    alibi = _alibi(arrays, alibi_slopes, b, h_q, n_q, n_kv, bottom_right)
+    band_args = (*mask.caps(scale), *mask.bounds())
     group = h_q // h_kv
-    atomic = ATOMIC_DQ[d]
+    atomic = ATOMIC_DQ[tile]
     where = _Where.of(arrays)
     alloc_dq = arrays.allocator((b, n_q, h_q, d), dtype)
     alloc_kv = arrays.allocator((b, n_kv, h_kv, d), dtype)
     alloc_rows = arrays.allocator((b, h_q, n_q), "f32")
     # the f32 rows dQ is added into (ATOMIC_DQ), [B, H_q, N_q, D]; without atomics the
     # kernel never touches its dq_acc argument, which is then delta
-    alloc_acc = arrays.allocator((b, h_q, n_q, d), "f32") if atomic else None
+    alloc_acc = arrays.allocator((b, h_q, n_q, tile), "f32") if atomic else None
     empty = 0 in (b, n_q, h_q)
     q_strides, kv_strides = _strides_of((b, n_q, h_q, d)), _strides_of((b, n_kv, h_kv, d))
     pre_rest = (n_q, h_q) + _strides4(arrays, o) + _strides4(arrays, do)
     qkv = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
     qkv += _strides4(arrays, do)
     dkdv_rest = (n_q, n_kv, h_q, h_kv, group) + qkv + kv_strides + kv_strides
-    dkdv_rest += (qk_scale, scale)
+    dkdv_rest += (qk_scale, scale, *band_args)
     rows_grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
-    dq_ws = BACKWARD_DQ[d].warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
+    dq_ws = BACKWARD_DQ[tile].warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
     launches = (
-        Launch(arrays, mod.attention_bwd_preprocess, rows_grid, 4, D=d, BM=PREPROCESS_BM),
+        Launch(arrays, mod.attention_bwd_preprocess, rows_grid, 4, D=tile, DH=d, BM=PREPROCESS_BM),
         _Pipelined(
             where,
             mod.attention_bwd_dkdv,
             lambda meta: (cdiv(n_kv, meta["BN"]), b * h_kv, 1),
-            (BACKWARD_DKDV_ATOMIC if atomic else BACKWARD_DKDV)[d],
+            (BACKWARD_DKDV_ATOMIC if atomic else BACKWARD_DKDV)[tile],
             ATOMIC_DQ=int(atomic),
             **flags,
         ),
-        Launch(arrays, mod.attention_bwd_dq_cast, rows_grid, 4, D=d, BM=PREPROCESS_BM)
+        Launch(arrays, mod.attention_bwd_dq_cast, rows_grid, 4, D=tile, DH=d, BM=PREPROCESS_BM)
         if atomic
         else _Pipelined(
             where,
             mod.attention_bwd_dq,
             lambda meta: (cdiv(n_q, meta["BM"]), b * h_q, 1),
-            BACKWARD_DQ[d],
+            BACKWARD_DQ[tile],
             WARP_SPECIALIZE=int(dq_ws),
             **flags,
         ),
     )
 
     def make(preprocess, dkdv, last):
-        def plan(do, q, k, v, o, lse):
+        def plan(do, q, k, v, o, lse, *slopes):
+            ab = (slopes[0] if slopes else lse, *alibi)  # (lse: never read without ALiBi)
             dq, dk, dv, delta = alloc_dq(), alloc_kv(), alloc_kv(), alloc_rows()
             if empty:
                 _zero(where.kind, dk, dv)
@@ -444,7 +622,7 @@ def attention_backward(
             if alloc_acc is not None:
                 dq_acc = alloc_acc()
                 _zero(where.kind, dq_acc)
-            dkdv(dk, dv, q, k, v, do, lse, delta, dq_acc, *dkdv_rest)
+            dkdv(dk, dv, q, k, v, do, lse, delta, dq_acc, *dkdv_rest, *ab)
             if alloc_acc is not None:
                 last(dq, dq_acc, n_q, h_q, *q_strides, scale)
             else:
@@ -464,6 +642,8 @@ def attention_backward(
                     *q_strides,
                     qk_scale,
                     scale,
+                    *band_args,
+                    *ab,
                 )
             return dq, dk, dv
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import fused
+from . import fused, sdpa
 from . import torch_ops as ops
 
 
@@ -135,7 +135,7 @@ class Attention(nn.Module):
     3E)), causal (or not) attention of ``heads`` heads, and the output projection (``proj``).
     Parameters: ``qkv.weight``, ``qkv.bias``, ``proj.weight``, ``proj.bias``; the same layout
     as a GPT-2 block's ``c_attn`` / ``c_proj`` (transposed: torch's Linear convention).
-    Attention itself is :func:`teeny_tx.library.torch_ops.attention`."""
+    Attention itself is :func:`teeny_tx.library.sdpa.attention`."""
 
     def __init__(
         self,
@@ -156,7 +156,7 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, n, e = x.shape
         qkv = self.qkv(x).view(b, n, 3, self.heads, e // self.heads).permute(2, 0, 3, 1, 4)
-        y = ops.attention(qkv[0], qkv[1], qkv[2], self.causal)
+        y = sdpa.attention(qkv[0], qkv[1], qkv[2], causal=self.causal)
         return self.proj(y.transpose(1, 2).reshape(b, n, e))
 
 

@@ -785,83 +785,11 @@ def _swiglu_grad(ctx, dy):
 swiglu_op.register_autograd(_swiglu_grad, setup_context=_save_inputs)
 
 
-# ---------------------------------------------------------------- attention (registration point)
+# ---------------------------------------------------------------- attention
 #
-# ATTENTION: helper "attention" (issue 10) lands teeny_tx/library/attention.py (wrappers
-# attention / attention_backward over kernels/attention.c: q [B, N, H, D], f16/bf16, D 64 or
-# 128). register_attention() makes them teeny_tx::attention and teeny_tx::attention_backward;
-# it runs at import when that module is importable, and attention() below takes the fused op
-# wherever its kernels apply (else it composes bmm, the causal mask and softmax).
+# teeny_tx/library/sdpa.py: the ops teeny_tx::attention and teeny_tx::attention_backward
+# (kernels/attention.c), scaled_dot_product_attention, attention and flash_attn_func.
 # --------------------------------------------------------------------------------------------
-
-FUSED_ATTENTION: Any = None  # the registered op, once register_attention() has run
-_FUSED_DTYPES = (torch.float16, torch.bfloat16)
-_FUSED_HEAD_DIMS = (64, 128)
-
-
-def register_attention(library: Any) -> Any:
-    """Register ``library.attention`` / ``library.attention_backward`` (the array-level
-    FlashAttention wrappers) as teeny_tx::attention and teeny_tx::attention_backward."""
-    global FUSED_ATTENTION
-
-    @library_op("attention")
-    def attention_op(
-        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(o [B, N_q, H_q, D], lse f32 [B, H_q, N_q]) for q [B, N_q, H_q, D], k and v
-        [B, N_kv, H_kv, D]."""
-        return run("attention", library.attention, q, k, v, causal, scale)
-
-    @fake(attention_op)
-    def _(q, k, v, causal, scale):
-        b, n, h, _ = q.shape
-        return q.new_empty(q.shape), q.new_empty((b, h, n), dtype=torch.float32)
-
-    @library_op("attention_backward")
-    def attention_backward_op(
-        do: torch.Tensor,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        o: torch.Tensor,
-        lse: torch.Tensor,
-        causal: bool,
-        scale: float,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return run(
-            "attention_backward", library.attention_backward, do, q, k, v, o, lse, causal, scale
-        )
-
-    @fake(attention_backward_op)
-    def _(do, q, k, v, o, lse, causal, scale):
-        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
-
-    def setup(ctx, inputs, output):
-        q, k, v, causal, scale = inputs
-        ctx.causal, ctx.scale = causal, scale
-        ctx.save_for_backward(q, k, v, *output)
-        ctx.mark_non_differentiable(output[1])
-
-    def grad(ctx, do, _dlse):
-        q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = attention_backward_op(dense(do), q, k, v, o, lse, ctx.causal, ctx.scale)
-        return dq, dk, dv, None, None
-
-    attention_op.register_autograd(grad, setup_context=setup)
-    FUSED_ATTENTION = attention_op
-    return attention_op
-
-
-def _attention_library() -> Any:
-    try:
-        from . import attention as library  # present once issue 10 lands
-    except ImportError:
-        return None
-    return library if hasattr(library, "attention_backward") else None
-
-
-if _attention_library() is not None:
-    register_attention(_attention_library())
 
 
 # ---------------------------------------------------------------- functional forms
@@ -1043,25 +971,3 @@ def relu(x: torch.Tensor) -> torch.Tensor:
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """F.silu(gate) * up (kernels/gelu.c)."""
     return swiglu_op(gate, up)
-
-
-def attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True
-) -> torch.Tensor:
-    """softmax(q @ k^T / sqrt(D) + causal mask) @ v for q, k, v [B, H, N, D]
-    (F.scaled_dot_product_attention's layout and ``is_causal``). The fused FlashAttention op
-    where it applies (f16/bf16, D 64 or 128, once registered); else composed of bmm, one torch
-    masked_fill for the causal mask, and softmax."""
-    b, h, n, d = q.shape
-    fused_ok = q.dtype in _FUSED_DTYPES and d in _FUSED_HEAD_DIMS and k.shape == q.shape
-    if FUSED_ATTENTION is not None and fused_ok:
-        o, _ = FUSED_ATTENTION(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal, d**-0.5
-        )
-        return o.transpose(1, 2)
-    qf, kf, vf = (t.reshape(b * h, n, d) for t in (q, k, v))
-    scores = bmm_op(qf, kf.transpose(1, 2)) * (d**-0.5)
-    if causal:
-        mask = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
-        scores = scores.masked_fill(mask, float("-inf"))
-    return bmm_op(softmax_op(scores), vf).view(b, h, n, d)
