@@ -10,6 +10,8 @@ warmed up, CUDA-graph capture. See docs/graph-ops.md.
 
 from __future__ import annotations
 
+from .library import families
+from .library.families import *  # noqa: F403  (the generated families: elu, ELU, ...)
 from .library.graph_ops import Launch, op
 from .library.modules import (
     GELU,
@@ -72,3 +74,4 @@ __all__ = [
     "softmax",
     "swiglu",
 ]
+__all__ += families.__all__
