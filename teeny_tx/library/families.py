@@ -4,9 +4,11 @@ a ``torch.nn``-named Module drop-in, and a line of the docs' reference (docs/fam
 
 Input: :data:`POINTWISE`, the rows of the pointwise activation family, whose kernels are
 ``kernels/pointwise.c``'s ``pointwise_fwd`` / ``pointwise_bwd`` (a row's ``act`` is their
-``ACT`` constexpr; its parameters are their scalars ``a`` and ``b``, in order). Output:
-:data:`FUNCTIONS` (``"elu"`` -> ``teeny_tx.torch.elu``), :data:`MODULES` (``"ELU"`` ->
-``teeny_tx.torch.ELU``) and :func:`docs_table`. The ops are made through
+``ACT`` constexpr; its parameters are their scalars ``a`` and ``b``, in order), and
+:data:`LOSSES`, the pointwise losses with torch's reductions, on ``kernels/losses.c`` (a row's
+``loss`` is their ``LOSS``). Output: :data:`FUNCTIONS` (``"elu"`` -> ``teeny_tx.torch.elu``,
+``"mse_loss"`` -> ``teeny_tx.torch.mse_loss``), :data:`MODULES` (``"ELU"`` ->
+``teeny_tx.torch.ELU``, ``"MSELoss"``) and :func:`docs_table`. The ops are made through
 :func:`teeny_tx.library.graph_ops.op`, so CUDA tensors run on the GPU and CPU tensors on the
 interpreter, under autograd and ``torch.compile`` alike. Adding an activation is a row here and
 a branch of each helper in ``kernels/pointwise.c``.
@@ -30,6 +32,8 @@ from .torch_ops import LIB
 
 BLOCK = 1024
 KERNEL_FILE = "pointwise.c"
+LOSS_FILE = "losses.c"
+REDUCTIONS = ("none", "mean", "sum")
 
 
 @dataclass(frozen=True)
@@ -183,49 +187,226 @@ def _make_module(row: Pointwise, function: Callable) -> type[nn.Module]:
     )
 
 
+@dataclass(frozen=True)
+class Loss:
+    """One loss of the loss family: ``name`` (torch.nn.functional's), ``module`` (the
+    ``torch.nn`` class), ``loss`` (the kernels' LOSS), ``params`` ((name, torch's default), at
+    most one: the kernels' ``a``), and the formulas of the elementwise loss and its gradient
+    in the input, for the docs."""
+
+    name: str
+    module: str
+    loss: int
+    params: tuple[tuple[str, float], ...]
+    forward: str
+    backward: str
+
+    @property
+    def reference(self) -> Callable[..., torch.Tensor]:
+        """torch's functional form (``torch.nn.functional.<name>``)."""
+        return getattr(torch.nn.functional, self.name)
+
+
+LOSSES: tuple[Loss, ...] = (
+    Loss("mse_loss", "MSELoss", 1, (), "(x - t)^2", "2 (x - t)"),
+    Loss("l1_loss", "L1Loss", 2, (), "abs(x - t)", "sign(x - t)"),
+    Loss("smooth_l1_loss", "SmoothL1Loss", 3, (("beta", 1.0),),
+         "d^2 / (2 beta) if abs(d) < beta else abs(d) - beta / 2, d = x - t",
+         "d / beta if abs(d) < beta else sign(d)"),
+    Loss("huber_loss", "HuberLoss", 4, (("delta", 1.0),),
+         "d^2 / 2 if abs(d) < delta else delta (abs(d) - delta / 2), d = x - t",
+         "d if abs(d) < delta else delta sign(d)"),
+    Loss("binary_cross_entropy_with_logits", "BCEWithLogitsLoss", 5, (),
+         "(1 - t) x + log(1 + e^-x)", "sigmoid(x) - t (target: -x)"),
+)  # fmt: skip
+
+
+def _acc_dtype(x: torch.Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _check_loss(name: str, x: torch.Tensor, target: torch.Tensor, reduction: str) -> None:
+    where = f"teeny_tx.torch.{name}"
+    if not x.is_floating_point() or x.dtype != target.dtype:
+        raise TeenyError(
+            f"{where}: input and target must be float tensors of one dtype, not "
+            f"{x.dtype} and {target.dtype}"
+        )
+    if x.shape != target.shape:
+        raise TeenyError(
+            f"{where}: input {tuple(x.shape)} and target {tuple(target.shape)} differ in shape "
+            "(broadcasting is not supported)"
+        )
+    if reduction not in REDUCTIONS:
+        raise TeenyError(f"{where}: reduction must be one of {REDUCTIONS}, not {reduction!r}")
+
+
+def _make_loss_op(row: Loss) -> Callable[..., torch.Tensor]:
+    """The custom op ``teeny_tx::<row.name>``: losses.c's kernels forward and backward."""
+    k = len(row.params)
+
+    def forward(launch: Launch, x: torch.Tensor, target: torch.Tensor, *rest: Any) -> torch.Tensor:
+        values, reduction = rest[:k], rest[k]
+        _check_loss(row.name, x, target, reduction)
+        x, target = x.contiguous(), target.contiguous()
+        n, (a, _) = x.numel(), _scalars(values)
+        kernels = module(LOSS_FILE)
+        if reduction == "none":
+            out = torch.empty_like(x)
+            if n:
+                launch(kernels.loss_none, (cdiv(n, BLOCK),), out, x, target, a, n,
+                       LOSS=row.loss, BLOCK=BLOCK)  # fmt: skip
+            return out
+        count = float(n) if reduction == "mean" else 1.0
+        if not n:  # torch: the mean of nothing is NaN, the sum 0
+            return x.new_full((), float("nan") if reduction == "mean" else 0.0)
+        parts = cdiv(n, BLOCK)
+        part = x.new_empty(parts, dtype=_acc_dtype(x))
+        out = x.new_empty(())
+        launch(kernels.loss_partial, (parts,), part, x, target, a, n, LOSS=row.loss, BLOCK=BLOCK)
+        launch(kernels.loss_total, (1,), out, part, parts, count, BLOCK=BLOCK)
+        return out
+
+    def backward(
+        launch: Launch, x: torch.Tensor, target: torch.Tensor, *rest: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        values, reduction, grad = rest[:k], rest[k], rest[k + 2]
+        x, target = x.contiguous(), target.contiguous()
+        n, (a, _) = x.numel(), _scalars(values)
+        dx, dt = torch.empty_like(x), torch.empty_like(target)
+        if n:
+            count = float(n) if reduction == "mean" else 1.0
+            launch(module(LOSS_FILE).loss_bwd, (cdiv(n, BLOCK),), dx, dt, x, target,
+                   grad.contiguous(), a, count, n, LOSS=row.loss,
+                   REDUCED=int(reduction != "none"), BLOCK=BLOCK)  # fmt: skip
+        return dx, dt
+
+    params = (
+        [_param("x", torch.Tensor), _param("target", torch.Tensor)]
+        + [_param(p, float) for p, _ in row.params]
+        + [_param("reduction", str)]
+    )
+    grads = [_param("out_0", torch.Tensor), _param("grad_0", torch.Tensor)]
+    return op(
+        f"{LIB}::{row.name}",
+        _typed(forward, params, torch.Tensor),
+        _typed(backward, params + grads, tuple[torch.Tensor, torch.Tensor]),
+        grads_for=("x", "target"),
+    )
+
+
+def _make_loss_function(row: Loss, custom: Callable[..., torch.Tensor]) -> Callable:
+    """The functional form: ``(input, target, *, reduction='mean', <parameters>)``, torch's
+    names and defaults, keyword-only past the target (torch's positional orders differ)."""
+
+    def function(input: torch.Tensor, target: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        bound = signature.bind(input, target, **kwargs)
+        bound.apply_defaults()
+        values = [float(bound.arguments[p]) for p, _ in row.params]
+        return custom(input, target, *values, bound.arguments["reduction"])
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    signature = inspect.Signature(
+        [_param("input", torch.Tensor), _param("target", torch.Tensor)]
+        + [inspect.Parameter("reduction", keyword, default="mean", annotation=str)]
+        + [inspect.Parameter(p, keyword, default=d, annotation=float) for p, d in row.params],
+        return_annotation=torch.Tensor,
+    )
+    function.__signature__ = signature  # type: ignore[attr-defined]
+    function.__name__ = function.__qualname__ = row.name
+    function.__doc__ = (
+        f"torch.nn.functional.{row.name} on kernels/{LOSS_FILE} (LOSS={row.loss}), with the "
+        f"gradients of input and target: l = {row.forward}; dl/dx = {row.backward}."
+    )
+    return function
+
+
+def _make_loss_module(row: Loss, function: Callable) -> type[nn.Module]:
+    """A subclass of ``torch.nn.<row.module>`` (same constructor, attributes and repr) whose
+    forward is the family's op; BCEWithLogitsLoss's ``weight`` and ``pos_weight`` are refused."""
+    base = getattr(nn, row.module)
+
+    def forward(self: Any, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        for extra in ("weight", "pos_weight"):
+            if getattr(self, extra, None) is not None:
+                raise TeenyError(f"teeny_tx.torch.{row.module}: {extra} is not supported")
+        params = {p: getattr(self, p) for p, _ in row.params}
+        return function(input, target, reduction=self.reduction, **params)
+
+    return type(
+        row.module,
+        (base,),
+        {
+            "forward": forward,
+            "__module__": "teeny_tx.torch",
+            "__doc__": f"torch.nn.{row.module} on kernels/{LOSS_FILE} (forward and backward).",
+        },
+    )
+
+
 OPS: dict[str, Callable[..., torch.Tensor]] = {r.name: _make_op(r) for r in POINTWISE}
+OPS |= {r.name: _make_loss_op(r) for r in LOSSES}
 FUNCTIONS: dict[str, Callable[..., torch.Tensor]] = {
     r.name: _make_function(r, OPS[r.name]) for r in POINTWISE
 }
+FUNCTIONS |= {r.name: _make_loss_function(r, OPS[r.name]) for r in LOSSES}
 MODULES: dict[str, type[nn.Module]] = {
     r.module: _make_module(r, FUNCTIONS[r.name]) for r in POINTWISE
 }
+MODULES |= {r.module: _make_loss_module(r, FUNCTIONS[r.name]) for r in LOSSES}
 # the generated names as this module's (teeny_tx.torch re-exports them: teeny_tx.torch.elu, .ELU)
 globals().update(FUNCTIONS)
 globals().update(MODULES)
 __all__ = [*FUNCTIONS, *MODULES]
 
-DOCS_BEGIN = "<!-- generated: families.pointwise (python -m teeny_tx.library.families) -->"
+FAMILIES = ("pointwise", "losses")
 DOCS_END = "<!-- end generated -->"
 
 
-def docs_table() -> str:
-    """The docs' reference of the pointwise family, one line per row (docs/families.md)."""
-    lines = [
-        "| Op | Module | Parameters (torch's defaults) | Forward y | Backward dy/dx | ACT |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in POINTWISE:
+def docs_begin(family: str) -> str:
+    """The marker line that opens ``family``'s generated table in the docs."""
+    return f"<!-- generated: families.{family} (python -m teeny_tx.library.families) -->"
+
+
+def docs_table(family: str = "pointwise") -> str:
+    """The docs' reference of ``family``, one line per row (docs/families.md)."""
+    if family == "losses":
+        lines = [
+            "| Op | Module | Parameters (torch's defaults) | Loss l(x, t) | dl/dx | LOSS |",
+            "|---|---|---|---|---|---|",
+        ]
+        rows: tuple[Pointwise | Loss, ...] = LOSSES
+    else:
+        lines = [
+            "| Op | Module | Parameters (torch's defaults) | Forward y | Backward dy/dx | ACT |",
+            "|---|---|---|---|---|---|",
+        ]
+        rows = POINTWISE
+    for r in rows:
         params = ", ".join(f"`{p}={d}`" for p, d in r.params) or "none"
+        number = r.loss if isinstance(r, Loss) else r.act
         lines.append(
-            f"| `{r.name}` | `{r.module}` | {params} | {r.forward} | {r.backward} | {r.act} |"
+            f"| `{r.name}` | `{r.module}` | {params} | {r.forward} | {r.backward} | {number} |"
         )
     return "\n".join(lines)
 
 
-def docs_section() -> str:
+def docs_section(family: str = "pointwise") -> str:
     """:func:`docs_table` between the markers the docs page holds it in."""
-    return f"{DOCS_BEGIN}\n{docs_table()}\n{DOCS_END}"
+    return f"{docs_begin(family)}\n{docs_table(family)}\n{DOCS_END}"
 
 
 def rewrite_docs(text: str) -> str:
-    """``text`` (a docs page holding the markers) with the generated section brought up to date."""
-    head, _, rest = text.partition(DOCS_BEGIN)
-    _, _, tail = rest.partition(DOCS_END)
-    return head + docs_section() + tail
+    """``text`` (a docs page holding the markers) with every generated section up to date."""
+    for family in FAMILIES:
+        head, found, rest = text.partition(docs_begin(family))
+        if found:
+            _, _, tail = rest.partition(DOCS_END)
+            text = head + docs_section(family) + tail
+    return text
 
 
-if __name__ == "__main__":  # regenerate docs/families.md's table in place
+if __name__ == "__main__":  # regenerate docs/families.md's tables in place
     import pathlib
     import sys
 

@@ -1,6 +1,7 @@
 """The pointwise activation family (kernels/pointwise.c) on CUDA tensors: every row's forward
 and gradient against torch's, for f32, f16 and bf16, odd sizes and a strided view, with
-torch's default and other parameters; a Module drop-in under torch.compile(fullgraph=True)."""
+torch's default and other parameters; Module drop-ins under torch.compile(fullgraph=True); the
+loss family (kernels/losses.c: every row and reduction, forward and both gradients) likewise."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from teeny_tx.library import families  # noqa: E402
 
 from ..conftest import stable_seed  # noqa: E402
 from ..test_families import IDS, OTHER, ROWS, cases  # noqa: E402
+from ..test_families_losses import OTHER as LOSS_OTHER  # noqa: E402
 
 DEV = "cuda"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -73,3 +75,40 @@ def test_compiled_drop_ins_fullgraph():
     want.sum().backward()
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(grad, x.grad, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- the loss family
+
+LOSS_ROWS = families.LOSSES
+
+
+@pytest.mark.parametrize("row", LOSS_ROWS, ids=[r.name for r in LOSS_ROWS])
+@pytest.mark.parametrize("reduction", families.REDUCTIONS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(1,), (1001,), (129, 67)])
+def test_losses_forward_and_gradients_match_torch(row, reduction, dtype, shape):
+    tol = TOL[dtype]
+    g = torch.Generator().manual_seed(stable_seed(row.name, reduction, shape, str(dtype)))
+    x0 = torch.randn(shape, generator=g).to(DEV, dtype)
+    t0 = torch.rand(shape, generator=g).to(DEV, dtype)
+    kws = [{}, LOSS_OTHER[row.name]] if row.name in LOSS_OTHER else [{}]
+    for kw in kws:
+        x, t = x0.clone().requires_grad_(), t0.clone().requires_grad_()
+        rx, rt = x0.clone().requires_grad_(), t0.clone().requires_grad_()
+        got = families.FUNCTIONS[row.name](x, t, reduction=reduction, **kw)
+        want = row.reference(rx, rt, reduction=reduction, **kw)
+        assert got.shape == want.shape and got.dtype == dtype
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+        dy = torch.randn(want.shape, generator=g).to(DEV, dtype)
+        ours = torch.autograd.grad(got, (x, t), dy)
+        theirs = torch.autograd.grad(want, (rx, rt), dy)
+        torch.testing.assert_close(ours, theirs, rtol=tol, atol=tol)
+
+
+def test_loss_module_on_strided_views_f32():
+    base = torch.randn(300, 77, device=DEV)
+    x, t = base.t()[::2], torch.rand(77, 300, device=DEV)[::2]
+    for name in ("MSELoss", "BCEWithLogitsLoss", "HuberLoss"):
+        got = getattr(ttx, name)()(x, t)
+        want = getattr(torch.nn, name)()(x, t)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
