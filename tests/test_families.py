@@ -140,6 +140,15 @@ def test_empty_and_integer_inputs():
         ttx.relu6(torch.arange(5))
 
 
+def test_parameters_torch_refuses_are_a_clear_error():
+    x = data("checks", (9,))
+    with pytest.raises(TeenyError, match="teeny_tx.torch.celu: alpha must be non-zero, not 0.0"):
+        ttx.CELU(alpha=0.0)(x)
+    with pytest.raises(RuntimeError, match="alpha cannot be 0"):  # torch refuses it too
+        torch.nn.functional.celu(x, alpha=0.0)
+    torch.testing.assert_close(ttx.celu(x, -0.5), torch.nn.functional.celu(x, -0.5))
+
+
 def test_kernel_branches_are_the_tables_rows():
     text = kernel_text(families.KERNEL_FILE)
     branches = dict(re.findall(r"ACT == (\d+)\) \{\s*/\* (\w+)", text))

@@ -127,6 +127,24 @@ def test_bad_input_is_a_clear_error():
         ttx.huber_loss(x, t, "sum")
 
 
+def test_parameters_torch_refuses_are_a_clear_error():
+    x, t = pair("checks", (9,))
+    for fn, kw, says in [
+        ("huber_loss", {"delta": 0.0}, "delta must be positive, not 0.0"),
+        ("smooth_l1_loss", {"beta": -1.0}, "beta must be non-negative, not -1.0"),
+    ]:
+        with pytest.raises(TeenyError, match=f"teeny_tx.torch.{fn}: {says}"):
+            getattr(ttx, fn)(x, t, **kw)
+        with pytest.raises(RuntimeError):  # torch refuses it too
+            getattr(torch.nn.functional, fn)(x, t, **kw)
+    # beta = 0 is L1, as in torch
+    xg, tg = x.clone().requires_grad_(), t.clone().requires_grad_()
+    got = ttx.smooth_l1_loss(xg, tg, beta=0.0)
+    want = torch.nn.functional.smooth_l1_loss(x, t, beta=0.0)
+    torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-14)
+    torch.testing.assert_close(torch.autograd.grad(got, xg)[0], torch.sign(x - t) / 9)
+
+
 def test_kernel_branches_are_the_tables_rows():
     text = kernel_text(families.LOSS_FILE)
     branches = {int(k): v for k, v in re.findall(r"LOSS == (\d+)\) \{\s*/\* (\w+)", text)}

@@ -48,6 +48,7 @@ class Pointwise:
     params: tuple[tuple[str, float], ...]
     forward: str
     backward: str
+    checks: tuple[tuple[str, str], ...] = ()  # (parameter, one of CHECKS), as torch refuses
 
     @property
     def reference(self) -> Callable[..., torch.Tensor]:
@@ -62,7 +63,8 @@ POINTWISE: tuple[Pointwise, ...] = (
               "scale elu(x, alpha), scale = 1.0507..., alpha = 1.6733...",
               "scale (1 if x > 0 else alpha e^x)"),
     Pointwise("celu", "CELU", 3, (("alpha", 1.0),),
-              "x if x > 0 else alpha (e^(x / alpha) - 1)", "1 if x > 0 else e^(x / alpha)"),
+              "x if x > 0 else alpha (e^(x / alpha) - 1)", "1 if x > 0 else e^(x / alpha)",
+              (("alpha", "nonzero"),)),
     Pointwise("mish", "Mish", 4, (),
               "x tanh(softplus(x))", "t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x))"),
     Pointwise("hardswish", "Hardswish", 5, (),
@@ -82,6 +84,24 @@ POINTWISE: tuple[Pointwise, ...] = (
     Pointwise("tanh", "Tanh", 13, (), "tanh(x)", "1 - tanh(x)^2"),
     Pointwise("relu6", "ReLU6", 14, (), "min(max(x, 0), 6)", "1 if 0 < x < 6 else 0"),
 )  # fmt: skip
+
+
+CHECKS: dict[str, Callable[[float], bool]] = {
+    "nonzero": lambda v: v != 0,
+    "nonnegative": lambda v: v >= 0,
+    "positive": lambda v: v > 0,
+}
+
+
+def _check_params(row: Pointwise | Loss, values: tuple[float, ...]) -> None:
+    """A TeenyError where a parameter value is one torch refuses (the row's ``checks``)."""
+    given = dict(zip([p for p, _ in row.params], values, strict=True))
+    for name, kind in row.checks:
+        if not CHECKS[kind](given[name]):
+            raise TeenyError(
+                f"teeny_tx.torch.{row.name}: {name} must be {kind.replace('non', 'non-')}, "
+                f"not {given[name]}"
+            )
 
 
 def _scalars(values: tuple[float, ...]) -> tuple[float, float]:
@@ -116,6 +136,7 @@ def _make_op(row: Pointwise) -> Callable[..., torch.Tensor]:
     def forward(launch: Launch, x: torch.Tensor, *values: float) -> torch.Tensor:
         if not x.is_floating_point():
             raise TeenyError(f"teeny_tx.torch.{row.name}: x must be a float tensor, not {x.dtype}")
+        _check_params(row, values)
         x = x.contiguous()
         y = torch.empty_like(x)
         _launch(launch, "pointwise_fwd", row.act, y, x, *_scalars(values))
@@ -200,6 +221,7 @@ class Loss:
     params: tuple[tuple[str, float], ...]
     forward: str
     backward: str
+    checks: tuple[tuple[str, str], ...] = ()  # (parameter, one of CHECKS), as torch refuses
 
     @property
     def reference(self) -> Callable[..., torch.Tensor]:
@@ -212,10 +234,10 @@ LOSSES: tuple[Loss, ...] = (
     Loss("l1_loss", "L1Loss", 2, (), "abs(x - t)", "sign(x - t)"),
     Loss("smooth_l1_loss", "SmoothL1Loss", 3, (("beta", 1.0),),
          "d^2 / (2 beta) if abs(d) < beta else abs(d) - beta / 2, d = x - t",
-         "d / beta if abs(d) < beta else sign(d)"),
+         "d / beta if abs(d) < beta else sign(d)", (("beta", "nonnegative"),)),
     Loss("huber_loss", "HuberLoss", 4, (("delta", 1.0),),
          "d^2 / 2 if abs(d) < delta else delta (abs(d) - delta / 2), d = x - t",
-         "d if abs(d) < delta else delta sign(d)"),
+         "d if abs(d) < delta else delta sign(d)", (("delta", "positive"),)),
     Loss("binary_cross_entropy_with_logits", "BCEWithLogitsLoss", 5, (),
          "(1 - t) x + log(1 + e^-x)", "sigmoid(x) - t (target: -x)"),
 )  # fmt: skip
@@ -248,6 +270,7 @@ def _make_loss_op(row: Loss) -> Callable[..., torch.Tensor]:
     def forward(launch: Launch, x: torch.Tensor, target: torch.Tensor, *rest: Any) -> torch.Tensor:
         values, reduction = rest[:k], rest[k]
         _check_loss(row.name, x, target, reduction)
+        _check_params(row, values)
         x, target = x.contiguous(), target.contiguous()
         n, (a, _) = x.numel(), _scalars(values)
         kernels = module(LOSS_FILE)
@@ -383,10 +406,15 @@ def docs_table(family: str = "pointwise") -> str:
         ]
         rows = POINTWISE
     for r in rows:
-        params = ", ".join(f"`{p}={d}`" for p, d in r.params) or "none"
+        kinds = dict(r.checks)
+        params = ", ".join(
+            f"`{p}={d}`" + (f" ({kinds[p].replace('non', 'non-')})" if p in kinds else "")
+            for p, d in r.params
+        )
         number = r.loss if isinstance(r, Loss) else r.act
         lines.append(
-            f"| `{r.name}` | `{r.module}` | {params} | {r.forward} | {r.backward} | {number} |"
+            f"| `{r.name}` | `{r.module}` | {params or 'none'} | {r.forward} | {r.backward} "
+            f"| {number} |"
         )
     return "\n".join(lines)
 
