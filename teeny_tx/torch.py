@@ -10,6 +10,8 @@ warmed up, CUDA-graph capture. See docs/graph-ops.md.
 
 from __future__ import annotations
 
+from .library import families
+from .library.families import *  # noqa: F403  (the generated families: elu, ELU, ...)
 from .library.graph_ops import Launch, op
 from .library.hf_patch import patch, unpatch_rope
 from .library.llm_ops import (
@@ -97,3 +99,4 @@ __all__ = [
     "swiglu",
     "unpatch_rope",
 ]
+__all__ += families.__all__

@@ -1,0 +1,442 @@
+"""Op families from one table each: a row (name, torch reference, parameters with torch's
+defaults, formulas) becomes a ``torch.library`` custom op with a backward, a functional form and
+a ``torch.nn``-named Module drop-in, and a line of the docs' reference (docs/families.md).
+
+Input: :data:`POINTWISE`, the rows of the pointwise activation family, whose kernels are
+``kernels/pointwise.c``'s ``pointwise_fwd`` / ``pointwise_bwd`` (a row's ``act`` is their
+``ACT`` constexpr; its parameters are their scalars ``a`` and ``b``, in order), and
+:data:`LOSSES`, the pointwise losses with torch's reductions, on ``kernels/losses.c`` (a row's
+``loss`` is their ``LOSS``). Output: :data:`FUNCTIONS` (``"elu"`` -> ``teeny_tx.torch.elu``,
+``"mse_loss"`` -> ``teeny_tx.torch.mse_loss``), :data:`MODULES` (``"ELU"`` ->
+``teeny_tx.torch.ELU``, ``"MSELoss"``) and :func:`docs_table`. The ops are made through
+:func:`teeny_tx.library.graph_ops.op`, so CUDA tensors run on the GPU and CPU tensors on the
+interpreter, under autograd and ``torch.compile`` alike. Adding an activation is a row here and
+a branch of each helper in ``kernels/pointwise.c``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..errors import TeenyError
+from ..runtime.grid import cdiv
+from .graph_ops import Launch, op
+from .loader import module
+from .torch_ops import LIB
+
+BLOCK = 1024
+KERNEL_FILE = "pointwise.c"
+LOSS_FILE = "losses.c"
+REDUCTIONS = ("none", "mean", "sum")
+
+
+@dataclass(frozen=True)
+class Pointwise:
+    """One activation of the family: ``name`` (the op and functional name), ``module`` (the
+    ``torch.nn`` class it replaces), ``act`` (the kernel's ACT), ``params`` ((name, torch's
+    default), at most two, in the kernel's a, b order), and the formulas, for the docs."""
+
+    name: str
+    module: str
+    act: int
+    params: tuple[tuple[str, float], ...]
+    forward: str
+    backward: str
+    checks: tuple[tuple[str, str], ...] = ()  # (parameter, one of CHECKS), as torch refuses
+
+    @property
+    def reference(self) -> Callable[..., torch.Tensor]:
+        """torch's functional form (``torch.nn.functional.<name>``)."""
+        return getattr(torch.nn.functional, self.name)
+
+
+POINTWISE: tuple[Pointwise, ...] = (
+    Pointwise("elu", "ELU", 1, (("alpha", 1.0),),
+              "x if x > 0 else alpha (e^x - 1)", "1 if x > 0 else alpha e^x"),
+    Pointwise("selu", "SELU", 2, (),
+              "scale elu(x, alpha), scale = 1.0507..., alpha = 1.6733...",
+              "scale (1 if x > 0 else alpha e^x)"),
+    Pointwise("celu", "CELU", 3, (("alpha", 1.0),),
+              "x if x > 0 else alpha (e^(x / alpha) - 1)", "1 if x > 0 else e^(x / alpha)",
+              (("alpha", "nonzero"),)),
+    Pointwise("mish", "Mish", 4, (),
+              "x tanh(softplus(x))", "t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x))"),
+    Pointwise("hardswish", "Hardswish", 5, (),
+              "x min(max(x + 3, 0), 6) / 6", "0 if x <= -3, x / 3 + 1/2 if x < 3, else 1"),
+    Pointwise("hardsigmoid", "Hardsigmoid", 6, (),
+              "min(max(x + 3, 0), 6) / 6", "1/6 if -3 < x < 3 else 0"),
+    Pointwise("hardtanh", "Hardtanh", 7, (("min_val", -1.0), ("max_val", 1.0)),
+              "min(max(x, min_val), max_val)", "1 if min_val < x < max_val else 0"),
+    Pointwise("softplus", "Softplus", 8, (("beta", 1.0), ("threshold", 20.0)),
+              "x if beta x > threshold else log(1 + e^(beta x)) / beta",
+              "1 if beta x > threshold else sigmoid(beta x)"),
+    Pointwise("softsign", "Softsign", 9, (), "x / (1 + abs(x))", "1 / (1 + abs(x))^2"),
+    Pointwise("tanhshrink", "Tanhshrink", 10, (), "x - tanh(x)", "tanh(x)^2"),
+    Pointwise("logsigmoid", "LogSigmoid", 11, (),
+              "min(x, 0) - log(1 + e^-abs(x))", "sigmoid(-x)"),
+    Pointwise("sigmoid", "Sigmoid", 12, (), "1 / (1 + e^-x)", "s (1 - s), s = sigmoid(x)"),
+    Pointwise("tanh", "Tanh", 13, (), "tanh(x)", "1 - tanh(x)^2"),
+    Pointwise("relu6", "ReLU6", 14, (), "min(max(x, 0), 6)", "1 if 0 < x < 6 else 0"),
+)  # fmt: skip
+
+
+CHECKS: dict[str, Callable[[float], bool]] = {
+    "nonzero": lambda v: v != 0,
+    "nonnegative": lambda v: v >= 0,
+    "positive": lambda v: v > 0,
+}
+
+
+def _check_params(row: Pointwise | Loss, values: tuple[float, ...]) -> None:
+    """A TeenyError where a parameter value is one torch refuses (the row's ``checks``)."""
+    given = dict(zip([p for p, _ in row.params], values, strict=True))
+    for name, kind in row.checks:
+        if not CHECKS[kind](given[name]):
+            raise TeenyError(
+                f"teeny_tx.torch.{row.name}: {name} must be {kind.replace('non', 'non-')}, "
+                f"not {given[name]}"
+            )
+
+
+def _scalars(values: tuple[float, ...]) -> tuple[float, float]:
+    """The kernel's (a, b) from a row's parameter values; unused slots are 0."""
+    padded = (*[float(v) for v in values], 0.0, 0.0)
+    return padded[0], padded[1]
+
+
+def _launch(launch: Launch, kernel: str, act: int, out: torch.Tensor, *args: Any) -> None:
+    n = out.numel()
+    if n:
+        fn = getattr(module(KERNEL_FILE), kernel)
+        launch(fn, (cdiv(n, BLOCK),), out, *args, n, ACT=act, BLOCK=BLOCK)
+
+
+def _typed(fn: Callable, params: list[inspect.Parameter], returns: Any) -> Callable:
+    """``fn`` given the signature ``(launch, *params) -> returns`` that :func:`op` reads."""
+    launch = inspect.Parameter("launch", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    fn.__signature__ = inspect.Signature([launch, *params], return_annotation=returns)  # type: ignore[attr-defined]
+    fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
+    return fn
+
+
+def _param(name: str, annotation: Any) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation)
+
+
+def _make_op(row: Pointwise) -> Callable[..., torch.Tensor]:
+    """The custom op ``teeny_tx::<row.name>``: forward and backward launch pointwise.c."""
+    k = len(row.params)
+
+    def forward(launch: Launch, x: torch.Tensor, *values: float) -> torch.Tensor:
+        if not x.is_floating_point():
+            raise TeenyError(f"teeny_tx.torch.{row.name}: x must be a float tensor, not {x.dtype}")
+        _check_params(row, values)
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        _launch(launch, "pointwise_fwd", row.act, y, x, *_scalars(values))
+        return y
+
+    def backward(launch: Launch, x: torch.Tensor, *rest: Any) -> torch.Tensor:
+        values, dy = rest[:k], rest[k + 1]  # rest: parameters, the output, its gradient
+        x = x.contiguous()
+        dx = torch.empty_like(x)
+        _launch(launch, "pointwise_bwd", row.act, dx, x, dy.contiguous(), *_scalars(values))
+        return dx
+
+    params = [_param("x", torch.Tensor)] + [_param(p, float) for p, _ in row.params]
+    grads = [_param("out_0", torch.Tensor), _param("grad_0", torch.Tensor)]
+    return op(
+        f"{LIB}::{row.name}",
+        _typed(forward, params, torch.Tensor),
+        _typed(backward, params + grads, torch.Tensor),
+        grads_for=("x",),
+    )
+
+
+def _make_function(row: Pointwise, custom: Callable[..., torch.Tensor]) -> Callable:
+    """The functional form, ``torch.nn.functional``'s arguments and defaults (``inplace``
+    aside)."""
+
+    def function(x: torch.Tensor, *args: float, **kwargs: float) -> torch.Tensor:
+        bound = signature.bind(x, *args, **kwargs)
+        bound.apply_defaults()
+        values = [float(bound.arguments[p]) for p, _ in row.params]
+        return custom(x, *values)
+
+    signature = inspect.Signature(
+        [_param("x", torch.Tensor)]
+        + [
+            inspect.Parameter(
+                p, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d, annotation=float
+            )
+            for p, d in row.params
+        ],
+        return_annotation=torch.Tensor,
+    )
+    function.__signature__ = signature  # type: ignore[attr-defined]
+    function.__name__ = function.__qualname__ = row.name
+    function.__doc__ = (
+        f"{row.reference.__module__}.{row.name} on kernels/{KERNEL_FILE} (ACT={row.act}), with a "
+        f"backward: y = {row.forward}; dy/dx = {row.backward}."
+    )
+    return function
+
+
+def _make_module(row: Pointwise, function: Callable) -> type[nn.Module]:
+    """A subclass of ``torch.nn.<row.module>``: the same constructor, attributes and repr,
+    forward on the family's op (``inplace=True`` writes the result back into the input)."""
+    base = getattr(nn, row.module)
+
+    def forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+        y = function(x, *[getattr(self, p) for p, _ in row.params])
+        return x.copy_(y) if getattr(self, "inplace", False) else y
+
+    return type(
+        row.module,
+        (base,),
+        {
+            "forward": forward,
+            "__module__": "teeny_tx.torch",
+            "__doc__": f"torch.nn.{row.module} on kernels/{KERNEL_FILE} (forward and backward).",
+        },
+    )
+
+
+@dataclass(frozen=True)
+class Loss:
+    """One loss of the loss family: ``name`` (torch.nn.functional's), ``module`` (the
+    ``torch.nn`` class), ``loss`` (the kernels' LOSS), ``params`` ((name, torch's default), at
+    most one: the kernels' ``a``), and the formulas of the elementwise loss and its gradient
+    in the input, for the docs."""
+
+    name: str
+    module: str
+    loss: int
+    params: tuple[tuple[str, float], ...]
+    forward: str
+    backward: str
+    checks: tuple[tuple[str, str], ...] = ()  # (parameter, one of CHECKS), as torch refuses
+
+    @property
+    def reference(self) -> Callable[..., torch.Tensor]:
+        """torch's functional form (``torch.nn.functional.<name>``)."""
+        return getattr(torch.nn.functional, self.name)
+
+
+LOSSES: tuple[Loss, ...] = (
+    Loss("mse_loss", "MSELoss", 1, (), "(x - t)^2", "2 (x - t)"),
+    Loss("l1_loss", "L1Loss", 2, (), "abs(x - t)", "sign(x - t)"),
+    Loss("smooth_l1_loss", "SmoothL1Loss", 3, (("beta", 1.0),),
+         "d^2 / (2 beta) if abs(d) < beta else abs(d) - beta / 2, d = x - t",
+         "d / beta if abs(d) < beta else sign(d)", (("beta", "nonnegative"),)),
+    Loss("huber_loss", "HuberLoss", 4, (("delta", 1.0),),
+         "d^2 / 2 if abs(d) < delta else delta (abs(d) - delta / 2), d = x - t",
+         "d if abs(d) < delta else delta sign(d)", (("delta", "positive"),)),
+    Loss("binary_cross_entropy_with_logits", "BCEWithLogitsLoss", 5, (),
+         "(1 - t) x + log(1 + e^-x)", "sigmoid(x) - t (target: -x)"),
+)  # fmt: skip
+
+
+def _acc_dtype(x: torch.Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _check_loss(name: str, x: torch.Tensor, target: torch.Tensor, reduction: str) -> None:
+    where = f"teeny_tx.torch.{name}"
+    if not x.is_floating_point() or x.dtype != target.dtype:
+        raise TeenyError(
+            f"{where}: input and target must be float tensors of one dtype, not "
+            f"{x.dtype} and {target.dtype}"
+        )
+    if x.shape != target.shape:
+        raise TeenyError(
+            f"{where}: input {tuple(x.shape)} and target {tuple(target.shape)} differ in shape "
+            "(broadcasting is not supported)"
+        )
+    if reduction not in REDUCTIONS:
+        raise TeenyError(f"{where}: reduction must be one of {REDUCTIONS}, not {reduction!r}")
+
+
+def _make_loss_op(row: Loss) -> Callable[..., torch.Tensor]:
+    """The custom op ``teeny_tx::<row.name>``: losses.c's kernels forward and backward."""
+    k = len(row.params)
+
+    def forward(launch: Launch, x: torch.Tensor, target: torch.Tensor, *rest: Any) -> torch.Tensor:
+        values, reduction = rest[:k], rest[k]
+        _check_loss(row.name, x, target, reduction)
+        _check_params(row, values)
+        x, target = x.contiguous(), target.contiguous()
+        n, (a, _) = x.numel(), _scalars(values)
+        kernels = module(LOSS_FILE)
+        if reduction == "none":
+            out = torch.empty_like(x)
+            if n:
+                launch(kernels.loss_none, (cdiv(n, BLOCK),), out, x, target, a, n,
+                       LOSS=row.loss, BLOCK=BLOCK)  # fmt: skip
+            return out
+        count = float(n) if reduction == "mean" else 1.0
+        if not n:  # torch: the mean of nothing is NaN, the sum 0
+            return x.new_full((), float("nan") if reduction == "mean" else 0.0)
+        parts = cdiv(n, BLOCK)
+        part = x.new_empty(parts, dtype=_acc_dtype(x))
+        out = x.new_empty(())
+        launch(kernels.loss_partial, (parts,), part, x, target, a, n, LOSS=row.loss, BLOCK=BLOCK)
+        launch(kernels.loss_total, (1,), out, part, parts, count, BLOCK=BLOCK)
+        return out
+
+    def backward(
+        launch: Launch, x: torch.Tensor, target: torch.Tensor, *rest: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        values, reduction, grad = rest[:k], rest[k], rest[k + 2]
+        x, target = x.contiguous(), target.contiguous()
+        n, (a, _) = x.numel(), _scalars(values)
+        dx, dt = torch.empty_like(x), torch.empty_like(target)
+        if n:
+            count = float(n) if reduction == "mean" else 1.0
+            launch(module(LOSS_FILE).loss_bwd, (cdiv(n, BLOCK),), dx, dt, x, target,
+                   grad.contiguous(), a, count, n, LOSS=row.loss,
+                   REDUCED=int(reduction != "none"), BLOCK=BLOCK)  # fmt: skip
+        return dx, dt
+
+    params = (
+        [_param("x", torch.Tensor), _param("target", torch.Tensor)]
+        + [_param(p, float) for p, _ in row.params]
+        + [_param("reduction", str)]
+    )
+    grads = [_param("out_0", torch.Tensor), _param("grad_0", torch.Tensor)]
+    return op(
+        f"{LIB}::{row.name}",
+        _typed(forward, params, torch.Tensor),
+        _typed(backward, params + grads, tuple[torch.Tensor, torch.Tensor]),
+        grads_for=("x", "target"),
+    )
+
+
+def _make_loss_function(row: Loss, custom: Callable[..., torch.Tensor]) -> Callable:
+    """The functional form: ``(input, target, *, reduction='mean', <parameters>)``, torch's
+    names and defaults, keyword-only past the target (torch's positional orders differ)."""
+
+    def function(input: torch.Tensor, target: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        bound = signature.bind(input, target, **kwargs)
+        bound.apply_defaults()
+        values = [float(bound.arguments[p]) for p, _ in row.params]
+        return custom(input, target, *values, bound.arguments["reduction"])
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    signature = inspect.Signature(
+        [_param("input", torch.Tensor), _param("target", torch.Tensor)]
+        + [inspect.Parameter("reduction", keyword, default="mean", annotation=str)]
+        + [inspect.Parameter(p, keyword, default=d, annotation=float) for p, d in row.params],
+        return_annotation=torch.Tensor,
+    )
+    function.__signature__ = signature  # type: ignore[attr-defined]
+    function.__name__ = function.__qualname__ = row.name
+    function.__doc__ = (
+        f"torch.nn.functional.{row.name} on kernels/{LOSS_FILE} (LOSS={row.loss}), with the "
+        f"gradients of input and target: l = {row.forward}; dl/dx = {row.backward}."
+    )
+    return function
+
+
+def _make_loss_module(row: Loss, function: Callable) -> type[nn.Module]:
+    """A subclass of ``torch.nn.<row.module>`` (same constructor, attributes and repr) whose
+    forward is the family's op; BCEWithLogitsLoss's ``weight`` and ``pos_weight`` are refused."""
+    base = getattr(nn, row.module)
+
+    def forward(self: Any, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        for extra in ("weight", "pos_weight"):
+            if getattr(self, extra, None) is not None:
+                raise TeenyError(f"teeny_tx.torch.{row.module}: {extra} is not supported")
+        params = {p: getattr(self, p) for p, _ in row.params}
+        return function(input, target, reduction=self.reduction, **params)
+
+    return type(
+        row.module,
+        (base,),
+        {
+            "forward": forward,
+            "__module__": "teeny_tx.torch",
+            "__doc__": f"torch.nn.{row.module} on kernels/{LOSS_FILE} (forward and backward).",
+        },
+    )
+
+
+OPS: dict[str, Callable[..., torch.Tensor]] = {r.name: _make_op(r) for r in POINTWISE}
+OPS |= {r.name: _make_loss_op(r) for r in LOSSES}
+FUNCTIONS: dict[str, Callable[..., torch.Tensor]] = {
+    r.name: _make_function(r, OPS[r.name]) for r in POINTWISE
+}
+FUNCTIONS |= {r.name: _make_loss_function(r, OPS[r.name]) for r in LOSSES}
+MODULES: dict[str, type[nn.Module]] = {
+    r.module: _make_module(r, FUNCTIONS[r.name]) for r in POINTWISE
+}
+MODULES |= {r.module: _make_loss_module(r, FUNCTIONS[r.name]) for r in LOSSES}
+# the generated names as this module's (teeny_tx.torch re-exports them: teeny_tx.torch.elu, .ELU)
+globals().update(FUNCTIONS)
+globals().update(MODULES)
+__all__ = [*FUNCTIONS, *MODULES]
+
+FAMILIES = ("pointwise", "losses")
+DOCS_END = "<!-- end generated -->"
+
+
+def docs_begin(family: str) -> str:
+    """The marker line that opens ``family``'s generated table in the docs."""
+    return f"<!-- generated: families.{family} (python -m teeny_tx.library.families) -->"
+
+
+def docs_table(family: str = "pointwise") -> str:
+    """The docs' reference of ``family``, one line per row (docs/families.md)."""
+    if family == "losses":
+        lines = [
+            "| Op | Module | Parameters (torch's defaults) | Loss l(x, t) | dl/dx | LOSS |",
+            "|---|---|---|---|---|---|",
+        ]
+        rows: tuple[Pointwise | Loss, ...] = LOSSES
+    else:
+        lines = [
+            "| Op | Module | Parameters (torch's defaults) | Forward y | Backward dy/dx | ACT |",
+            "|---|---|---|---|---|---|",
+        ]
+        rows = POINTWISE
+    for r in rows:
+        kinds = dict(r.checks)
+        params = ", ".join(
+            f"`{p}={d}`" + (f" ({kinds[p].replace('non', 'non-')})" if p in kinds else "")
+            for p, d in r.params
+        )
+        number = r.loss if isinstance(r, Loss) else r.act
+        lines.append(
+            f"| `{r.name}` | `{r.module}` | {params or 'none'} | {r.forward} | {r.backward} "
+            f"| {number} |"
+        )
+    return "\n".join(lines)
+
+
+def docs_section(family: str = "pointwise") -> str:
+    """:func:`docs_table` between the markers the docs page holds it in."""
+    return f"{docs_begin(family)}\n{docs_table(family)}\n{DOCS_END}"
+
+
+def rewrite_docs(text: str) -> str:
+    """``text`` (a docs page holding the markers) with every generated section up to date."""
+    for family in FAMILIES:
+        head, found, rest = text.partition(docs_begin(family))
+        if found:
+            _, _, tail = rest.partition(DOCS_END)
+            text = head + docs_section(family) + tail
+    return text
+
+
+if __name__ == "__main__":  # regenerate docs/families.md's tables in place
+    import pathlib
+    import sys
+
+    page = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "docs/families.md")
+    page.write_text(rewrite_docs(page.read_text()))
