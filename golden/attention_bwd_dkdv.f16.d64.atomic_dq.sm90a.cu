@@ -78,13 +78,13 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_kv;
 #line 199 "kernels/attention.c"
-    int b = bh / h_kv;
+    int b = tx::int_div<int>(bh, h_kv);
     // i32 hk = bh % h_kv;
 #line 200 "kernels/attention.c"
-    int hk = bh % h_kv;
+    int hk = tx::int_mod<int>(bh, h_kv);
     // tile rn = pid_n * BN + arange(0, BN);
 #line 201 "kernels/attention.c"
-    int rn[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rn[tx_i] = pid_n * BN + tx_L0::coord(tx_i, 0);
+    int rn[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rn[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(pid_n, BN), tx_L0::coord(tx_i, 0));
     // tile rm = arange(0, BM);
 #line 202 "kernels/attention.c"
     int rm[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rm[tx_i] = tx_L1::coord(tx_i, 1);
@@ -134,21 +134,21 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 211
                 if (g < 1) {
 #line 211
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage_1 * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), k + b * skb + hk * skh + tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] * skn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage_1 * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), k + tx::wrap_mul<int>(b, skb) + tx::wrap_mul<int>(hk, skh) + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], skn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
 #line 211
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage_1 * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), v + b * svb + hk * svh + tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] * svn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage_1 * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), v + tx::wrap_mul<int>(b, svb) + tx::wrap_mul<int>(hk, svh) + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], svn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
                 }
 #line 211
                 tx::cp_async_commit();
 #line 211
-                g = g + 1;
+                g = tx::wrap_add<int>(g, 1);
             }
         }
         // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
 #line 211
         int tx_stage_1 = 0;  // the stage this iteration's dot reads
 #line 211
-        for (int g = 0; g < 1; g = g + 1) {
+        for (int g = 0; g < 1; g = tx::wrap_add<int>(g, 1)) {
 #line 211
             tx::cp_async_wait<0>();  // this iteration's stage has landed
 #line 211
@@ -165,9 +165,9 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 211
                 if (g < 1) {
 #line 211
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead_1 * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), k + b * skb + hk * skh + tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] * skn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead_1 * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), k + tx::wrap_mul<int>(b, skb) + tx::wrap_mul<int>(hk, skh) + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], skn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
 #line 211
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead_1 * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), v + b * svb + hk * svh + tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] * svn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead_1 * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), v + tx::wrap_mul<int>(b, svb) + tx::wrap_mul<int>(hk, svh) + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], svn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
                 }
             }
 #line 211
@@ -180,22 +180,22 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
             // v_t: in shared memory, stage tx_stage_1 (copied by cp.async)
             // i32 h = hk * group + g;
 #line 216 "kernels/attention.c"
-            int h = hk + g;
+            int h = tx::wrap_add<int>(hk, g);
             // tile qh = q + b * sqb + h * sqh;
 #line 217 "kernels/attention.c"
-            const __half* qh = q + b * sqb + h * sqh;
+            const __half* qh = q + tx::wrap_mul<int>(b, sqb) + tx::wrap_mul<int>(h, sqh);
             // tile doh = d_o + b * sdb + h * sdh;
 #line 218 "kernels/attention.c"
-            const __half* doh = d_o + b * sdb + h * sdh;
+            const __half* doh = d_o + tx::wrap_mul<int>(b, sdb) + tx::wrap_mul<int>(h, sdh);
             // tile lseh = lse + (b * h_q + h) * n_q;
 #line 219 "kernels/attention.c"
-            const float* lseh = lse + (b * h_q + h) * n_q;
+            const float* lseh = lse + tx::wrap_mul<int>(tx::wrap_add<int>(tx::wrap_mul<int>(b, h_q), h), n_q);
             // tile deltah = delta + (b * h_q + h) * n_q;
 #line 220 "kernels/attention.c"
-            const float* deltah = delta + (b * h_q + h) * n_q;
+            const float* deltah = delta + tx::wrap_mul<int>(tx::wrap_add<int>(tx::wrap_mul<int>(b, h_q), h), n_q);
             // tile dqh = dq_acc + (b * h_q + h) * n_q * D;
 #line 221 "kernels/attention.c"
-            float* dqh = dq_acc + (b * h_q + h) * n_q * D;
+            float* dqh = dq_acc + tx::wrap_mul<int>(tx::wrap_mul<int>(tx::wrap_add<int>(tx::wrap_mul<int>(b, h_q), h), n_q), D);
             // for (i32 start = lo; start < n_q; start += BM) {
 #line 222 "kernels/attention.c"
             {
@@ -223,14 +223,14 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 222
                         if (start < n_q) {
 #line 222
-                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_q_t_stages + tx_prologue_stage * tx_q_t_tile::ELEMS + tx_q_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), qh + (tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] + start) * sqn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] + start < n_q);
+                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_q_t_stages + tx_prologue_stage * tx_q_t_tile::ELEMS + tx_q_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), qh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], start), sqn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], start) < n_q);
 #line 222
-                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_prologue_stage * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), doh + (tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] + start) * sdn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] + start < n_q);
+                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_prologue_stage * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), doh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], start), sdn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], start) < n_q);
                         }
 #line 222
                         tx::stage_arrive_full(&tx_stage_barriers[tx_prologue_stage]);
 #line 222
-                        start = start + BM;
+                        start = tx::wrap_add<int>(start, BM);
                     }
                 }
                 // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
@@ -239,7 +239,7 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 222
                 unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
 #line 222
-                for (int start = lo; start < n_q; start = start + BM) {
+                for (int start = lo; start < n_q; start = tx::wrap_add<int>(start, BM)) {
 #line 222
                     tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 2) & 1);  // every thread's copies into this iteration's stage have landed
 #line 222
@@ -258,9 +258,9 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 222
                         if (start < n_q) {
 #line 222
-                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_q_t_stages + tx_stage_ahead * tx_q_t_tile::ELEMS + tx_q_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), qh + (tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] + start) * sqn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] + start < n_q);
+                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_q_t_stages + tx_stage_ahead * tx_q_t_tile::ELEMS + tx_q_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), qh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], start), sqn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], start) < n_q);
 #line 222
-                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_stage_ahead * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), doh + (tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] + start) * sdn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] + start < n_q);
+                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_stage_ahead * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), doh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], start), sdn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], start) < n_q);
                         }
 #line 222
                         tx::stage_arrive_full(&tx_stage_barriers[tx_stage_ahead]);
@@ -273,14 +273,14 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                     // do_t: in shared memory, stage tx_stage (copied by cp.async)
                     // tile lse2 = load(lseh + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
 #line 228 "kernels/attention.c"
-                    bool tx_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask[tx_i] = start + rm[tx_i] < n_q;
+                    bool tx_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask[tx_i] = tx::wrap_add<int>(start, rm[tx_i]) < n_q;
 #line 228
                     float tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 2) tx::load_vec_if<2>(&tx_load[tx_i], lseh + start + rm[tx_i], tx_mask[tx_i], 0.0f);
 #line 228
                     float lse2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) lse2[tx_i] = tx_load[tx_i] * 1.442695f;
                     // tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
 #line 230 "kernels/attention.c"
-                    bool tx_mask_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask_1[tx_i] = start + rm[tx_i] < n_q;
+                    bool tx_mask_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask_1[tx_i] = tx::wrap_add<int>(start, rm[tx_i]) < n_q;
 #line 230
                     float dl[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 2) tx::load_vec_if<2>(&dl[tx_i], deltah + start + rm[tx_i], tx_mask_1[tx_i], 0.0f);
                     // tile p_t = fast_exp2(dot(k_t, trans(q_t)) * qk_scale - lse2);  /* [BN, BM] */
@@ -295,7 +295,7 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                     if (false && (start < unmasked)) {
                         // tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
 #line 236 "kernels/attention.c"
-                        int qm[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) qm[tx_i] = start + rm[tx_i];
+                        int qm[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) qm[tx_i] = tx::wrap_add<int>(start, rm[tx_i]);
                         // p_t = where(qm >= expand_dims(rn, 1), p_t, 0.0f);
 #line 237 "kernels/attention.c"
                         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) p_t[tx_i] = (qm[tx::remap<tx_L1, tx_L3>(tx_i)] >= rn[tx::remap<tx_L0, tx_L3>(tx_i)]) ? p_t[tx_i] : 0.0f;
@@ -354,7 +354,7 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 252
                     tx::fence_before<tx::RELAXED, tx::SCOPE_GPU>();
 #line 252
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_old[tx_i] = (tx_rm_cvt_1[tx::remap<tx_L0, tx_L3>(tx_i)] + start < n_q) ? tx::atomic_add(dqh + (tx_rm_cvt_1[tx::remap<tx_L0, tx_L3>(tx_i)] + start) * D + tx_rd_cvt[tx::remap<tx_L1, tx_L3>(tx_i)], dq_part[tx_i]) : 0.0f;
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_old[tx_i] = (tx::wrap_add<int>(tx_rm_cvt_1[tx::remap<tx_L0, tx_L3>(tx_i)], start) < n_q) ? tx::atomic_add(dqh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rm_cvt_1[tx::remap<tx_L0, tx_L3>(tx_i)], start), D) + tx_rd_cvt[tx::remap<tx_L1, tx_L3>(tx_i)], dq_part[tx_i]) : 0.0f;
 #line 252
                     tx::fence_after<tx::RELAXED, tx::SCOPE_GPU>();
 #line 222
@@ -385,12 +385,12 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 257
     bool tx_mask_2[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_2[tx_i] = kv_row[tx::remap<tx_L0, tx_L3>(tx_i)];
 #line 257
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dk + b * sdkb + hk * sdkh + rn[tx::remap<tx_L0, tx_L3>(tx_i)] * sdkn + tx_rd_cvt[tx::remap<tx_L1, tx_L3>(tx_i)], &tx_value_3[tx_i], tx_mask_2[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dk + tx::wrap_mul<int>(b, sdkb) + tx::wrap_mul<int>(hk, sdkh) + tx::wrap_mul<int>(rn[tx::remap<tx_L0, tx_L3>(tx_i)], sdkn) + tx_rd_cvt[tx::remap<tx_L1, tx_L3>(tx_i)], &tx_value_3[tx_i], tx_mask_2[tx_i]);
     // store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc, kv_row);
 #line 259 "kernels/attention.c"
     __half tx_value_4[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_value_4[tx_i] = tx::cast<__half>(dv_acc[tx_i]);
 #line 259
     bool tx_mask_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_3[tx_i] = kv_row[tx::remap<tx_L0, tx_L3>(tx_i)];
 #line 259
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dv + b * sdvb + hk * sdvh + rn[tx::remap<tx_L0, tx_L3>(tx_i)] * sdvn + tx_rd_cvt[tx::remap<tx_L1, tx_L3>(tx_i)], &tx_value_4[tx_i], tx_mask_3[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dv + tx::wrap_mul<int>(b, sdvb) + tx::wrap_mul<int>(hk, sdvh) + tx::wrap_mul<int>(rn[tx::remap<tx_L0, tx_L3>(tx_i)], sdvn) + tx_rd_cvt[tx::remap<tx_L1, tx_L3>(tx_i)], &tx_value_4[tx_i], tx_mask_3[tx_i]);
 }

@@ -29,16 +29,16 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
 #line 39 "kernels/attention.c"
-    int b = bh / h_q;
+    int b = tx::int_div<int>(bh, h_q);
     // i32 h = bh % h_q;
 #line 40 "kernels/attention.c"
-    int h = bh % h_q;
+    int h = tx::int_mod<int>(bh, h_q);
     // i32 hk = h / group;
 #line 41 "kernels/attention.c"
-    int hk = h / 1;
+    int hk = tx::int_div<int>(h, 1);
     // tile rm = pid_m * BM + arange(0, BM);
 #line 42 "kernels/attention.c"
-    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = pid_m * BM + tx_L0::coord(tx_i, 0);
+    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(pid_m, BM), tx_L0::coord(tx_i, 0));
     // tile rn = arange(0, BN);
 #line 43 "kernels/attention.c"
     int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = tx_L1::coord(tx_i, 0);
@@ -51,13 +51,13 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
 #line 45
     bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = tx_rm_cvt[tx::remap<tx_L4, tx_L3>(tx_i)] < n_q;
 #line 45
-    __nv_bfloat16 q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + b * sqb + h * sqh + tx_rm_cvt[tx::remap<tx_L4, tx_L3>(tx_i)] * sqn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + tx::wrap_mul<int>(b, sqb) + tx::wrap_mul<int>(h, sqh) + tx::wrap_mul<int>(tx_rm_cvt[tx::remap<tx_L4, tx_L3>(tx_i)], sqn) + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __nv_bfloat16(0.0f));
     // tile kh = k + b * skb + hk * skh;
 #line 47 "kernels/attention.c"
-    const __nv_bfloat16* kh = k + b * skb + hk * skh;
+    const __nv_bfloat16* kh = k + tx::wrap_mul<int>(b, skb) + tx::wrap_mul<int>(hk, skh);
     // tile vh = v + b * svb + hk * svh;
 #line 48 "kernels/attention.c"
-    const __nv_bfloat16* vh = v + b * svb + hk * svh;
+    const __nv_bfloat16* vh = v + tx::wrap_mul<int>(b, svb) + tx::wrap_mul<int>(hk, svh);
     // f32 m_i[BM] = -INF;
 #line 49 "kernels/attention.c"
     float m_i[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) m_i[tx_i] = -__int_as_float(0x7f800000);
@@ -69,10 +69,10 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
     float acc[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // i32 hi = CAUSAL ? minimum((pid_m + 1) * BM, n_kv) : n_kv;
 #line 53 "kernels/attention.c"
-    int hi = tx::minimum((pid_m + 1) * BM, n_kv);
+    int hi = tx::minimum(tx::wrap_mul<int>(tx::wrap_add<int>(pid_m, 1), BM), n_kv);
     // i32 masked = CAUSAL ? minimum(pid_m * BM + 1, n_kv) : n_kv;
 #line 54 "kernels/attention.c"
-    int masked = tx::minimum(pid_m * BM + 1, n_kv);
+    int masked = tx::minimum(tx::wrap_add<int>(tx::wrap_mul<int>(pid_m, BM), 1), n_kv);
     // for (i32 start = 0; start < hi; start += BN) {
 #line 55 "kernels/attention.c"
     int tx_rn_cvt[tx_L7::REGS]; tx::relayout<tx_L1, tx_L7>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L7::coord(tx_r, 1); });
@@ -98,21 +98,21 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
 #line 55
                 if (start < hi) {
 #line 55
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + tx::wrap_mul<int>(tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start), skn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start) < n_kv);
 #line 55
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + tx::wrap_mul<int>(tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start), svn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start) < n_kv);
                 }
 #line 55
                 tx::cp_async_commit();
 #line 55
-                start = start + BN;
+                start = tx::wrap_add<int>(start, BN);
             }
         }
         // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
 #line 55
         int tx_stage = 0;  // the stage this iteration's dot reads
 #line 55
-        for (int start = 0; start < hi; start = start + BN) {
+        for (int start = 0; start < hi; start = tx::wrap_add<int>(start, BN)) {
 #line 55
             tx::cp_async_wait<0>();  // this iteration's stage has landed
 #line 55
@@ -127,9 +127,9 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
 #line 55
                 if (start < hi) {
 #line 55
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + tx::wrap_mul<int>(tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start), skn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start) < n_kv);
 #line 55
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + tx::wrap_mul<int>(tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start), svn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start) < n_kv);
                 }
             }
 #line 55
@@ -149,10 +149,10 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
             float s[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) s[tx_i] = tx_acc[tx_i] * qk_scale;
             // if (start + BN > masked) {
 #line 61 "kernels/attention.c"
-            if (start + BN > masked) {
+            if (tx::wrap_add<int>(start, BN) > masked) {
                 // tile kn = expand_dims(start + rn, 0);
 #line 62 "kernels/attention.c"
-                int kn[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) kn[tx_i] = start + tx_rn_cvt[tx_i];
+                int kn[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) kn[tx_i] = tx::wrap_add<int>(start, tx_rn_cvt[tx_i]);
                 // tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
 #line 63 "kernels/attention.c"
                 bool ok[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) ok[tx_i] = (kn[tx::remap<tx_L7, tx_L5>(tx_i)] < n_kv) & (kn[tx::remap<tx_L7, tx_L5>(tx_i)] <= rm[tx::remap<tx_L0, tx_L5>(tx_i)]);
@@ -216,8 +216,8 @@ attention_fwd(__nv_bfloat16* o, float* lse, const __nv_bfloat16* __restrict__ q,
 #line 78
     bool tx_mask_1[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_mask_1[tx_i] = rm[tx::remap<tx_L0, tx_L5>(tx_i)] < n_q;
 #line 78
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec_if<2>(o + b * sob + h * soh + rm[tx::remap<tx_L0, tx_L5>(tx_i)] * son + tx_rd_cvt[tx::remap<tx_L7, tx_L5>(tx_i)], &tx_value_1[tx_i], tx_mask_1[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec_if<2>(o + tx::wrap_mul<int>(b, sob) + tx::wrap_mul<int>(h, soh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L5>(tx_i)], son) + tx_rd_cvt[tx::remap<tx_L7, tx_L5>(tx_i)], &tx_value_1[tx_i], tx_mask_1[tx_i]);
     // store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
 #line 80 "kernels/attention.c"
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(lse + bh * n_q + rm[tx_i]) = (m_i[tx_i] + tx::log2(l_i[tx_i])) * 0.6931472f;
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(lse + tx::wrap_mul<int>(bh, n_q) + rm[tx_i]) = (m_i[tx_i] + tx::log2(l_i[tx_i])) * 0.6931472f;
 }
