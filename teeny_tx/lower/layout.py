@@ -536,8 +536,9 @@ class LayoutPass:
             if not e.attr("keep_dims") and len(layout.dims) == layout.blocked.rank:
                 # wanted in a layout of its own rank (stored through a 1-D index tile): no
                 # dimension to restore, so reduce in the input's layout and convert
-                own = self.natural(e)
-                assert own is not None and len(own.dims) < own.blocked.rank
+                natural = self.natural(e)
+                assert natural is not None and len(natural.dims) < natural.blocked.rank
+                own = natural
                 self.layouts.setdefault(own.key, own)
                 return Op(
                     type=e.type,
