@@ -103,6 +103,9 @@ def rule_unary_arith(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
     a = ty.numeric(a, loc, OPS[name].symbol or name)
     if name == "invert":
         ty.require_int(a, loc, "~")
+    if isinstance(a, Const) and a.weak and isinstance(a.value, float) and name == "neg":
+        # exact on the value as written (f64), not rounded through f32 first: -5e-324 stays
+        return Const(type=a.type, loc=loc, value=-a.value, weak=True)
     if isinstance(a, Const) and a.weak:
         folded = make(name, [a], a.type, loc)
         assert isinstance(folded, Const)
