@@ -74,13 +74,13 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_kv;
 #line 242 "kernels/attention.c"
-    int b = bh / h_kv;
+    int b = tx::int_div<int>(bh, h_kv);
     // i32 hk = bh % h_kv;
 #line 243 "kernels/attention.c"
-    int hk = bh % h_kv;
+    int hk = tx::int_mod<int>(bh, h_kv);
     // tile rn = pid_n * BN + arange(0, BN);
 #line 244 "kernels/attention.c"
-    int rn[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rn[tx_i] = pid_n * BN + tx_L0::coord(tx_i, 0);
+    int rn[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rn[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(pid_n, BN), tx_L0::coord(tx_i, 0));
     // tile rm = arange(0, BM);
 #line 245 "kernels/attention.c"
     int rm[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rm[tx_i] = tx_L1::coord(tx_i, 1);
@@ -98,19 +98,19 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     float dv_acc[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dv_acc[tx_i] = 0.0f;
     // i32 n0 = pid_n * BN;
 #line 252 "kernels/attention.c"
-    int n0 = pid_n * BN;
+    int n0 = tx::wrap_mul<int>(pid_n, BN);
     // i32 q_first = BAND ? maximum(n0 - hi, 0) / BM * BM : 0;
 #line 253 "kernels/attention.c"
-    int q_first = tx::maximum(n0 - hi, 0) / BM * BM;
+    int q_first = tx::wrap_mul<int>(tx::int_div<int>(tx::maximum(tx::wrap_sub<int>(n0, hi), 0), BM), BM);
     // i32 q_last = BAND ? minimum(n0 + BN - lo, n_q) : n_q;
 #line 254 "kernels/attention.c"
-    int q_last = tx::minimum(n0 + BN - lo, n_q);
+    int q_last = tx::minimum(tx::wrap_sub<int>(tx::wrap_add<int>(n0, BN), lo), n_q);
     // i32 u_lo = n0 + BN - 1 - hi;
 #line 255 "kernels/attention.c"
-    int u_lo = n0 + BN - 1 - hi;
+    int u_lo = tx::wrap_sub<int>(tx::wrap_sub<int>(tx::wrap_add<int>(n0, BN), 1), hi);
     // i32 u_hi = n0 - lo + 1;
 #line 256 "kernels/attention.c"
-    int u_hi = n0 - lo + 1;
+    int u_hi = tx::wrap_add<int>(tx::wrap_sub<int>(n0, lo), 1);
     // for (i32 g = 0; g < group; g++) {
 #line 257 "kernels/attention.c"
     int tx_rn_cvt[tx_L5::REGS]; tx::relayout<tx_L0, tx_L5>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L5::coord(tx_r, 0); });
@@ -135,21 +135,21 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 257
                 if (g < 1) {
 #line 257
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage_1 * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), k + b * skb + hk * skh + tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] * skn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage_1 * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), k + tx::wrap_mul<int>(b, skb) + tx::wrap_mul<int>(hk, skh) + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], skn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
 #line 257
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage_1 * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), v + b * svb + hk * svh + tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] * svn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage_1 * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), v + tx::wrap_mul<int>(b, svb) + tx::wrap_mul<int>(hk, svh) + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], svn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
                 }
 #line 257
                 tx::cp_async_commit();
 #line 257
-                g = g + 1;
+                g = tx::wrap_add<int>(g, 1);
             }
         }
         // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
 #line 257
         int tx_stage_1 = 0;  // the stage this iteration's dot reads
 #line 257
-        for (int g = 0; g < 1; g = g + 1) {
+        for (int g = 0; g < 1; g = tx::wrap_add<int>(g, 1)) {
 #line 257
             tx::cp_async_wait<0>();  // this iteration's stage has landed
 #line 257
@@ -166,9 +166,9 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 257
                 if (g < 1) {
 #line 257
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead_1 * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), k + b * skb + hk * skh + tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] * skn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead_1 * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), k + tx::wrap_mul<int>(b, skb) + tx::wrap_mul<int>(hk, skh) + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], skn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
 #line 257
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead_1 * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), v + b * svb + hk * svh + tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)] * svn + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead_1 * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), v + tx::wrap_mul<int>(b, svb) + tx::wrap_mul<int>(hk, svh) + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], svn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
                 }
             }
 #line 257
@@ -181,25 +181,25 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
             // v_t: in shared memory, stage tx_stage_1 (copied by cp.async)
             // i32 h = hk * group + g;
 #line 266 "kernels/attention.c"
-            int h = hk + g;
+            int h = tx::wrap_add<int>(hk, g);
             // tile qh = q + b * sqb + h * sqh;
 #line 267 "kernels/attention.c"
-            const __half* qh = q + b * sqb + h * sqh;
+            const __half* qh = q + tx::wrap_mul<int>(b, sqb) + tx::wrap_mul<int>(h, sqh);
             // f32 slope2 = ALIBI ? load(slopes + b * ssb + h) * 1.4426950408889634f : 0.0f;
 #line 268 "kernels/attention.c"
             float slope2 = 0.0f;
             // tile doh = d_o + b * sdb + h * sdh;
 #line 269 "kernels/attention.c"
-            const __half* doh = d_o + b * sdb + h * sdh;
+            const __half* doh = d_o + tx::wrap_mul<int>(b, sdb) + tx::wrap_mul<int>(h, sdh);
             // tile lseh = lse + (b * h_q + h) * n_q;
 #line 270 "kernels/attention.c"
-            const float* lseh = lse + (b * h_q + h) * n_q;
+            const float* lseh = lse + tx::wrap_mul<int>(tx::wrap_add<int>(tx::wrap_mul<int>(b, h_q), h), n_q);
             // tile deltah = delta + (b * h_q + h) * n_q;
 #line 271 "kernels/attention.c"
-            const float* deltah = delta + (b * h_q + h) * n_q;
+            const float* deltah = delta + tx::wrap_mul<int>(tx::wrap_add<int>(tx::wrap_mul<int>(b, h_q), h), n_q);
             // tile dqh = dq_acc + (b * h_q + h) * n_q * D;
 #line 272 "kernels/attention.c"
-            float* dqh = dq_acc + (b * h_q + h) * n_q * D;
+            float* dqh = dq_acc + tx::wrap_mul<int>(tx::wrap_mul<int>(tx::wrap_add<int>(tx::wrap_mul<int>(b, h_q), h), n_q), D);
             // for (i32 start = q_first; start < q_last; start += BM) {
 #line 273 "kernels/attention.c"
             {
@@ -227,14 +227,14 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 273
                         if (start < q_last) {
 #line 273
-                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_q_t_stages + tx_prologue_stage * tx_q_t_tile::ELEMS + tx_q_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), qh + (tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start) * sqn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start < n_q);
+                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_q_t_stages + tx_prologue_stage * tx_q_t_tile::ELEMS + tx_q_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), qh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start), sqn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start) < n_q);
 #line 273
-                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_prologue_stage * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), doh + (tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start) * sdn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start < n_q);
+                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_prologue_stage * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), doh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start), sdn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start) < n_q);
                         }
 #line 273
                         tx::stage_arrive_full(&tx_stage_barriers[tx_prologue_stage]);
 #line 273
-                        start = start + BM;
+                        start = tx::wrap_add<int>(start, BM);
                     }
                 }
                 // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
@@ -243,7 +243,7 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 273
                 unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
 #line 273
-                for (int start = q_first; start < q_last; start = start + BM) {
+                for (int start = q_first; start < q_last; start = tx::wrap_add<int>(start, BM)) {
 #line 273
                     tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 2) & 1);  // every thread's copies into this iteration's stage have landed
 #line 273
@@ -262,9 +262,9 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 273
                         if (start < q_last) {
 #line 273
-                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_q_t_stages + tx_stage_ahead * tx_q_t_tile::ELEMS + tx_q_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), qh + (tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start) * sqn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start < n_q);
+                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_q_t_stages + tx_stage_ahead * tx_q_t_tile::ELEMS + tx_q_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), qh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start), sqn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start) < n_q);
 #line 273
-                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_stage_ahead * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), doh + (tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start) * sdn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + start < n_q);
+                            _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_stage_ahead * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), doh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start), sdn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start) < n_q);
                         }
 #line 273
                         tx::stage_arrive_full(&tx_stage_barriers[tx_stage_ahead]);
@@ -277,14 +277,14 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                     // do_t: in shared memory, stage tx_stage (copied by cp.async)
                     // tile lse2 = load(lseh + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
 #line 281 "kernels/attention.c"
-                    bool tx_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask[tx_i] = start + rm[tx_i] < n_q;
+                    bool tx_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask[tx_i] = tx::wrap_add<int>(start, rm[tx_i]) < n_q;
 #line 281
                     float tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 2) tx::load_vec_if<2>(&tx_load[tx_i], lseh + start + rm[tx_i], tx_mask[tx_i], 0.0f);
 #line 281
                     float lse2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) lse2[tx_i] = tx_load[tx_i] * 1.442695f;
                     // tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
 #line 283 "kernels/attention.c"
-                    bool tx_mask_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask_1[tx_i] = start + rm[tx_i] < n_q;
+                    bool tx_mask_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask_1[tx_i] = tx::wrap_add<int>(start, rm[tx_i]) < n_q;
 #line 283
                     float dl[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 2) tx::load_vec_if<2>(&dl[tx_i], deltah + start + rm[tx_i], tx_mask_1[tx_i], 0.0f);
                     // tile t_t = SOFTCAP ? tanh(dot(k_t, trans(q_t)) * cap_in) : 0.0f;
@@ -302,16 +302,16 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
                     float p_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p_t[tx_i] = tx::fast_exp2(tx_acc[tx_i] * qk_scale - lse2[tx::remap<tx_L1, tx_L8>(tx_i)]);
                     // if (BAND ? (start < u_lo) | (start + BM > u_hi) : 0) {
 #line 297 "kernels/attention.c"
-                    if ((start < u_lo) | (start + BM > u_hi)) {
+                    if ((start < u_lo) | (tx::wrap_add<int>(start, BM) > u_hi)) {
                         // tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
 #line 298 "kernels/attention.c"
-                        int qm[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) qm[tx_i] = start + rm[tx_i];
+                        int qm[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) qm[tx_i] = tx::wrap_add<int>(start, rm[tx_i]);
                         // tile kj = expand_dims(rn, 1);                          /* [BN, 1] */
 #line 299 "kernels/attention.c"
                         int kj[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) kj[tx_i] = rn[tx_i];
                         // p_t = where((kj <= qm + hi) & (kj >= qm + lo), p_t, 0.0f);
 #line 300 "kernels/attention.c"
-                        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p_t[tx_i] = ((kj[tx::remap<tx_L0, tx_L8>(tx_i)] <= qm[tx::remap<tx_L1, tx_L8>(tx_i)] + hi) & (kj[tx::remap<tx_L0, tx_L8>(tx_i)] >= qm[tx::remap<tx_L1, tx_L8>(tx_i)] + lo)) ? p_t[tx_i] : 0.0f;
+                        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p_t[tx_i] = ((kj[tx::remap<tx_L0, tx_L8>(tx_i)] <= tx::wrap_add<int>(qm[tx::remap<tx_L1, tx_L8>(tx_i)], hi)) & (kj[tx::remap<tx_L0, tx_L8>(tx_i)] >= tx::wrap_add<int>(qm[tx::remap<tx_L1, tx_L8>(tx_i)], lo))) ? p_t[tx_i] : 0.0f;
                     }
                     // tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
 #line 302 "kernels/attention.c"
@@ -371,12 +371,12 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
 #line 321
     bool tx_mask_2[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_2[tx_i] = kv_row[tx::remap<tx_L0, tx_L3>(tx_i)];
 #line 321
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dk + b * sdkb + hk * sdkh + rn[tx::remap<tx_L0, tx_L3>(tx_i)] * sdkn + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_2[tx_i], tx_mask_2[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dk + tx::wrap_mul<int>(b, sdkb) + tx::wrap_mul<int>(hk, sdkh) + tx::wrap_mul<int>(rn[tx::remap<tx_L0, tx_L3>(tx_i)], sdkn) + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_2[tx_i], tx_mask_2[tx_i]);
     // store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc,
 #line 324 "kernels/attention.c"
     __half tx_value_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_value_3[tx_i] = tx::cast<__half>(dv_acc[tx_i]);
 #line 324
     bool tx_mask_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_3[tx_i] = kv_row[tx::remap<tx_L0, tx_L3>(tx_i)];
 #line 324
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dv + b * sdvb + hk * sdvh + rn[tx::remap<tx_L0, tx_L3>(tx_i)] * sdvn + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_3[tx_i], tx_mask_3[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dv + tx::wrap_mul<int>(b, sdvb) + tx::wrap_mul<int>(hk, sdvh) + tx::wrap_mul<int>(rn[tx::remap<tx_L0, tx_L3>(tx_i)], sdvn) + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_3[tx_i], tx_mask_3[tx_i]);
 }

@@ -74,16 +74,16 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
 #line 349 "kernels/attention.c"
-    int b = bh / h_q;
+    int b = tx::int_div<int>(bh, h_q);
     // i32 h = bh % h_q;
 #line 350 "kernels/attention.c"
-    int h = bh % h_q;
+    int h = tx::int_mod<int>(bh, h_q);
     // i32 hk = h / group;
 #line 351 "kernels/attention.c"
-    int hk = h / 1;
+    int hk = tx::int_div<int>(h, 1);
     // tile rm = pid_m * BM + arange(0, BM);
 #line 352 "kernels/attention.c"
-    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = pid_m * BM + tx_L0::coord(tx_i, 0);
+    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(pid_m, BM), tx_L0::coord(tx_i, 0));
     // tile rn = arange(0, BN);
 #line 353 "kernels/attention.c"
     int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = tx_L1::coord(tx_i, 0);
@@ -97,30 +97,30 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 356 "kernels/attention.c"
     bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = q_row[tx::remap<tx_L0, tx_L3>(tx_i)];
 #line 356
-    __nv_bfloat16 q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + b * sqb + h * sqh + rm[tx::remap<tx_L0, tx_L3>(tx_i)] * sqn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + tx::wrap_mul<int>(b, sqb) + tx::wrap_mul<int>(h, sqh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L3>(tx_i)], sqn) + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __nv_bfloat16(0.0f));
     // tile do_t = load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd,
 #line 359 "kernels/attention.c"
     bool tx_mask_1[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_1[tx_i] = q_row[tx::remap<tx_L0, tx_L3>(tx_i)];
 #line 359
-    __nv_bfloat16 do_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&do_t[tx_i], d_o + b * sdb + h * sdh + rm[tx::remap<tx_L0, tx_L3>(tx_i)] * sdn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask_1[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 do_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&do_t[tx_i], d_o + tx::wrap_mul<int>(b, sdb) + tx::wrap_mul<int>(h, sdh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L3>(tx_i)], sdn) + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask_1[tx_i], __nv_bfloat16(0.0f));
     // tile lse2 = expand_dims(load(lse + bh * n_q + rm, rm < n_q, 0) * 1.4426950408889634f, 1);
 #line 362 "kernels/attention.c"
     int tx_rm_cvt[tx_L4::REGS]; tx::relayout<tx_L0, tx_L4>(tx_rm_cvt, rm, tx_smem, [](int tx_r) { return tx_L4::coord(tx_r, 0); });
 #line 362
-    float tx_load[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_load[tx_i] = tx_rm_cvt[tx_i] < n_q ? *(lse + bh * n_q + tx_rm_cvt[tx_i]) : 0.0f;
+    float tx_load[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_load[tx_i] = tx_rm_cvt[tx_i] < n_q ? *(lse + tx::wrap_mul<int>(bh, n_q) + tx_rm_cvt[tx_i]) : 0.0f;
 #line 362
     float lse2[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) lse2[tx_i] = tx_load[tx_i] * 1.442695f;
     // tile dl = expand_dims(load(delta + bh * n_q + rm, rm < n_q, 0), 1);
 #line 363 "kernels/attention.c"
-    float tx_load_1[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_load_1[tx_i] = tx_rm_cvt[tx_i] < n_q ? *(delta + bh * n_q + tx_rm_cvt[tx_i]) : 0.0f;
+    float tx_load_1[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_load_1[tx_i] = tx_rm_cvt[tx_i] < n_q ? *(delta + tx::wrap_mul<int>(bh, n_q) + tx_rm_cvt[tx_i]) : 0.0f;
 #line 363
     float dl[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) dl[tx_i] = tx_load_1[tx_i];
     // tile kh = k + b * skb + hk * skh;
 #line 364 "kernels/attention.c"
-    const __nv_bfloat16* kh = k + b * skb + hk * skh;
+    const __nv_bfloat16* kh = k + tx::wrap_mul<int>(b, skb) + tx::wrap_mul<int>(hk, skh);
     // tile vh = v + b * svb + hk * svh;
 #line 365 "kernels/attention.c"
-    const __nv_bfloat16* vh = v + b * svb + hk * svh;
+    const __nv_bfloat16* vh = v + tx::wrap_mul<int>(b, svb) + tx::wrap_mul<int>(hk, svh);
     // f32 slope2 = ALIBI ? load(slopes + b * ssb + h) * 1.4426950408889634f : 0.0f;
 #line 366 "kernels/attention.c"
     float slope2 = 0.0f;
@@ -129,7 +129,7 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     float dq_acc[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) dq_acc[tx_i] = 0.0f;
     // i32 m0 = pid_m * BM;
 #line 369 "kernels/attention.c"
-    int m0 = pid_m * BM;
+    int m0 = tx::wrap_mul<int>(pid_m, BM);
     // i32 first = BAND ? maximum(m0 + lo, 0) / BN * BN : 0;
 #line 370 "kernels/attention.c"
     int first = 0;
@@ -138,7 +138,7 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     int last = n_kv;
     // i32 u_lo = m0 + BM - 1 + lo;
 #line 372 "kernels/attention.c"
-    int u_lo = m0 + BM - 1 + lo;
+    int u_lo = tx::wrap_add<int>(tx::wrap_sub<int>(tx::wrap_add<int>(m0, BM), 1), lo);
     // i32 u_hi = BAND ? minimum(m0 + hi + 1, n_kv) : n_kv;
 #line 373 "kernels/attention.c"
     int u_hi = n_kv;
@@ -180,14 +180,14 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 374
                 if (start < last) {
 #line 374
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + tx::wrap_mul<int>(tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start), skn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start) < n_kv);
 #line 374
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + tx::wrap_mul<int>(tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start), svn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start) < n_kv);
                 }
 #line 374
                 tx::stage_arrive_full(&tx_stage_barriers[tx_prologue_stage]);
 #line 374
-                start = start + BN;
+                start = tx::wrap_add<int>(start, BN);
             }
         }
         // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
@@ -196,7 +196,7 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 374
         unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
 #line 374
-        for (int start = first; start < last; start = start + BN) {
+        for (int start = first; start < last; start = tx::wrap_add<int>(start, BN)) {
 #line 374
             tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 2) & 1);  // every thread's copies into this iteration's stage have landed
 #line 374
@@ -215,9 +215,9 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 374
                 if (start < last) {
 #line 374
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + tx::wrap_mul<int>(tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start), skn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start) < n_kv);
 #line 374
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + (rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], rn[tx::remap<tx_L1, tx_L6>(tx_i)] + start < n_kv);
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + tx::wrap_mul<int>(tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start), svn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start) < n_kv);
                 }
 #line 374
                 tx::stage_arrive_full(&tx_stage_barriers[tx_stage_ahead]);
@@ -243,10 +243,10 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
             float p[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) p[tx_i] = tx::fast_exp2(tx_acc[tx_i] * qk_scale - lse2[tx::remap<tx_L4, tx_L7>(tx_i)]);
             // if (BAND ? (start < u_lo) | (start + BN > u_hi) : start + BN > u_hi) {
 #line 389 "kernels/attention.c"
-            if (start + BN > u_hi) {
+            if (tx::wrap_add<int>(start, BN) > u_hi) {
                 // tile kn = expand_dims(start + rn, 0);
 #line 390 "kernels/attention.c"
-                int kn[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) kn[tx_i] = start + tx_rn_cvt[tx_i];
+                int kn[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) kn[tx_i] = tx::wrap_add<int>(start, tx_rn_cvt[tx_i]);
                 // tile ok = BAND ? (kn < n_kv) & (kn <= expand_dims(rm, 1) + hi)
 #line 391 "kernels/attention.c"
                 bool ok[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) ok[tx_i] = kn[tx_i] < n_kv;
@@ -294,5 +294,5 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
 #line 404
     bool tx_mask_2[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_mask_2[tx_i] = tx_q_row_cvt[tx::remap<tx_L4, tx_L5>(tx_i)];
 #line 404
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec_if<2>(dq + b * sdqb + h * sdqh + tx_rm_cvt[tx::remap<tx_L4, tx_L5>(tx_i)] * sdqn + tx_rd_cvt[tx::remap<tx_L9, tx_L5>(tx_i)], &tx_value_1[tx_i], tx_mask_2[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec_if<2>(dq + tx::wrap_mul<int>(b, sdqb) + tx::wrap_mul<int>(h, sdqh) + tx::wrap_mul<int>(tx_rm_cvt[tx::remap<tx_L4, tx_L5>(tx_i)], sdqn) + tx_rd_cvt[tx::remap<tx_L9, tx_L5>(tx_i)], &tx_value_1[tx_i], tx_mask_2[tx_i]);
 }

@@ -16,13 +16,13 @@ attention_bwd_dq_cast(__nv_bfloat16* dq, const float* __restrict__ dq_acc, int n
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
 #line 416 "kernels/attention.c"
-    int b = bh / h_q;
+    int b = tx::int_div<int>(bh, h_q);
     // i32 h = bh % h_q;
 #line 417 "kernels/attention.c"
-    int h = bh % h_q;
+    int h = tx::int_mod<int>(bh, h_q);
     // tile rm = expand_dims(program_id(0) * BM + arange(0, BM), 1);
 #line 418 "kernels/attention.c"
-    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = (int)blockIdx.x * BM + tx_L0::coord(tx_i, 0);
+    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>((int)blockIdx.x, BM), tx_L0::coord(tx_i, 0));
     // tile rd = expand_dims(arange(0, D), 0);
 #line 419 "kernels/attention.c"
     int rd[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rd[tx_i] = tx_L1::coord(tx_i, 1);
@@ -30,12 +30,12 @@ attention_bwd_dq_cast(__nv_bfloat16* dq, const float* __restrict__ dq_acc, int n
 #line 420 "kernels/attention.c"
     bool tx_mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask[tx_i] = rm[tx::remap<tx_L0, tx_L2>(tx_i)] < n_q;
 #line 420
-    float acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 4) tx::load_vec_if<4>(&acc[tx_i], dq_acc + (bh * n_q + rm[tx::remap<tx_L0, tx_L2>(tx_i)]) * D + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask[tx_i], 0.0f);
+    float acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 4) tx::load_vec_if<4>(&acc[tx_i], dq_acc + tx::wrap_mul<int>(tx::wrap_add<int>(tx::wrap_mul<int>(bh, n_q), rm[tx::remap<tx_L0, tx_L2>(tx_i)]), D) + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask[tx_i], 0.0f);
     // store(dq + b * sdqb + h * sdqh + rm * sdqn + rd * sdqd, acc * scale,
 #line 421 "kernels/attention.c"
     __nv_bfloat16 tx_value[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(acc[tx_i] * scale);
 #line 421
     bool tx_mask_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask_1[tx_i] = rm[tx::remap<tx_L0, tx_L2>(tx_i)] < n_q;
 #line 421
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::store_vec_if<8>(dq + b * sdqb + h * sdqh + rm[tx::remap<tx_L0, tx_L2>(tx_i)] * sdqn + rd[tx::remap<tx_L1, tx_L2>(tx_i)], &tx_value[tx_i], tx_mask_1[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::store_vec_if<8>(dq + tx::wrap_mul<int>(b, sdqb) + tx::wrap_mul<int>(h, sdqh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L2>(tx_i)], sdqn) + rd[tx::remap<tx_L1, tx_L2>(tx_i)], &tx_value[tx_i], tx_mask_1[tx_i]);
 }

@@ -16,13 +16,13 @@ attention_bwd_preprocess(float* delta, const __half* __restrict__ o, const __hal
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
 #line 204 "kernels/attention.c"
-    int b = bh / h_q;
+    int b = tx::int_div<int>(bh, h_q);
     // i32 h = bh % h_q;
 #line 205 "kernels/attention.c"
-    int h = bh % h_q;
+    int h = tx::int_mod<int>(bh, h_q);
     // tile rm = program_id(0) * BM + arange(0, BM);
 #line 206 "kernels/attention.c"
-    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = (int)blockIdx.x * BM + tx_L0::coord(tx_i, 0);
+    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>((int)blockIdx.x, BM), tx_L0::coord(tx_i, 0));
     // tile rd = expand_dims(arange(0, D), 0);
 #line 207 "kernels/attention.c"
     int rd[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rd[tx_i] = tx_L1::coord(tx_i, 1);
@@ -33,14 +33,14 @@ attention_bwd_preprocess(float* delta, const __half* __restrict__ o, const __hal
 #line 209 "kernels/attention.c"
     bool tx_mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask[tx_i] = row[tx::remap<tx_L0, tx_L2>(tx_i)];
 #line 209
-    __half tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], o + b * sob + h * soh + rm[tx::remap<tx_L0, tx_L2>(tx_i)] * son + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask[tx_i], __half(0.0f));
+    __half tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], o + tx::wrap_mul<int>(b, sob) + tx::wrap_mul<int>(h, soh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L2>(tx_i)], son) + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask[tx_i], __half(0.0f));
 #line 209
     float o_t[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) o_t[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile do_t = (f32)load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd,
 #line 212 "kernels/attention.c"
     bool tx_mask_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask_1[tx_i] = row[tx::remap<tx_L0, tx_L2>(tx_i)];
 #line 212
-    __half tx_load_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], d_o + b * sdb + h * sdh + rm[tx::remap<tx_L0, tx_L2>(tx_i)] * sdn + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask_1[tx_i], __half(0.0f));
+    __half tx_load_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], d_o + tx::wrap_mul<int>(b, sdb) + tx::wrap_mul<int>(h, sdh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L2>(tx_i)], sdn) + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask_1[tx_i], __half(0.0f));
 #line 212
     float do_t[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) do_t[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(delta + bh * n_q + rm, sum(o_t * do_t, 1), rm < n_q);
@@ -49,5 +49,5 @@ attention_bwd_preprocess(float* delta, const __half* __restrict__ o, const __hal
 #line 215
     float tx_red[tx_L0::REGS]; tx::reduce<tx_L2, tx_L0, 1>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
 #line 215
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(delta + bh * n_q + rm[tx_i]) = tx_red[tx_i];
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(delta + tx::wrap_mul<int>(bh, n_q) + rm[tx_i]) = tx_red[tx_i];
 }

@@ -98,22 +98,22 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
             int bh = (int)blockIdx.y;
             // i32 b = bh / h_q;
 #line 49 "kernels/attention.c"
-            int b = bh / h_q;
+            int b = tx::int_div<int>(bh, h_q);
             // i32 h = bh % h_q;
 #line 50 "kernels/attention.c"
-            int h = bh % h_q;
+            int h = tx::int_mod<int>(bh, h_q);
             // i32 hk = h / group;
 #line 51 "kernels/attention.c"
-            int hk = h / 1;
+            int hk = tx::int_div<int>(h, 1);
             // i32 m0 = pid_m * BM;
 #line 69 "kernels/attention.c"
-            int m0 = pid_m * BM;
+            int m0 = tx::wrap_mul<int>(pid_m, BM);
             // i32 first = BAND ? maximum(m0 + lo, 0) / BN * BN : 0;
 #line 70 "kernels/attention.c"
-            int first = tx::maximum(m0 + lo, 0) / BN * BN;
+            int first = tx::wrap_mul<int>(tx::int_div<int>(tx::maximum(tx::wrap_add<int>(m0, lo), 0), BN), BN);
             // i32 last = BAND ? minimum(m0 + BM + hi, n_kv) : n_kv;
 #line 71 "kernels/attention.c"
-            int last = tx::minimum(m0 + BM + hi, n_kv);
+            int last = tx::minimum(tx::wrap_add<int>(tx::wrap_add<int>(m0, BM), hi), n_kv);
             // for (i32 start = first; start < last; start += BN) {
 #line 74 "kernels/attention.c"
             using tx_k_t_tile = tx::SmemTile<__half, 128, 128>;
@@ -131,7 +131,7 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 74
             unsigned tx_iteration = 0;  // iterations issued: the phase parity of each stage's barriers
 #line 74
-            for (int start = first; start < last; start = start + BN) {
+            for (int start = first; start < last; start = tx::wrap_add<int>(start, BN)) {
 #line 74
                 if (tx_iteration >= 3)  // the compute warps have read the stage's last contents
 #line 74
@@ -168,16 +168,16 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
 #line 49 "kernels/attention.c"
-    int b = bh / h_q;
+    int b = tx::int_div<int>(bh, h_q);
     // i32 h = bh % h_q;
 #line 50 "kernels/attention.c"
-    int h = bh % h_q;
+    int h = tx::int_mod<int>(bh, h_q);
     // i32 hk = h / group;
 #line 51 "kernels/attention.c"
-    int hk = h / 1;
+    int hk = tx::int_div<int>(h, 1);
     // tile rm = pid_m * BM + arange(0, BM);
 #line 52 "kernels/attention.c"
-    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = pid_m * BM + tx_L0::coord(tx_i, 0);
+    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(pid_m, BM), tx_L0::coord(tx_i, 0));
     // tile rn = arange(0, BN);
 #line 53 "kernels/attention.c"
     int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = tx_L1::coord(tx_i, 0);
@@ -190,13 +190,13 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 55
     bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = tx_rm_cvt[tx::remap<tx_L1, tx_L3>(tx_i)] < n_q;
 #line 55
-    __half q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + b * sqb + h * sqh + tx_rm_cvt[tx::remap<tx_L1, tx_L3>(tx_i)] * sqn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __half(0.0f));
+    __half q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + tx::wrap_mul<int>(b, sqb) + tx::wrap_mul<int>(h, sqh) + tx::wrap_mul<int>(tx_rm_cvt[tx::remap<tx_L1, tx_L3>(tx_i)], sqn) + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __half(0.0f));
     // tile kh = k + b * skb + hk * skh;
 #line 58 "kernels/attention.c"
-    const __half* kh = k + b * skb + hk * skh;
+    const __half* kh = k + tx::wrap_mul<int>(b, skb) + tx::wrap_mul<int>(hk, skh);
     // tile vh = v + b * svb + hk * svh;
 #line 59 "kernels/attention.c"
-    const __half* vh = v + b * svb + hk * svh;
+    const __half* vh = v + tx::wrap_mul<int>(b, svb) + tx::wrap_mul<int>(hk, svh);
     // f32 slope2 = ALIBI ? load(slopes + b * ssb + h) * 1.4426950408889634f : 0.0f;
 #line 61 "kernels/attention.c"
     float slope2 = 0.0f;
@@ -211,19 +211,19 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
     float acc[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // i32 m0 = pid_m * BM;
 #line 69 "kernels/attention.c"
-    int m0 = pid_m * BM;
+    int m0 = tx::wrap_mul<int>(pid_m, BM);
     // i32 first = BAND ? maximum(m0 + lo, 0) / BN * BN : 0;
 #line 70 "kernels/attention.c"
-    int first = tx::maximum(m0 + lo, 0) / BN * BN;
+    int first = tx::wrap_mul<int>(tx::int_div<int>(tx::maximum(tx::wrap_add<int>(m0, lo), 0), BN), BN);
     // i32 last = BAND ? minimum(m0 + BM + hi, n_kv) : n_kv;
 #line 71 "kernels/attention.c"
-    int last = tx::minimum(m0 + BM + hi, n_kv);
+    int last = tx::minimum(tx::wrap_add<int>(tx::wrap_add<int>(m0, BM), hi), n_kv);
     // i32 u_lo = m0 + BM - 1 + lo;
 #line 72 "kernels/attention.c"
-    int u_lo = m0 + BM - 1 + lo;
+    int u_lo = tx::wrap_add<int>(tx::wrap_sub<int>(tx::wrap_add<int>(m0, BM), 1), lo);
     // i32 u_hi = BAND ? minimum(m0 + hi + 1, n_kv) : n_kv;
 #line 73 "kernels/attention.c"
-    int u_hi = tx::minimum(m0 + hi + 1, n_kv);
+    int u_hi = tx::minimum(tx::wrap_add<int>(tx::wrap_add<int>(m0, hi), 1), n_kv);
     // for (i32 start = first; start < last; start += BN) {
 #line 74 "kernels/attention.c"
     int tx_rn_cvt[tx_L5::REGS]; tx::relayout<tx_L1, tx_L5>(tx_rn_cvt, rn, tx_scratch, [](int tx_r) { return tx_L5::coord(tx_r, 1); });
@@ -249,7 +249,7 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 74
         unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
 #line 74
-        for (int start = first; start < last; start = start + BN) {
+        for (int start = first; start < last; start = tx::wrap_add<int>(start, BN)) {
 #line 74
             tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 3) & 1);  // the producer's boxes into this iteration's stage have landed
             // tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
@@ -267,13 +267,13 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
             float s[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) s[tx_i] = tx_acc[tx_i] * qk_scale;
             // if (BAND ? (start < u_lo) | (start + BN > u_hi) : start + BN > u_hi) {
 #line 87 "kernels/attention.c"
-            if ((start < u_lo) | (start + BN > u_hi)) {
+            if ((start < u_lo) | (tx::wrap_add<int>(start, BN) > u_hi)) {
                 // tile kn = expand_dims(start + rn, 0);
 #line 88 "kernels/attention.c"
-                int kn[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) kn[tx_i] = start + tx_rn_cvt[tx_i];
+                int kn[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) kn[tx_i] = tx::wrap_add<int>(start, tx_rn_cvt[tx_i]);
                 // tile ok = BAND ? (kn < n_kv) & (kn <= expand_dims(rm, 1) + hi)
 #line 89 "kernels/attention.c"
-                bool ok[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) ok[tx_i] = (kn[tx::remap<tx_L5, tx_L4>(tx_i)] < n_kv) & (kn[tx::remap<tx_L5, tx_L4>(tx_i)] <= rm[tx::remap<tx_L0, tx_L4>(tx_i)] + hi) & (kn[tx::remap<tx_L5, tx_L4>(tx_i)] >= rm[tx::remap<tx_L0, tx_L4>(tx_i)] + lo);
+                bool ok[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) ok[tx_i] = (kn[tx::remap<tx_L5, tx_L4>(tx_i)] < n_kv) & (kn[tx::remap<tx_L5, tx_L4>(tx_i)] <= tx::wrap_add<int>(rm[tx::remap<tx_L0, tx_L4>(tx_i)], hi)) & (kn[tx::remap<tx_L5, tx_L4>(tx_i)] >= tx::wrap_add<int>(rm[tx::remap<tx_L0, tx_L4>(tx_i)], lo));
                 // s = where(ok, s, -INF);
 #line 92 "kernels/attention.c"
                 _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) s[tx_i] = ok[tx_i] ? s[tx_i] : (-__int_as_float(0x7f800000));
@@ -327,8 +327,8 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
 #line 108
     bool tx_mask_1[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_mask_1[tx_i] = rm[tx::remap<tx_L0, tx_L4>(tx_i)] < n_q;
 #line 108
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 2) tx::store_vec_if<2>(o + b * sob + h * soh + rm[tx::remap<tx_L0, tx_L4>(tx_i)] * son + tx_rd_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], &tx_value_1[tx_i], tx_mask_1[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 2) tx::store_vec_if<2>(o + tx::wrap_mul<int>(b, sob) + tx::wrap_mul<int>(h, soh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L4>(tx_i)], son) + tx_rd_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], &tx_value_1[tx_i], tx_mask_1[tx_i]);
     // store(lse + bh * n_q + rm,
 #line 112 "kernels/attention.c"
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(lse + bh * n_q + rm[tx_i]) = (l_i[tx_i] == 0.0f) ? __int_as_float(0x7f800000) : ((m_i[tx_i] + tx::log2(l_i[tx_i])) * 0.6931472f);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(lse + tx::wrap_mul<int>(bh, n_q) + rm[tx_i]) = (l_i[tx_i] == 0.0f) ? __int_as_float(0x7f800000) : ((m_i[tx_i] + tx::log2(l_i[tx_i])) * 0.6931472f);
 }

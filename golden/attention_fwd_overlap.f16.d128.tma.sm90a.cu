@@ -71,16 +71,16 @@ attention_fwd_overlap(__half* o, float* lse, const __half* __restrict__ q, const
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
 #line 140 "kernels/attention.c"
-    int b = bh / h_q;
+    int b = tx::int_div<int>(bh, h_q);
     // i32 h = bh % h_q;
 #line 141 "kernels/attention.c"
-    int h = bh % h_q;
+    int h = tx::int_mod<int>(bh, h_q);
     // i32 hk = h / group;
 #line 142 "kernels/attention.c"
-    int hk = h / 1;
+    int hk = tx::int_div<int>(h, 1);
     // tile rm = pid_m * BM + arange(0, BM);
 #line 143 "kernels/attention.c"
-    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = pid_m * BM + tx_L0::coord(tx_i, 0);
+    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(pid_m, BM), tx_L0::coord(tx_i, 0));
     // tile rn = arange(0, BN);
 #line 144 "kernels/attention.c"
     int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = tx_L1::coord(tx_i, 1);
@@ -93,29 +93,29 @@ attention_fwd_overlap(__half* o, float* lse, const __half* __restrict__ q, const
 #line 146
     bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = tx_rm_cvt[tx::remap<tx_L4, tx_L3>(tx_i)] < n_q;
 #line 146
-    __half q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + b * sqb + h * sqh + tx_rm_cvt[tx::remap<tx_L4, tx_L3>(tx_i)] * sqn + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __half(0.0f));
+    __half q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + tx::wrap_mul<int>(b, sqb) + tx::wrap_mul<int>(h, sqh) + tx::wrap_mul<int>(tx_rm_cvt[tx::remap<tx_L4, tx_L3>(tx_i)], sqn) + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __half(0.0f));
     // tile kh = k + b * skb + hk * skh;
 #line 148 "kernels/attention.c"
-    const __half* kh = k + b * skb + hk * skh;
+    const __half* kh = k + tx::wrap_mul<int>(b, skb) + tx::wrap_mul<int>(hk, skh);
     // tile vh = v + b * svb + hk * svh;
 #line 149 "kernels/attention.c"
-    const __half* vh = v + b * svb + hk * svh;
+    const __half* vh = v + tx::wrap_mul<int>(b, svb) + tx::wrap_mul<int>(hk, svh);
     // f32 acc[BM][D] = 0;
 #line 150 "kernels/attention.c"
     float acc[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // i32 hi = CAUSAL ? minimum((pid_m + 1) * BM, n_kv) : n_kv;
 #line 151 "kernels/attention.c"
-    int hi = tx::minimum((pid_m + 1) * BM, n_kv);
+    int hi = tx::minimum(tx::wrap_mul<int>(tx::wrap_add<int>(pid_m, 1), BM), n_kv);
     // i32 masked = CAUSAL ? minimum(pid_m * BM + 1, n_kv) : n_kv;
 #line 152 "kernels/attention.c"
-    int masked = tx::minimum(pid_m * BM + 1, n_kv);
+    int masked = tx::minimum(tx::wrap_add<int>(tx::wrap_mul<int>(pid_m, BM), 1), n_kv);
     // tile k_0 = load(kh + expand_dims(rn, 1) * skn + rd * skd, expand_dims(rn, 1) < n_kv, 0);
 #line 154 "kernels/attention.c"
     int tx_rn_cvt[tx_L7::REGS]; tx::relayout<tx_L1, tx_L7>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L7::coord(tx_r, 0); });
 #line 154
     bool tx_mask_1[tx_L6::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; ++tx_i) tx_mask_1[tx_i] = tx_rn_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] < n_kv;
 #line 154
-    __half k_0[tx_L6::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::load_vec_if<8>(&k_0[tx_i], kh + tx_rn_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] * skn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_mask_1[tx_i], __half(0.0f));
+    __half k_0[tx_L6::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::load_vec_if<8>(&k_0[tx_i], kh + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], skn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_mask_1[tx_i], __half(0.0f));
     // tile s_0 = dot(q_t, trans(k_0)) * qk_scale;
 #line 155 "kernels/attention.c"
     float tx_acc[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
@@ -198,7 +198,7 @@ attention_fwd_overlap(__half* o, float* lse, const __half* __restrict__ q, const
 #line 166
                 if (threadIdx.x == 0) {
 #line 166
-                    if (start + BN < hi) {
+                    if (tx::wrap_add<int>(start, BN) < hi) {
 #line 166
                         tx::hopper::barrier_expect_bytes(&tx_stage_barriers[tx_prologue_stage], 32768);
 #line 166
@@ -215,7 +215,7 @@ attention_fwd_overlap(__half* o, float* lse, const __half* __restrict__ q, const
                     }
                 }
 #line 166
-                start = start + BN;
+                start = tx::wrap_add<int>(start, BN);
             }
         }
         // main loop: wait for this iteration's stage, issue the copies 2 iterations ahead, then the body (its dot reads the stage)
@@ -224,7 +224,7 @@ attention_fwd_overlap(__half* o, float* lse, const __half* __restrict__ q, const
 #line 166
         unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
 #line 166
-        for (int start = 0; start + BN < hi; start = start + BN) {
+        for (int start = 0; tx::wrap_add<int>(start, BN) < hi; start = tx::wrap_add<int>(start, BN)) {
 #line 166
             tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 3) & 1);  // the boxes into this iteration's stage have landed
 #line 166
@@ -243,7 +243,7 @@ attention_fwd_overlap(__half* o, float* lse, const __half* __restrict__ q, const
 #line 166
                 if (threadIdx.x == 0) {
 #line 166
-                    if (start + BN < hi) {
+                    if (tx::wrap_add<int>(start, BN) < hi) {
 #line 166
                         tx::hopper::barrier_expect_bytes(&tx_stage_barriers[tx_stage_ahead], 32768);
 #line 166
@@ -293,10 +293,10 @@ attention_fwd_overlap(__half* o, float* lse, const __half* __restrict__ q, const
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) s[tx_i] = s[tx_i] * qk_scale;
             // if (start + 2 * BN > masked) {
 #line 174 "kernels/attention.c"
-            if (start + 128 > masked) {
+            if (tx::wrap_add<int>(start, 128) > masked) {
                 // tile kn = expand_dims(start + BN + rn, 0);
 #line 175 "kernels/attention.c"
-                int tx_kn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_kn[tx_i] = start + BN + rn[tx_i];
+                int tx_kn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_kn[tx_i] = tx::wrap_add<int>(tx::wrap_add<int>(start, BN), rn[tx_i]);
                 // tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
 #line 176 "kernels/attention.c"
                 bool tx_ok[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_ok[tx_i] = (tx_kn[tx::remap<tx_L1, tx_L8>(tx_i)] < n_kv) & (tx_kn[tx::remap<tx_L1, tx_L8>(tx_i)] <= rm[tx::remap<tx_L0, tx_L8>(tx_i)]);
@@ -363,12 +363,12 @@ attention_fwd_overlap(__half* o, float* lse, const __half* __restrict__ q, const
     }
     // i32 last = (hi - 1) / BN * BN;
 #line 188 "kernels/attention.c"
-    int last = (hi - 1) / BN * BN;
+    int last = tx::wrap_mul<int>(tx::int_div<int>(tx::wrap_sub<int>(hi, 1), BN), BN);
     // tile v_l = load(vh + (expand_dims(rn, 1) + last) * svn + rd * svd,
 #line 189 "kernels/attention.c"
-    bool tx_mask_2[tx_L6::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; ++tx_i) tx_mask_2[tx_i] = tx_rn_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + last < n_kv;
+    bool tx_mask_2[tx_L6::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; ++tx_i) tx_mask_2[tx_i] = tx::wrap_add<int>(tx_rn_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], last) < n_kv;
 #line 189
-    __half v_l[tx_L6::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::load_vec_if<8>(&v_l[tx_i], vh + (tx_rn_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] + last) * svn + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_mask_2[tx_i], __half(0.0f));
+    __half v_l[tx_L6::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::load_vec_if<8>(&v_l[tx_i], vh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rn_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], last), svn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_mask_2[tx_i], __half(0.0f));
     // acc = dot(p, v_l, acc);
 #line 191 "kernels/attention.c"
     float tx_acc_3[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_acc_3[tx_i] = acc[tx_i];
@@ -395,8 +395,8 @@ attention_fwd_overlap(__half* o, float* lse, const __half* __restrict__ q, const
 #line 192
     bool tx_mask_3[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_mask_3[tx_i] = rm[tx::remap<tx_L0, tx_L5>(tx_i)] < n_q;
 #line 192
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec_if<2>(o + b * sob + h * soh + rm[tx::remap<tx_L0, tx_L5>(tx_i)] * son + tx_rd_cvt[tx::remap<tx_L9, tx_L5>(tx_i)], &tx_value[tx_i], tx_mask_3[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec_if<2>(o + tx::wrap_mul<int>(b, sob) + tx::wrap_mul<int>(h, soh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L5>(tx_i)], son) + tx_rd_cvt[tx::remap<tx_L9, tx_L5>(tx_i)], &tx_value[tx_i], tx_mask_3[tx_i]);
     // store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
 #line 194 "kernels/attention.c"
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(lse + bh * n_q + rm[tx_i]) = (m_i[tx_i] + tx::log2(l_i[tx_i])) * 0.6931472f;
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(lse + tx::wrap_mul<int>(bh, n_q) + rm[tx_i]) = (m_i[tx_i] + tx::log2(l_i[tx_i])) * 0.6931472f;
 }

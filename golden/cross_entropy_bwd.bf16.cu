@@ -12,7 +12,7 @@ cross_entropy_bwd(__nv_bfloat16* dlogits, const __nv_bfloat16* __restrict__ logi
     int row = (int)blockIdx.x;
     // tile cols = program_id(1) * BLOCK + arange(0, BLOCK);
 #line 171 "kernels/cross_entropy.c"
-    int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = (int)blockIdx.y * BLOCK + tx_L0::coord(tx_i, 0);
+    int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>((int)blockIdx.y, BLOCK), tx_L0::coord(tx_i, 0));
     // tile mask = cols < n_cols;
 #line 172 "kernels/cross_entropy.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
@@ -28,14 +28,14 @@ cross_entropy_bwd(__nv_bfloat16* dlogits, const __nv_bfloat16* __restrict__ logi
 #line 175 "kernels/cross_entropy.c"
         __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = __nv_bfloat16(0.0f);
 #line 175
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dlogits + row * d_stride + cols[tx_i], &tx_value[tx_i], mask[tx_i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dlogits + tx::wrap_mul<int>(row, d_stride) + cols[tx_i], &tx_value[tx_i], mask[tx_i]);
         // return;
 #line 176 "kernels/cross_entropy.c"
         return;
     }
     // tile x = (acc_t)load(logits + row * stride + cols * step, mask, 0.0f);
 #line 178 "kernels/cross_entropy.c"
-    __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], logits + row * stride + cols[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], logits + tx::wrap_mul<int>(row, stride) + cols[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 178
     float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // tile p = exp(x - load(lse + row));
@@ -49,5 +49,5 @@ cross_entropy_bwd(__nv_bfloat16* dlogits, const __nv_bfloat16* __restrict__ logi
 #line 180
     __nv_bfloat16 tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>((p[tx_i] - tx::cast<float>(tx::cast<long long>(cols[tx_i]) == t)) * (grad / tx_load_3));
 #line 180
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dlogits + row * d_stride + cols[tx_i], &tx_value_1[tx_i], mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dlogits + tx::wrap_mul<int>(row, d_stride) + cols[tx_i], &tx_value_1[tx_i], mask[tx_i]);
 }

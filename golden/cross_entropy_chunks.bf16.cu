@@ -11,21 +11,21 @@ cross_entropy_chunks(long long* slots, const __nv_bfloat16* __restrict__ logits,
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16 bytes of scratch
     // i32 n_chunks = (n_cols + CHUNK - 1) / CHUNK;
 #line 105 "kernels/cross_entropy.c"
-    int n_chunks = (n_cols + CHUNK - 1) / CHUNK;
+    int n_chunks = tx::int_div<int>(tx::wrap_sub<int>(tx::wrap_add<int>(n_cols, CHUNK), 1), CHUNK);
     // i32 row = program_id(0) / n_chunks;
 #line 106 "kernels/cross_entropy.c"
-    int row = (int)blockIdx.x / n_chunks;
+    int row = tx::int_div<int>((int)blockIdx.x, n_chunks);
     // i32 chunk = program_id(0) % n_chunks;
 #line 107 "kernels/cross_entropy.c"
-    int chunk = (int)blockIdx.x % n_chunks;
+    int chunk = tx::int_mod<int>((int)blockIdx.x, n_chunks);
     // tile offs = chunk * CHUNK + arange(0, CHUNK);
 #line 108 "kernels/cross_entropy.c"
-    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = chunk * CHUNK + tx_L0::coord(tx_i, 0);
+    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(chunk, CHUNK), tx_L0::coord(tx_i, 0));
     // tile x = (f32)load(logits + row * stride + offs * step, offs < n_cols, -INF);
 #line 109 "kernels/cross_entropy.c"
     bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = offs[tx_i] < n_cols;
 #line 109
-    __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], logits + row * stride + offs[tx_i], tx_mask[tx_i], __nv_bfloat16(-__int_as_float(0x7f800000)));
+    __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], logits + tx::wrap_mul<int>(row, stride) + offs[tx_i], tx_mask[tx_i], __nv_bfloat16(-__int_as_float(0x7f800000)));
 #line 109
     float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // f32 m = max(x);
@@ -42,5 +42,5 @@ cross_entropy_chunks(long long* slots, const __nv_bfloat16* __restrict__ logits,
     float tx_chunk_stats_s = (tx_chunk_stats_m == -__int_as_float(0x7f800000)) ? 0.0f : tx_red_1[0];
     // store(slots + program_id(0), chunk_stats(x));
 #line 110 "kernels/cross_entropy.c"
-    if (threadIdx.x == 0) *(slots + (int)blockIdx.x) = tx::cast<long long>((tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_m)) << 32ULL) | tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_s)));
+    if (threadIdx.x == 0) *(slots + (int)blockIdx.x) = tx::cast<long long>(tx::wrap_shl<unsigned long long>(tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_m)), 32ULL) | tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_s)));
 }

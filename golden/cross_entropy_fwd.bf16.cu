@@ -14,7 +14,7 @@ cross_entropy_fwd(float* loss, float* lse, const __nv_bfloat16* __restrict__ log
     int row = (int)blockIdx.x;
     // tile x = logits + row * stride;
 #line 67 "kernels/cross_entropy.c"
-    const __nv_bfloat16* x = logits + row * stride;
+    const __nv_bfloat16* x = logits + tx::wrap_mul<int>(row, stride);
     // tile cols = arange(0, BLOCK);
 #line 27 "kernels/cross_entropy.c"
     int tx_row_logsumexp_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_cols[tx_i] = tx_L0::coord(tx_i, 0);
@@ -26,10 +26,10 @@ cross_entropy_fwd(float* loss, float* lse, const __nv_bfloat16* __restrict__ log
     float tx_row_logsumexp_s[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_s[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
 #line 30 "kernels/cross_entropy.c"
-    for (int tx_row_logsumexp_c = 0; tx_row_logsumexp_c * BLOCK < n_cols; tx_row_logsumexp_c = tx_row_logsumexp_c + 1) {
+    for (int tx_row_logsumexp_c = 0; tx::wrap_mul<int>(tx_row_logsumexp_c, BLOCK) < n_cols; tx_row_logsumexp_c = tx::wrap_add<int>(tx_row_logsumexp_c, 1)) {
         // tile offs = c * BLOCK + cols;
 #line 31 "kernels/cross_entropy.c"
-        int tx_row_logsumexp_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_offs[tx_i] = tx_row_logsumexp_c * BLOCK + tx_row_logsumexp_cols[tx_i];
+        int tx_row_logsumexp_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(tx_row_logsumexp_c, BLOCK), tx_row_logsumexp_cols[tx_i]);
         // tile x = (acc_t)load(row + offs * step, offs < n_cols, -INF);
 #line 32 "kernels/cross_entropy.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_logsumexp_offs[tx_i] < n_cols;

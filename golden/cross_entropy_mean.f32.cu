@@ -17,10 +17,10 @@ cross_entropy_mean(float* loss_mean, float* count, const float* __restrict__ los
     float total[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) total[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_rows; c++) {
 #line 139 "kernels/cross_entropy.c"
-    for (int c = 0; c * BLOCK < n_rows; c = c + 1) {
+    for (int c = 0; tx::wrap_mul<int>(c, BLOCK) < n_rows; c = tx::wrap_add<int>(c, 1)) {
         // tile rows = c * BLOCK + lanes;
 #line 140 "kernels/cross_entropy.c"
-        int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = c * BLOCK + lanes[tx_i];
+        int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(c, BLOCK), lanes[tx_i]);
         // total += load(loss + rows, rows < n_rows, 0.0f);
 #line 141 "kernels/cross_entropy.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = rows[tx_i] < n_rows;
@@ -37,10 +37,10 @@ cross_entropy_mean(float* loss_mean, float* count, const float* __restrict__ los
     int tx_count_kept_kept[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_kept[tx_i] = 0;
     // for (i32 c = 0; c * BLOCK < n_rows; c++) {
 #line 46 "kernels/cross_entropy.c"
-    for (int tx_count_kept_c = 0; tx_count_kept_c * BLOCK < n_rows; tx_count_kept_c = tx_count_kept_c + 1) {
+    for (int tx_count_kept_c = 0; tx::wrap_mul<int>(tx_count_kept_c, BLOCK) < n_rows; tx_count_kept_c = tx::wrap_add<int>(tx_count_kept_c, 1)) {
         // tile rows = c * BLOCK + lanes;
 #line 47 "kernels/cross_entropy.c"
-        int tx_count_kept_rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_rows[tx_i] = tx_count_kept_c * BLOCK + tx_count_kept_lanes[tx_i];
+        int tx_count_kept_rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_rows[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(tx_count_kept_c, BLOCK), tx_count_kept_lanes[tx_i]);
         // tile t = load(targets + rows, rows < n_rows, ignore_index);
 #line 48 "kernels/cross_entropy.c"
         bool tx_mask_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask_1[tx_i] = tx_count_kept_rows[tx_i] < n_rows;
@@ -48,11 +48,11 @@ cross_entropy_mean(float* loss_mean, float* count, const float* __restrict__ los
         long long tx_count_kept_t[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 2) tx::load_vec_if<2>(&tx_count_kept_t[tx_i], targets + tx_count_kept_rows[tx_i], tx_mask_1[tx_i], ignore_index);
         // kept += (i32)(t != ignore_index);
 #line 49 "kernels/cross_entropy.c"
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_kept[tx_i] = tx_count_kept_kept[tx_i] + tx::cast<int>(tx_count_kept_t[tx_i] != ignore_index);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_count_kept_kept[tx_i] = tx::wrap_add<int>(tx_count_kept_kept[tx_i], tx::cast<int>(tx_count_kept_t[tx_i] != ignore_index));
     }
     // acc_t n = count_kept(targets, n_rows, ignore_index, BLOCK);
 #line 143 "kernels/cross_entropy.c"
-    int tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_count_kept_kept, [](int tx_a, int tx_b) { return tx_a + tx_b; }, tx_smem);
+    int tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_count_kept_kept, [](int tx_a, int tx_b) { return tx::wrap_add<int>(tx_a, tx_b); }, tx_smem);
 #line 143
     float n = tx::cast<float>(tx_red[0]);
     // store(count, n);

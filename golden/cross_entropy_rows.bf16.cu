@@ -12,7 +12,7 @@ cross_entropy_rows(float* loss, float* lse, const long long* __restrict__ slots,
     using tx_L2 = tx::Blocked<tx::Ints<64, 16>, tx::Ints<1, 2>, tx::Ints<4, 8>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [64, 16]: 1x2 per thread, 4x8 lanes, 4x1 warps, order [1, 0]; 8 per thread
     // tile rows = program_id(0) * ROWS + arange(0, ROWS);
 #line 117 "kernels/cross_entropy.c"
-    int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = (int)blockIdx.x * ROWS + tx_L0::coord(tx_i, 0);
+    int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>((int)blockIdx.x, ROWS), tx_L0::coord(tx_i, 0));
     // tile row_ok = rows < n_rows;
 #line 118 "kernels/cross_entropy.c"
     bool row_ok[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) row_ok[tx_i] = rows[tx_i] < n_rows;
@@ -24,10 +24,10 @@ cross_entropy_rows(float* loss, float* lse, const long long* __restrict__ slots,
     bool live[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) live[tx_i] = row_ok[tx::remap<tx_L0, tx_L2>(tx_i)] & (lanes[tx::remap<tx_L1, tx_L2>(tx_i)] < n_chunks);
     // tile seen = load(slots + expand_dims(rows, 1) * n_chunks + lanes, live, (i64)0);
 #line 121 "kernels/cross_entropy.c"
-    long long seen[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) seen[tx_i] = live[tx_i] ? *(slots + rows[tx::remap<tx_L0, tx_L2>(tx_i)] * n_chunks + lanes[tx::remap<tx_L1, tx_L2>(tx_i)]) : 0LL;
+    long long seen[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) seen[tx_i] = live[tx_i] ? *(slots + tx::wrap_mul<int>(rows[tx::remap<tx_L0, tx_L2>(tx_i)], n_chunks) + lanes[tx::remap<tx_L1, tx_L2>(tx_i)]) : 0LL;
     // tile m = bitcast((u32)((u64)seen >> 32), f32);
 #line 122 "kernels/cross_entropy.c"
-    float m[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) m[tx_i] = tx::bitcast<float>(tx::cast<unsigned int>(tx::cast<unsigned long long>(seen[tx_i]) >> 32ULL));
+    float m[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) m[tx_i] = tx::bitcast<float>(tx::cast<unsigned int>(tx::wrap_shr<unsigned long long>(tx::cast<unsigned long long>(seen[tx_i]), 32ULL)));
     // tile s = bitcast((u32)seen, f32);
 #line 123 "kernels/cross_entropy.c"
     float s[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) s[tx_i] = tx::bitcast<float>(tx::cast<unsigned int>(seen[tx_i]));
@@ -52,7 +52,7 @@ cross_entropy_rows(float* loss, float* lse, const long long* __restrict__ slots,
     bool inside[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) inside[tx_i] = (t[tx_i] >= 0LL) & (t[tx_i] < tx::cast<long long>(n_cols));
     // tile picked = (f32)load(logits + rows * stride + t * step, row_ok & inside, 0.0f);
 #line 129 "kernels/cross_entropy.c"
-    __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load[tx_i] = row_ok[tx_i] & inside[tx_i] ? *(logits + rows[tx_i] * stride + t[tx_i]) : __nv_bfloat16(0.0f);
+    __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load[tx_i] = row_ok[tx_i] & inside[tx_i] ? *(logits + tx::wrap_mul<int>(rows[tx_i], stride) + t[tx_i]) : __nv_bfloat16(0.0f);
 #line 129
     float picked[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) picked[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // store(lse + rows, l, row_ok);

@@ -13,7 +13,7 @@ layer_norm_bwd_dwdb(float* dw, float* db, const float* __restrict__ dw_part, con
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 2048 bytes of scratch
     // tile cols = program_id(0) * BLOCK_N + arange(0, BLOCK_N);
 #line 159 "kernels/layernorm.c"
-    int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = (int)blockIdx.x * BLOCK_N + tx_L0::coord(tx_i, 1);
+    int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>((int)blockIdx.x, BLOCK_N), tx_L0::coord(tx_i, 1));
     // tile parts = expand_dims(arange(0, BLOCK_P), 1);
 #line 160 "kernels/layernorm.c"
     int parts[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) parts[tx_i] = tx_L1::coord(tx_i, 0);
@@ -25,16 +25,16 @@ layer_norm_bwd_dwdb(float* dw, float* db, const float* __restrict__ dw_part, con
     float db_acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) db_acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK_P < n_parts; c++) {
 #line 163 "kernels/layernorm.c"
-    for (int c = 0; c * BLOCK_P < n_parts; c = c + 1) {
+    for (int c = 0; tx::wrap_mul<int>(c, BLOCK_P) < n_parts; c = tx::wrap_add<int>(c, 1)) {
         // tile p = c * BLOCK_P + parts;
 #line 164 "kernels/layernorm.c"
-        int p[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) p[tx_i] = c * BLOCK_P + parts[tx_i];
+        int p[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) p[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(c, BLOCK_P), parts[tx_i]);
         // tile mask = (p < n_parts) & (expand_dims(cols, 0) < n_cols);
 #line 165 "kernels/layernorm.c"
         bool mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) mask[tx_i] = (p[tx::remap<tx_L1, tx_L2>(tx_i)] < n_parts) & (cols[tx::remap<tx_L0, tx_L2>(tx_i)] < n_cols);
         // tile offs = p * n_cols + expand_dims(cols, 0);
 #line 166 "kernels/layernorm.c"
-        int offs[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) offs[tx_i] = p[tx::remap<tx_L1, tx_L2>(tx_i)] * n_cols + cols[tx::remap<tx_L0, tx_L2>(tx_i)];
+        int offs[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(p[tx::remap<tx_L1, tx_L2>(tx_i)], n_cols), cols[tx::remap<tx_L0, tx_L2>(tx_i)]);
         // dw_acc += load(dw_part + offs, mask, 0.0f);
 #line 167 "kernels/layernorm.c"
         float tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load[tx_i], dw_part + offs[tx_i], mask[tx_i], 0.0f);

@@ -32,7 +32,7 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
     float db_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) db_acc[tx_i] = 0.0f;
     // i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
 #line 118 "kernels/layernorm.c"
-    int per_program = (n_rows + (int)gridDim.x - 1) / (int)gridDim.x;
+    int per_program = tx::int_div<int>(tx::wrap_sub<int>(tx::wrap_add<int>(n_rows, (int)gridDim.x), 1), (int)gridDim.x);
     // i32 first = INTERLEAVE != 0 ? pid * ROWS : pid * per_program;
 #line 119 "kernels/layernorm.c"
     int first = pid;
@@ -44,22 +44,22 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
     int step = (int)gridDim.x;
     // tile next = expand_dims(first + arange(0, ROWS), 1);
 #line 124 "kernels/layernorm.c"
-    int next[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) next[tx_i] = first + tx_L1::coord(tx_i, 0);
+    int next[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) next[tx_i] = tx::wrap_add<int>(first, tx_L1::coord(tx_i, 0));
     // tile next_mask = (next < last) & expand_dims(col_mask, 0);
 #line 125 "kernels/layernorm.c"
     bool next_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) next_mask[tx_i] = (next[tx::remap<tx_L1, tx_L0>(tx_i)] < last) & col_mask[tx_i];
     // tile dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
 #line 126 "kernels/layernorm.c"
-    __nv_bfloat16 dy_next[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&dy_next[tx_i], dy + next[tx::remap<tx_L1, tx_L0>(tx_i)] * dy_stride + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 dy_next[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&dy_next[tx_i], dy + tx::wrap_mul<int>(next[tx::remap<tx_L1, tx_L0>(tx_i)], dy_stride) + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
     // tile x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
 #line 127 "kernels/layernorm.c"
-    __nv_bfloat16 x_next[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&x_next[tx_i], x + next[tx::remap<tx_L1, tx_L0>(tx_i)] * x_stride + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 x_next[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&x_next[tx_i], x + tx::wrap_mul<int>(next[tx::remap<tx_L1, tx_L0>(tx_i)], x_stride) + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
     // for (i32 row = first; row < last; row += step) {
 #line 128 "kernels/layernorm.c"
-    for (int row = first; row < last; row = row + step) {
+    for (int row = first; row < last; row = tx::wrap_add<int>(row, step)) {
         // tile rows = row + arange(0, ROWS);
 #line 129 "kernels/layernorm.c"
-        int rows[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rows[tx_i] = row + tx_L1::coord(tx_i, 0);
+        int rows[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rows[tx_i] = tx::wrap_add<int>(row, tx_L1::coord(tx_i, 0));
         // tile row_mask = rows < last;
 #line 130 "kernels/layernorm.c"
         bool row_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) row_mask[tx_i] = rows[tx_i] < last;
@@ -77,16 +77,16 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
         float v[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) v[tx_i] = tx::cast<float>(x_next[tx_i]);
         // next = r2 + step;
 #line 135 "kernels/layernorm.c"
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) next[tx_i] = r2[tx_i] + step;
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) next[tx_i] = tx::wrap_add<int>(r2[tx_i], step);
         // next_mask = (next < last) & expand_dims(col_mask, 0);
 #line 136 "kernels/layernorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) next_mask[tx_i] = (next[tx::remap<tx_L1, tx_L0>(tx_i)] < last) & col_mask[tx_i];
         // dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
 #line 137 "kernels/layernorm.c"
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&dy_next[tx_i], dy + next[tx::remap<tx_L1, tx_L0>(tx_i)] * dy_stride + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&dy_next[tx_i], dy + tx::wrap_mul<int>(next[tx::remap<tx_L1, tx_L0>(tx_i)], dy_stride) + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
         // x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
 #line 138 "kernels/layernorm.c"
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&x_next[tx_i], x + next[tx::remap<tx_L1, tx_L0>(tx_i)] * x_stride + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&x_next[tx_i], x + tx::wrap_mul<int>(next[tx::remap<tx_L1, tx_L0>(tx_i)], x_stride) + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
         // tile mu = expand_dims(load(mean + rows, row_mask, 0.0f), 1);
 #line 139 "kernels/layernorm.c"
         float tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load[tx_i] = row_mask[tx_i] ? *(mean + rows[tx_i]) : 0.0f;
@@ -124,7 +124,7 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
 #line 146 "kernels/layernorm.c"
         __nv_bfloat16 tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>((wg[tx_i] - (xhat[tx_i] * c1[tx::remap<tx_L1, tx_L0>(tx_i)] + c0[tx::remap<tx_L1, tx_L0>(tx_i)])) * r[tx::remap<tx_L1, tx_L0>(tx_i)]);
 #line 146
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dx + r2[tx::remap<tx_L1, tx_L0>(tx_i)] * dx_stride + c2[tx_i], &tx_value_1[tx_i], mask[tx_i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dx + tx::wrap_mul<int>(r2[tx::remap<tx_L1, tx_L0>(tx_i)], dx_stride) + c2[tx_i], &tx_value_1[tx_i], mask[tx_i]);
         // dw_acc += g * xhat;
 #line 147 "kernels/layernorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) dw_acc[tx_i] = dw_acc[tx_i] + g[tx_i] * xhat[tx_i];
@@ -136,10 +136,10 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
 #line 150 "kernels/layernorm.c"
     float tx_red_2[tx_L0::REGS]; tx::reduce<tx_L0, tx_L0, 0>(tx_red_2, dw_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
 #line 150
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(dw_part + pid * n_cols + cols[tx_i], &tx_red_2[tx_i], col_mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(dw_part + tx::wrap_mul<int>(pid, n_cols) + cols[tx_i], &tx_red_2[tx_i], col_mask[tx_i]);
     // store(db_part + pid * n_cols + cols, sum(db_acc, 0), col_mask);
 #line 151 "kernels/layernorm.c"
     float tx_red_3[tx_L0::REGS]; tx::reduce<tx_L0, tx_L0, 0>(tx_red_3, db_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
 #line 151
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(db_part + pid * n_cols + cols[tx_i], &tx_red_3[tx_i], col_mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(db_part + tx::wrap_mul<int>(pid, n_cols) + cols[tx_i], &tx_red_3[tx_i], col_mask[tx_i]);
 }

@@ -13,7 +13,7 @@ layer_norm_fwd(__half* y, float* mean, float* rstd, const __half* __restrict__ x
     using tx_L2 = tx::Blocked<tx::Ints<4, 1024>, tx::Ints<1, 8>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [4, 1024]: 1x8 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 32 per thread
     // tile rows = program_id(0) * ROWS + arange(0, ROWS);
 #line 64 "kernels/layernorm.c"
-    int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = (int)blockIdx.x * ROWS + tx_L0::coord(tx_i, 0);
+    int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>((int)blockIdx.x, ROWS), tx_L0::coord(tx_i, 0));
     // tile cols = arange(0, BLOCK);
 #line 65 "kernels/layernorm.c"
     int cols[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) cols[tx_i] = tx_L1::coord(tx_i, 1);
@@ -34,7 +34,7 @@ layer_norm_fwd(__half* y, float* mean, float* rstd, const __half* __restrict__ x
     int c2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
     // tile v = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
 #line 71 "kernels/layernorm.c"
-    __half tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + r2[tx::remap<tx_L0, tx_L2>(tx_i)] * x_stride + c2[tx::remap<tx_L1, tx_L2>(tx_i)], mask[tx_i], __half(0.0f));
+    __half tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + tx::wrap_mul<int>(r2[tx::remap<tx_L0, tx_L2>(tx_i)], x_stride) + c2[tx::remap<tx_L1, tx_L2>(tx_i)], mask[tx_i], __half(0.0f));
 #line 71
     float v[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) v[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile top = max(abs(v), 1);
@@ -77,7 +77,7 @@ layer_norm_fwd(__half* y, float* mean, float* rstd, const __half* __restrict__ x
 #line 81 "kernels/layernorm.c"
     __half tx_value_2[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value_2[tx_i] = tx::cast<__half>(centred[tx_i] * r[tx::remap<tx_L0, tx_L2>(tx_i)] * wv[tx::remap<tx_L1, tx_L2>(tx_i)] + bv[tx::remap<tx_L1, tx_L2>(tx_i)]);
 #line 81
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::store_vec_if<8>(y + r2[tx::remap<tx_L0, tx_L2>(tx_i)] * y_stride + c2[tx::remap<tx_L1, tx_L2>(tx_i)], &tx_value_2[tx_i], mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::store_vec_if<8>(y + tx::wrap_mul<int>(r2[tx::remap<tx_L0, tx_L2>(tx_i)], y_stride) + c2[tx::remap<tx_L1, tx_L2>(tx_i)], &tx_value_2[tx_i], mask[tx_i]);
     // store(mean + rows, mu * scale, row_mask);
 #line 82 "kernels/layernorm.c"
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && row_mask[tx_i]) *(mean + rows[tx_i]) = mu[tx_i] * scale[tx_i];

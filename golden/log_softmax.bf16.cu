@@ -12,7 +12,7 @@ log_softmax(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ x, int n_rows,
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // tile rows = expand_dims(program_id(0) * ROWS + arange(0, ROWS), 1);
 #line 125 "kernels/softmax.c"
-    int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = (int)blockIdx.x + tx_L0::coord(tx_i, 0);
+    int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = tx::wrap_add<int>((int)blockIdx.x, tx_L0::coord(tx_i, 0));
     // tile cols = expand_dims(arange(0, BLOCK), 0);
 #line 126 "kernels/softmax.c"
     int cols[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) cols[tx_i] = tx_L1::coord(tx_i, 1);
@@ -21,7 +21,7 @@ log_softmax(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ x, int n_rows,
     bool mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) mask[tx_i] = ((rows[tx::remap<tx_L0, tx_L1>(tx_i)] < n_rows) | true) & (cols[tx_i] < n_cols);
     // tile v = (acc_t)load(x + rows * x_stride + cols * x_step, mask, -INF);
 #line 128 "kernels/softmax.c"
-    __nv_bfloat16 tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + rows[tx::remap<tx_L0, tx_L1>(tx_i)] * x_stride + cols[tx_i], mask[tx_i], __nv_bfloat16(-__int_as_float(0x7f800000)));
+    __nv_bfloat16 tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + tx::wrap_mul<int>(rows[tx::remap<tx_L0, tx_L1>(tx_i)], x_stride) + cols[tx_i], mask[tx_i], __nv_bfloat16(-__int_as_float(0x7f800000)));
 #line 128
     float v[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) v[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile shifted = v - expand_dims(max(v, 1), 1);
@@ -37,5 +37,5 @@ log_softmax(__nv_bfloat16* out, const __nv_bfloat16* __restrict__ x, int n_rows,
 #line 130
     __nv_bfloat16 tx_value_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>(shifted[tx_i] - tx::log(tx_red_1[tx::remap<tx_L0, tx_L1>(tx_i)]));
 #line 130
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::store_vec_if<8>(out + rows[tx::remap<tx_L0, tx_L1>(tx_i)] * out_stride + cols[tx_i], &tx_value_1[tx_i], mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::store_vec_if<8>(out + tx::wrap_mul<int>(rows[tx::remap<tx_L0, tx_L1>(tx_i)], out_stride) + cols[tx_i], &tx_value_1[tx_i], mask[tx_i]);
 }

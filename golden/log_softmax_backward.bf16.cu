@@ -20,12 +20,12 @@ log_softmax_backward(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ y, con
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
     // tile logp = (acc_t)load(y + row * y_stride + cols * y_step, mask, 0.0f);
 #line 301 "kernels/softmax.c"
-    __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], y + row * y_stride + cols[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], y + tx::wrap_mul<int>(row, y_stride) + cols[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 301
     float logp[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) logp[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile g = (acc_t)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
 #line 302 "kernels/softmax.c"
-    __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], dy + row * dy_stride + cols[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], dy + tx::wrap_mul<int>(row, dy_stride) + cols[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 302
     float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(dx + row * dx_stride + cols, g - exp(logp) * sum(g), mask);
@@ -34,5 +34,5 @@ log_softmax_backward(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__ y, con
 #line 303
     __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(g[tx_i] - tx::exp(logp[tx_i]) * tx_red[0]);
 #line 303
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dx + row * dx_stride + cols[tx_i], &tx_value[tx_i], mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dx + tx::wrap_mul<int>(row, dx_stride) + cols[tx_i], &tx_value[tx_i], mask[tx_i]);
 }

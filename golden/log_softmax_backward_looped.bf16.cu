@@ -17,7 +17,7 @@ log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // acc_t row_sum(tile a, i32 step, i32 n_cols, const i32 BLOCK)
 #line 65 "kernels/softmax.c"
-    const __nv_bfloat16* tx_row_sum_a = dy + row * dy_stride;
+    const __nv_bfloat16* tx_row_sum_a = dy + tx::wrap_mul<int>(row, dy_stride);
     // tile cols = arange(0, BLOCK);
 #line 67 "kernels/softmax.c"
     int tx_row_sum_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_cols[tx_i] = tx_L0::coord(tx_i, 0);
@@ -26,10 +26,10 @@ log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__
     float tx_row_sum_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
 #line 69 "kernels/softmax.c"
-    for (int tx_row_sum_c = 0; tx_row_sum_c * BLOCK < n_cols; tx_row_sum_c = tx_row_sum_c + 1) {
+    for (int tx_row_sum_c = 0; tx::wrap_mul<int>(tx_row_sum_c, BLOCK) < n_cols; tx_row_sum_c = tx::wrap_add<int>(tx_row_sum_c, 1)) {
         // tile offs = c * BLOCK + cols;
 #line 70 "kernels/softmax.c"
-        int tx_row_sum_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_offs[tx_i] = tx_row_sum_c * BLOCK + tx_row_sum_cols[tx_i];
+        int tx_row_sum_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_sum_offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(tx_row_sum_c, BLOCK), tx_row_sum_cols[tx_i]);
         // acc += (acc_t)load(a + offs * step, offs < n_cols, 0.0f);
 #line 71 "kernels/softmax.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_sum_offs[tx_i] < n_cols;
@@ -45,27 +45,27 @@ log_softmax_backward_looped(__nv_bfloat16* dx, const __nv_bfloat16* __restrict__
     float total = tx_red[0];
     // for (i32 c = (n_cols - 1) / BLOCK; c >= 0; c--) { /* 0 columns: one chunk, masked off */
 #line 347 "kernels/softmax.c"
-    for (int c = (n_cols - 1) / BLOCK; c >= 0; c = c - 1) {
+    for (int c = tx::int_div<int>(tx::wrap_sub<int>(n_cols, 1), BLOCK); c >= 0; c = tx::wrap_sub<int>(c, 1)) {
         // tile offs = c * BLOCK + cols;
 #line 348 "kernels/softmax.c"
-        int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = c * BLOCK + cols[tx_i];
+        int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(c, BLOCK), cols[tx_i]);
         // tile mask = offs < n_cols;
 #line 349 "kernels/softmax.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
         // tile logp = (acc_t)load(y + row * y_stride + offs * y_step, mask, 0.0f);
 #line 350 "kernels/softmax.c"
-        __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], y + row * y_stride + offs[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
+        __nv_bfloat16 tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], y + tx::wrap_mul<int>(row, y_stride) + offs[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 350
         float logp[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) logp[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
         // tile g = (acc_t)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
 #line 351 "kernels/softmax.c"
-        __nv_bfloat16 tx_load_2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_2[tx_i], dy + row * dy_stride + offs[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
+        __nv_bfloat16 tx_load_2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_2[tx_i], dy + tx::wrap_mul<int>(row, dy_stride) + offs[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 351
         float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_2[tx_i]);
         // store(dx + row * dx_stride + offs, g - exp(logp) * total, mask);
 #line 352 "kernels/softmax.c"
         __nv_bfloat16 tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(g[tx_i] - tx::exp(logp[tx_i]) * total);
 #line 352
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dx + row * dx_stride + offs[tx_i], &tx_value[tx_i], mask[tx_i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dx + tx::wrap_mul<int>(row, dx_stride) + offs[tx_i], &tx_value[tx_i], mask[tx_i]);
     }
 }

@@ -17,7 +17,7 @@ log_softmax_looped(float* out, const float* __restrict__ in, int n_cols, int in_
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // acc_t row_logsumexp(tile row, i32 n_cols, i32 step, const i32 BLOCK)
 #line 33 "kernels/softmax.c"
-    const float* tx_row_logsumexp_row = in + row * in_stride;
+    const float* tx_row_logsumexp_row = in + tx::wrap_mul<int>(row, in_stride);
     // tile cols = arange(0, BLOCK);
 #line 35 "kernels/softmax.c"
     int tx_row_logsumexp_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_cols[tx_i] = tx_L0::coord(tx_i, 0);
@@ -29,10 +29,10 @@ log_softmax_looped(float* out, const float* __restrict__ in, int n_cols, int in_
     float tx_row_logsumexp_s[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_s[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
 #line 38 "kernels/softmax.c"
-    for (int tx_row_logsumexp_c = 0; tx_row_logsumexp_c * BLOCK < n_cols; tx_row_logsumexp_c = tx_row_logsumexp_c + 1) {
+    for (int tx_row_logsumexp_c = 0; tx::wrap_mul<int>(tx_row_logsumexp_c, BLOCK) < n_cols; tx_row_logsumexp_c = tx::wrap_add<int>(tx_row_logsumexp_c, 1)) {
         // tile offs = c * BLOCK + cols;
 #line 39 "kernels/softmax.c"
-        int tx_row_logsumexp_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_offs[tx_i] = tx_row_logsumexp_c * BLOCK + tx_row_logsumexp_cols[tx_i];
+        int tx_row_logsumexp_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(tx_row_logsumexp_c, BLOCK), tx_row_logsumexp_cols[tx_i]);
         // tile x = (acc_t)load(row + offs * step, offs < n_cols, -INF);
 #line 40 "kernels/softmax.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_logsumexp_offs[tx_i] < n_cols;
@@ -62,20 +62,20 @@ log_softmax_looped(float* out, const float* __restrict__ in, int n_cols, int in_
     float lse = tx_row_logsumexp_mx + tx::log(tx_red_1[0]);
     // for (i32 c = (n_cols - 1) / BLOCK; c >= 0; c--) { /* 0 columns: one chunk, masked off */
 #line 172 "kernels/softmax.c"
-    for (int c = (n_cols - 1) / BLOCK; c >= 0; c = c - 1) {
+    for (int c = tx::int_div<int>(tx::wrap_sub<int>(n_cols, 1), BLOCK); c >= 0; c = tx::wrap_sub<int>(c, 1)) {
         // tile offs = c * BLOCK + cols;
 #line 173 "kernels/softmax.c"
-        int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = c * BLOCK + cols[tx_i];
+        int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(c, BLOCK), cols[tx_i]);
         // tile mask = offs < n_cols;
 #line 174 "kernels/softmax.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
         // tile x = (acc_t)load(in + row * in_stride + offs * in_step, mask, 0.0f);
 #line 175 "kernels/softmax.c"
-        float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&x[tx_i], in + row * in_stride + offs[tx_i], mask[tx_i], 0.0f);
+        float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&x[tx_i], in + tx::wrap_mul<int>(row, in_stride) + offs[tx_i], mask[tx_i], 0.0f);
         // store(out + row * out_stride + offs, x - lse, mask);
 #line 176 "kernels/softmax.c"
         float tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = x[tx_i] - lse;
 #line 176
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(out + row * out_stride + offs[tx_i], &tx_value_1[tx_i], mask[tx_i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(out + tx::wrap_mul<int>(row, out_stride) + offs[tx_i], &tx_value_1[tx_i], mask[tx_i]);
     }
 }

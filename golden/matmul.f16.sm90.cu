@@ -29,49 +29,49 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 50176 bytes of pipeline stages
     // i32 num_m = cdiv(M, BM);
 #line 51 "kernels/matmul.c"
-    int num_m = (M + BM - 1) / BM;
+    int num_m = tx::int_cdiv<int>(M, BM);
     // i32 num_n = cdiv(N, BN);
 #line 52 "kernels/matmul.c"
-    int num_n = (N + BN - 1) / BN;
+    int num_n = tx::int_cdiv<int>(N, BN);
     // i32 group_pid_m(i32 pid, i32 num_m, i32 num_n, i32 group_m)
 #line 19 "prelude/matmul.h"
     int tx_group_pid_m_pid = (int)blockIdx.x;
     // i32 width = group_m * num_n;
 #line 21 "prelude/matmul.h"
-    int tx_group_pid_m_width = GROUP_M * num_n;
+    int tx_group_pid_m_width = tx::wrap_mul<int>(GROUP_M, num_n);
     // i32 first_m = pid / width * group_m;
 #line 22 "prelude/matmul.h"
-    int tx_group_pid_m_first_m = tx_group_pid_m_pid / tx_group_pid_m_width * GROUP_M;
+    int tx_group_pid_m_first_m = tx::wrap_mul<int>(tx::int_div<int>(tx_group_pid_m_pid, tx_group_pid_m_width), GROUP_M);
     // i32 rows = minimum(num_m - first_m, group_m);
 #line 23 "prelude/matmul.h"
-    int tx_group_pid_m_rows = tx::minimum(num_m - tx_group_pid_m_first_m, GROUP_M);
+    int tx_group_pid_m_rows = tx::minimum(tx::wrap_sub<int>(num_m, tx_group_pid_m_first_m), GROUP_M);
     // i32 pid_m = group_pid_m(program_id(0), num_m, num_n, GROUP_M);
 #line 53 "kernels/matmul.c"
-    int pid_m = tx_group_pid_m_first_m + tx_group_pid_m_pid % tx_group_pid_m_width % tx_group_pid_m_rows;
+    int pid_m = tx::wrap_add<int>(tx_group_pid_m_first_m, tx::int_mod<int>(tx::int_mod<int>(tx_group_pid_m_pid, tx_group_pid_m_width), tx_group_pid_m_rows));
     // i32 group_pid_n(i32 pid, i32 num_m, i32 num_n, i32 group_m)
 #line 28 "prelude/matmul.h"
     int tx_group_pid_n_pid = (int)blockIdx.x;
     // i32 width = group_m * num_n;
 #line 30 "prelude/matmul.h"
-    int tx_group_pid_n_width = GROUP_M * num_n;
+    int tx_group_pid_n_width = tx::wrap_mul<int>(GROUP_M, num_n);
     // i32 first_m = pid / width * group_m;
 #line 31 "prelude/matmul.h"
-    int tx_group_pid_n_first_m = tx_group_pid_n_pid / tx_group_pid_n_width * GROUP_M;
+    int tx_group_pid_n_first_m = tx::wrap_mul<int>(tx::int_div<int>(tx_group_pid_n_pid, tx_group_pid_n_width), GROUP_M);
     // i32 rows = minimum(num_m - first_m, group_m);
 #line 32 "prelude/matmul.h"
-    int tx_group_pid_n_rows = tx::minimum(num_m - tx_group_pid_n_first_m, GROUP_M);
+    int tx_group_pid_n_rows = tx::minimum(tx::wrap_sub<int>(num_m, tx_group_pid_n_first_m), GROUP_M);
     // i32 pid_n = group_pid_n(program_id(0), num_m, num_n, GROUP_M);
 #line 54 "kernels/matmul.c"
-    int pid_n = tx_group_pid_n_pid % tx_group_pid_n_width / tx_group_pid_n_rows;
+    int pid_n = tx::int_div<int>(tx::int_mod<int>(tx_group_pid_n_pid, tx_group_pid_n_width), tx_group_pid_n_rows);
     // i32 batch = program_id(1);
 #line 55 "kernels/matmul.c"
     int batch = (int)blockIdx.y;
     // tile rm = pid_m * BM + arange(0, BM);
 #line 56 "kernels/matmul.c"
-    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = pid_m * BM + tx_L0::coord(tx_i, 0);
+    int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(pid_m, BM), tx_L0::coord(tx_i, 0));
     // tile rn = pid_n * BN + arange(0, BN);
 #line 57 "kernels/matmul.c"
-    int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = pid_n * BN + tx_L1::coord(tx_i, 1);
+    int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(pid_n, BN), tx_L1::coord(tx_i, 1));
     // tile rk = arange(0, BK);
 #line 58 "kernels/matmul.c"
     int rk[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rk[tx_i] = tx_L2::coord(tx_i, 1);
@@ -114,21 +114,21 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
 #line 64
                 if (k < K) {
 #line 64
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 8) tx::cp_async16(tx_a_t_stages + tx_prologue_stage * tx_a_t_tile::ELEMS + tx_a_t_tile::offset(tx_L5::coord(tx_i, 0), tx_L5::coord(tx_i, 1)), a + batch * sab + tx_am_cvt[tx::remap<tx_L6, tx_L5>(tx_i)] * sam + (tx_ak_cvt[tx::remap<tx_L7, tx_L5>(tx_i)] + k), (tx_am_cvt[tx::remap<tx_L6, tx_L5>(tx_i)] < M) & (tx_ak_cvt[tx::remap<tx_L7, tx_L5>(tx_i)] + k < K));
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 8) tx::cp_async16(tx_a_t_stages + tx_prologue_stage * tx_a_t_tile::ELEMS + tx_a_t_tile::offset(tx_L5::coord(tx_i, 0), tx_L5::coord(tx_i, 1)), a + tx::wrap_mul<int>(batch, sab) + tx::wrap_mul<int>(tx_am_cvt[tx::remap<tx_L6, tx_L5>(tx_i)], sam) + tx::wrap_add<int>(tx_ak_cvt[tx::remap<tx_L7, tx_L5>(tx_i)], k), (tx_am_cvt[tx::remap<tx_L6, tx_L5>(tx_i)] < M) & (tx::wrap_add<int>(tx_ak_cvt[tx::remap<tx_L7, tx_L5>(tx_i)], k) < K));
 #line 64
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; tx_i += 8) tx::cp_async16(tx_b_t_stages + tx_prologue_stage * tx_b_t_tile::ELEMS + tx_b_t_tile::offset(tx_L8::coord(tx_i, 0), tx_L8::coord(tx_i, 1)), b + batch * sbb + (bk[tx::remap<tx_L3, tx_L8>(tx_i)] + k) * sbk + bn[tx::remap<tx_L1, tx_L8>(tx_i)], (bk[tx::remap<tx_L3, tx_L8>(tx_i)] + k < K) & (bn[tx::remap<tx_L1, tx_L8>(tx_i)] < N));
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; tx_i += 8) tx::cp_async16(tx_b_t_stages + tx_prologue_stage * tx_b_t_tile::ELEMS + tx_b_t_tile::offset(tx_L8::coord(tx_i, 0), tx_L8::coord(tx_i, 1)), b + tx::wrap_mul<int>(batch, sbb) + tx::wrap_mul<int>(tx::wrap_add<int>(bk[tx::remap<tx_L3, tx_L8>(tx_i)], k), sbk) + bn[tx::remap<tx_L1, tx_L8>(tx_i)], (tx::wrap_add<int>(bk[tx::remap<tx_L3, tx_L8>(tx_i)], k) < K) & (bn[tx::remap<tx_L1, tx_L8>(tx_i)] < N));
                 }
 #line 64
                 tx::cp_async_commit();
 #line 64
-                k = k + BK;
+                k = tx::wrap_add<int>(k, BK);
             }
         }
         // main loop: wait for this iteration's stage, issue the copies 2 iterations ahead, then the body (its dot reads the stage)
 #line 64
         int tx_stage = 0;  // the stage this iteration's dot reads
 #line 64
-        for (int k = 0; k < K; k = k + BK) {
+        for (int k = 0; k < K; k = tx::wrap_add<int>(k, BK)) {
 #line 64
             tx::cp_async_wait<1>();  // this iteration's stage has landed
 #line 64
@@ -143,9 +143,9 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
 #line 64
                 if (k < K) {
 #line 64
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 8) tx::cp_async16(tx_a_t_stages + tx_stage_ahead * tx_a_t_tile::ELEMS + tx_a_t_tile::offset(tx_L5::coord(tx_i, 0), tx_L5::coord(tx_i, 1)), a + batch * sab + tx_am_cvt[tx::remap<tx_L6, tx_L5>(tx_i)] * sam + (tx_ak_cvt[tx::remap<tx_L7, tx_L5>(tx_i)] + k), (tx_am_cvt[tx::remap<tx_L6, tx_L5>(tx_i)] < M) & (tx_ak_cvt[tx::remap<tx_L7, tx_L5>(tx_i)] + k < K));
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 8) tx::cp_async16(tx_a_t_stages + tx_stage_ahead * tx_a_t_tile::ELEMS + tx_a_t_tile::offset(tx_L5::coord(tx_i, 0), tx_L5::coord(tx_i, 1)), a + tx::wrap_mul<int>(batch, sab) + tx::wrap_mul<int>(tx_am_cvt[tx::remap<tx_L6, tx_L5>(tx_i)], sam) + tx::wrap_add<int>(tx_ak_cvt[tx::remap<tx_L7, tx_L5>(tx_i)], k), (tx_am_cvt[tx::remap<tx_L6, tx_L5>(tx_i)] < M) & (tx::wrap_add<int>(tx_ak_cvt[tx::remap<tx_L7, tx_L5>(tx_i)], k) < K));
 #line 64
-                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; tx_i += 8) tx::cp_async16(tx_b_t_stages + tx_stage_ahead * tx_b_t_tile::ELEMS + tx_b_t_tile::offset(tx_L8::coord(tx_i, 0), tx_L8::coord(tx_i, 1)), b + batch * sbb + (bk[tx::remap<tx_L3, tx_L8>(tx_i)] + k) * sbk + bn[tx::remap<tx_L1, tx_L8>(tx_i)], (bk[tx::remap<tx_L3, tx_L8>(tx_i)] + k < K) & (bn[tx::remap<tx_L1, tx_L8>(tx_i)] < N));
+                    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; tx_i += 8) tx::cp_async16(tx_b_t_stages + tx_stage_ahead * tx_b_t_tile::ELEMS + tx_b_t_tile::offset(tx_L8::coord(tx_i, 0), tx_L8::coord(tx_i, 1)), b + tx::wrap_mul<int>(batch, sbb) + tx::wrap_mul<int>(tx::wrap_add<int>(bk[tx::remap<tx_L3, tx_L8>(tx_i)], k), sbk) + bn[tx::remap<tx_L1, tx_L8>(tx_i)], (tx::wrap_add<int>(bk[tx::remap<tx_L3, tx_L8>(tx_i)], k) < K) & (bn[tx::remap<tx_L1, tx_L8>(tx_i)] < N));
                 }
             }
 #line 64
@@ -190,5 +190,5 @@ matmul(__half* c, const __half* __restrict__ a, const __half* __restrict__ b, co
 #line 84
     bool tx_mask[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_mask[tx_i] = (tx_cm_cvt[tx::remap<tx_L9, tx_L4>(tx_i)] < M) & (tx_cn_cvt[tx::remap<tx_L10, tx_L4>(tx_i)] < N);
 #line 84
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 2) tx::store_vec_if<2>(c + batch * scb + tx_cm_cvt[tx::remap<tx_L9, tx_L4>(tx_i)] * scm + tx_cn_cvt[tx::remap<tx_L10, tx_L4>(tx_i)], &tx_value[tx_i], tx_mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 2) tx::store_vec_if<2>(c + tx::wrap_mul<int>(batch, scb) + tx::wrap_mul<int>(tx_cm_cvt[tx::remap<tx_L9, tx_L4>(tx_i)], scm) + tx_cn_cvt[tx::remap<tx_L10, tx_L4>(tx_i)], &tx_value[tx_i], tx_mask[tx_i]);
 }

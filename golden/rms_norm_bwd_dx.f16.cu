@@ -30,34 +30,34 @@ rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const
     float dw_acc[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) dw_acc[tx_i] = 0.0f;
     // i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
 #line 85 "kernels/rmsnorm.c"
-    int per_program = (n_rows + (int)gridDim.x - 1) / (int)gridDim.x;
+    int per_program = tx::int_div<int>(tx::wrap_sub<int>(tx::wrap_add<int>(n_rows, (int)gridDim.x), 1), (int)gridDim.x);
     // i32 first = INTERLEAVE != 0 ? pid * ROWS : pid * per_program;
 #line 86 "kernels/rmsnorm.c"
-    int first = pid * per_program;
+    int first = tx::wrap_mul<int>(pid, per_program);
     // i32 last = INTERLEAVE != 0 ? n_rows : minimum(first + per_program, n_rows);
 #line 87 "kernels/rmsnorm.c"
-    int last = tx::minimum(first + per_program, n_rows);
+    int last = tx::minimum(tx::wrap_add<int>(first, per_program), n_rows);
     // i32 step = INTERLEAVE != 0 ? num_programs(0) * ROWS : ROWS;
 #line 88 "kernels/rmsnorm.c"
     int step = ROWS;
     // tile next = expand_dims(first + arange(0, ROWS), 1);
 #line 91 "kernels/rmsnorm.c"
-    int next[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) next[tx_i] = first + tx_L2::coord(tx_i, 0);
+    int next[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) next[tx_i] = tx::wrap_add<int>(first, tx_L2::coord(tx_i, 0));
     // tile next_mask = (next < last) & expand_dims(col_mask, 0);
 #line 92 "kernels/rmsnorm.c"
     bool next_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) next_mask[tx_i] = (next[tx::remap<tx_L2, tx_L1>(tx_i)] < last) & col_mask[tx::remap<tx_L0, tx_L1>(tx_i)];
     // tile dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
 #line 93 "kernels/rmsnorm.c"
-    __half dy_next[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) dy_next[tx_i] = next_mask[tx_i] ? *(dy + next[tx::remap<tx_L2, tx_L1>(tx_i)] * dy_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
+    __half dy_next[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) dy_next[tx_i] = next_mask[tx_i] ? *(dy + tx::wrap_mul<int>(next[tx::remap<tx_L2, tx_L1>(tx_i)], dy_stride) + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
     // tile x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
 #line 94 "kernels/rmsnorm.c"
-    __half x_next[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) x_next[tx_i] = next_mask[tx_i] ? *(x + next[tx::remap<tx_L2, tx_L1>(tx_i)] * x_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
+    __half x_next[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) x_next[tx_i] = next_mask[tx_i] ? *(x + tx::wrap_mul<int>(next[tx::remap<tx_L2, tx_L1>(tx_i)], x_stride) + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
     // for (i32 row = first; row < last; row += step) {
 #line 95 "kernels/rmsnorm.c"
-    for (int row = first; row < last; row = row + step) {
+    for (int row = first; row < last; row = tx::wrap_add<int>(row, step)) {
         // tile rows = row + arange(0, ROWS);
 #line 96 "kernels/rmsnorm.c"
-        int rows[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rows[tx_i] = row + tx_L2::coord(tx_i, 0);
+        int rows[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rows[tx_i] = tx::wrap_add<int>(row, tx_L2::coord(tx_i, 0));
         // tile row_mask = rows < last;
 #line 97 "kernels/rmsnorm.c"
         bool row_mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) row_mask[tx_i] = rows[tx_i] < last;
@@ -75,16 +75,16 @@ rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const
         float xv[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) xv[tx_i] = tx::cast<float>(x_next[tx_i]);
         // next = r2 + step;
 #line 102 "kernels/rmsnorm.c"
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) next[tx_i] = r2[tx_i] + step;
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) next[tx_i] = tx::wrap_add<int>(r2[tx_i], step);
         // next_mask = (next < last) & expand_dims(col_mask, 0);
 #line 103 "kernels/rmsnorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) next_mask[tx_i] = (next[tx::remap<tx_L2, tx_L1>(tx_i)] < last) & col_mask[tx::remap<tx_L0, tx_L1>(tx_i)];
         // dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
 #line 104 "kernels/rmsnorm.c"
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) dy_next[tx_i] = next_mask[tx_i] ? *(dy + next[tx::remap<tx_L2, tx_L1>(tx_i)] * dy_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) dy_next[tx_i] = next_mask[tx_i] ? *(dy + tx::wrap_mul<int>(next[tx::remap<tx_L2, tx_L1>(tx_i)], dy_stride) + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
         // x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
 #line 105 "kernels/rmsnorm.c"
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) x_next[tx_i] = next_mask[tx_i] ? *(x + next[tx::remap<tx_L2, tx_L1>(tx_i)] * x_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) x_next[tx_i] = next_mask[tx_i] ? *(x + tx::wrap_mul<int>(next[tx::remap<tx_L2, tx_L1>(tx_i)], x_stride) + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) : __half(0.0f);
         // tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
 #line 106 "kernels/rmsnorm.c"
         float tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_load[tx_i] = row_mask[tx_i] ? *(rstd + rows[tx_i]) : 0.0f;
@@ -110,7 +110,7 @@ rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const
         float c1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) c1[tx_i] = tx_red[tx_i] / tx::cast<float>(n_cols);
         // store(dx + r2 * dx_stride + c2, (wg - xhat * c1) * r, mask);
 #line 111 "kernels/rmsnorm.c"
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) if (mask[tx_i]) *(dx + r2[tx::remap<tx_L2, tx_L1>(tx_i)] * dx_stride + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) = tx::cast<__half>((wg[tx_i] - xhat[tx_i] * c1[tx::remap<tx_L2, tx_L1>(tx_i)]) * r[tx::remap<tx_L2, tx_L1>(tx_i)]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) if (mask[tx_i]) *(dx + tx::wrap_mul<int>(r2[tx::remap<tx_L2, tx_L1>(tx_i)], dx_stride) + c2[tx::remap<tx_L0, tx_L1>(tx_i)]) = tx::cast<__half>((wg[tx_i] - xhat[tx_i] * c1[tx::remap<tx_L2, tx_L1>(tx_i)]) * r[tx::remap<tx_L2, tx_L1>(tx_i)]);
         // dw_acc += g * xhat;
 #line 112 "kernels/rmsnorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) dw_acc[tx_i] = dw_acc[tx_i] + g[tx_i] * xhat[tx_i];
@@ -119,5 +119,5 @@ rms_norm_bwd_dx(__half* dx, float* dw_part, const __half* __restrict__ dy, const
 #line 114 "kernels/rmsnorm.c"
     float tx_red_1[tx_L0::REGS]; tx::reduce<tx_L1, tx_L0, 0>(tx_red_1, dw_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 114
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && col_mask[tx_i]) *(dw_part + pid * n_cols + cols[tx_i]) = tx_red_1[tx_i];
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && col_mask[tx_i]) *(dw_part + tx::wrap_mul<int>(pid, n_cols) + cols[tx_i]) = tx_red_1[tx_i];
 }

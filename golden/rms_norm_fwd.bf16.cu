@@ -13,7 +13,7 @@ rms_norm_fwd(__nv_bfloat16* y, float* rstd, const __nv_bfloat16* __restrict__ x,
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // tile rows = program_id(0) * ROWS + arange(0, ROWS);
 #line 41 "kernels/rmsnorm.c"
-    int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = (int)blockIdx.x + tx_L0::coord(tx_i, 0);
+    int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = tx::wrap_add<int>((int)blockIdx.x, tx_L0::coord(tx_i, 0));
     // tile cols = arange(0, BLOCK);
 #line 42 "kernels/rmsnorm.c"
     int cols[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) cols[tx_i] = tx_L1::coord(tx_i, 1);
@@ -34,7 +34,7 @@ rms_norm_fwd(__nv_bfloat16* y, float* rstd, const __nv_bfloat16* __restrict__ x,
     int c2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
     // tile v = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
 #line 48 "kernels/rmsnorm.c"
-    __nv_bfloat16 tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * x_stride + c2[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
+    __nv_bfloat16 tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + tx::wrap_mul<int>(r2[tx::remap<tx_L0, tx_L1>(tx_i)], x_stride) + c2[tx_i], mask[tx_i], __nv_bfloat16(0.0f));
 #line 48
     float v[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) v[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile r = rsqrt(sum(v * v, 1) / n_cols + eps);
@@ -53,7 +53,7 @@ rms_norm_fwd(__nv_bfloat16* y, float* rstd, const __nv_bfloat16* __restrict__ x,
 #line 51 "kernels/rmsnorm.c"
     __nv_bfloat16 tx_value_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>(v[tx_i] * r[tx::remap<tx_L0, tx_L1>(tx_i)] * wv[tx_i]);
 #line 51
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::store_vec_if<8>(y + r2[tx::remap<tx_L0, tx_L1>(tx_i)] * y_stride + c2[tx_i], &tx_value_1[tx_i], mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::store_vec_if<8>(y + tx::wrap_mul<int>(r2[tx::remap<tx_L0, tx_L1>(tx_i)], y_stride) + c2[tx_i], &tx_value_1[tx_i], mask[tx_i]);
     // store(rstd + rows, r, row_mask);
 #line 52 "kernels/rmsnorm.c"
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && row_mask[tx_i]) *(rstd + rows[tx_i]) = r[tx_i];

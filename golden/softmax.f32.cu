@@ -13,7 +13,7 @@ softmax(float* out, const float* __restrict__ x, int n_rows, int n_cols, int x_s
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 16 bytes of scratch
     // tile rows = expand_dims(program_id(0) * ROWS + arange(0, ROWS), 1);
 #line 100 "kernels/softmax.c"
-    int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = (int)blockIdx.x * ROWS + tx_L0::coord(tx_i, 0);
+    int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>((int)blockIdx.x, ROWS), tx_L0::coord(tx_i, 0));
     // tile cols = expand_dims(arange(0, BLOCK), 0);
 #line 101 "kernels/softmax.c"
     int cols[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) cols[tx_i] = tx_L1::coord(tx_i, 1);
@@ -22,7 +22,7 @@ softmax(float* out, const float* __restrict__ x, int n_rows, int n_cols, int x_s
     bool mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) mask[tx_i] = ((rows[tx::remap<tx_L0, tx_L2>(tx_i)] < n_rows) | false) & (cols[tx::remap<tx_L1, tx_L2>(tx_i)] < n_cols);
     // tile v = (acc_t)load(x + rows * x_stride + cols * x_step, mask, -INF);
 #line 103 "kernels/softmax.c"
-    float v[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) v[tx_i] = mask[tx_i] ? *(x + rows[tx::remap<tx_L0, tx_L2>(tx_i)] * x_stride + cols[tx::remap<tx_L1, tx_L2>(tx_i)]) : -__int_as_float(0x7f800000);
+    float v[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) v[tx_i] = mask[tx_i] ? *(x + tx::wrap_mul<int>(rows[tx::remap<tx_L0, tx_L2>(tx_i)], x_stride) + cols[tx::remap<tx_L1, tx_L2>(tx_i)]) : -__int_as_float(0x7f800000);
     // tile e = exp(v - expand_dims(max(v, 1), 1));
 #line 104 "kernels/softmax.c"
     float tx_red[tx_L0::REGS]; tx::reduce<tx_L2, tx_L0, 1>(tx_red, v, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
@@ -32,5 +32,5 @@ softmax(float* out, const float* __restrict__ x, int n_rows, int n_cols, int x_s
 #line 105 "kernels/softmax.c"
     float tx_red_1[tx_L0::REGS]; tx::reduce<tx_L2, tx_L0, 1>(tx_red_1, e, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 105
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) if (mask[tx_i]) *(out + rows[tx::remap<tx_L0, tx_L2>(tx_i)] * out_stride + cols[tx::remap<tx_L1, tx_L2>(tx_i)]) = e[tx_i] * (1.0f / tx_red_1[tx::remap<tx_L0, tx_L2>(tx_i)]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) if (mask[tx_i]) *(out + tx::wrap_mul<int>(rows[tx::remap<tx_L0, tx_L2>(tx_i)], out_stride) + cols[tx::remap<tx_L1, tx_L2>(tx_i)]) = e[tx_i] * (1.0f / tx_red_1[tx::remap<tx_L0, tx_L2>(tx_i)]);
 }

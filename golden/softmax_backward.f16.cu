@@ -20,12 +20,12 @@ softmax_backward(__half* dx, const __half* __restrict__ y, const __half* __restr
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = cols[tx_i] < n_cols;
     // tile p = (acc_t)load(y + row * y_stride + cols * y_step, mask, 0.0f);
 #line 289 "kernels/softmax.c"
-    __half tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load[tx_i] = mask[tx_i] ? *(y + row * y_stride + cols[tx_i]) : __half(0.0f);
+    __half tx_load[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load[tx_i] = mask[tx_i] ? *(y + tx::wrap_mul<int>(row, y_stride) + cols[tx_i]) : __half(0.0f);
 #line 289
     float p[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) p[tx_i] = tx::cast<float>(tx_load[tx_i]);
     // tile g = (acc_t)load(dy + row * dy_stride + cols * dy_step, mask, 0.0f);
 #line 290 "kernels/softmax.c"
-    __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load_1[tx_i] = mask[tx_i] ? *(dy + row * dy_stride + cols[tx_i]) : __half(0.0f);
+    __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_load_1[tx_i] = mask[tx_i] ? *(dy + tx::wrap_mul<int>(row, dy_stride) + cols[tx_i]) : __half(0.0f);
 #line 290
     float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(dx + row * dx_stride + cols, p * (g - sum(p * g)), mask);
@@ -34,5 +34,5 @@ softmax_backward(__half* dx, const __half* __restrict__ y, const __half* __restr
 #line 291
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
 #line 291
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (mask[tx_i]) *(dx + row * dx_stride + cols[tx_i]) = tx::cast<__half>(p[tx_i] * (g[tx_i] - tx_red[0]));
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (mask[tx_i]) *(dx + tx::wrap_mul<int>(row, dx_stride) + cols[tx_i]) = tx::cast<__half>(p[tx_i] * (g[tx_i] - tx_red[0]));
 }

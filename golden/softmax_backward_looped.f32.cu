@@ -17,9 +17,9 @@ softmax_backward_looped(float* dx, const float* __restrict__ y, const float* __r
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // acc_t row_dot(tile a, i32 a_step, tile b, i32 b_step, i32 n_cols, const i32 BLOCK)
 #line 51 "kernels/softmax.c"
-    const float* tx_row_dot_a = y + row * y_stride;
+    const float* tx_row_dot_a = y + tx::wrap_mul<int>(row, y_stride);
 #line 51
-    const float* tx_row_dot_b = dy + row * dy_stride;
+    const float* tx_row_dot_b = dy + tx::wrap_mul<int>(row, dy_stride);
     // tile cols = arange(0, BLOCK);
 #line 53 "kernels/softmax.c"
     int tx_row_dot_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_cols[tx_i] = tx_L0::coord(tx_i, 0);
@@ -28,10 +28,10 @@ softmax_backward_looped(float* dx, const float* __restrict__ y, const float* __r
     float tx_row_dot_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
 #line 55 "kernels/softmax.c"
-    for (int tx_row_dot_c = 0; tx_row_dot_c * BLOCK < n_cols; tx_row_dot_c = tx_row_dot_c + 1) {
+    for (int tx_row_dot_c = 0; tx::wrap_mul<int>(tx_row_dot_c, BLOCK) < n_cols; tx_row_dot_c = tx::wrap_add<int>(tx_row_dot_c, 1)) {
         // tile offs = c * BLOCK + cols;
 #line 56 "kernels/softmax.c"
-        int tx_row_dot_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_offs[tx_i] = tx_row_dot_c * BLOCK + tx_row_dot_cols[tx_i];
+        int tx_row_dot_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(tx_row_dot_c, BLOCK), tx_row_dot_cols[tx_i]);
         // tile mask = offs < n_cols;
 #line 57 "kernels/softmax.c"
         bool tx_row_dot_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_dot_mask[tx_i] = tx_row_dot_offs[tx_i] < n_cols;
@@ -51,23 +51,23 @@ softmax_backward_looped(float* dx, const float* __restrict__ y, const float* __r
     float dot = tx_red[0];
     // for (i32 c = (n_cols - 1) / BLOCK; c >= 0; c--) { /* 0 columns: one chunk, masked off */
 #line 323 "kernels/softmax.c"
-    for (int c = (n_cols - 1) / BLOCK; c >= 0; c = c - 1) {
+    for (int c = tx::int_div<int>(tx::wrap_sub<int>(n_cols, 1), BLOCK); c >= 0; c = tx::wrap_sub<int>(c, 1)) {
         // tile offs = c * BLOCK + cols;
 #line 324 "kernels/softmax.c"
-        int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = c * BLOCK + cols[tx_i];
+        int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(c, BLOCK), cols[tx_i]);
         // tile mask = offs < n_cols;
 #line 325 "kernels/softmax.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
         // tile p = (acc_t)load(y + row * y_stride + offs * y_step, mask, 0.0f);
 #line 326 "kernels/softmax.c"
-        float p[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&p[tx_i], y + row * y_stride + offs[tx_i], mask[tx_i], 0.0f);
+        float p[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&p[tx_i], y + tx::wrap_mul<int>(row, y_stride) + offs[tx_i], mask[tx_i], 0.0f);
         // tile g = (acc_t)load(dy + row * dy_stride + offs * dy_step, mask, 0.0f);
 #line 327 "kernels/softmax.c"
-        float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&g[tx_i], dy + row * dy_stride + offs[tx_i], mask[tx_i], 0.0f);
+        float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&g[tx_i], dy + tx::wrap_mul<int>(row, dy_stride) + offs[tx_i], mask[tx_i], 0.0f);
         // store(dx + row * dx_stride + offs, p * (g - dot), mask);
 #line 328 "kernels/softmax.c"
         float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = p[tx_i] * (g[tx_i] - dot);
 #line 328
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(dx + row * dx_stride + offs[tx_i], &tx_value[tx_i], mask[tx_i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(dx + tx::wrap_mul<int>(row, dx_stride) + offs[tx_i], &tx_value[tx_i], mask[tx_i]);
     }
 }

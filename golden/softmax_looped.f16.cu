@@ -17,7 +17,7 @@ softmax_looped(__half* out, const __half* __restrict__ in, int n_cols, int in_st
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 0);
     // acc_t row_logsumexp(tile row, i32 n_cols, i32 step, const i32 BLOCK)
 #line 33 "kernels/softmax.c"
-    const __half* tx_row_logsumexp_row = in + row * in_stride;
+    const __half* tx_row_logsumexp_row = in + tx::wrap_mul<int>(row, in_stride);
     // tile cols = arange(0, BLOCK);
 #line 35 "kernels/softmax.c"
     int tx_row_logsumexp_cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_cols[tx_i] = tx_L0::coord(tx_i, 0);
@@ -29,10 +29,10 @@ softmax_looped(__half* out, const __half* __restrict__ in, int n_cols, int in_st
     float tx_row_logsumexp_s[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_s[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK < n_cols; c++) {
 #line 38 "kernels/softmax.c"
-    for (int tx_row_logsumexp_c = 0; tx_row_logsumexp_c * BLOCK < n_cols; tx_row_logsumexp_c = tx_row_logsumexp_c + 1) {
+    for (int tx_row_logsumexp_c = 0; tx::wrap_mul<int>(tx_row_logsumexp_c, BLOCK) < n_cols; tx_row_logsumexp_c = tx::wrap_add<int>(tx_row_logsumexp_c, 1)) {
         // tile offs = c * BLOCK + cols;
 #line 39 "kernels/softmax.c"
-        int tx_row_logsumexp_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_offs[tx_i] = tx_row_logsumexp_c * BLOCK + tx_row_logsumexp_cols[tx_i];
+        int tx_row_logsumexp_offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_row_logsumexp_offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(tx_row_logsumexp_c, BLOCK), tx_row_logsumexp_cols[tx_i]);
         // tile x = (acc_t)load(row + offs * step, offs < n_cols, -INF);
 #line 40 "kernels/softmax.c"
         bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = tx_row_logsumexp_offs[tx_i] < n_cols;
@@ -64,22 +64,22 @@ softmax_looped(__half* out, const __half* __restrict__ in, int n_cols, int in_st
     float lse = tx_row_logsumexp_mx + tx::log(tx_red_1[0]);
     // for (i32 c = (n_cols - 1) / BLOCK; c >= 0; c--) { /* 0 columns: one chunk, masked off */
 #line 150 "kernels/softmax.c"
-    for (int c = (n_cols - 1) / BLOCK; c >= 0; c = c - 1) {
+    for (int c = tx::int_div<int>(tx::wrap_sub<int>(n_cols, 1), BLOCK); c >= 0; c = tx::wrap_sub<int>(c, 1)) {
         // tile offs = c * BLOCK + cols;
 #line 151 "kernels/softmax.c"
-        int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = c * BLOCK + cols[tx_i];
+        int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(c, BLOCK), cols[tx_i]);
         // tile mask = offs < n_cols;
 #line 152 "kernels/softmax.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
         // tile x = (acc_t)load(in + row * in_stride + offs * in_step, mask, 0.0f);
 #line 153 "kernels/softmax.c"
-        __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], in + row * in_stride + offs[tx_i], mask[tx_i], __half(0.0f));
+        __half tx_load_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], in + tx::wrap_mul<int>(row, in_stride) + offs[tx_i], mask[tx_i], __half(0.0f));
 #line 153
         float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) x[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
         // store(out + row * out_stride + offs, exp(x - lse), mask);
 #line 154 "kernels/softmax.c"
         __half tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__half>(tx::exp(x[tx_i] - lse));
 #line 154
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(out + row * out_stride + offs[tx_i], &tx_value_1[tx_i], mask[tx_i]);
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(out + tx::wrap_mul<int>(row, out_stride) + offs[tx_i], &tx_value_1[tx_i], mask[tx_i]);
     }
 }

@@ -15,25 +15,25 @@ softmax_split(float* out, long long* slots, int* count, const float* __restrict_
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 32 bytes of scratch
     // i32 n_chunks = (n_cols + CHUNK - 1) / CHUNK;
 #line 234 "kernels/softmax.c"
-    int n_chunks = (n_cols + CHUNK - 1) / CHUNK;
+    int n_chunks = tx::int_div<int>(tx::wrap_sub<int>(tx::wrap_add<int>(n_cols, CHUNK), 1), CHUNK);
     // i32 row = program_id(0) / n_chunks;
 #line 235 "kernels/softmax.c"
-    int row = (int)blockIdx.x / n_chunks;
+    int row = tx::int_div<int>((int)blockIdx.x, n_chunks);
     // i32 chunk = program_id(0) % n_chunks;
 #line 236 "kernels/softmax.c"
-    int chunk = (int)blockIdx.x % n_chunks;
+    int chunk = tx::int_mod<int>((int)blockIdx.x, n_chunks);
     // tile offs = chunk * CHUNK + arange(0, CHUNK);
 #line 237 "kernels/softmax.c"
-    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = chunk * CHUNK + tx_L0::coord(tx_i, 0);
+    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(chunk, CHUNK), tx_L0::coord(tx_i, 0));
     // tile mask = offs < n_cols;
 #line 238 "kernels/softmax.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n_cols;
     // tile x = (f32)load(in + row * in_stride + offs * in_step, mask, -INF);
 #line 239 "kernels/softmax.c"
-    float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&x[tx_i], in + row * in_stride + offs[tx_i], mask[tx_i], -__int_as_float(0x7f800000));
+    float x[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&x[tx_i], in + tx::wrap_mul<int>(row, in_stride) + offs[tx_i], mask[tx_i], -__int_as_float(0x7f800000));
     // tile row_slots = slots + row * n_chunks;
 #line 240 "kernels/softmax.c"
-    long long* row_slots = slots + row * n_chunks;
+    long long* row_slots = slots + tx::wrap_mul<int>(row, n_chunks);
     // f32 m = max(x);
 #line 217 "kernels/softmax.c"
     float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red, x, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
@@ -48,7 +48,7 @@ softmax_split(float* out, long long* slots, int* count, const float* __restrict_
     float tx_chunk_stats_s = (tx_chunk_stats_m == -__int_as_float(0x7f800000)) ? 0.0f : tx_red_1[0];
     // store(row_slots + chunk, chunk_stats(x));
 #line 241 "kernels/softmax.c"
-    if (threadIdx.x == 0) *(row_slots + chunk) = tx::cast<long long>((tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_m)) << 32ULL) | tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_s)));
+    if (threadIdx.x == 0) *(row_slots + chunk) = tx::cast<long long>(tx::wrap_shl<unsigned long long>(tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_m)), 32ULL) | tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_s)));
     // i32 arrived = (atomic_add(count + row, 1) + 1) & 65535;
 #line 245 "kernels/softmax.c"
     tx::fence_before<tx::ACQ_REL, tx::SCOPE_GPU>();
@@ -57,10 +57,10 @@ softmax_split(float* out, long long* slots, int* count, const float* __restrict_
 #line 245
     tx::fence_after<tx::ACQ_REL, tx::SCOPE_GPU>();
 #line 245
-    int arrived = (tx_old + 1) & 65535;
+    int arrived = tx::wrap_add<int>(tx_old, 1) & 65535;
     // for (i32 t = 0; t < spins && arrived < n_chunks; t++) {
 #line 246 "kernels/softmax.c"
-    for (int t = 0; (t < spins) && (arrived < n_chunks); t = t + 1) {
+    for (int t = 0; (t < spins) && (arrived < n_chunks); t = tx::wrap_add<int>(t, 1)) {
         // arrived = atomic_add(count + row, 0) & 65535;
 #line 247 "kernels/softmax.c"
         tx::fence_before<tx::ACQ_REL, tx::SCOPE_GPU>();
@@ -91,22 +91,22 @@ softmax_split(float* out, long long* slots, int* count, const float* __restrict_
     if (arrived < n_chunks) {
         // for (i32 c = 0; c < n_chunks; c++) {
 #line 253 "kernels/softmax.c"
-        for (int c = 0; c < n_chunks; c = c + 1) {
+        for (int c = 0; c < n_chunks; c = tx::wrap_add<int>(c, 1)) {
             // if (sum((i32)((lanes == c) & (seen == 0))) > 0) {
 #line 254 "kernels/softmax.c"
             int tx_value_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<int>((lanes[tx_i] == c) & (seen[tx_i] == 0LL));
 #line 254
-            int tx_red_2[tx_L3::REGS]; tx::reduce<tx_L2, tx_L3, 0>(tx_red_2, tx_value_1, [](int tx_a, int tx_b) { return tx_a + tx_b; }, tx_smem);
+            int tx_red_2[tx_L3::REGS]; tx::reduce<tx_L2, tx_L3, 0>(tx_red_2, tx_value_1, [](int tx_a, int tx_b) { return tx::wrap_add<int>(tx_a, tx_b); }, tx_smem);
 #line 254
             if (tx_red_2[0] > 0) {
                 // tile others = c * CHUNK + arange(0, CHUNK);
 #line 255 "kernels/softmax.c"
-                int others[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) others[tx_i] = c * CHUNK + tx_L0::coord(tx_i, 0);
+                int others[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) others[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(c, CHUNK), tx_L0::coord(tx_i, 0));
                 // tile xc = (f32)load(in + row * in_stride + others * in_step, others < n_cols, -INF);
 #line 256 "kernels/softmax.c"
                 bool tx_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_mask[tx_i] = others[tx_i] < n_cols;
 #line 256
-                float xc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&xc[tx_i], in + row * in_stride + others[tx_i], tx_mask[tx_i], -__int_as_float(0x7f800000));
+                float xc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&xc[tx_i], in + tx::wrap_mul<int>(row, in_stride) + others[tx_i], tx_mask[tx_i], -__int_as_float(0x7f800000));
                 // f32 m = max(x);
 #line 217 "kernels/softmax.c"
                 float tx_red_3[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 0>(tx_red_3, xc, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
@@ -121,16 +121,16 @@ softmax_split(float* out, long long* slots, int* count, const float* __restrict_
                 float tx_chunk_stats_s_1 = (tx_chunk_stats_m_1 == -__int_as_float(0x7f800000)) ? 0.0f : tx_red_4[0];
                 // seen = where(lanes == c, chunk_stats(xc), seen);
 #line 257 "kernels/softmax.c"
-                _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) seen[tx_i] = (lanes[tx_i] == c) ? tx::cast<long long>((tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_m_1)) << 32ULL) | tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_s_1))) : seen[tx_i];
+                _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) seen[tx_i] = (lanes[tx_i] == c) ? tx::cast<long long>(tx::wrap_shl<unsigned long long>(tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_m_1)), 32ULL) | tx::cast<unsigned long long>(tx::bitcast<unsigned int>(tx_chunk_stats_s_1))) : seen[tx_i];
             }
         }
         // x = (f32)load(in + row * in_stride + offs * in_step, mask, -INF);
 #line 262 "kernels/softmax.c"
-        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&x[tx_i], in + row * in_stride + offs[tx_i], mask[tx_i], -__int_as_float(0x7f800000));
+        _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&x[tx_i], in + tx::wrap_mul<int>(row, in_stride) + offs[tx_i], mask[tx_i], -__int_as_float(0x7f800000));
     }
     // tile m = bitcast((u32)((u64)seen >> 32), f32);
 #line 264 "kernels/softmax.c"
-    float m[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) m[tx_i] = tx::bitcast<float>(tx::cast<unsigned int>(tx::cast<unsigned long long>(seen[tx_i]) >> 32ULL));
+    float m[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) m[tx_i] = tx::bitcast<float>(tx::cast<unsigned int>(tx::wrap_shr<unsigned long long>(tx::cast<unsigned long long>(seen[tx_i]), 32ULL)));
     // tile s = bitcast((u32)seen, f32);
 #line 265 "kernels/softmax.c"
     float s[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) s[tx_i] = tx::bitcast<float>(tx::cast<unsigned int>(seen[tx_i]));
@@ -156,7 +156,7 @@ softmax_split(float* out, long long* slots, int* count, const float* __restrict_
 #line 270
     tx::fence_after<tx::ACQ_REL, tx::SCOPE_GPU>();
 #line 270
-    if (tx_old_2 >> 16 == n_chunks - 1) {
+    if (tx::wrap_shr<int>(tx_old_2, 16) == tx::wrap_sub<int>(n_chunks, 1)) {
         // store(row_slots + lanes, (i64)0, live);
 #line 271 "kernels/softmax.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) if (tx_L2::owner() && live[tx_i]) *(row_slots + lanes[tx_i]) = 0LL;
@@ -168,5 +168,5 @@ softmax_split(float* out, long long* slots, int* count, const float* __restrict_
 #line 277 "kernels/softmax.c"
     float tx_value_5[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_5[tx_i] = tx::exp(x[tx_i] - lse);
 #line 277
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(out + row * out_stride + offs[tx_i], &tx_value_5[tx_i], mask[tx_i]);
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(out + tx::wrap_mul<int>(row, out_stride) + offs[tx_i], &tx_value_5[tx_i], mask[tx_i]);
 }

@@ -12,7 +12,7 @@ vector_add(const float* __restrict__ a, const float* __restrict__ b, float* out,
     int pid = (int)blockIdx.x;
     // tile offs = pid * BLOCK + arange(0, BLOCK);
 #line 5 "kernels/vector_add.c"
-    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = pid * BLOCK + tx_L0::coord(tx_i, 0);
+    int offs[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(pid, BLOCK), tx_L0::coord(tx_i, 0));
     // tile mask = offs < n;
 #line 6 "kernels/vector_add.c"
     bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = offs[tx_i] < n;

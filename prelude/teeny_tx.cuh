@@ -155,6 +155,63 @@ TX_INT_TRAITS(unsigned int, 32, false)
 TX_INT_TRAITS(unsigned long long, 64, false)
 #undef TX_INT_TRAITS
 
+// ---- integer arithmetic (rules I1-I4 of teeny_tx/lower/casts.py) --------------------------
+// Every integer operation is computed in an unsigned type of at least 32 bits, where C++
+// defines the wrap, and converted back to its own type: narrow results wrap to their type
+// before any use (C would promote i8 + i8 to int and keep 254), and signed overflow never
+// reaches undefined behaviour (NVRTC would fold (x + 1) > x to 1). Shift amounts are read as
+// unsigned; an amount of the type's width or more shifts every bit out. x / 0 and x % 0 are 0;
+// MIN / -1 is MIN and MIN % -1 is 0.
+template <typename T> struct WideUnsigned { using type = unsigned int; };
+template <> struct WideUnsigned<long long> { using type = unsigned long long; };
+template <> struct WideUnsigned<unsigned long long> { using type = unsigned long long; };
+
+template <typename T>
+__device__ __forceinline__ T wrap_add(T a, T b) {
+    using U = typename WideUnsigned<T>::type;
+    return T(U(a) + U(b));
+}
+template <typename T>
+__device__ __forceinline__ T wrap_sub(T a, T b) {
+    using U = typename WideUnsigned<T>::type;
+    return T(U(a) - U(b));
+}
+template <typename T>
+__device__ __forceinline__ T wrap_mul(T a, T b) {
+    using U = typename WideUnsigned<T>::type;
+    return T(U(a) * U(b));
+}
+template <typename T>
+__device__ __forceinline__ T wrap_neg(T a) {
+    using U = typename WideUnsigned<T>::type;
+    return T(U(0) - U(a));
+}
+template <typename T>
+__device__ __forceinline__ T wrap_shl(T a, T s) {
+    using U = typename WideUnsigned<T>::type;
+    return U(s) >= U(IntTraits<T>::bits) ? T(0) : T(U(a) << U(s));
+}
+template <typename T>
+__device__ __forceinline__ T wrap_shr(T a, T s) {
+    using U = typename WideUnsigned<T>::type;
+    if (U(s) >= U(IntTraits<T>::bits)) return IntTraits<T>::is_signed && a < T(0) ? T(-1) : T(0);
+    return T(a >> int(s));  // arithmetic for signed (C++20's definition, nvcc's always)
+}
+template <typename T>
+__device__ __forceinline__ T int_div(T a, T b) {
+    if (b == T(0)) return T(0);
+    if (IntTraits<T>::is_signed && b == T(-1)) return wrap_neg(a);
+    return T(a / b);
+}
+template <typename T>
+__device__ __forceinline__ T int_mod(T a, T b) {
+    if (b == T(0)) return T(0);
+    if (IntTraits<T>::is_signed && b == T(-1)) return T(0);
+    return T(a % b);
+}
+template <typename T>
+__device__ __forceinline__ T int_cdiv(T a, T b) { return int_div(wrap_sub(wrap_add(a, b), T(1)), b); }
+
 template <typename T> struct FloatTraits { static constexpr bool is_float = false; };
 template <> struct FloatTraits<float> { static constexpr bool is_float = true; using wide = float; };
 template <> struct FloatTraits<double> { static constexpr bool is_float = true; using wide = double; };

@@ -9,14 +9,15 @@ stderr is not a terminal (logs, CI, pipes) or ``$TEENY_TX_QUIET`` is set to anyt
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import IO
+
+from . import switches
 
 
 def enabled(stream: IO[str] | None = None) -> bool:
     """Whether progress is shown on ``stream`` (default: the current stderr)."""
-    if os.environ.get("TEENY_TX_QUIET", "") not in ("", "0"):
+    if switches.read("QUIET"):
         return False
     stream = sys.stderr if stream is None else stream
     try:

@@ -193,6 +193,16 @@ SWITCHES: dict[str, Switch] = _table(
         parse=_flag,
         doc="print each autotuner choice to stderr",
     ),
+    Switch(
+        "QUIET",
+        type="0/1",
+        default=False,
+        codegen=False,
+        when="call",
+        reader="progress.py",
+        parse=_flag,
+        doc="1: no progress lines on stderr (autotuning, bulk compiles), even on a terminal",
+    ),
     # ---------------------------------------------------------------- the kernel library
     Switch(
         "HOPPER",

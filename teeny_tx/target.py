@@ -29,6 +29,9 @@ _ARCH = re.compile(r"sm_(\d)(\d)(a?)")
 _SHARED_PER_BLOCK = {(8, 0): 166912, (8, 6): 101376, (8, 7): 166912, (8, 9): 101376, (9, 0): 232448}
 
 
+REGISTERS_PER_SM = 65536  # 32-bit registers of one multiprocessor, sm_80 through sm_90
+
+
 @dataclass(frozen=True)
 class Target:
     """One GPU architecture, as the compiler sees it.
@@ -65,7 +68,7 @@ class Target:
     clusters: bool
     max_shared_per_block: int
     max_registers_per_thread: int = 255
-    registers_per_sm: int = 65536
+    registers_per_sm: int = REGISTERS_PER_SM
 
     def __str__(self) -> str:
         return self.arch

@@ -333,10 +333,10 @@ def test_expressions_are_parenthesised_by_precedence(expression, cuda):
     text = kernel_text(
         "    tile o = arange(0, BLOCK);\n    tile a = load(x + o);\n    tile b = load(y + o);\n"
         f"    tile r = {expression};\n    store(out + o, r);",
-        "i32 *out, const i32 *x, const i32 *y, i32 c, const i32 BLOCK",
-    )
+        "f32 *out, const f32 *x, const f32 *y, f32 c, const i32 BLOCK",
+    )  # f32: integer arithmetic is spelled by tx:: helpers (tests/test_int_semantics.py)
     source = teeny_tx.compile(text, name=KERNEL_FILE).k.cuda_source(
-        "i32", "i32", "i32", 3, BLOCK=128
+        "f32", "f32", "f32", 3.0, BLOCK=128
     )
     assert f"r[tx_i] = {cuda};" in source, source.split("tile r = ")[1].splitlines()[2]
     nvrtc_compile(source, "k")
@@ -387,7 +387,7 @@ def test_contiguous_aligned_access_is_16_bytes_wide(variant, width):
 def test_strided_loads_are_not_vectorised():
     source = cuda("strided")
     load_line = source.split("// tile x = load(a + o * 2, o < n, 0.0f);")[1].split("// store")[0]
-    assert "load_vec" not in load_line and "o[tx_i] * 2" in load_line
+    assert "load_vec" not in load_line and "tx::wrap_mul<int>(o[tx_i], 2)" in load_line
     assert "tx::store_vec<4>(out + o[tx_i]," in source  # the contiguous store still is
 
 
@@ -413,7 +413,7 @@ def test_locals_never_shadow_the_generated_cudas_names():
     generated name keeps its name; CUDA names are refused by the parser."""
     source = cuda("reserved_names")
     assert "int i = 2;" in source and "int red_0 = 3;" in source  # (`tx` is refused now)
-    assert "tx_L0::coord(tx_i, 0) + i + red_0" in source
+    assert "tx::wrap_add<int>(tx::wrap_add<int>(tx_L0::coord(tx_i, 0), i), red_0)" in source
     assert "int L0[tx_L0::REGS];" in source and "float load_0[tx_L0::REGS];" in source
 
 
@@ -443,7 +443,7 @@ def test_a_parameter_named_i_is_not_shadowed_by_the_register_index():
     )
     source = teeny_tx.compile(text, name=KERNEL_FILE).k.cuda_source("f32", 10, BLOCK=128)
     assert "int i)" in source, "the parameter keeps its name: the register index is tx_i"
-    assert "tx_L0::coord(tx_i, 0) + i;" in source
+    assert "tx::wrap_add<int>(tx_L0::coord(tx_i, 0), i);" in source
 
 
 def test_offsets_stepped_in_a_loop_keep_their_alignment():

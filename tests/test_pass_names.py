@@ -59,9 +59,10 @@ def test_generated_names_never_shadow_user_names(arch, tiles, warps):
     assert not set(generated) & (USER_NAMES | PARAMS)
     # the parameters are read where the kernel reads them: inside the copies' addresses
     copies = [line for line in src.splitlines() if "tx::cp_async16(" in line]
-    assert all(re.search(r"\ba \+ stage \+ (i|tx_i_cvt)\[", line) for line in copies[::2]), copies[
-        0
-    ]
+    assert all(
+        re.search(r"\ba \+ stage \+ (tx::wrap_mul<int>\()?(i|tx_i_cvt)\[", line)
+        for line in copies[::2]
+    ), copies[0]
     assert all(re.search(r"\bb \+ k_ahead \+ ", line) for line in copies[1::2]), copies[1]
     cubin = nvrtc.compile_to_cubin(src, name="names", arch=arch, headers=HEADERS)
     assert cubin[:4] == b"\x7fELF"

@@ -155,8 +155,10 @@ ATTN_STRIDES = (4096 * 32 * 128, 128, 32 * 128, 1)
 
 
 def _attention(k, ws=0):
-    args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1) + ATTN_STRIDES * 4 + (0.18,)
-    flags = {"CAUSAL": 0, "BF16": 0, "D": 128, "BM": 128, "BN": 128, "WARP_SPECIALIZE": ws}
+    args = ("f16", "f32", "f16", "f16", "f16", 4096, 4096, 32, 1, -(1 << 30), 0)
+    args += ATTN_STRIDES * 4 + (0.18, 0.0, 0.0, "f32", 0, 0)  # scale, softcap, ALiBi off
+    flags = {"BAND": 0, "SOFTCAP": 0, "ALIBI": 0, "BF16": 0, "D": 128, "DH": 128, "BM": 128}
+    flags |= {"BN": 128, "WARP_SPECIALIZE": ws}
     return k.specialize(*args, num_warps=8, num_stages=3, target="sm_90a", strided=True, **flags)
 
 

@@ -319,7 +319,9 @@ def test_pingpong_takes_turns_at_each_dot(pingpong):
     src = spec.cuda_source
     compute = src.split("tx::hopper::consumer_registers<240>();")[1]
     assert "const int tx_warpgroup = tx::hopper::warpgroup();" in compute
-    loop = compute.split("for (int start = first; start < last; start = start + BN) {")[1]
+    loop = compute.split(
+        "for (int start = first; start < last; start = tx::wrap_add<int>(start, BN)) {"
+    )[1]
     turn = "tx::hopper::named_barrier(2 + tx_warpgroup, 256);"
     pass_ = "tx::hopper::named_barrier_arrive(2 + (tx_warpgroup ^ 1), 256);"
     order = [line.strip().split("  //")[0] for line in loop.split("\n")]

@@ -69,6 +69,11 @@ _FLOAT_CONSTANTS = {"INF": float("inf"), "NAN": float("nan")}
 _CUDA_NAMES = RESERVED_NAMES
 
 
+# helpers inlined inside one another at most (each level takes Python frames in the builder
+# and the passes: a chain of 200 was a RecursionError)
+MAX_HELPER_DEPTH = 64
+
+
 @dataclass
 class Symbol:
     name: str  # the unique IR name
@@ -770,6 +775,13 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         and the expression of its final `return` returned as the call's value."""
         if name in self.inlining:
             raise CompileError(f"helper '{name}' calls itself; recursion is not supported", loc)
+        if len(self.inlining) >= MAX_HELPER_DEPTH:
+            chain = " -> ".join([*self.inlining[:3], "...", *self.inlining[-2:], name])
+            raise CompileError(
+                f"helper calls nest more than {MAX_HELPER_DEPTH} deep ({chain})",
+                loc,
+                "call the helpers one after another, or merge some of them",
+            )
         fn = self.unit.functions[name]
         params = fn.decl.type.args.params if fn.decl.type.args else []
         params = [p for p in params if not isinstance(p, c_ast.Typename)]

@@ -15,6 +15,23 @@ C4. Float to integer: truncate toward zero; NaN gives 0; a value beyond the rang
 C5. To a float (from an integer or a float): rounded once, to nearest, ties to even; too large
     a magnitude gives ±inf. No intermediate rounding: f64 → bf16 and i64 → bf16 are rounded
     once, not through f32. A NaN stays a NaN (its payload bits are unspecified).
+
+Integer arithmetic follows from C3 (the op table, ``lower/ops.py``, spells it; the device
+header's ``tx::wrap_*``/``tx::int_*`` and NumPy's integer ufuncs implement it;
+``tests/test_int_semantics.py`` / ``tests/gpu/test_int_semantics_gpu.py`` check it):
+
+I1. Every integer operation's result is its dtype's, wrapped by C3 before it is used, compared
+    or stored: i8 ``127 + 127`` is -2 even when stored into an i32 (C would promote to int and
+    keep 254). The GPU computes in an unsigned type of at least 32 bits and converts back.
+I2. Signed ``+ - *``, unary ``-`` and ``<<`` wrap (two's complement); nothing is undefined, so
+    ``(x + 1) > x`` at the maximum is 0 on every backend (NVRTC may not fold it to 1).
+I3. ``a / b`` truncates toward zero and ``a % b`` has the sign of ``a`` (C's); ``a / 0`` and
+    ``a % 0`` are 0; ``MIN / -1`` is MIN (it wraps) and ``MIN % -1`` is 0. ``cdiv(a, b)`` is
+    ``(a + b - 1) / b`` by these rules.
+I4. A shift amount is read as unsigned: an amount of the type's width or more (a negative one
+    too) shifts every bit out: ``<<`` gives 0, ``>>`` gives 0, or -1 for a negative signed
+    value (NumPy's rule; PTX's ``shl``/``shr`` clamp the same way). ``>>`` is arithmetic for
+    signed types and logical for unsigned ones.
 """
 
 from __future__ import annotations

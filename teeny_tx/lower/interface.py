@@ -17,10 +17,11 @@ of ``lower/passes.py``). Output: a frozen :class:`Interface`:
 - ``instructions``: the wgmma device functions the kernel's dots call
   (:class:`WgmmaInstruction`, rendered once each before the kernel, in first-use order).
 
-:func:`check_resources` compares it with a :class:`~teeny_tx.target.Target` before any CUDA is
-rendered and raises :class:`~teeny_tx.errors.ResourceError` at the kernel line that declares
-the largest user of the resource. The emitter (``templates/``) renders the interface; it
-decides none of it.
+:func:`check_resources` compares it (and ``largest_tile``, the registers per thread of the
+tile that needs most: :class:`TileRegisters`) with a :class:`~teeny_tx.target.Target` before
+any CUDA is rendered and raises :class:`~teeny_tx.errors.ResourceError` at the kernel line
+that declares the largest user of the resource. The emitter (``templates/``) renders the
+interface; it decides none of it.
 """
 
 from __future__ import annotations
@@ -175,6 +176,57 @@ def wgmma_instruction(dot: Op) -> WgmmaInstruction | None:
     return WgmmaInstruction(name, n, k, dtype, not a.kmajor, not b.kmajor, False)
 
 
+@dataclass(frozen=True)
+class TileRegisters:
+    """One tile's registers: ``words`` 32-bit registers per thread (an element of 8 bytes, a
+    pointer too, takes 2), for ``what`` (``tile 'x' f32[1024, 1024]``) declared at ``loc``."""
+
+    words: int
+    what: str
+    loc: Location
+
+
+def tile_registers(kernel: ir.Kernel) -> TileRegisters | None:
+    """The tile of the decided ``kernel`` whose registers per thread are the most: declared
+    tiles and the temporaries of expressions alike, by their layouts."""
+    from .layout import walk_exprs, walk_stmts
+
+    best: TileRegisters | None = None
+
+    def consider(layout: Layout | None, t: ir.Type, what: str, loc: Location) -> None:
+        nonlocal best
+        if layout is None or not t.is_tile:
+            return
+        words = layout.regs * max(1, -(-_element_bytes(t.dtype) // 4))
+        if best is None or words > best.words:
+            shape = ", ".join(map(str, t.shape))
+            best = TileRegisters(words, f"{what} {_element_name(t.dtype)}[{shape}]", loc)
+
+    for st in walk_stmts(kernel.body):
+        if isinstance(st, ir.Declare):
+            consider(st.layout, st.type, f"tile '{st.name}'", st.loc)
+    for e in walk_exprs(kernel.body):
+        if isinstance(e, Op) and e.op in _STORED_RESULTS:
+            consider(e.layout, e.type, f"the {e.op} result", e.loc)
+    return best
+
+
+# expressions whose results are stored in registers of their own; the other elementwise ones
+# (pointer arithmetic included) are computed per element where they are used
+_STORED_RESULTS = frozenset(
+    {"dot", "reduce", "scan", "load", "convert_layout", "permute", "reshape", "flip", "cat",
+     "join", "split", "atomic"}
+)  # fmt: skip
+
+
+def _element_bytes(dtype) -> int:
+    return 8 if isinstance(dtype, PointerType) else dtype.itemsize
+
+
+def _element_name(dtype) -> str:
+    return f"{dtype.elem}*" if isinstance(dtype, PointerType) else str(dtype)
+
+
 @dataclass(frozen=True, eq=False)
 class Interface:
     """The decided kernel's interface (see the module)."""
@@ -195,6 +247,8 @@ class Interface:
     instructions: tuple[WgmmaInstruction, ...] = ()
     # the wgmma function each wgmma dot calls, by id() of the decided kernel's dot
     dot_instructions: Mapping[int, str] = field(default_factory=dict, repr=False)
+    # the tile that needs the most registers per thread (None: the kernel has no tiles)
+    largest_tile: TileRegisters | None = field(default=None, repr=False)
 
     @property
     def tensor_maps(self) -> tuple[TensorMapParam, ...]:
@@ -449,6 +503,7 @@ def build_interface(kernel: ir.Kernel) -> Interface:
         scratch_loc=scratch_loc,
         instructions=tuple(instructions.values()),
         dot_instructions=MappingProxyType(dot_instructions),
+        largest_tile=tile_registers(kernel),
     )
 
 
@@ -461,8 +516,9 @@ def _const_pointer(t: ir.Type) -> bool:
 
 def check_resources(interface: Interface, target: Target) -> None:
     """Raise :class:`ResourceError` where ``interface`` asks more of ``target`` than it has
-    (shared memory per block, threads per block), located at the kernel line that declares the
-    largest user: the pipelined loop whose stages need most, or the op that needs most scratch."""
+    (threads per block, shared memory per block, then registers per thread of one tile),
+    located at the kernel line that declares the largest user: the pipelined loop whose stages
+    need most, the op that needs most scratch, or the tile that needs most registers."""
     threads = interface.block[0]
     max_threads = getattr(target, "max_threads_per_block", MAX_THREADS_PER_BLOCK)
     if threads > max_threads:
@@ -473,6 +529,7 @@ def check_resources(interface: Interface, target: Target) -> None:
     shared = interface.shared
     needed, limit = shared.total_bytes, target.max_shared_per_block
     if needed <= limit:
+        _check_registers(interface, target)
         return
     message = (
         f"kernel {interface.name} needs {needed} bytes of shared memory per block for its "
@@ -493,3 +550,29 @@ def check_resources(interface: Interface, target: Target) -> None:
             f"{message}. Use smaller tiles, fewer num_stages or fewer warps.", needed, limit
         )
     raise ResourceError(CompileError(message, loc, hint).render(), needed=needed, limit=limit)
+
+
+# A tile may take at most this many times the registers a thread has: past it nearly all of it
+# lives in local memory, and NVRTC's time grows with its size (measured: 2^16 f32 elements on
+# 4 warps, 512 per thread, 0.65 s; 2^18, 2048 per thread, 5.8 s; 2^20 and more: minutes).
+TILE_REGISTER_FACTOR = 4
+
+
+def tile_register_limit(target: Target) -> int:
+    """The most 32-bit registers per thread one tile may take on ``target``."""
+    return TILE_REGISTER_FACTOR * target.max_registers_per_thread
+
+
+def _check_registers(interface: Interface, target: Target) -> None:
+    tile = interface.largest_tile
+    limit = tile_register_limit(target)
+    if tile is None or tile.words <= limit:
+        return
+    threads = interface.block[0]
+    message = (
+        f"{tile.what} needs {tile.words} registers per thread ({threads} threads); a thread of "
+        f"{target.arch} has {target.max_registers_per_thread}, and one tile may take at most "
+        f"{limit}"
+    )
+    hint = "use a smaller tile and loop over the data, or more warps (num_warps)"
+    raise ResourceError(CompileError(message, tile.loc, hint).render())

@@ -533,6 +533,20 @@ class LayoutPass:
                 layout=layout,
             )
         if e.op == "reduce":
+            if not e.attr("keep_dims") and len(layout.dims) == layout.blocked.rank:
+                # wanted in a layout of its own rank (stored through a 1-D index tile): no
+                # dimension to restore, so reduce in the input's layout and convert
+                natural = self.natural(e)
+                assert natural is not None and len(natural.dims) < natural.blocked.rank
+                own = natural
+                self.layouts.setdefault(own.key, own)
+                return Op(
+                    type=e.type,
+                    loc=e.loc,
+                    op="convert_layout",
+                    args=(self.annotate(e, own),),
+                    layout=layout,
+                )
             inner = Layout(layout.blocked, _restore(layout, e), _restore_dims(layout, e))
             return self._reduce(e, inner)
         if e.op == "scan":

@@ -37,6 +37,21 @@ def _wrap(expr: str) -> Callable[[DType], str]:
     return lambda d: f"({{T}})({expr})" if _small_int(d) else f"({expr})"
 
 
+def _int_helper(helper: str, expr: str, always: bool = False) -> Callable[[DType], str]:
+    """An integer op by rules I1-I4 (``lower/casts.py``): ``tx::<helper><T>(...)`` computes in
+    an unsigned type and converts back, for signed and narrow types (``always``: every integer
+    type, for shifts and division, whose C operators are undefined on some operands); u32/u64
+    add, sub and mul keep C's operator, which wraps already. Floats and pointers keep ``expr``."""
+    args = "{0}" if "{1}" not in expr else "{0}, {1}"
+
+    def spell(d: DType) -> str:
+        if isinstance(d, DType) and d.is_int and (always or d.kind == "i" or d.bits < 32):
+            return f"tx::{helper}<{{T}}>({args})"
+        return f"({expr})"
+
+    return spell
+
+
 # ---------------------------------------------------------------- typing rules
 
 
@@ -89,6 +104,9 @@ def rule_unary_arith(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
     a = ty.numeric(a, loc, OPS[name].symbol or name)
     if name == "invert":
         ty.require_int(a, loc, "~")
+    if isinstance(a, Const) and a.weak and isinstance(a.value, float) and name == "neg":
+        # exact on the value as written (f64), not rounded through f32 first: -5e-324 stays
+        return Const(type=a.type, loc=loc, value=-a.value, weak=True)
     if isinstance(a, Const) and a.weak:
         folded = make(name, [a], a.type, loc)
         assert isinstance(folded, Const)
@@ -268,12 +286,27 @@ _ARITH = (
     ("lshift", "<<", "shift left", np.left_shift),
     ("rshift", ">>", "shift right: arithmetic for signed, logical for unsigned", np.right_shift),
 )
+
+
+def _mod_spelling(integer: Callable[[DType], str]) -> Callable[[DType], str]:
+    return lambda d: "tx::fmod({0}, {1})" if d.is_float else integer(d)
+
+
+_INT_HELPERS = {
+    "add": "wrap_add",
+    "sub": "wrap_sub",
+    "mul": "wrap_mul",
+    "div": "int_div",
+    "mod": "int_mod",
+    "lshift": "wrap_shl",
+    "rshift": "wrap_shr",
+}
+_WRAP_OPS = ("add", "sub", "mul")  # C's unsigned operators wrap already at 32 and 64 bits
 _np: Callable[..., Any]  # each family's NumPy twin, in the loops below
 for _name, _sym, _doc, _np in _ARITH:
+    _cuda = _int_helper(_INT_HELPERS[_name], f"{{0}} {_sym} {{1}}", _name not in _WRAP_OPS)
     if _name == "mod":
-        _cuda = lambda d: "tx::fmod({0}, {1})" if d.is_float else _wrap("{0} % {1}")(d)  # noqa: E731
-    else:
-        _cuda = _wrap(f"{{0}} {_sym} {{1}}")
+        _cuda = _mod_spelling(_cuda)
     _interp = "op_add" if _name == "add" else None  # pointer arithmetic
     _def(
         _name,
@@ -350,7 +383,7 @@ _def(
     "-a: negation",
     1,
     rule_unary_arith,
-    _wrap("-{0}"),
+    _int_helper("wrap_neg", "-{0}"),
     np.negative,
     prelude=False,
     symbol="-",
@@ -399,7 +432,7 @@ _def(
     "cdiv(a, b): ceiling division of integers, (a + b - 1) / b",
     2,
     rule_cdiv,
-    _wrap("({0} + {1} - 1) / {1}"),
+    _int_helper("int_cdiv", "({0} + {1} - 1) / {1}", always=True),
     _cdiv,
 )
 _def(

@@ -56,7 +56,10 @@ def cast(x: Expr, dtype: DType) -> Expr:
     if x.type.dtype == dtype:
         return x
     if isinstance(x, Const):
-        value = convert_value(x.value, dtype, x.type.dtype)
+        # a weak float literal holds the value as written (a Python float, f64): converted
+        # from it, rounded once ((f64)1e-310 is not 0, (f64)DBL_MAX is not inf)
+        weak_float = x.weak and isinstance(x.value, float)
+        value = convert_value(x.value, dtype, None if weak_float else x.type.dtype)
         return Const(type=Type(dtype, x.type.shape), loc=x.loc, value=value)
     return Op(
         type=x.type.with_dtype(dtype), loc=x.loc, op="cast", args=(x,), attrs=(("to", dtype),)

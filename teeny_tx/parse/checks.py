@@ -21,6 +21,8 @@ from .reserved import reserved_hint, why_reserved
 # overflow Python's stack; a located error says so instead.
 MAX_SOURCE_BYTES = 64 * 1024
 MAX_NESTING = 64  # brackets open at once, and the depth of the syntax tree (expressions + blocks)
+MAX_BLOCKS = 32  # blocks inside a function's body (pycparser 3 loses typedef names past 33)
+MAX_TERMS = 128  # operands of one flat chain of one operator (a + b + c ...)
 RECURSION_HEADROOM = 40  # Python frames one nesting level may take in the parser and passes
 
 
@@ -106,27 +108,38 @@ def check_text(text: str, stripped: str, filename: str) -> None:
                 Location(filename, n, col, lines[n - 1]),
                 "remove it (a stray control character)",
             )
-    depth, line_starts = 0, _line_starts(stripped)
+    depth, blocks, line_starts = 0, 0, _line_starts(stripped)
     for m in _BRACKETS.finditer(stripped):
         c = m.group(0)
         if c in "([{":
             depth += 1
+            blocks += c == "{"
+            if blocks > MAX_BLOCKS + 1:  # the function's own braces are not a nesting level
+                raise _nesting_error(filename, lines, line_starts, m.start(), blocks=True)
             if depth > MAX_NESTING:
                 raise _nesting_error(filename, lines, line_starts, m.start())
         elif c in ")]}":
             depth = max(depth - 1, 0)
+            blocks = max(blocks - (c == "}"), 0)
 
 
 def _line_starts(text: str) -> list[int]:
     return [0] + [m.end() for m in re.finditer("\n", text)]
 
 
-def _nesting_error(filename: str, lines: list[str], starts: list[int], pos: int) -> CompileError:
+def _nesting_error(
+    filename: str, lines: list[str], starts: list[int], pos: int, blocks: bool = False
+) -> CompileError:
     n = bisect.bisect_right(starts, pos)
+    loc = Location(filename, n, pos - starts[n - 1] + 1, lines[n - 1])
+    if blocks:
+        return CompileError(
+            f"blocks nest more than {MAX_BLOCKS} deep (loops, ifs and {{ }} inside the body)",
+            loc,
+            "move the inner levels into a helper function",
+        )
     return CompileError(
-        f"brackets nest more than {MAX_NESTING} deep",
-        Location(filename, n, pos - starts[n - 1] + 1, lines[n - 1]),
-        "split the expression into named steps",
+        f"brackets nest more than {MAX_NESTING} deep", loc, "split the expression into named steps"
     )
 
 
@@ -153,8 +166,56 @@ def check_tree(ast: c_ast.FileAST, filename: str, text: str) -> None:
             if why is not None:
                 loc = _name_loc(coord, name, filename, lines, text)
                 raise CompileError(f"'{name}' is reserved: {why}", loc, reserved_hint(name))
+        if isinstance(node, c_ast.BinaryOp):
+            terms = _chain_terms(node)
+            if terms > MAX_TERMS:
+                raise CompileError(
+                    f"one '{node.op}' chain has {terms} terms; at most {MAX_TERMS}",
+                    file_loc(coord, filename, text) if coord else end_loc(filename, text),
+                    "sum the terms in named steps",
+                )
         for _, child in reversed(list(node.children())):
-            stack.append((child, depth + 1))
+            stack.append((child, depth + _level(node, child)))
+
+
+# nodes that are no level of their own as the user writes the code: a loop's or an if's block
+# is the statement's level, and declarations, lists and statements wrap what they hold
+_WRAPPERS = (
+    c_ast.Decl, c_ast.TypeDecl, c_ast.FuncDecl, c_ast.ParamList, c_ast.ExprList, c_ast.DeclList,
+    c_ast.IdentifierType, c_ast.PtrDecl, c_ast.ArrayDecl, c_ast.Typename, c_ast.Return,
+    c_ast.Assignment, c_ast.FuncDef,
+)  # fmt: skip
+_STATEMENTS = (c_ast.For, c_ast.While, c_ast.DoWhile, c_ast.If, c_ast.FuncDef)
+
+
+def _level(parent: c_ast.Node, child: c_ast.Node) -> int:
+    """How many levels deeper ``child`` is than ``parent`` as the user counts: a block that is a
+    statement's body, a wrapper, and the left operand of a flat chain (``a + b + c``: one level,
+    not one per ``+``) add none."""
+    if isinstance(child, c_ast.Compound) and isinstance(parent, _STATEMENTS):
+        return 0
+    if isinstance(parent, _WRAPPERS):
+        return 0
+    if (
+        isinstance(parent, c_ast.BinaryOp)
+        and isinstance(child, c_ast.BinaryOp)
+        and child is parent.left
+        and child.op == parent.op
+    ):
+        return 0
+    return 1
+
+
+def _chain_terms(node: c_ast.BinaryOp) -> int:
+    """Operands of the flat chain of ``node``'s operator that ends at ``node``."""
+    terms = 1
+    while isinstance(node, c_ast.BinaryOp):
+        terms += 1
+        left = node.left
+        if not (isinstance(left, c_ast.BinaryOp) and left.op == node.op):
+            break
+        node = left
+    return terms
 
 
 def _names(node: c_ast.Node) -> tuple[str, ...]:

@@ -34,6 +34,8 @@ _SIMPLE_ESCAPES = {
     "?": "?",
 }
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]+|[0-7]{1,3}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)", re.DOTALL)
+_PIECE = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_PIECES = re.compile(r'(?:"(?:[^"\\\n]|\\.)*"\s*)+')
 _INT = re.compile(
     r"(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)([uU](?:ll|LL|[lL])?|(?:ll|LL|[lL])[uU]?)?"
 )
@@ -97,12 +99,23 @@ def string(text: str, loc: Location) -> str:
         raise CompileError(
             "wide and Unicode strings are not supported", loc, 'write a plain "string"'
         )
+    # adjacent literals are one string ("a" "b"); pycparser leaves some joins undone
+    # ("?" "?=" stays as written), so each piece is decoded here, escapes per piece as in C
+    pieces = _PIECE.findall(text)
+    if pieces and _PIECES.fullmatch(text):
+        return "".join(_unescape(p, loc, "string") for p in pieces)
     return _unescape(text[1:-1], loc, "string")
 
 
 def _unescape(body: str, loc: Location, what: str) -> str:
     def one(m: re.Match) -> str:
         e = m.group(1)
+        if e[0] in "xuU" and len(e) == 1:
+            raise CompileError(
+                f"escape '\\{e}' without its hexadecimal digits in a {what}",
+                loc,
+                "write \\xHH (one or more digits), \\uHHHH or \\UHHHHHHHH, or \\\\ for a backslash",
+            )
         if e[0] == "x":
             code = int(e[1:], 16)
         elif e[0] in "01234567":

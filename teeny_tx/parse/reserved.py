@@ -16,6 +16,9 @@ R3. ``RESERVED_NAMES``: the keywords of C and C++, CUDA's built-in variables and
 R4. ``KERNEL_RESERVED_NAMES`` adds, for kernel names only, the types and functions the CUDA
     headers declare at global scope (``half``, ``float4``, ``dim3``, ``malloc``): a local
     variable may shadow them, a kernel would collide with them.
+R5. ``MATH_FUNCTION_NAMES``: CUDA's math functions (``expf``, ``fmaxf``, ``sqrtf``, ``pow``),
+    for kernel names only, like R4 (NVRTC refused a kernel of that name with an overload
+    error).
 
 The language's own names (its types, operations and constants: ``i32``, ``max``, ``INF``) are
 never reserved; a test checks that the two sets are apart.
@@ -60,19 +63,40 @@ _GLOBAL_NAMES = """
     uint64_t intptr_t uintptr_t
 """
 
+# CUDA's math functions (math_functions.h, declared at global scope for the device): the
+# single-precision ones (expf, fmaxf, sqrtf) and the double ones the language does not itself
+# name (its exp, sqrt, max... are operations, never kernel names anyway)
+_MATH_DOUBLE = """
+    acos acosh asin asinh atan atan2 atanh cbrt copysign cosh cospi cyl_bessel_i0
+    cyl_bessel_i1 erfc erfcinv erfcx erfinv exp10 expm1 fabs fdim fmax fmin fmod frexp hypot
+    ilogb isfinite isinf isnan j0 j1 jn ldexp lgamma llrint llround log10 log1p logb lrint
+    lround modf nan nearbyint nextafter norm norm3d norm4d normcdf normcdfinv rcbrt
+    remainder remquo rhypot rint round rnorm scalbln scalbn signbit sincos sincospi sinh sinpi
+    tan tgamma trunc y0 y1 yn
+"""
+_MATH_FLOAT_BASES = """
+    acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh cospi erf erfc erfcinv
+    erfcx erfinv exp exp10 exp2 expm1 fabs fdim floor fma fmax fmin fmod frexp hypot ilogb
+    ldexp lgamma llrint llround log log10 log1p log2 logb lrint lround modf nan nearbyint
+    nextafter norm norm3d norm4d normcdf normcdfinv pow rcbrt remainder remquo rhypot rint
+    round rnorm rsqrt scalbln scalbn sin sincos sincospi sinh sinpi sqrt tan tanh tgamma trunc
+"""
+_MATH_NAMES = _MATH_DOUBLE + " ".join(f"{b}f" for b in _MATH_FLOAT_BASES.split())
+
 RESERVED_NAMES: frozenset[str] = frozenset(
     " ".join((_C_KEYWORDS, _CPP_KEYWORDS, _CUDA_BUILTINS, _STANDARD_NAMES)).split()
 )
 KERNEL_RESERVED_NAMES: frozenset[str] = RESERVED_NAMES | frozenset(
     " ".join((_VECTOR_TYPES, _GLOBAL_NAMES)).split()
 )
+MATH_FUNCTION_NAMES: frozenset[str] = frozenset(_MATH_NAMES.split())
 
 _IMPLEMENTATION = re.compile(r"__|_[A-Z]")
 
 
 def why_reserved(name: str, kernel: bool = False) -> str | None:
     """Why ``name`` may not appear in a kernel file (R1-R3), or None when it may; ``kernel``:
-    the name of a kernel, which must also avoid the CUDA headers' global names (R4)."""
+    the name of a kernel, which must also avoid the CUDA headers' global names (R4, R5)."""
     if name.startswith(GENERATED_PREFIX):
         return f"names starting with '{GENERATED_PREFIX}' are the compiler's"
     if _IMPLEMENTATION.match(name):
@@ -81,6 +105,8 @@ def why_reserved(name: str, kernel: bool = False) -> str | None:
         return "it is a reserved name of C, C++ or CUDA"
     if kernel and name in KERNEL_RESERVED_NAMES:
         return "the CUDA headers declare it at global scope, where kernels live"
+    if kernel and name in MATH_FUNCTION_NAMES:
+        return "it is a CUDA math function, declared at global scope where kernels live"
     return None
 
 

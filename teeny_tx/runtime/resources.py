@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..target import REGISTERS_PER_SM
+
 if TYPE_CHECKING:
     from teeny_tx.kernel import Specialization
 
@@ -34,10 +36,10 @@ class SmLimits:
 
 # By compute capability; a later one takes the last known entry below it.
 _SM_LIMITS = {
-    80: SmLimits(threads=2048, blocks=32, registers=65536, shared=167936),
-    86: SmLimits(threads=1536, blocks=16, registers=65536, shared=102400),
-    89: SmLimits(threads=1536, blocks=24, registers=65536, shared=102400),
-    90: SmLimits(threads=2048, blocks=32, registers=65536, shared=233472),
+    80: SmLimits(threads=2048, blocks=32, registers=REGISTERS_PER_SM, shared=167936),
+    86: SmLimits(threads=1536, blocks=16, registers=REGISTERS_PER_SM, shared=102400),
+    89: SmLimits(threads=1536, blocks=24, registers=REGISTERS_PER_SM, shared=102400),
+    90: SmLimits(threads=2048, blocks=32, registers=REGISTERS_PER_SM, shared=233472),
 }
 _REGISTER_UNIT = 256  # registers are given to a warp in units of 256 (8 per thread)
 _SHARED_UNIT = 128  # shared memory is given to a block in units of 128 bytes

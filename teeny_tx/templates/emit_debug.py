@@ -32,8 +32,10 @@ def _printf_kind(dtype: DType) -> str:
 
 
 def _c_string(text: str) -> str:
-    """A C string literal of ``text`` (escapes quotes, backslashes and newlines)."""
+    """A C string literal of ``text`` (escapes quotes, backslashes, newlines, and ``?`` so
+    that no ``??=`` reads as a trigraph under any C++ standard)."""
     body = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    body = body.replace("?", "\\?")
     return f'"{body}"'
 
 

@@ -102,7 +102,7 @@ def op_text(fmt: str, symbol: str | None, args: list[Text], ctype: str) -> Text:
     narrow = fmt.startswith("({T})(")  # C promotes narrow integers: cast the result back
     if symbol in BINARY and len(args) == 2 and f"{{0}} {symbol} {{1}}" in fmt:
         inner = binary(symbol, *args)
-        return cast(ctype, Text(inner.text, PRIMARY)) if narrow else inner
+        return Text(f"({ctype})({inner.text})", UNARY) if narrow else inner
     if symbol is not None and len(args) == 1 and f"{symbol}{{0}}" in fmt:
         inner = unary(symbol, args[0])
         return Text(f"({ctype})({inner.text})", UNARY) if narrow else inner
