@@ -495,3 +495,27 @@ def test_new_ir_nodes_plug_into_the_emitter():
     finally:
         del _STATEMENTS[Fence]
     assert {"statements.cu.j2", "memory.cu.j2", "dot.cu.j2"} <= set(families())
+
+
+NUMPY_OF = {"u64": np.uint64, "u32": np.uint32, "f32": np.float32, "i32": np.int32}
+
+
+@pytest.mark.parametrize("dtype", sorted(NUMPY_OF))
+def test_a_negated_negation_is_not_a_decrement(dtype):
+    """``-(-c)`` renders as ``-(-c)``: dropping the parentheses by precedence alone gives
+    ``--c``, C's pre-decrement (the differential tester found it on the H200 for u64)."""
+    src = f"""kernel k(const {dtype} *a, {dtype} *o, const i32 B)
+{{
+    tile i = arange(0, B);
+    tile c = load(a + i);
+    store(o + i, -(-c));
+}}
+"""
+    module = teeny_tx.compile(src, name="k.c")
+    cuda = module.k.cuda_source(dtype, dtype, B=32, target="sm_90")
+    store = [line for line in cuda.split("\n") if "*(o + i[tx_i]) =" in line]
+    assert store and all("--" not in line for line in store), store
+    x = np.arange(32).astype(NUMPY_OF[dtype])
+    out = np.empty_like(x)
+    module.k.interpret[(1,)](x, out, B=32)
+    np.testing.assert_array_equal(out, x)

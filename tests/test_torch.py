@@ -258,16 +258,18 @@ def _rowmax(t):
     return t.amax(-1, keepdim=True) if t.dim() else t
 
 
-def _close(got, want, peer, what, floor=0.0):
+def _close(got, want, peer, what, floor=0.0, reduction=64):
     """``got`` against the float64 reference ``want``, element by element (the bound above);
-    NaN exactly where ``want`` is NaN (an all-ignored loss)."""
+    NaN exactly where ``want`` is NaN (an all-ignored loss). ``reduction``: the longest sum an
+    element is (a product's K); its rounding grows with the length, past ROW's 64 terms."""
     assert got.shape == want.shape, (got.shape, want.shape)
     nan = want.isnan()
     want0 = want.detach().double().masked_fill(nan, 0.0)
     u_compute = UNIT_ROUNDOFF[dtype_name(COMPUTE.get(got.dtype, torch.float32))]
     u = UNIT_ROUNDOFF[dtype_name(got.dtype)]
     peer_err = (peer.detach().double() - want.detach().double()).masked_fill(nan, 0.0)
-    row = ROW.get(got.dtype, 64.0) * u_compute / (2 * u)  # in units of 2u, the ulps below
+    terms = ROW.get(got.dtype, 64.0) * max(1.0, reduction / 64)
+    row = terms * u_compute / (2 * u)  # in units of 2u, the ulps below
     scale = want0.abs() + row * _rowmax(want0).clamp(min=floor)
     # the peer's error, the largest of its row, at every element of the row
     row_peer = want.detach().double() + _rowmax(peer_err).expand_as(want0)

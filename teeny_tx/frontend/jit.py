@@ -239,37 +239,19 @@ def classify_argument(name: str, value: Any, constexpr: bool, annotation: str | 
 
 def _pointer_dtype(value: Any) -> str | None:
     """The element dtype name of an array argument (or a dtype name standing for one)."""
-    from ..dtypes import DTYPES, from_numpy
+    from ..dtypes import DTYPES, TORCH_NAMES, from_numpy
 
     if isinstance(value, str) and value in DTYPES:
         return value
     dtype = getattr(value, "dtype", None)
     if dtype is None or isinstance(value, np.generic):
         return None
+    if hasattr(value, "data_ptr"):  # a torch tensor (CUDA ones have __cuda_array_interface__)
+        return TORCH_NAMES.get(str(dtype).rsplit(".", 1)[-1])
     if isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__"):
         d = from_numpy(np.dtype(dtype))
         return d.name if d is not None else None
-    if hasattr(value, "data_ptr"):  # a torch tensor
-        name = str(dtype).rsplit(".", 1)[-1]
-        return _TORCH.get(name)
     return None
-
-
-_TORCH = {
-    "float16": "f16",
-    "bfloat16": "bf16",
-    "float32": "f32",
-    "float64": "f64",
-    "int8": "i8",
-    "int16": "i16",
-    "int32": "i32",
-    "int64": "i64",
-    "uint8": "u8",
-    "bool": "bool",
-    "uint16": "u16",
-    "uint32": "u32",
-    "uint64": "u64",
-}
 
 
 def _split(params: list[Param], values: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:

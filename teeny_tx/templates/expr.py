@@ -72,7 +72,10 @@ def binary(symbol: str, a: Text, b: Text) -> Text:
 
 
 def unary(symbol: str, a: Text) -> Text:
-    return Text(f"{symbol}{a.at(UNARY)}", UNARY)
+    inner = a.at(UNARY)
+    if symbol in ("-", "+") and inner.startswith(symbol):
+        inner = f"({inner})"  # - -x, not --x: C's decrement (+ likewise)
+    return Text(f"{symbol}{inner}", UNARY)
 
 
 def cast(ctype: str, a: Text) -> Text:

@@ -165,7 +165,11 @@ def _warp_specialized(monkeypatch, stages=None, mode=1) -> dict:
     launched = {}
     for name in ("attention_fwd", "attention_bwd_dq"):
         launched[name] = {}
-        monkeypatch.setattr(getattr(module("attention.c"), name).tma, "_specs", launched[name])
+        tma_form = getattr(module("attention.c"), name).tma
+        monkeypatch.setattr(tma_form, "_specs", launched[name])
+        # and no prepared launch of an earlier test: each call specialises again, here
+        monkeypatch.setattr(tma_form, "_compiled", {})
+        monkeypatch.setattr(tma_form, "_entries", {})
     monkeypatch.delenv("TEENY_TX_WS_PINGPONG", raising=False)
     monkeypatch.setattr(tattn, "WARP_SPECIALIZE", mode)
     monkeypatch.setattr(tattn, "TMA", True)
