@@ -224,13 +224,18 @@ N, H, D = 256, 2, 128
 STRIDES = (N * H * D, D, H * D, 1)
 
 
+BAND = (-(1 << 30), 0)  # the band (lo, hi) of the kernel's mask, unused with BAND = 0
+
+
 @pytest.fixture
 def tma_forward(monkeypatch):
     """attention_fwd's TMA form (``kernel.tma``) whose specialisations are the real decided
     kernel for sm_90a with a stand-in for its cubin."""
     k = teeny_tx.compile(kernel_text("attention.c"), name="kernels/attention.c").attention_fwd
-    args = ("f16", "f32", "f16", "f16", "f16", N, N, H, 1) + STRIDES * 4 + (0.18,)
-    flags = {"CAUSAL": 0, "BF16": 0, "D": D, "BM": 128, "BN": 128, "WARP_SPECIALIZE": 0}
+    args = ("f16", "f32", "f16", "f16", "f16", N, N, H, 1, *BAND) + STRIDES * 4
+    args += (0.18, 0.0, 0.0, "f32", 0, 0)  # the scale; softcap and ALiBi off
+    flags = {"BAND": 0, "SOFTCAP": 0, "ALIBI": 0, "BF16": 0, "D": D, "DH": D, "BM": 128}
+    flags |= {"BN": 128, "WARP_SPECIALIZE": 0}
     real = k.tma.specialize(
         *args, num_warps=8, num_stages=3, target="sm_90a", strided=True, **flags
     )
@@ -255,8 +260,9 @@ def test_kernel_grid_launches_the_tma_form_through_its_plan(monkeypatch, driver,
     for _ in range(2):  # the first call every check (the miss), the second the hot path
         o, q, kk, v = (device.array(shape) for _ in range(4))
         lse = device.array((1, H, N), np.float32)
+        slopes = device.array((1,), np.float32)
         k.tma[(2, 2, 1)](
-            o, lse, q, kk, v, N, N, H, 1, *STRIDES * 4, 0.18,
+            o, lse, q, kk, v, N, N, H, 1, *BAND, *STRIDES * 4, 0.18, 0.0, 0.0, slopes, 0, 0,
             num_warps=8, num_stages=3, strided=True, **flags,
         )  # fmt: skip
         *_, params = calls[-1]
@@ -271,7 +277,7 @@ def test_kernel_grid_launches_the_tma_form_through_its_plan(monkeypatch, driver,
     dims = [e[2] for e in encoded]
     assert dims[0][:2] == (D, N) and dims[0] == dims[1]
     # direct: the plan the library's replays call, at new addresses
-    args = (o, lse, q, kk, v, N, N, H, 1, *STRIDES * 4, 0.18)
+    args = (o, lse, q, kk, v, N, N, H, 1, *BAND, *STRIDES * 4, 0.18, 0.0, 0.0, slopes, 0, 0)
     run = k.tma.direct((2, 2, 1), args, 8, 3, strided=True, **flags)
     moved = [device.array(shape) for _ in range(4)]
     run(moved[0], lse, moved[1], moved[2], moved[3], *args[5:])

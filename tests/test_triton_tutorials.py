@@ -171,7 +171,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, activation: str = "") -> torch.Tens
     assert a.shape[1] == b.shape[0], "Incompatible dimensions"
     M, K = a.shape
     K, N = b.shape
-    c = torch.empty((M, N), dtype=torch.float16)
+    c = torch.empty((M, N), device=a.device, dtype=torch.float16)
     grid = lambda META: (  # noqa: E731
         triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),
     )
@@ -355,8 +355,8 @@ def _layer_norm_bwd_dwdb(
 def layer_norm_fwd(x, weight, bias, eps, block):
     M, N = x.shape
     y = torch.empty_like(x)
-    mean = torch.empty((M,), dtype=torch.float32)
-    rstd = torch.empty((M,), dtype=torch.float32)
+    mean = torch.empty((M,), dtype=torch.float32, device=x.device)
+    rstd = torch.empty((M,), dtype=torch.float32, device=x.device)
     _layer_norm_fwd_fused[(M,)](x, y, weight, bias, mean, rstd, x.stride(0), N, eps,
                                 BLOCK_SIZE=block, num_warps=4)  # fmt: skip
     return y, mean, rstd
@@ -365,11 +365,11 @@ def layer_norm_fwd(x, weight, bias, eps, block):
 def layer_norm_bwd(dy, x, w, mean, rstd, group_size_m):
     M, N = x.shape
     BLOCK_SIZE_N = triton.next_power_of_2(N)
-    locks = torch.zeros(2 * group_size_m, dtype=torch.int32)
-    _dw = torch.zeros((group_size_m, N), dtype=torch.float32)
-    _db = torch.zeros((group_size_m, N), dtype=torch.float32)
-    dw = torch.empty((N,), dtype=w.dtype)
-    db = torch.empty((N,), dtype=w.dtype)
+    locks = torch.zeros(2 * group_size_m, dtype=torch.int32, device=x.device)
+    _dw = torch.zeros((group_size_m, N), dtype=torch.float32, device=x.device)
+    _db = torch.zeros((group_size_m, N), dtype=torch.float32, device=x.device)
+    dw = torch.empty((N,), dtype=w.dtype, device=x.device)
+    db = torch.empty((N,), dtype=w.dtype, device=x.device)
     dx = torch.empty_like(dy)
     _layer_norm_bwd_dx_fused[(M,)](
         dx, dy, _dw, _db, x, w, mean, rstd, locks, x.stride(0), N,
