@@ -12,48 +12,48 @@ layer_norm_bwd_dwdb(float* dw, float* db, const float* __restrict__ dw_part, con
     using tx_L2 = tx::Blocked<tx::Ints<32, 128>, tx::Ints<1, 4>, tx::Ints<1, 32>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [32, 128]: 1x4 per thread, 1x32 lanes, 4x1 warps, order [1, 0]; 32 per thread
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 2048 bytes of scratch
     // tile cols = program_id(0) * BLOCK_N + arange(0, BLOCK_N);
-#line 159 "kernels/layernorm.c"
+#line 148 "kernels/layernorm.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>((int)blockIdx.x, BLOCK_N), tx_L0::coord(tx_i, 1));
     // tile parts = expand_dims(arange(0, BLOCK_P), 1);
-#line 160 "kernels/layernorm.c"
+#line 149 "kernels/layernorm.c"
     int parts[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) parts[tx_i] = tx_L1::coord(tx_i, 0);
     // acc_t dw_acc[BLOCK_P][BLOCK_N] = 0;
-#line 161 "kernels/layernorm.c"
+#line 150 "kernels/layernorm.c"
     float dw_acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) dw_acc[tx_i] = 0.0f;
     // acc_t db_acc[BLOCK_P][BLOCK_N] = 0;
-#line 162 "kernels/layernorm.c"
+#line 151 "kernels/layernorm.c"
     float db_acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) db_acc[tx_i] = 0.0f;
     // for (i32 c = 0; c * BLOCK_P < n_parts; c++) {
-#line 163 "kernels/layernorm.c"
+#line 152 "kernels/layernorm.c"
     for (int c = 0; tx::wrap_mul<int>(c, BLOCK_P) < n_parts; c = tx::wrap_add<int>(c, 1)) {
         // tile p = c * BLOCK_P + parts;
-#line 164 "kernels/layernorm.c"
+#line 153 "kernels/layernorm.c"
         int p[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) p[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(c, BLOCK_P), parts[tx_i]);
         // tile mask = (p < n_parts) & (expand_dims(cols, 0) < n_cols);
-#line 165 "kernels/layernorm.c"
+#line 154 "kernels/layernorm.c"
         bool mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) mask[tx_i] = (p[tx::remap<tx_L1, tx_L2>(tx_i)] < n_parts) & (cols[tx::remap<tx_L0, tx_L2>(tx_i)] < n_cols);
         // tile offs = p * n_cols + expand_dims(cols, 0);
-#line 166 "kernels/layernorm.c"
+#line 155 "kernels/layernorm.c"
         int offs[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) offs[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(p[tx::remap<tx_L1, tx_L2>(tx_i)], n_cols), cols[tx::remap<tx_L0, tx_L2>(tx_i)]);
         // dw_acc += load(dw_part + offs, mask, 0.0f);
-#line 167 "kernels/layernorm.c"
+#line 156 "kernels/layernorm.c"
         float tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load[tx_i], dw_part + offs[tx_i], mask[tx_i], 0.0f);
-#line 167
+#line 156
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) dw_acc[tx_i] = dw_acc[tx_i] + tx_load[tx_i];
         // db_acc += load(db_part + offs, mask, 0.0f);
-#line 168 "kernels/layernorm.c"
+#line 157 "kernels/layernorm.c"
         float tx_load_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load_1[tx_i], db_part + offs[tx_i], mask[tx_i], 0.0f);
-#line 168
+#line 157
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) db_acc[tx_i] = db_acc[tx_i] + tx_load_1[tx_i];
     }
     // store(dw + cols, sum(dw_acc, 0), cols < n_cols);
-#line 170 "kernels/layernorm.c"
+#line 159 "kernels/layernorm.c"
     float tx_red[tx_L0::REGS]; tx::reduce<tx_L2, tx_L0, 0>(tx_red, dw_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 170
+#line 159
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && cols[tx_i] < n_cols) *(dw + cols[tx_i]) = tx_red[tx_i];
     // store(db + cols, sum(db_acc, 0), cols < n_cols);
-#line 171 "kernels/layernorm.c"
+#line 160 "kernels/layernorm.c"
     float tx_red_1[tx_L0::REGS]; tx::reduce<tx_L2, tx_L0, 0>(tx_red_1, db_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 171
+#line 160
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && cols[tx_i] < n_cols) *(db + cols[tx_i]) = tx_red_1[tx_i];
 }

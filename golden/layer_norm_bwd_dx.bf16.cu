@@ -13,133 +13,133 @@ layer_norm_bwd_dx(__nv_bfloat16* dx, float* dw_part, float* db_part, const __nv_
     using tx_L1 = tx::Blocked<tx::Ints<1, 1>, tx::Ints<1, 8>, tx::Ints<1, 32>, tx::Ints<1, 16>, tx::Ints<1, 0>>;  // [1, 1]: 1x8 per thread, 1x32 lanes, 1x16 warps, order [1, 0]; 1 per thread, some threads hold copies
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // i32 pid = program_id(0);
-#line 110 "kernels/layernorm.c"
+#line 99 "kernels/layernorm.c"
     int pid = (int)blockIdx.x;
     // tile cols = arange(0, BLOCK);
-#line 111 "kernels/layernorm.c"
+#line 100 "kernels/layernorm.c"
     int cols[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) cols[tx_i] = tx_L0::coord(tx_i, 1);
     // tile col_mask = (cols < n_cols) | (EVEN != 0); /* EVEN: n_cols == BLOCK, no mask */
-#line 112 "kernels/layernorm.c"
+#line 101 "kernels/layernorm.c"
     bool col_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) col_mask[tx_i] = (cols[tx_i] < n_cols) | true;
     // tile c2 = expand_dims(cols, 0);
-#line 113 "kernels/layernorm.c"
+#line 102 "kernels/layernorm.c"
     int c2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
     // acc_t dw_acc[ROWS][BLOCK] = 0;
-#line 114 "kernels/layernorm.c"
+#line 103 "kernels/layernorm.c"
     float dw_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) dw_acc[tx_i] = 0.0f;
     // acc_t db_acc[ROWS][BLOCK] = 0;
-#line 115 "kernels/layernorm.c"
+#line 104 "kernels/layernorm.c"
     float db_acc[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) db_acc[tx_i] = 0.0f;
     // i32 per_program = (n_rows + num_programs(0) - 1) / num_programs(0);
-#line 118 "kernels/layernorm.c"
+#line 107 "kernels/layernorm.c"
     int per_program = tx::int_div<int>(tx::wrap_sub<int>(tx::wrap_add<int>(n_rows, (int)gridDim.x), 1), (int)gridDim.x);
     // i32 first = INTERLEAVE != 0 ? pid * ROWS : pid * per_program;
-#line 119 "kernels/layernorm.c"
+#line 108 "kernels/layernorm.c"
     int first = pid;
     // i32 last = INTERLEAVE != 0 ? n_rows : minimum(first + per_program, n_rows);
-#line 120 "kernels/layernorm.c"
+#line 109 "kernels/layernorm.c"
     int last = n_rows;
     // i32 step = INTERLEAVE != 0 ? num_programs(0) * ROWS : ROWS;
-#line 121 "kernels/layernorm.c"
+#line 110 "kernels/layernorm.c"
     int step = (int)gridDim.x;
     // tile next = expand_dims(first + arange(0, ROWS), 1);
-#line 124 "kernels/layernorm.c"
+#line 113 "kernels/layernorm.c"
     int next[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) next[tx_i] = tx::wrap_add<int>(first, tx_L1::coord(tx_i, 0));
     // tile next_mask = (next < last) & expand_dims(col_mask, 0);
-#line 125 "kernels/layernorm.c"
+#line 114 "kernels/layernorm.c"
     bool next_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) next_mask[tx_i] = (next[tx::remap<tx_L1, tx_L0>(tx_i)] < last) & col_mask[tx_i];
     // tile dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
-#line 126 "kernels/layernorm.c"
+#line 115 "kernels/layernorm.c"
     __nv_bfloat16 dy_next[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&dy_next[tx_i], dy + tx::wrap_mul<int>(next[tx::remap<tx_L1, tx_L0>(tx_i)], dy_stride) + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
     // tile x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
-#line 127 "kernels/layernorm.c"
+#line 116 "kernels/layernorm.c"
     __nv_bfloat16 x_next[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&x_next[tx_i], x + tx::wrap_mul<int>(next[tx::remap<tx_L1, tx_L0>(tx_i)], x_stride) + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
     // for (i32 row = first; row < last; row += step) {
-#line 128 "kernels/layernorm.c"
+#line 117 "kernels/layernorm.c"
     for (int row = first; row < last; row = tx::wrap_add<int>(row, step)) {
         // tile rows = row + arange(0, ROWS);
-#line 129 "kernels/layernorm.c"
+#line 118 "kernels/layernorm.c"
         int rows[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rows[tx_i] = tx::wrap_add<int>(row, tx_L1::coord(tx_i, 0));
         // tile row_mask = rows < last;
-#line 130 "kernels/layernorm.c"
+#line 119 "kernels/layernorm.c"
         bool row_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) row_mask[tx_i] = rows[tx_i] < last;
         // tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
-#line 131 "kernels/layernorm.c"
+#line 120 "kernels/layernorm.c"
         bool mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mask[tx_i] = row_mask[tx::remap<tx_L1, tx_L0>(tx_i)] & col_mask[tx_i];
         // tile r2 = expand_dims(rows, 1);
-#line 132 "kernels/layernorm.c"
+#line 121 "kernels/layernorm.c"
         int r2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) r2[tx_i] = rows[tx_i];
         // tile g = (acc_t)dy_next;
-#line 133 "kernels/layernorm.c"
+#line 122 "kernels/layernorm.c"
         float g[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) g[tx_i] = tx::cast<float>(dy_next[tx_i]);
         // tile v = (acc_t)x_next;
-#line 134 "kernels/layernorm.c"
+#line 123 "kernels/layernorm.c"
         float v[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) v[tx_i] = tx::cast<float>(x_next[tx_i]);
         // next = r2 + step;
-#line 135 "kernels/layernorm.c"
+#line 124 "kernels/layernorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) next[tx_i] = tx::wrap_add<int>(r2[tx_i], step);
         // next_mask = (next < last) & expand_dims(col_mask, 0);
-#line 136 "kernels/layernorm.c"
+#line 125 "kernels/layernorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) next_mask[tx_i] = (next[tx::remap<tx_L1, tx_L0>(tx_i)] < last) & col_mask[tx_i];
         // dy_next = load(dy + next * dy_stride + c2 * dy_step, next_mask, 0.0f);
-#line 137 "kernels/layernorm.c"
+#line 126 "kernels/layernorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&dy_next[tx_i], dy + tx::wrap_mul<int>(next[tx::remap<tx_L1, tx_L0>(tx_i)], dy_stride) + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
         // x_next = load(x + next * x_stride + c2 * x_step, next_mask, 0.0f);
-#line 138 "kernels/layernorm.c"
+#line 127 "kernels/layernorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::load_vec_if<8>(&x_next[tx_i], x + tx::wrap_mul<int>(next[tx::remap<tx_L1, tx_L0>(tx_i)], x_stride) + c2[tx_i], next_mask[tx_i], __nv_bfloat16(0.0f));
         // tile mu = expand_dims(load(mean + rows, row_mask, 0.0f), 1);
-#line 139 "kernels/layernorm.c"
+#line 128 "kernels/layernorm.c"
         float tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load[tx_i] = row_mask[tx_i] ? *(mean + rows[tx_i]) : 0.0f;
-#line 139
+#line 128
         float mu[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) mu[tx_i] = tx_load[tx_i];
         // tile r = expand_dims(load(rstd + rows, row_mask, 0.0f), 1);
-#line 140 "kernels/layernorm.c"
+#line 129 "kernels/layernorm.c"
         float tx_load_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_load_1[tx_i] = row_mask[tx_i] ? *(rstd + rows[tx_i]) : 0.0f;
-#line 140
+#line 129
         float r[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) r[tx_i] = tx_load_1[tx_i];
         // tile xhat = where(mask, (v - mu) * r, 0.0f);
-#line 141 "kernels/layernorm.c"
+#line 130 "kernels/layernorm.c"
         float xhat[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) xhat[tx_i] = mask[tx_i] ? ((v[tx_i] - mu[tx::remap<tx_L1, tx_L0>(tx_i)]) * r[tx::remap<tx_L1, tx_L0>(tx_i)]) : 0.0f;
         // tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);  /* L1-resident */
-#line 142 "kernels/layernorm.c"
+#line 131 "kernels/layernorm.c"
         float tx_load_2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::load_vec_if<4>(&tx_load_2[tx_i], w + cols[tx_i], col_mask[tx_i], 0.0f);
-#line 142
+#line 131
         float wv[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wv[tx_i] = tx_load_2[tx_i];
         // tile wg = wv * g;
-#line 143 "kernels/layernorm.c"
+#line 132 "kernels/layernorm.c"
         float wg[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) wg[tx_i] = wv[tx_i] * g[tx_i];
         // tile c1 = expand_dims(sum(xhat * wg, 1) / n_cols, 1);
-#line 144 "kernels/layernorm.c"
+#line 133 "kernels/layernorm.c"
         float tx_value[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value[tx_i] = xhat[tx_i] * wg[tx_i];
-#line 144
+#line 133
         float tx_red[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 1>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 144
+#line 133
         float c1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c1[tx_i] = tx_red[tx_i] / tx::cast<float>(n_cols);
         // tile c0 = expand_dims(sum(wg, 1) / n_cols, 1);
-#line 145 "kernels/layernorm.c"
+#line 134 "kernels/layernorm.c"
         float tx_red_1[tx_L1::REGS]; tx::reduce<tx_L0, tx_L1, 1>(tx_red_1, wg, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 145
+#line 134
         float c0[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c0[tx_i] = tx_red_1[tx_i] / tx::cast<float>(n_cols);
         // store(dx + r2 * dx_stride + c2, (wg - (xhat * c1 + c0)) * r, mask);
-#line 146 "kernels/layernorm.c"
+#line 135 "kernels/layernorm.c"
         __nv_bfloat16 tx_value_1[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>((wg[tx_i] - (xhat[tx_i] * c1[tx::remap<tx_L1, tx_L0>(tx_i)] + c0[tx::remap<tx_L1, tx_L0>(tx_i)])) * r[tx::remap<tx_L1, tx_L0>(tx_i)]);
-#line 146
+#line 135
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 8) tx::store_vec_if<8>(dx + tx::wrap_mul<int>(r2[tx::remap<tx_L1, tx_L0>(tx_i)], dx_stride) + c2[tx_i], &tx_value_1[tx_i], mask[tx_i]);
         // dw_acc += g * xhat;
-#line 147 "kernels/layernorm.c"
+#line 136 "kernels/layernorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) dw_acc[tx_i] = dw_acc[tx_i] + g[tx_i] * xhat[tx_i];
         // db_acc += g;
-#line 148 "kernels/layernorm.c"
+#line 137 "kernels/layernorm.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) db_acc[tx_i] = db_acc[tx_i] + g[tx_i];
     }
     // store(dw_part + pid * n_cols + cols, sum(dw_acc, 0), col_mask);
-#line 150 "kernels/layernorm.c"
+#line 139 "kernels/layernorm.c"
     float tx_red_2[tx_L0::REGS]; tx::reduce<tx_L0, tx_L0, 0>(tx_red_2, dw_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
-#line 150
+#line 139
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(dw_part + tx::wrap_mul<int>(pid, n_cols) + cols[tx_i], &tx_red_2[tx_i], col_mask[tx_i]);
     // store(db_part + pid * n_cols + cols, sum(db_acc, 0), col_mask);
-#line 151 "kernels/layernorm.c"
+#line 140 "kernels/layernorm.c"
     float tx_red_3[tx_L0::REGS]; tx::reduce<tx_L0, tx_L0, 0>(tx_red_3, db_acc, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
-#line 151
+#line 140
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; tx_i += 4) tx::store_vec_if<4>(db_part + tx::wrap_mul<int>(pid, n_cols) + cols[tx_i], &tx_red_3[tx_i], col_mask[tx_i]);
 }

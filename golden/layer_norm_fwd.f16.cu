@@ -12,76 +12,65 @@ layer_norm_fwd(__half* y, float* mean, float* rstd, const __half* __restrict__ x
     using tx_L1 = tx::Blocked<tx::Ints<1, 4096>, tx::Ints<1, 8>, tx::Ints<1, 32>, tx::Ints<1, 16>, tx::Ints<1, 0>>;  // [1, 4096]: 1x8 per thread, 1x32 lanes, 1x16 warps, order [1, 0]; 8 per thread
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 64 bytes of scratch
     // tile rows = program_id(0) * ROWS + arange(0, ROWS);
-#line 64 "kernels/layernorm.c"
+#line 57 "kernels/layernorm.c"
     int rows[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rows[tx_i] = tx::wrap_add<int>((int)blockIdx.x, tx_L0::coord(tx_i, 0));
     // tile cols = arange(0, BLOCK);
-#line 65 "kernels/layernorm.c"
+#line 58 "kernels/layernorm.c"
     int cols[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) cols[tx_i] = tx_L1::coord(tx_i, 1);
     // tile col_mask = (cols < n_cols) | (EVEN != 0); /* EVEN: n_cols == BLOCK, no mask */
-#line 66 "kernels/layernorm.c"
+#line 59 "kernels/layernorm.c"
     bool col_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) col_mask[tx_i] = (cols[tx_i] < n_cols) | true;
     // tile row_mask = rows < n_rows;
-#line 67 "kernels/layernorm.c"
+#line 60 "kernels/layernorm.c"
     bool row_mask[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) row_mask[tx_i] = rows[tx_i] < n_rows;
     // tile mask = expand_dims(row_mask, 1) & expand_dims(col_mask, 0);
-#line 68 "kernels/layernorm.c"
+#line 61 "kernels/layernorm.c"
     bool mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) mask[tx_i] = row_mask[tx::remap<tx_L0, tx_L1>(tx_i)] & col_mask[tx_i];
     // tile r2 = expand_dims(rows, 1);
-#line 69 "kernels/layernorm.c"
+#line 62 "kernels/layernorm.c"
     int r2[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) r2[tx_i] = rows[tx_i];
     // tile c2 = expand_dims(cols, 0);
-#line 70 "kernels/layernorm.c"
+#line 63 "kernels/layernorm.c"
     int c2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) c2[tx_i] = cols[tx_i];
     // tile v = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
-#line 71 "kernels/layernorm.c"
+#line 64 "kernels/layernorm.c"
     __half tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], x + tx::wrap_mul<int>(r2[tx::remap<tx_L0, tx_L1>(tx_i)], x_stride) + c2[tx_i], mask[tx_i], __half(0.0f));
-#line 71
+#line 64
     float v[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) v[tx_i] = tx::cast<float>(tx_load[tx_i]);
-    // tile top = max(abs(v), 1);
-#line 73 "kernels/layernorm.c"
-    float tx_value[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_value[tx_i] = tx::abs(v[tx_i]);
-#line 73
-    float top[tx_L0::REGS]; tx::reduce<tx_L1, tx_L0, 1>(top, tx_value, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, tx_smem);
-    // tile scale = where(top > 1125899906842624.0f, top, 1.0f);
-#line 74 "kernels/layernorm.c"
-    float scale[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) scale[tx_i] = (top[tx_i] > 1.1258999e+15f) ? top[tx_i] : 1.0f;
-    // tile u = v / expand_dims(scale, 1);
-#line 75 "kernels/layernorm.c"
-    float u[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) u[tx_i] = v[tx_i] / scale[tx::remap<tx_L0, tx_L1>(tx_i)];
-    // tile mu = sum(u, 1) / n_cols;
-#line 76 "kernels/layernorm.c"
-    float tx_red[tx_L0::REGS]; tx::reduce<tx_L1, tx_L0, 1>(tx_red, u, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 76
+    // tile mu = sum(v, 1) / n_cols;
+#line 65 "kernels/layernorm.c"
+    float tx_red[tx_L0::REGS]; tx::reduce<tx_L1, tx_L0, 1>(tx_red, v, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
+#line 65
     float mu[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) mu[tx_i] = tx_red[tx_i] / tx::cast<float>(n_cols);
-    // tile centred = where(mask, u - expand_dims(mu, 1), 0.0f);
-#line 77 "kernels/layernorm.c"
-    float centred[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) centred[tx_i] = mask[tx_i] ? (u[tx_i] - mu[tx::remap<tx_L0, tx_L1>(tx_i)]) : 0.0f;
-    // tile r = rsqrt(sum(centred * centred, 1) / n_cols + eps / (scale * scale));
-#line 78 "kernels/layernorm.c"
-    float tx_value_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_value_1[tx_i] = centred[tx_i] * centred[tx_i];
-#line 78
-    float tx_red_1[tx_L0::REGS]; tx::reduce<tx_L1, tx_L0, 1>(tx_red_1, tx_value_1, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
-#line 78
-    float r[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) r[tx_i] = tx::rsqrt(tx_red_1[tx_i] / tx::cast<float>(n_cols) + eps / (scale[tx_i] * scale[tx_i]));
+    // tile centred = where(mask, v - expand_dims(mu, 1), 0.0f);
+#line 66 "kernels/layernorm.c"
+    float centred[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) centred[tx_i] = mask[tx_i] ? (v[tx_i] - mu[tx::remap<tx_L0, tx_L1>(tx_i)]) : 0.0f;
+    // tile r = rsqrt(sum(centred * centred, 1) / n_cols + eps);
+#line 67 "kernels/layernorm.c"
+    float tx_value[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_value[tx_i] = centred[tx_i] * centred[tx_i];
+#line 67
+    float tx_red_1[tx_L0::REGS]; tx::reduce<tx_L1, tx_L0, 1>(tx_red_1, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, tx_smem);
+#line 67
+    float r[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) r[tx_i] = tx::rsqrt(tx_red_1[tx_i] / tx::cast<float>(n_cols) + eps);
     // tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);
-#line 79 "kernels/layernorm.c"
+#line 68 "kernels/layernorm.c"
     __half tx_load_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], w + cols[tx_i], col_mask[tx_i], __half(0.0f));
-#line 79
+#line 68
     float wv[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) wv[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // tile bv = expand_dims((acc_t)load(b + cols, col_mask, 0.0f), 0);
-#line 80 "kernels/layernorm.c"
+#line 69 "kernels/layernorm.c"
     __half tx_load_2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_2[tx_i], b + cols[tx_i], col_mask[tx_i], __half(0.0f));
-#line 80
+#line 69
     float bv[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) bv[tx_i] = tx::cast<float>(tx_load_2[tx_i]);
     // store(y + r2 * y_stride + c2, centred * expand_dims(r, 1) * wv + bv, mask);
-#line 81 "kernels/layernorm.c"
-    __half tx_value_2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_value_2[tx_i] = tx::cast<__half>(centred[tx_i] * r[tx::remap<tx_L0, tx_L1>(tx_i)] * wv[tx_i] + bv[tx_i]);
-#line 81
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::store_vec_if<8>(y + tx::wrap_mul<int>(r2[tx::remap<tx_L0, tx_L1>(tx_i)], y_stride) + c2[tx_i], &tx_value_2[tx_i], mask[tx_i]);
-    // store(mean + rows, mu * scale, row_mask);
-#line 82 "kernels/layernorm.c"
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && row_mask[tx_i]) *(mean + rows[tx_i]) = mu[tx_i] * scale[tx_i];
-    // store(rstd + rows, r / scale, row_mask);
-#line 83 "kernels/layernorm.c"
-    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && row_mask[tx_i]) *(rstd + rows[tx_i]) = r[tx_i] / scale[tx_i];
+#line 70 "kernels/layernorm.c"
+    __half tx_value_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__half>(centred[tx_i] * r[tx::remap<tx_L0, tx_L1>(tx_i)] * wv[tx_i] + bv[tx_i]);
+#line 70
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 8) tx::store_vec_if<8>(y + tx::wrap_mul<int>(r2[tx::remap<tx_L0, tx_L1>(tx_i)], y_stride) + c2[tx_i], &tx_value_1[tx_i], mask[tx_i]);
+    // store(mean + rows, mu, row_mask);
+#line 71 "kernels/layernorm.c"
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && row_mask[tx_i]) *(mean + rows[tx_i]) = mu[tx_i];
+    // store(rstd + rows, r, row_mask);
+#line 72 "kernels/layernorm.c"
+    _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && row_mask[tx_i]) *(rstd + rows[tx_i]) = r[tx_i];
 }

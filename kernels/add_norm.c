@@ -47,18 +47,14 @@ kernel add_layer_norm_fwd(any *y, any *h, any *mean, any *rstd, const any *x, co
     tile s = residual_sum(load(x + row * x_stride + cols, mask, 0.0f),
                           load(r + row * r_stride + cols, mask, 0.0f), ROUND);
     store(h + row * h_stride + cols, s, mask);
-    /* a row whose largest |h| passes 2^50 is scaled by it first (kernels/layernorm.c) */
-    tile top = max(abs(s), 0);
-    tile scale = where(top > 1125899906842624.0f, top, 1.0f);
-    tile u = s / scale;
-    tile mu = sum(u) / n_cols;
-    tile centred = where(mask, u - mu, 0.0f);
-    tile rs = rsqrt(sum(centred * centred) / n_cols + eps / (scale * scale));
+    tile mu = sum(s) / n_cols;
+    tile centred = where(mask, s - mu, 0.0f);
+    tile rs = rsqrt(sum(centred * centred) / n_cols + eps);
     tile wv = (acc_t)load(w + cols, mask, 0.0f);
     tile bv = (acc_t)load(b + cols, mask, 0.0f);
     store(y + row * y_stride + cols, centred * rs * wv + bv, mask);
-    store(mean + row, mu * scale);
-    store(rstd + row, rs / scale);
+    store(mean + row, mu);
+    store(rstd + row, rs);
 }
 
 kernel add_layer_norm_bwd(any *dx, any *dw_part, any *db_part, const any *dy, const any *dh,

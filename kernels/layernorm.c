@@ -11,13 +11,6 @@
  *              dx = rstd * (g - xhat * sum(g * xhat) / n - sum(g) / n)
  *              dw = sum over rows of dy * xhat,  db = sum over rows of dy
  *
- * SCALED: the forward divides a row by its largest |x| when that passes 2^50 (and keeps
- * eps / scale^2), so neither the sum nor the squares overflow: a finite row of values near
- * 3e38 gives the float64 answer rounded (torch's f32 kernels give NaN there); a row holding
- * inf or NaN gives NaN everywhere, as torch. Rows below 2^50 are computed unscaled, bit for
- * bit as before. The backward's xhat uses the stored mean and rstd: on scaled rows rstd may
- * be denormal and x - mean overflow, so their gradients are not guaranteed.
- *
  * A program holds ROWS rows of BLOCK >= n_cols columns (a power of two) as one [ROWS, BLOCK]
  * tile: short rows put several rows in flight per program. The backward reads the weights with
  * each row (from L1: the same BLOCK columns every time), so they hold no registers across the
@@ -69,18 +62,14 @@ kernel layer_norm_fwd(any *y, any *mean, any *rstd, const any *x, const any *w, 
     tile r2 = expand_dims(rows, 1);
     tile c2 = expand_dims(cols, 0);
     tile v = (acc_t)load(x + r2 * x_stride + c2 * x_step, mask, 0.0f);
-    /* rows whose largest |x| passes 2^50 are scaled by it first (SCALED above) */
-    tile top = max(abs(v), 1);
-    tile scale = where(top > 1125899906842624.0f, top, 1.0f);
-    tile u = v / expand_dims(scale, 1);
-    tile mu = sum(u, 1) / n_cols;
-    tile centred = where(mask, u - expand_dims(mu, 1), 0.0f);
-    tile r = rsqrt(sum(centred * centred, 1) / n_cols + eps / (scale * scale));
+    tile mu = sum(v, 1) / n_cols;
+    tile centred = where(mask, v - expand_dims(mu, 1), 0.0f);
+    tile r = rsqrt(sum(centred * centred, 1) / n_cols + eps);
     tile wv = expand_dims((acc_t)load(w + cols, col_mask, 0.0f), 0);
     tile bv = expand_dims((acc_t)load(b + cols, col_mask, 0.0f), 0);
     store(y + r2 * y_stride + c2, centred * expand_dims(r, 1) * wv + bv, mask);
-    store(mean + rows, mu * scale, row_mask);
-    store(rstd + rows, r / scale, row_mask);
+    store(mean + rows, mu, row_mask);
+    store(rstd + rows, r, row_mask);
 }
 
 #pragma autotune key(n_cols, pow2(n_rows))
