@@ -95,8 +95,9 @@ FORWARD = {
 }
 # the causal forward of short sequences (n_kv <= SHORT): with 128-row tiles most programs do only
 # a few key blocks and pay their prologue and epilogue alone on the SM; 64 x 64 tiles of 4 warps
-# run several programs per SM (H200, 2026-12-01, fifth session, N=1024 fp16 causal, TFLOP/s,
-# FORWARD / 64 x 64: D=64 178 / 220, D=128 220 / 226; bench/sweep_attention.py --n 1024)
+# run several programs per SM (H200, 2026-12-01 19:35–20:45Z, main 02f8c28, N=1024 fp16
+# causal, TFLOP/s, FORWARD / 64 x 64: D=64 178 / 220, D=128 220 / 226;
+# bench/sweep_attention.py --n 1024)
 SHORT = 1024
 FORWARD_SHORT_CAUSAL = {
     32: AttentionConfig(64, 64, 4, 2),
