@@ -14,18 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TeenyError
+from .parse.literals import define_value
 from .progress import Progress
 from .target import KNOWN_ARCHS
-
-
-def _value(text: str):
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    return text
-
 
 # A scalar without -D compiles as a launch with an arbitrary value would: an integer that is
 # neither 1 nor a multiple of 16 (the values launches specialise on), so the code printed is the
@@ -75,7 +66,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         name, sep, value = d.partition("=")
         if not sep or not name:
             return _usage(f"-D takes NAME=VALUE, got '{d}'")
-        defines[name] = _value(value)
+        defines[name] = define_value(value)
     if args.kernel and args.kernel not in module.kernels:
         return _usage(
             f"-k {args.kernel}: {args.file} has no such kernel "

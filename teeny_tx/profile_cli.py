@@ -22,6 +22,7 @@ import numpy as np
 
 from .dtypes import DTYPES
 from .errors import TeenyError
+from .parse.literals import define_value
 
 
 def add_parser(sub: Any, arch: Callable[[str], str]) -> argparse.ArgumentParser:
@@ -70,15 +71,6 @@ def _source(name: str) -> tuple[str | Path, str]:
     )
 
 
-def _parse_value(text: str) -> Any:
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    return text
-
-
 def _pairs(items: list[str], flag: str) -> dict[str, str]:
     out = {}
     for item in items:
@@ -114,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         raise TeenyError(
             f"{name} has no kernel {args.kernel!r} (kernels: {', '.join(module.kernels)})"
         )
-    defines = {k: _parse_value(v) for k, v in _pairs(args.define, "-D").items()}
+    defines = {k: define_value(v) for k, v in _pairs(args.define, "-D").items()}
     shapes = {}
     for k, v in _pairs(args.shape, "--shape").items():
         try:

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..dtypes import DTYPES
 from ..errors import CompileError, TeenyError
+from ..parse.literals import define_value
 from . import builtins as B
 from .jit import JITFunction, classify_argument
 from .program import Program
@@ -144,21 +145,11 @@ def _remark(piece: str, source: Program, target: Program) -> str:
     return re.sub("\x01(\\d+)\x02", renumber, piece)
 
 
-def _value(text: str) -> Any:
-    """An int, else a float, else the text (as ``teeny-tx compile -D`` reads a value)."""
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    return text
-
-
 def _defines(items: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for d in items:
         name, sep, value = d.partition("=")
         if not sep:
             raise SystemExit(f"teeny-tx: -D takes NAME=VALUE, got '{d}'")
-        out[name] = _value(value)
+        out[name] = define_value(value)
     return out

@@ -141,3 +141,14 @@ def _unescape(body: str, loc: Location, what: str) -> str:
 def _code_hint(text: str) -> str:
     inner = text[text.index("'") + 1 : -1] if "'" in text else ""
     return str(ord(inner)) if len(inner) == 1 else "97"
+
+
+def define_value(text: str) -> int | float | str:
+    """A ``-D NAME=VALUE`` value of the command line: an int, else a float, else the text (a
+    dtype name such as ``f16``)."""
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text
