@@ -33,6 +33,8 @@ class _FakeArrays:
     def dtype(self, x):
         return self._names[x.dtype]
 
+    known_dtype = dtype  # the fake's dtypes are all known
+
     def strides(self, x):
         return tuple(s // x.itemsize for s in x.strides)
 

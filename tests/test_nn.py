@@ -329,6 +329,20 @@ def test_bad_arguments_raise_launch_errors(call, match):
         call()
 
 
+def test_known_dtype_names_each_dtype_and_refuses_one_without_a_name():
+    """Arrays.known_dtype, the dtype the wrappers allocate and launch by once an argument is
+    checked: the name of each of teeny_tx's dtypes, a LaunchError naming the call for a dtype
+    teeny_tx has no name for (the checks refuse such arrays first, as complex64 here)."""
+    for name, dtype in DTYPES.items():
+        x = np.zeros((2, 3), dtype.np)
+        assert Arrays("softmax", {"x": x}, True).known_dtype(x) == name
+    z = np.zeros((2, 3), np.complex64)
+    with pytest.raises(tx.LaunchError, match="softmax: dtype complex64 is not one teeny_tx takes"):
+        Arrays("softmax", {"x": z}, True).known_dtype(z)
+    with pytest.raises(tx.LaunchError, match="x has dtype complex64; this takes f32"):
+        nn.softmax(z, interpret=True)
+
+
 # ---------------------------------------------------------------- the launch heuristic
 
 

@@ -89,6 +89,14 @@ class Arrays:
         d = from_numpy(a.dtype)
         return d.name if d is not None else None
 
+    def known_dtype(self, a: Any) -> str:
+        """:meth:`dtype` of an argument whose dtype a check accepted (:meth:`check_dtype`, which
+        :meth:`matrix` and :meth:`vector` call): a LaunchError where teeny_tx has no name."""
+        d = self.dtype(a)
+        if d is None:
+            raise self.error(f"dtype {a.dtype} is not one teeny_tx takes")
+        return d
+
     def acc(self, a: Any) -> str:
         """The dtype the kernels compute ``a``'s data in, and keep statistics in: f64 for f64,
         else f32 (the kernels' ``acc_t``)."""

@@ -69,10 +69,10 @@ def _elementwise(
         _contiguous(arrays, a, name)
         arrays.same(a, name, first, first_name)
     n = _size(first)
-    alloc = arrays.allocator(tuple(first.shape), arrays.dtype(first))
-    kernel = getattr(module("gelu.c"), kernel)
+    alloc = arrays.allocator(tuple(first.shape), arrays.known_dtype(first))
+    function = getattr(module("gelu.c"), kernel)
     grid = (cdiv(n, ELEMENTWISE_BLOCK),)
-    launch = _Launch(arrays, kernel, grid, 4, BLOCK=ELEMENTWISE_BLOCK, **constexprs)
+    launch = _Launch(arrays, function, grid, 4, BLOCK=ELEMENTWISE_BLOCK, **constexprs)
 
     def make(launch):
         def plan(*inputs):
@@ -133,7 +133,7 @@ def _dropout(fn: str, x: Any, p: float, seed: Any, interpret: bool) -> Any:
         raise arrays.error(f"p must be in [0, 1), got {p}")
     n = _size(x)
     with arrays.device():
-        out = arrays.empty(tuple(x.shape), arrays.dtype(x), like=x)
+        out = arrays.empty(tuple(x.shape), arrays.known_dtype(x), like=x)
         args = (out, x, float(p), seed, n)
         kernel = module("dropout.c").dropout_seeded
         arrays.launch(kernel, (cdiv(n, ELEMENTWISE_BLOCK),), args, 4, BLOCK=ELEMENTWISE_BLOCK)
@@ -162,7 +162,7 @@ def embedding(weight: Any, indices: Any, *, interpret: bool = False) -> Any:
     n = int(indices.shape[0]) if len(indices.shape) == 1 else -1
     arrays.vector(indices, "indices", n, ("i64",), "one per token")
     with arrays.device():
-        out = arrays.empty((n, dim), arrays.dtype(weight))
+        out = arrays.empty((n, dim), arrays.known_dtype(weight))
         grid = (cdiv(n, EMBED_BLOCK_T), cdiv(dim, EMBED_BLOCK_D))
         args = (out, weight, indices, n, dim, num, w_stride)
         blocks = {"BLOCK_T": EMBED_BLOCK_T, "BLOCK_D": EMBED_BLOCK_D}
@@ -178,7 +178,7 @@ def embedding_backward(dy: Any, indices: Any, num: int, *, interpret: bool = Fal
     arrays.vector(indices, "indices", n, ("i64",), "dy's rows")
     if n > 1 and dy_stride != dim:
         raise arrays.error("dy must be contiguous; copy it first")
-    dtype = arrays.dtype(dy)
+    dtype = arrays.known_dtype(dy)
     acc_dtype = wide_dtype(dtype)
     with arrays.device():
         acc = arrays.empty((int(num), dim), acc_dtype)
@@ -218,7 +218,7 @@ def add_layer_norm(
     arrays, rows, cols, xs, rs, config = _add_norm_args(
         "add_layer_norm", x, residual, {"weight": weight, "bias": bias}, interpret
     )
-    dtype = arrays.dtype(x)
+    dtype = arrays.known_dtype(x)
     alloc = arrays.allocator((rows, cols), dtype)
     alloc_stat = arrays.allocator((rows,), wide_dtype(dtype))
     kernel = module("add_norm.c").add_layer_norm_fwd
@@ -253,7 +253,7 @@ def add_rms_norm(
     arrays, rows, cols, xs, rs, config = _add_norm_args(
         "add_rms_norm", x, residual, {"weight": weight}, interpret
     )
-    dtype = arrays.dtype(x)
+    dtype = arrays.known_dtype(x)
     with arrays.device():
         y, h = arrays.empty((rows, cols), dtype), arrays.empty((rows, cols), dtype)
         rstd = arrays.empty((rows,), wide_dtype(dtype))
@@ -282,7 +282,7 @@ def _add_norm_backward(fn, dy, dh, h, weight, stats, interpret):
     arrays.same(dy, "dy", h, "h")
     arrays.same(dh, "dh", h, "h")
     arrays.vector(weight, "weight", cols, FLOATS, "h's columns")
-    stat = wide_dtype(arrays.dtype(h))
+    stat = wide_dtype(arrays.known_dtype(h))
     for name, s in stats.items():
         arrays.vector(s, name, rows, (stat,), "h's rows")
     return arrays, rows, cols, (dy_stride, dh_stride, h_stride), norm_config(arrays, cols)
@@ -300,7 +300,7 @@ def add_layer_norm_backward(
     arrays, rows, cols, strides, config = _add_norm_backward(
         "add_layer_norm_backward", dy, dh, h, weight, {"mean": mean, "rstd": rstd}, interpret
     )
-    dtype, w_dtype = arrays.dtype(h), arrays.dtype(weight)
+    dtype, w_dtype = arrays.known_dtype(h), arrays.known_dtype(weight)
     acc = wide_dtype(dtype)
     with arrays.device():
         programs, per_program = partial_programs(rows, arrays.sms())
@@ -310,12 +310,11 @@ def add_layer_norm_backward(
     alloc_w = arrays.allocator((cols,), w_dtype)
     kernel = module("add_norm.c").add_layer_norm_bwd
     column_sum = module("add_norm.c").column_sum
-    blocks = {"BLOCK_P": PARTIAL_BLOCK_P, "BLOCK_N": PARTIAL_BLOCK_N}
     sum_grid = (cdiv(cols, PARTIAL_BLOCK_N),)
     launches = (
         _Launch(arrays, kernel, (programs,), config.num_warps, BLOCK=config.block),
-        _Launch(arrays, column_sum, sum_grid, 4, **blocks),
-        _Launch(arrays, column_sum, sum_grid, 4, **blocks),
+        _Launch(arrays, column_sum, sum_grid, 4, BLOCK_P=PARTIAL_BLOCK_P, BLOCK_N=PARTIAL_BLOCK_N),
+        _Launch(arrays, column_sum, sum_grid, 4, BLOCK_P=PARTIAL_BLOCK_P, BLOCK_N=PARTIAL_BLOCK_N),
     )
 
     def make(rows_launch, dw_launch, db_launch):
@@ -358,7 +357,7 @@ def add_rms_norm_backward(
     arrays, rows, cols, strides, config = _add_norm_backward(
         "add_rms_norm_backward", dy, dh, h, weight, {"rstd": rstd}, interpret
     )
-    dtype, w_dtype = arrays.dtype(h), arrays.dtype(weight)
+    dtype, w_dtype = arrays.known_dtype(h), arrays.known_dtype(weight)
     with arrays.device():
         programs, per_program = partial_programs(rows, arrays.sms())
         dx = arrays.empty((rows, cols), dtype)
@@ -423,7 +422,7 @@ def adamw_step(
     for name, a in named.items():
         _contiguous(arrays, a, name)
     arrays.same(grad, "grad", param, "param")
-    moment = wide_dtype(arrays.dtype(param))
+    moment = wide_dtype(arrays.known_dtype(param))
     for name in ("exp_avg", "exp_avg_sq"):
         arrays.check_dtype(named[name], name, (moment,))
         if tuple(named[name].shape) != tuple(param.shape):

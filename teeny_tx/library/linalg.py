@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -107,7 +108,9 @@ def matmul_config(
     f32 with ``precision='ieee'`` (FMA units, not tensor cores) chooses from 128x128 (8 warps, 3
     stages) and 64x64 (4 warps, 3 stages) the same way.
     """
-    tiles = _FMA_TILES if dtype == "f32" and precision.lower() == "ieee" else _TILES
+    tiles: tuple[tuple[int, int, int, int], ...] = _TILES
+    if dtype == "f32" and precision.lower() == "ieee":
+        tiles = _FMA_TILES
     tiles = tiles[-1:] if min(m, n) <= _SMALL else tiles
     fill = (t for t in tiles if cdiv(m, t[0]) * cdiv(n, t[1]) * batch * 4 >= 3 * sms)
     bm, bn, warps, stages = next(fill, tiles[-1])
@@ -158,13 +161,13 @@ def _run_matmul(
     a: Any,
     b: Any,
     p: _Product,
-    config: MatmulConfig,
+    config: MatmulConfig | None,
     *,
     bias: Any = None,
     activation: str | None = None,
     alpha: float = 1.0,
     precision: int = PRECISIONS["IEEE"],
-) -> _Recipe | None:
+) -> _Recipe | _HopperRecipe | None:
     """out = act(alpha * a @ b + bias) through kernels/matmul.c's matmul, for the shapes and
     strides ``p`` gives (so a transpose is only a swap of strides). An operand contiguous
     along its first axis is loaded transposed (A_T, B_T): every load runs along memory."""
@@ -176,9 +179,9 @@ def _run_matmul(
             hopper(out, a, b, bias, alpha)
             if copied:  # a replay makes the same copies, then launches (see _hopper_replay)
                 hopper = _copying(hopper, given_p)
-            return _Recipe(None, {}, p, False, hopper)
+            return _HopperRecipe(hopper)
     (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
-    args = (out, a, b, a if bias is None else bias, p.m, p.n, p.k)
+    args: tuple[Any, ...] = (out, a, b, a if bias is None else bias, p.m, p.n, p.k)
     args += (sam, sak, sbk, sbn, scm, scn, sab, sbb, scb, float(alpha))
     constexprs = dict(
         HAS_BIAS=int(bias is not None),
@@ -191,11 +194,16 @@ def _run_matmul(
     if 0 in (p.m, p.n, p.batch):
         return None
     if config is None:  # tuned: the kernel's pragma configs, timed once per shape
-        options: dict[str, Any] = {"strided": True}  # operands are indexed with their strides
+        stream = None
         if arrays.kind == "torch":
-            options["stream"] = torch_stream(arrays.torch, arrays.first.device.index)
-        grid = lambda meta: (cdiv(p.m, meta["BM"]) * cdiv(p.n, meta["BN"]), p.batch)  # noqa: E731
-        best = kernel.tune[grid].best(*args, **options, **constexprs, GROUP_M=GROUP_M)
+            stream = torch_stream(arrays.torch, arrays.first.device.index)
+
+        def tuned_grid(meta: dict) -> tuple[int, int]:
+            return (cdiv(p.m, meta["BM"]) * cdiv(p.n, meta["BN"]), p.batch)
+
+        best = kernel.tune[tuned_grid].best(  # strided: operands are indexed with their strides
+            *args, stream=stream, strided=True, **constexprs, GROUP_M=GROUP_M
+        )
         tiles = best.kwargs
         config = MatmulConfig(
             tiles["BM"], tiles["BN"], tiles["BK"], GROUP_M, best.num_warps, best.num_stages
@@ -252,14 +260,21 @@ def _copying(run: Any, p: _Product) -> Any:
 
 
 class _Recipe(NamedTuple):
-    """How a matmul call was launched: its tiles, constexprs, final strides, and whether an
-    operand was copied first (such calls are not replayed by a plan)."""
+    """How a matmul call was launched by the cp.async kernel: its tiles, constexprs, final
+    strides, and whether an operand was copied first (such calls are not replayed by a plan)."""
 
-    config: MatmulConfig | None
+    config: MatmulConfig
     constexprs: dict
     product: _Product
     copied: bool
-    hopper: Any = None  # the Hopper path's launch (out, a, b, bias, alpha), when it took it
+
+
+class _HopperRecipe(NamedTuple):
+    """How a matmul call was launched on the Hopper path: its launch (out, a, b, bias, alpha),
+    which makes the call's copies itself (see _copying), so a plan replays it."""
+
+    launch: Any
+    copied: bool = False
 
 
 def _oriented(arrays: _Arrays, x: Any, p: _Product, which: str) -> Any:
@@ -297,14 +312,14 @@ def _aligned(arrays: _Arrays, x: Any, p: _Product, which: str) -> tuple[Any, _Pr
     view = x if s1 == 1 else _transpose(arrays, x)  # contiguous along its last axis
     rows, cols = view.shape
     lead = -(-cols // 16) * 16
-    padded = arrays.empty((rows, lead), arrays.dtype(x))[:, :cols]
+    padded = arrays.empty((rows, lead), arrays.known_dtype(x))[:, :cols]
     if arrays.kind == "torch":
         padded.copy_(view)
     else:
         padded[...] = view
     strides = (batch, lead, 1) if s1 == 1 else (batch, 1, lead)
     x = padded if s1 == 1 else _transpose(arrays, padded)
-    return x, p._replace(**{which: strides})
+    return x, _with_strides(p, which, strides)
 
 
 def _k_contiguous(arrays: _Arrays, x: Any, p: _Product, which: str) -> tuple[Any, _Product]:
@@ -328,7 +343,16 @@ def _k_contiguous(arrays: _Arrays, x: Any, p: _Product, which: str) -> tuple[Any
         copy.copy_(x)
     else:
         copy[...] = x
-    return copy, p._replace(**{which: strides})
+    return copy, _with_strides(p, which, strides)
+
+
+def _with_strides(p: _Product, which: str, strides: tuple[int, int, int]) -> _Product:
+    """``p`` with the strides of operand ``which`` (``"a"`` or ``"b"``) replaced."""
+    if which == "a":
+        return p._replace(a=strides)
+    if which == "b":
+        return p._replace(b=strides)
+    raise AssertionError(f"operand {which!r} is neither 'a' nor 'b'")
 
 
 # ---------------------------------------------------------------- repeated calls
@@ -340,15 +364,19 @@ _PLANS = PLANS  # the library's one plan cache (plans.py); keys begin with the f
 
 
 def _plan(
-    arrays: _Arrays, recipe: _Recipe, shape: tuple[int, ...], dtype: str, operands: tuple = ()
+    arrays: _Arrays,
+    recipe: _Recipe | _HopperRecipe,
+    shape: tuple[int, ...],
+    dtype: str,
+    operands: tuple = (),
 ):
     """A function (a, b, bias, alpha) -> c that repeats ``recipe``'s launch on new arrays of
     the same signature, or returns None (the caller then takes the checked path) when the
     current device is not theirs. ``operands``: the call's (c, a, b, bias), whose launch the
     replay repeats as a direct launch (``Kernel.direct``: the specialisation looked up once,
     pointers' alignment and alpha rechecked per call)."""
-    if recipe.hopper is not None:
-        return _hopper_replay(arrays, recipe.hopper, shape, dtype)
+    if isinstance(recipe, _HopperRecipe):
+        return _hopper_replay(arrays, recipe.launch, shape, dtype)
     config, p = recipe.config, recipe.product
     (sab, sam, sak), (sbb, sbk, sbn), (scb, scm, scn) = p.a, p.b, p.c
     sizes = (p.m, p.n, p.k, sam, sak, sbk, sbn, scm, scn, sab, sbb, scb)
@@ -371,7 +399,7 @@ def _plan(
     if arrays.kind == "torch":
         torch = arrays.torch
         device = arrays.first.device
-        torch_dtype = getattr(torch, DTYPES[dtype].torch)
+        torch_dtype = _torch_dtype(arrays, dtype)
         current = torch.cuda.current_device
 
         def replay_torch(a, b, bias, alpha):
@@ -500,7 +528,7 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
     address: those take the cp.async kernel)."""
     from ..lower.hopper import TmaUnsupported, tma_operand_view
 
-    dtype = arrays.dtype(a)
+    dtype = arrays.known_dtype(a)
     if not HOPPER or arrays.kind == "numpy" or p.batch != 1 or len(a.shape) != 2:
         return None
     if p.k == 0:  # nothing to load (a tensor map needs non-zero extents): the cp.async kernel
@@ -517,7 +545,7 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
     try:
         a_kmajor, _ = tma_operand_view("a", dtype, p.m, p.k, sam, sak, _pointer(arrays, a))
         b_contig_n, _ = tma_operand_view("b", dtype, p.k, p.n, sbk, sbn, _pointer(arrays, b))
-        odt = arrays.dtype(out)
+        odt = arrays.known_dtype(out)
     except TmaUnsupported:
         return None
     pairs = scn == 1 and scm % 2 == 0
@@ -540,7 +568,7 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
         odt,
         a_kmajor=a_kmajor,
         b_kmajor=not b_contig_n,
-        bias_dtype=None if bias is None else arrays.dtype(bias),
+        bias_dtype=None if bias is None else arrays.known_dtype(bias),
         activation=ACTIVATIONS[activation],
         pairs=pairs,
         tma_store_ok=tma_store_ok,
@@ -619,10 +647,9 @@ def scaled_matmul(
             "scaled_matmul: a must be row-major and b column-major (K contiguous in both): "
             "fp8 wgmma reads both operands K-major"
         )
-    names: dict[str | None, str] = {None: "bf16", "f16": "f16", "bf16": "bf16", "f32": "f32"}
-    text = str(out_dtype).removeprefix("torch.") if out_dtype is not None else None
-    odt = names.get(TORCH_NAMES.get(text, text))
-    if odt is None:
+    text = str(out_dtype).removeprefix("torch.")
+    odt = "bf16" if out_dtype is None else TORCH_NAMES.get(text, text)
+    if odt not in ("f16", "bf16", "f32"):
         raise _error(f"scaled_matmul: out_dtype must be f16, bf16 or f32, got {out_dtype!r}")
     torch_out = getattr(torch, str(DTYPES[odt].torch))
     c = torch.empty((m, n), dtype=torch_out, device=a.device)
@@ -687,13 +714,13 @@ def _error(message: str):
     return LaunchError(message)
 
 
-def _hopper_replay(arrays: _Arrays, run: Any, shape: tuple[int, int], dtype: str):
+def _hopper_replay(arrays: _Arrays, run: Any, shape: tuple[int, ...], dtype: str):
     """A plan's replay through the Hopper launch ``run`` (pointers change; the tensor maps are
     re-encoded only for new pointers)."""
     if arrays.kind == "torch":
         torch = arrays.torch
         device = arrays.first.device
-        torch_dtype = getattr(torch, str(DTYPES[dtype].torch))
+        torch_dtype = _torch_dtype(arrays, dtype)
         current = torch.cuda.current_device
 
         def torch_replay(a, b, bias, alpha):
@@ -720,6 +747,14 @@ def _hopper_replay(arrays: _Arrays, run: Any, shape: tuple[int, int], dtype: str
     return replay
 
 
+def _torch_dtype(arrays: _Arrays, dtype: str) -> Any:
+    """torch's dtype of the dtype name ``dtype`` (a LaunchError for one torch lacks)."""
+    torch_name = DTYPES[dtype].torch
+    if torch_name is None:
+        raise arrays.error(f"torch has no {dtype} dtype: no torch tensor of it can be made")
+    return getattr(arrays.torch, torch_name)
+
+
 def _transpose(arrays: _Arrays, x: Any) -> Any:
     return x.t() if arrays.kind == "torch" else x.T
 
@@ -727,7 +762,9 @@ def _transpose(arrays: _Arrays, x: Any) -> Any:
 # ---------------------------------------------------------------- argument checks
 
 
-def _operand(arrays: _Arrays, x: Any, name: str, what: str) -> tuple[tuple[int, ...], tuple]:
+def _operand(
+    arrays: _Arrays, x: Any, name: str, what: Sequence[str]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(shape, strides in elements) of a float array of rank len(what), ``what`` naming its
     dimensions (``"MK"`` for [M, K])."""
     if len(x.shape) != len(what):
@@ -744,7 +781,7 @@ def _operand(arrays: _Arrays, x: Any, name: str, what: str) -> tuple[tuple[int, 
 
 
 def _same_dtype(arrays: _Arrays, a: Any, a_name: str, b: Any, b_name: str) -> str:
-    da, db = arrays.dtype(a), arrays.dtype(b)
+    da, db = arrays.known_dtype(a), arrays.known_dtype(b)
     if da != db:
         raise arrays.error(
             f"{a_name} is {da} but {b_name} is {db}; the factors of a product must have one "
@@ -800,7 +837,9 @@ def _out_dtype(arrays: _Arrays, out_dtype: Any, dtype: str) -> str:
     return name
 
 
-def _config(arrays: _Arrays, config, m: int, n: int, k: int, dtype: str, prec: int, batch=1):
+def _config(
+    arrays: _Arrays, config: Any, m: int, n: int, k: int, dtype: str, prec: int, batch: int = 1
+) -> MatmulConfig | None:
     """``config`` as a MatmulConfig; when it is None, None on the GPU for tensor-core
     products (the kernel's ``#pragma autotune`` configs are timed on first use of each shape),
     else matmul_config's choice (the interpreter; IEEE f32, whose FMA configs compile slowly)."""
@@ -836,7 +875,7 @@ def matmul(
     ``'relu'`` or ``'silu'``; C [M, N] of ``out_dtype`` (default: the inputs' dtype).
     ``precision`` for f32 inputs: ``'ieee'`` (default), ``'tf32'`` or ``'tf32x3'``.
     ``config``: a :class:`MatmulConfig` (or its 6-tuple) instead of :func:`matmul_config`'s."""
-    key = None
+    key: tuple | None = None
     if config is None and not interpret:
         key = (
             "matmul",
@@ -889,7 +928,7 @@ def bmm(
     [B, M, N] of ``out_dtype`` (default: the inputs'). ``precision`` as :func:`matmul`'s.
     A repeated call with the arrays' signatures of an earlier one replays its launch (a plan,
     as matmul's)."""
-    key = None
+    key: tuple | None = None
     if config is None and not interpret:
         key = ("bmm", _signature(a), _signature(b), out_dtype, precision, HOPPER, TUNE)
         plan = _PLANS.get(key)
@@ -934,7 +973,7 @@ def linear(
     """y = activation(x @ w.T + bias), torch's ``F.linear`` convention: ``x`` [T, in], ``w``
     [out, in], ``bias`` [out] or None; y [T, out]. A row-major ``w`` is read along its rows
     (the kernel loads w^T's tiles transposed). Other arguments as :func:`matmul`'s."""
-    key = None
+    key: tuple | None = None
     if config is None and not interpret:  # a plan, as matmul's (the product is x @ w^T)
         key = ("linear", _signature(x), _signature(w), _signature(bias), activation, out_dtype)
         key += (precision, HOPPER)
@@ -980,7 +1019,7 @@ def linear_backward(
     the GPU and then added up (no atomics: the same result every run). ``config`` applies to
     both products. A repeated call with the arrays' signatures of an earlier one replays it:
     the two products through :func:`matmul`'s plans, db through direct launches."""
-    key = None
+    key: tuple | None = None
     if config is None and not interpret:
         key = ("linear_backward", _signature(dy), _signature(x), _signature(w), need_bias_grad)
         key += (precision, HOPPER, TUNE, TMA_STORE)
@@ -1056,9 +1095,8 @@ def _column_sums(
     parts = max(1, cdiv(rows, chunk))
     alloc = arrays.allocator((cols,), dtype)
     alloc_partial = arrays.allocator((parts, cols), arrays.acc(x))
-    blocks = {"BT": DB_BLOCK_T, "BN": DB_BLOCK_N}
     grids = [(col_programs, 1)] if parts == 1 else [(col_programs, parts), (col_programs, 1)]
-    launches = [Launch(arrays, kernel, grid, 4, **blocks) for grid in grids]
+    launches = [Launch(arrays, kernel, grid, 4, BT=DB_BLOCK_T, BN=DB_BLOCK_N) for grid in grids]
 
     def make(*launch):
         def sums(x):

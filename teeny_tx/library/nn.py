@@ -130,7 +130,10 @@ def _zeros(arrays: _Arrays, shape: tuple[int, ...], dtype: str) -> Callable[[], 
         import cupy
 
         return functools.partial(cupy.zeros, shape, DTYPES[dtype].np)
-    torch_dtype = getattr(arrays.torch, DTYPES[dtype].torch)
+    torch_name = DTYPES[dtype].torch
+    if torch_name is None:
+        raise arrays.error(f"torch has no {dtype} dtype: no torch tensor of it can be made")
+    torch_dtype = getattr(arrays.torch, torch_name)
     return functools.partial(
         arrays.torch.zeros, shape, dtype=torch_dtype, device=arrays.first.device
     )
@@ -155,7 +158,7 @@ def _softmax_split(fn: str, x: Any, arrays: _Arrays, interpret: bool) -> Any | N
         return None
     spins = 0 if arrays.kind == "numpy" else SPLIT_SPINS
     least = min(c.kwargs["CHUNK"] for c in kernel.tune.configs)
-    alloc = arrays.allocator((rows, cols), arrays.dtype(x))
+    alloc = arrays.allocator((rows, cols), arrays.known_dtype(x))
     alloc_slots = _zeros(arrays, (rows * cdiv(cols, least),), "i64")
     alloc_done = _zeros(arrays, (max(rows, 1),), "i32")
     sizes = (cols, stride, col_stride, cols, spins)
@@ -164,14 +167,14 @@ def _softmax_split(fn: str, x: Any, arrays: _Arrays, interpret: bool) -> Any | N
     else:
         with arrays.device():
 
-            def grid(meta: dict) -> tuple[int]:
+            def tuned_grid(meta: dict) -> tuple[int]:
                 return (rows * cdiv(cols, meta["CHUNK"]),)
 
             args = (alloc(), alloc_slots(), alloc_done(), x, *sizes)
-            c = kernel.tune[grid].best(*args, strided=True, **fixed)
+            c = kernel.tune[tuned_grid].best(*args, strided=True, **fixed)
             del args
     grid = (rows * cdiv(cols, c.kwargs["CHUNK"]),)
-    first = _Launch(arrays, kernel, grid, c.num_warps, **fixed, **c.kwargs)
+    first = _Launch(arrays, kernel, grid, c.num_warps, checked=(), **fixed, **c.kwargs)
 
     def make(launch):
         def plan(x):
@@ -195,7 +198,7 @@ def _softmax_forward(fn: str, x: Any, interpret: bool) -> Any:
         return _softmax_looped(fn, x, arrays, interpret)
     # one tile per row, ROWS rows per program: the autotuner's config, pruned as the norms'
     kernel = _norm_kernel("softmax.c", fn)
-    alloc = arrays.allocator((rows, cols), arrays.dtype(x))
+    alloc = arrays.allocator((rows, cols), arrays.known_dtype(x))
     sizes = (rows, cols, stride, col_stride, cols)
     fixed = {"BLOCK": config.block}
     with arrays.device():
@@ -203,7 +206,7 @@ def _softmax_forward(fn: str, x: Any, interpret: bool) -> Any:
         c = _norm_launch_config(arrays, kernel, _rows_grid, args, fixed, None)
     del args
     grid = (cdiv(rows, c.kwargs["ROWS"]),)
-    first = _Launch(arrays, kernel, grid, c.num_warps, **fixed, **c.kwargs)
+    first = _Launch(arrays, kernel, grid, c.num_warps, checked=(), **fixed, **c.kwargs)
 
     def make(launch):
         def plan(x):
@@ -222,7 +225,7 @@ def _softmax_looped(fn: str, x: Any, arrays: _Arrays, interpret: bool) -> Any:
     rows, cols, stride, col_stride = arrays.strided_matrix(x, "x")
     config = row_config(cols)
     kernel = getattr(module("softmax.c"), fn + "_looped")
-    alloc = arrays.allocator((rows, cols), arrays.dtype(x))
+    alloc = arrays.allocator((rows, cols), arrays.known_dtype(x))
     block, warps = _looped_launch(
         arrays, kernel, config, rows, alloc, x, cols, stride, col_stride, cols
     )
@@ -266,7 +269,7 @@ def _softmax_backward(fn: str, y: Any, dy: Any, interpret: bool) -> Any:
     arrays.same(dy, "dy", y, "y")
     config = row_config(cols)
     kernel = getattr(module("softmax.c"), fn + ("_looped" if config.looped else ""))
-    alloc = arrays.allocator((rows, cols), arrays.dtype(dy))
+    alloc = arrays.allocator((rows, cols), arrays.known_dtype(dy))
     sizes = (cols, y_stride, y_col, dy_stride, dy_col, cols)
     block, warps = _looped_launch(arrays, kernel, config, rows, alloc, y, dy, *sizes)
     first = _Launch(arrays, kernel, (rows,), warps, BLOCK=block)
@@ -456,8 +459,9 @@ def layer_norm(
     ``config``: a Config(dict(ROWS=...), num_warps=...) of the kernel's instead of the
     autotuner's."""
     if not interpret:
-        key = ("layer_norm", _signature(x), _signature(weight), _signature(bias), config)
-        hit = _PLANS.get(key)
+        hit = _PLANS.get(
+            ("layer_norm", _signature(x), _signature(weight), _signature(bias), config)
+        )
         if hit is not None and hit[0] == launch_module.get_device():
             return hit[1](x, weight, bias, eps)
     arrays = _Arrays("layer_norm", {"x": x, "weight": weight, "bias": bias}, interpret)
@@ -465,7 +469,7 @@ def layer_norm(
     dense = _weights(arrays, cols, {"weight": weight, "bias": bias})
     fixed = _norm_constexprs(cols, _norm_block(arrays, cols))
     kernel = _norm_kernel("layernorm.c", "layer_norm_fwd")
-    alloc = arrays.allocator((rows, cols), arrays.dtype(x))
+    alloc = arrays.allocator((rows, cols), arrays.known_dtype(x))
     alloc_stat = arrays.allocator((rows,), arrays.acc(x))
     sizes = (rows, cols, stride, col_stride, cols)
     with arrays.device():
@@ -492,10 +496,10 @@ def layer_norm(
 
 def _norm_backward_checks(
     fn: str, dy: Any, x: Any, weight: Any, stats: dict[str, Any], interpret: bool
-) -> tuple[_Arrays, tuple, Callable[..., tuple]]:
+) -> tuple[_Arrays, tuple[int, int, int, int, int, int], Callable[..., tuple] | None]:
     """The checks both norm backwards make: dy like x, weight per column, f32 statistics per
     row (contiguous). Returns (arrays, sizes, weight copier); sizes are (rows, cols, dy row and
-    column strides, x row and column strides)."""
+    column strides, x row and column strides); the copier is None where no copy is needed."""
     arrays = _Arrays(fn, {"dy": dy, "x": x, "weight": weight, **stats}, interpret)
     rows, cols, x_stride, x_col = arrays.strided_matrix(x, "x")
     _, _, dy_stride, dy_col = arrays.strided_matrix(dy, "dy")
@@ -518,8 +522,8 @@ def _norm_backward(
     fixed = _norm_constexprs(cols, _norm_block(arrays, cols))
     dx_kernel = _norm_kernel(file, "layer_norm_bwd_dx" if layer else "rms_norm_bwd_dx")
     sum_kernel = getattr(module(file), "layer_norm_bwd_dwdb" if layer else "rms_norm_bwd_dw")
-    w_dtype = arrays.dtype(weight)
-    alloc_dx = arrays.allocator((rows, cols), arrays.dtype(dy))
+    w_dtype = arrays.known_dtype(weight)
+    alloc_dx = arrays.allocator((rows, cols), arrays.known_dtype(dy))
     alloc_w = arrays.allocator((cols,), w_dtype)
     tail = (rows, cols, *sizes[2:], cols)
     with arrays.device():
@@ -538,7 +542,7 @@ def _norm_backward(
     del parts, w, args
     n_parts = backward_programs(rows, sms, c)
     alloc_part = arrays.allocator((n_parts, cols), arrays.acc(x))
-    first_dx = _Launch(arrays, dx_kernel, (n_parts,), c.num_warps, **fixed, **c.kwargs)
+    first_dx = _Launch(arrays, dx_kernel, (n_parts,), c.num_warps, checked=(), **fixed, **c.kwargs)
     sum_grid = (cdiv(cols, PARTIAL_BLOCK_N),)
     first_sum = _Launch(
         arrays,
@@ -609,7 +613,7 @@ def rms_norm(
     dense = _weights(arrays, cols, {"weight": weight})
     fixed = _norm_constexprs(cols, _norm_block(arrays, cols))
     kernel = _norm_kernel("rmsnorm.c", "rms_norm_fwd")
-    alloc = arrays.allocator((rows, cols), arrays.dtype(x))
+    alloc = arrays.allocator((rows, cols), arrays.known_dtype(x))
     alloc_stat = arrays.allocator((rows,), arrays.acc(x))
     sizes = (rows, cols, stride, col_stride, cols)
     with arrays.device():
@@ -727,7 +731,7 @@ def cross_entropy(
             return (rows * cdiv(cols, meta["CHUNK"]),)
 
         with arrays.device():
-            args = (alloc_slots(), logits, cols, stride, col_stride)
+            args: tuple[Any, ...] = (alloc_slots(), logits, cols, stride, col_stride)
             c = _ce_config(arrays, chunks_kernel, grid, args, rows)
         del args
         n_chunks = cdiv(cols, c.kwargs["CHUNK"])
@@ -771,7 +775,7 @@ def cross_entropy(
             return plan
 
         key = _key(interpret, "cross_entropy", (logits, targets))
-        launches = (first_chunks, first_rows, first_mean)
+        launches: tuple[_Launch, ...] = (first_chunks, first_rows, first_mean)
         return _planned(key, arrays, make_split, launches, logits, targets, ignore_index)
 
     kernel = _ce_kernel("cross_entropy_fwd")  # f64: a program per row
@@ -812,8 +816,8 @@ def cross_entropy_backward(
     """dlogits = (softmax(row) - onehot(target)) * grad / count, 0 on ignored rows; count is
     the number of rows not ignored (computed on the device), ``lse`` the forward's."""
     if not interpret:
-        key = ("cross_entropy_backward", _signature(logits), _signature(targets))
-        hit = _PLANS.get((*key, _signature(lse)))
+        signatures = (_signature(logits), _signature(targets), _signature(lse))
+        hit = _PLANS.get(("cross_entropy_backward", *signatures))
         if hit is not None and hit[0] == launch_module.get_device():
             return hit[1](logits, targets, lse, ignore_index, grad)
     named = {"logits": logits, "targets": targets, "lse": lse}
@@ -822,7 +826,7 @@ def cross_entropy_backward(
     )
     arrays.vector(lse, "lse", rows, (arrays.acc(logits),), "logits' rows")
     mod = module("cross_entropy.c")
-    alloc = arrays.allocator((rows, cols), arrays.dtype(logits))
+    alloc = arrays.allocator((rows, cols), arrays.known_dtype(logits))
     alloc_count = arrays.allocator((1,), arrays.acc(logits))
     ignore = ("ignore_index",)
     first_count = _Launch(arrays, mod.cross_entropy_count, (1,), 4, ignore, BLOCK=_MEAN_BLOCK)
@@ -884,7 +888,7 @@ def _dropout(fn: str, x: Any, p: float, seed: int, interpret: bool) -> Any:
     dense = None if contiguous else arrays.contiguous()  # the kernel reads elements
     shape = tuple(int(n) for n in x.shape)
     n = math.prod(shape)
-    alloc = arrays.allocator(shape, arrays.dtype(x))
+    alloc = arrays.allocator(shape, arrays.known_dtype(x))
     grid = (cdiv(n, DROPOUT_BLOCK),)
     kernel = getattr(module("dropout.c"), fn)
     first = _Launch(arrays, kernel, grid, 4, ("p", "seed"), BLOCK=DROPOUT_BLOCK)

@@ -29,6 +29,7 @@ without timing.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import os
@@ -333,9 +334,10 @@ class Autotuner:
             meter = Progress(len(survivors), f"autotune {self.kernel.name}")
             for c in survivors:
                 try:
-                    ms = timer(
-                        c, lambda c=c: self._launch(c, grid, args, constexprs, stream, strided)
+                    run = functools.partial(
+                        self._launch, c, grid, args, constexprs, stream, strided
                     )
+                    ms = timer(c, run)
                 except ResourceError as err:  # the device allows less than the target
                     pruned.append(f"{c}: {_shared_reason(err)}")
                     meter.step(f"{c}: pruned")
@@ -407,7 +409,7 @@ class Autotuner:
                 specs.append(None)
         reports = compile_cubins(specs)
         return [
-            problem or _register_problem(spec, reports.get(i))
+            problem if spec is None else _register_problem(spec, reports.get(i))
             for i, (spec, problem) in enumerate(zip(specs, problems, strict=True))
         ]
 
@@ -662,7 +664,7 @@ def check_key(
             loc,
             "a pointer's dtype counts, not a value: bucket integer parameters",
         )
-    if p.kind == "scalar" and not p.dtype.is_int:
+    if p.kind == "scalar" and (p.dtype is None or not p.dtype.is_int):
         raise _error(
             f"the autotune key names '{name}', a {p.dtype} parameter",
             loc,
