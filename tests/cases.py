@@ -13,6 +13,7 @@ tables.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from teeny_tx.library import module
 from teeny_tx.lower import ops_random
 from teeny_tx.lower.hopper import HopperConfig
 
+from .conftest import SUBNORMAL, UNIT_ROUNDOFF, assert_close_elementwise
+
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "kernels"
 GOLDEN_DIR = ROOT / "golden"
@@ -36,13 +39,20 @@ BLOCK = 1024
 # moves into that package: the path makes them importable as teeny_tx.library.<name>
 __path__ = [str(Path(__file__).with_suffix(""))]
 
-# Tolerances by output dtype (relative and absolute), for float64 references.
-TOLERANCE = {
-    "f32": (2e-6, 2e-6),
-    "f16": (2e-3, 2e-3),
-    "bf16": (1.6e-2, 1.6e-2),
-    "f64": (1e-12, 1e-12),
-}
+# Each result is compared element by element with a float64 reference of the same (rounded)
+# inputs (tests/conftest.py, assert_close_elementwise): one rounding to the output dtype, plus
+# the f32 computation's own error, a count of f32 unit roundoffs (F32_ROUNDINGS, or more for a
+# reduction: see reduction_roundings) times the element's condition (the size of the terms it
+# is computed from, where they cancel). No absolute floor but the subnormal spacing.
+F32_ROUNDINGS = 8  # a few f32 operations, libm-style functions within 2 ulp each
+
+
+def reduction_roundings(n: int) -> float:
+    """f32 roundings an n-term reduction may make on the way (per element of its inputs' size):
+    a serial run per thread and a tree across threads; worst case with room, not a typical
+    case (sqrt(n) bounds the serial run of every schedule the library picks: n / threads
+    with threads >= sqrt(n), or n <= 1024 in one thread)."""
+    return F32_ROUNDINGS + 2.0 * math.sqrt(n) + 2.0 * math.log2(n + 1)
 
 
 _gelu_exact = BY_NAME["gelu"].reference
@@ -73,6 +83,9 @@ class Case:
     constexprs: dict[str, Any] = field(default_factory=dict)
     out_first: bool = True
     dtypes: tuple[str, ...] = ("f32", "f16", "bf16")
+    # the size of the terms each element is computed from (float64 inputs and scalars in):
+    # None for |reference| (no cancellation); see check()
+    condition: Callable[..., np.ndarray] | None = None
 
     def make(self, n: int, dtype: str, rng: np.random.Generator):
         """Random host inputs (values exactly representable in ``dtype``) and the scalars."""
@@ -95,34 +108,63 @@ class Case:
         runner[grid](*args, BLOCK=kw.pop("BLOCK", BLOCK), **self.constexprs, **kw)
 
     def check(self, out, xs, scalars, dtype: str) -> float:
-        """Assert ``out`` matches the reference for ``dtype``; return the max abs error."""
+        """Assert ``out`` matches the float64 reference element by element: one rounding to
+        ``dtype`` plus F32_ROUNDINGS f32 roundings of the element's condition; return the
+        largest error relative to its bound."""
         expected = self.expected(xs, scalars)
-        got = np.asarray(out).astype(np.float64)
-        rtol, atol = TOLERANCE[dtype]
-        if not np.allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True):
-            bad = np.argmax(np.abs(got - expected) - rtol * np.abs(expected))
-            raise AssertionError(
-                f"{self.name} [{dtype}, n={got.size}]: element {bad} is {got[bad]!r}, "
-                f"expected {expected[bad]!r}"
-            )
-        return float(np.max(np.abs(got - expected))) if got.size else 0.0
+        x64 = [x.astype(np.float64) for x in xs]
+        cond = np.abs(expected) if self.condition is None else self.condition(*x64, *scalars)
+        atol = F32_ROUNDINGS * UNIT_ROUNDOFF["f32"] * np.abs(cond) + SUBNORMAL[dtype]
+        return assert_close_elementwise(
+            np.asarray(out), expected, dtype, ulps=1.0, atol=atol, what=f"{self.name} n={out.size}"
+        )
+
+
+def _abs_sum(*terms):
+    return sum(np.abs(t) for t in terms)
 
 
 CASES: tuple[Case, ...] = (
-    Case("vector_add", "vector_add.c", "vector_add", 2, lambda a, b: a + b, out_first=False),
+    Case(
+        "vector_add",
+        "vector_add.c",
+        "vector_add",
+        2,
+        lambda a, b: a + b,
+        out_first=False,
+        condition=_abs_sum,
+    ),
     Case(
         "axpby",
         "axpby.c",
         "axpby",
         2,
         lambda x, y, alpha, beta: np.float32(alpha) * x + np.float32(beta) * y,
+        condition=lambda x, y, alpha, beta: _abs_sum(np.float32(alpha) * x, np.float32(beta) * y),
         scalars=lambda rng: (
             float(np.float32(rng.uniform(-2, 2))),
             float(np.float32(rng.uniform(-2, 2))),
         ),
     ),
-    Case("gelu_exact", "activations.c", "gelu", 1, _gelu_exact, constexprs={"APPROXIMATE": 0}),
-    Case("gelu_tanh", "activations.c", "gelu", 1, _gelu_tanh, constexprs={"APPROXIMATE": 1}),
+    # x * (1 + erf(x / sqrt 2)) / 2: 1 + erf cancels for x < 0, so the error scales with |x|
+    Case(
+        "gelu_exact",
+        "activations.c",
+        "gelu",
+        1,
+        _gelu_exact,
+        constexprs={"APPROXIMATE": 0},
+        condition=np.abs,
+    ),
+    Case(
+        "gelu_tanh",
+        "activations.c",
+        "gelu",
+        1,
+        _gelu_tanh,
+        constexprs={"APPROXIMATE": 1},
+        condition=np.abs,
+    ),
     Case("silu", "activations.c", "silu", 1, lambda x: x / (1.0 + np.exp(-x))),
     Case(
         "leaky_relu",
@@ -156,11 +198,6 @@ CASES: tuple[Case, ...] = (
 
 
 # ---------------------------------------------------------------- teeny_tx.nn row operations
-
-# Tolerances of the row operations by output dtype: |got - ref| <= tol * (|ref| + max |ref|),
-# i.e. relative to each element and to the output's scale (sums and differences of rounded
-# terms are accurate to the scale of the terms, not of a small result).
-ROW_TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}
 
 
 def softmax_reference(x):
@@ -296,9 +333,88 @@ def _make_cross_entropy_backward(rng, rows, cols, dtype):
     return logits, targets, lse.astype(np.float32)
 
 
-def _dx_terms(dy, w, rstd) -> float:
-    """The size of the terms of a norm's dx: rstd * w * dy."""
-    return float(np.max(np.abs(dy * w * rstd[:, None]), initial=0.0))
+# ---- the condition of each row operation's outputs: per element, the size of the terms it
+# is computed from (float64 arguments in, one array per output, broadcastable to it)
+
+
+def _row_sum(a):
+    return a.sum(axis=1, keepdims=True)
+
+
+def _softmax_condition(x):
+    s = x - x.max(axis=1, keepdims=True)
+    y = np.exp(s) / _row_sum(np.exp(s))
+    return (y * (1.0 + np.abs(s)),)  # exp(s) errs by |s| u: s's own rounding
+
+
+def _log_softmax_condition(x):
+    s = x - x.max(axis=1, keepdims=True)
+    return (np.abs(s) + np.abs(np.log(_row_sum(np.exp(s)))) + 1.0,)
+
+
+def _softmax_backward_condition(y, dy):
+    return (np.abs(y) * (np.abs(dy) + _row_sum(np.abs(y * dy))),)
+
+
+def _log_softmax_backward_condition(y, dy):
+    return (np.abs(dy) + np.exp(y) * (1.0 + np.abs(y)) * _row_sum(np.abs(dy)),)
+
+
+def _moments(x):
+    """mean |x| and mean x^2 of each row (the sizes the mean and the variance sum)."""
+    return np.abs(x).mean(axis=1, keepdims=True), (x * x).mean(axis=1, keepdims=True)
+
+
+def _layer_norm_condition(x, w, b, eps=1e-5):
+    _, mean, rstd = layer_norm_reference(x, w, b, eps)
+    m1, m2 = _moments(x)
+    r = rstd[:, None]
+    rstd_cond = r * (1.0 + m2 * r * r)  # the variance sums x^2-sized terms
+    y = (np.abs(x) + m1) * r * np.abs(w) * (1.0 + m2 * r * r) + np.abs(b)
+    return y, m1[:, 0], rstd_cond[:, 0]
+
+
+def _layer_norm_backward_condition(dy, x, w, mean, rstd):
+    r = rstd[:, None]
+    xhat = (x - mean[:, None]) * r
+    xhat_cond = np.abs(xhat) + (np.abs(x) + np.abs(mean[:, None])) * r
+    g = np.abs(w * dy)
+    dx = r * (
+        g + xhat_cond * (g * xhat_cond).mean(axis=1, keepdims=True) + g.mean(axis=1, keepdims=True)
+    )
+    return dx, (np.abs(dy) * xhat_cond).sum(axis=0), np.abs(dy).sum(axis=0)
+
+
+def _rms_norm_condition(x, w, eps=1e-6):
+    _, rstd = rms_norm_reference(x, w, eps)
+    return np.abs(x) * rstd[:, None] * np.abs(w), rstd
+
+
+def _rms_norm_backward_condition(dy, x, w, rstd):
+    xhat = np.abs(x) * rstd[:, None]
+    g = np.abs(w * dy)
+    dx = rstd[:, None] * (g + xhat * (g * xhat).mean(axis=1, keepdims=True))
+    return dx, (np.abs(dy) * xhat).sum(axis=0)
+
+
+def _cross_entropy_condition(logits, targets, ignore_index=-100):
+    mx = logits.max(axis=1)
+    s = logits - mx[:, None]
+    p = np.exp(s) / _row_sum(np.exp(s))
+    lse = mx + np.log(np.exp(s).sum(axis=1))
+    lse_cond = np.abs(mx) + np.abs(lse - mx) + 1.0 + (p * np.abs(s)).sum(axis=1)
+    kept, picked = _picked(logits, targets, ignore_index)
+    loss = np.where(kept, lse_cond + np.abs(picked), 0.0).sum() / max(int(kept.sum()), 1)
+    return np.float64(loss), lse_cond
+
+
+def _cross_entropy_backward_condition(logits, targets, lse, ignore_index=-100, grad=1.0):
+    kept, _ = _picked(logits, targets, ignore_index)
+    p = np.exp(logits - lse[:, None])
+    onehot = np.zeros_like(logits)
+    onehot[np.arange(len(targets)), np.where(kept, targets, 0)] = 1.0
+    d = (p * (1.0 + np.abs(logits - lse[:, None])) + onehot) * abs(grad) / max(kept.sum(), 1)
+    return (np.where(kept[:, None], d, 0.0),)
 
 
 @dataclass(frozen=True)
@@ -315,7 +431,7 @@ class RowCase:
     reference: Callable[..., Any]
     long_rows: bool = True
     dtypes: tuple[str, ...] = ("f32", "f16", "bf16")
-    terms: Callable[..., tuple[float, ...]] | None = None  # see check()
+    condition: Callable[..., Any] | None = None  # see bounds()
 
     def run(self, args, interpret: bool = False, **kwargs) -> tuple:
         """The wrapper's outputs, always as a tuple."""
@@ -333,65 +449,92 @@ class RowCase:
         out = self.reference(*self.floats(args), **kwargs)
         return out if isinstance(out, tuple) else (out,)
 
-    def check(self, outs, args, rows: int, cols: int, **kwargs) -> float:
-        """Assert each output (host arrays) matches the reference within the tolerance of its
-        dtype; return the largest error relative to the output's scale. The scale is the
-        largest |reference|, or the size of the terms the output is a difference of where
-        ``terms`` (float64 arguments in, one size per output) says more: a norm's dx over one
-        column is a difference of O(1) terms that is nearly 0."""
+    def bounds(self, args, dtypes, cols: int, compute: str = "f32", **kwargs) -> list[np.ndarray]:
+        """Per output, per element: what its error may be, in absolute terms. One rounding to
+        its dtype (of |reference|) plus reduction_roundings(cols) roundings of the
+        ``compute`` dtype (f32: what the kernels compute in) of its condition (the reduction
+        along the row is the long chain) plus the subnormal spacing; ``dtypes``: the outputs'
+        dtype names."""
         expected = self.expected(args, **kwargs)
-        terms = self.terms(*self.floats(args)) if self.terms else (0.0,) * len(expected)
+        floats = self.floats(args)
+        conds = self.condition(*floats, **kwargs) if self.condition else map(np.abs, expected)
+        k = reduction_roundings(cols) * UNIT_ROUNDOFF[compute]
+        return [
+            UNIT_ROUNDOFF[d] * np.abs(ref) + k * np.abs(c) + SUBNORMAL[d]
+            for ref, c, d in zip(expected, conds, dtypes, strict=True)
+        ]
+
+    def check(self, outs, args, rows: int, cols: int, **kwargs) -> float:
+        """Assert each output (host arrays) matches the float64 reference element by element
+        within bounds(); return the largest error relative to its bound."""
+        expected = self.expected(args, **kwargs)
+        outs = [np.asarray(o) for o in outs]
+        names = [from_numpy(o.dtype).name for o in outs]
         worst = 0.0
-        for i, (out, ref, term) in enumerate(zip(outs, expected, terms, strict=True)):
-            got = np.asarray(out)
-            tol = ROW_TOLERANCE[from_numpy(got.dtype).name]
-            got = got.astype(np.float64)
-            if got.shape != np.shape(ref):
-                raise AssertionError(
-                    f"{self.name} output {i}: shape {got.shape}, expected {np.shape(ref)}"
-                )
-            scale = float(np.max(np.abs(ref), initial=term, where=~np.isnan(ref)))
-            err = np.abs(got - ref)
-            bad = ~(err <= tol * (np.abs(ref) + scale)) & ~(np.isnan(got) & np.isnan(ref))
-            if bad.any():
-                at = np.unravel_index(np.argmax(bad), bad.shape) if bad.ndim else ()
-                raise AssertionError(
-                    f"{self.name} output {i} [{rows}x{cols}]: element {tuple(map(int, at))} is "
-                    f"{got[at]!r}, expected {ref[at]!r} (tolerance {tol:g} of |ref| + {scale:.3g})"
-                )
-            if scale > 0:
-                worst = max(worst, float(np.nanmax(err, initial=0.0)) / scale)
+        for i, (got, ref, bound, d) in enumerate(
+            zip(outs, expected, self.bounds(args, names, cols, **kwargs), names, strict=True)
+        ):
+            what = f"{self.name} output {i} [{rows}x{cols}]"
+            worst = max(
+                worst, assert_close_elementwise(got, ref, d, ulps=0.0, atol=bound, what=what)
+            )
         return worst
 
 
 ROW_CASES: tuple[RowCase, ...] = (
-    RowCase("softmax", _make_softmax, softmax_reference),
-    RowCase("log_softmax", _make_softmax, log_softmax_reference),
-    RowCase("softmax_backward", _make_probabilities(softmax_reference), softmax_backward_reference),
+    RowCase("softmax", _make_softmax, softmax_reference, condition=_softmax_condition),
+    RowCase("log_softmax", _make_softmax, log_softmax_reference, condition=_log_softmax_condition),
+    RowCase(
+        "softmax_backward",
+        _make_probabilities(softmax_reference),
+        softmax_backward_reference,
+        condition=_softmax_backward_condition,
+    ),
     RowCase(
         "log_softmax_backward",
         _make_probabilities(log_softmax_reference),
         log_softmax_backward_reference,
+        condition=_log_softmax_backward_condition,
     ),
-    RowCase("layer_norm", _make_layer_norm, layer_norm_reference, long_rows=False),
+    RowCase(
+        "layer_norm",
+        _make_layer_norm,
+        layer_norm_reference,
+        long_rows=False,
+        condition=_layer_norm_condition,
+    ),
     RowCase(
         "layer_norm_backward",
         _make_layer_norm_backward,
         layer_norm_backward_reference,
         long_rows=False,
-        terms=lambda dy, x, w, mean, rstd: (_dx_terms(dy, w, rstd), 0.0, 0.0),
+        condition=_layer_norm_backward_condition,
     ),
-    RowCase("rms_norm", _make_rms_norm, rms_norm_reference, long_rows=False),
+    RowCase(
+        "rms_norm",
+        _make_rms_norm,
+        rms_norm_reference,
+        long_rows=False,
+        condition=_rms_norm_condition,
+    ),
     RowCase(
         "rms_norm_backward",
         _make_rms_norm_backward,
         rms_norm_backward_reference,
         long_rows=False,
-        terms=lambda dy, x, w, rstd: (_dx_terms(dy, w, rstd), 0.0),
+        condition=_rms_norm_backward_condition,
     ),
-    RowCase("cross_entropy", _make_cross_entropy, cross_entropy_reference),
     RowCase(
-        "cross_entropy_backward", _make_cross_entropy_backward, cross_entropy_backward_reference
+        "cross_entropy",
+        _make_cross_entropy,
+        cross_entropy_reference,
+        condition=_cross_entropy_condition,
+    ),
+    RowCase(
+        "cross_entropy_backward",
+        _make_cross_entropy_backward,
+        cross_entropy_backward_reference,
+        condition=_cross_entropy_backward_condition,
     ),
 )
 

@@ -57,3 +57,28 @@ def test_nan_and_infinity_are_compared_exactly():
         assert_close_elementwise(np.array([1.0, np.inf, 1.0]), want, "f32")
     with pytest.raises(AssertionError, match="out of bounds"):
         assert_close_elementwise(np.array([np.nan, 1e30, 1.0]), want, "f32")
+
+
+# ---- the row operations' error models (tests/cases.py RowCase.bounds) accept the reference
+# rounded once and reject answers 1% off, on the shapes the tests use
+
+from .cases import ROW_CASES  # noqa: E402
+from .conftest import stable_seed  # noqa: E402
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("case", ROW_CASES, ids=lambda c: c.name)
+def test_row_error_models_accept_one_rounding_and_reject_one_percent(case, dtype):
+    rows, cols = 3, 1001
+    rng = np.random.default_rng(stable_seed("row-model", case.name, dtype))
+    args = case.make(rng, rows, cols, dtype)
+    expected = case.expected(args)
+    # each output in the dtype the wrapper returns (statistics and losses are f32)
+    dtypes = [o.dtype for o in case.run(args, interpret=True)]
+    rounded = [np.asarray(e).astype(d) for e, d in zip(expected, dtypes, strict=True)]
+    case.check(rounded, args, rows, cols)
+    for i, d in enumerate(dtypes):
+        wrong = list(rounded)
+        wrong[i] = (np.asarray(expected[i]) * 1.01).astype(d)
+        with pytest.raises(AssertionError, match="out of bounds"):
+            case.check(wrong, args, rows, cols)
