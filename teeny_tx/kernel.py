@@ -374,8 +374,8 @@ class Kernel:
 
     def _entry(self, key: tuple) -> Entry:
         """The prepared launch of ``key``: compiled (or read from the cache) at its first use."""
-        codegen = switches.codegen()  # a switch flipped since: a new specialisation
-        entry = self._compiled.get((key, codegen))
+        flipped = switches.fingerprint()  # a switch flipped since: a new specialisation
+        entry = self._compiled.get((key, flipped))
         if entry is None:
             spec = self._specialization(key)  # (reads the same switches)
             interface = getattr(spec, "interface", None)  # (test doubles of a spec have none)
@@ -389,7 +389,7 @@ class Kernel:
                     )
                 maps = functools.partial(tma.parameters, interface)
             packer = self.binder.wide if key[-1] else self.binder.narrow
-            entry = self._compiled[key, codegen] = Entry(
+            entry = self._compiled[key, flipped] = Entry(
                 spec.loaded, spec.block, spec.shared_mem, packer, key, maps
             )
         return entry

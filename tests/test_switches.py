@@ -20,6 +20,7 @@ import teeny_tx as tx
 from teeny_tx import switches
 from teeny_tx.errors import TeenyError
 from teeny_tx.library.loader import kernel_text
+from teeny_tx.switches import PREFIX, SWITCHES
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "teeny_tx"
@@ -265,3 +266,23 @@ def test_library_settings_read_at_import() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, **env}, check=True)  # fmt: skip
     assert out.stdout.split() == ["False", "False", "77", "True", "2", "cupy"]
+
+
+@pytest.mark.parametrize("name", [s.name for s in SWITCHES.values() if s.when == "specialize"])
+def test_a_flipped_switch_changes_the_fingerprint_and_empties_the_plans(name, monkeypatch):
+    """Launches key their prepared entries on switches.fingerprint() and the library's plan
+    cache empties when it changes: a replay after a flip never launches the old cubin."""
+    from teeny_tx.library.plans import PlanCache
+
+    monkeypatch.delenv(PREFIX + name, raising=False)
+    cache = PlanCache()
+    cache[("softmax", (3, 4))] = "plan"
+    before = switches.fingerprint()
+    assert cache.get(("softmax", (3, 4))) == "plan"  # nothing flipped: replayed
+    monkeypatch.setenv(PREFIX + name, "0" if SWITCHES[name].default else "1")
+    assert switches.fingerprint() != before
+    assert cache.get(("softmax", (3, 4))) is None and not cache
+    cache[("softmax", (3, 4))] = "new plan"
+    assert cache.get(("softmax", (3, 4))) == "new plan"
+    monkeypatch.delenv(PREFIX + name)
+    assert switches.fingerprint() == before and cache.get(("softmax", (3, 4))) is None
