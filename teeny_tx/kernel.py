@@ -356,21 +356,15 @@ class Kernel:
             else grid
         )
         device = launch.get_device()
-        function = entry.functions.get(device) or entry.prepare(device)
         if entry.tma is not None:  # tensor maps after the parameters: the entry's plan
+            entry.functions.get(device) or entry.prepare(device)
             torch = self.binder.torch_arguments(args)
             stream = plan.raw_stream(device, stream, torch)
             values = entry.packer.launch_values(values)
             entry.launch_maps(device, grid3, values, args, stream)
             return
-        if stream is not None:
-            stream = launch.convert_stream(stream)
-        elif self.binder.torch_arguments(args):
-            stream = launch.torch_current_stream(device)
-        try:
-            function(grid3, entry.block, entry.packer.pack(*values), entry.shared, stream)
-        except launch.DriverError as err:
-            raise entry.error(device, err, grid3) from None
+        raw = plan.raw_stream(device, stream, self.binder.torch_arguments(args))
+        plan.launch_prepared(entry, device, grid3, entry.packer.pack(*values), raw)
 
     def _entry(self, key: tuple) -> Entry:
         """The prepared launch of ``key``: compiled (or read from the cache) at its first use."""

@@ -161,19 +161,6 @@ SWITCHES: dict[str, Switch] = _table(
         ),
     ),
     Switch(
-        "LAUNCH",
-        type="driver/cupy",
-        default="driver",
-        codegen=False,
-        when="import",
-        reader="runtime/launch.py",
-        parse=_text,
-        doc=(
-            "cupy: launch through CuPy's Function call instead of the driver's cuLaunchKernel "
-            "(for comparison)"
-        ),
-    ),
-    Switch(
         "COMPILE_THREADS",
         type="int",
         default=None,
