@@ -5,8 +5,7 @@ GPU work per launch is tiny and the host path is what is measured.
 Output: per-launch microseconds of --launches back-to-back launches timed with
 time.perf_counter (device synchronised before and after), the median of --repeats repeats taken
 in turn, for: ours (``k[grid](...)``: every argument checked, launched through cuLaunchKernel
-from the launcher's parameter array) on CuPy arrays and on torch tensors; the same through
-CuPy's ``Function`` call instead (``$TEENY_TX_LAUNCH=cupy``, the previous path); the same cubin
+from the launcher's parameter array) on CuPy arrays and on torch tensors; the same cubin
 through a bare ``cupy.RawModule`` function (``spec.cubin``, ``spec.entry``, ``spec.block``);
 Triton's launch of its own add kernel; and two floors below any checked launch: CuPy's driver
 binding called with a prebuilt parameter array (no checks at all), and one launch of a CUDA
@@ -44,10 +43,6 @@ from common import (
 KERNEL = REPO / "kernels" / "vector_add.c"
 RAW = "RawModule (same cubin)"
 OURS_CUPY, OURS_TORCH = "ours, CuPy arrays", "ours, torch tensors"
-VIA_CUPY, VIA_CUPY_TORCH = (
-    "ours via CuPy's Function, CuPy arrays",
-    "ours via CuPy's Function, torch",
-)
 FLOOR, GRAPH = "cuLaunchKernel, prebuilt params, no checks", "CUDA graph, per kernel"
 PEERS = [RAW, "Triton"]
 TARGET = 1.1
@@ -140,18 +135,6 @@ def raw_launcher(k, a, b, out, n: int, block: int, warps: int, grid, tmp: str):
     shared = int(getattr(spec, "shared_mem", 0) or 0)
     print(f"spec: entry {spec.entry}, block {threads}, cubin {len(spec.cubin)} bytes", flush=True)
     return lambda: func(grid, threads, params, shared_mem=shared)
-
-
-def launcher_in_mode(k, grid, mode: str):
-    """``k[grid]`` generated with LAUNCH_MODE = ``mode``."""
-    from teeny_tx.runtime import launch
-
-    saved = launch.LAUNCH_MODE
-    launch.LAUNCH_MODE = mode
-    try:
-        return k[grid]
-    finally:
-        launch.LAUNCH_MODE = saved
 
 
 def floor_launcher(k, a, b, out, n: int, block: int, warps: int, grid):
@@ -296,10 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.TemporaryDirectory(prefix="teeny_tx_bench_")
     graph_stream = None
     if k is not None:
-        run = launcher_in_mode(k, grid, "driver")
-        via = launcher_in_mode(k, (grid[0], 1), "cupy")  # another grid key: its own launcher
+        run = k[grid]
         add(OURS_CUPY, lambda: run(a, b, out, n, BLOCK=block, num_warps=warps), out, ref)
-        add(VIA_CUPY, lambda: via(a, b, out, n, BLOCK=block, num_warps=warps), out, ref)
         try:
             add(RAW, raw_launcher(k, a, b, out, n, block, warps, grid, tmp.name), out, ref)
         except Exception as exc:
@@ -323,12 +304,6 @@ def main(argv: list[str] | None = None) -> int:
             add(
                 OURS_TORCH,
                 lambda: run(ta, tb, tout, n, BLOCK=block, num_warps=warps),
-                tout,
-                tref,
-            )
-            add(
-                VIA_CUPY_TORCH,
-                lambda: via(ta, tb, tout, n, BLOCK=block, num_warps=warps),
                 tout,
                 tref,
             )
@@ -359,8 +334,6 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         ("ours on CuPy arrays", OURS_CUPY),
         ("ours on torch tensors", OURS_TORCH),
-        ("ours via CuPy's Function call (TEENY_TX_LAUNCH=cupy), CuPy arrays", VIA_CUPY),
-        ("ours via CuPy's Function call (TEENY_TX_LAUNCH=cupy), torch tensors", VIA_CUPY_TORCH),
         ("floor: cuLaunchKernel of a prebuilt parameter array, no checks", FLOOR),
         (f"floor: one CUDA graph of {args.graph} of our launches, per kernel", GRAPH),
     ]

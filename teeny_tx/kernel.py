@@ -356,26 +356,20 @@ class Kernel:
             else grid
         )
         device = launch.get_device()
-        function = entry.functions.get(device) or entry.prepare(device)
         if entry.tma is not None:  # tensor maps after the parameters: the entry's plan
+            entry.functions.get(device) or entry.prepare(device)
             torch = self.binder.torch_arguments(args)
             stream = plan.raw_stream(device, stream, torch)
             values = entry.packer.launch_values(values)
             entry.launch_maps(device, grid3, values, args, stream)
             return
-        if stream is not None:
-            stream = launch.convert_stream(stream)
-        elif self.binder.torch_arguments(args):
-            stream = launch.torch_current_stream(device)
-        try:
-            function(grid3, entry.block, entry.packer.pack(*values), entry.shared, stream)
-        except launch.DriverError as err:
-            raise entry.error(device, err, grid3) from None
+        raw = plan.raw_stream(device, stream, self.binder.torch_arguments(args))
+        plan.launch_prepared(entry, device, grid3, entry.packer.pack(*values), raw)
 
     def _entry(self, key: tuple) -> Entry:
         """The prepared launch of ``key``: compiled (or read from the cache) at its first use."""
-        codegen = switches.codegen()  # a switch flipped since: a new specialisation
-        entry = self._compiled.get((key, codegen))
+        flipped = switches.fingerprint()  # a switch flipped since: a new specialisation
+        entry = self._compiled.get((key, flipped))
         if entry is None:
             spec = self._specialization(key)  # (reads the same switches)
             interface = getattr(spec, "interface", None)  # (test doubles of a spec have none)
@@ -389,7 +383,7 @@ class Kernel:
                     )
                 maps = functools.partial(tma.parameters, interface)
             packer = self.binder.wide if key[-1] else self.binder.narrow
-            entry = self._compiled[key, codegen] = Entry(
+            entry = self._compiled[key, flipped] = Entry(
                 spec.loaded, spec.block, spec.shared_mem, packer, key, maps
             )
         return entry

@@ -161,19 +161,6 @@ SWITCHES: dict[str, Switch] = _table(
         ),
     ),
     Switch(
-        "LAUNCH",
-        type="driver/cupy",
-        default="driver",
-        codegen=False,
-        when="import",
-        reader="runtime/launch.py",
-        parse=_text,
-        doc=(
-            "cupy: launch through CuPy's Function call instead of the driver's cuLaunchKernel "
-            "(for comparison)"
-        ),
-    ),
-    Switch(
         "COMPILE_THREADS",
         type="int",
         default=None,
@@ -321,6 +308,23 @@ class CodegenSwitches:
         """Whether :attr:`pipeline_tma` names ``kernel`` (or is ``1``)."""
         value = self.pipeline_tma
         return value == "1" or kernel in {n.strip() for n in value.split(",")}
+
+
+# The raw text of the specialise-time switches, read cheaply: a launch looks them up each time
+# (a switch flipped between two calls must not replay the first call's cubin), and
+# os.environ.get costs ~0.8 us a name where CPython's mapping under it costs ~60 ns.
+_SPECIALIZE = tuple(s.env for s in SWITCHES.values() if s.when == "specialize")
+_RAW: Any = getattr(os.environ, "_data", None)
+_KEYS: tuple = tuple(os.environ.encodekey(e) for e in _SPECIALIZE) if _RAW is not None else ()
+
+
+def fingerprint() -> tuple:
+    """The raw values of the specialise-time switches now (None where unset): equal
+    fingerprints mean equal :func:`codegen` values, so launches and plans key on it."""
+    if _RAW is not None:
+        get = _RAW.get
+        return tuple([get(k) for k in _KEYS])
+    return tuple(os.environ.get(e) for e in _SPECIALIZE)  # pragma: no cover - not CPython
 
 
 def codegen() -> CodegenSwitches:

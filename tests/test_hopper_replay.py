@@ -51,7 +51,6 @@ def recorder(monkeypatch, request):
     monkeypatch.setattr(tma, "replace_address", lambda: rewrite)
     monkeypatch.setattr(plan, "launch_kernel", rec.launch_kernel)
     monkeypatch.setattr(launch, "get_device", lambda: 0)
-    monkeypatch.setattr(launch, "LAUNCH_MODE", "driver")
     monkeypatch.setattr(launch, "current_stream", lambda device: type("S", (), {"ptr": 0x55}))
     monkeypatch.setattr(hopper, "split_pointers", lambda *args: [0x111000, 0x222000])
     return rec

@@ -9,7 +9,7 @@ import teeny_tx
 from teeny_tx import kernel as kernel_module
 from teeny_tx.lower import ir
 from teeny_tx.lower.layout import walk_exprs
-from teeny_tx.runtime import launch
+from teeny_tx.runtime import launch, plan
 from teeny_tx.runtime.grid import as_grid3 as _grid3
 
 from .conftest import KERNEL_FILE, kernel_text
@@ -589,23 +589,23 @@ def test_contiguous_views_of_any_shape_pass():
 
 class FakeLoaded:
     """A loaded kernel whose launches are recorded: the parameter block read back through the
-    CPointers the launcher hands to CuPy, as cuLaunchKernel would read it."""
+    void* array the launcher hands to cuLaunchKernel, as the driver would read it."""
 
     def __init__(self, fmt: str):
         self.fmt = fmt
         self.launches: list = []
+        self.ptr = id(self)  # its driver handle
 
     def prepared(self, device, shared):
-        def function(grid, block, pointers, shared_mem, stream):
-            import ctypes
-            import struct
+        return self
 
-            first = pointers[0].ptr if hasattr(pointers[0], "ptr") else None
-            size = struct.calcsize(self.fmt)
-            raw = ctypes.string_at(first, size) if first else b""
-            self.launches.append((grid, block, struct.unpack(self.fmt, raw), stream))
+    def launch(self, grid, block, params, stream) -> None:
+        import ctypes
+        import struct
 
-        return function
+        first = ctypes.c_void_p.from_address(params).value
+        raw = ctypes.string_at(first, struct.calcsize(self.fmt))
+        self.launches.append((grid, block, struct.unpack(self.fmt, raw), stream))
 
 
 @pytest.fixture
@@ -625,8 +625,14 @@ def hot(monkeypatch):
         specs.append(key)
         return Spec(key)
 
+    def launch_kernel(handle, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        fake = {loaded.ptr: loaded, wide.ptr: wide}[handle]
+        fake.launch((gx, gy, gz), (bx, by, bz), params, stream)
+
     monkeypatch.setattr(k, "_specialization", specialization)
     monkeypatch.setattr(launch, "get_device", lambda: 0)
+    monkeypatch.setattr(launch, "current_stream", lambda device: type("S", (), {"ptr": 0}))
+    monkeypatch.setattr(plan, "launch_kernel", launch_kernel)
     return k, loaded, wide, specs
 
 

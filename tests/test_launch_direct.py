@@ -25,7 +25,7 @@ from teeny_tx.library import arrays as arrays_module
 from teeny_tx.library import nn, plans
 from teeny_tx.library.loader import kernel_text
 from teeny_tx.runtime import binder as binder_module
-from teeny_tx.runtime import launch
+from teeny_tx.runtime import launch, plan
 
 BASE = 0x7F0000000000
 
@@ -33,11 +33,11 @@ BASE = 0x7F0000000000
 class Device:
     """The mocked device: fake memory, a bump allocator, recorded launches."""
 
-    def __init__(self, monkeypatch):
+    def __init__(self, monkeypatch, record_launches: bool = True):
         self.memory = cupy.cuda.UnownedMemory(BASE, 1 << 40, None, device_id=0)
         self.next = BASE
         self.launches: list[tuple] = []
-        self.slots: dict[int, tuple] = {}  # id(slot.pointers) -> (slot, packer)
+        self.slots: dict[int, tuple] = {}  # slot.params (its void* array) -> (slot, packer)
         device = self
 
         def empty(shape, dtype=np.float32, order="C"):
@@ -47,14 +47,21 @@ class Device:
             self.next += (size + 255) // 256 * 256 or 256
             return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(self.memory, offset))
 
+        class Function:  # a loaded kernel's stand-in: its driver handle
+            ptr = 0xF00D
+
+        def launch_kernel(handle, gx, gy, gz, bx, by, bz, shared_mem, stream, params, extra):
+            assert handle == Function.ptr and extra == 0
+            slot, packer = device.slots[params]
+            values = packer.struct.unpack_from(slot.buffer)
+            device.launches.append(((gx, gy, gz), (bx, by, bz), values, shared_mem, stream))
+
+        class Stream:
+            ptr = 0
+
         class Loaded:
             def prepared(self, index, shared):
-                def function(grid, block, pointers, shared_mem, stream):
-                    slot, packer = device.slots[id(pointers)]
-                    values = packer.struct.unpack_from(slot.buffer)
-                    device.launches.append((grid, block, values, shared_mem, stream))
-
-                return function
+                return Function()
 
             def error(self, *args):
                 raise AssertionError(args)
@@ -68,7 +75,7 @@ class Device:
 
         def recorded_slot(packer):
             slot = new_slot(packer)
-            device.slots[id(slot.pointers)] = (slot, packer)
+            device.slots[slot.params] = (slot, packer)
             return slot
 
         limits = launch.DeviceLimits("mock H200", (9, 0), 232448, 1024, 65536, 132)
@@ -77,6 +84,9 @@ class Device:
         monkeypatch.setattr(cupy, "ascontiguousarray", lambda a: empty(a.shape, a.dtype))
         monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
         monkeypatch.setattr(launch, "get_device", lambda: 0)
+        if record_launches:  # (else the caller's own stand-in of the driver records them)
+            monkeypatch.setattr(launch, "current_stream", lambda device: Stream())
+            monkeypatch.setattr(plan, "launch_kernel", launch_kernel)
         monkeypatch.setattr(launch, "has_gpu", lambda: True)
         monkeypatch.setattr(launch, "device_limits", lambda device=None: limits)
         monkeypatch.setattr(kernel_module.Kernel, "_specialization", lambda self, key: Spec(key))

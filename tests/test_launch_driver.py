@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -59,12 +60,13 @@ class Driver:
         self.fail: list[int] = []  # statuses the next launches return (then success)
         self.stream = 0
         self.device_asked = 0
+        self.made_current: list[int] = []  # devices whose context a retry made current
         driver = self
 
         def launch_kernel(handle, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
             if driver.fail:
                 raise FakeDriverError(driver.fail.pop(0))
-            packer = driver.packer
+            packer = driver.packers.get(params, driver.packer)  # the slot's own (narrow/wide)
             count = max(len(packer.offsets), 1)
             array = (ctypes.c_void_p * count).from_address(params)
             first = array[0]
@@ -83,12 +85,21 @@ class Driver:
             driver.device_asked += 1
             return 0
 
+        self.packers: dict[int, Any] = {}  # slot.params -> the packer whose slot it is
+        new_slot = binder_module.Packer.new_slot
+
+        def recorded_slot(packer):
+            slot = new_slot(packer)
+            driver.packers[slot.params] = packer
+            return slot
+
+        monkeypatch.setattr(binder_module.Packer, "new_slot", recorded_slot)
         monkeypatch.setattr(plan, "launch_kernel", launch_kernel)
         monkeypatch.setattr(launch, "current_stream", lambda device: Stream())
         monkeypatch.setattr(launch, "DriverError", FakeDriverError)
         monkeypatch.setattr(launch, "get_device", get_device)
         monkeypatch.setattr(launch, "single_device", lambda: devices == 1)
-        monkeypatch.setattr(launch, "LAUNCH_MODE", "driver")
+        monkeypatch.setattr(launch, "make_current", driver.made_current.append)
 
     def kernel(self, monkeypatch, text: str | None = None, name: str = "vector_add"):
         """A kernel whose specialisations load as :class:`Function` stand-ins."""
@@ -132,19 +143,17 @@ def device(monkeypatch):
     return Device(monkeypatch)
 
 
-def test_the_driver_launch_sends_what_cupys_function_is_sent(device, driver, monkeypatch):
+def test_first_and_hot_launches_send_the_same_through_the_driver(device, driver, monkeypatch):
     k = driver.kernel(monkeypatch)
     a, b, out = arrays(device)
     run = k[(4,)]
-    run(a, b, out, 4096, BLOCK=1024)  # a new signature: CuPy's function, every check
-    run(a, b, out, 4096, BLOCK=1024)  # the hot path: the driver
+    run(a, b, out, 4096, BLOCK=1024)  # a new signature: every check, plan.launch_prepared
+    run(a, b, out, 4096, BLOCK=1024)  # the hot path
     run(a, b, out, 4000, BLOCK=1024, num_warps=8)  # another key
     run(a, b, out, 4000, BLOCK=1024, num_warps=8)
-    cupy_first, driven, _, driven8 = driver.launches
-    assert cupy_first[0] == "cupy" and driven[0] == "driver"
+    first, driven, _, driven8 = driver.launches
     values = (a.data.ptr, b.data.ptr, out.data.ptr, 4096)
-    assert cupy_first[1:6] == (HANDLE, (4, 1, 1), (128, 1, 1), values, 0)
-    assert driven[1:] == (HANDLE, (4, 1, 1), (128, 1, 1), values, 0, 0, 0)
+    assert first == driven == ("driver", HANDLE, (4, 1, 1), (128, 1, 1), values, 0, 0, 0)
     assert driven8[3:5] == ((256, 1, 1), (*values[:3], 4000))
     assert driver.device_asked == 2  # only the misses asked: one device is device 0
 
@@ -196,7 +205,7 @@ def test_the_driver_launch_checks_every_argument(device, driver, monkeypatch):
     with pytest.raises(LaunchError, match="num_warps must be"):
         run(a, b, out, 4096, BLOCK=1024, num_warps=3)
     run(*halves, 4096, BLOCK=1024)  # another dtype: another specialisation, launched
-    assert driver.launches[-1][0] == "cupy" and len(k._compiled) == 2
+    assert driver.launches[-1][0] == "driver" and len(k._compiled) == 2
     n_launches = len(driver.launches)
     run(a, b, out, 2**40, BLOCK=1024)  # beyond i32: the full checks widen it
     assert len(driver.launches) == n_launches + 1 and driver.launches[-1][4][-1] == 2**40
@@ -223,17 +232,22 @@ def test_a_new_thread_gets_its_own_parameter_buffer(device, driver, monkeypatch)
     assert k.binder.narrow.slot() is main[1]
 
 
-def test_no_current_context_launches_through_cupys_function(device, driver, monkeypatch):
+def test_no_current_context_makes_it_current_and_launches_again(device, driver, monkeypatch):
     k = driver.kernel(monkeypatch)
     a, b, out = arrays(device)
     run = k[(4,)]
+    driver.fail = [launch.INVALID_CONTEXT]  # a new thread's first launch
     run(a, b, out, 4096, BLOCK=1024)
-    driver.fail = [launch.INVALID_CONTEXT]
+    assert driver.made_current == [0] and len(driver.launches) == 1
+    driver.fail = [launch.INVALID_CONTEXT]  # the hot path's
     driver.stream = 0x7000
     run(a, b, out, 16, BLOCK=1024)
     retried = driver.launches[-1]
-    assert retried[0] == "cupy" and retried[4][-1] == 16
-    assert retried[6].ptr == 0x7000  # the same stream, as CuPy's object for it
+    assert driver.made_current == [0, 0] and retried[4][-1] == 16
+    assert retried[6] == 0x7000  # the same stream
+    driver.fail = [launch.INVALID_CONTEXT, launch.INVALID_CONTEXT]  # still none: the error
+    with pytest.raises(LaunchError, match="failed: CUDA_ERROR 201"):
+        run(a, b, out, 16, BLOCK=1024)
     driver.fail = [700]  # CUDA_ERROR_ILLEGAL_ADDRESS: the error, naming the kernel
     with pytest.raises(LaunchError, match="launching kernel 'vector_add' failed: CUDA_ERROR 700"):
         run(a, b, out, 16, BLOCK=1024)
@@ -249,7 +263,7 @@ def test_constexprs_that_cannot_be_python_parameters(device, driver, monkeypatch
     (out,) = arrays(device, 16)[:1]
     for _ in range(2):
         k[(1,)](out, **{"from": 3, "_tx_x": 4})
-    assert [x[0] for x in driver.launches] == ["cupy", "driver"]
+    assert [x[0] for x in driver.launches] == ["driver", "driver"]
     with pytest.raises(LaunchError, match="needs constexpr from by keyword"):
         k[(1,)](out, _tx_x=4)
     named = kernel_text(
@@ -260,17 +274,8 @@ def test_constexprs_that_cannot_be_python_parameters(device, driver, monkeypatch
     assert k2.binder._named and k2.binder._prefix == "_tx__"
     for value in (5, 5, 6):
         k2[(1,)](out, _tx_entries=value)
-    assert [x[0] for x in driver.launches[2:]] == ["cupy", "driver", "cupy"]
-
-
-def test_the_cupy_mode_launches_through_cupys_function(device, driver, monkeypatch):
-    monkeypatch.setattr(launch, "LAUNCH_MODE", "cupy")
-    k = driver.kernel(monkeypatch)
-    a, b, out = arrays(device)
-    for _ in range(3):
-        k[(4,)](a, b, out, 4096, BLOCK=1024)
-    assert [x[0] for x in driver.launches] == ["cupy"] * 3
-    assert len({x[4] for x in driver.launches}) == 1
+    assert [x[0] for x in driver.launches[2:]] == ["driver"] * 3
+    assert [x[4][-1] for x in driver.launches[2:]] == [5, 5, 6] or len(k2._compiled) == 2
 
 
 def test_a_direct_launch_goes_through_the_driver(device, driver, monkeypatch):
@@ -292,7 +297,7 @@ def test_a_direct_launch_goes_through_the_driver(device, driver, monkeypatch):
     )
     driver.fail = [launch.INVALID_CONTEXT]
     run(a, b, out, 4096)
-    assert driver.launches[-1][0] == "cupy" and driver.launches[-1][6].ptr == 0x9000
+    assert driver.made_current == [0] and driver.launches[-1][6] == 0x9000
 
 
 def test_a_repeated_bmm_replays_its_plan(device, monkeypatch):
@@ -389,6 +394,6 @@ def test_with_several_devices_each_launch_asks_for_the_current_one(device, monke
     for _ in range(3):
         run(a, b, out, 4096, BLOCK=1024)
     assert driver.device_asked == 3  # the miss once, then each hot launch
-    assert [x[0] for x in driver.launches] == ["cupy", "driver", "driver"]
+    assert [x[0] for x in driver.launches] == ["driver"] * 3
     (entry,) = set(k._entries.values())
     assert entry.handles == {0: HANDLE}

@@ -22,14 +22,34 @@ from typing import Any
 
 from cupy import ndarray as _CupyArray
 
+from .. import switches
 from ..kernel import Kernel
 from ..runtime import launch as launch_module
 from ..runtime.memory import TORCH_TENSOR
 from .arrays import Arrays
 
+
+class PlanCache(dict):
+    """key -> plan, emptied when a specialise-time switch (``teeny_tx/switches.py``) has
+    changed since the last look-up: a plan holds the specialisations made under the switches
+    of its first call, and a replay must not launch them after a switch is flipped. The check
+    is one :func:`switches.fingerprint` (~0.2 us) per look-up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.switches = switches.fingerprint()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        now = switches.fingerprint()
+        if now != self.switches:
+            self.clear()
+            self.switches = now
+        return dict.get(self, key, default)
+
+
 # key -> (device, plan) for planned(); linalg's products keep plans that check their device
 # themselves (their keys begin with the function's name, as every key does)
-PLANS: dict[tuple, Any] = {}
+PLANS: PlanCache = PlanCache()
 MAX_PLANS = 4096
 
 

@@ -290,12 +290,10 @@ class Binder:
                 "launch_stages": launch_stages,
                 "grid3": grid3,
                 "get_device": _launch.get_device,
-                "torch_stream": _launch.torch_current_stream,
                 "TORCH_RAW": _launch.TORCH_RAW_STREAM,
                 "torch_raw": _launch.torch_raw_stream,
                 "current_stream": _launch.current_stream,
                 "stream_ptr": _launch.stream_pointer,
-                "convert_stream": _launch.convert_stream,
                 "launch_kernel": _plan.launch_kernel,
                 "driver_error": _launch.DriverError,
                 "retry": _retry,
@@ -311,10 +309,9 @@ class Binder:
                 "M": _MISSING,
             }.items()
         }
-        mode = _launch.LAUNCH_MODE
         one = _launch.single_device()
         fixed = None if callable(grid) else grid
-        source = self._launcher_source(mode, one, fixed)
+        source = self._launcher_source(one, fixed)
         exec(compile(source, f"<teeny_tx launcher of {self.kernel}>", "exec"), scope)
         return scope[prefix + "run"]
 
@@ -353,10 +350,10 @@ class Binder:
         self.check_call(args, constexprs, num_warps, num_stages)
         raise LaunchError(f"{self.kernel}(): runtime arguments go by position")  # pragma: no cover
 
-    def _launcher_source(self, mode: str, one_device: bool, fixed: tuple | None) -> str:
-        """The generated launcher: ``mode`` "driver" launches through cuLaunchKernel, "cupy"
-        through CuPy's function; ``one_device``: device 0 without asking; ``fixed``: the
-        grid (else the launcher's grid function makes it per call)."""
+    def _launcher_source(self, one_device: bool, fixed: tuple | None) -> str:
+        """The generated launcher, which launches through cuLaunchKernel (``plan.py``'s one
+        call); ``one_device``: device 0 without asking; ``fixed``: the grid (else the
+        launcher's grid function makes it per call)."""
         P = self._prefix
         n_args, n_const = len(self.runtime), len(self.constexprs)
         names = [f"{P}{i}" for i in range(n_args)]
@@ -487,26 +484,7 @@ class Binder:
             f"    except {P}PACK_ERRORS:",
             f"        return {miss.replace('SIG', 'None', 1)}",
         ]
-        device = "0" if one_device else f"{P}get_device()"
         call = f"{P}call({P}entry, {P}device, {grid}, {P}slot, stream, {P}torch, {args_tuple})"
-        if mode != "driver":  # CuPy's function call, inline (the path before the driver's)
-            lines += [
-                f"    {P}device = {device}",
-                f"    if {P}entry.tma is not None:",
-                f"        return {call}",
-                f"    {P}function = {P}entry.functions.get({P}device)"
-                f" or {P}entry.prepare({P}device)",
-                "    if stream is not None:",
-                f"        stream = {P}convert_stream(stream)",
-                f"    elif {P}torch:",
-                f"        stream = {P}torch_stream({P}device)",
-                "    try:",
-                f"        {P}function({grid}, ({P}bx, {P}by, {P}bz), {P}slot.pointers, {P}shared,"
-                " stream)",
-                f"    except {P}driver_error as {P}err:",
-                f"        raise {P}entry.error({P}device, {P}err, {grid}) from None",
-            ]
-            return "\n".join(lines) + "\n"
         if one_device:  # the handle of device 0 is the entry's (Entry.fast)
             lines += [
                 f"    {P}device = 0",
@@ -593,10 +571,8 @@ class Binder:
             return self._direct_plan(
                 entry, grid, device, args, plan_values, checked, fallback, is_torch
             )
-        function = entry.functions.get(device) or entry.prepare(device)
         handle = entry.handles.get(device) or entry.prepare_handle(device)
         scope = {
-            "function": function,
             "handle": handle,
             "grid": grid,
             "block": entry.block,
@@ -605,7 +581,6 @@ class Binder:
             "packer": entry.packer,
             "pack_into": entry.packer.pack_into,
             "fallback": fallback,
-            "torch_stream": _launch.torch_current_stream,
             "TORCH_RAW": _launch.TORCH_RAW_STREAM,
             "torch_raw": _launch.torch_raw_stream,
             "current_stream": _launch.current_stream,
@@ -619,9 +594,7 @@ class Binder:
             "bf16_bits": bf16_bits,
             "error": entry.error,
         }
-        source = self._direct_source(
-            key, pointer, set(checked), is_torch, bool(handle), grid, entry.block
-        )
+        source = self._direct_source(key, pointer, set(checked), is_torch, grid, entry.block)
         exec(compile(source, f"<teeny_tx direct launch of {self.kernel}>", "exec"), scope)
         return scope["run"]
 
@@ -679,7 +652,6 @@ class Binder:
         pointer: dict[int, str],
         checked: set,
         torch: bool,
-        driver: bool = False,
         grid: tuple = (1, 1, 1),
         block: tuple = (1, 1, 1),
     ) -> str:
@@ -728,31 +700,18 @@ class Binder:
             "    except PACK_ERRORS:",
             f"        return fallback({every})",
         ]
-        if driver:
-            gdims = tuple(str(int(d)) for d in grid)
-            bdims = tuple(str(int(d)) for d in block)
-            lines += [
-                "    stream = "
-                + (
-                    "(TORCH_RAW[0] or torch_raw())(device)"
-                    if torch
-                    else "current_stream(device).ptr"
-                ),
-                "    try:",
-                "        "
-                + _plan.launch_call(
-                    "launch_kernel", "handle", gdims, bdims, "shared", "stream", "slot.params"
-                ),
-                "    except driver_error as err:",
-                "        retry(entry, device, err, grid, slot, stream)",
-            ]
-            return "\n".join(lines) + "\n"
+        gdims = tuple(str(int(d)) for d in grid)
+        bdims = tuple(str(int(d)) for d in block)
         lines += [
+            "    stream = "
+            + ("(TORCH_RAW[0] or torch_raw())(device)" if torch else "current_stream(device).ptr"),
             "    try:",
-            "        function(grid, block, slot.pointers, shared,"
-            f" {'torch_stream(device)' if torch else 'None'})",
+            "        "
+            + _plan.launch_call(
+                "launch_kernel", "handle", gdims, bdims, "shared", "stream", "slot.params"
+            ),
             "    except driver_error as err:",
-            "        raise error(device, err, grid) from None",
+            "        retry(entry, device, err, grid, slot, stream)",
         ]
         return "\n".join(lines) + "\n"
 
@@ -940,10 +899,13 @@ class Packer:
             out[i] = bf16_bits(out[i])
         return list(self.struct.unpack(self.struct.pack(*out)))
 
-    def pack(self, *values: Any) -> list:
+    def pack(self, *values: Any) -> int:
+        """``values`` written into one of this thread's parameter buffers: the address of its
+        ``void*`` array, as ``cuLaunchKernel`` takes it (valid until this thread's next
+        pack; the driver copies the values when the launch is made)."""
         slot = self.slot()
         self.pack_into(slot.buffer, 0, *values)
-        return slot.pointers
+        return slot.params
 
 
 def _offsets(codes: list[str]) -> tuple[int, ...]:
@@ -957,35 +919,24 @@ def _offsets(codes: list[str]) -> tuple[int, ...]:
 def _call(
     entry: Entry, device: int, grid: tuple, slot: Any, stream: Any, torch: bool, args: tuple
 ) -> None:
-    """A launch with no driver handle: a TMA entry's through its plan (the values the
-    launcher packed, the arrays' extents), any other through the CuPy function, its stream
-    converted as CuPy takes it (None: CuPy's current stream)."""
-    function = entry.functions.get(device) or entry.prepare(device)
+    """A launch the hot path has no driver handle for: a TMA entry's through its plan (the
+    values the launcher packed, the arrays' extents), any other (its first launch on this
+    device) prepared there and launched (``plan.launch_prepared``)."""
+    raw = _plan.raw_stream(device, stream, torch)
     if entry.tma is not None:
         values = entry.packer.struct.unpack_from(slot.buffer)
-        entry.launch_maps(device, grid, values, args, _plan.raw_stream(device, stream, torch))
+        entry.launch_maps(device, grid, values, args, raw)
         return
-    if stream is not None:
-        stream = _launch.convert_stream(stream)
-    elif torch:
-        stream = _launch.torch_current_stream(device)
-    try:
-        function(grid, entry.block, slot.pointers, entry.shared, stream)
-    except _launch.DriverError as err:
-        raise entry.error(device, err, grid) from None
+    _plan.launch_prepared(entry, device, grid, slot.params, raw)
 
 
 def _retry(entry: Entry, device: int, err: Exception, grid: tuple, slot: Any, stream: int):
-    """A driver launch that failed: with no context current on this thread (a new thread),
-    launch through CuPy's function, which makes the device's context current; else the
-    launch's error."""
-    if getattr(err, "status", None) != _launch.INVALID_CONTEXT:
-        raise entry.error(device, err, grid) from None
-    function = entry.functions.get(device) or entry.prepare(device)
-    try:
-        function(grid, entry.block, slot.pointers, entry.shared, _launch.external_stream(stream))
-    except _launch.DriverError as again:
-        raise entry.error(device, again, grid) from None
+    """A hot-path launch that failed: with no context current on this thread (a new thread),
+    made current and launched again (``plan.again``); else the launch's error."""
+    handle = entry.handles[device]
+    gx, gy, gz = grid
+    args = (handle, gx, gy, gz, entry.bx, entry.by, entry.bz, entry.shared, stream, slot.params)
+    _plan.again(device, err, args, lambda e: entry.error(device, e, grid))
 
 
 # ---------------------------------------------------------------- values and their checks

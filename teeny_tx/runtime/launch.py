@@ -11,15 +11,15 @@ CuPy's ``Function.__call__`` passes each argument by value: a ``CPointer`` (``CI
 any NumPy scalar as its own bytes (8 for ``numpy.uint64``, which is exactly a ``T*``). Modules
 load lazily, once per device; nothing else is looked up per launch but the current device.
 
-The generated launchers (``binder.py``) skip CuPy's ``Function.__call__`` on their hot path:
-they call the driver's ``cuLaunchKernel`` (``plan.launch_kernel``, CuPy's thin binding of it)
-with the kernel's handle, the grid and block as numbers, the stream's raw handle and the
-address of a ``void*`` array built once per parameter buffer (:class:`ParamBuffer`). That
-removes CuPy's per-argument conversion, its grid/block tuple handling and its per-thread
-context check (a thread with no current context gets ``CUDA_ERROR_INVALID_CONTEXT``, and
-the launch is then made through CuPy's function, which makes the context current).
-``$TEENY_TX_LAUNCH=cupy`` (read when a launcher is generated: :data:`LAUNCH_MODE`) keeps
-CuPy's function call instead, for comparison.
+Every launch of a compiled kernel goes to the driver's ``cuLaunchKernel`` through
+``plan.launch_kernel`` (CuPy's thin Cython binding of it), with the kernel's handle, the grid
+and block as numbers, the stream's raw handle and the address of a ``void*`` array built
+once per parameter buffer (:class:`ParamBuffer`): no per-argument conversion, no grid/block
+tuples, no per-thread context check (a thread with no current context gets
+``CUDA_ERROR_INVALID_CONTEXT``; :func:`make_current` then makes the device's context current
+and the launch is made again). :meth:`LoadedKernel.launch` is the raw API for a cubin and
+CuPy-style values (tests and tools): it calls CuPy's function, and nothing of the compiler's
+launches goes through it.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from cupy_backends.cuda.api import runtime as _runtime
 
 from teeny_tx.errors import LaunchError, ResourceError
 
-from .. import switches
 from ..target import Target
 from .streams import TORCH_RAW_STREAM as TORCH_RAW_STREAM  # (the launchers read these here)
 from .streams import torch_raw_stream as torch_raw_stream
@@ -325,7 +324,14 @@ def convert_stream(stream: Any) -> Any:
 get_device = _runtime.getDevice
 DriverError = _driver.CUDADriverError
 INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT: no context current on the calling thread
-LAUNCH_MODE: str = switches.read("LAUNCH")  # "driver" or "cupy" (see the doc)
+
+
+def make_current(device: int) -> None:
+    """Make ``device``'s primary context current on this thread (a thread that never touched
+    the GPU has none, and cuLaunchKernel then fails with CUDA_ERROR_INVALID_CONTEXT):
+    cudaSetDevice makes it current (CUDA 12 and newer), cudaFree(0) creates it if needed."""
+    _runtime.setDevice(device)
+    _runtime.free(0)
 
 
 def single_device() -> bool:
@@ -359,19 +365,9 @@ def stream_pointer(stream: Any) -> int:
     return int(convert_stream(stream).ptr)
 
 
-def external_stream(ptr: int) -> Any:
-    """A raw stream handle as the stream object CuPy's function takes (kept per handle)."""
-    return _handle(ptr)
-
-
 def driver_handle(function: Any) -> int:
-    """The ``CUfunction`` handle of a CuPy function, for ``plan.launch_kernel``; 0 when the
-    launchers should call the function itself (``LAUNCH_MODE`` "cupy", or a stand-in
-    without a handle, as tests use)."""
-    handle = getattr(function, "ptr", None)
-    if LAUNCH_MODE != "driver" or type(handle) is not int or not handle:
-        return 0
-    return handle
+    """The ``CUfunction`` handle of a loaded CuPy function, for ``plan.launch_kernel``."""
+    return int(function.ptr)
 
 
 def pointer_arg(ptr: int) -> Any:
@@ -385,25 +381,17 @@ def pointer_arg(ptr: int) -> Any:
 
 class ParamBuffer:
     """One thread's parameter block of a kernel: ``buffer`` (written by ``struct.pack_into``)
-    and ``pointers``, a ``CPointer`` per parameter pointing at its bytes in the buffer — the
-    launch values CuPy's ``Function`` hands to ``cuLaunchKernel``, which copies the values when
-    it is called (so the buffer is free again when the launch call returns)."""
+    and ``params``, the address of the ``void*`` array of its parameters' bytes in the buffer,
+    as ``cuLaunchKernel`` reads it (the driver copies the values when it is called, so the
+    buffer is free again when the launch call returns)."""
 
-    __slots__ = ("buffer", "pointers", "address", "array", "params")
+    __slots__ = ("buffer", "address", "array", "params")
 
     def __init__(self, size: int, offsets: tuple[int, ...]):
         self.buffer = (ctypes.c_char * max(size, 8))()
         self.address = ctypes.addressof(self.buffer)
-        self.pointers = [_function.CPointer(self.address + offset) for offset in offsets]
         # the void* array cuLaunchKernel reads (kernelParams): one entry per parameter
         self.array = (ctypes.c_void_p * max(len(offsets), 1))(
             *[self.address + offset for offset in offsets]
         )
         self.params = ctypes.addressof(self.array)
-
-
-def torch_current_stream(device: int) -> Any:
-    """torch's current stream on ``device`` as the object CuPy's launcher takes: the raw
-    handle of ``runtime/streams.py``; the handle's CuPy ``ExternalStream`` is kept per
-    handle."""
-    return _handle(torch_stream_pointer(device))

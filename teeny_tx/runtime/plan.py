@@ -33,10 +33,9 @@ from __future__ import annotations
 import ctypes
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from cupy.cuda import function as _function
 from cupy_backends.cuda.api import driver as _driver
 
 from ..errors import LaunchError
@@ -90,9 +89,8 @@ launch_block = _made.pop("launch_block")
 
 class Block:
     """A kernel's parameter block in ctypes storage: one slot per parameter at its C offset
-    (a struct code of ``struct``'s native mode, or :data:`MAP`), the ``void*`` array the
-    driver reads (``params``: its address) and the ``CPointer`` list CuPy's function takes
-    (``pointers``). Built once; slots are rewritten in place."""
+    (a struct code of ``struct``'s native mode, or :data:`MAP`) and the ``void*`` array the
+    driver reads (``params``: its address). Built once; slots are rewritten in place."""
 
     def __init__(self, codes: Sequence[str]):
         offsets, end = [], 0
@@ -110,7 +108,6 @@ class Block:
         self.addresses = tuple(self.base + o for o in offsets)
         self._array = (ctypes.c_void_p * max(len(offsets), 1))(*self.addresses)
         self.params = ctypes.addressof(self._array)
-        self.pointers = [_function.CPointer(a) for a in self.addresses]
         self._offsets = tuple(self._pad + o for o in offsets)
 
     def write(self, slot: int, value: Any) -> None:
@@ -223,33 +220,41 @@ class Plan:
                 self.params.write(where, value)
             if self.maps:
                 self._write_maps(addresses)
-            if not self.handle:  # a stand-in without a driver handle, or LAUNCH_MODE cupy
-                self._cupy(stream)
-                return True
+            args = (self.handle, gx, gy, gz, bx, by, bz, self.shared, stream, self.params.params)
             try:
-                launch_block(
-                    self.handle, gx, gy, gz, bx, by, bz, self.shared, stream, self.params.params
-                )
+                launch_block(*args)
             except _launch.DriverError as err:
-                if getattr(err, "status", None) != _launch.INVALID_CONTEXT:
-                    raise self.error(err) from None
-                self._cupy(stream)  # CuPy's function makes the device's context current
+                again(self.device, err, args, self.error)
         return True
-
-    def _cupy(self, stream: int) -> None:
-        try:
-            self.function(
-                self.grid,
-                self.block,
-                self.params.pointers,
-                self.shared,
-                _launch.external_stream(stream),
-            )
-        except _launch.DriverError as err:
-            raise self.error(err) from None
 
     def error(self, err: Exception) -> LaunchError:
         return self.loaded.error(self.device, err, self.grid, self.block, self.shared)
+
+
+def again(device: int, err: Exception, args: tuple, error: Callable[[Exception], Exception]):
+    """After a failed :func:`launch_block` of ``args``: with no context current on this
+    thread (a new thread), make ``device``'s current and launch again; any other failure, or
+    a second one, is raised as ``error(err)``."""
+    if getattr(err, "status", None) != _launch.INVALID_CONTEXT:
+        raise error(err) from None
+    _launch.make_current(device)
+    try:
+        launch_block(*args)
+    except _launch.DriverError as second:
+        raise error(second) from None
+
+
+def launch_prepared(entry: Entry, device: int, grid: tuple, params: int, stream: int) -> None:
+    """Launch ``entry`` (not a TMA one) over ``grid`` on ``device`` with the parameter array
+    at ``params`` on the raw ``stream``: the launches outside a launcher's hot path (a
+    specialisation's first launch, ``kernel[grid]`` called directly)."""
+    handle = entry.handles.get(device) or entry.prepare_handle(device)
+    gx, gy, gz = grid
+    args = (handle, gx, gy, gz, entry.bx, entry.by, entry.bz, entry.shared, stream, params)
+    try:
+        launch_block(*args)
+    except _launch.DriverError as err:
+        again(device, err, args, lambda e: entry.error(device, e, grid))
 
 
 def raw_stream(device: int, stream: Any, torch: bool) -> int:
@@ -320,7 +325,7 @@ class Entry:
         return function
 
     def prepare_handle(self, device: int) -> int:
-        """The driver handle on ``device`` (0: launch through the CuPy function)."""
+        """The driver handle on ``device`` (0 for a TMA entry: its launches take its plans)."""
         self.prepare(device)
         return self.handles[device]
 

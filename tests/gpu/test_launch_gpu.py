@@ -261,23 +261,15 @@ def test_nn_softmax_captured_in_a_cupy_graph_replays_on_new_data():
 # ---------------------------------------------------------------- the driver's launch
 
 
-@pytest.fixture(params=["driver", "cupy"])
-def mode_add(request, monkeypatch):
-    """vector_add whose launchers launch through cuLaunchKernel ("driver", the default) or
-    CuPy's Function call ("cupy"): a module of its own, its launchers made in that mode."""
-    from teeny_tx.runtime import launch
-
-    monkeypatch.setattr(launch, "LAUNCH_MODE", request.param)
-    return request.param, teeny_tx.compile("kernels/vector_add.c").vector_add
-
-
 @pytest.mark.parametrize("n", [1, N, 2**20 + 3])
-def test_both_launch_modes_compute_the_same_on_cupy_and_torch(mode_add, torch, n):
-    mode, add = mode_add
+def test_driver_launches_compute_on_cupy_and_torch(torch, n):
+    """The first launch of a signature (plan.launch_prepared) and the hot path's after it
+    both go through cuLaunchKernel, on CuPy arrays and torch tensors."""
+    add = teeny_tx.compile("kernels/vector_add.c").vector_add
     rng = np.random.default_rng(n)
     a, b = (cupy.asarray(rng.standard_normal(n).astype(np.float32)) for _ in range(2))
     ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
-    for _ in range(3):  # the first launch of a signature is CuPy's; the others the mode's
+    for _ in range(3):  # the first launch of a signature, then the launcher's hot path
         out = cupy.full(n, np.nan, np.float32)
         tout = torch.full((n,), float("nan"), device="cuda")
         a += 1
@@ -287,7 +279,7 @@ def test_both_launch_modes_compute_the_same_on_cupy_and_torch(mode_add, torch, n
         np.testing.assert_array_equal(out.get(), (a + b).get())
         np.testing.assert_array_equal(tout.cpu().numpy(), (ta + tb).cpu().numpy())
     (entry,) = {id(e): e for e in add._entries.values()}.values()
-    assert bool(entry.handles[0]) == (mode == "driver")  # the driver's handle, or none
+    assert entry.handles[0] == entry.functions[0].ptr  # the driver's handle
 
 
 def test_launches_from_new_threads_get_their_own_buffers_and_context(add):
