@@ -41,7 +41,7 @@ from .lower.builder import build_kernel
 from .lower.hopper import HOPPER_ARCH, HopperMatmul
 from .lower.hopper_induction import rewrite_pointer_inductions
 from .lower.interface import Interface
-from .lower.layout import walk_exprs
+from .lower.ir import walk_exprs
 from .lower.passes import decide
 from .lower.signature import kernel_signature
 from .parse import Unit, parse

@@ -9,8 +9,7 @@ import pytest
 import teeny_tx
 from teeny_tx.dtypes import DTYPES, promote
 from teeny_tx.lower import ir
-from teeny_tx.lower.ir import Const, Op, PointerType, Var
-from teeny_tx.lower.layout import walk_exprs
+from teeny_tx.lower.ir import Const, Op, PointerType, Var, walk_exprs
 
 from .conftest import kernel_text, lower
 

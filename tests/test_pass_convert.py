@@ -5,8 +5,7 @@ import re
 
 import teeny_tx
 from teeny_tx.lower import ir
-from teeny_tx.lower.ir import Op, Var
-from teeny_tx.lower.layout import walk_exprs
+from teeny_tx.lower.ir import Op, Var, walk_exprs
 from teeny_tx.lower.passes import decide
 from tests.cases import GOLDEN
 from tests.conftest import KERNEL_FILE, kernel_text, lower, nvrtc_compile

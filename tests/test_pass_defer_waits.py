@@ -16,8 +16,7 @@ import pytest
 
 import teeny_tx as tx
 from teeny_tx.lower import ir
-from teeny_tx.lower.ir import Op
-from teeny_tx.lower.layout import walk_exprs, walk_stmts
+from teeny_tx.lower.ir import Op, walk_exprs, walk_stmts
 
 # two products per iteration, work between them and the first use of the second: the shape of
 # attention's overlapped forward (S of the next block, then P V of this one)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from teeny_tx.lower import ir
-from teeny_tx.lower.ir import Op, Var
-from teeny_tx.lower.layout import Blocked, Layout, Mma, assign_layouts, default_blocked, walk_exprs
+from teeny_tx.lower.ir import Op, Var, walk_exprs
+from teeny_tx.lower.layout import Blocked, Layout, Mma, assign_layouts, default_blocked
 from teeny_tx.lower.passes import decide
 from tests.conftest import kernel_text, lower
 
@@ -24,7 +24,7 @@ def _laid_out(text: str, wgmma: bool = False, **spec) -> tuple[ir.Kernel, dict[t
 
 
 def _declared(kernel: ir.Kernel) -> dict[str, Layout]:
-    from teeny_tx.lower.layout import walk_stmts
+    from teeny_tx.lower.ir import walk_stmts
 
     return {
         s.name: s.layout

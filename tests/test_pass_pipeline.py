@@ -9,7 +9,7 @@ import pytest
 
 import teeny_tx as tx
 from teeny_tx.lower import ir
-from teeny_tx.lower.layout import walk_stmts
+from teeny_tx.lower.ir import walk_stmts
 from teeny_tx.runtime.tma import parameters as tma_parameters
 
 ROW = (256, 256, 256, 256, 1, 256, 1, 256)  # M N K sam sak sbk sbn scm: row-major operands

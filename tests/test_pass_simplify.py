@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from teeny_tx.interp import interpreter
-from teeny_tx.lower.ir import Const, Op
-from teeny_tx.lower.layout import walk_exprs
+from teeny_tx.lower.ir import Const, Op, walk_exprs
 from teeny_tx.lower.simplify import simplify
 from tests.conftest import kernel_text, lower
 

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 import teeny_tx as tx
-from teeny_tx.lower.ir import Op
-from teeny_tx.lower.layout import walk_exprs
+from teeny_tx.lower.ir import Op, walk_exprs
 from tests.conftest import KERNEL_FILE, kernel_text
 
 TEXT = kernel_text(

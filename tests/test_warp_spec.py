@@ -18,7 +18,7 @@ from teeny_tx.kernel import HEADERS
 from teeny_tx.library import attention as tattn
 from teeny_tx.library.loader import kernel_text
 from teeny_tx.lower import ir, warp_spec
-from teeny_tx.lower.layout import walk_stmts
+from teeny_tx.lower.ir import walk_stmts
 from teeny_tx.runtime import nvrtc
 from tests.cases import _attention_fwd_args, _attention_fwd_flags
 

@@ -23,7 +23,8 @@ import numpy as np
 
 import teeny_tx
 from teeny_tx.lower import ir
-from teeny_tx.lower.layout import Blocked, Layout, walk_stmts
+from teeny_tx.lower.ir import walk_stmts
+from teeny_tx.lower.layout import Blocked, Layout
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "docs" / "images"

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from math import gcd
 
 from . import ir
-from .ir import Const, Expr, Op, PointerType, Var
-from .layout import Layout, walk_stmts
+from .ir import Const, Expr, Op, PointerType, Var, walk_stmts
+from .layout import Layout
 
 BIG = 1 << 30
 

@@ -42,8 +42,7 @@ from dataclasses import dataclass
 from ..errors import CompileError
 from ..target import Target
 from . import ir
-from .ir import Expr, Op, Var
-from .layout import walk_exprs, walk_stmts
+from .ir import Expr, Op, Var, walk_exprs, walk_stmts
 from .names import Names
 from .pipeline import kmajor_as_loaded, operand_source
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import CompileError
 from . import ir
-from .layout import walk_exprs, walk_stmts
+from .ir import walk_exprs, walk_stmts
 from .ops import rule_arith
 
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CompileError, Location, ResourceError
 from . import ir
-from .ir import Expr, Op, PointerType
+from .ir import Expr, Op, PointerType, walk_exprs, walk_stmts
 from .layout import Layout
 from .pipeline import BARRIER_BYTES, operand_source
 
@@ -189,8 +189,6 @@ class TileRegisters:
 def tile_registers(kernel: ir.Kernel) -> TileRegisters | None:
     """The tile of the decided ``kernel`` whose registers per thread are the most: declared
     tiles and the temporaries of expressions alike, by their layouts."""
-    from .layout import walk_exprs, walk_stmts
-
     best: TileRegisters | None = None
 
     def consider(layout: Layout | None, t: ir.Type, what: str, loc: Location) -> None:

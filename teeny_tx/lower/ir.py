@@ -3,6 +3,7 @@
 Input: nothing (declarations only). Output: frozen dataclasses that ``lower/builder.py``
 builds from the pycparser AST, ``lower/layout.py`` annotates with layouts, the emitter renders
 into CUDA and the interpreter executes on NumPy. Every node carries its source location.
+:func:`walk_stmts` and :func:`walk_exprs` are the traversals every pass and consumer shares.
 
 A value's :class:`Type` is a dtype (or pointer type) and a static shape; shape ``()`` is a
 scalar, uniform across the program. Tile-valued nodes carry a ``layout`` once the layout pass
@@ -11,6 +12,7 @@ has run (None before: the interpreter never looks at it).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -385,3 +387,55 @@ class Kernel:
     def num_threads(self) -> int:
         """Threads per block at launch: the compute warps and any producer warpgroup."""
         return 32 * (self.num_warps + self.producer_warps)
+
+
+# ------------------------------------------------------------ traversals
+
+
+def walk_stmts(stmts: Iterable[Stmt]) -> Iterator[Stmt]:
+    """Every statement of a statement list and of the blocks nested in it, in order."""
+    for s in stmts:
+        yield s
+        if isinstance(s, If):
+            yield from walk_stmts(s.then)
+            yield from walk_stmts(s.orelse)
+        elif isinstance(s, Loop):
+            yield from walk_stmts(s.init)
+            yield from walk_stmts(s.body)
+            yield from walk_stmts(s.step)
+        elif isinstance(s, PipelinedLoop):
+            yield from walk_stmts([s.loop])
+
+
+def walk_exprs(stmts: Iterable[Stmt]) -> Iterator[Expr]:
+    """Every expression node of a statement list, operands before the ops that use them."""
+    for s in stmts:
+        roots: list[Expr] = []
+        if isinstance(s, Declare) and s.init is not None:
+            roots = [s.init]
+        elif isinstance(s, Assign):
+            roots = [s.value]
+        elif isinstance(s, Eval):
+            roots = [s.expr]
+        elif isinstance(s, (If, Loop)) and s.cond is not None:
+            roots = [s.cond]
+        elif isinstance(s, Staged):
+            roots = [s.staged.load]
+        for r in roots:
+            yield from _walk(r)
+        if isinstance(s, If):
+            yield from walk_exprs(s.then)
+            yield from walk_exprs(s.orelse)
+        elif isinstance(s, Loop):
+            yield from walk_exprs(s.init)
+            yield from walk_exprs(s.step)
+            yield from walk_exprs(s.body)
+        elif isinstance(s, PipelinedLoop):
+            yield from walk_exprs([s.loop])
+
+
+def _walk(e: Expr) -> Iterator[Expr]:
+    if isinstance(e, Op):
+        for a in e.args:
+            yield from _walk(a)
+    yield e

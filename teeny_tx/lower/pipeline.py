@@ -53,8 +53,7 @@ import dataclasses
 from . import ir
 from .axisinfo import AxisInfo
 from .convert import assigned_names, needs_statement, var_names
-from .ir import Const, Expr, Op, Var
-from .layout import walk_exprs, walk_stmts
+from .ir import Const, Expr, Op, Var, walk_exprs, walk_stmts
 from .names import Names
 from .warp_spec import plan_warp_specialization
 

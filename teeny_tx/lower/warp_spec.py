@@ -52,8 +52,7 @@ import dataclasses
 from ..target import HOPPER, Target
 from . import ir
 from .convert import needs_statement, var_names
-from .ir import Expr, Op
-from .layout import walk_exprs, walk_stmts
+from .ir import Expr, Op, walk_exprs, walk_stmts
 
 CONSTEXPR = "WARP_SPECIALIZE"  # the constexpr parameter a kernel declares to offer the choice
 PRODUCER_WARPS = 4  # one warpgroup
