@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from teeny_tx.lower.hopper import (
+from teeny_tx.lower.hopper.matmul import (
     HopperConfig,
     TmaUnsupported,
     plan_matmul,

@@ -1,7 +1,7 @@
-"""lower/dot_plan.py's deferred waits: a wgmma dot that is a statement's whole value is issued
-without waiting for it, and an ir.WgmmaWait goes before the first statement that touches its
-result, so the work in between runs while the tensor cores multiply (the softmax of one key
-block while the product with the previous block's probabilities runs)."""
+"""lower/passes/dot_plan.py's deferred waits: a wgmma dot that is a statement's whole value is
+issued without waiting for it, and an ir.WgmmaWait goes before the first statement that touches its
+result, so the work in between runs while the tensor cores multiply (the softmax of one key block
+while the product with the previous block's probabilities runs)."""
 
 from __future__ import annotations
 

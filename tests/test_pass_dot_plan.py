@@ -1,4 +1,5 @@
-"""lower/dot_plan.py: where each dot's operands come from, decided before the emitter runs."""
+"""lower/passes/dot_plan.py: where each dot's operands come from, decided before the emitter
+runs."""
 
 import pytest
 

@@ -1,4 +1,5 @@
-"""lower/layout.py: the layouts the pass chooses for real kernels, and the conversions it places.
+"""lower/passes/layout.py: the layouts the pass chooses for real kernels, and the conversions it
+places.
 
 1-D and 2-D tiles take blocked layouts of 16-byte runs (lanes along the fastest axis, warps
 along the slowest); a reduction gives the slice of its source's layout (the reduced axis of
@@ -14,8 +15,8 @@ import pytest
 
 from teeny_tx.lower import ir
 from teeny_tx.lower.ir import Op, Var, walk_exprs
-from teeny_tx.lower.layout import Blocked, Layout, Mma, assign_layouts, default_blocked
-from teeny_tx.lower.passes import decide
+from teeny_tx.lower.passes.driver import decide
+from teeny_tx.lower.passes.layout import Blocked, Layout, Mma, assign_layouts, default_blocked
 from tests.conftest import kernel_text, lower
 
 

@@ -1,4 +1,5 @@
-"""lower/pipeline.py: which loop loads become cp.async stages, decided before the emitter runs.
+"""lower/passes/pipeline.py: which loop loads become cp.async stages, decided before the emitter
+runs.
 
 The planner turns a K loop feeding dot into an ir.PipelinedLoop: its loads of operands (16
 bytes at a time, from addresses of the loop variable and loop-invariant values) become Staged

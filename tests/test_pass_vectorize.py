@@ -1,4 +1,4 @@
-"""lower/vectorize.py: the vector width of every tile load and store, decided in lower."""
+"""lower/passes/vectorize.py: the vector width of every tile load and store, decided in lower."""
 
 import numpy as np
 import pytest

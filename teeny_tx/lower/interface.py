@@ -1,7 +1,7 @@
 """The kernel's interface: everything the host and the emitter need that the body does not say.
 
 Input: a decided ``ir.Kernel`` (layouts, conversions, pipelines and dot plans chosen: the passes
-of ``lower/passes.py``). Output: a frozen :class:`Interface`:
+of ``lower/passes/driver.py``). Output: a frozen :class:`Interface`:
 
 - ``params``: the CUDA parameter list in order: the user's runtime parameters, then one
   tensor map per TMA-copied operand (:class:`TensorMapParam`: which pointer parameter it maps,
@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 from ..errors import CompileError, Location, ResourceError
 from . import ir
 from .ir import Expr, Op, PointerType, walk_exprs, walk_stmts
-from .layout import Layout
-from .pipeline import BARRIER_BYTES, operand_source
+from .passes.layout import Layout
+from .passes.pipeline import BARRIER_BYTES, operand_source
 
 if TYPE_CHECKING:
     from ..target import Target

@@ -22,21 +22,21 @@ from typing import Any
 
 from pycparser import c_ast
 
-from .._prelude import FILES
-from ..constants import CONSTANTS
-from ..dtypes import ACC, BOOL, DTYPES, F32, DType, acc_dtype
-from ..errors import CompileError, Location
-from ..parse import Unit, literals
-from ..parse.reserved import RESERVED_NAMES
-from ..parse.source import PRELUDE_NAME, prelude_text
-from . import ir
-from . import typing as ty
+from ..._prelude import FILES
+from ...constants import CONSTANTS
+from ...dtypes import ACC, BOOL, DTYPES, F32, DType, acc_dtype
+from ...errors import CompileError, Location
+from ...parse import Unit, literals
+from ...parse.reserved import RESERVED_NAMES
+from ...parse.source import PRELUDE_NAME, prelude_text
+from .. import ir
+from ..ir import Const, Expr, Op, PointerType, Type, Var
+from ..names import Names, is_generated
+from ..ops import typing as ty
+from ..ops.table import OPS
 from .debug_ops import DebugOps
 from .dot_ops import DotOps
-from .ir import Const, Expr, Op, PointerType, Type, Var
 from .memory_ops import MemoryOps
-from .names import Names, is_generated
-from .ops import OPS
 from .reduction_ops import TUPLE_SCAN_HINT, ReductionOps
 from .shape_ops import ShapeOps
 from .signature import Spec, element_dtype, kernel_signature

@@ -1,7 +1,7 @@
 """Layout-conversion placement: each conversion of a variable to a layout happens once, as
 early as its value allows.
 
-Input: a layout-annotated ``ir.Kernel`` (``lower/layout.py`` puts a ``convert_layout`` op
+Input: a layout-annotated ``ir.Kernel`` (``lower/passes/layout.py`` puts a ``convert_layout`` op
 wherever a variable is read in a layout other than its own). Output: the same kernel where each
 such conversion of a variable is a declared tile of its own (``tx_<var>_cvt``), placed
   - before the loop, when the loop does not change the variable (loop-invariant: converted
@@ -18,9 +18,9 @@ from __future__ import annotations
 import dataclasses
 from typing import TypeGuard, overload
 
-from . import ir
-from .ir import Expr, Op, Var, walk_exprs, walk_stmts
-from .names import Names
+from .. import ir
+from ..ir import Expr, Op, Var, walk_exprs, walk_stmts
+from ..names import Names
 
 # ops the emitter computes into a temporary of their own before the statement that uses them
 OWN_STATEMENT_OPS = frozenset(

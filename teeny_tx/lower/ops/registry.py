@@ -1,9 +1,9 @@
 """The op table's registry: :class:`OpDef`, the table ``OPS`` and the node builder ``make``.
 
-Input: entries declared by the op modules (``ops.py``, ``ops_random.py``) through
+Input: entries declared by the op modules (``table.py``, ``random.py``) through
 :func:`define`. Output: ``OPS``, name -> :class:`OpDef`, and :func:`make`, which builds the typed
 node of an entry (folded to a constant when every operand is one). Consumers import ``OPS``
-from ``ops.py``, which imports every op module, so the table is complete.
+from ``table.py``, which imports every op module, so the table is complete.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import DType
-from ..errors import Location
+from ...dtypes import DType
+from ...errors import Location
+from ..ir import Const, Elem, Expr, Op, Type
 from . import typing as ty
-from .ir import Const, Elem, Expr, Op, Type
 
 # The op families: what each kind of entry is, one line each (the reference and the emitter
 # group entries by them; every entry names one).

@@ -12,9 +12,9 @@ from typing import Any
 
 from pycparser import c_ast
 
-from ..dtypes import ACC, C_NAMES, DTYPES, DType
-from ..errors import CompileError, Location
-from ..parse import Unit
+from ...dtypes import ACC, C_NAMES, DTYPES, DType
+from ...errors import CompileError, Location
+from ...parse import Unit
 
 
 @dataclass(frozen=True)

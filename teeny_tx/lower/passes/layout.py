@@ -25,9 +25,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..errors import CompileError
-from . import ir
-from .ir import Expr, Op, PointerType, Var, walk_exprs, walk_stmts
+from ...errors import CompileError
+from .. import ir
+from ..ir import Expr, Op, PointerType, Var, walk_exprs, walk_stmts
 
 
 @dataclass(frozen=True)

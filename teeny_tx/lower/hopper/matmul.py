@@ -37,9 +37,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..dtypes import ELEMENT_SIZES, FP8, WGMMA_TYPES
-from ..errors import CompileError
-from ..target import HOPPER, Target
+from ...dtypes import ELEMENT_SIZES, FP8, WGMMA_TYPES
+from ...errors import CompileError
+from ...target import HOPPER, Target
 
 # what TMA allows (the CUDA driver API's cuTensorMapEncodeTiled rules)
 TMA_MAX_BOX = 256  # elements per box dimension
