@@ -25,6 +25,12 @@ class ParamSpec:
     const: bool
     loc: Location
 
+    @property
+    def scalar(self) -> DType:
+        """The dtype of a scalar or constexpr parameter (only an ``any *`` pointer has none)."""
+        assert self.dtype is not None, f"{self.describe()} has no dtype of its own"
+        return self.dtype
+
     def describe(self) -> str:
         if self.kind == "pointer":
             return f"{'const ' if self.const else ''}{self.dtype or 'any'} *{self.name}"

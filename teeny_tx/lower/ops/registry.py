@@ -46,8 +46,8 @@ class OpDef:
     Who handles it, as fields (tests/test_facts.py checks each handler exists):
 
     - ``rule``: the typing rule (operands -> typed node) of an elementwise entry; entries
-      without one are typed by the builder method ``builder_method`` (``call_<name>``;
-      ``builder`` names one for an entry whose argument nodes need reading first: bitcast);
+      without one are typed by the builder method ``builder_method`` (``call_<name>``, which
+      reads the argument nodes: constant arguments, a type name);
     - ``lowers_to``: the IR ops the builder produces for a call (default: the entry's own
       name; ``()``: none, e.g. ``static_assert``); each is an entry of the table;
     - ``interp_method``: the interpreter's method for the IR op (default ``op_<name>`` where
@@ -67,7 +67,6 @@ class OpDef:
     lowers_to: tuple[str, ...] | None = None
     interp: str | None = None  # overrides the default interp_method
     emit: str | None = None  # the emitter method, where cuda does not spell the op
-    builder: str | None = None  # a builder method that reads the argument nodes first
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -83,8 +82,6 @@ class OpDef:
 
     @property
     def builder_method(self) -> str | None:
-        if self.builder is not None:
-            return self.builder
         return f"call_{self.name}" if self.rule is None and self.prelude else None
 
     @property

@@ -528,13 +528,8 @@ def rule_hint(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
     return Op(type=x.type, loc=loc, op=name, args=(x,), attrs=(("n", bound),))
 
 
-def rule_bitcast(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
-    """bitcast(x, T): the same bits read as T (the builder turns the type argument into a
-    constant holding the dtype)."""
-    x, to = args
-    target = to.value if isinstance(to, Const) else None
-    if not isinstance(target, DType):
-        raise CompileError("bitcast() takes a value and a type name", loc, "e.g. bitcast(x, u32)")
+def bitcast(x: Expr, target: DType, loc: Location) -> Expr:
+    """bitcast(x, T): the same bits read as T (``Builder.call_bitcast`` reads the type name)."""
     src = x.type.dtype
     if isinstance(src, PointerType) or src.kind == "b" or target.kind == "b":
         raise CompileError(
@@ -549,7 +544,7 @@ def rule_bitcast(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
     if ty.is_weak(x):
         x = ty.cast(x, ty.weak_literal_type(x.value) if src.bits == 32 else src)
     if isinstance(x, Const):
-        value = np.asarray(x.value, dtype=x.type.dtype.np).view(target.np).item()
+        value = np.asarray(x.value, dtype=x.type.scalar.np).view(target.np).item()
         return Const(type=Type(target), loc=loc, value=value)
     return Op(type=x.type.with_dtype(target), loc=loc, op="bitcast", args=(x,))
 
@@ -579,10 +574,9 @@ _def(
     "bitcast",
     "bitcast(x, T): the bits of x read as type T of the same width (u32 of an f32...)",
     2,
-    rule_bitcast,
+    None,  # typed by Builder.call_bitcast, which reads its type-name argument
     "tx::bitcast<{T}>({0})",
     lambda x: x,  # the interpreter views the bits (elementwise_numpy)
-    builder="call_bitcast",  # reads its type-name argument
 )
 _def(
     "debug_barrier",
