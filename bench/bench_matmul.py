@@ -454,7 +454,7 @@ def hopper_sweep(args) -> None:
     import torch
 
     from teeny_tx.kernel import HopperSpecialization
-    from teeny_tx.lower.hopper import HopperConfig, TmaUnsupported, plan_matmul
+    from teeny_tx.lower.hopper.matmul import HopperConfig, TmaUnsupported, plan_matmul
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for size in args.sweep:

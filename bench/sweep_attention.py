@@ -33,7 +33,8 @@ DKDV = [(64, 128, 8, 2), (64, 128, 8, 3), (64, 64, 4, 2), (32, 128, 8, 2), (64, 
 DQ = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 32, 8, 2), (64, 64, 4, 2), (128, 128, 8, 2)]
 # dQ by atomics (ATOMIC_DQ): the dK/dV kernel's config, no dQ kernel
 ATOMIC = [(64, 64, 4, 2), (64, 128, 8, 2)]
-# warp-specialised (lower/warp_spec.py), by head dim: (BM, BN, warps, stages, WARP_SPECIALIZE),
+# warp-specialised (lower/passes/warp_spec.py), by head dim: (BM, BN, warps, stages,
+# WARP_SPECIALIZE),
 # 1 a producer warpgroup, 2 also the two compute warpgroups' ping-pong; WS rows the forward,
 # DQ_WS rows dQ (FORWARD and BACKWARD_DQ with their warp_specialize)
 FWD_WS = {

@@ -114,7 +114,7 @@ def family(candidate) -> str:
 def candidates(case: Case, sms: int) -> list:
     """The table's choice for ``case``, then hopper_configs' variants of it."""
     from teeny_tx.library import hopper_configs as hc
-    from teeny_tx.lower.hopper import ITEMSIZE
+    from teeny_tx.lower.hopper.matmul import ITEMSIZE
 
     size = ITEMSIZE[case.dtype]
     base = hc.table_candidates(case.m, case.n, sms, case.tma_store_ok, case.k)[0]
@@ -123,7 +123,7 @@ def candidates(case: Case, sms: int) -> list:
 
 
 def node_for(case: Case, candidate, watchdog: int = 0):
-    from teeny_tx.lower.hopper import plan_matmul
+    from teeny_tx.lower.hopper.matmul import plan_matmul
 
     return plan_matmul(
         dtype=case.dtype,
@@ -141,7 +141,7 @@ def node_for(case: Case, candidate, watchdog: int = 0):
 
 def plans(cases: list[Case], families: tuple[str, ...], sms: int) -> list[tuple]:
     """(case, candidate, node or the reason it does not plan) for every candidate."""
-    from teeny_tx.lower.hopper import TmaUnsupported
+    from teeny_tx.lower.hopper.matmul import TmaUnsupported
 
     out = []
     for case in cases:
@@ -272,7 +272,7 @@ def measure(case: Case, fam: str, sms: int, results: list[dict]) -> None:
 
     from teeny_tx.kernel import HopperSpecialization
     from teeny_tx.library import hopper_configs, linalg
-    from teeny_tx.lower.hopper import TmaUnsupported
+    from teeny_tx.lower.hopper.matmul import TmaUnsupported
 
     stream = torch.cuda.current_stream().cuda_stream
     a, b, bias = _operands(case)

@@ -2,7 +2,7 @@
  *
  * Every kernel file is parsed with this text in front of it: these are the type names and the
  * operations of the language. A prototype documents its operation; the typing rule, the CUDA
- * template and the NumPy implementation of the same name live in teeny_tx/lower/ops.py.
+ * template and the NumPy implementation of the same name live in teeny_tx/lower/ops/table.py.
  * Operations are generic over shapes and dtypes, which C prototypes cannot say: `tile` in a
  * prototype means "a tile or a scalar" and `...` marks optional arguments.
  */

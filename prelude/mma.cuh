@@ -166,7 +166,7 @@ __device__ __forceinline__ void stage_barriers_init_tma(unsigned long long* bars
         for (int i = 0; i < stages; ++i) barrier_init(bars + stages + i, int(blockDim.x * blockDim.y * blockDim.z));
     }
 }
-// The same for a warp-specialised loop (lower/warp_spec.py): its stages are read by the
+// The same for a warp-specialised loop (lower/passes/warp_spec.py): its stages are read by the
 // `readers` threads of the compute warps only (the producer warpgroup's one thread fills them).
 __device__ __forceinline__ void stage_barriers_init_tma(unsigned long long* bars, int stages, int readers) {
     for (int i = 0; i < stages; ++i) barrier_init(bars + i, 1);
@@ -440,8 +440,8 @@ __device__ __forceinline__ void fence_registers(T* r) {
 
 // wgmma() issued without waiting: the product runs on while the code after it does, until a
 // wgmma_wait<N>() and fence_registers<Acc>(acc) before the first statement that reads acc
-// (lower/dot_plan.py places them). acc's registers are fenced first, so the writes before stay
-// before the issue.
+// (lower/passes/dot_plan.py places them). acc's registers are fenced first, so the writes
+// before stay before the issue.
 template <class Acc, class SA, bool A_KMAJOR, class SB, bool B_KMAJOR, int K, typename T, typename Instr>
 __device__ __forceinline__ void wgmma_async(float* acc, const T* sA, const T* sB, Instr instr) {
     fence_registers<Acc>(acc);

@@ -7,7 +7,7 @@
 //   key     k0 = low 32 bits of (u64)seed, k1 = high 32 bits
 //   counter c0 = low 32 bits of (u64)offset, c1 = high 32 bits, c2 = c3 = 0
 // For 0 <= offset < 2^32 this is Triton's tl.randint4x counter and key. The NumPy
-// implementation (teeny_tx/lower/ops_random.py) computes the same bits: rand, randint and
+// implementation (teeny_tx/lower/ops/random.py) computes the same bits: rand, randint and
 // randint4x are bit-identical on both backends; randn agrees to a few ulp (logf, cosf).
 #pragma once
 

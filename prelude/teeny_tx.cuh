@@ -133,7 +133,7 @@ __host__ __device__ constexpr int remap(int r) {
 }
 
 // ---- conversions --------------------------------------------------------------------------
-// cast<To>(x) is every conversion of generated code, by the rules of teeny_tx/lower/casts.py
+// cast<To>(x) is every conversion of generated code, by the rules of teeny_tx/lower/ops/casts.py
 // (the interpreter and constant folding follow the same): integers wrap; a float becomes an
 // integer by truncation toward zero, NaN gives 0 and values beyond the range (infinities too)
 // saturate, for every width (cvt.rzi.sat's rule; a plain static_cast to i8/i16 would convert at
@@ -155,7 +155,7 @@ TX_INT_TRAITS(unsigned int, 32, false)
 TX_INT_TRAITS(unsigned long long, 64, false)
 #undef TX_INT_TRAITS
 
-// ---- integer arithmetic (rules I1-I4 of teeny_tx/lower/casts.py) --------------------------
+// ---- integer arithmetic (rules I1-I4 of teeny_tx/lower/ops/casts.py) ----------------------
 // Every integer operation is computed in an unsigned type of at least 32 bits, where C++
 // defines the wrap, and converted back to its own type: narrow results wrap to their type
 // before any use (C would promote i8 + i8 to int and keep 254), and signed overflow never
@@ -508,8 +508,8 @@ template <typename T> __device__ __forceinline__ T atomic_cas(T* p, T cmp, T v) 
 // ---- the scratch buffer and how the helpers below synchronise over it ---------------------
 // The helpers that share data between warps through shared memory take the scratch buffer as
 // `smem`: a pointer (every thread of the block meets at __syncthreads), or Threads<N> around
-// it in a warp-specialised kernel (lower/warp_spec.py), where only the first N threads (the
-// compute warps) run the kernel's statements while a producer warpgroup issues the pipeline's
+// it in a warp-specialised kernel (lower/passes/warp_spec.py), where only the first N threads
+// (the compute warps) run the kernel's statements while a producer warpgroup issues the pipeline's
 // copies: they meet at named barrier 1 of N threads, which the producer never joins
 // (__syncthreads would wait for it).
 template <int N>

@@ -1,6 +1,6 @@
 """The operation reference, generated from the op table and the prelude.
 
-Input: ``lower.ops.OPS`` (each entry's one-line doc) and the embedded prelude's declarations
+Input: ``lower.ops.table.OPS`` (each entry's one-line doc) and the embedded prelude's declarations
 (``language.h``, then every other ``.h`` of the prelude, as the parser reads them: each
 operation's prototype, and the ``/* ---- family ---- */`` section it sits in). Output:
 :func:`reference_markdown`, the Markdown committed as ``docs/reference.md``;
@@ -20,8 +20,8 @@ import sys
 from dataclasses import dataclass
 
 from ._prelude import FILES
-from .lower.op_table import OpDef
-from .lower.ops import OPS
+from .lower.ops.registry import OpDef
+from .lower.ops.table import OPS
 from .parse import parse, strip_comments
 from .parse.source import PRELUDE_NAME, prelude_text
 
@@ -162,13 +162,13 @@ def reference_markdown() -> str:
     lines = [
         "# Operation reference",
         "",
-        f"<!-- Generated from teeny_tx/lower/ops.py and prelude/*.h by `{GENERATOR}`;",
+        f"<!-- Generated from teeny_tx/lower/ops/table.py and prelude/*.h by `{GENERATOR}`;",
         "     do not edit. tests/test_docs.py checks it is current. -->",
         "",
         "Every operation of the language, one line each. Prototypes are quoted from",
         '`prelude/language.h` and the other `prelude/*.h`, where `tile` means "a tile or a scalar"',
         "and `...` marks optional arguments; the text after the prototype is the op table's doc",
-        "(`teeny_tx/lower/ops.py`, and `ops_<family>.py` for families in modules of their own).",
+        "(`teeny_tx/lower/ops/table.py`, and `ops/<family>.py` for a family of its own).",
         "The guide is `docs/language.md`.",
     ]
     for family in families():

@@ -196,7 +196,7 @@ def promote(a: DType, b: DType) -> DType:
        otherwise the signed one (C's usual arithmetic conversions).
 
     Weak operands (literals and constexprs) are resolved before this is called: see
-    ``lower/typing.py``.
+    ``lower/ops/typing.py``.
     """
     if a == b:
         return a

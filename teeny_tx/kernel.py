@@ -37,13 +37,13 @@ from . import display, switches
 from ._prelude import FILES
 from .errors import CompileError, LaunchError, ResourceError
 from .lower import ir
-from .lower.builder import build_kernel
-from .lower.hopper import HOPPER_ARCH, HopperMatmul
-from .lower.hopper_induction import rewrite_pointer_inductions
+from .lower.build.builder import build_kernel
+from .lower.build.signature import kernel_signature
+from .lower.hopper.matmul import HOPPER_ARCH, HopperMatmul
 from .lower.interface import Interface
-from .lower.layout import walk_exprs
-from .lower.passes import decide
-from .lower.signature import kernel_signature
+from .lower.ir import walk_exprs
+from .lower.passes.driver import decide
+from .lower.passes.induction import rewrite_pointer_inductions
 from .parse import Unit, parse
 from .parse.files import read_kernel_file
 from .runtime import cache, launch, nvrtc, plan, tma

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import TeenyError
 from .lower import ir
-from .lower.layout import walk_stmts
+from .lower.ir import walk_stmts
 from .runtime import resources as res
 
 if TYPE_CHECKING:

@@ -103,7 +103,7 @@ SWITCHES: dict[str, Switch] = _table(
         default="",
         codegen=True,
         when="specialize",
-        reader="lower/pipeline.py",
+        reader="lower/passes/pipeline.py",
         parse=_text,
         doc=(
             "pipelined loads by TMA bulk copies: 1 for every kernel, or a comma-separated list of "
@@ -116,7 +116,7 @@ SWITCHES: dict[str, Switch] = _table(
         default=True,
         codegen=True,
         when="specialize",
-        reader="lower/dot_plan.py",
+        reader="lower/passes/dot_plan.py",
         parse=_flag,
         doc=(
             "0: every wgmma waits right after its issue (no deferred waits; measures what the "
@@ -129,7 +129,7 @@ SWITCHES: dict[str, Switch] = _table(
         default=False,
         codegen=True,
         when="specialize",
-        reader="lower/warp_spec.py",
+        reader="lower/passes/warp_spec.py",
         parse=_flag,
         doc="1: WARP_SPECIALIZE=2 takes the experimental compute warpgroups' ping-pong",
     ),

@@ -42,20 +42,20 @@ class Target:
     needs it:
 
     - ``mma_sync``: warp-level tensor-core ``mma.sync`` with ``ldmatrix`` (sm_80 on;
-      ``lower/dot_plan.py``);
-    - ``cp_async``: asynchronous global-to-shared copies (sm_80 on; ``lower/pipeline.py``);
-    - ``wgmma``: Hopper warpgroup MMA from shared memory (sm_90a only; ``lower/layout.py``
+      ``lower/passes/dot_plan.py``);
+    - ``cp_async``: asynchronous global-to-shared copies (sm_80 on; ``lower/passes/pipeline.py``);
+    - ``wgmma``: Hopper warpgroup MMA from shared memory (sm_90a only; ``lower/passes/layout.py``
       through ``decide``);
     - ``tma``: the Tensor Memory Accelerator, bulk tensor copies with mbarriers (sm_90 on;
-      ``lower/pipeline.py``);
-    - ``setmaxnreg``: warpgroup register reallocation (sm_90a only; ``lower/warp_spec.py``);
+      ``lower/passes/pipeline.py``);
+    - ``setmaxnreg``: warpgroup register reallocation (sm_90a only; ``lower/passes/warp_spec.py``);
     - ``clusters``: thread-block clusters and distributed shared memory (sm_90 on;
-      ``lower/hopper.py``'s B multicast).
+      ``lower/hopper/matmul.py``'s B multicast).
 
     Limits: ``max_shared_per_block`` (bytes of dynamic shared memory a block may opt into;
-    ``kernel.py``, ``lower/hopper.py``, ``library/hopper_configs.py``),
-    ``max_registers_per_thread`` and ``registers_per_sm`` (``lower/warp_spec.py``,
-    ``lower/hopper.py``, ``runtime/autotune.py``). ``tests/test_target_facts.py`` checks each
+    ``kernel.py``, ``lower/hopper/matmul.py``, ``library/hopper_configs.py``),
+    ``max_registers_per_thread`` and ``registers_per_sm`` (``lower/passes/warp_spec.py``,
+    ``lower/hopper/matmul.py``, ``runtime/autotune.py``). ``tests/test_target_facts.py`` checks each
     field is read outside this module and no other module spells these numbers.
     """
 

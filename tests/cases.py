@@ -26,8 +26,8 @@ from teeny_tx.activations import BY_NAME
 from teeny_tx.constants import CONSTANTS
 from teeny_tx.dtypes import DTYPES, from_numpy
 from teeny_tx.library import module
-from teeny_tx.lower import ops_random
-from teeny_tx.lower.hopper import HopperConfig
+from teeny_tx.lower.hopper.matmul import HopperConfig
+from teeny_tx.lower.ops import random as ops_random
 
 from .conftest import SUBNORMAL, UNIT_ROUNDOFF, assert_close_elementwise
 
@@ -905,7 +905,7 @@ def _attention_overlap_flags(dtype: str, d: int, causal: int, bm: int, bn: int) 
 
 def _attention_fwd_flags(dtype: str, d: int, causal: int, bm: int, bn: int, ws: int = 0) -> dict:
     """attention_fwd's and attention_bwd_dq's: the others' and WARP_SPECIALIZE
-    (lower/warp_spec.py)."""
+    (lower/passes/warp_spec.py)."""
     return _attention_flags(dtype, d, causal, bm, bn) | {"WARP_SPECIALIZE": ws}
 
 
@@ -1076,7 +1076,7 @@ HOPPER_GOLDENS: dict[str, dict[str, Any]] = {
 
 def render_hopper_golden(name: str) -> str:
     """The CUDA of HOPPER_GOLDENS[name], rendered by the current compiler."""
-    from teeny_tx.lower.hopper import plan_matmul
+    from teeny_tx.lower.hopper.matmul import plan_matmul
     from teeny_tx.templates.hopper import render_matmul
 
     return render_matmul(plan_matmul(**HOPPER_GOLDENS[name]))

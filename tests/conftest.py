@@ -12,7 +12,7 @@ import pytest
 import teeny_tx
 from teeny_tx.kernel import HEADERS
 from teeny_tx.lower import ir
-from teeny_tx.lower.builder import Spec, build_kernel
+from teeny_tx.lower.build.builder import Spec, build_kernel
 from teeny_tx.parse import parse
 from teeny_tx.runtime import nvrtc
 
@@ -142,8 +142,8 @@ def reduction_dtype(op: str):
     return np.int32 if op in ("argmax", "argmin", "xor_sum") else np.float32
 
 
-# ---------------------------------------------------------------- casts (lower/casts.py C1-C5)
-# An exact reference, written with Fractions and independent of lower/casts.py, the special
+# ---------------------------------------------------------------- casts (lower/ops/casts.py C1-C5)
+# An exact reference, written with Fractions and independent of lower/ops/casts.py, the special
 # values every cast test converts, and a kernel file of one cast kernel per target dtype.
 
 CAST_DTYPES = (

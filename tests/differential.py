@@ -1,7 +1,7 @@
 """A differential tester's programs (issue 29): random expressions from a small grammar over
 one dtype, with edge values, as kernel text two ways: over loaded tiles (the interpreter
 computes them with NumPy arrays, the GPU with the emitted CUDA) and over the same values as
-literals (constant folding computes them, ``lower/op_table.make``). Used by
+literals (constant folding computes them, ``lower/ops/registry.make``). Used by
 tests/test_differential.py (interpreter vs folding vs an exact reference, CPU) and
 tests/gpu/test_differential_gpu.py (GPU vs interpreter, bitwise where the rules are exact)."""
 

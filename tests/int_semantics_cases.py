@@ -1,4 +1,4 @@
-"""Integer semantics (rules I1-I4 of lower/casts.py): one kernel of every integer operator over
+"""Integer semantics (rules I1-I4 of lower/ops/casts.py): one kernel of every integer operator over
 the cross product of edge values, and the exact reference computed with Python integers.
 Shared by tests/test_int_semantics.py (interpreter, emitted CUDA) and
 tests/gpu/test_int_semantics_gpu.py (the GPU, bit for bit)."""

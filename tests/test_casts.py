@@ -1,4 +1,4 @@
-"""Casts between every pair of dtypes (rules C1-C5 of lower/casts.py), bit for bit: the NumPy
+"""Casts between every pair of dtypes (rules C1-C5 of lower/ops/casts.py), bit for bit: the NumPy
 rule, constant folding and the interpreter running a cast kernel, each against an exact
 reference; and the generated CUDA of every cast compiles through NVRTC."""
 
@@ -9,9 +9,9 @@ import pytest
 
 import teeny_tx
 from teeny_tx.dtypes import DTYPES
-from teeny_tx.lower import typing as ty
-from teeny_tx.lower.casts import cast_array
 from teeny_tx.lower.ir import Const, Type
+from teeny_tx.lower.ops import typing as ty
+from teeny_tx.lower.ops.casts import cast_array
 
 from .conftest import (
     CAST_DTYPES,

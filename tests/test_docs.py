@@ -10,8 +10,8 @@ from pycparser import c_ast
 
 import teeny_tx
 from teeny_tx.docs import GENERATOR, reference_markdown
-from teeny_tx.lower import typing as typing_rules
-from teeny_tx.lower.ops import OPS
+from teeny_tx.lower.ops import typing as typing_rules
+from teeny_tx.lower.ops.table import OPS
 from teeny_tx.parse import parse
 from teeny_tx.parse.source import PRELUDE_NAME
 
@@ -74,7 +74,7 @@ def test_language_guide_names_every_typing_rule():
     guide = (DOCS / "language.md").read_text(encoding="utf-8")
     missing = [rule for rule in rules if not re.search(rf"\b{rule}\b", guide)]
     assert not missing, (
-        f"typing rules of lower/typing.py not described in docs/language.md: {missing}"
+        f"typing rules of lower/ops/typing.py not described in docs/language.md: {missing}"
     )
 
 

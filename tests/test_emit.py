@@ -303,8 +303,8 @@ def test_goldens_come_from_templates_and_have_no_redundant_parentheses():
 def test_line_origins_are_templates(variant):
     """The issue's measure: the share of emitted lines that templates lay out (>= 70%); today
     Python writes none itself."""
-    from teeny_tx.lower.builder import build_kernel
-    from teeny_tx.lower.passes import decide
+    from teeny_tx.lower.build.builder import build_kernel
+    from teeny_tx.lower.passes.driver import decide
     from teeny_tx.templates.emitter import line_origins
 
     text, filename, kernel, args, constexprs = VARIANTS[variant]
@@ -470,8 +470,8 @@ def test_new_ir_nodes_plug_into_the_emitter():
     import dataclasses
 
     from teeny_tx.lower import ir
-    from teeny_tx.lower.builder import build_kernel
-    from teeny_tx.lower.passes import decide
+    from teeny_tx.lower.build.builder import build_kernel
+    from teeny_tx.lower.passes.driver import decide
     from teeny_tx.templates.emitter import _STATEMENTS, emit_cuda, families, register_statement
 
     @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)

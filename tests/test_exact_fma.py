@@ -1,4 +1,4 @@
-"""The interpreter's fma rounds once (lower/exact_fma.py), checked against rational arithmetic.
+"""The interpreter's fma rounds once (lower/ops/exact_fma.py), checked against rational arithmetic.
 
 The reference rounds the exact value a*b + c to the dtype directly (nearest, ties to even),
 never through a wider float, so a double rounding in the implementation cannot hide behind one
@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from teeny_tx.lower.exact_fma import fma
+from teeny_tx.lower.ops.exact_fma import fma
 
 
 def _round_exact(value: Fraction, dtype) -> float:

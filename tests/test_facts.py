@@ -1,6 +1,6 @@
 """Every fact has one home, and its consumers agree with it.
 
-The op table (teeny_tx/lower/op_table.py, ops.py, ops_random.py) against the prelude's
+The op table (teeny_tx/lower/ops/: registry.py, table.py, random.py) against the prelude's
 prototypes, the builder's typing methods, the interpreter's and the emitter's handlers and the
 reference page; the dtype table (teeny_tx/dtypes.py) against the prelude's typedefs and the
 runtime's lookups; the named constants (teeny_tx/constants.py) against the prelude's
@@ -22,9 +22,9 @@ from teeny_tx.docs import prelude_prototypes, reference_markdown
 from teeny_tx.dtypes import C_NAMES, DTYPES, TORCH_NAMES, from_name, from_numpy
 from teeny_tx.interp.interpreter import _Compiler
 from teeny_tx.library import linalg
-from teeny_tx.lower.builder import Builder
-from teeny_tx.lower.op_table import FAMILIES
-from teeny_tx.lower.ops import OPS
+from teeny_tx.lower.build.builder import Builder
+from teeny_tx.lower.ops.registry import FAMILIES
+from teeny_tx.lower.ops.table import OPS
 from teeny_tx.runtime import memory
 from teeny_tx.templates.emitter import HANDLERS
 
@@ -211,13 +211,13 @@ def test_tma_element_codes_are_the_drivers() -> None:
 
 
 def test_the_hopper_tables_are_read_from_dtypes() -> None:
-    """runtime/tma.py, lower/hopper.py and templates/hopper.py read dtypes.ELEMENTS (views of
+    """runtime/tma.py, lower/hopper/matmul.py and templates/hopper.py read dtypes.ELEMENTS (views of
     it, not copies), and no module but dtypes.py spells a CUDA element type."""
     import ast
     from pathlib import Path
 
     from teeny_tx.dtypes import ELEMENT_SIZES, TMA_DATA_TYPES, WGMMA_TYPES
-    from teeny_tx.lower import hopper
+    from teeny_tx.lower.hopper import matmul as hopper
     from teeny_tx.runtime import tma
     from teeny_tx.templates import hopper as thopper
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import teeny_tx
-from teeny_tx.lower.builder import MAX_HELPER_DEPTH
+from teeny_tx.lower.build.builder import MAX_HELPER_DEPTH
 
 from .conftest import KERNEL_FILE, nvrtc_compile
 

@@ -1,6 +1,6 @@
 """The Hopper TMA + wgmma matmul path on the CPU: planning rules, golden files, NVRTC compile for
-sm_90a (and the SASS it assembles to, where cuobjdump is installed), and the dot-loop
-recognition on kernels/matmul.c. The device run is tests/gpu/test_hopper_gpu.py.
+sm_90a (and the SASS it assembles to, where cuobjdump is installed). The device run is
+tests/gpu/test_hopper_gpu.py.
 
 The golden files are tests/cases.py's HOPPER_GOLDENS: the test only compares; re-bless on
 purpose with ``teeny-tx golden --bless``."""
@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from teeny_tx.lower.hopper import (
+from teeny_tx.lower.hopper.matmul import (
     HopperConfig,
     TmaUnsupported,
     plan_matmul,
-    recognise_dot_loop,
     tma_operand_view,
 )
 from teeny_tx.templates.hopper import render_matmul
@@ -147,34 +146,6 @@ def test_nvrtc_compiles_for_sm90a_without_spills(a_kmajor, b_kmajor, cfg, tmp_pa
     for op in ("UTMALDG", "HGMMA", "SYNCS", "USETMAXREG"):
         assert op in sass, op
     assert "LDL" not in sass and "STL" not in sass
-
-
-def test_the_matmul_kernels_dot_loop_is_recognised():
-    import teeny_tx as tx
-
-    mod = tx.compile(str(ROOT / "kernels" / "matmul.c"), name="kernels/matmul.c")
-    spec = mod.matmul.specialize(
-        "f16",
-        "f16",
-        "f16",
-        "f16",
-        *(4096, 4096, 4096, 4096, 1, 4096, 1, 4096, 1, 0, 0, 0),
-        1.0,
-        HAS_BIAS=0,
-        ACT=0,
-        PRECISION=20,
-        A_T=0,
-        B_T=0,
-        BM=128,
-        BN=256,
-        BK=64,
-        GROUP_M=8,
-        num_warps=8,
-        num_stages=4,
-    )
-    loops = recognise_dot_loop(spec.kernel)
-    assert len(loops) == 1
-    assert loops[0].loads == ("a_t", "b_t")
 
 
 @pytest.mark.parametrize("dtype", ["f8e4m3", "f8e5m2"])

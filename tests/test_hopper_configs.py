@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from teeny_tx.library import hopper_configs as hc
-from teeny_tx.lower.hopper import HopperConfig, TmaUnsupported, plan_matmul
+from teeny_tx.lower.hopper.matmul import HopperConfig, TmaUnsupported, plan_matmul
 
 PRODUCT = dict(
     dtype="bf16",

@@ -60,7 +60,7 @@ def test_interpreter_matches_numpy(mod, name, mnk):
 
 def _loop_assigns(kernel, name):
     from teeny_tx.lower import ir
-    from teeny_tx.lower.layout import walk_stmts
+    from teeny_tx.lower.ir import walk_stmts
 
     loops = [s for s in walk_stmts(kernel.body) if isinstance(s, ir.Loop)]
     return [

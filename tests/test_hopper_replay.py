@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from teeny_tx.kernel import HopperSpecialization
-from teeny_tx.lower.hopper import HopperConfig, plan_matmul
+from teeny_tx.lower.hopper.matmul import HopperConfig, plan_matmul
 from teeny_tx.runtime import hopper, launch, plan, tma
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from teeny_tx.library import hopper_configs as hc
 from teeny_tx.library import linalg
-from teeny_tx.lower.hopper import HopperConfig, TmaUnsupported, plan_matmul
+from teeny_tx.lower.hopper.matmul import HopperConfig, TmaUnsupported, plan_matmul
 from tests.test_hopper_configs import _sass  # SASS through cuobjdump, where there is one
 
 TF32 = dict(dtype="f32", out_dtype="f32", a_kmajor=True, b_kmajor=True, bias_dtype=None)

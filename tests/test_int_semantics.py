@@ -1,4 +1,4 @@
-"""Integer semantics, rules I1-I4 of lower/casts.py: the interpreter and constant folding give
+"""Integer semantics, rules I1-I4 of lower/ops/casts.py: the interpreter and constant folding give
 the wrapped, defined results on edge values of every integer dtype, and the emitted CUDA
 computes in an unsigned type (``tx::wrap_*``) and compiles with NVRTC for sm_90. The GPU side
 is tests/gpu/test_int_semantics_gpu.py."""

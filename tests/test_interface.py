@@ -22,7 +22,7 @@ from teeny_tx.lower.interface import (
     build_interface,
     check_resources,
 )
-from teeny_tx.lower.passes import decide
+from teeny_tx.lower.passes.driver import decide
 from teeny_tx.target import Target
 from teeny_tx.templates import emitter
 from tests.cases import GOLDEN

@@ -1,6 +1,6 @@
 """The NumPy interpreter against NumPy references, on kernels written in the language.
 
-Each test builds a kernel from its text (``teeny_tx.parse`` + ``lower.builder``), runs it with
+Each test builds a kernel from its text (``teeny_tx.parse`` + ``lower.build.builder``), runs it with
 ``teeny_tx.interpreter.run`` on random inputs and compares with an independent NumPy reference
 written with C's semantics (truncating division, wrapping integers, fmax/fmin).
 """
@@ -14,7 +14,7 @@ import pytest
 from teeny_tx.dtypes import from_numpy
 from teeny_tx.errors import InterpreterError, LaunchError
 from teeny_tx.interp import interpreter
-from teeny_tx.lower.builder import Spec, build_kernel
+from teeny_tx.lower.build.builder import Spec, build_kernel
 from teeny_tx.parse import parse
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

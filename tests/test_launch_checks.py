@@ -8,7 +8,7 @@ import pytest
 import teeny_tx
 from teeny_tx import kernel as kernel_module
 from teeny_tx.lower import ir
-from teeny_tx.lower.layout import walk_exprs
+from teeny_tx.lower.ir import walk_exprs
 from teeny_tx.runtime import launch, plan
 from teeny_tx.runtime.grid import as_grid3 as _grid3
 

@@ -1,7 +1,9 @@
 """The layer order, function-level imports included: parse -> lower -> templates -> runtime ->
 kernel -> library, with the leaf modules (facts: errors, dtypes, constants, activations,
 target, switches, the embedded prelude and kernels) below every stage and the entry points
-(the package, the CLI, the demo, the docs generator) above.
+(the package, the CLI, the demo, the docs generator) above. Inside lower/, its stages in order:
+the IR and the name allocator, the op table, the builder, then the passes with the interface
+they decide and the Hopper planner.
 
 Input: the source of every module of teeny_tx/ (``ast``; nothing imported). A module imports
 only modules of its own layer or below, at module level or inside a function; imports under
@@ -39,6 +41,19 @@ LAYERS = {name: 0 for name in LEAVES} | {
     "demo": 7,
     "docs": 7,
 }
+# inside lower/: the part below teeny_tx.lower -> its stage (a stage may import earlier ones).
+# The interface is the passes' last decision (passes/driver.py builds it from what they
+# decided, and it reads their layouts and pipelines), so it shares their stage.
+LOWER = {
+    "__init__": 0,
+    "ir": 0,
+    "names": 0,
+    "ops": 1,
+    "build": 2,
+    "passes": 3,
+    "interface": 3,
+    "hopper": 3,
+}
 
 
 def _name(path: Path) -> str:
@@ -51,9 +66,13 @@ def _name(path: Path) -> str:
 MODULES = {_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if "__pycache__" not in p.parts}
 
 
-def layer(module: str) -> int:
+def layer(module: str) -> tuple[int, int]:
+    """(the layer of the package's part, the stage inside lower/: 0 elsewhere)."""
     parts = module.split(".")
-    return LAYERS[parts[1] if len(parts) > 1 else "__init__"]
+    top = LAYERS[parts[1] if len(parts) > 1 else "__init__"]
+    if parts[1:2] == ["lower"]:
+        return top, LOWER[parts[2] if len(parts) > 2 else "__init__"]
+    return top, 0
 
 
 def _imports(node: ast.AST, inside: bool = False):
@@ -93,18 +112,35 @@ def _targets(name: str):
 
 
 def test_every_module_has_a_layer() -> None:
-    assert all(layer(m) >= 0 for m in MODULES)
+    assert all(layer(m) >= (0, 0) for m in MODULES)
+    parts = {m.split(".")[2] for m in MODULES if m.startswith("teeny_tx.lower.")}
+    assert parts == set(LOWER) - {"__init__"}, "every part of lower/ has a stage, and only those"
 
 
 def test_no_import_goes_up_a_layer() -> None:
     bad = [
-        f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}: {t} (layer {layer(t)} > {layer(m)}"
+        f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}: {t} (layer {_show(t)} > {_show(m)}"
         f"{', in a function' if inside else ''})"
         for m in MODULES
         for t, line, inside in _targets(m)
         if t != "teeny_tx" and layer(t) > layer(m)
     ]
     assert not bad, "imports up the layer order:\n" + "\n".join(bad)
+
+
+def _show(module: str) -> str:
+    top, stage = layer(module)
+    return f"{top}.{stage}" if module.startswith("teeny_tx.lower") else str(top)
+
+
+def test_lower_stages_are_ordered() -> None:
+    """The probe of the stage order inside lower/: the builder is above the op table and the
+    IR, below the passes."""
+    assert layer("teeny_tx.lower.ir") < layer("teeny_tx.lower.ops.table")
+    assert layer("teeny_tx.lower.ops.table") < layer("teeny_tx.lower.build.builder")
+    assert layer("teeny_tx.lower.build.builder") < layer("teeny_tx.lower.passes.layout")
+    assert layer("teeny_tx.lower.passes.driver") == layer("teeny_tx.lower.interface")
+    assert layer("teeny_tx.lower.hopper.matmul") < layer("teeny_tx.templates.hopper")
 
 
 def test_the_scan_sees_function_level_imports() -> None:

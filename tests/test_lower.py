@@ -9,8 +9,7 @@ import pytest
 import teeny_tx
 from teeny_tx.dtypes import DTYPES, promote
 from teeny_tx.lower import ir
-from teeny_tx.lower.ir import Const, Op, PointerType, Var
-from teeny_tx.lower.layout import walk_exprs
+from teeny_tx.lower.ir import Const, Op, PointerType, Var, walk_exprs
 
 from .conftest import kernel_text, lower
 
@@ -412,3 +411,23 @@ def test_lowering_errors_are_compile_errors():
         teeny_tx.CompileError, match=r"kernels/t.c:3:\d+: error: unknown identifier 'm'"
     ):
         lower(kernel_text("    tile x = m;"))
+
+
+@pytest.mark.parametrize(
+    ("init", "value", "message"),
+    [
+        ("out + arange(0, BLOCK)", "0", r"cannot assign i32 to pointer 'p' of type f32\*\[128\]"),
+        ("out", "0", r"cannot assign i32 to pointer 'p' of type f32\*"),
+        ("out", "2.5f", r"cannot assign f32 to pointer 'p' of type f32\*"),
+        ("out", "a", r"cannot assign const f32\* to pointer 'p' of type f32\*"),
+    ],
+)
+def test_a_pointer_variable_takes_only_pointers_of_its_type(init, value, message):
+    """A `tile` variable holding pointers refuses a number or another pointer type at the
+    assignment's line (a literal used to reach the integer conversion of a pointer type)."""
+    text = kernel_text(f"    tile p = {init};\n    p = {value};\n    store(p, 1.0f);")
+    with pytest.raises(teeny_tx.CompileError, match=rf"kernels/t.c:4:5: error: {message}"):
+        lower(text)
+    # the same variable assigned a pointer of its type is an ordinary assignment
+    kernel = lower(kernel_text(f"    tile p = {init};\n    p = p + 1;\n    store(p, 1.0f);"))
+    assert [s.name for s in kernel.body if isinstance(s, ir.Assign)] == ["p"]

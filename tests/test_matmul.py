@@ -16,7 +16,7 @@ import teeny_tx as tx
 from teeny_tx.dtypes import DTYPES
 from teeny_tx.library import linalg, module
 from teeny_tx.lower import ir
-from teeny_tx.lower.builder import build_kernel
+from teeny_tx.lower.build.builder import build_kernel
 
 SMALL = (32, 16, 16, 2, 4, 2)  # BM, BN, BK, GROUP_M, num_warps, num_stages: several programs
 TINY = (16, 16, 16, 1, 4, 2)

@@ -29,7 +29,7 @@ def test_a_local_may_take_a_math_function_name_and_the_cuda_compiles():
 
 
 def test_the_math_names_are_not_the_languages():
-    from teeny_tx.lower.op_table import OPS
+    from teeny_tx.lower.ops.registry import OPS
 
     assert not {n for n, op in OPS.items() if op.prelude} & MATH_FUNCTION_NAMES
     assert why_reserved("expf") is None and why_reserved("expf", kernel=True) is not None

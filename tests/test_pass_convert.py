@@ -1,13 +1,12 @@
-"""lower/convert.py: each conversion of a variable to a layout happens once, loop-invariant
+"""lower/passes/convert.py: each conversion of a variable to a layout happens once, loop-invariant
 ones before the loop; the generated CUDA does one shared-memory round trip per conversion."""
 
 import re
 
 import teeny_tx
 from teeny_tx.lower import ir
-from teeny_tx.lower.ir import Op, Var
-from teeny_tx.lower.layout import walk_exprs
-from teeny_tx.lower.passes import decide
+from teeny_tx.lower.ir import Op, Var, walk_exprs
+from teeny_tx.lower.passes.driver import decide
 from tests.cases import GOLDEN
 from tests.conftest import KERNEL_FILE, kernel_text, lower, nvrtc_compile
 

@@ -1,7 +1,7 @@
-"""lower/dot_plan.py's deferred waits: a wgmma dot that is a statement's whole value is issued
-without waiting for it, and an ir.WgmmaWait goes before the first statement that touches its
-result, so the work in between runs while the tensor cores multiply (the softmax of one key
-block while the product with the previous block's probabilities runs)."""
+"""lower/passes/dot_plan.py's deferred waits: a wgmma dot that is a statement's whole value is
+issued without waiting for it, and an ir.WgmmaWait goes before the first statement that touches its
+result, so the work in between runs while the tensor cores multiply (the softmax of one key block
+while the product with the previous block's probabilities runs)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ import pytest
 
 import teeny_tx as tx
 from teeny_tx.lower import ir
-from teeny_tx.lower.ir import Op
-from teeny_tx.lower.layout import walk_exprs, walk_stmts
+from teeny_tx.lower.ir import Op, walk_exprs, walk_stmts
 
 # two products per iteration, work between them and the first use of the second: the shape of
 # attention's overlapped forward (S of the next block, then P V of this one)

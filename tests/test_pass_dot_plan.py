@@ -1,10 +1,10 @@
-"""lower/dot_plan.py: where each dot's operands come from, decided before the emitter runs."""
+"""lower/passes/dot_plan.py: where each dot's operands come from, decided before the emitter
+runs."""
 
 import pytest
 
 import teeny_tx as tx
-from teeny_tx.lower.ir import Op
-from teeny_tx.lower.layout import walk_exprs
+from teeny_tx.lower.ir import Op, walk_exprs
 
 ROW = (256, 256, 256, 256, 1, 256, 1, 256)
 COL_A = (256, 256, 256, 1, 256, 256, 1, 256)
@@ -78,7 +78,7 @@ def test_attention_forward_reads_q_once_and_p_from_registers():
     """The query block, which the key loop does not change, is staged once before the loop;
     on sm_90a P (computed from the scores' accumulator) is wgmma's register A operand."""
     from teeny_tx.lower import ir
-    from teeny_tx.lower.layout import walk_stmts
+    from teeny_tx.lower.ir import walk_stmts
 
     spec = _golden_spec("attention_fwd.f16.d128.sm90a")
     (loop,) = [s for s in walk_stmts(spec.kernel.body) if isinstance(s, ir.PipelinedLoop)]
@@ -99,7 +99,7 @@ def test_an_operand_an_enclosing_pipeline_stages_is_not_staged_again():
     """dK/dV: the key block is a stage of the group loop's pipeline; the query loop inside
     reads it there, and stages nothing once (its own operands all change)."""
     from teeny_tx.lower import ir
-    from teeny_tx.lower.layout import walk_stmts
+    from teeny_tx.lower.ir import walk_stmts
 
     spec = _golden_spec("attention_bwd_dkdv.f16.d128.causal.sm90a")
     loops = [s for s in walk_stmts(spec.kernel.body) if isinstance(s, ir.PipelinedLoop)]

@@ -101,7 +101,7 @@ def test_shadowed_and_inlined_names_are_generated():
     )
     kernel = lower(text)
     from teeny_tx.lower import ir
-    from teeny_tx.lower.layout import walk_stmts
+    from teeny_tx.lower.ir import walk_stmts
 
     declared = [s.name for s in walk_stmts(kernel.body) if isinstance(s, ir.Declare)]
     assert declared[:2] == ["i", "tx_i_1"]  # never tx_i: the register index's

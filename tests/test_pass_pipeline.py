@@ -1,4 +1,5 @@
-"""lower/pipeline.py: which loop loads become cp.async stages, decided before the emitter runs.
+"""lower/passes/pipeline.py: which loop loads become cp.async stages, decided before the emitter
+runs.
 
 The planner turns a K loop feeding dot into an ir.PipelinedLoop: its loads of operands (16
 bytes at a time, from addresses of the loop variable and loop-invariant values) become Staged
@@ -9,7 +10,7 @@ import pytest
 
 import teeny_tx as tx
 from teeny_tx.lower import ir
-from teeny_tx.lower.layout import walk_stmts
+from teeny_tx.lower.ir import walk_stmts
 from teeny_tx.runtime.tma import parameters as tma_parameters
 
 ROW = (256, 256, 256, 256, 1, 256, 1, 256)  # M N K sam sak sbk sbn scm: row-major operands

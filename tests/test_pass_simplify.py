@@ -1,4 +1,4 @@
-"""lower/simplify.py: integer identities leave the IR; values never change.
+"""lower/passes/simplify.py: integer identities leave the IR; values never change.
 
 The pass removes `x * 1`, `1 * x`, `x + 0`, `0 + x`, `x - 0` and shifts by 0 on integers and
 pointers (a stride of 1 is bound as the constant 1), and only where `x` already has the
@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from teeny_tx.interp import interpreter
-from teeny_tx.lower.ir import Const, Op
-from teeny_tx.lower.layout import walk_exprs
-from teeny_tx.lower.simplify import simplify
+from teeny_tx.lower.ir import Const, Op, walk_exprs
+from teeny_tx.lower.passes.simplify import simplify
 from tests.conftest import kernel_text, lower
 
 PARAMS = "f32 *out, const f32 *a, i32 n, i32 one, i32 zero, f32 fzero, const i32 BLOCK"

@@ -1,11 +1,10 @@
-"""lower/vectorize.py: the vector width of every tile load and store, decided in lower."""
+"""lower/passes/vectorize.py: the vector width of every tile load and store, decided in lower."""
 
 import numpy as np
 import pytest
 
 import teeny_tx as tx
-from teeny_tx.lower.ir import Op
-from teeny_tx.lower.layout import walk_exprs
+from teeny_tx.lower.ir import Op, walk_exprs
 from tests.conftest import KERNEL_FILE, kernel_text
 
 TEXT = kernel_text(

@@ -17,8 +17,8 @@ import pytest
 import teeny_tx
 from teeny_tx.dtypes import DTYPES
 from teeny_tx.kernel import HEADERS
-from teeny_tx.lower import ops_random as rng
 from teeny_tx.lower.ir import Const
+from teeny_tx.lower.ops import random as rng
 
 from .cases import CASES, dropout_reference
 from .conftest import (

@@ -8,7 +8,7 @@ import pytest
 
 import teeny_tx
 from teeny_tx.dtypes import DTYPES
-from teeny_tx.lower.ops import OPS
+from teeny_tx.lower.ops.table import OPS
 from teeny_tx.parse import parse
 from teeny_tx.parse.reserved import (
     GENERATED_PREFIX,

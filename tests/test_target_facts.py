@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from teeny_tx.lower import ir, warp_spec
+from teeny_tx.lower import ir
+from teeny_tx.lower.passes import warp_spec
 from teeny_tx.target import HOPPER, Target
 
 PACKAGE = Path(__file__).resolve().parents[1] / "teeny_tx"

@@ -1,4 +1,4 @@
-"""lower/warp_spec.py: a TMA-pipelined loop fed by a producer warpgroup, when it applies.
+"""lower/passes/warp_spec.py: a TMA-pipelined loop fed by a producer warpgroup, when it applies.
 
 A kernel that declares the constexpr WARP_SPECIALIZE and is launched with 1 gets, where its
 one top-level pipelined loop loads every stage by TMA, a producer warpgroup after its warps
@@ -17,8 +17,9 @@ import teeny_tx as tx
 from teeny_tx.kernel import HEADERS
 from teeny_tx.library import attention as tattn
 from teeny_tx.library.loader import kernel_text
-from teeny_tx.lower import ir, warp_spec
-from teeny_tx.lower.layout import walk_stmts
+from teeny_tx.lower import ir
+from teeny_tx.lower.ir import walk_stmts
+from teeny_tx.lower.passes import warp_spec
 from teeny_tx.runtime import nvrtc
 from tests.cases import _attention_fwd_args, _attention_fwd_flags
 
@@ -164,8 +165,8 @@ def test_a_kernel_of_its_own_is_warp_specialized():
     ],
 )
 def test_refusals_keep_the_loop(parts, why):
-    """Each rule of lower/warp_spec.py: the loop keeps today's form (thread 0 issues the copies
-    ahead) and the generated CUDA says why it is not warp-specialised."""
+    """Each rule of lower/passes/warp_spec.py: the loop keeps today's form (thread 0 issues the
+    copies ahead) and the generated CUDA says why it is not warp-specialised."""
     spec = _dot_spec(**parts)
     refused = spec.kernel.warp_spec_refused
     assert refused is not None and why in refused, refused

@@ -2,7 +2,7 @@
 
 Input: a kernel file, a kernel, a variable and a specialisation (arguments as dtype names,
 constexprs, ``num_warps``). The layout is read from the compiler itself: the kernel is
-specialised (``Kernel.specialize``, which runs ``lower/layout.py``) and the layout of the
+specialised (``Kernel.specialize``, which runs ``lower/passes/layout.py``) and the layout of the
 variable's declaration in the annotated IR is taken. Output: :func:`owners`, which thread and
 register hold every element (the Python twin of ``tx::Blocked::coord`` in
 ``prelude/teeny_tx.cuh``), and PNG pictures under ``docs/images/``:
@@ -23,7 +23,8 @@ import numpy as np
 
 import teeny_tx
 from teeny_tx.lower import ir
-from teeny_tx.lower.layout import Blocked, Layout, walk_stmts
+from teeny_tx.lower.ir import walk_stmts
+from teeny_tx.lower.passes.layout import Blocked, Layout
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "docs" / "images"

@@ -1,7 +1,7 @@
 """Chapter 6 of the book: every triton.language operation and how teeny_tx spells it.
 
 Input: ``tools/triton_language.tsv`` (the names of Triton's API reference, by section, each with
-its status here) and the op table, read through its public name ``teeny_tx.lower.ops.OPS``
+its status here) and the op table, read through its public name ``teeny_tx.lower.ops.table.OPS``
 (with the prelude's helper functions, ``teeny_tx.docs.prelude_helpers``). Output:
 :func:`chapter`, the Markdown committed as ``docs/triton.md``;
 ``python -m tools.triton_table > docs/triton.md`` regenerates it. :func:`disagreements` lists
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from teeny_tx.docs import prelude_helpers
-from teeny_tx.lower.ops import OPS
+from teeny_tx.lower.ops.table import OPS
 
 DATA = Path(__file__).resolve().parent / "triton_language.tsv"
 GENERATOR = "python -m tools.triton_table > docs/triton.md"
@@ -119,9 +119,9 @@ def chapter() -> str:
         "how to write it here. **same**: an operation of that name, called with positional",
         "arguments (C has no keywords); **differs**: written otherwise, with the operations",
         "named; **syntax**: a construct of C rather than an operation; **absent**: not in the",
-        "language, and why. The table is generated from the op table (`teeny_tx/lower/ops.py`),",
-        "and a test fails when a row and the op table disagree: an operation marked absent that",
-        "the language has, or marked the same that it lacks.",
+        "language, and why. The table is generated from the op table",
+        "(`teeny_tx/lower/ops/table.py`), and a test fails when a row and the op table disagree:",
+        "an operation marked absent that the language has, or marked the same that it lacks.",
         "",
         f"Of {len(table)} names: {counts['same']} the same, {counts['differs']} spelled "
         f"differently, {counts['syntax']} C syntax, {counts['absent']} absent.",

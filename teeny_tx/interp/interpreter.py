@@ -23,8 +23,8 @@ import numpy as np
 from ..errors import CompileError, InterpreterError, LaunchError, Location
 from ..lower import ir
 from ..lower.names import COMBINE_ARGS
-from ..lower.ops import OPS, elementwise_numpy
-from ..lower.typing import convert_value
+from ..lower.ops.table import OPS, elementwise_numpy
+from ..lower.ops.typing import convert_value
 from .memory import Pointer, bind_pointer
 
 Value = Any
@@ -237,7 +237,7 @@ class _Compiler:
 
     def op_device_print(self, e: ir.Op) -> Eval:
         values = [self.expr(a) for a in e.args]
-        prefix = e.attr("prefix").replace("%%", "%")  # a printf format (lower/debug_ops.py)
+        prefix = e.attr("prefix").replace("%%", "%")  # a printf format (lower/build/debug_ops.py)
 
         def show(s: _State) -> None:
             arrays = [np.asarray(v(s)) for v in values]

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from .. import switches
 from ..kernel import hopper_specialization
-from ..lower.hopper import (
+from ..lower.hopper.matmul import (
     ITEMSIZE,
     MAX_SPLIT_K,
     HopperConfig,

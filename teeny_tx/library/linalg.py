@@ -526,7 +526,7 @@ def _hopper_plan(arrays, out, a, b, bias, p: _Product, activation, precision):
     """A launch ``(out, a, b, bias, alpha) -> None`` on the Hopper TMA path for this product,
     or None where it does not apply (not an sm_90 device, f32, a batch, operands TMA cannot
     address: those take the cp.async kernel)."""
-    from ..lower.hopper import TmaUnsupported, tma_operand_view
+    from ..lower.hopper.matmul import TmaUnsupported, tma_operand_view
 
     dtype = arrays.known_dtype(a)
     if not HOPPER or arrays.kind == "numpy" or p.batch != 1 or len(a.shape) != 2:
@@ -623,7 +623,7 @@ def scaled_matmul(
     Runs on the Hopper TMA + wgmma path (sm_90 only)."""
     import torch
 
-    from ..lower.hopper import HopperConfig, TmaUnsupported, plan_matmul
+    from ..lower.hopper.matmul import HopperConfig, TmaUnsupported, plan_matmul
 
     operands = {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b}
     for name, x in operands.items():
@@ -676,7 +676,7 @@ def scaled_matmul(
             config=HopperConfig(tiles.bm, tiles.bn, 128, 4, GROUP_M),
             watchdog=WATCHDOG,
         )
-        from ..lower.hopper import tma_operand_view
+        from ..lower.hopper.matmul import tma_operand_view
 
         tma_operand_view("a", dtype, m, k, a.stride(0), 1, a.data_ptr())
         tma_operand_view("b", dtype, k, n, 1, b.stride(1), b.data_ptr())

@@ -1,7 +1,7 @@
 """The kernel's interface: everything the host and the emitter need that the body does not say.
 
 Input: a decided ``ir.Kernel`` (layouts, conversions, pipelines and dot plans chosen: the passes
-of ``lower/passes.py``). Output: a frozen :class:`Interface`:
+of ``lower/passes/driver.py``). Output: a frozen :class:`Interface`:
 
 - ``params``: the CUDA parameter list in order: the user's runtime parameters, then one
   tensor map per TMA-copied operand (:class:`TensorMapParam`: which pointer parameter it maps,
@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import CompileError, Location, ResourceError
 from . import ir
-from .ir import Expr, Op, PointerType
-from .layout import Layout
-from .pipeline import BARRIER_BYTES, operand_source
+from .ir import Expr, Op, PointerType, walk_exprs, walk_stmts
+from .passes.layout import Layout
+from .passes.pipeline import BARRIER_BYTES, operand_source
 
 if TYPE_CHECKING:
     from ..target import Target
@@ -189,8 +189,6 @@ class TileRegisters:
 def tile_registers(kernel: ir.Kernel) -> TileRegisters | None:
     """The tile of the decided ``kernel`` whose registers per thread are the most: declared
     tiles and the temporaries of expressions alike, by their layouts."""
-    from .layout import walk_exprs, walk_stmts
-
     best: TileRegisters | None = None
 
     def consider(layout: Layout | None, t: ir.Type, what: str, loc: Location) -> None:

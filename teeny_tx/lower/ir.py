@@ -1,8 +1,9 @@
 """The typed block IR: every node the lowering produces, declared in one place.
 
-Input: nothing (declarations only). Output: frozen dataclasses that ``lower/builder.py``
-builds from the pycparser AST, ``lower/layout.py`` annotates with layouts, the emitter renders
-into CUDA and the interpreter executes on NumPy. Every node carries its source location.
+Input: nothing (declarations only). Output: frozen dataclasses that ``lower/build/builder.py``
+builds from the pycparser AST, ``lower/passes/layout.py`` annotates with layouts, the emitter
+renders into CUDA and the interpreter executes on NumPy. Every node carries its source location.
+:func:`walk_stmts` and :func:`walk_exprs` are the traversals every pass and consumer shares.
 
 A value's :class:`Type` is a dtype (or pointer type) and a static shape; shape ``()`` is a
 scalar, uniform across the program. Tile-valued nodes carry a ``layout`` once the layout pass
@@ -11,6 +12,7 @@ has run (None before: the interpreter never looks at it).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,7 +92,7 @@ class Type:
 class Expr:
     type: Type
     loc: Location
-    layout: Any = None  # a lower.layout.Layout for tiles, after the layout pass
+    layout: Any = None  # a lower.passes.layout.Layout for tiles, after the layout pass
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -112,7 +114,7 @@ class Var(Expr):
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Op(Expr):
-    """An application of an entry of the op table (``lower/ops.py``) to operands.
+    """An application of an entry of the op table (``lower/ops/table.py``) to operands.
 
     ``attrs`` holds the op's static arguments (an axis, the bounds of an arange, a target
     dtype) as a tuple of (name, value) pairs so the node stays hashable and printable.
@@ -227,13 +229,13 @@ class TmaCopy:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class StagedLoad:
-    """A loop's tile load that the software pipeline (``lower/pipeline.py``) moves global ->
+    """A loop's tile load that the software pipeline (``lower/passes/pipeline.py``) moves global ->
     shared memory by cp.async into a ring of stages, 16 bytes (``vec`` elements) at a time.
     ``tile`` and ``buffer`` name the shared tile's C++ type and its first stage; ``offset`` is
     where the ring starts in the pipeline region (bytes); ``chunk_mask``: the mask is constant
     over each 16-byte chunk (a zero-filling copy), else a chunk cut by the edge is copied by
     lane; ``tf32``: wgmma reads it as TF32, so each landed stage is rounded first; ``tma``:
-    the copy is a TMA bulk tensor copy instead (``lower/pipeline.py``, behind a switch)."""
+    the copy is a TMA bulk tensor copy instead (``lower/passes/pipeline.py``, behind a switch)."""
 
     var: str
     load: Op
@@ -271,7 +273,7 @@ class StagedOnce:
 
 @dataclass(frozen=True)
 class WarpSpec:
-    """How a TMA-pipelined loop is warp-specialised (``lower/warp_spec.py``): a producer
+    """How a TMA-pipelined loop is warp-specialised (``lower/passes/warp_spec.py``): a producer
     warpgroup after the kernel's ``compute_threads`` threads, whose one elected thread issues
     the copies of every iteration, computing only ``slice`` (the scalar declarations, in kernel
     order, that the copies' coordinates and the loop bounds read); ``setmaxnreg`` leaves it
@@ -319,15 +321,15 @@ class PipelinedLoop(Stmt):
     barriers: str | None = None
     barrier_offset: int = 0
     iteration: str | None = None
-    warp_spec: WarpSpec | None = None  # filled by a producer warpgroup (lower/warp_spec.py)
+    warp_spec: WarpSpec | None = None  # filled by a producer warpgroup (lower/passes/warp_spec.py)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class WgmmaWait(Stmt):
     """Wait until at most ``pending`` warpgroup-MMA groups run on, then read ``results`` (the
     variables those products wrote, their registers fenced so no read moves above the wait):
-    placed by ``lower/dot_plan.py`` before the first statement that touches a deferred wgmma's
-    result, so what lies between runs while the tensor cores do. ``computed``: the variables
+    placed by ``lower/passes/dot_plan.py`` before the first statement that touches a deferred
+    wgmma's result, so what lies between runs while the tensor cores do. ``computed``: the variables
     the statements since the oldest of those products wrote, fenced before the wait so that
     their work is not moved after it. ``fragments``: the packed A registers (name, K steps)
     of register-A products among them, kept live until the wait."""
@@ -372,8 +374,8 @@ class Kernel:
     pipeline_tma: bool = False  # pipelined loads by TMA where they can be (its module asks)
     switches: CodegenSwitches = CodegenSwitches()  # the switches it is compiled under (key)
     target: Target = Target.from_arch(DEFAULT_ARCH)  # what it is compiled for: limits, features
-    # warp specialisation (lower/warp_spec.py): the producer warpgroup's warps, launched after
-    # the num_warps that run the kernel's statements; or, where it was asked for and refused, why
+    # warp specialisation (lower/passes/warp_spec.py): the producer warpgroup's warps, launched
+    # after the num_warps that run the kernel's statements; or, where it was asked and refused, why
     producer_warps: int = 0
     warp_spec_refused: str | None = None
 
@@ -385,3 +387,55 @@ class Kernel:
     def num_threads(self) -> int:
         """Threads per block at launch: the compute warps and any producer warpgroup."""
         return 32 * (self.num_warps + self.producer_warps)
+
+
+# ------------------------------------------------------------ traversals
+
+
+def walk_stmts(stmts: Iterable[Stmt]) -> Iterator[Stmt]:
+    """Every statement of a statement list and of the blocks nested in it, in order."""
+    for s in stmts:
+        yield s
+        if isinstance(s, If):
+            yield from walk_stmts(s.then)
+            yield from walk_stmts(s.orelse)
+        elif isinstance(s, Loop):
+            yield from walk_stmts(s.init)
+            yield from walk_stmts(s.body)
+            yield from walk_stmts(s.step)
+        elif isinstance(s, PipelinedLoop):
+            yield from walk_stmts([s.loop])
+
+
+def walk_exprs(stmts: Iterable[Stmt]) -> Iterator[Expr]:
+    """Every expression node of a statement list, operands before the ops that use them."""
+    for s in stmts:
+        roots: list[Expr] = []
+        if isinstance(s, Declare) and s.init is not None:
+            roots = [s.init]
+        elif isinstance(s, Assign):
+            roots = [s.value]
+        elif isinstance(s, Eval):
+            roots = [s.expr]
+        elif isinstance(s, (If, Loop)) and s.cond is not None:
+            roots = [s.cond]
+        elif isinstance(s, Staged):
+            roots = [s.staged.load]
+        for r in roots:
+            yield from _walk(r)
+        if isinstance(s, If):
+            yield from walk_exprs(s.then)
+            yield from walk_exprs(s.orelse)
+        elif isinstance(s, Loop):
+            yield from walk_exprs(s.init)
+            yield from walk_exprs(s.step)
+            yield from walk_exprs(s.body)
+        elif isinstance(s, PipelinedLoop):
+            yield from walk_exprs([s.loop])
+
+
+def _walk(e: Expr) -> Iterator[Expr]:
+    if isinstance(e, Op):
+        for a in e.args:
+            yield from _walk(a)
+    yield e

@@ -16,8 +16,7 @@ import re
 from collections.abc import Iterable
 
 from ..parse.reserved import GENERATED_PREFIX
-from .ir import Declare, PipelinedLoop, Staged, Var
-from .layout import walk_exprs, walk_stmts
+from .ir import Declare, PipelinedLoop, Staged, Var, walk_exprs, walk_stmts
 
 # the parameters of a reduction's or scan's combiner (a lambda without captures in the CUDA)
 COMBINE_ARGS = (f"{GENERATED_PREFIX}a", f"{GENERATED_PREFIX}b")

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..dtypes import DTYPES, DType, from_numpy
 from ..errors import CompileError, LaunchError
-from ..lower.signature import ParamSpec, Spec
+from ..lower.build.signature import ParamSpec, Spec
 from . import launch as _launch
 from . import plan as _plan
 from .memory import (

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lower.hopper import HopperMatmul
+from ..lower.hopper.matmul import HopperMatmul
 from . import launch, tma
 from .plan import MAP, MapSlot, Plan, raw_stream
 

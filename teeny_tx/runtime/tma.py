@@ -202,7 +202,7 @@ def pipeline_copies(kernel) -> list:
     """The ir.TmaCopy of each TMA-loaded pipelined tile of a decided ``kernel``, in the order
     the kernel takes their maps (the order of its loops in the source)."""
     from ..lower import ir
-    from ..lower.layout import walk_stmts
+    from ..lower.ir import walk_stmts
 
     copies: dict[str, ir.TmaCopy] = {}
     for s in walk_stmts(kernel.body):

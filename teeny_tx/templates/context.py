@@ -1,6 +1,6 @@
 """The emit context: the state of one kernel's rendering and the primitives every handler uses.
 
-Input: a :class:`~teeny_tx.lower.passes.Decided` kernel (its IR, layouts, name allocator and
+Input: a :class:`~teeny_tx.lower.passes.driver.Decided` kernel (its IR, layouts, name allocator and
 :class:`~teeny_tx.lower.interface.Interface`). Output: the kernel body's lines, through
 :meth:`EmitContext.emit` (one macro of an op-family template at the current depth).
 
@@ -30,14 +30,14 @@ import jinja2
 
 from ..dtypes import DType
 from ..lower import ir
-from ..lower.convert import OWN_STATEMENT_OPS
 from ..lower.interface import Interface
 from ..lower.ir import Const, Expr, Op, Var
-from ..lower.layout import Layout
 from ..lower.names import ACCUMULATOR, COMBINE_ARGS, ELEMENT, REGISTER, Names, layout_alias
-from ..lower.ops import OPS
-from ..lower.passes import Decided
-from ..lower.warp_spec import warp_specialized_loop
+from ..lower.ops.table import OPS
+from ..lower.passes.convert import OWN_STATEMENT_OPS
+from ..lower.passes.driver import Decided
+from ..lower.passes.layout import Layout
+from ..lower.passes.warp_spec import warp_specialized_loop
 from . import expr as cx
 from .cuda_types import ctype
 

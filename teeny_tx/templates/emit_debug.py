@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from ..dtypes import DType
 from ..lower.ir import Op
-from ..lower.layout import Layout
 from ..lower.names import REGISTER
+from ..lower.passes.layout import Layout
 from .context import EmitContext, effect
 from .expr import UNARY
 

@@ -1,7 +1,7 @@
 """dot() on tensor cores, and the rendering of the software-pipelined loops that feed it.
 
 Input: decided IR: a ``dot`` whose result is in an Mma layout, and the
-:class:`~teeny_tx.lower.ir.PipelinedLoop` nodes that ``lower/pipeline.py`` planned. Output:
+:class:`~teeny_tx.lower.ir.PipelinedLoop` nodes that ``lower/passes/pipeline.py`` planned. Output:
 CUDA lines through the Emitter's ``emit`` (macros of ``dot.cu.j2``). Functions of the
 :class:`~teeny_tx.templates.context.EmitContext`, registered in its tables.
 
@@ -19,9 +19,9 @@ from __future__ import annotations
 from ..lower import ir
 from ..lower.interface import WgmmaInstruction
 from ..lower.ir import Expr, Op
-from ..lower.layout import Layout
-from ..lower.pipeline import operand_source
-from ..lower.warp_spec import warp_specialized_loop
+from ..lower.passes.layout import Layout
+from ..lower.passes.pipeline import operand_source
+from ..lower.passes.warp_spec import warp_specialized_loop
 from . import expr as cx
 from .context import EmitContext, statement, temporary
 from .cuda_types import ctype
@@ -31,7 +31,7 @@ from .cuda_types import ctype
 
 @temporary("dot")
 def emit_dot(ctx: EmitContext, e: Op, dst: str | None = None) -> None:
-    """The dot as its :class:`~teeny_tx.lower.dot_plan.DotPlan` says: operands written to
+    """The dot as its :class:`~teeny_tx.lower.passes.dot_plan.DotPlan` says: operands written to
     the scratch where they come from registers, then the instruction into a new
     accumulator (the dot's value; its accumulator operand is copied in first)."""
     a, _, acc = e.args
@@ -135,7 +135,7 @@ def wgmma_function(ctx: EmitContext, instr: WgmmaInstruction) -> str:
 
 @statement(ir.WgmmaWait)
 def stmt_wgmma_wait(ctx: EmitContext, s: ir.WgmmaWait) -> None:
-    """The wait before a deferred wgmma result's first use (``lower/dot_plan.py``), and the
+    """The wait before a deferred wgmma result's first use (``lower/passes/dot_plan.py``), and the
     fences that keep the reads of its registers after it."""
     results = [(ctx.L(v.layout), v.name) for v in s.results]
     computed = [(ctx.L(v.layout), v.name) for v in s.computed]
@@ -225,7 +225,7 @@ def cp_async_copies(ctx: EmitContext, p: ir.PipelinedLoop, cond: str, stage: str
 
 def tma_copies(ctx: EmitContext, p: ir.PipelinedLoop, cond: str, stage: str) -> list[str]:
     """The TMA boxes of one iteration into ``stage``, issued by thread 0 after it arms the
-    stage's full barrier with their bytes (``lower/pipeline.py``: :func:`tma_copy`)."""
+    stage's full barrier with their bytes (``lower/passes/pipeline.py``: :func:`tma_copy`)."""
     full = f"&{p.barriers}[{stage}]"
     lines, total = tma_boxes(ctx, p, stage)
     return ctx.render_macro("tma_copies", cond, full, total, lines).split("\n")
@@ -258,7 +258,7 @@ def tma_boxes(ctx: EmitContext, p: ir.PipelinedLoop, stage: str) -> tuple[list[s
 
 def warp_split(ctx: EmitContext) -> list[str]:
     """The lines before the kernel's statements that split a warp-specialised kernel into
-    its roles (``lower/warp_spec.py``): the stages' barriers initialised, one block-wide
+    its roles (``lower/passes/warp_spec.py``): the stages' barriers initialised, one block-wide
     barrier, then the producer warpgroup's branch (its slice of the kernel's scalars and
     the loop's copies) and the compute warps' register increase. A refused request leaves
     a comment saying why; other kernels get no lines."""
@@ -309,7 +309,7 @@ def ring_buffers(ctx: EmitContext, p: ir.PipelinedLoop) -> list[dict]:
 
 def _counter(p: ir.PipelinedLoop) -> tuple[ir.Declare, Expr, Expr, ir.Assign, Op]:
     """A pipelined loop's counter: its declaration and start, the condition, the step
-    statement and its value (``k + step``; lower/pipeline.py accepts only such loops)."""
+    statement and its value (``k + step``; lower/passes/pipeline.py accepts only such loops)."""
     s = p.loop
     init, step = s.init[0], s.step[0]
     assert isinstance(init, ir.Declare) and init.init is not None and s.cond is not None

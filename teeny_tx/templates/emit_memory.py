@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..constants import MEMORY_ORDERS, SCOPES
 from ..lower.ir import Op
-from ..lower.layout import Layout
+from ..lower.passes.layout import Layout
 from . import expr as cx
 from .context import EmitContext, effect, handler, temporary
 from .cuda_types import ctype

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ..lower.interface import scan_lines
 from ..lower.ir import Op
-from ..lower.layout import Layout
 from ..lower.names import ELEMENT
+from ..lower.passes.layout import Layout
 from . import expr as cx
 from .context import EmitContext, temporary
 from .cuda_types import ctype

@@ -1,6 +1,6 @@
 """Decided IR → CUDA C++ text, through the Jinja2 templates beside this file.
 
-Input: :class:`~teeny_tx.lower.passes.Decided`: a kernel whose layouts, conversions and
+Input: :class:`~teeny_tx.lower.passes.driver.Decided`: a kernel whose layouts, conversions and
 software pipelines the lower passes chose, its layouts and the allocator of generated names.
 Output: the kernel's CUDA source, deterministic for a given input, and the bytes of dynamic
 shared memory it needs. The emitter decides nothing: the parameter list, shared-memory layout,
@@ -30,12 +30,12 @@ from collections.abc import Callable
 
 from ..errors import CompileError
 from ..lower import ir
-from ..lower.convert import OWN_STATEMENT_OPS
 from ..lower.interface import Param, TensorMapParam, ValueParam, WorkspaceParam
 from ..lower.ir import Op
 from ..lower.names import REGISTER
-from ..lower.ops import OPS
-from ..lower.passes import Decided
+from ..lower.ops.table import OPS
+from ..lower.passes.convert import OWN_STATEMENT_OPS
+from ..lower.passes.driver import Decided
 from . import emit_debug, emit_dot, emit_memory, emit_tiles  # noqa: F401  (their handlers)
 from . import expr as cx
 from .context import (

@@ -1,7 +1,7 @@
 """C expressions with the parentheses C's precedence needs, and no others.
 
 Input: the texts of operands, each with its precedence, and an op's CUDA spelling from the op
-table (``lower/ops.py``: a C operator, or a format over ``{0}``, ``{1}``... and ``{T}``).
+table (``lower/ops/table.py``: a C operator, or a format over ``{0}``, ``{1}``... and ``{T}``).
 Output: :class:`Text`, the expression and its own precedence, so the consumer parenthesises it
 only where it must. Operands of ``&``, ``|``, ``^``, ``&&``, ``||`` and shifts that are other
 binary operations, and comparisons of comparisons, keep parentheses for the reader

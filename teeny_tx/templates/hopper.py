@@ -1,6 +1,6 @@
-"""Render a decided Hopper node (``lower/hopper.py``) into CUDA C++ through its template.
+"""Render a decided Hopper node (``lower/hopper/matmul.py``) into CUDA C++ through its template.
 
-Input: a :class:`~teeny_tx.lower.hopper.HopperMatmul`. Output: the kernel's CUDA source
+Input: a :class:`~teeny_tx.lower.hopper.matmul.HopperMatmul`. Output: the kernel's CUDA source
 (``templates/hopper_matmul.cu.j2`` over ``prelude/hopper.cuh``), deterministic text. This
 module only lays out: the node carries every decision; the C spellings of its dtypes come from
 the language's one table (``dtypes.py`` through ``cuda_types.py``), the text from the one Jinja
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..activations import BY_CODE
 from ..dtypes import DTYPES, ELEMENTS
-from ..lower.hopper import HopperMatmul
+from ..lower.hopper.matmul import HopperMatmul
 from .cuda_types import ctype
 from .emitter import environment
 

@@ -278,7 +278,8 @@ WS_SHAPES = SHAPES + BENCH[1:] + [(1, 4097, 8, 2, 128), (2, 300, 6, 3, 64)]
 def test_warp_specialized_forward_against_torch_sdpa(
     torch, monkeypatch, shape, causal, dtype, mode
 ):
-    """The forward with a producer warpgroup issuing the K/V copies (lower/warp_spec.py): N = 1,
+    """The forward with a producer warpgroup issuing the K/V copies (lower/passes/warp_spec.py):
+    N = 1,
     ragged N (the boxes' zero fill), GQA, [B, H, N, D] views; o against SDPA, lse against
     float64 where it fits, else f32; WARP_SPECIALIZE 1 and 2 (the ping-pong refused: the same)."""
     launched = _warp_specialized(monkeypatch, mode=mode)

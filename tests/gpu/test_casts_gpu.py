@@ -1,6 +1,6 @@
 """Casts on the GPU: the cast kernel over the special values of every source dtype, into every
 target dtype, compared bit for bit with the interpreter and the exact reference (rules C1-C5
-of lower/casts.py; any NaN matches any NaN)."""
+of lower/ops/casts.py; any NaN matches any NaN)."""
 
 import numpy as np
 import pytest

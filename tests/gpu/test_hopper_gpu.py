@@ -154,7 +154,7 @@ PATH_NORM_TOL = {"f16": 3e-3, "bf16": 1.5e-2, "f32": 1e-4}
 
 
 def _node(case, watchdog=WATCHDOG):
-    from teeny_tx.lower.hopper import HopperConfig, plan_matmul
+    from teeny_tx.lower.hopper.matmul import HopperConfig, plan_matmul
 
     name, dtype, odt, ak, bk, (bm, bn, bkk, st), bias, act, (_, n, _), _ = case
     return plan_matmul(

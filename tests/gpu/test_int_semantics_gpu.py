@@ -1,4 +1,4 @@
-"""Integer semantics on the GPU (rules I1-I4 of lower/casts.py): every integer operator on the
+"""Integer semantics on the GPU (rules I1-I4 of lower/ops/casts.py): every integer operator on the
 edge values of every integer dtype (0, 1, -1, MIN, MAX, shift amounts around the width),
 compared bit for bit with the interpreter and the exact reference."""
 

@@ -6,7 +6,7 @@ import pytest
 import teeny_tx as tx
 from teeny_tx.dtypes import DTYPES
 from teeny_tx.library import module
-from teeny_tx.lower import ops_random as rng
+from teeny_tx.lower.ops import random as rng
 
 from ..cases import CASES
 from ..conftest import EVERY_RANDOM_OP, KERNEL_FILE, every_random_op

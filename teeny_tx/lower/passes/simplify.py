@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import ir
-from .ir import Const, Expr, Op
+from .. import ir
+from ..ir import Const, Expr, Op
 
 # op -> the operand positions whose constant value makes the op the other operand
 _IDENTITIES = {

@@ -22,21 +22,21 @@ from typing import Any
 
 from pycparser import c_ast
 
-from .._prelude import FILES
-from ..constants import CONSTANTS
-from ..dtypes import ACC, BOOL, DTYPES, F32, DType, acc_dtype
-from ..errors import CompileError, Location
-from ..parse import Unit, literals
-from ..parse.reserved import RESERVED_NAMES
-from ..parse.source import PRELUDE_NAME, prelude_text
-from . import ir
-from . import typing as ty
+from ..._prelude import FILES
+from ...constants import CONSTANTS
+from ...dtypes import ACC, BOOL, DTYPES, F32, DType, acc_dtype
+from ...errors import CompileError, Location
+from ...parse import Unit, literals
+from ...parse.reserved import RESERVED_NAMES
+from ...parse.source import PRELUDE_NAME, prelude_text
+from .. import ir
+from ..ir import Const, Expr, Op, PointerType, Type, Var
+from ..names import Names, is_generated
+from ..ops import typing as ty
+from ..ops.table import OPS, bitcast
 from .debug_ops import DebugOps
 from .dot_ops import DotOps
-from .ir import Const, Expr, Op, PointerType, Type, Var
 from .memory_ops import MemoryOps
-from .names import Names, is_generated
-from .ops import OPS
 from .reduction_ops import TUPLE_SCAN_HINT, ReductionOps
 from .shape_ops import ShapeOps
 from .signature import Spec, element_dtype, kernel_signature
@@ -126,8 +126,8 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
                         p.loc,
                         f"pass it by keyword at launch, e.g. {p.name}=...",
                     )
-                t = Type(self.value_dtype(p.dtype))
-                value = ty.convert_value(constexprs[p.name], t.dtype)
+                t = Type(self.value_dtype(p.scalar))
+                value = ty.convert_value(constexprs[p.name], t.scalar)
                 cuda_name = self.unique(p.name)
                 const = Const(type=t, loc=p.loc, value=value, weak=True, name=cuda_name)
                 self.declare_symbol(p.name, t, typed=True, const=const, exact=cuda_name)
@@ -142,13 +142,13 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
                     )
                 )
             else:
-                t = Type(self.value_dtype(p.dtype))
+                t = Type(self.value_dtype(p.scalar))
                 # An integer argument equal to 1 (Triton's specialisation) reads as the constant
                 # 1 of the parameter's dtype, unless the kernel assigns the parameter; it stays
                 # in the CUDA signature, so launches pass the same values.
                 one = p.name in self.spec.ones and p.name not in assigned
-                const = Const(type=t, loc=p.loc, value=1) if one else None
-                sym = self.declare_symbol(p.name, t, typed=True, const=const)
+                as_one = Const(type=t, loc=p.loc, value=1) if one else None
+                sym = self.declare_symbol(p.name, t, typed=True, const=as_one)
                 params.append(
                     ir.Param(
                         sym.name,
@@ -383,7 +383,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         else:
             if value.type.is_pointer:
                 raise CompileError(f"cannot assign a pointer to '{name}' of type {t}", loc)
-            value = ty.cast(value, t.dtype)
+            value = ty.cast(value, t.scalar)
         if value.type.shape == t.shape:
             return value
         if not value.type.is_tile:
@@ -418,8 +418,9 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     def assign(self, sym: Symbol, name: str, value: Expr, loc: Location) -> None:
         carried = sym.loop_depth < self.loop_depth
         if not sym.typed:
-            if ty.is_weak(value):
-                value = ty.cast(value, sym.type.dtype)
+            # a pointer variable takes only pointers of its type: convert() says so below
+            if ty.is_weak(value) and not sym.type.is_pointer:
+                value = ty.cast(value, sym.type.scalar)
             if value.type.is_tile and value.type.shape != sym.type.shape:
                 what = "is carried around the loop and " if carried else ""
                 raise CompileError(
@@ -428,7 +429,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
                     loc,
                     "a variable keeps the shape it was declared with; use a new variable",
                 )
-            if value.type.dtype != sym.type.dtype:
+            if value.type.dtype != sym.type.dtype and not sym.type.is_pointer:
                 what = "is carried around the loop and " if carried else ""
                 raise CompileError(
                     f"tile '{name}' {what}changes dtype "
@@ -564,7 +565,9 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
 
     def apply(self, name: str, args: list[Expr], loc: Location) -> Expr:
         """An op-table entry applied to typed operands, through its typing rule."""
-        return OPS[name].rule(name, args, loc, self)
+        rule = OPS[name].rule
+        assert rule is not None, f"{name} is typed by its builder method, not a rule"
+        return rule(name, args, loc, self)
 
     def expr_Constant(self, node: c_ast.Constant) -> Expr:
         loc = self.loc(node)
@@ -575,8 +578,8 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             value = literals.character(text, loc)
             return Const(type=Type(self.index), loc=loc, value=value, weak=True)
         if node.type in ("float", "double", "long double"):
-            value = literals.floating(text, loc)
-            return Const(type=Type(F32), loc=loc, value=value, weak=True)
+            number = literals.floating(text, loc)
+            return Const(type=Type(F32), loc=loc, value=number, weak=True)
         value, unsigned = literals.integer(text, loc)
         # C's rule for a hex or octal literal that int cannot hold: it is unsigned when
         # unsigned int (or, past i64, unsigned long long) holds it, so 0x9E3779B9 is a u32 and
@@ -665,7 +668,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             )
         if target is None or target.is_tile or target.is_pointer:
             raise CompileError("casts convert to an element type, e.g. (f32)x", loc)
-        result = ty.cast(value, target.dtype)
+        result = ty.cast(value, target.scalar)
         if isinstance(result, Const):
             return Const(type=result.type, loc=loc, value=result.value, weak=False)
         return result
@@ -695,8 +698,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         target, _ = self.resolve_type(args[1].type, self.loc(args[1]))
         if target is None or target.is_tile or target.is_pointer:
             raise CompileError("bitcast() converts to an element type, e.g. u32", self.loc(args[1]))
-        carrier = Const(type=Type(BOOL), loc=loc, value=target.dtype)
-        return self.apply("bitcast", [self.expr(args[0]), carrier], loc)
+        return bitcast(self.expr(args[0]), target.scalar, loc)
 
     def expr_ArrayRef(self, node) -> Expr:
         raise CompileError(

@@ -12,9 +12,9 @@ from typing import Any
 
 from pycparser import c_ast
 
-from ..dtypes import ACC, C_NAMES, DTYPES, DType
-from ..errors import CompileError, Location
-from ..parse import Unit
+from ...dtypes import ACC, C_NAMES, DTYPES, DType
+from ...errors import CompileError, Location
+from ...parse import Unit
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,12 @@ class ParamSpec:
     dtype: DType | None  # None: `any *`, taken from the argument
     const: bool
     loc: Location
+
+    @property
+    def scalar(self) -> DType:
+        """The dtype of a scalar or constexpr parameter (only an ``any *`` pointer has none)."""
+        assert self.dtype is not None, f"{self.describe()} has no dtype of its own"
+        return self.dtype
 
     def describe(self) -> str:
         if self.kind == "pointer":

@@ -1,6 +1,6 @@
 """How each ``dot`` reads its operands: decided here, rendered by ``templates/emit_dot.py``.
 
-Input: a kernel after ``lower/pipeline.py`` (its pipelined loops are ir.PipelinedLoop nodes)
+Input: a kernel after ``lower/passes/pipeline.py`` (its pipelined loops are ir.PipelinedLoop nodes)
 and the allocator of generated names. Output: the same kernel where every ``dot`` op carries a
 :class:`DotPlan` (attr ``plan``): the instruction, and for each operand where its shared-memory
 tile comes from:
@@ -39,12 +39,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..errors import CompileError
-from ..target import Target
-from . import ir
-from .ir import Expr, Op, Var
-from .layout import walk_exprs, walk_stmts
-from .names import Names
+from ...errors import CompileError
+from ...target import Target
+from .. import ir
+from ..ir import Expr, Op, Var, walk_exprs, walk_stmts
+from ..names import Names
 from .pipeline import kmajor_as_loaded, operand_source
 
 # the instruction (prelude/mma.cuh) of each operand dtype and precision; None: FMAs (f32, f64)

@@ -7,13 +7,13 @@ f64 in f64; f32 inputs are IEEE unless TF32 or TF32X3 is asked for: never a sile
 
 from __future__ import annotations
 
-from ..constants import DEFAULT_PRECISION, name_of, names, values
-from ..constants import PRECISIONS as PRECISION_TABLE
-from ..dtypes import F32, F64, I32, DType
-from ..errors import CompileError, Location
-from . import typing as ty
+from ...constants import DEFAULT_PRECISION, name_of, names, values
+from ...constants import PRECISIONS as PRECISION_TABLE
+from ...dtypes import F32, F64, I32, DType
+from ...errors import CompileError, Location
+from ..ir import Const, Expr, Op, Type
+from ..ops import typing as ty
 from .context import LoweringContext
-from .ir import Const, Expr, Op, Type
 
 # input_precision constants (weak integers in kernel text, as the prelude declares them)
 PRECISIONS = values(PRECISION_TABLE)

@@ -1,6 +1,6 @@
 """Warp specialisation of a TMA-pipelined loop: a producer warpgroup issues its copies.
 
-Input: a kernel after ``lower/pipeline.py`` (its pipelined loops planned). Output: the same
+Input: a kernel after ``lower/passes/pipeline.py`` (its pipelined loops planned). Output: the same
 kernel where, if it asks (a constexpr parameter :data:`CONSTEXPR` launched as 1) and the rules
 below allow, the one pipelined loop carries an :class:`ir.WarpSpec` and the kernel launches a
 producer warpgroup (4 warps) after its ``num_warps``; where it asks and a rule refuses, the
@@ -49,11 +49,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..target import HOPPER, Target
-from . import ir
+from ...target import HOPPER, Target
+from .. import ir
+from ..ir import Expr, Op, walk_exprs, walk_stmts
 from .convert import needs_statement, var_names
-from .ir import Expr, Op
-from .layout import walk_exprs, walk_stmts
 
 CONSTEXPR = "WARP_SPECIALIZE"  # the constexpr parameter a kernel declares to offer the choice
 PRODUCER_WARPS = 4  # one warpgroup
@@ -74,7 +73,7 @@ def _pingpong(kernel: ir.Kernel, p: ir.PipelinedLoop) -> str | None:
     if not kernel.switches.ws_pingpong:
         return (
             "the ping-pong is experimental ($TEENY_TX_WS_PINGPONG=1 enables it): no faster on the "
-            "H200, and racecheck reported hazards not yet explained (lower/warp_spec.py)"
+            "H200, and racecheck reported hazards not yet explained (lower/passes/warp_spec.py)"
         )
     if kernel.num_warps != 8:
         return f"ping-pong takes two compute warpgroups (num_warps=8), not {kernel.num_warps // 4}"

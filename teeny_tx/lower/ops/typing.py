@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import TypeGuard
 
-from ..dtypes import BOOL, F32, I32, I64, DType, promote
-from ..errors import CompileError, Location
+from ...dtypes import BOOL, F32, I32, I64, DType, promote
+from ...errors import CompileError, Location
+from ..ir import Const, Expr, Op, PointerType, Type
 from .casts import cast_value
-from .ir import Const, Expr, Op, PointerType, Type
 
 
 def broadcast_shapes(
@@ -52,7 +52,7 @@ def broadcast_shapes(
 
 def cast(x: Expr, dtype: DType) -> Expr:
     """Convert ``x`` to ``dtype`` (no-op when it already is); constants convert at compile time,
-    by the rules of ``lower/casts.py`` (the ones the interpreter and the GPU follow)."""
+    by the rules of ``lower/ops/casts.py`` (the ones the interpreter and the GPU follow)."""
     if x.type.dtype == dtype:
         return x
     if isinstance(x, Const):
@@ -70,7 +70,7 @@ def convert_value(
     value: int | float | bool, dtype: DType, src: DType | PointerType | None = None
 ) -> int | float | bool:
     """A Python constant (of dtype ``src``, else inferred from the value) as ``dtype`` holds it:
-    the cast rules C1-C5 of ``lower/casts.py`` (integers wrap, floats saturate into integers,
+    the cast rules C1-C5 of ``lower/ops/casts.py`` (integers wrap, floats saturate into integers,
     NaN gives 0, floats round once)."""
     if isinstance(src, PointerType):
         src = None

@@ -2,19 +2,19 @@
 
 Input: pycparser argument nodes of a call, through the builder's expression methods. Output:
 typed IR nodes (``ir.Op``) with checked shapes and dtypes, or a CompileError at the argument.
-A mixin of :class:`~teeny_tx.lower.builder.Builder`: ``call_<op>`` is found by the op's name.
+A mixin of :class:`~teeny_tx.lower.build.builder.Builder`: ``call_<op>`` is found by the op's name.
 """
 
 from __future__ import annotations
 
 from pycparser import c_ast
 
-from ..dtypes import DTYPES, F32
-from ..errors import CompileError, Location
-from . import typing as ty
+from ...dtypes import DTYPES, F32
+from ...errors import CompileError, Location
+from ..ir import Expr, Op, Type, Var
+from ..names import COMBINE_ARGS
+from ..ops import typing as ty
 from .context import LoweringContext
-from .ir import Expr, Op, Type, Var
-from .names import COMBINE_ARGS
 
 TUPLE_SCAN_HINT = (
     "for a scan over several tiles (a linear recurrence h = a * h + b), pack the pair into one "

@@ -2,7 +2,7 @@
 of the builder: declared once, so that each use is checked.
 
 Input: nothing (a declaration). Output: :class:`LoweringContext`, the base of every op mixin
-and so of :class:`~teeny_tx.lower.builder.Builder`, which implements the methods (the
+and so of :class:`~teeny_tx.lower.build.builder.Builder`, which implements the methods (the
 shape helpers are ShapeOps'). A mixin that needs more of the builder declares it here first.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dtypes import DType
-from ..errors import Location
-from ..parse import Unit
-from . import ir
-from .ir import Expr
+from ...dtypes import DType
+from ...errors import Location
+from ...parse import Unit
+from .. import ir
+from ..ir import Expr
 from .signature import Spec
 
 

@@ -16,7 +16,7 @@ C5. To a float (from an integer or a float): rounded once, to nearest, ties to e
     a magnitude gives ±inf. No intermediate rounding: f64 → bf16 and i64 → bf16 are rounded
     once, not through f32. A NaN stays a NaN (its payload bits are unspecified).
 
-Integer arithmetic follows from C3 (the op table, ``lower/ops.py``, spells it; the device
+Integer arithmetic follows from C3 (the op table, ``lower/ops/table.py``, spells it; the device
 header's ``tx::wrap_*``/``tx::int_*`` and NumPy's integer ufuncs implement it;
 ``tests/test_int_semantics.py`` / ``tests/gpu/test_int_semantics_gpu.py`` check it):
 
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DTYPES, DType, from_numpy
+from ...dtypes import DTYPES, DType, from_numpy
 
 _F64 = np.float64
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import gcd
 
-from . import ir
-from .ir import Const, Expr, Op, PointerType, Var
-from .layout import Layout, walk_stmts
+from .. import ir
+from ..ir import Const, Expr, Op, PointerType, Var, walk_stmts
+from .layout import Layout
 
 BIG = 1 << 30
 

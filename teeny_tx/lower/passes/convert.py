@@ -1,7 +1,7 @@
 """Layout-conversion placement: each conversion of a variable to a layout happens once, as
 early as its value allows.
 
-Input: a layout-annotated ``ir.Kernel`` (``lower/layout.py`` puts a ``convert_layout`` op
+Input: a layout-annotated ``ir.Kernel`` (``lower/passes/layout.py`` puts a ``convert_layout`` op
 wherever a variable is read in a layout other than its own). Output: the same kernel where each
 such conversion of a variable is a declared tile of its own (``tx_<var>_cvt``), placed
   - before the loop, when the loop does not change the variable (loop-invariant: converted
@@ -16,12 +16,11 @@ where they are: the emitter computes them into a temporary of their statement.
 from __future__ import annotations
 
 import dataclasses
-from typing import overload
+from typing import TypeGuard, overload
 
-from . import ir
-from .ir import Expr, Op, Var
-from .layout import walk_exprs, walk_stmts
-from .names import Names
+from .. import ir
+from ..ir import Expr, Op, Var, walk_exprs, walk_stmts
+from ..names import Names
 
 # ops the emitter computes into a temporary of their own before the statement that uses them
 OWN_STATEMENT_OPS = frozenset(
@@ -62,7 +61,7 @@ def needs_statement(e: Expr) -> bool:
 Key = tuple[str, tuple]
 
 
-def _is_var_conversion(e: Expr) -> bool:
+def _is_var_conversion(e: Expr) -> TypeGuard[Op]:
     return isinstance(e, Op) and e.op == "convert_layout" and isinstance(e.args[0], Var)
 
 
@@ -109,7 +108,7 @@ class _Placer:
         """Declare (before ``out``'s next statement) each conversion in ``roots`` of a
         variable not in ``changed``."""
         for e in walk_exprs(roots):
-            if _is_var_conversion(e) and e.args[0].name not in changed:
+            if _is_var_conversion(e) and _source(e).name not in changed:
                 self.declare(e, loc, out, available)
 
     def block(self, stmts, available: dict[Key, Var]) -> tuple[ir.Stmt, ...]:

@@ -2,18 +2,18 @@
 
 Input: pycparser argument nodes of a call, through the builder's expression methods. Output:
 typed IR nodes (``ir.Op``) with checked shapes and dtypes, or a CompileError at the argument.
-A mixin of :class:`~teeny_tx.lower.builder.Builder`: ``call_<op>`` is found by the op's name.
+A mixin of :class:`~teeny_tx.lower.build.builder.Builder`: ``call_<op>`` is found by the op's name.
 """
 
 from __future__ import annotations
 
-from ..constants import DEFAULT_ORDER, DEFAULT_SCOPE, MEMORY_ORDERS, names, values
-from ..constants import SCOPES as SCOPE_TABLE
-from ..dtypes import BOOL
-from ..errors import CompileError, Location
-from . import typing as ty
+from ...constants import DEFAULT_ORDER, DEFAULT_SCOPE, MEMORY_ORDERS, names, values
+from ...constants import SCOPES as SCOPE_TABLE
+from ...dtypes import BOOL
+from ...errors import CompileError, Location
+from ..ir import Const, Expr, Op, Type
+from ..ops import typing as ty
 from .context import LoweringContext
-from .ir import Const, Expr, Op, Type
 
 # Memory orders and scopes of atomics (weak integer constants, as in the prelude).
 ORDERS = values(MEMORY_ORDERS)

@@ -1,9 +1,9 @@
 """The op table's registry: :class:`OpDef`, the table ``OPS`` and the node builder ``make``.
 
-Input: entries declared by the op modules (``ops.py``, ``ops_random.py``) through
+Input: entries declared by the op modules (``table.py``, ``random.py``) through
 :func:`define`. Output: ``OPS``, name -> :class:`OpDef`, and :func:`make`, which builds the typed
 node of an entry (folded to a constant when every operand is one). Consumers import ``OPS``
-from ``ops.py``, which imports every op module, so the table is complete.
+from ``table.py``, which imports every op module, so the table is complete.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import DType
-from ..errors import Location
+from ...dtypes import DType
+from ...errors import Location
+from ..ir import Const, Elem, Expr, Op, Type
 from . import typing as ty
-from .ir import Const, Elem, Expr, Op, Type
 
 # The op families: what each kind of entry is, one line each (the reference and the emitter
 # group entries by them; every entry names one).
@@ -46,8 +46,8 @@ class OpDef:
     Who handles it, as fields (tests/test_facts.py checks each handler exists):
 
     - ``rule``: the typing rule (operands -> typed node) of an elementwise entry; entries
-      without one are typed by the builder method ``builder_method`` (``call_<name>``;
-      ``builder`` names one for an entry whose argument nodes need reading first: bitcast);
+      without one are typed by the builder method ``builder_method`` (``call_<name>``, which
+      reads the argument nodes: constant arguments, a type name);
     - ``lowers_to``: the IR ops the builder produces for a call (default: the entry's own
       name; ``()``: none, e.g. ``static_assert``); each is an entry of the table;
     - ``interp_method``: the interpreter's method for the IR op (default ``op_<name>`` where
@@ -67,7 +67,6 @@ class OpDef:
     lowers_to: tuple[str, ...] | None = None
     interp: str | None = None  # overrides the default interp_method
     emit: str | None = None  # the emitter method, where cuda does not spell the op
-    builder: str | None = None  # a builder method that reads the argument nodes first
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -83,8 +82,6 @@ class OpDef:
 
     @property
     def builder_method(self) -> str | None:
-        if self.builder is not None:
-            return self.builder
         return f"call_{self.name}" if self.rule is None and self.prelude else None
 
     @property

@@ -2,15 +2,15 @@
 
 Input: pycparser argument nodes of a call, through the builder's expression methods. Output:
 typed IR nodes (``ir.Op``) with checked shapes and dtypes, or a CompileError at the argument.
-A mixin of :class:`~teeny_tx.lower.builder.Builder`: ``call_<op>`` is found by the op's name.
+A mixin of :class:`~teeny_tx.lower.build.builder.Builder`: ``call_<op>`` is found by the op's name.
 """
 
 from __future__ import annotations
 
-from ..errors import CompileError, Location
-from . import typing as ty
+from ...errors import CompileError, Location
+from ..ir import Expr, Op, Type
+from ..ops import typing as ty
 from .context import LoweringContext
-from .ir import Expr, Op, Type
 
 
 class ShapeOps(LoweringContext):

@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 from typing import overload
 
-from . import ir
+from .. import ir
+from ..ir import Expr, Op
 from .axisinfo import AxisInfo
-from .ir import Expr, Op
 
 
 def _width(e: Op, axis: AxisInfo) -> int:

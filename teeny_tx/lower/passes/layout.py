@@ -25,9 +25,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..errors import CompileError
-from . import ir
-from .ir import Expr, Op, PointerType, Var
+from ...errors import CompileError
+from .. import ir
+from ..ir import Expr, Op, PointerType, Var, walk_exprs, walk_stmts
 
 
 @dataclass(frozen=True)
@@ -724,54 +724,6 @@ def assign_layouts(kernel: ir.Kernel, wgmma: bool = False) -> tuple[ir.Kernel, d
 
 def _is_wgmma(layout: Layout) -> bool:
     return isinstance(layout.blocked, Mma) and layout.blocked.version == 3
-
-
-def walk_stmts(stmts):
-    for s in stmts:
-        yield s
-        if isinstance(s, ir.If):
-            yield from walk_stmts(s.then)
-            yield from walk_stmts(s.orelse)
-        elif isinstance(s, ir.Loop):
-            yield from walk_stmts(s.init)
-            yield from walk_stmts(s.body)
-            yield from walk_stmts(s.step)
-        elif isinstance(s, ir.PipelinedLoop):
-            yield from walk_stmts([s.loop])
-
-
-def walk_exprs(stmts):
-    """Every expression node of a statement list, operands before the ops that use them."""
-    for s in stmts:
-        roots: list[Expr] = []
-        if isinstance(s, ir.Declare) and s.init is not None:
-            roots = [s.init]
-        elif isinstance(s, ir.Assign):
-            roots = [s.value]
-        elif isinstance(s, ir.Eval):
-            roots = [s.expr]
-        elif isinstance(s, (ir.If, ir.Loop)) and s.cond is not None:
-            roots = [s.cond]
-        elif isinstance(s, ir.Staged):
-            roots = [s.staged.load]
-        for r in roots:
-            yield from _walk(r)
-        if isinstance(s, ir.If):
-            yield from walk_exprs(s.then)
-            yield from walk_exprs(s.orelse)
-        elif isinstance(s, ir.Loop):
-            yield from walk_exprs(s.init)
-            yield from walk_exprs(s.step)
-            yield from walk_exprs(s.body)
-        elif isinstance(s, ir.PipelinedLoop):
-            yield from walk_exprs([s.loop])
-
-
-def _walk(e: Expr):
-    if isinstance(e, Op):
-        for a in e.args:
-            yield from _walk(a)
-    yield e
 
 
 def _loads_from(e: Expr | None) -> str | None:

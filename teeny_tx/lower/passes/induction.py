@@ -6,9 +6,9 @@ Input: a typed kernel (``ir.Kernel``, before layouts). Output: the same kernel w
 
 reads ``pa + ((k - k0) / STEP) * inc`` instead of carrying ``pa`` (``pa + (k - k0) * X`` when
 ``inc`` is ``STEP * X``), and no longer assigns it. The loop that Triton's matmul tutorial writes
-then has the shape the software pipeliner (and the Hopper path) recognise: loads whose
-addresses are made of the loop variable and values the loop does not change. The meaning is
-unchanged (the interpreter runs the original IR; tests compare both backends).
+then has the shape the software pipeliner (``pipeline.py``, and so ``warp_spec.py``) recognises:
+loads whose addresses are made of the loop variable and values the loop does not change. The
+meaning is unchanged (the interpreter runs the original IR; tests compare both backends).
 
 A pointer is rewritten only when all of these hold, else the loop is left alone: the loop is a
 ``for`` with one integer induction variable stepped by a positive constant and never assigned
@@ -22,10 +22,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..errors import CompileError
-from . import ir
-from .layout import walk_exprs, walk_stmts
-from .ops import rule_arith
+from ...errors import CompileError
+from .. import ir
+from ..ir import walk_exprs, walk_stmts
+from ..ops.table import rule_arith
 
 
 def _names(e: ir.Expr) -> set[str]:

@@ -1,7 +1,7 @@
 """The software-pipeline planner: which loads of a loop feeding ``dot`` become cp.async stages.
 
-Input: a layout-annotated ``ir.Kernel`` after conversion placement (``lower/convert.py``), its
-axis info and the allocator of generated names. Output: the same kernel where each loop of the
+Input: a layout-annotated ``ir.Kernel`` after conversion placement (``lower/passes/convert.py``),
+its axis info and the allocator of generated names. Output: the same kernel where each loop of the
 shape below is an :class:`ir.PipelinedLoop`: its pipelined loads' declarations are
 :class:`ir.Staged` markers, and the node carries every decision the emitter renders (stages,
 look-ahead, buffer names and offsets, whether wgmma may overlap the next iteration).
@@ -41,7 +41,7 @@ Rings of a pipelined loop nested in another (dK/dV's query loop inside its loop 
 heads of a group) start where the enclosing loop's rings end: the outer stages stay live while
 the inner loop runs.
 
-Where the launch asks (a kernel's ``WARP_SPECIALIZE`` constexpr), ``lower/warp_spec.py`` then
+Where the launch asks (a kernel's ``WARP_SPECIALIZE`` constexpr), ``lower/passes/warp_spec.py`` then
 gives the kernel's one TMA loop to a producer warpgroup (:class:`ir.WarpSpec`): one of its
 threads issues every iteration's copies, and the kernel's own warps only compute.
 """
@@ -50,12 +50,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import ir
+from .. import ir
+from ..ir import Const, Expr, Op, Var, walk_exprs, walk_stmts
+from ..names import Names
 from .axisinfo import AxisInfo
 from .convert import assigned_names, needs_statement, var_names
-from .ir import Const, Expr, Op, Var
-from .layout import walk_exprs, walk_stmts
-from .names import Names
 from .warp_spec import plan_warp_specialization
 
 STAGE_ALIGN = 1024  # each ring starts on a 1024-byte boundary (128-byte swizzle panels)
@@ -515,7 +514,7 @@ class _Planner:
 
 def plan_pipelines(kernel: ir.Kernel, axis: AxisInfo, names: Names) -> ir.Kernel:
     """``kernel`` with every loop that has the shape above software-pipelined, and its TMA
-    pipeline warp-specialised where the launch asks (``lower/warp_spec.py``)."""
+    pipeline warp-specialised where the launch asks (``lower/passes/warp_spec.py``)."""
     if not kernel.target.cp_async:  # no asynchronous copies: the loops stay as written
         return kernel
     kernel = dataclasses.replace(kernel, body=_Planner(kernel, axis, names).block(kernel.body))

@@ -1,8 +1,8 @@
 """Random numbers: counter-based Philox4x32-10, as Triton's ``tl.rand`` family.
 
-Input: nothing (declarations; imported at the end of ``ops.py``). Output: the entries ``rand``,
-``randn``, ``randint`` and ``randint4x`` in ``ops.OPS``, and the NumPy twin of the device code
-in ``prelude/random.cuh`` (:func:`philox4x32_10`, :func:`philox`, :func:`rand`...), which the
+Input: nothing (declarations; imported at the end of ``table.py``). Output: the entries ``rand``,
+``randn``, ``randint`` and ``randint4x`` in ``table.OPS``, and the NumPy twin of the device code in
+``prelude/random.cuh`` (:func:`philox4x32_10`, :func:`philox`, :func:`rand`...), which the
 interpreter, constant folding, the library's references and the tests call.
 
 Conventions (both backends):
@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import F32, I32, U32, U64
-from ..errors import CompileError, Location
+from ...dtypes import F32, I32, U32, U64
+from ...errors import CompileError, Location
+from ..ir import Const, Expr, PointerType, Type
 from . import typing as ty
-from .ir import Const, Expr, PointerType, Type
-from .op_table import define as _def
-from .op_table import make
+from .registry import define as _def
+from .registry import make
 
 # ---------------------------------------------------------------- NumPy twin of random.cuh
 

@@ -23,23 +23,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import ir
+from .. import ir
+from ..interface import Interface, build_interface, check_resources
+from ..names import Names
 from .axisinfo import AxisInfo
 from .convert import place_conversions
 from .dot_plan import plan_dots
-from .interface import Interface, build_interface, check_resources
 from .layout import Layout, assign_layouts
-from .names import Names
 from .pipeline import plan_pipelines
 from .simplify import simplify
 from .vectorize import vectorize
 
 if TYPE_CHECKING:
-    from ..target import Target
+    from ...target import Target
 
 # Passes that lower loops into decided nodes, in order: (kernel, axis info, names) -> kernel.
-# A planner of its own (Hopper's TMA / warp-specialised mainloop) goes before plan_pipelines,
-# which only takes the ir.Loop nodes still left.
+# A loop planner of its own goes before plan_pipelines, which only takes the ir.Loop nodes still
+# left (and warp-specialises them where the launch asks: warp_spec.py).
 LOOP_PASSES: list[Callable[[ir.Kernel, AxisInfo, Names], ir.Kernel]] = [plan_pipelines]
 
 

@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import BOOL, DType
-from ..errors import CompileError, Location
+from ...dtypes import BOOL, DType
+from ...errors import CompileError, Location
+from ..ir import Const, Expr, Op, PointerType, Type
 from . import exact_fma
 from . import typing as ty
 from .casts import cast_array
-from .ir import Const, Expr, Op, PointerType, Type
-from .op_table import OPS, make
-from .op_table import define as _def
+from .registry import OPS, make
+from .registry import define as _def
 
 
 def _small_int(d: DType) -> bool:
@@ -38,7 +38,7 @@ def _wrap(expr: str) -> Callable[[DType], str]:
 
 
 def _int_helper(helper: str, expr: str, always: bool = False) -> Callable[[DType], str]:
-    """An integer op by rules I1-I4 (``lower/casts.py``): ``tx::<helper><T>(...)`` computes in
+    """An integer op by rules I1-I4 (``lower/ops/casts.py``): ``tx::<helper><T>(...)`` computes in
     an unsigned type and converts back, for signed and narrow types (``always``: every integer
     type, for shifts and division, whose C operators are undefined on some operands); u32/u64
     add, sub and mul keep C's operator, which wraps already. Floats and pointers keep ``expr``."""
@@ -482,7 +482,7 @@ _def("pow", "pow(x, y): x^y", 2, rule_float_math, "tx::pow({0}, {1})", _in_f32(n
 
 
 def _numpy_cast(x, to: DType):
-    """C casts by the rules C1-C5 of ``lower/casts.py``: float to integer truncates, saturates
+    """C casts by the rules C1-C5 of ``lower/ops/casts.py``: float to integer truncates, saturates
     and gives 0 for NaN; conversions to a float round once."""
     return cast_array(x, to)
 
@@ -490,7 +490,7 @@ def _numpy_cast(x, to: DType):
 _def(
     "cast",
     "(T)x: convert to dtype T; float to int truncates and saturates, NaN gives 0; "
-    "to a float rounds once (lower/casts.py)",
+    "to a float rounds once (lower/ops/casts.py)",
     1,
     None,
     "tx::cast<{T}>({0})",
@@ -515,7 +515,7 @@ def _constant_power_of_two(x: Expr, loc: Location, what: str) -> int:
 
 def rule_hint(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
     """multiple_of / max_contiguous: the value unchanged, with a fact for the axis analysis
-    (lower/axisinfo.py). A false promise is undefined behaviour on the GPU, as in Triton."""
+    (lower/passes/axisinfo.py). A false promise is undefined behaviour on the GPU, as in Triton."""
     x, n = args
     dtype = x.type.dtype
     if not isinstance(dtype, PointerType) and not dtype.is_int:
@@ -528,13 +528,8 @@ def rule_hint(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
     return Op(type=x.type, loc=loc, op=name, args=(x,), attrs=(("n", bound),))
 
 
-def rule_bitcast(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
-    """bitcast(x, T): the same bits read as T (the builder turns the type argument into a
-    constant holding the dtype)."""
-    x, to = args
-    target = to.value if isinstance(to, Const) else None
-    if not isinstance(target, DType):
-        raise CompileError("bitcast() takes a value and a type name", loc, "e.g. bitcast(x, u32)")
+def bitcast(x: Expr, target: DType, loc: Location) -> Expr:
+    """bitcast(x, T): the same bits read as T (``Builder.call_bitcast`` reads the type name)."""
     src = x.type.dtype
     if isinstance(src, PointerType) or src.kind == "b" or target.kind == "b":
         raise CompileError(
@@ -549,7 +544,7 @@ def rule_bitcast(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
     if ty.is_weak(x):
         x = ty.cast(x, ty.weak_literal_type(x.value) if src.bits == 32 else src)
     if isinstance(x, Const):
-        value = np.asarray(x.value, dtype=x.type.dtype.np).view(target.np).item()
+        value = np.asarray(x.value, dtype=x.type.scalar.np).view(target.np).item()
         return Const(type=Type(target), loc=loc, value=value)
     return Op(type=x.type.with_dtype(target), loc=loc, op="bitcast", args=(x,))
 
@@ -579,10 +574,9 @@ _def(
     "bitcast",
     "bitcast(x, T): the bits of x read as type T of the same width (u32 of an f32...)",
     2,
-    rule_bitcast,
+    None,  # typed by Builder.call_bitcast, which reads its type-name argument
     "tx::bitcast<{T}>({0})",
     lambda x: x,  # the interpreter views the bits (elementwise_numpy)
-    builder="call_bitcast",  # reads its type-name argument
 )
 _def(
     "debug_barrier",
@@ -594,7 +588,7 @@ _def(
 )
 
 
-# ---------------------------------------------------------------- structural ops (lower/builder.py)
+# ------------------------------------------------------ structural ops (lower/build/builder.py)
 # Their typing needs constant arguments or the kernel's context, so their rules live in the
 # builder (OpDef.builder_method: call_<name>); each names the IR ops it lowers to
 # (lowers_to), and each IR op its interpreter and emitter methods (interp_method, emit).
@@ -911,6 +905,6 @@ def elementwise_numpy(op: Op, values: list) -> Any:
     return np.asarray(result).astype(op.type.scalar.np, copy=False)
 
 
-# Op families defined in modules of their own register into OPS when ops is imported (last, so
+# Op families defined in modules of their own register into OPS when this is imported (last, so
 # the table keeps its order: the reference page lists the entries as they are defined).
-from . import ops_random  # noqa: E402,F401
+from . import random  # noqa: E402,F401

@@ -1,4 +1,4 @@
-"""Hopper lowering: a dot loop fed by TMA-addressable loads -> a warp-specialised mainloop.
+"""The Hopper matmul planner: a matrix product -> a warp-specialised TMA + wgmma kernel node.
 
 Input: a matrix product's shape, dtypes, operand strides and alignment (what ``linalg`` or a
 kernel's specialisation knows), and the requested tiles. Output: a :class:`HopperMatmul`, the
@@ -29,9 +29,7 @@ The parts, CUTLASS-style, each a field of the node:
 
 :func:`plan_matmul` checks that each operand is TMA-addressable: rank 2 with one unit stride,
 the other stride a multiple of 16 bytes, a 16-byte aligned base, box dimensions of at most 256
-elements with 128-byte inner rows. :func:`recognise_dot_loop` finds, in a kernel's typed or
-decided IR, the loop shape this lowering replaces (loads feeding a ``dot`` at the top of a
-counted loop).
+elements with 128-byte inner rows.
 """
 
 from __future__ import annotations
@@ -39,10 +37,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..dtypes import ELEMENT_SIZES, FP8, WGMMA_TYPES
-from ..errors import CompileError
-from ..target import HOPPER, Target
-from . import ir
+from ...dtypes import ELEMENT_SIZES, FP8, WGMMA_TYPES
+from ...errors import CompileError
+from ...target import HOPPER, Target
 
 # what TMA allows (the CUDA driver API's cuTensorMapEncodeTiled rules)
 TMA_MAX_BOX = 256  # elements per box dimension
@@ -440,52 +437,3 @@ def plan_matmul(
             "use fewer stages or smaller tiles",
         )
     return node
-
-
-# ------------------------------------------------------------ recognising the loop
-
-
-@dataclass(frozen=True)
-class DotLoop:
-    """A counted loop whose body starts with tile loads used only as one dot's operands."""
-
-    loop: ir.Loop
-    dot: ir.Op
-    loads: tuple[str, ...]  # the variables loaded, in order (A's first)
-
-
-def _top_loads(body: tuple[ir.Stmt, ...]) -> set[str]:
-    """The tiles ``body`` loads at its top level: declarations of a load in the typed IR, and
-    the loads the software pipeline (``lower/pipeline.py``) staged, in the decided IR."""
-    return {
-        t.name
-        for t in body
-        if (isinstance(t, ir.Declare) and isinstance(t.init, ir.Op) and t.init.op == "load")
-        or isinstance(t, ir.Staged)
-    }
-
-
-def recognise_dot_loop(kernel: ir.Kernel) -> list[DotLoop]:
-    """The loops of ``kernel`` with the mainloop shape: ``for`` with one induction variable,
-    no break/continue/return, tile loads at the top of the body each used once, as an operand
-    of the one ``dot`` in the body. These are the loops the Hopper path replaces. ``kernel``
-    is the typed IR (before the passes) or the decided one, where such a loop is usually an
-    :class:`ir.PipelinedLoop` already (its :attr:`~ir.PipelinedLoop.loop` is found)."""
-    from .layout import walk_exprs, walk_stmts
-    from .pipeline import operand_source
-
-    found = []
-    for s in walk_stmts(kernel.body):
-        if not isinstance(s, ir.Loop) or s.kind != "for" or len(s.init) != 1:
-            continue
-        if any(isinstance(t, (ir.Break, ir.Continue, ir.Return)) for t in walk_stmts(s.body)):
-            continue
-        dots = [e for e in walk_exprs(s.body) if isinstance(e, ir.Op) and e.op == "dot"]
-        if len(dots) != 1:
-            continue
-        loads = _top_loads(s.body)
-        sources = [operand_source(x)[0] for x in dots[0].args[:2]]
-        names = tuple(x.name for x in sources if isinstance(x, ir.Var))
-        if len(names) == 2 and all(n in loads for n in names):
-            found.append(DotLoop(s, dots[0], names))
-    return found
