@@ -29,7 +29,19 @@ from teeny_tx.library import module
 from teeny_tx.lower.hopper.matmul import HopperConfig
 from teeny_tx.lower.ops import random as ops_random
 
-from .conftest import SUBNORMAL, UNIT_ROUNDOFF, assert_close_elementwise
+if __package__:  # imported as tests.cases
+    from .numerics import SUBNORMAL, UNIT_ROUNDOFF, assert_close_elementwise
+else:  # loaded by path on its own (`teeny-tx golden`: teeny_tx/cli.py's checkout_cases)
+    import importlib.util
+
+    _spec = importlib.util.spec_from_file_location(
+        "teeny_tx_checkout_numerics", Path(__file__).with_name("numerics.py")
+    )
+    assert _spec is not None and _spec.loader is not None
+    _numerics = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_numerics)
+    SUBNORMAL, UNIT_ROUNDOFF = _numerics.SUBNORMAL, _numerics.UNIT_ROUNDOFF
+    assert_close_elementwise = _numerics.assert_close_elementwise
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "kernels"
