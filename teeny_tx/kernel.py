@@ -244,7 +244,7 @@ def specialise(
 ) -> Specialization:
     """Lower, lay out and emit the specialisation ``key`` of kernel ``name`` for ``target``
     (None: the device's, asking for Hopper's features when the kernel has dot());
-    ``pipeline_tma``: pipelined loads by TMA where they can be (see lower/pipeline.py);
+    ``pipeline_tma``: pipelined loads by TMA where they can be (see lower/passes/pipeline.py);
     ``codegen``: the switches the passes read (None: the environment's now)."""
     codegen = switches.codegen() if codegen is None else codegen
     kernel = build_kernel(unit, name, dataclasses.replace(binder.spec(key), debug=debug))
@@ -299,7 +299,7 @@ class Kernel:
     @cached_property
     def tma(self) -> Kernel:
         """This kernel with its pipelined loads TMA copies where they can be (see
-        lower/pipeline.py): the same parsed module, its own specialisations, launched like
+        lower/passes/pipeline.py): the same parsed module, its own specialisations, launched like
         any kernel (``kernel.tma[grid](...)``: the tensor maps are the launch plan's)."""
         if self.pipeline_tma:
             return self

@@ -1,7 +1,8 @@
 """The Hopper matmul's launches: a planned node's parameters → one launch plan per device.
 
 Input: a :class:`~teeny_tx.kernel.HopperSpecialization` (its node from
-:func:`teeny_tx.lower.hopper.plan_matmul`, its loaded cubin) and a product's sizes and strides;
+:func:`teeny_tx.lower.hopper.matmul.plan_matmul`, its loaded cubin) and a product's sizes and
+strides;
 per call the C, A, B and bias addresses, alpha and a stream. Output: the kernel queued through
 its :class:`~teeny_tx.runtime.plan.Plan` (``plan.py``: the parameter block built once per
 device, the tensor maps of A, B (and C with TMA stores) rewritten to each call's addresses).

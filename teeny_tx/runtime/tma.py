@@ -167,9 +167,9 @@ def dims_2d(
 
 # ---------------------------------------------------------------- maps of pipelined loops
 #
-# A software-pipelined loop whose loads lower/pipeline.py made TMA copies (ir.TmaCopy) takes one
-# tensor map per load after the kernel's own parameters; these functions say what they are made
-# of for a launch's values (the launch plans of plan.py encode them).
+# A software-pipelined loop whose loads lower/passes/pipeline.py made TMA copies (ir.TmaCopy)
+# takes one tensor map per load after the kernel's own parameters; these functions say what they
+# are made of for a launch's values (the launch plans of plan.py encode them).
 
 UNBOUNDED = 2**31 - 1  # the extent of a dimension the kernel does not bound (no mask)
 
