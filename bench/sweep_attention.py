@@ -29,6 +29,10 @@ from teeny_tx.library import attention as tattn
 FWD = [(128, 64, 8, 2), (128, 128, 8, 2), (128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 2)]
 # the overlapped forward (attention_fwd_overlap; the wrapper's OVERLAP flag)
 OVERLAP = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2)]  # 128 x 128 at D = 128 spills
+# the overlapped forward warp-specialised (FlashAttention-3's whole forward schedule): a
+# producer warpgroup (WS 1), and with $TEENY_TX_WS_PINGPONG=1 the two compute warpgroups'
+# ping-pong too (WS 2)
+OVERLAP += [(128, 64, 8, 3, 1), (128, 64, 8, 3, 2), (128, 64, 8, 2, 2), (128, 128, 8, 2, 2)]
 DKDV = [(64, 128, 8, 2), (64, 128, 8, 3), (64, 64, 4, 2), (32, 128, 8, 2), (64, 64, 8, 2)]
 DQ = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 32, 8, 2), (64, 64, 4, 2), (128, 128, 8, 2)]
 # dQ by atomics (ATOMIC_DQ): the dK/dV kernel's config, no dQ kernel

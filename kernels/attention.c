@@ -122,7 +122,7 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
  * issues a dot that is a statement's whole value without waiting for it and waits just before
  * its result's first use (lower/dot_plan.py): `s = s * qk_scale` waits for the scores only,
  * `acc = acc * alpha` for the product. Key block 0's scores come before the loop and the last
- * block's product after it, so K is read one block ahead of V. */
+ * block's product after it, so K is read one block ahead of V. WARP_SPECIALIZE: as above. */
 #pragma autotune key(n_q, n_kv)
 #pragma autotune config(BM=128, BN=64, num_warps=8, num_stages=2)
 #pragma autotune config(BM=128, BN=64, num_warps=8, num_stages=3)
@@ -133,7 +133,7 @@ kernel attention_fwd_overlap(any *o, f32 *lse, const any *q, const any *k, const
                              i32 skd, i32 svb, i32 svh, i32 svn, i32 svd,
                              i32 sob, i32 soh, i32 son, i32 sod,
                              f32 qk_scale, const i32 CAUSAL, const i32 BF16, const i32 D,
-                             const i32 BM, const i32 BN)
+                             const i32 BM, const i32 BN, const i32 WARP_SPECIALIZE)
 {
     i32 pid_m = program_id(0);
     i32 bh = program_id(1);

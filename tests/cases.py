@@ -912,7 +912,8 @@ def _attention_flags(dtype: str, d: int, causal: int, bm: int, bn: int) -> dict[
 
 def _attention_overlap_flags(dtype: str, d: int, causal: int, bm: int, bn: int) -> dict:
     """attention_fwd_overlap's: CAUSAL, the top-left triangle."""
-    return {"CAUSAL": causal, "BF16": int(dtype == "bf16"), "D": d, "BM": bm, "BN": bn}
+    flags = {"CAUSAL": causal, "BF16": int(dtype == "bf16"), "D": d, "BM": bm, "BN": bn}
+    return flags | {"WARP_SPECIALIZE": 0}
 
 
 def _attention_fwd_flags(dtype: str, d: int, causal: int, bm: int, bn: int, ws: int = 0) -> dict:

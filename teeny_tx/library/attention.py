@@ -477,7 +477,7 @@ def attention(
     strides += _strides_of((b, n_q, h_q, d))
     if overlap:
         rest = (n_q, n_kv, h_q, h_q // h_kv, *strides, qk_scale)
-        extra = {"CAUSAL": int(mask.band is not None)}
+        extra = {"CAUSAL": int(mask.band is not None), "WARP_SPECIALIZE": int(ws)}
     else:
         rest = (n_q, n_kv, h_q, h_q // h_kv, *mask.bounds(), *strides, qk_scale)
         rest += mask.caps(scale)

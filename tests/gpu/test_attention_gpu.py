@@ -225,6 +225,33 @@ def test_overlapped_forward_against_torch_sdpa(torch, monkeypatch, shape, causal
     _overlapped_forward(torch, monkeypatch, shape, causal, "f16", config, True)
 
 
+# FlashAttention-3's forward schedule whole: the overlapped forward warp-specialised, a producer
+# warpgroup (WS 1) and the compute warpgroups' ping-pong (WS 2, $TEENY_TX_WS_PINGPONG=1)
+FA3_CONFIGS = [(128, 64, 8, 3, 1), (128, 64, 8, 3, 2), (128, 64, 8, 2, 2)]
+
+
+@pytest.mark.parametrize("config", FA3_CONFIGS, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES + BENCH[1:2], ids=_id)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_warp_specialized_overlapped_forward(torch, monkeypatch, shape, causal, config, dtype):
+    """The overlapped forward with a producer warpgroup, and with the ping-pong: o against
+    float64 element by element, lse against f32; the producer is launched (its TMA form's
+    source has the producer's setmaxnreg)."""
+    from teeny_tx.library import plans
+
+    monkeypatch.setenv("TEENY_TX_WS_PINGPONG", "1" if config[4] == 2 else "0")
+    plans.PLANS.clear()  # this test's own specialisations, not an earlier test's replay
+    tma_form = module("attention.c").attention_fwd_overlap.tma
+    specs: dict = {}
+    for name, fresh in (("_specs", specs), ("_compiled", {}), ("_entries", {})):
+        monkeypatch.setattr(tma_form, name, fresh)
+    _overlapped_forward(torch, monkeypatch, shape, causal, dtype, config, True)
+    sources = [s.cuda_source for s in specs.values()]
+    assert sources and all("producer_registers" in src for src in sources)
+    assert all(("tx_warpgroup" in src) == (config[4] == 2) for src in sources)
+
+
 @pytest.mark.parametrize("tma", [True, False], ids=["tma", "cp.async"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", SHAPES, ids=_id)
