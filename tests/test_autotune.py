@@ -19,6 +19,7 @@ import pytest
 
 import teeny_tx
 from teeny_tx import Autotuner, Config, LaunchError
+from teeny_tx.runtime import autotune as autotune_module
 from teeny_tx.runtime import cache
 from teeny_tx.runtime.autotune import _register_problem, key_entry, pow2_bucket
 from teeny_tx.runtime.elf import cubin_resources
@@ -430,11 +431,95 @@ def test_a_damaged_or_stale_cache_file_is_a_miss(module, cache_dir):
     args = ("f32", "f32", "f32", 2.0, 5000)
     tuner_like(module.axpy.tune, FakeTimer("BLOCK", {256: 0.3, 1024: 0.2, 2048: 0.1})).best(*args)
     (path,) = (cache_dir / "autotune").glob("*/*.json")
-    for damage in ("{not json", json.dumps({"format": 1, "config": {"kwargs": {"BLOCK": 8}}})):
-        path.write_text(damage)
+    good = json.loads(path.read_text())
+    damaged = ("{not json", json.dumps({"format": 1, "config": {"kwargs": {"BLOCK": 8}}}))
+    stale = (json.dumps({**good, "format": 0}),)  # an older format: a miss, no warning
+    for text in damaged + stale:
+        path.write_text(text)
+        autotune_module._record_warned.clear()
         timer = FakeTimer("BLOCK", {256: 0.1, 1024: 0.2, 2048: 0.3})
-        assert tuner_like(module.axpy.tune, timer).best(*args).kwargs == {"BLOCK": 256}
-        assert len(timer.calls) == 3
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert tuner_like(module.axpy.tune, timer).best(*args).kwargs == {"BLOCK": 256}
+        assert len(caught) == (text in damaged) and len(timer.calls) == 3
+
+
+def _damaged_records(record: dict) -> list[tuple[str, str]]:
+    """(text, what the warning says) of records that are not winners records."""
+
+    def with_(**changes):
+        return json.dumps({**record, **changes})
+
+    deep = "[" * 100_000 + "]" * 100_000
+    config = record["config"]
+    return [
+        (deep, "not JSON"),
+        ("[1, 2]", "holds a list"),
+        (with_(ms=[0.1]), "'ms' of type list"),
+        (with_(ms="fast"), "'ms' of type str"),
+        (with_(ms=-1.0), "'ms' = -1.0"),
+        (with_(timed="3"), "'timed' of type str"),
+        (with_(timed=True), "'timed' of type bool"),
+        (with_(pruned=[{"a": 1}]), "'pruned' entries"),
+        (with_(config={**config, "num_warps": "8"}), "num_warps or num_stages"),
+        (with_(config={**config, "kwargs": {"BLOCK": [2048]}}), "kwargs are not names"),
+        (json.dumps({k: v for k, v in record.items() if k != "total"}), "no 'total'"),
+    ]
+
+
+def test_a_record_not_of_the_schema_is_a_miss_with_a_warning(module, cache_dir):
+    """Each way a winners record can be wrong (types, nesting, ranges) is a miss: a warning
+    naming the file and what is wrong, then a re-tune — never an exception."""
+    args = ("f32", "f32", "f32", 2.0, 5000)
+    tuner_like(module.axpy.tune, FakeTimer("BLOCK", {256: 0.3, 1024: 0.2, 2048: 0.1})).best(*args)
+    (path,) = (cache_dir / "autotune").glob("*/*.json")
+    good = json.loads(path.read_text())
+    for text, what in _damaged_records(good):
+        path.write_text(text)
+        autotune_module._record_warned.clear()
+        timer = FakeTimer("BLOCK", {256: 0.1, 1024: 0.2, 2048: 0.3})
+        with pytest.warns(UserWarning, match=re.escape(what)):
+            assert tuner_like(module.axpy.tune, timer).best(*args).kwargs == {"BLOCK": 256}
+        assert len(timer.calls) == 3, what
+
+
+def test_a_record_whose_config_is_pruned_now_is_tuned_again(module, cache_dir, monkeypatch):
+    """A record names a config that today's static checks prune (here: the prune hook): it
+    is not used; the kernel is tuned again with a warning."""
+    args = ("f32", "f32", "f32", 2.0, 5000)
+    first = FakeTimer("BLOCK", {256: 0.3, 1024: 0.2, 2048: 0.1})
+    assert tuner_like(module.axpy.tune, first).best(*args).kwargs == {"BLOCK": 2048}
+    fresh = teeny_tx.compile(AUTOTUNE_FILE, name="tests/kernels/autotune.c")
+    timer = FakeTimer("BLOCK", {256: 0.1, 1024: 0.2, 2048: 0.3})
+    tuner = tuner_like(fresh.axpy.tune, timer)
+    tuner.prune = lambda c, a: c.kwargs["BLOCK"] == 2048
+    autotune_module._record_warned.clear()
+    with pytest.warns(UserWarning, match="which is pruned now: dropped by the prune hook"):
+        assert tuner.best(*args).kwargs == {"BLOCK": 256}
+    assert len(timer.calls) == 2
+
+
+def test_threads_asking_for_one_key_tune_it_once(module):
+    """8 threads asking one tuner for one new key at once: one tuning (3 timings), and every
+    thread gets its choice."""
+    import threading
+
+    timer = FakeTimer("BLOCK", {256: 0.3, 1024: 0.1, 2048: 0.2})
+    tuner = tuner_like(module.axpy.tune, timer)
+    args = ("f32", "f32", "f32", 2.0, 5000)
+    start, got = threading.Barrier(8), []
+
+    def ask():
+        start.wait()
+        got.append(tuner.best(*args))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [Config({"BLOCK": 1024}, num_warps=4)] * 8
+    assert len(timer.calls) == 3
 
 
 def test_the_kernel_text_is_part_of_the_cache_key(module, cache_dir):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -232,6 +233,36 @@ def test_the_tuner_takes_the_fastest_and_remembers_it_on_disk(tmp_path, monkeypa
         device="another GPU",
     )
     assert other is not None and len(timed) == 2 * timed_count
+
+
+@pytest.mark.parametrize(
+    "damage, what",
+    [
+        ("[" * 100_000 + "]" * 100_000, "not JSON"),
+        ("[1]", "holds a list"),
+        ({"ms": [1.0]}, "'ms' that is not a mapping"),
+        ({"ms": {"x": "fast"}}, "'ms' that is not a mapping"),
+        ({"chosen": 3}, "no chosen config name"),
+    ],
+    ids=["deep", "list", "ms-list", "ms-str", "chosen-int"],
+)
+def test_a_damaged_hopper_record_is_timed_again_with_a_warning(tmp_path, monkeypatch, damage, what):
+    monkeypatch.setenv("TEENY_TX_CACHE_DIR", str(tmp_path))
+    timed = []
+
+    def timer(kernel):
+        timed.append(kernel.node.label)
+        return 1.0 + len(timed) / 100
+
+    _choose(timer)
+    (path,) = (tmp_path / "autotune" / "hopper").glob("*.json")
+    first = len(timed)
+    good = json.loads(path.read_text())
+    path.write_text(damage if isinstance(damage, str) else json.dumps({**good, **damage}))
+    hc._warned.clear()
+    with pytest.warns(UserWarning, match=re.escape(what)):
+        _choose(timer)
+    assert len(timed) == 2 * first  # timed again, not an exception
 
 
 def _choose_args() -> dict:

@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import json
 import statistics
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -366,13 +367,47 @@ def _cache_path(cls: tuple, kernels: Sequence[Any], device: str):
 
 
 def _read(path) -> dict | None:
+    """The Hopper tuning record at ``path``: an object of this TUNE_FORMAT with ``chosen`` a
+    name and ``ms`` a mapping of names to non-negative times; else None (a miss), with a
+    warning once per file when the record is damaged rather than missing or of another
+    format."""
     if path is None:
         return None
     try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         return None
-    return record if isinstance(record, dict) and record.get("format") == TUNE_FORMAT else None
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError):
+        _damaged(path, "is not JSON (or nests too deeply)")
+        return None
+    if not isinstance(record, dict):
+        _damaged(path, f"holds a {type(record).__name__}, not an object")
+        return None
+    if record.get("format") != TUNE_FORMAT:
+        return None
+    ms = record.get("ms")
+    if not isinstance(record.get("chosen"), str):
+        _damaged(path, "has no chosen config name")
+        return None
+    if not isinstance(ms, dict) or not all(
+        isinstance(k, str) and type(v) in (int, float) and 0 <= v < float("inf")
+        for k, v in ms.items()
+    ):
+        _damaged(path, "has 'ms' that is not a mapping of names to times")
+        return None
+    return record
+
+
+_warned: set = set()
+
+
+def _damaged(path, problem: str) -> None:
+    if path not in _warned:
+        _warned.add(path)
+        warnings.warn(f"Hopper tuning record {path} {problem}: ignored, timed again", stacklevel=5)
+    return None
 
 
 def _write(path, record: dict) -> None:

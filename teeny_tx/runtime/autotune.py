@@ -218,6 +218,8 @@ class Autotuner:
         )
         self._tuned_names = frozenset(n for c in self.configs for n in c.kwargs) | set(OPTIONS)
         self._chosen: dict[tuple, Choice] = {}
+        self._tuning: dict[tuple, threading.Lock] = {}  # one tuning per key across threads
+        self._tuning_lock = threading.Lock()
         self._first: dict[tuple, Config] = {}  # the interpreter's choice, per key
         self._devices: dict[int, str] = {}
 
@@ -297,13 +299,28 @@ class Autotuner:
         stream: Any,
         strided: bool = False,
     ) -> Choice:
-        path = self._cache_path(key)
-        choice = _read(path, self.configs) if path is not None else None
-        if choice is None:
-            choice = self._tune(args, constexprs, grid, stream, strided)
-            if path is not None:
-                _write(path, self._record(key, choice))
-        self._chosen[key] = choice
+        """The choice for ``key``: known, read from its record, or tuned now. Threads asking
+        for one key at once wait for one tuning (a lock per key), not one each."""
+        with self._tuning_lock:
+            lock = self._tuning.setdefault(key, threading.Lock())
+        with lock:
+            known = self._chosen.get(key)
+            if known is not None:
+                return known
+            path = self._cache_path(key)
+            choice = _read(path, self.configs) if path is not None else None
+            if choice is not None and path is not None:
+                # a record names a config the checks of today may prune (a new device limit,
+                # another spill report): re-checked before it is used, else a re-tune
+                problem = self._static_problem(choice.config, args, constexprs, True)
+                if problem:
+                    _warn_record(path, f"names {choice.config}, which is pruned now: {problem}")
+                    choice = None
+            if choice is None:
+                choice = self._tune(args, constexprs, grid, stream, strided)
+                if path is not None:
+                    _write(path, self._record(key, choice))
+            self._chosen[key] = choice
         if switches.read("AUTOTUNE_PRINT"):
             print(self._line(key, choice), file=sys.stderr)
         return choice
@@ -812,28 +829,91 @@ def _register_problem(spec: Specialization, report: int | None = None) -> str | 
     return None
 
 
+MAX_RECORD_BYTES = 1 << 20  # a winners record is a few hundred bytes
+
+
 def _read(path: Path, configs: tuple[Config, ...]) -> Choice | None:
-    """The choice a cache file holds, or None when it is missing, damaged or names a config
-    the tuner no longer has."""
+    """The choice a cache file holds, or None when it is missing, or (with a warning, once
+    per file) damaged: not the schema of :meth:`Autotuner._record` (a JSON object of exactly
+    these types, its config one of the tuner's), too large or too deeply nested to be one."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        if record.get("format") != AUTOTUNE_FORMAT:
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            _warn_record(path, f"is larger than {MAX_RECORD_BYTES} bytes")
             return None
-        c = record["config"]
-        config = Config(c["kwargs"], num_warps=c["num_warps"], num_stages=c["num_stages"])
-        if config not in configs:
-            return None
-        ms = record["ms"]
-        return Choice(
-            config,
-            None if ms is None else float(ms),
-            int(record["timed"]),
-            int(record["total"]),
-            tuple(str(p) for p in record["pruned"]),
-            cached=True,
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return None  # no record (or an unreadable one): a miss
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError):
+        _warn_record(path, "is not JSON (or nests too deeply)")
         return None
+    problem = _record_problem(record)
+    if problem:
+        _warn_record(path, problem)
+        return None
+    if record["format"] != AUTOTUNE_FORMAT:
+        return None  # an older format: a miss, not damage
+    c = record["config"]
+    config = Config(c["kwargs"], num_warps=c["num_warps"], num_stages=c["num_stages"])
+    if config not in configs:
+        return None  # the tuner's configs changed: a miss
+    ms = record["ms"]
+    return Choice(
+        config,
+        None if ms is None else float(ms),
+        record["timed"],
+        record["total"],
+        tuple(record["pruned"]),
+        cached=True,
+    )
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int
+
+
+def _record_problem(record: Any) -> str | None:
+    """What makes ``record`` not a winners record (None: it is one)."""
+    if not isinstance(record, dict):
+        return f"holds a {type(record).__name__}, not an object"
+    need: dict[str, type | tuple[type, ...]] = {
+        "format": int, "config": dict, "ms": (int, float, type(None)), "timed": int,
+        "total": int, "pruned": list,
+    }  # fmt: skip
+    for name, kind in need.items():
+        if name not in record:
+            return f"has no {name!r}"
+        value = record[name]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"has {name!r} of type {type(value).__name__}"
+    c = record["config"]
+    if not isinstance(c.get("kwargs"), dict) or not all(
+        isinstance(k, str) and isinstance(v, int | float) for k, v in c["kwargs"].items()
+    ):
+        return "has a config whose kwargs are not names of integers"
+    if not (_is_int(c.get("num_warps")) and _is_int(c.get("num_stages"))):
+        return "has a config whose num_warps or num_stages is not an integer"
+    if not all(isinstance(p, str) for p in record["pruned"]):
+        return "has 'pruned' entries that are not text"
+    ms = record["ms"]
+    if ms is not None and not (0 <= ms < float("inf")):
+        return f"has 'ms' = {ms!r}"
+    if not (0 <= record["timed"] <= record["total"]):
+        return "has 'timed' outside [0, total]"
+    return None
+
+
+_record_warned: set[Path] = set()
+
+
+def _warn_record(path: Path, problem: str) -> None:
+    if path not in _record_warned:
+        _record_warned.add(path)
+        warnings.warn(
+            f"autotune record {path} {problem}: ignored, the kernel is tuned again",
+            stacklevel=4,
+        )
 
 
 _warned: set[Path] = set()
