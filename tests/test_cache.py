@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
+import time
 import warnings
 
 import pytest
@@ -154,3 +156,45 @@ def test_a_secret_others_can_read_disables_the_disk_cache(env, tmp_path):
     cache.clear_memo()
     with pytest.warns(RuntimeWarning, match="cannot write its kernel cache"):
         assert compile_(TWO).startswith(b"\x7fELF")
+
+
+def test_refused_directories_share_one_private_fallback(env, tmp_path, monkeypatch):
+    """Processes whose directory is refused cache in one private directory per user, not a
+    new temporary directory each (which nothing removed); an unsafe one of that name is not
+    used (a fresh one is, removed at exit)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("TEENY_TX_CACHE_DIR", str(shared))
+    found = []
+    for _ in range(3):  # three processes: each its own memo of refused directories
+        monkeypatch.setattr(cache, "_fallbacks", {})
+        with pytest.warns(RuntimeWarning, match="refuses the kernel cache directory"):
+            found.append(cache.cache_dir())
+    fallback = tmp_path / "tmp" / f"teeny_tx-cache-{os.getuid()}"
+    assert found == [fallback] * 3 and stat.S_IMODE(fallback.stat().st_mode) == 0o700
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == [fallback.name]
+    fallback.chmod(0o777)  # someone opened it up: not used again
+    monkeypatch.setattr(cache, "_fallbacks", {})
+    with pytest.warns(RuntimeWarning, match="refuses the kernel cache directory"):
+        fresh = cache.cache_dir()
+    assert fresh != fallback and stat.S_IMODE(fresh.stat().st_mode) == 0o700
+
+
+def test_a_killed_writers_temporary_files_are_removed(env, tmp_path):
+    """atomic_write removes the temporary files that writers killed mid-write left beside
+    its target (older than an hour); a live writer's (fresh) is left alone."""
+    from teeny_tx.runtime import files
+
+    directory = tmp_path / "entries"
+    directory.mkdir()
+    stale, live = directory / ".abc.123.tmp", directory / ".abc.456.tmp"
+    for p in (stale, live):
+        p.write_bytes(b"half a cubin")
+    old = time.time() - 2 * files.STALE_SECONDS
+    os.utime(stale, (old, old))
+    files.atomic_write(directory / "entry", b"whole")
+    assert (directory / "entry").read_bytes() == b"whole"
+    assert not stale.exists() and live.exists()

@@ -12,8 +12,9 @@ it into place, so a reader sees a whole entry or none.
 Nothing on disk is trusted without proof:
 
 - The cache directory is private: created ``0700``; one that another user owns or can write
-  (group or world writable, ``/tmp`` itself) is refused, with a warning, and this process caches
-  in a private temporary directory instead (``TEENY_TX_CACHE_DIR`` names the directory to use).
+  (group or world writable, ``/tmp`` itself) is refused, with a warning, and the process caches
+  in the user's private fallback instead (``<tmp>/teeny_tx-cache-<uid>``, shared by such
+  processes; ``TEENY_TX_CACHE_DIR`` names the directory to use).
 - The directory holds a random secret (``secret``, ``0600``). An entry's file name is an HMAC of
   the key under it, so names cannot be computed from kernel text alone, and each entry stores
   beside the cubin (in the same file, so one rename publishes both) an HMAC of the key and the
@@ -24,12 +25,14 @@ Nothing on disk is trusted without proof:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import hmac
 import json
 import os
 import secrets
+import shutil
 import stat
 import tempfile
 import warnings
@@ -70,7 +73,7 @@ def cache_dir() -> Path:
     problem = _unsafe(path)
     if problem is None:
         return path
-    fallback = Path(tempfile.mkdtemp(prefix="teeny_tx-cache-"))  # 0700, ours
+    fallback = _private_fallback()
     _fallbacks[path] = fallback
     warnings.warn(
         f"teeny_tx refuses the kernel cache directory {path}: {problem}; this process caches "
@@ -80,6 +83,22 @@ def cache_dir() -> Path:
         stacklevel=2,
     )
     return fallback
+
+
+def _private_fallback() -> Path:
+    """Where a process caches when its directory is refused: one private directory per user
+    in the temporary directory (``teeny_tx-cache-<uid>``), reused by every such process; if
+    that one is not safe (not ours, not private, a link), a fresh one removed at exit."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    shared = Path(tempfile.gettempdir()) / f"teeny_tx-cache-{uid}"
+    with contextlib.suppress(OSError):
+        shared.mkdir(mode=0o700)  # (FileExistsError: made by an earlier process)
+    with contextlib.suppress(OSError):
+        if not shared.is_symlink() and _unsafe(shared) is None:
+            return shared
+    fresh = Path(tempfile.mkdtemp(prefix="teeny_tx-cache-"))  # 0700, ours
+    atexit.register(shutil.rmtree, fresh, ignore_errors=True)
+    return fresh
 
 
 def _make_private(path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -25,6 +26,23 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         remove_quietly(temp)
         raise
+    remove_stale_temps(path.parent)
+
+
+STALE_SECONDS = 3600  # a temporary file this old was left by a writer that was killed
+
+
+def remove_stale_temps(directory: Path) -> None:
+    """Remove the temporary files of :func:`atomic_write` in ``directory`` that a killed
+    writer left behind (older than :data:`STALE_SECONDS`; a live writer's is seconds old)."""
+    cutoff = time.time() - STALE_SECONDS
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.startswith(".") and name.endswith(".tmp") and entry.is_file():
+                with contextlib.suppress(OSError):
+                    if entry.stat().st_mtime < cutoff:
+                        os.unlink(entry.path)
 
 
 def remove_quietly(path: str | Path) -> None:
