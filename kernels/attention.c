@@ -13,11 +13,12 @@
  * blocks outside it; a row that sees no key gives o = 0 and lse = +inf (the overlapped forward
  * keeps CAUSAL, the top-left triangle). SOFTCAP = 1 takes cap * tanh(scale * s / cap) for the
  * scores (cap_in = scale / cap, cap_out = cap * log2(e)), the backward multiplying dS by
- * 1 - tanh^2. f16 or bf16 data (BF16 = 1 for bf16:
- * the dtype P and dS are rounded to before their products); f32 accumulation; D, the head-dim
- * tile, 32, 64, 128 (256); DH the head dim: where DH < D the loads and stores are masked on the
- * column axis too. ALIBI = 1 subtracts slope_h * |i + alibi_off - j| from the scores (slopes
- * f32, [B, H_q] with batch stride ssb, 0 for [H_q]; FlashAttention's alibi_off = N_kv - N_q).
+ * 1 - tanh^2. f16 or bf16 data (BF16 = 1 for bf16: the dtype P and dS are rounded to before
+ * their products); f32 accumulation; D, the head-dim tile, 32, 64, 128 or 256; DH the head
+ * dim, any from 32 to 256: where DH < D the loads and stores are masked on the column axis too
+ * (head_cols, head_mask). ALIBI = 1 subtracts slope_h * |i + alibi_off - j| from the scores
+ * (slopes f32, [B, H_q] with batch stride ssb, 0 for [H_q]; FlashAttention's alibi_off =
+ * N_kv - N_q).
  *
  * Softmax in base 2: the wrapper passes qk_scale = scale * log2(e), so exp(scale * s - m) is
  * exp2(qk_scale * s - m') with one multiply folded into the scores. The exponentials are
@@ -28,6 +29,26 @@
  * A key block that the band's edges or the ragged end of the sequence cuts gets its mask;
  * the others (all but one or two per row of blocks) skip it; blocks wholly outside the band
  * are never visited (the loop bounds come from program_id). WARP_SPECIALIZE: lower/warp_spec.py */
+
+/* A padded head dim (DH < D): the columns of a [rows, D] tile, c * stride for c < D, and the
+ * mask of those within the head dim, c < DH: the tile reads zeros past DH and writes nothing
+ * there. Each load and store spells its columns out with these rather than sharing the column
+ * index rd, which a store of an accumulator would pull into the accumulator's layout (its
+ * slice does not tile a block of another number of rows). A head dim that is a multiple of 8
+ * promises (multiple_of) that each row's offset from the array's own pointer is a multiple of
+ * 8 elements: the wrapper passes only arrays whose strides are multiples of 8 elements and
+ * whose addresses are 16-byte aligned (else a copy), so those loads stay 16-byte copies and
+ * pipeline where strides of 40 or 72 elements alone (not multiples of 16) would not. DH == D
+ * takes the first operand of each `DH == D ? ... : ...`: the kernels as they were. */
+tile head_cols(i32 stride, const i32 D)
+{
+    return expand_dims(arange(0, D), 0) * stride;
+}
+
+tile head_mask(const i32 D, const i32 DH)
+{
+    return expand_dims(arange(0, D), 0) < DH;
+}
 
 #pragma autotune key(n_q, n_kv)
 #pragma autotune config(BM=128, BN=64, num_warps=8, num_stages=2)
@@ -52,9 +73,11 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
     tile rm = pid_m * BM + arange(0, BM);
     tile rn = arange(0, BN);
     tile rd = expand_dims(arange(0, D), 0);
-    tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
-                    DH < D ? (expand_dims(rm, 1) < n_q) & (rd < DH)
-                           : expand_dims(rm, 1) < n_q, 0);
+    tile q_t = load(DH == D ? q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd
+                            : q + multiple_of(b * sqb + h * sqh + expand_dims(rm, 1) * sqn
+                                              + head_cols(sqd, D), DH % 8 ? 1 : 8),
+                    DH == D ? expand_dims(rm, 1) < n_q
+                            : (expand_dims(rm, 1) < n_q) & head_mask(D, DH), 0);
     tile kh = k + b * skb + hk * skh;
     tile vh = v + b * svb + hk * svh;
     /* ALIBI: the scores less slope_h * |i + alibi_off - j| (base 2: the slope times log2(e)) */
@@ -72,12 +95,18 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
     i32 u_lo = m0 + BM - 1 + lo;
     i32 u_hi = BAND ? minimum(m0 + hi + 1, n_kv) : n_kv;
     for (i32 start = first; start < last; start += BN) {
-        tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
-                        DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH)
-                               : expand_dims(rn, 1) + start < n_kv, 0);
-        tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
-                        DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH)
-                               : expand_dims(rn, 1) + start < n_kv, 0);
+        tile k_t = load(DH == D ? kh + (expand_dims(rn, 1) + start) * skn + rd * skd
+                                : k + multiple_of(b * skb + hk * skh
+                                                  + (expand_dims(rn, 1) + start) * skn
+                                                  + head_cols(skd, D), DH % 8 ? 1 : 8),
+                        DH == D ? expand_dims(rn, 1) + start < n_kv
+                                : (expand_dims(rn, 1) + start < n_kv) & head_mask(D, DH), 0);
+        tile v_t = load(DH == D ? vh + (expand_dims(rn, 1) + start) * svn + rd * svd
+                                : v + multiple_of(b * svb + hk * svh
+                                                  + (expand_dims(rn, 1) + start) * svn
+                                                  + head_cols(svd, D), DH % 8 ? 1 : 8),
+                        DH == D ? expand_dims(rn, 1) + start < n_kv
+                                : (expand_dims(rn, 1) + start < n_kv) & head_mask(D, DH), 0);
         /* [BM, BN], base 2; SOFTCAP: cap * tanh(scale * s / cap), times log2(e) */
         tile s = SOFTCAP ? tanh(dot(q_t, trans(k_t)) * cap_in) * cap_out
                          : dot(q_t, trans(k_t)) * qk_scale;
@@ -105,10 +134,11 @@ kernel attention_fwd(any *o, f32 *lse, const any *q, const any *k, const any *v,
     }
     /* a row that sees no key (BAND): o = 0 (a row that sees one has l_i >= 1: its maximum's
      * exp2(0)), and lse = +inf, so the backward's P is 0 */
-    store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
+    store(DH == D ? o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod
+                  : o + multiple_of(b * sob + h * soh + expand_dims(rm, 1) * son
+                                    + head_cols(sod, D), DH % 8 ? 1 : 8),
           BAND ? acc / maximum(expand_dims(l_i, 1), 1.0f) : acc / expand_dims(l_i, 1),
-          DH < D ? (expand_dims(rm, 1) < n_q) & (rd < DH)
-                 : expand_dims(rm, 1) < n_q);
+          DH == D ? expand_dims(rm, 1) < n_q : (expand_dims(rm, 1) < n_q) & head_mask(D, DH));
     store(lse + bh * n_q + rm,
           BAND ? where(l_i == 0.0f, INF, (m_i + log2(l_i)) * 0.6931471805599453f)
                : (m_i + log2(l_i)) * 0.6931471805599453f,
@@ -206,12 +236,14 @@ kernel attention_bwd_preprocess(f32 *delta, const any *o, const any *d_o, i32 n_
     tile rm = program_id(0) * BM + arange(0, BM);
     tile rd = expand_dims(arange(0, D), 0);
     tile row = expand_dims(rm, 1) < n_q;
-    tile o_t = (f32)load(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
-                         DH < D ? (row) & (rd < DH)
-                                : row, 0);
-    tile do_t = (f32)load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd,
-                          DH < D ? (row) & (rd < DH)
-                                 : row, 0);
+    tile o_t = (f32)load(DH == D ? o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod
+                                 : o + multiple_of(b * sob + h * soh + expand_dims(rm, 1) * son
+                                                   + head_cols(sod, D), DH % 8 ? 1 : 8),
+                         DH == D ? row : row & head_mask(D, DH), 0);
+    tile do_t = (f32)load(DH == D ? d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd
+                                  : d_o + multiple_of(b * sdb + h * sdh + expand_dims(rm, 1) * sdn
+                                                      + head_cols(sdd, D), DH % 8 ? 1 : 8),
+                          DH == D ? row : row & head_mask(D, DH), 0);
     store(delta + bh * n_q + rm, sum(o_t * do_t, 1), rm < n_q);
 }
 
@@ -257,12 +289,14 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
     for (i32 g = 0; g < group; g++) {
         /* read per query head (they are staged in shared memory for the loop below, so their
          * registers are free again until the next head) */
-        tile k_t = load(k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd,
-                        DH < D ? (kv_row) & (rd < DH)
-                               : kv_row, 0);
-        tile v_t = load(v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd,
-                        DH < D ? (kv_row) & (rd < DH)
-                               : kv_row, 0);
+        tile k_t = load(DH == D ? k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd
+                                : k + multiple_of(b * skb + hk * skh + expand_dims(rn, 1) * skn
+                                                  + head_cols(skd, D), DH % 8 ? 1 : 8),
+                        DH == D ? kv_row : kv_row & head_mask(D, DH), 0);
+        tile v_t = load(DH == D ? v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd
+                                : v + multiple_of(b * svb + hk * svh + expand_dims(rn, 1) * svn
+                                                  + head_cols(svd, D), DH % 8 ? 1 : 8),
+                        DH == D ? kv_row : kv_row & head_mask(D, DH), 0);
         i32 h = hk * group + g;
         tile qh = q + b * sqb + h * sqh;
         f32 slope2 = ALIBI ? load(slopes + b * ssb + h) * 1.4426950408889634f : 0.0f;
@@ -271,12 +305,18 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
         tile deltah = delta + (b * h_q + h) * n_q;
         tile dqh = dq_acc + (b * h_q + h) * n_q * D;
         for (i32 start = q_first; start < q_last; start += BM) {
-            tile q_t = load(qh + (expand_dims(rm, 1) + start) * sqn + rd * sqd,
-                            DH < D ? (expand_dims(rm, 1) + start < n_q) & (rd < DH)
-                                   : expand_dims(rm, 1) + start < n_q, 0);
-            tile do_t = load(doh + (expand_dims(rm, 1) + start) * sdn + rd * sdd,
-                             DH < D ? (expand_dims(rm, 1) + start < n_q) & (rd < DH)
-                                    : expand_dims(rm, 1) + start < n_q, 0);
+            tile q_t = load(DH == D ? qh + (expand_dims(rm, 1) + start) * sqn + rd * sqd
+                                    : q + multiple_of(b * sqb + h * sqh
+                                                      + (expand_dims(rm, 1) + start) * sqn
+                                                      + head_cols(sqd, D), DH % 8 ? 1 : 8),
+                            DH == D ? expand_dims(rm, 1) + start < n_q
+                                    : (expand_dims(rm, 1) + start < n_q) & head_mask(D, DH), 0);
+            tile do_t = load(DH == D ? doh + (expand_dims(rm, 1) + start) * sdn + rd * sdd
+                                     : d_o + multiple_of(b * sdb + h * sdh
+                                                         + (expand_dims(rm, 1) + start) * sdn
+                                                         + head_cols(sdd, D), DH % 8 ? 1 : 8),
+                             DH == D ? expand_dims(rm, 1) + start < n_q
+                                     : (expand_dims(rm, 1) + start < n_q) & head_mask(D, DH), 0);
             /* the rows' statistics as [1, BM] rows, read in the accumulator's layout */
             tile lse2 = load(lseh + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
                              0) * 1.4426950408889634f;
@@ -318,12 +358,16 @@ kernel attention_bwd_dkdv(any *dk, any *dv, const any *q, const any *k, const an
             }
         }
     }
-    store(dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd, dk_acc * scale,
-          DH < D ? (kv_row) & (rd < DH)
-                 : kv_row);
-    store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc,
-          DH < D ? (kv_row) & (rd < DH)
-                 : kv_row);
+    store(DH == D ? dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd
+                  : dk + multiple_of(b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn
+                                     + head_cols(sdkd, D), DH % 8 ? 1 : 8),
+          dk_acc * scale,
+          DH == D ? kv_row : kv_row & head_mask(D, DH));
+    store(DH == D ? dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd
+                  : dv + multiple_of(b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn
+                                     + head_cols(sdvd, D), DH % 8 ? 1 : 8),
+          dv_acc,
+          DH == D ? kv_row : kv_row & head_mask(D, DH));
 }
 
 /* dQ of one block of BM queries, looping over the key blocks at or below the diagonal:
@@ -353,12 +397,14 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
     tile rn = arange(0, BN);
     tile rd = expand_dims(arange(0, D), 0);
     tile q_row = expand_dims(rm, 1) < n_q;
-    tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
-                    DH < D ? (q_row) & (rd < DH)
-                           : q_row, 0);
-    tile do_t = load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd,
-                     DH < D ? (q_row) & (rd < DH)
-                            : q_row, 0);
+    tile q_t = load(DH == D ? q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd
+                            : q + multiple_of(b * sqb + h * sqh + expand_dims(rm, 1) * sqn
+                                              + head_cols(sqd, D), DH % 8 ? 1 : 8),
+                    DH == D ? q_row : q_row & head_mask(D, DH), 0);
+    tile do_t = load(DH == D ? d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd
+                             : d_o + multiple_of(b * sdb + h * sdh + expand_dims(rm, 1) * sdn
+                                                 + head_cols(sdd, D), DH % 8 ? 1 : 8),
+                     DH == D ? q_row : q_row & head_mask(D, DH), 0);
     tile lse2 = expand_dims(load(lse + bh * n_q + rm, rm < n_q, 0) * 1.4426950408889634f, 1);
     tile dl = expand_dims(load(delta + bh * n_q + rm, rm < n_q, 0), 1);
     tile kh = k + b * skb + hk * skh;
@@ -372,12 +418,18 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
     i32 u_lo = m0 + BM - 1 + lo;
     i32 u_hi = BAND ? minimum(m0 + hi + 1, n_kv) : n_kv;
     for (i32 start = first; start < last; start += BN) {
-        tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
-                        DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH)
-                               : expand_dims(rn, 1) + start < n_kv, 0);
-        tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
-                        DH < D ? (expand_dims(rn, 1) + start < n_kv) & (rd < DH)
-                               : expand_dims(rn, 1) + start < n_kv, 0);
+        tile k_t = load(DH == D ? kh + (expand_dims(rn, 1) + start) * skn + rd * skd
+                                : k + multiple_of(b * skb + hk * skh
+                                                  + (expand_dims(rn, 1) + start) * skn
+                                                  + head_cols(skd, D), DH % 8 ? 1 : 8),
+                        DH == D ? expand_dims(rn, 1) + start < n_kv
+                                : (expand_dims(rn, 1) + start < n_kv) & head_mask(D, DH), 0);
+        tile v_t = load(DH == D ? vh + (expand_dims(rn, 1) + start) * svn + rd * svd
+                                : v + multiple_of(b * svb + hk * svh
+                                                  + (expand_dims(rn, 1) + start) * svn
+                                                  + head_cols(svd, D), DH % 8 ? 1 : 8),
+                        DH == D ? expand_dims(rn, 1) + start < n_kv
+                                : (expand_dims(rn, 1) + start < n_kv) & head_mask(D, DH), 0);
         tile t = SOFTCAP ? tanh(dot(q_t, trans(k_t)) * cap_in) : 0.0f;
         tile ab = ALIBI ? slope2 * (f32)abs(expand_dims(rm, 1) + alibi_off
                                             - expand_dims(start + rn, 0))
@@ -401,9 +453,11 @@ kernel attention_bwd_dq(any *dq, const any *q, const any *k, const any *v, const
             dq_acc = dot((f16)ds, k_t, dq_acc);
         }
     }
-    store(dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd, dq_acc * scale,
-          DH < D ? (q_row) & (rd < DH)
-                 : q_row);
+    store(DH == D ? dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd
+                  : dq + multiple_of(b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn
+                                     + head_cols(sdqd, D), DH % 8 ? 1 : 8),
+          dq_acc * scale,
+          DH == D ? q_row : q_row & head_mask(D, DH));
 }
 
 /* dq = scale * dq_acc: the rows the dK/dV kernel accumulated with ATOMIC_DQ, cast to the
@@ -418,7 +472,9 @@ kernel attention_bwd_dq_cast(any *dq, const f32 *dq_acc, i32 n_q, i32 h_q,
     tile rm = expand_dims(program_id(0) * BM + arange(0, BM), 1);
     tile rd = expand_dims(arange(0, D), 0);
     tile acc = load(dq_acc + (bh * n_q + rm) * D + rd, rm < n_q, 0);
-    store(dq + b * sdqb + h * sdqh + rm * sdqn + rd * sdqd, acc * scale,
-          DH < D ? (rm < n_q) & (rd < DH)
-                 : rm < n_q);
+    store(DH == D ? dq + b * sdqb + h * sdqh + rm * sdqn + rd * sdqd
+                  : dq + multiple_of(b * sdqb + h * sdqh + rm * sdqn
+                                     + head_cols(sdqd, D), DH % 8 ? 1 : 8),
+          acc * scale,
+          DH == D ? rm < n_q : (rm < n_q) & head_mask(D, DH));
 }

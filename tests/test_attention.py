@@ -145,8 +145,8 @@ def test_argument_checks():
     rng = np.random.default_rng(0)
     q, k, v = _inputs(rng, 1, 16, 16, 4, 2, 64, "f16")
     assert "4-D" in _error(nn.attention, q[0], k, v)
-    assert "head_dim 36 is not supported" in _error(
-        nn.attention, q[..., :36], k[..., :36], v[..., :36]
+    assert "head_dim 24 is not supported; this takes 32 to 256" in _error(
+        nn.attention, q[..., :24], k[..., :24], v[..., :24]
     )
     assert "head_dim 64 but k and v have 128" in _error(
         nn.attention, q, np.concatenate([k, k], -1), np.concatenate([v, v], -1)
@@ -162,12 +162,78 @@ def test_argument_checks():
     assert "lse must have shape" in _error(nn.attention_backward, o, q, k, v, o, lse[:, :2])
     assert "lse has dtype" in _error(nn.attention_backward, o, q, k, v, o, lse.astype(np.float64))
     assert "do has shape" in _error(nn.attention_backward, o[:, :8], q, k, v, o, lse)
-    # head dim 256: the forward only
-    q, k, v = _inputs(rng, 1, 16, 16, 2, 1, 256, "f16")
-    o, lse = nn.attention(q, k, v, interpret=True)
-    assert "head_dim 256 is not supported (above 128: the forward only)" in _error(
-        nn.attention_backward, o, q, k, v, o, lse
-    )
+    q, k, v = _inputs(rng, 1, 16, 16, 2, 1, 264, "f16")
+    assert "head_dim 264 is not supported" in _error(nn.attention, q, k, v)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [
+        ((1, 33, 70, 2, 1, 40), "f16"),
+        ((2, 17, 17, 2, 2, 59), "bf16"),  # not a multiple of 8: element-wise loads
+        ((1, 70, 33, 3, 1, 96), "f16"),
+        ((1, 21, 40, 2, 2, 111), "bf16"),
+        ((1, 40, 21, 2, 1, 160), "f16"),
+        ((1, 17, 50, 2, 2, 256), "bf16"),  # 256: the backward on its own tiles
+    ],
+    ids=str,
+)
+def test_head_dims_forward_and_backward(shape, dtype, causal):
+    """Head dims other than 64 and 128 (padded to the next tile in the loads, and 256),
+    forward and backward, against float64; a column view (q, k, v sliced out of wider rows,
+    their strides not those of the head dim) as well."""
+    b, n_q, n_kv, h_q, h_kv, d = shape
+    rng = np.random.default_rng(stable_seed(shape, causal, dtype, "head dims"))
+    q, k, v = _inputs(rng, b, n_q, n_kv, h_q, h_kv, d + 8, dtype)
+    q, k, v = q[..., 8:], k[..., :d], v[..., 4 : d + 4]
+    o, lse = nn.attention(q, k, v, causal, interpret=True)
+    want_o, want_lse = attention_reference(q, k, v, causal)
+    assert o.shape == q.shape
+    _close("o", o, want_o, dtype)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-5)
+    do = rng.standard_normal(o.shape).astype(q.dtype)
+    grads = nn.attention_backward(do, q, k, v, o, lse, causal, interpret=True)
+    want = attention_backward_reference(do, q, k, v, causal)
+    for name, got, ref, like in zip(("dq", "dk", "dv"), grads, want, (q, k, v), strict=True):
+        assert got.shape == like.shape
+        _close(name, got, ref, dtype)
+
+
+def test_padded_head_dims_keep_their_promise(monkeypatch):
+    """A padded head dim that is a multiple of 8 is read in 16-byte groups (the kernels'
+    promise): an array that could break it (an address off 16 bytes, a stride off a multiple of
+    8 elements, a column stride other than 1) is passed as a contiguous copy, the others as
+    they are; other head dims, and the interpreter, pass every array as it is."""
+    buffer = np.random.default_rng(0).standard_normal(4096).astype(np.float16)
+    first = (-buffer.ctypes.data % 16) // 2  # the first element at a 16-byte boundary
+
+    def view(offset, shape, strides):  # in elements, from that boundary
+        a = buffer[first + offset :]
+        return np.lib.stride_tricks.as_strided(a, shape, tuple(2 * x for x in strides))
+
+    # host arrays standing in for device ones: their addresses are the kernels'
+    monkeypatch.setattr(tattn, "device_pointer", lambda a: (a.ctypes.data, "f16"))
+    shape = (2, 6, 2, 40)
+    fine = [
+        view(0, shape, (6 * 2 * 40, 80, 40, 1)),  # contiguous
+        view(8, shape, (6 * 2 * 104, 208, 104, 1)),  # rows of 104, 16 bytes in
+        view(0, shape, (6 * 2 * 40, 40, 6 * 40, 1)),  # a [B, H, N, D] transpose
+        view(0, (1, 6, 2, 40), (7, 80, 40, 1)),  # an odd stride of a dimension of 1
+    ]
+    broken = [
+        view(4, shape, (6 * 2 * 40, 80, 40, 1)),  # 8 bytes in
+        view(0, shape, (6 * 2 * 44, 88, 44, 1)),  # rows of 44
+        view(0, shape, (6 * 2 * 80, 160, 80, 2)),  # column stride 2
+    ]
+    kept = tattn._kept(False, *fine, *broken)
+    assert all(got is a for got, a in zip(kept[: len(fine)], fine, strict=True))
+    for got, a in zip(kept[len(fine) :], broken, strict=True):
+        assert got is not a and got.flags.c_contiguous and np.array_equal(got, a)
+    assert tattn._kept(True, broken[0])[0] is broken[0]  # the interpreter reads anything
+    for d in (64, 59):  # 64: its own tile; 59: element-wise loads; neither promises
+        a = view(4, (1, 6, 2, d), (12 * d, 2 * d, d, 1))
+        assert tattn._kept(False, a)[0] is a
 
 
 @pytest.mark.parametrize("overlap", [False, True], ids=["fwd", "overlap-flag"])
@@ -378,6 +444,75 @@ def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
         assert nvrtc.spilled_bytes(result.log) == 0, result.log
     if variant == "ws":
         assert spec.kernel.producer_warps == (4 if arch == "sm_90a" else 0)
+
+
+# NVRTC: the head dims other than the tiles (padded in the loads; 59, 111 and 201 not multiples
+# of 8) and 256's backward, at the wrapper's own fixed configs and forms (the TMA module, as
+# GPU launches take it), both targets
+HEAD_DIMS = [40, 59, 80, 96, 111, 160, 200, 201, 256]
+HEAD_DIM_KERNELS = [
+    "attention_fwd",
+    "attention_bwd_preprocess",
+    "attention_bwd_dkdv",
+    "attention_bwd_dq",
+    "attention_bwd_dq_cast",
+]
+
+
+def _head_dim_spec(kernel, d, dtype, arch):
+    from tests.cases import _attention_bwd_args, _attention_fwd_args
+
+    config = {
+        "attention_fwd": tattn._forward_config(d, True, 4096, False),
+        "attention_bwd_dkdv": tattn._dkdv_config(d, False),
+        "attention_bwd_dq": tattn._dq_config(d),
+    }.get(kernel, tattn.AttentionConfig(tattn.PREPROCESS_BM, 0, 4))
+    args = (
+        _attention_fwd_args(dtype, d)
+        if kernel == "attention_fwd"
+        else _attention_bwd_args(kernel, dtype, d)
+    )
+    flags = {"D": tattn.tile_of(d), "DH": d, "BM": config.bm}
+    if kernel in ("attention_fwd", "attention_bwd_dkdv", "attention_bwd_dq"):
+        flags |= {"BAND": 1, "SOFTCAP": 0, "ALIBI": 0, "BN": config.bn}
+        flags |= {"BF16": int(dtype == "bf16")}
+        flags |= {"ATOMIC_DQ": 0} if kernel == "attention_bwd_dkdv" else {"WARP_SPECIALIZE": 0}
+    k = getattr(module("attention.c"), kernel)
+    with target_arch(arch):
+        spec = (k.tma if "BN" in flags else k).specialize(
+            *args,
+            num_warps=config.num_warps,
+            num_stages=config.num_stages,
+            strided=True,
+            **flags,
+        )
+        return spec, nvrtc.compile_with_log(
+            spec.cuda_source, name=kernel, arch=arch, headers=HEADERS
+        )
+
+
+@pytest.mark.parametrize(
+    ("d", "arch"),
+    [(d, "sm_90a") for d in HEAD_DIMS] + [(d, "sm_90") for d in (40, 111, 256)],
+    ids=str,
+)
+def test_nvrtc_compiles_head_dims(d, arch):
+    """Each kernel of the backward and the forward builds: a padded head dim once failed in
+    NVRTC (a zero-sized register array: the column index shared by the K loads and O's store
+    took a slice of the accumulator's layout). A multiple of 8 keeps its pipelined 16-byte
+    copies (the wrapper's alignment promise); 256's backward tiles hold their accumulators in
+    registers."""
+    dtype = "bf16" if d % 3 == 0 else "f16"
+    for kernel in HEAD_DIM_KERNELS:
+        spec, result = _head_dim_spec(kernel, d, dtype, arch)
+        assert result.cubin[:4] == b"\x7fELF", kernel
+        source = spec.cuda_source
+        if kernel in ("attention_fwd", "attention_bwd_dkdv", "attention_bwd_dq"):
+            pipelined = "tx::cp_async16(" in source or "tma_load" in source
+            assert pipelined == (d % 8 == 0), kernel
+        forward = kernel == "attention_fwd"
+        if arch == "sm_90a" and d in ((40, 96, 111) if forward else (40, 256)):
+            assert nvrtc.spilled_bytes(result.log) == 0, (kernel, result.log)
 
 
 # Row and column statistics of an accumulator (the online softmax's max and sum) computed in

@@ -108,30 +108,46 @@ def test_sdpa_fused_against_torch(monkeypatch, shape, dtype, causal):
     assert q.stride(1) == 64  # the [B, H, N, D] tensor's transpose(1, 2) view: not a copy
 
 
-@pytest.mark.parametrize("d", [32, 40, 80, 96, 200])
+@pytest.mark.parametrize("d", [32, 40, 59, 80, 96, 111, 160, 200, 224, 256])
 def test_sdpa_fused_head_dims(monkeypatch, d):
-    """Head dims other than the tiles run on the next tile, the columns past d masked in the
-    loads and stores (interpreter; 200: the forward only, with no gradient)."""
+    """Every head dim from 32 to 256 runs in the fused kernels, forward and backward: those
+    other than the tiles on the next tile, the columns past d masked in the loads and stores
+    (59, 111: not a multiple of 8 either)."""
     name = f"headdim{d}"
-    dtype = torch.float16
+    dtype = torch.float16 if d % 3 else torch.bfloat16
     inputs = _qkv(name, 1, 4, 2, 21, 45, d, dtype)
     calls = _counting(monkeypatch)
-    kw = {"is_causal": True, "enable_gqa": True}
-    if d > 128:
-        with torch.no_grad():
-            o = ttx.scaled_dot_product_attention(*inputs, **kw)
-        x = F.scaled_dot_product_attention(*(t.double() for t in inputs), **kw)
-        t = F.scaled_dot_product_attention(*inputs, **kw)
-        _assert_flash_criterion(o, t, x, 1e-3)
-    else:
-        _check_against_torch(
-            name,
-            lambda *t: ttx.scaled_dot_product_attention(*t, **kw),
-            lambda *t: F.scaled_dot_product_attention(*t, **kw),
-            inputs,
-            atol=1e-3,
-        )
+    kw = {"is_causal": d % 2 == 0, "enable_gqa": True}
+    _check_against_torch(
+        name,
+        lambda *t: ttx.scaled_dot_product_attention(*t, **kw),
+        lambda *t: F.scaled_dot_product_attention(*t, **kw),
+        inputs,
+        atol=1e-3 if dtype == torch.float16 else 1e-2,
+    )
     assert calls and calls[0][0].shape[-1] == d
+
+
+@pytest.mark.parametrize("d", [40, 111, 256])
+def test_flash_attn_func_head_dims(monkeypatch, d):
+    """flash_attn_func at padded head dims and 256: bottom-right causal with a window and a
+    softcap, MQA, forward and backward, against the spelled-out definition."""
+    name = f"flashheaddim{d}"
+    g = _gen(name)
+    q = torch.randn(2, 19, 3, d, generator=g).half()
+    k = torch.randn(2, 40, 1, d, generator=g).half()
+    v = torch.randn(2, 40, 1, d, generator=g).half()
+    lo, hi = _lo_hi(19, 40, True, (13, -1))
+    calls = _counting(monkeypatch)
+    kw = {"causal": True, "window_size": (13, -1), "softcap": 3.0}
+    _check_against_torch(
+        name,
+        lambda *t: ttx.flash_attn_func(*t, **kw),
+        lambda *t: _explicit(*t, d**-0.5, lo, hi, 3.0, dtype=t[0].dtype),
+        (q, k, v),
+        atol=1e-3,
+    )
+    assert calls
 
 
 def test_sdpa_fused_strided_views(monkeypatch):
@@ -262,10 +278,12 @@ def test_sdpa_ranks():
         )
 
 
-def test_sdpa_fused_head_dim_without_kernel_goes_blockwise(monkeypatch, small_blocks):
-    """f16 with a head dim the kernels do not take: the blockwise path, never N^2."""
+@pytest.mark.parametrize("d", [24, 264])
+def test_sdpa_fused_head_dim_without_kernel_goes_blockwise(monkeypatch, small_blocks, d):
+    """f16 with a head dim the kernels do not take (below 32, above 256): the blockwise path,
+    never N^2."""
     calls = _counting(monkeypatch)
-    q, k, v = _qkv("d24", 1, 2, 2, 20, 100, 36, torch.float16)
+    q, k, v = _qkv(f"d{d}", 1, 2, 2, 20, 100, d, torch.float16)
     o = ttx.scaled_dot_product_attention(q, k, v, is_causal=True)
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
     assert not calls

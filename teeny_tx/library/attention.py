@@ -1,10 +1,11 @@
 """Attention: FlashAttention-2 forward and backward, the kernels of ``kernels/attention.c``.
 
-Input: q [B, N_q, H_q, D], k and v [B, N_kv, H_kv, D] (f16 or bf16, one dtype; D = 64 or 128,
-and 256 for the forward; H_kv dividing H_q: grouped-query attention), as CuPy arrays or torch
-CUDA tensors, or NumPy arrays with ``interpret=True``. Any strides: a [B, H, N, D] array passed
-as its ``transpose(1, 2)`` view, or q, k and v sliced out of one fused projection, are read in
-place.
+Input: q [B, N_q, H_q, D], k and v [B, N_kv, H_kv, D] (f16 or bf16, one dtype; D any head dim
+from 32 to 256, forward and backward; H_kv dividing H_q: grouped-query attention), as CuPy
+arrays or torch CUDA tensors, or NumPy arrays with ``interpret=True``. Any strides: a
+[B, H, N, D] array passed as its ``transpose(1, 2)`` view, or q, k and v sliced out of one fused
+projection, are read in place (at a padded head dim that is a multiple of 8, a view whose
+address or strides are not multiples of 16 bytes is copied first: :func:`_kept`).
 Output: o [B, N_q, H_q, D] (contiguous, the inputs' dtype) and lse f32 [B, H_q, N_q], the
 natural log-sum-exp of each row of scaled scores; the backward gives dq, dk, dv shaped and
 typed as q, k, v. Each function checks its arguments (``LaunchError``) and launches on the
@@ -41,16 +42,21 @@ from .loader import module
 from .plans import Launch, plan_key, planned, replay
 
 LOG2E = 1.4426950408889634
-HEAD_DIMS = (64, 128)  # of the backward (and of the forward)
-# of the forward: also 256, on 128 x 64 tiles (its two [128, 256] f32 halves of O take 128 of a
-# thread's registers; ptxas spills 130-160 bytes per thread, before the key loop only; H200,
+# The head dims taken, forward and backward, on the GPU and the interpreter: every one from 32
+# to 256. Each runs on the smallest tile of TILES that holds it (the kernels' D, a power of
+# two), its columns past the head dim (DH < D) masked in each load and store: zeros in,
+# nothing out, never a padded copy. A head dim that is a multiple of 8 keeps 16-byte loads
+# (kernels/attention.c, head_cols: the arrays' strides and addresses are checked for it,
+# :func:`_aligned`); any other reads element by element (no pipelined copies: the loads'
+# registers spill, 0.8-1.8 KB a thread at 111 on sm_90a, so it runs, but slowly).
+HEAD_DIM_RANGE = (32, 256)
+# The forward at 256: 128 x 64 tiles (its two [128, 256] f32 halves of O take 128 of a thread's
+# registers; ptxas spills 130-160 bytes per thread, before the key loop only; H200,
 # 2026-12-01, N=4096, TFLOP/s ours / cuDNN: fp16 485 / 622, causal 391 / 561, bf16 492 / 642).
-# The backward's two [BN, 256] f32 accumulators do not fit in the registers.
-FORWARD_HEAD_DIMS = (64, 128, 256)
-# The kernels' head-dim tiles: every head dim that is a multiple of 8 from 32 to 256 (to 128
-# for the backward) runs on the smallest tile that holds it, its columns past the head dim
-# masked in each load and store (DH < D: zeros in, nothing out), not copied; 32 is a tile of
-# its own (on 64's configs).
+# The backward at 256 on 8 warps of 64 x 32 tiles: the dK/dV kernel's two [BN, 256] f32
+# accumulators fit 248 registers at BN = 32 (64 x 64 tiles need 264 KB of shared memory for
+# their rings, 4 warps of 64 x 32 spill 504 bytes); dQ likewise (242 registers, no spill; 8
+# warps of 64 x 64 spill 92 bytes). NVRTC sm_90a, 2026-12-02; not measured on a GPU.
 TILES = (32, 64, 128, 256)
 
 
@@ -124,11 +130,13 @@ BACKWARD_DKDV = {
     32: AttentionConfig(64, 64, 4),
     64: AttentionConfig(64, 64, 4),
     128: AttentionConfig(64, 128, 8),
+    256: AttentionConfig(64, 32, 8),  # (see TILES; not measured)
 }
 BACKWARD_DQ = {
     32: AttentionConfig(64, 64, 4),
     64: AttentionConfig(64, 64, 4),
     128: AttentionConfig(128, 128, 8),
+    256: AttentionConfig(64, 32, 8),  # (see TILES; not measured)
 }
 # dQ by f32 atomics (by head dim): the dK/dV kernel also adds each key block's dS K into an f32
 # buffer, which a cast kernel scales and writes as dq, instead of a dQ kernel of its own that
@@ -136,11 +144,35 @@ BACKWARD_DQ = {
 # slower at every case (H200, 2026-12-01, bench/sweep_attention.py --tables FIXED ATOMIC_DQ,
 # N=4096 fp16, TFLOP/s, two kernels / atomics): D=128 337 / 206, causal 308 / 169; D=64 270 /
 # 200, causal 246 / 148: the f32 adds move (N / BN) x N x D x 4 bytes per head through L2.
-ATOMIC_DQ = {32: False, 64: False, 128: False}
+ATOMIC_DQ = {32: False, 64: False, 128: False, 256: False}
 BACKWARD_DKDV_ATOMIC = {
     32: AttentionConfig(64, 64, 4),
     64: AttentionConfig(64, 64, 4),
     128: AttentionConfig(64, 128, 8),
+    256: AttentionConfig(64, 32, 8),
+}
+# Head dims that are not a multiple of 8 (by tile): their loads are element by element (no
+# pipelined copies), each in registers of its own, so the tables above spill (at 111 on 128's
+# configs: forward 784 bytes a thread, dK/dV 1452, dQ 1804); these 8-warp tiles do not, or
+# barely (111: dK/dV 8 bytes; 201 on 256's: forward 352, dK/dV 80). NVRTC sm_90a, 2026-12-02;
+# not measured on a GPU.
+UNALIGNED_FORWARD = {
+    32: AttentionConfig(64, 64, 8),
+    64: AttentionConfig(64, 64, 8),
+    128: AttentionConfig(64, 64, 8),
+    256: AttentionConfig(32, 64, 8),
+}
+UNALIGNED_DKDV = {
+    32: AttentionConfig(64, 32, 8),
+    64: AttentionConfig(64, 32, 8),
+    128: AttentionConfig(64, 32, 8),
+    256: AttentionConfig(32, 16, 8),
+}
+UNALIGNED_DQ = {
+    32: AttentionConfig(64, 32, 8),
+    64: AttentionConfig(64, 32, 8),
+    128: AttentionConfig(64, 32, 8),
+    256: AttentionConfig(16, 32, 8),
 }
 PREPROCESS_BM = 64
 INTERPRET = AttentionConfig(32, 32, 4)  # small tiles: the interpreter runs programs one by one
@@ -177,16 +209,10 @@ def supports(
     gpu: bool = False,
 ) -> bool:
     """Whether the kernels take head dim ``d`` (forward, or forward and backward), the
-    ``band`` (:func:`band`; every band is taken) and a softcap (taken). Head dims: multiples
-    of 8 from 32 to 256 (to 128 with the backward) on the interpreter; on the GPU (``gpu``)
-    the tiles themselves only, 32, 64, 128 (and 256 for the forward): the padded forward
-    (DH < D) does not compile there yet (NVRTC: a zero-sized register array of the key index
-    tile, from the layouts of the column-masked K and V loads; 2026-12-02), and the padded
-    backward spills."""
-    top = max(HEAD_DIMS) if backward else max(FORWARD_HEAD_DIMS)
-    if gpu:
-        return d in TILES and d <= top
-    return d % 8 == 0 and 32 <= d <= top
+    ``band`` (:func:`band`; every band is taken) and a softcap (taken): every head dim of
+    :data:`HEAD_DIM_RANGE`, forward and backward, on the GPU (``gpu``) and the interpreter."""
+    lo, hi = HEAD_DIM_RANGE
+    return lo <= d <= hi
 
 
 class _Band(NamedTuple):
@@ -260,9 +286,7 @@ def _check(fn: str, named: dict[str, Any], interpret: bool) -> tuple[Arrays, dic
     return arrays, shapes
 
 
-def _qkv(
-    arrays: Arrays, shapes: dict[str, tuple], backward: bool = True
-) -> tuple[int, int, int, int, int, int]:
+def _qkv(arrays: Arrays, shapes: dict[str, tuple]) -> tuple[int, int, int, int, int, int]:
     """(B, N_q, N_kv, H_q, H_kv, D), checked; D one :func:`supports` takes."""
     b, n_q, h_q, d = shapes["q"]
     if shapes["k"] != shapes["v"]:
@@ -272,16 +296,9 @@ def _qkv(
         raise arrays.error(f"q has batch {b} but k and v have {bk}")
     if dk != d:
         raise arrays.error(f"q has head_dim {d} but k and v have {dk}")
-    gpu = arrays.kind != "numpy"
-    if not supports(d, backward=backward, gpu=gpu):
-        hint = " (above 128: the forward only)" if supports(d, gpu=gpu) else ""
-        top = max(HEAD_DIMS if backward else FORWARD_HEAD_DIMS)
-        takes = (
-            f"{tuple(t for t in TILES if t <= top)} on the GPU"
-            if gpu
-            else f"multiples of 8 from 32 to {top}"
-        )
-        raise arrays.error(f"head_dim {d} is not supported{hint}; this takes {takes}")
+    if not supports(d):
+        lo, hi = HEAD_DIM_RANGE
+        raise arrays.error(f"head_dim {d} is not supported; this takes {lo} to {hi}")
     if h_kv == 0 or h_q % h_kv:
         raise arrays.error(
             f"q has {h_q} heads and k, v have {h_kv}: the number of key/value heads must divide "
@@ -304,6 +321,45 @@ def _element_strides(a: Any) -> tuple[int, ...]:
     if callable(stride):  # a torch tensor
         return tuple(stride())
     return tuple(x // a.itemsize for x in a.strides)
+
+
+# the padded head dims whose loads are promised 16-byte groups (kernels/attention.c, head_cols)
+_PROMISED = frozenset(d for d in range(8, 257, 8) if d not in TILES)
+
+
+def _aligned(a: Any) -> bool:
+    """Whether a GPU array keeps that promise: a 16-byte aligned address, a column stride of 1
+    and every other stride (of a dimension longer than 1) a multiple of 8 elements."""
+    try:
+        strides = _element_strides(a)
+        address = device_pointer(a)[0]
+    except (AttributeError, TypeError, LaunchError):  # not a GPU array: the checks say so
+        return True
+    rows = zip(a.shape[:-1], strides[:-1], strict=True)
+    if strides[-1] != 1 or any(s % 8 for n, s in rows if n > 1):
+        return False
+    return address % 16 == 0
+
+
+def _kept(interpret: bool, *arrays: Any) -> tuple[Any, ...]:
+    """The head-dim arrays of a call as the kernels may read them: where the head dim is one of
+    :data:`_PROMISED`, a GPU array that breaks the promise (:func:`_aligned`; an odd view) is
+    replaced by a contiguous copy, so that no launch, nor any replay of a plan (whose key holds
+    no address), reads it misaligned; every other array as it is."""
+    shape = getattr(arrays[0], "shape", ())
+    if interpret or not shape or shape[-1] not in _PROMISED:
+        return arrays
+    kept = []
+    for a in arrays:
+        if getattr(a, "shape", ())[-1:] == shape[-1:] and not _aligned(a):
+            if hasattr(a, "clone"):  # a torch tensor: torch is imported
+                import torch
+
+                a = a.clone(memory_format=torch.contiguous_format)
+            else:
+                a = a.copy(order="C")
+        kept.append(a)
+    return tuple(kept)
 
 
 def _tma_fits(args: tuple) -> bool:
@@ -419,11 +475,26 @@ def _settings(q: Any, *tables: dict) -> tuple:
 
 
 def _forward_config(d: int, causal: bool, n_kv: int, overlap: bool) -> AttentionConfig:
+    """The forward's fixed config for head dim ``d`` (on its tile)."""
+    tile = tile_of(d)
+    if d % 8:
+        return UNALIGNED_FORWARD[tile]
     if overlap:
-        return FORWARD_OVERLAP[d]
-    if causal and n_kv <= SHORT and d in FORWARD_SHORT_CAUSAL:
-        return FORWARD_SHORT_CAUSAL[d]
-    return FORWARD[d]
+        return FORWARD_OVERLAP[tile]
+    if causal and n_kv <= SHORT and tile in FORWARD_SHORT_CAUSAL:
+        return FORWARD_SHORT_CAUSAL[tile]
+    return FORWARD[tile]
+
+
+def _dkdv_config(d: int, atomic: bool) -> AttentionConfig:
+    tile = tile_of(d)
+    if d % 8:
+        return UNALIGNED_DKDV[tile]
+    return (BACKWARD_DKDV_ATOMIC if atomic else BACKWARD_DKDV)[tile]
+
+
+def _dq_config(d: int) -> AttentionConfig:
+    return (UNALIGNED_DQ if d % 8 else BACKWARD_DQ)[tile_of(d)]
 
 
 def _strides_of(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -450,15 +521,16 @@ def attention(
     [B, N_kv, H_kv, D]. ``bottom_right``, ``window``: the band of keys each query sees
     (:func:`band`); ``softcap`` > 0: softcap * tanh(scale * q k^T / softcap) as the scores;
     ``alibi_slopes`` (f32 [H_q] or [B, H_q]): the scores less slope * |i + diagonal - j|."""
+    q, k, v = _kept(interpret, q, k, v)
     mask = _band_of(q, k, causal, bottom_right, window, softcap)
-    tables = (FORWARD, FORWARD_OVERLAP, FORWARD_SHORT_CAUSAL)
+    tables = (FORWARD, FORWARD_OVERLAP, FORWARD_SHORT_CAUSAL, UNALIGNED_FORWARD)
     options = (mask, scale, alibi_slopes is not None, *_settings(q, *tables))
     inputs = (q, k, v) + (() if alibi_slopes is None else (alibi_slopes,))
     hit = replay(interpret, "attention", inputs, *options)
     if hit is not None:
         return hit(*inputs)
     arrays, shapes = _check("attention", {"q": q, "k": k, "v": v}, interpret)
-    b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes, backward=False)
+    b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes)
     tile = tile_of(d)
     scale, qk_scale = _scales(d, scale)
     dtype = arrays.dtype(q)
@@ -469,7 +541,7 @@ def attention(
     overlap = overlap and alibi_slopes is None
     alibi = _alibi(arrays, alibi_slopes, b, h_q, n_q, n_kv, bottom_right)
     kernel = kernels.attention_fwd_overlap if overlap else kernels.attention_fwd
-    config = _forward_config(tile, mask.band is not None, n_kv, overlap)
+    config = _forward_config(d, mask.band is not None, n_kv, overlap)
     ws = config.warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
     alloc_o = arrays.allocator((b, n_q, h_q, d), dtype)
     alloc_lse = arrays.allocator((b, h_q, n_q), "f32")
@@ -544,8 +616,10 @@ def attention_backward(
 ) -> tuple[Any, Any, Any]:
     """(dq, dk, dv), the gradients of :func:`attention`'s o for the output gradient ``do``,
     from its inputs and its outputs ``o`` and ``lse`` (the same causal, scale and options)."""
+    do, q, k, v, o = _kept(interpret, do, q, k, v, o)
     mask = _band_of(q, k, causal, bottom_right, window, softcap)
-    tables = (BACKWARD_DKDV, BACKWARD_DQ, BACKWARD_DKDV_ATOMIC, ATOMIC_DQ)
+    tables = (BACKWARD_DKDV, BACKWARD_DQ, BACKWARD_DKDV_ATOMIC, ATOMIC_DQ, UNALIGNED_DKDV)
+    tables += (UNALIGNED_DQ,)
     options = (mask, scale, alibi_slopes is not None, *_settings(q, *tables))
     inputs = (do, q, k, v, o, lse) + (() if alibi_slopes is None else (alibi_slopes,))
     hit = replay(interpret, "attention_backward", inputs, *options)
@@ -588,14 +662,14 @@ def attention_backward(
     dkdv_rest = (n_q, n_kv, h_q, h_kv, group) + qkv + kv_strides + kv_strides
     dkdv_rest += (qk_scale, scale, *band_args)
     rows_grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
-    dq_ws = BACKWARD_DQ[tile].warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
+    dq_ws = _dq_config(d).warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
     launches = (
         Launch(arrays, mod.attention_bwd_preprocess, rows_grid, 4, D=tile, DH=d, BM=PREPROCESS_BM),
         _Pipelined(
             where,
             mod.attention_bwd_dkdv,
             lambda meta: (cdiv(n_kv, meta["BN"]), b * h_kv, 1),
-            (BACKWARD_DKDV_ATOMIC if atomic else BACKWARD_DKDV)[tile],
+            _dkdv_config(d, atomic),
             ATOMIC_DQ=int(atomic),
             **flags,
         ),
@@ -605,7 +679,7 @@ def attention_backward(
             where,
             mod.attention_bwd_dq,
             lambda meta: (cdiv(n_q, meta["BM"]), b * h_q, 1),
-            BACKWARD_DQ[tile],
+            _dq_config(d),
             WARP_SPECIALIZE=int(dq_ws),
             **flags,
         ),

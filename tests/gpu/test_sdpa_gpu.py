@@ -1,5 +1,5 @@
 """teeny_tx.torch.scaled_dot_product_attention and flash_attn_func on the H200: FlashAttention's
-test grid ((seqlen_q, seqlen_k) pairs, MHA/MQA/GQA, batch 1-3, fp16/bf16, head dims 32, 64, 128;
+test grid ((seqlen_q, seqlen_k) pairs, MHA/MQA/GQA, batch 1-3, fp16/bf16, head dims 32 to 256,
 causal top left (SDPA) and bottom right (FlashAttention), sliding windows, softcap), forward and
 dq/dk/dv, with FlashAttention's criterion: our error against a float64 answer at most twice
 that of torch's same computation in the input dtype, plus a small atol. Each call is asserted
@@ -168,6 +168,87 @@ def test_flash_attn_func_alibi(monkeypatch, seqlens, causal):
         ATOL[torch.float16],
     )
     assert calls
+
+
+# FlashAttention's head dims: the tiles and the others, padded in the loads (59, 111: not a
+# multiple of 8), up to 256, forward and backward
+HEAD_DIMS = [32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256]
+HEAD_DIM_SEQLENS = [(113, 203), (128, 217), (512, 256), (1023, 1024), (1, 239), (3, 799)]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("d", HEAD_DIMS)
+@pytest.mark.parametrize("seqlens", HEAD_DIM_SEQLENS, ids=str)
+def test_flash_attn_func_head_dims(monkeypatch, seqlens, d, dtype, causal):
+    """flash_attn_func at every head dim of FlashAttention's grid (GQA, bottom-right causal),
+    forward and dq/dk/dv, in the fused kernels."""
+    n_q, n_kv = seqlens
+    name = f"headdim{seqlens}{d}{dtype}{causal}"
+    g = _gen(name)
+    b = 1 + (n_q + d) % 3
+    q = torch.randn(b, n_q, 4, d, device="cuda", generator=g).to(dtype)
+    k = torch.randn(b, n_kv, 2, d, device="cuda", generator=g).to(dtype)
+    v = torch.randn(b, n_kv, 2, d, device="cuda", generator=g).to(dtype)
+    diag = n_kv - n_q
+    lo, hi = -(10**9), (diag if causal else 10**9)
+    calls = _counting(monkeypatch)
+    _criterion(
+        lambda *t: ttx.flash_attn_func(*t, causal=causal),
+        lambda *t: _explicit(*t, d**-0.5, lo, hi, 0.0),
+        (q, k, v),
+        name,
+        ATOL[dtype],
+    )
+    assert calls and calls[0][0].shape[-1] == d
+
+
+@pytest.mark.parametrize("d", [40, 111, 200, 256])
+@pytest.mark.parametrize("seqlens", [(113, 203), (1023, 1024)], ids=str)
+def test_sdpa_head_dims(monkeypatch, seqlens, d):
+    """SDPA's [B, H, N, D] (the kernels read its transpose in place) at padded head dims."""
+    n_q, n_kv = seqlens
+    name = f"sdpaheaddim{seqlens}{d}"
+    g = _gen(name)
+    q = torch.randn(2, 6, n_q, d, device="cuda", generator=g).half()
+    k = torch.randn(2, 2, n_kv, d, device="cuda", generator=g).half()
+    v = torch.randn(2, 2, n_kv, d, device="cuda", generator=g).half()
+    kw = {"is_causal": True, "enable_gqa": True}
+    calls = _counting(monkeypatch)
+    _criterion(
+        lambda *t: ttx.scaled_dot_product_attention(*t, **kw),
+        lambda *t: F.scaled_dot_product_attention(*t, **kw),
+        (q, k, v),
+        name,
+        ATOL[torch.float16],
+    )
+    assert calls
+
+
+@pytest.mark.parametrize("d", [40, 96, 200])
+def test_padded_head_dim_misaligned_views(d):
+    """A padded head dim read in 16-byte groups: q 8 bytes off a 16-byte boundary and k with
+    rows of d + 4 elements are passed as copies, so the results are the aligned inputs' own,
+    bit for bit, forward and backward."""
+    g = _gen(f"misaligned{d}")
+    n, h = 300, 4
+    flat = torch.randn(2 * n * h * d + 4, device="cuda", generator=g).half()
+    q = flat[4:].view(2, n, h, d)
+    k = torch.randn(2, n, 2, d + 4, device="cuda", generator=g).half()[..., :d]
+    v = torch.randn(2, n, 2, d, device="cuda", generator=g).half()
+    assert q.data_ptr() % 16 == 8 and k.stride(1) % 8 == 4
+    do = torch.randn(2, n, h, d, device="cuda", generator=g).half()
+
+    def run(q, k, v):
+        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))  # (views stay views)
+        out = ttx.flash_attn_func(q, k, v, causal=True)
+        out.backward(do)
+        return out, q.grad, k.grad, v.grad
+
+    got = run(q, k, v)
+    want = run(q.contiguous().clone(), k.contiguous(), v)
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a, b)
 
 
 def test_blockwise_path_on_cuda():
