@@ -515,6 +515,163 @@ def test_nvrtc_compiles_head_dims(d, arch):
             assert nvrtc.spilled_bytes(result.log) == 0, (kernel, result.log)
 
 
+# Packed sequences (varlen): the library's arrays-level functions on the interpreter, and the
+# kernels through NVRTC at the wrapper's configs
+def _varlen_reference(q, k, v, do, cu_q, cu_k, causal, bottom_right):
+    """(o, lse [H_q, total_q], dq, dk, dv) in float64, sequence by sequence, the softmax's
+    Jacobian written out as in attention_backward_reference (a row that sees no key: 0, lse
+    +inf, no gradient)."""
+    total_q, h_q, d = q.shape
+    group = h_q // k.shape[1]
+    o, dq = np.zeros(q.shape), np.zeros(q.shape)
+    dk, dv = np.zeros(k.shape), np.zeros(k.shape)
+    lse = np.full((h_q, total_q), np.inf)
+    for b in range(len(cu_q) - 1):
+        qs, ks = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        n_q, n_kv = qs.stop - qs.start, ks.stop - ks.start
+        qf, dof = (x[qs].astype(np.float64).transpose(1, 0, 2) for x in (q, do))
+        kf, vf = (np.repeat(x[ks].astype(np.float64).transpose(1, 0, 2), group, 0) for x in (k, v))
+        s = qf @ kf.transpose(0, 2, 1) / np.sqrt(d)
+        if causal:
+            diag = n_kv - n_q if bottom_right else 0
+            s = np.where(np.arange(n_kv)[None] <= np.arange(n_q)[:, None] + diag, s, -np.inf)
+        m = s.max(-1, keepdims=True, initial=-np.inf)
+        m = np.where(np.isfinite(m), m, 0.0)
+        e = np.exp(s - m)
+        total = e.sum(-1, keepdims=True)
+        p = e / np.where(total > 0, total, 1.0)
+        o[qs] = (p @ vf).transpose(1, 0, 2)
+        lse[:, qs] = np.where(total > 0, m + np.log(np.where(total > 0, total, 1.0)), np.inf)[
+            ..., 0
+        ]
+        dp = dof @ vf.transpose(0, 2, 1)
+        ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+        dq[qs] = (ds @ kf / np.sqrt(d)).transpose(1, 0, 2)
+        for g, out in (
+            (ds.transpose(0, 2, 1) @ qf / np.sqrt(d), dk),
+            (p.transpose(0, 2, 1) @ dof, dv),
+        ):
+            out[ks] = g.reshape(k.shape[1], group, n_kv, d).sum(1).transpose(1, 0, 2)
+    return o, lse, dq, dk, dv
+
+
+@pytest.mark.parametrize("bottom_right", [True, False], ids=["bottom-right", "top-left"])
+@pytest.mark.parametrize(
+    ("lengths_q", "lengths_k", "d"),
+    [([3, 0, 41, 1], [30, 2, 17, 1], 64), ([20, 9], [9, 20], 96)],
+    ids=str,
+)
+def test_varlen_forward_and_backward(lengths_q, lengths_k, d, bottom_right):
+    """nn-level attention_varlen (NumPy, interpreter) against float64 sequence by sequence:
+    o, lse [H_q, total_q] (+inf where a row sees no key) and the gradients (0 for keys no
+    query sees); the causal band at each sequence's bottom right, or (bottom_right=False) its
+    top left."""
+    rng = np.random.default_rng(stable_seed(lengths_q, lengths_k, d, bottom_right))
+    cu_q = np.concatenate([[0], np.cumsum(lengths_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lengths_k)]).astype(np.int32)
+    q = rng.standard_normal((cu_q[-1], 4, d)).astype(np.float16)
+    k = rng.standard_normal((cu_k[-1], 2, d)).astype(np.float16)
+    v = rng.standard_normal((cu_k[-1], 2, d)).astype(np.float16)
+    do = rng.standard_normal(q.shape).astype(np.float16)
+    top_q, top_k = max(lengths_q), max(lengths_k)
+    kw = {"bottom_right": bottom_right, "interpret": True}
+    o, lse = tattn.attention_varlen(q, k, v, cu_q, cu_k, top_q, top_k, True, **kw)
+    want = _varlen_reference(q, k, v, do, cu_q, cu_k, True, bottom_right)
+    assert o.shape == q.shape and lse.shape == (4, cu_q[-1]) and lse.dtype == np.float32
+    _close("o", o, want[0], "f16")
+    np.testing.assert_allclose(lse, want[1], rtol=1e-5, atol=1e-5)
+    unseen = bottom_right and any(a > b for a, b in zip(lengths_q, lengths_k, strict=True))
+    assert np.isinf(lse).any() == unseen  # rows that see no key (and only those)
+    grads = tattn.attention_varlen_backward(
+        do, q, k, v, o, lse, cu_q, cu_k, top_q, top_k, True, **kw
+    )
+    for name, got, ref, like in zip(("dq", "dk", "dv"), grads, want[2:], (q, k, v), strict=True):
+        assert got.shape == like.shape and got.dtype == like.dtype
+        _close(name, got, ref, "f16")
+
+
+def test_varlen_argument_checks():
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((10, 2, 64)).astype(np.float16)
+    cu = np.array([0, 4, 10], np.int32)
+    assert "3-D" in _error(tattn.attention_varlen, q[None], q, q, cu, cu, 6, 6)
+    assert "cu_seqlens_q has dtype int64" in _error(
+        tattn.attention_varlen, q, q, q, cu.astype(np.int64), cu, 6, 6
+    )
+    assert "contiguous" in _error(
+        tattn.attention_varlen, q, q, q, np.array([0, 0, 4, 4, 10, 10], np.int32)[::2], cu, 6, 6
+    )
+    assert "non-decreasing" in _error(
+        tattn.attention_varlen, q, q, q, np.array([0, 5, 4, 10], np.int32), cu[[0, 1, 1, 2]], 6, 6
+    )
+    assert "max_seqlen_q=5 is below the length of sequence 1 (6)" in _error(
+        tattn.attention_varlen, q, q, q, cu, cu, 5, 6
+    )
+    assert "int >= 0" in _error(tattn.attention_varlen, q, q, q, cu, cu, -1, 6)
+    o, lse = tattn.attention_varlen(q, q, q, cu, cu, 6, 6, interpret=True)
+    assert "lse must have shape (2, 10)" in _error(
+        tattn.attention_varlen_backward, o, q, q, q, o, lse[:1], cu, cu, 6, 6
+    )
+
+
+def _varlen_spec(kernel, d, dtype, arch):
+    config = {
+        "attention_varlen_fwd": tattn._forward_config(d, True, 4096, False),
+        "attention_varlen_bwd_dkdv": tattn._dkdv_config(d, False),
+        "attention_varlen_bwd_dq": tattn._dq_config(d),
+    }[kernel]
+    s3 = (d, 32 * d, 1)  # (head, row, column) of contiguous [total, 32, d]
+    head = (32, 1, 8192, 1 << 30, 0, 1)  # h, group, total_q, left, right, bottom_right
+    tail = ("f32", 0)  # the slopes (never read without ALiBi) and their batch stride
+    args = {
+        "attention_varlen_fwd": (dtype, "f32", dtype, dtype, dtype, "i32", "i32", *head)
+        + s3 * 4
+        + (0.18, 0.0, 0.0, *tail),
+        "attention_varlen_bwd_dkdv": (*(dtype,) * 6, "f32", "f32", "i32", "i32", 32, *head)
+        + s3 * 6
+        + (0.18, 0.125, 0.0, 0.0, *tail),
+        "attention_varlen_bwd_dq": (*(dtype,) * 5, "f32", "f32", "i32", "i32", *head)
+        + s3 * 5
+        + (0.18, 0.125, 0.0, 0.0, *tail),
+    }[kernel]
+    flags = {"D": tattn.tile_of(d), "DH": d, "BM": config.bm, "BN": config.bn}
+    flags |= {"BAND": 1, "SOFTCAP": 0, "ALIBI": 0, "BF16": int(dtype == "bf16")}
+    k = getattr(module("attention.c"), kernel).tma
+    with target_arch(arch):
+        spec = k.specialize(
+            *args, num_warps=config.num_warps, num_stages=config.num_stages, strided=True, **flags
+        )
+        return spec, nvrtc.compile_with_log(
+            spec.cuda_source, name=kernel, arch=arch, headers=HEADERS
+        )
+
+
+@pytest.mark.parametrize(
+    ("d", "arch"),
+    [
+        (64, "sm_90a"),
+        (128, "sm_90a"),
+        (40, "sm_90a"),
+        (111, "sm_90a"),
+        (256, "sm_90a"),
+        (64, "sm_90"),
+        (40, "sm_90"),
+    ],
+    ids=str,
+)
+def test_nvrtc_compiles_varlen(d, arch):
+    """The varlen kernels build at the wrapper's configs; the K/V (Q/dO) loads of a head dim
+    that is a multiple of 8 are pipelined 16-byte copies (cp.async: each sequence's length
+    bounds them, not a kernel parameter, so no TMA)."""
+    dtype = "bf16" if d == 128 else "f16"
+    for kernel in ("attention_varlen_fwd", "attention_varlen_bwd_dkdv", "attention_varlen_bwd_dq"):
+        spec, result = _varlen_spec(kernel, d, dtype, arch)
+        assert result.cubin[:4] == b"\x7fELF", kernel
+        assert ("tx::cp_async16(" in spec.cuda_source) == (d % 8 == 0), kernel
+        if arch == "sm_90a" and d in (40, 64) or (d == 256 and "bwd" in kernel):
+            assert nvrtc.spilled_bytes(result.log) == 0, (kernel, result.log)
+
+
 # Row and column statistics of an accumulator (the online softmax's max and sum) computed in
 # the accumulator's own registers: quad shuffles along N, and through shared memory only across
 # warps; the row vectors broadcast back without a layout change

@@ -22,6 +22,12 @@ module flag ``TUNE = True``, the fastest of each kernel's ``#pragma autotune`` c
 once per shape); the interpreter takes :data:`INTERPRET` (small tiles, the same kernels).
 GPU launches load the pipelined K/V (Q/dO) tiles with TMA (``lower/pipeline.py``; the module
 flag :data:`TMA`, on; the fixed configs) where the arrays' strides allow it, else cp.async.
+
+Packed sequences (FlashAttention's varlen): :func:`attention_varlen` and
+:func:`attention_varlen_backward` take q [total_q, H_q, D], k and v [total_kv, H_kv, D] and the
+i32 offsets cu_seqlens_q, cu_seqlens_k [B + 1]; each sequence attends within itself, its band
+aligned at its own bottom right; lse is f32 [H_q, total_q]. The kernels' grid covers the longest
+sequence and each program returns past its own (no padding, no copy).
 """
 
 from __future__ import annotations
@@ -239,9 +245,8 @@ class _Band(NamedTuple):
         return not self.softcap and self.band in (None, (-UNBOUNDED, 0))
 
 
-def _band_of(q: Any, k: Any, causal: bool, bottom_right: bool, window: Any, softcap: Any) -> _Band:
-    """The call's :class:`_Band`, from the shapes of q and k (unchecked: the shape checks come
-    after and say what is wrong)."""
+def _window_softcap(window: Any, softcap: Any) -> tuple[int, int, float]:
+    """(left, right, softcap) of a call, checked."""
     try:
         softcap = float(softcap)
         left, right = (int(w) for w in window)
@@ -254,6 +259,13 @@ def _band_of(q: Any, k: Any, causal: bool, bottom_right: bool, window: Any, soft
         raise LaunchError(f"attention: softcap must be a finite number >= 0, got {softcap}")
     if left < -1 or right < -1:
         raise LaunchError(f"attention: window entries must be >= -1 (-1: unbounded), got {window}")
+    return left, right, softcap
+
+
+def _band_of(q: Any, k: Any, causal: bool, bottom_right: bool, window: Any, softcap: Any) -> _Band:
+    """The call's :class:`_Band`, from the shapes of q and k (unchecked: the shape checks come
+    after and say what is wrong)."""
+    left, right, softcap = _window_softcap(window, softcap)
     shape_q, shape_k = tuple(getattr(q, "shape", ())), tuple(getattr(k, "shape", ()))
     if len(shape_q) != 4 or len(shape_k) != 4:
         return _Band(None, softcap)
@@ -725,6 +737,366 @@ def attention_backward(
         return plan
 
     key = plan_key(interpret, "attention_backward", inputs, *options)
+    return planned(key, arrays, make, launches, *inputs)
+
+
+# ---------------------------------------------------------------- packed sequences (varlen)
+
+
+class _Packed(NamedTuple):
+    """The checked sizes of a call on packed sequences."""
+
+    n_seq: int
+    total_q: int
+    total_kv: int
+    h_q: int
+    h_kv: int
+    d: int
+
+
+def _host(arrays: Arrays, a: Any) -> np.ndarray:
+    """A host copy of a small array (the sequence offsets)."""
+    if arrays.kind == "numpy":
+        return np.asarray(a)
+    if arrays.kind == "torch":
+        return a.cpu().numpy()
+    return a.get()
+
+
+def _capturing(arrays: Arrays) -> bool:
+    """Whether the current stream is capturing a CUDA graph (no host copy may be made)."""
+    if arrays.kind == "torch":
+        return bool(arrays.torch.cuda.is_current_stream_capturing())
+    if arrays.kind == "cupy":
+        import cupy
+
+        return bool(cupy.cuda.get_current_stream().is_capturing())
+    return False
+
+
+def _count(arrays: Arrays, name: str, x: Any) -> int:
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) or x < 0:
+        raise arrays.error(f"{name} must be an int >= 0 (a length of sequence), got {x!r}")
+    return int(x)
+
+
+def _packed(
+    fn: str,
+    named: dict[str, Any],
+    cu_q: Any,
+    cu_k: Any,
+    max_q: Any,
+    max_k: Any,
+    interpret: bool,
+) -> tuple[Arrays, _Packed, int, int]:
+    """The arrays' library, the call's sizes and (max_seqlen_q, max_seqlen_k), checked: q [total_q,
+    H_q, D], k and v [total_kv, H_kv, D] of one dtype; cu_seqlens_q and cu_seqlens_k i32 [B + 1],
+    contiguous, of the arrays' library and device; and, read back from the device (unless the
+    stream is capturing a graph), offsets from 0, non-decreasing, ending at total_q and
+    total_kv, no sequence longer than max_seqlen_q (max_seqlen_k)."""
+    arrays = Arrays(fn, {**named, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}, interpret)
+    shapes = {}
+    for name, a in named.items():
+        if len(a.shape) != 3:
+            raise arrays.error(
+                f"{name} must be 3-D [total_tokens, heads, head_dim] (packed sequences), got "
+                f"shape {tuple(a.shape)}"
+            )
+        arrays.check_dtype(a, name, DTYPES)
+        shapes[name] = tuple(int(x) for x in a.shape)
+    for name, a in named.items():
+        if arrays.dtype(a) != arrays.dtype(named["q"]):
+            raise arrays.error(
+                f"{name} is {arrays.dtype(a)} but q is {arrays.dtype(named['q'])}; they must match"
+            )
+    total_q, h_q, d = shapes["q"]
+    if shapes["k"] != shapes["v"]:
+        raise arrays.error(f"k has shape {shapes['k']} but v has {shapes['v']}; they must match")
+    total_kv, h_kv, dk = shapes["k"]
+    if dk != d:
+        raise arrays.error(f"q has head_dim {d} but k and v have {dk}")
+    if not supports(d):
+        lo, hi = HEAD_DIM_RANGE
+        raise arrays.error(f"head_dim {d} is not supported; this takes {lo} to {hi}")
+    if h_kv == 0 or h_q % h_kv:
+        raise arrays.error(
+            f"q has {h_q} heads and k, v have {h_kv}: the number of key/value heads must divide "
+            "the number of query heads (grouped-query attention)"
+        )
+    for name, cu in (("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k)):
+        if len(cu.shape) != 1 or cu.shape[0] < 2:
+            raise arrays.error(
+                f"{name} must be 1-D [batch + 1] (each sequence's first row, then the total), "
+                f"got shape {tuple(cu.shape)}"
+            )
+        arrays.check_dtype(cu, name, ("i32",))
+        if arrays.strides(cu) != (1,):
+            raise arrays.error(f"{name} must be contiguous, got stride {arrays.strides(cu)[0]}")
+    if cu_q.shape != cu_k.shape:
+        raise arrays.error(
+            f"cu_seqlens_q has {cu_q.shape[0]} entries but cu_seqlens_k has {cu_k.shape[0]}: "
+            "both are batch + 1 long"
+        )
+    tops = _count(arrays, "max_seqlen_q", max_q), _count(arrays, "max_seqlen_k", max_k)
+    if not _capturing(arrays):
+        for name, cu, total, rows, top in (
+            ("cu_seqlens_q", cu_q, total_q, "q", tops[0]),
+            ("cu_seqlens_k", cu_k, total_kv, "k and v", tops[1]),
+        ):
+            c = _host(arrays, cu).astype(np.int64)
+            lengths = np.diff(c)
+            if c[0] != 0:
+                raise arrays.error(f"{name} must start at 0, got {c[0]}")
+            if (lengths < 0).any():
+                i = int(np.argmax(lengths < 0))
+                raise arrays.error(
+                    f"{name} must be non-decreasing (cumulative sequence lengths): entry "
+                    f"{i + 1} ({c[i + 1]}) is below entry {i} ({c[i]})"
+                )
+            if c[-1] != total:
+                raise arrays.error(
+                    f"{name} ends at {c[-1]} but {rows} have {total} rows: its last entry is "
+                    "the total number of tokens"
+                )
+            if lengths.max() > top:
+                i = int(np.argmax(lengths))
+                raise arrays.error(
+                    f"max_seqlen_{name[-1]}={top} is below the length of sequence {i} "
+                    f"({lengths[i]})"
+                )
+    dims = _Packed(cu_q.shape[0] - 1, total_q, total_kv, h_q, h_kv, d)
+    return arrays, dims, tops[0], tops[1]
+
+
+def _strides3(arrays: Arrays, a: Any) -> tuple[int, int, int]:
+    n, h, d = arrays.strides(a)
+    return h, n, d  # the varlen kernels take (head, row, column)
+
+
+def _varlen_band(causal: bool, left: int, right: int) -> tuple[int, int, int]:
+    """(BAND, left, right) of the varlen kernels: each side's reach from a sequence's diagonal,
+    UNBOUNDED where it has none (causal: right at most 0); BAND 0 where neither is bounded."""
+    if causal:
+        right = 0 if right < 0 else min(right, 0)
+    band = int(left >= 0 or right >= 0)
+    return band, (left if left >= 0 else UNBOUNDED), (right if right >= 0 else UNBOUNDED)
+
+
+def _varlen_slopes(arrays: Arrays, slopes: Any, dims: _Packed) -> int:
+    return _alibi(arrays, slopes, dims.n_seq, dims.h_q, 0, 0, False)[0]
+
+
+def attention_varlen(
+    q: Any,
+    k: Any,
+    v: Any,
+    cu_seqlens_q: Any,
+    cu_seqlens_k: Any,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    causal: bool = False,
+    scale: float | None = None,
+    *,
+    bottom_right: bool = True,
+    window: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    alibi_slopes: Any = None,
+    interpret: bool = False,
+) -> tuple[Any, Any]:
+    """(o, lse) of packed sequences (FlashAttention's varlen): q [total_q, H_q, D], k and v
+    [total_kv, H_kv, D], sequence b the rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 of q and
+    cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1 of k and v (i32 [B + 1] arrays of the same
+    library and device), attending within itself only; max_seqlen_q and max_seqlen_k bound the
+    sequences' lengths (the grid's). o [total_q, H_q, D] like q, lse f32 [H_q, total_q].
+    ``causal`` and ``window`` align each sequence's band at its bottom right (FlashAttention's
+    rule; ``bottom_right=False``: the top left), ``softcap`` and ``alibi_slopes`` (f32 [H_q] or
+    [B, H_q]: slope * |i + n_kv - n_q - j| per sequence) as in :func:`attention`. A query that
+    sees no key (its band empty, or its sequence without keys) gives 0 and lse +inf. The
+    offsets are read back once per call to check them (a device sync; skipped while a CUDA
+    graph is captured)."""
+    q, k, v = _kept(interpret, q, k, v)
+    left, right, softcap = _window_softcap(window, softcap)
+    arrays, dims, max_q, max_k = _packed(
+        "attention_varlen",
+        {"q": q, "k": k, "v": v},
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        interpret,
+    )
+    band_flag, left, right = _varlen_band(causal, left, right)
+    d, tile = dims.d, tile_of(dims.d)
+    scale, qk_scale = _scales(d, scale)
+    ssb = _varlen_slopes(arrays, alibi_slopes, dims)
+    tables = (FORWARD, FORWARD_SHORT_CAUSAL, UNALIGNED_FORWARD)
+    options = (band_flag, left, right, bool(bottom_right), softcap, scale, max_q, max_k)
+    options += (alibi_slopes is not None, *_settings(q, *tables))
+    inputs = (q, k, v, cu_seqlens_q, cu_seqlens_k)
+    inputs += () if alibi_slopes is None else (alibi_slopes,)
+    hit = replay(interpret, "attention_varlen", inputs, *options)
+    if hit is not None:
+        return hit(*inputs)
+    dtype = arrays.dtype(q)
+    h_q, total_q = dims.h_q, dims.total_q
+    alloc_o = arrays.allocator((total_q, h_q, d), dtype)
+    alloc_lse = arrays.allocator((h_q, total_q), "f32")
+    rest = (h_q, h_q // dims.h_kv, total_q, left, right, int(bool(bottom_right)))
+    rest += _strides3(arrays, q) + _strides3(arrays, k) + _strides3(arrays, v)
+    rest += (d, h_q * d, 1, qk_scale, *_Band(None, softcap).caps(scale))
+    first = _Pipelined(
+        _Where.of(arrays),
+        module("attention.c").attention_varlen_fwd,
+        lambda meta: (cdiv(max_q, meta["BM"]), dims.n_seq * h_q, 1),
+        _forward_config(d, bool(band_flag), max_k, False),
+        BAND=band_flag,
+        SOFTCAP=int(bool(softcap)),
+        ALIBI=int(alibi_slopes is not None),
+        BF16=int(dtype == "bf16"),
+        D=tile,
+        DH=d,
+    )
+
+    def make(launch):
+        def plan(q, k, v, cu_q, cu_k, *slopes):
+            o, lse = alloc_o(), alloc_lse()
+            # (without ALiBi the kernel never reads its slopes: lse stands in)
+            launch(o, lse, q, k, v, cu_q, cu_k, *rest, slopes[0] if slopes else lse, ssb)
+            return o, lse
+
+        return plan
+
+    key = plan_key(interpret, "attention_varlen", inputs, *options)
+    return planned(key, arrays, make, (first,), *inputs)
+
+
+def attention_varlen_backward(
+    do: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    o: Any,
+    lse: Any,
+    cu_seqlens_q: Any,
+    cu_seqlens_k: Any,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    causal: bool = False,
+    scale: float | None = None,
+    *,
+    bottom_right: bool = True,
+    window: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    alibi_slopes: Any = None,
+    interpret: bool = False,
+) -> tuple[Any, Any, Any]:
+    """(dq, dk, dv) of :func:`attention_varlen`'s o for the output gradient ``do``, from its
+    inputs and its outputs ``o`` and ``lse`` (the same options), shaped and typed as q, k, v."""
+    do, q, k, v, o = _kept(interpret, do, q, k, v, o)
+    left, right, softcap = _window_softcap(window, softcap)
+    arrays, dims, max_q, max_k = _packed(
+        "attention_varlen_backward",
+        {"do": do, "q": q, "k": k, "v": v, "o": o},
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        interpret,
+    )
+    for name, a in (("o", o), ("do", do)):
+        if tuple(a.shape) != tuple(q.shape):
+            raise arrays.error(f"{name} has shape {tuple(a.shape)} but q has {tuple(q.shape)}")
+    h_q, total_q, d = dims.h_q, dims.total_q, dims.d
+    if tuple(lse.shape) != (h_q, total_q):
+        raise arrays.error(f"lse must have shape {(h_q, total_q)}, got {tuple(lse.shape)}")
+    arrays.check_dtype(lse, "lse", ("f32",))
+    if total_q and arrays.strides(lse) != (total_q, 1):
+        raise arrays.error("lse must be contiguous, as attention_varlen() returns it")
+    band_flag, left, right = _varlen_band(causal, left, right)
+    scale, qk_scale = _scales(d, scale)
+    ssb = _varlen_slopes(arrays, alibi_slopes, dims)
+    tables = (BACKWARD_DKDV, BACKWARD_DQ, UNALIGNED_DKDV, UNALIGNED_DQ)
+    options = (band_flag, left, right, bool(bottom_right), softcap, scale, max_q, max_k)
+    options += (alibi_slopes is not None, *_settings(q, *tables))
+    inputs = (do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)
+    inputs += () if alibi_slopes is None else (alibi_slopes,)
+    hit = replay(interpret, "attention_varlen_backward", inputs, *options)
+    if hit is not None:
+        return hit(*inputs)
+    tile, dtype, h_kv = tile_of(d), arrays.dtype(q), dims.h_kv
+    mod = module("attention.c")
+    flags = {"BAND": band_flag, "SOFTCAP": int(bool(softcap)), "BF16": int(dtype == "bf16")}
+    flags |= {"ALIBI": int(alibi_slopes is not None), "D": tile, "DH": d}
+    where = _Where.of(arrays)
+    alloc_dq = arrays.allocator((total_q, h_q, d), dtype)
+    alloc_kv = arrays.allocator((dims.total_kv, h_kv, d), dtype)
+    alloc_rows = arrays.allocator((h_q, total_q), "f32")
+    seq = (h_q // h_kv, total_q, left, right, int(bool(bottom_right)))
+    qkv = _strides3(arrays, q) + _strides3(arrays, k) + _strides3(arrays, v)
+    qkv += _strides3(arrays, do)
+    dense = (d, h_kv * d, 1)  # dk and dv: contiguous [total_kv, H_kv, D]
+    tail = (qk_scale, scale, *_Band(None, softcap).caps(scale))
+    # delta by the fixed-length preprocess: the packed rows as one sequence of total_q rows
+    pre_rest = (total_q, h_q, 0, *_strides3(arrays, o), 0, *_strides3(arrays, do))
+    launches = (
+        Launch(
+            arrays,
+            mod.attention_bwd_preprocess,
+            (cdiv(total_q, PREPROCESS_BM), h_q),
+            4,
+            D=tile,
+            DH=d,
+            BM=PREPROCESS_BM,
+        ),
+        _Pipelined(
+            where,
+            mod.attention_varlen_bwd_dkdv,
+            lambda meta: (cdiv(max_k, meta["BN"]), dims.n_seq * h_kv, 1),
+            _dkdv_config(d, False),
+            **flags,
+        ),
+        _Pipelined(
+            where,
+            mod.attention_varlen_bwd_dq,
+            lambda meta: (cdiv(max_q, meta["BM"]), dims.n_seq * h_q, 1),
+            _dq_config(d),
+            **flags,
+        ),
+    )
+
+    def make(preprocess, dkdv, dq_launch):
+        def plan(do, q, k, v, o, lse, cu_q, cu_k, *slopes):
+            ab = (slopes[0] if slopes else lse, ssb)  # (lse: never read without ALiBi)
+            dq, dk, dv, delta = alloc_dq(), alloc_kv(), alloc_kv(), alloc_rows()
+            preprocess(delta, o, do, *pre_rest)
+            dkdv(
+                dk,
+                dv,
+                q,
+                k,
+                v,
+                do,
+                lse,
+                delta,
+                cu_q,
+                cu_k,
+                h_q,
+                h_kv,
+                *seq,
+                *qkv,
+                *dense,
+                *dense,
+                *tail,
+                *ab,
+            )
+            dq_launch(
+                dq, q, k, v, do, lse, delta, cu_q, cu_k, h_q, *seq, *qkv, d, h_q * d, 1, *tail, *ab
+            )
+            return dq, dk, dv
+
+        return plan
+
+    key = plan_key(interpret, "attention_varlen_backward", inputs, *options)
     return planned(key, arrays, make, launches, *inputs)
 
 
