@@ -298,6 +298,14 @@ def _check(fn: str, named: dict[str, Any], interpret: bool) -> tuple[Arrays, dic
     return arrays, shapes
 
 
+def _dtype(arrays: Arrays, a: Any) -> str:
+    """The dtype name of an array the checks took (one of :data:`DTYPES`)."""
+    name = arrays.dtype(a)
+    if name is None or name not in DTYPES:
+        raise arrays.error(f"q has dtype {a.dtype}; this takes {', '.join(DTYPES)}")
+    return name
+
+
 def _qkv(arrays: Arrays, shapes: dict[str, tuple]) -> tuple[int, int, int, int, int, int]:
     """(B, N_q, N_kv, H_q, H_kv, D), checked; D one :func:`supports` takes."""
     b, n_q, h_q, d = shapes["q"]
@@ -545,7 +553,7 @@ def attention(
     b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes)
     tile = tile_of(d)
     scale, qk_scale = _scales(d, scale)
-    dtype = arrays.dtype(q)
+    dtype = _dtype(arrays, q)
     kernels = module("attention.c")
     # D = 256: its scratch and ring do not fit; the overlapped forward takes no band but the
     # top-left triangle, and no softcap
@@ -557,10 +565,10 @@ def attention(
     ws = config.warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
     alloc_o = arrays.allocator((b, n_q, h_q, d), dtype)
     alloc_lse = arrays.allocator((b, h_q, n_q), "f32")
-    strides = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
-    strides += _strides_of((b, n_q, h_q, d))
+    strides: tuple[int, ...] = _strides4(arrays, q) + _strides4(arrays, k)
+    strides += _strides4(arrays, v) + _strides_of((b, n_q, h_q, d))
     if overlap:
-        rest = (n_q, n_kv, h_q, h_q // h_kv, *strides, qk_scale)
+        rest: tuple[Any, ...] = (n_q, n_kv, h_q, h_q // h_kv, *strides, qk_scale)
         extra = {"CAUSAL": int(mask.band is not None)}
     else:
         rest = (n_q, n_kv, h_q, h_q // h_kv, *mask.bounds(), *strides, qk_scale)
@@ -630,8 +638,8 @@ def attention_backward(
     from its inputs and its outputs ``o`` and ``lse`` (the same causal, scale and options)."""
     do, q, k, v, o = _kept(interpret, do, q, k, v, o)
     mask = _band_of(q, k, causal, bottom_right, window, softcap)
-    tables = (BACKWARD_DKDV, BACKWARD_DQ, BACKWARD_DKDV_ATOMIC, ATOMIC_DQ, UNALIGNED_DKDV)
-    tables += (UNALIGNED_DQ,)
+    tables: tuple[dict[int, Any], ...] = (BACKWARD_DKDV, BACKWARD_DQ, BACKWARD_DKDV_ATOMIC)
+    tables += (ATOMIC_DQ, UNALIGNED_DKDV, UNALIGNED_DQ)
     options = (mask, scale, alibi_slopes is not None, *_settings(q, *tables))
     inputs = (do, q, k, v, o, lse) + (() if alibi_slopes is None else (alibi_slopes,))
     hit = replay(interpret, "attention_backward", inputs, *options)
@@ -651,7 +659,7 @@ def attention_backward(
     if n_q and arrays.strides(lse) != (h_q * n_q, n_q, 1):
         raise arrays.error("lse must be contiguous, as attention() returns it")
     scale, qk_scale = _scales(d, scale)
-    dtype = arrays.dtype(q)
+    dtype = _dtype(arrays, q)
     mod = module("attention.c")
     flags = {**mask.constexprs(), "BF16": int(dtype == "bf16"), "D": tile, "DH": d}
     flags["ALIBI"] = int(alibi_slopes is not None)
@@ -669,9 +677,9 @@ def attention_backward(
     empty = 0 in (b, n_q, h_q)
     q_strides, kv_strides = _strides_of((b, n_q, h_q, d)), _strides_of((b, n_kv, h_kv, d))
     pre_rest = (n_q, h_q) + _strides4(arrays, o) + _strides4(arrays, do)
-    qkv = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
+    qkv: tuple[int, ...] = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
     qkv += _strides4(arrays, do)
-    dkdv_rest = (n_q, n_kv, h_q, h_kv, group) + qkv + kv_strides + kv_strides
+    dkdv_rest: tuple[Any, ...] = (n_q, n_kv, h_q, h_kv, group, *qkv, *kv_strides, *kv_strides)
     dkdv_rest += (qk_scale, scale, *band_args)
     rows_grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
     dq_ws = _dq_config(d).warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
@@ -937,11 +945,11 @@ def attention_varlen(
     hit = replay(interpret, "attention_varlen", inputs, *options)
     if hit is not None:
         return hit(*inputs)
-    dtype = arrays.dtype(q)
+    dtype = _dtype(arrays, q)
     h_q, total_q = dims.h_q, dims.total_q
     alloc_o = arrays.allocator((total_q, h_q, d), dtype)
     alloc_lse = arrays.allocator((h_q, total_q), "f32")
-    rest = (h_q, h_q // dims.h_kv, total_q, left, right, int(bool(bottom_right)))
+    rest: tuple[Any, ...] = (h_q, h_q // dims.h_kv, total_q, left, right, int(bool(bottom_right)))
     rest += _strides3(arrays, q) + _strides3(arrays, k) + _strides3(arrays, v)
     rest += (d, h_q * d, 1, qk_scale, *_Band(None, softcap).caps(scale))
     first = _Pipelined(
@@ -1023,7 +1031,7 @@ def attention_varlen_backward(
     hit = replay(interpret, "attention_varlen_backward", inputs, *options)
     if hit is not None:
         return hit(*inputs)
-    tile, dtype, h_kv = tile_of(d), arrays.dtype(q), dims.h_kv
+    tile, dtype, h_kv = tile_of(d), _dtype(arrays, q), dims.h_kv
     mod = module("attention.c")
     flags = {"BAND": band_flag, "SOFTCAP": int(bool(softcap)), "BF16": int(dtype == "bf16")}
     flags |= {"ALIBI": int(alibi_slopes is not None), "D": tile, "DH": d}
@@ -1032,7 +1040,7 @@ def attention_varlen_backward(
     alloc_kv = arrays.allocator((dims.total_kv, h_kv, d), dtype)
     alloc_rows = arrays.allocator((h_q, total_q), "f32")
     seq = (h_q // h_kv, total_q, left, right, int(bool(bottom_right)))
-    qkv = _strides3(arrays, q) + _strides3(arrays, k) + _strides3(arrays, v)
+    qkv: tuple[int, ...] = _strides3(arrays, q) + _strides3(arrays, k) + _strides3(arrays, v)
     qkv += _strides3(arrays, do)
     dense = (d, h_kv * d, 1)  # dk and dv: contiguous [total_kv, H_kv, D]
     tail = (qk_scale, scale, *_Band(None, softcap).caps(scale))
