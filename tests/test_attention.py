@@ -459,11 +459,11 @@ HEAD_DIM_KERNELS = [
 ]
 
 
-def _head_dim_spec(kernel, d, dtype, arch):
+def _head_dim_spec(kernel, d, dtype, arch, n_kv=4096):
     from tests.cases import _attention_bwd_args, _attention_fwd_args
 
     config = {
-        "attention_fwd": tattn._forward_config(d, True, 4096, False),
+        "attention_fwd": tattn._forward_config(d, True, n_kv, False),
         "attention_bwd_dkdv": tattn._dkdv_config(d, False),
         "attention_bwd_dq": tattn._dq_config(d),
     }.get(kernel, tattn.AttentionConfig(tattn.PREPROCESS_BM, 0, 4))
@@ -503,8 +503,8 @@ def test_nvrtc_compiles_head_dims(d, arch):
     copies (the wrapper's alignment promise); 256's backward tiles hold their accumulators in
     registers."""
     dtype = "bf16" if d % 3 == 0 else "f16"
-    for kernel in HEAD_DIM_KERNELS:
-        spec, result = _head_dim_spec(kernel, d, dtype, arch)
+    for kernel, n_kv in [(k, 4096) for k in HEAD_DIM_KERNELS] + [("attention_fwd", 512)]:
+        spec, result = _head_dim_spec(kernel, d, dtype, arch, n_kv)  # (512: short causal)
         assert result.cubin[:4] == b"\x7fELF", kernel
         source = spec.cuda_source
         if kernel in ("attention_fwd", "attention_bwd_dkdv", "attention_bwd_dq"):
@@ -614,9 +614,9 @@ def test_varlen_argument_checks():
     )
 
 
-def _varlen_spec(kernel, d, dtype, arch):
+def _varlen_spec(kernel, d, dtype, arch, max_k=4096):
     config = {
-        "attention_varlen_fwd": tattn._forward_config(d, True, 4096, False),
+        "attention_varlen_fwd": tattn._forward_config(d, True, max_k, False),
         "attention_varlen_bwd_dkdv": tattn._dkdv_config(d, False),
         "attention_varlen_bwd_dq": tattn._dq_config(d),
     }[kernel]
@@ -664,8 +664,9 @@ def test_nvrtc_compiles_varlen(d, arch):
     that is a multiple of 8 are pipelined 16-byte copies (cp.async: each sequence's length
     bounds them, not a kernel parameter, so no TMA)."""
     dtype = "bf16" if d == 128 else "f16"
-    for kernel in ("attention_varlen_fwd", "attention_varlen_bwd_dkdv", "attention_varlen_bwd_dq"):
-        spec, result = _varlen_spec(kernel, d, dtype, arch)
+    kernels = ["attention_varlen_fwd", "attention_varlen_bwd_dkdv", "attention_varlen_bwd_dq"]
+    for kernel, max_k in [(k, 4096) for k in kernels] + [("attention_varlen_fwd", 512)]:
+        spec, result = _varlen_spec(kernel, d, dtype, arch, max_k)  # (512: short causal)
         assert result.cubin[:4] == b"\x7fELF", kernel
         assert ("tx::cp_async16(" in spec.cuda_source) == (d % 8 == 0), kernel
         if arch == "sm_90a" and d in (40, 64) or (d == 256 and "bwd" in kernel):

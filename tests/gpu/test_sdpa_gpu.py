@@ -237,7 +237,7 @@ def test_padded_head_dim_misaligned_views(d):
     q = flat[4:].view(2, n, h, d)
     k = torch.randn(2, n, 2, d + 4, device="cuda", generator=g).half()[..., :d]
     v = torch.randn(2, n, 2, d, device="cuda", generator=g).half()
-    assert q.data_ptr() % 16 == 8 and k.stride(1) % 8 == 4
+    assert q.data_ptr() % 16 == 8 and k.stride(2) % 8 == 4  # (heads d + 4 apart)
     do = torch.randn(2, n, h, d, device="cuda", generator=g).half()
 
     def run(q, k, v):
