@@ -375,7 +375,7 @@ def test_flash_attn_varlen_func_cuda_graph_and_compile():
         return ttx.flash_attn_varlen_func(q, k, v, cu, cu, 300, 300, causal=True)
 
     want = fn(q, k, v)
-    static = [t.clone() for t in (q, k, v)]
+    static = [torch.randn(t.shape, device="cuda", generator=g).half() for t in (q, k, v)]
     fn(*static)  # warm up: kernels compiled and loaded before the capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
