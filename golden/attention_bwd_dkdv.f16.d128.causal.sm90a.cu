@@ -67,316 +67,316 @@ attention_bwd_dkdv(__half* dk, __half* dv, const __half* __restrict__ q, const _
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 197664 bytes of pipeline stages
     // i32 pid_n = program_id(0);
-#line 240 "kernels/attention.c"
+#line 272 "kernels/attention.c"
     int pid_n = (int)blockIdx.x;
     // i32 bh = program_id(1);
-#line 241 "kernels/attention.c"
+#line 273 "kernels/attention.c"
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_kv;
-#line 242 "kernels/attention.c"
+#line 274 "kernels/attention.c"
     int b = tx::int_div<int>(bh, h_kv);
     // i32 hk = bh % h_kv;
-#line 243 "kernels/attention.c"
+#line 275 "kernels/attention.c"
     int hk = tx::int_mod<int>(bh, h_kv);
     // tile rn = pid_n * BN + arange(0, BN);
-#line 244 "kernels/attention.c"
+#line 276 "kernels/attention.c"
     int rn[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rn[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(pid_n, BN), tx_L0::coord(tx_i, 0));
     // tile rm = arange(0, BM);
-#line 245 "kernels/attention.c"
+#line 277 "kernels/attention.c"
     int rm[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rm[tx_i] = tx_L1::coord(tx_i, 1);
     // tile rd = expand_dims(arange(0, D), 0);
-#line 246 "kernels/attention.c"
+#line 278 "kernels/attention.c"
     int rd[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rd[tx_i] = tx_L2::coord(tx_i, 1);
     // tile kv_row = expand_dims(rn, 1) < n_kv;
-#line 247 "kernels/attention.c"
+#line 279 "kernels/attention.c"
     bool kv_row[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) kv_row[tx_i] = rn[tx_i] < n_kv;
     // f32 dk_acc[BN][D] = 0;
-#line 248 "kernels/attention.c"
+#line 280 "kernels/attention.c"
     float dk_acc[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dk_acc[tx_i] = 0.0f;
     // f32 dv_acc[BN][D] = 0;
-#line 249 "kernels/attention.c"
+#line 281 "kernels/attention.c"
     float dv_acc[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dv_acc[tx_i] = 0.0f;
     // i32 n0 = pid_n * BN;
-#line 252 "kernels/attention.c"
+#line 284 "kernels/attention.c"
     int n0 = tx::wrap_mul<int>(pid_n, BN);
     // i32 q_first = BAND ? maximum(n0 - hi, 0) / BM * BM : 0;
-#line 253 "kernels/attention.c"
+#line 285 "kernels/attention.c"
     int q_first = tx::wrap_mul<int>(tx::int_div<int>(tx::maximum(tx::wrap_sub<int>(n0, hi), 0), BM), BM);
     // i32 q_last = BAND ? minimum(n0 + BN - lo, n_q) : n_q;
-#line 254 "kernels/attention.c"
+#line 286 "kernels/attention.c"
     int q_last = tx::minimum(tx::wrap_sub<int>(tx::wrap_add<int>(n0, BN), lo), n_q);
     // i32 u_lo = n0 + BN - 1 - hi;
-#line 255 "kernels/attention.c"
+#line 287 "kernels/attention.c"
     int u_lo = tx::wrap_sub<int>(tx::wrap_sub<int>(tx::wrap_add<int>(n0, BN), 1), hi);
     // i32 u_hi = n0 - lo + 1;
-#line 256 "kernels/attention.c"
+#line 288 "kernels/attention.c"
     int u_hi = tx::wrap_add<int>(tx::wrap_sub<int>(n0, lo), 1);
     // for (i32 g = 0; g < group; g++) {
-#line 257 "kernels/attention.c"
+#line 289 "kernels/attention.c"
     int tx_rn_cvt[tx_L5::REGS]; tx::relayout<tx_L0, tx_L5>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L5::coord(tx_r, 0); });
-#line 257
+#line 289
     bool tx_kv_row_cvt[tx_L5::REGS]; tx::relayout<tx_L0, tx_L5>(tx_kv_row_cvt, kv_row, tx_smem, [](int tx_r) { return tx_L5::coord(tx_r, 0) + tx_L5::coord(tx_r, 1); });
-#line 257
+#line 289
     int tx_rm_cvt[tx_L7::REGS]; tx::relayout<tx_L1, tx_L7>(tx_rm_cvt, rm, tx_smem, [](int tx_r) { return tx_L7::coord(tx_r, 0); });
     {
         // software pipeline, 2 stages: k_t, v_t copied global -> shared memory by cp.async ahead of the dot
         using tx_k_t_tile = tx::SmemTile<__half, 128, 128>;
-#line 257
+#line 289
         __half* const tx_k_t_stages = reinterpret_cast<__half*>(tx_pipeline);
         using tx_v_t_tile = tx::SmemTile<__half, 128, 128>;
-#line 257
+#line 289
         __half* const tx_v_t_stages = reinterpret_cast<__half*>(tx_pipeline + 65536);
         // prologue: the copies of the first 1 iteration
         {
-#line 257
+#line 289
             int g = 0;
-#line 257
+#line 289
             for (int tx_prologue_stage_1 = 0; tx_prologue_stage_1 < 1; ++tx_prologue_stage_1) {
-#line 257
+#line 289
                 if (g < 1) {
-#line 257
+#line 289
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage_1 * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), k + tx::wrap_mul<int>(b, skb) + tx::wrap_mul<int>(hk, skh) + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], skn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
-#line 257
+#line 289
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage_1 * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), v + tx::wrap_mul<int>(b, svb) + tx::wrap_mul<int>(hk, svh) + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], svn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
                 }
-#line 257
+#line 289
                 tx::cp_async_commit();
-#line 257
+#line 289
                 g = tx::wrap_add<int>(g, 1);
             }
         }
         // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
-#line 257
+#line 289
         int tx_stage_1 = 0;  // the stage this iteration's dot reads
-#line 257
+#line 289
         for (int g = 0; g < 1; g = tx::wrap_add<int>(g, 1)) {
-#line 257
+#line 289
             tx::cp_async_wait<0>();  // this iteration's stage has landed
-#line 257
+#line 289
             tx::fence_async_proxy();  // ... where wgmma reads it
-#line 257
+#line 289
             __syncthreads();
             {
-#line 257
+#line 289
                 const int tx_g_ahead = g + 1;
-#line 257
+#line 289
                 const int tx_stage_ahead_1 = (tx_stage_1 + 1) % 2;
-#line 257
+#line 289
                 const int g = tx_g_ahead;
-#line 257
+#line 289
                 if (g < 1) {
-#line 257
+#line 289
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead_1 * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), k + tx::wrap_mul<int>(b, skb) + tx::wrap_mul<int>(hk, skh) + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], skn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
-#line 257
+#line 289
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead_1 * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L4::coord(tx_i, 0), tx_L4::coord(tx_i, 1)), v + tx::wrap_mul<int>(b, svb) + tx::wrap_mul<int>(hk, svh) + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], svn) + rd[tx::remap<tx_L2, tx_L4>(tx_i)], tx_kv_row_cvt[tx::remap<tx_L5, tx_L4>(tx_i)]);
                 }
             }
-#line 257
+#line 289
             tx::cp_async_commit();
-            // tile k_t = load(k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd,
-#line 260 "kernels/attention.c"
+            // tile k_t = load(DH == D ? k + b * skb + hk * skh + expand_dims(rn, 1) * skn + rd * skd
+#line 292 "kernels/attention.c"
             // k_t: in shared memory, stage tx_stage_1 (copied by cp.async)
-            // tile v_t = load(v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd,
-#line 263 "kernels/attention.c"
+            // tile v_t = load(DH == D ? v + b * svb + hk * svh + expand_dims(rn, 1) * svn + rd * svd
+#line 296 "kernels/attention.c"
             // v_t: in shared memory, stage tx_stage_1 (copied by cp.async)
             // i32 h = hk * group + g;
-#line 266 "kernels/attention.c"
+#line 300 "kernels/attention.c"
             int h = tx::wrap_add<int>(hk, g);
             // tile qh = q + b * sqb + h * sqh;
-#line 267 "kernels/attention.c"
+#line 301 "kernels/attention.c"
             const __half* qh = q + tx::wrap_mul<int>(b, sqb) + tx::wrap_mul<int>(h, sqh);
             // f32 slope2 = ALIBI ? load(slopes + b * ssb + h) * 1.4426950408889634f : 0.0f;
-#line 268 "kernels/attention.c"
+#line 302 "kernels/attention.c"
             float slope2 = 0.0f;
             // tile doh = d_o + b * sdb + h * sdh;
-#line 269 "kernels/attention.c"
+#line 303 "kernels/attention.c"
             const __half* doh = d_o + tx::wrap_mul<int>(b, sdb) + tx::wrap_mul<int>(h, sdh);
             // tile lseh = lse + (b * h_q + h) * n_q;
-#line 270 "kernels/attention.c"
+#line 304 "kernels/attention.c"
             const float* lseh = lse + tx::wrap_mul<int>(tx::wrap_add<int>(tx::wrap_mul<int>(b, h_q), h), n_q);
             // tile deltah = delta + (b * h_q + h) * n_q;
-#line 271 "kernels/attention.c"
+#line 305 "kernels/attention.c"
             const float* deltah = delta + tx::wrap_mul<int>(tx::wrap_add<int>(tx::wrap_mul<int>(b, h_q), h), n_q);
             // tile dqh = dq_acc + (b * h_q + h) * n_q * D;
-#line 272 "kernels/attention.c"
+#line 306 "kernels/attention.c"
             float* dqh = dq_acc + tx::wrap_mul<int>(tx::wrap_mul<int>(tx::wrap_add<int>(tx::wrap_mul<int>(b, h_q), h), n_q), D);
             // for (i32 start = q_first; start < q_last; start += BM) {
-#line 273 "kernels/attention.c"
+#line 307 "kernels/attention.c"
             {
                 // software pipeline, 2 stages: q_t, do_t copied global -> shared memory by cp.async ahead of the dot
                 using tx_q_t_tile = tx::SmemTile<__half, 64, 128>;
-#line 273
+#line 307
                 __half* const tx_q_t_stages = reinterpret_cast<__half*>(tx_pipeline + 131072);
                 using tx_do_t_tile = tx::SmemTile<__half, 64, 128>;
-#line 273
+#line 307
                 __half* const tx_do_t_stages = reinterpret_cast<__half*>(tx_pipeline + 163840);
-#line 273
+#line 307
                 unsigned long long* const tx_stage_barriers = reinterpret_cast<unsigned long long*>(tx_pipeline + 196608);  // full[s], then empty[s]
-#line 273
+#line 307
                 tx::stage_barriers_init(tx_stage_barriers, 4);
-#line 273
+#line 307
                 tx::fence_async_proxy();
-#line 273
+#line 307
                 __syncthreads();  // the barriers are ready
                 // prologue: the copies of the first 1 iteration
                 {
-#line 273
+#line 307
                     int start = q_first;
-#line 273
+#line 307
                     for (int tx_prologue_stage = 0; tx_prologue_stage < 1; ++tx_prologue_stage) {
-#line 273
+#line 307
                         if (start < q_last) {
-#line 273
+#line 307
                             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_q_t_stages + tx_prologue_stage * tx_q_t_tile::ELEMS + tx_q_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), qh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start), sqn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start) < n_q);
-#line 273
+#line 307
                             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_prologue_stage * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), doh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start), sdn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start) < n_q);
                         }
-#line 273
+#line 307
                         tx::stage_arrive_full(&tx_stage_barriers[tx_prologue_stage]);
-#line 273
+#line 307
                         start = tx::wrap_add<int>(start, BM);
                     }
                 }
                 // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
-#line 273
+#line 307
                 int tx_stage = 0;  // the stage this iteration's dot reads
-#line 273
+#line 307
                 unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
-#line 273
+#line 307
                 for (int start = q_first; start < q_last; start = tx::wrap_add<int>(start, BM)) {
-#line 273
+#line 307
                     tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 2) & 1);  // every thread's copies into this iteration's stage have landed
-#line 273
+#line 307
                     tx::fence_async_proxy();  // ... where wgmma reads them
                     {
-#line 273
+#line 307
                         const int tx_start_ahead = start + BM;
-#line 273
+#line 307
                         const int tx_stage_ahead = (tx_stage + 1) % 2;
-#line 273
+#line 307
                         const int start = tx_start_ahead;
-#line 273
+#line 307
                         if (tx_iteration + 1 >= 2)  // every thread has read the stage's last contents
-#line 273
+#line 307
                             tx::stage_wait_empty(&tx_stage_barriers[2 + tx_stage_ahead], ((tx_iteration + 1) / 2 - 1) & 1);
-#line 273
+#line 307
                         if (start < q_last) {
-#line 273
+#line 307
                             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_q_t_stages + tx_stage_ahead * tx_q_t_tile::ELEMS + tx_q_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), qh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start), sqn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start) < n_q);
-#line 273
+#line 307
                             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_do_t_stages + tx_stage_ahead * tx_do_t_tile::ELEMS + tx_do_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), doh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start), sdn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(tx_rm_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], start) < n_q);
                         }
-#line 273
+#line 307
                         tx::stage_arrive_full(&tx_stage_barriers[tx_stage_ahead]);
                     }
-                    // tile q_t = load(qh + (expand_dims(rm, 1) + start) * sqn + rd * sqd,
-#line 274 "kernels/attention.c"
+                    // tile q_t = load(DH == D ? qh + (expand_dims(rm, 1) + start) * sqn + rd * sqd
+#line 308 "kernels/attention.c"
                     // q_t: in shared memory, stage tx_stage (copied by cp.async)
-                    // tile do_t = load(doh + (expand_dims(rm, 1) + start) * sdn + rd * sdd,
-#line 277 "kernels/attention.c"
+                    // tile do_t = load(DH == D ? doh + (expand_dims(rm, 1) + start) * sdn + rd * sdd
+#line 314 "kernels/attention.c"
                     // do_t: in shared memory, stage tx_stage (copied by cp.async)
                     // tile lse2 = load(lseh + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
-#line 281 "kernels/attention.c"
+#line 321 "kernels/attention.c"
                     bool tx_mask[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask[tx_i] = tx::wrap_add<int>(start, rm[tx_i]) < n_q;
-#line 281
+#line 321
                     float tx_load[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 2) tx::load_vec_if<2>(&tx_load[tx_i], lseh + start + rm[tx_i], tx_mask[tx_i], 0.0f);
-#line 281
+#line 321
                     float lse2[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) lse2[tx_i] = tx_load[tx_i] * 1.442695f;
                     // tile dl = load(deltah + start + expand_dims(rm, 0), start + expand_dims(rm, 0) < n_q,
-#line 283 "kernels/attention.c"
+#line 323 "kernels/attention.c"
                     bool tx_mask_1[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_mask_1[tx_i] = tx::wrap_add<int>(start, rm[tx_i]) < n_q;
-#line 283
+#line 323
                     float dl[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; tx_i += 2) tx::load_vec_if<2>(&dl[tx_i], deltah + start + rm[tx_i], tx_mask_1[tx_i], 0.0f);
                     // tile t_t = SOFTCAP ? tanh(dot(k_t, trans(q_t)) * cap_in) : 0.0f;
-#line 286 "kernels/attention.c"
+#line 326 "kernels/attention.c"
                     float t_t = 0.0f;
                     // tile ab = ALIBI ? slope2 * (f32)abs(start + expand_dims(rm, 0) + alibi_off
-#line 288 "kernels/attention.c"
+#line 328 "kernels/attention.c"
                     float ab = 0.0f;
                     // tile p_t = ALIBI ? (SOFTCAP ? fast_exp2(t_t * cap_out - ab - lse2)
-#line 291 "kernels/attention.c"
+#line 331 "kernels/attention.c"
                     float tx_acc[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
-#line 291
+#line 331
                     tx::wgmma<tx_L8, tx_k_t_tile, true, tx_q_t_tile, true, 128, 0>(tx_acc, tx_k_t_stages + tx_stage_1 * tx_k_t_tile::ELEMS, tx_q_t_stages + tx_stage * tx_q_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_f16_kk(tx_d, tx_a, tx_b); });
-#line 291
+#line 331
                     float p_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p_t[tx_i] = tx::fast_exp2(tx_acc[tx_i] * qk_scale - lse2[tx::remap<tx_L1, tx_L8>(tx_i)]);
                     // if (BAND ? (start < u_lo) | (start + BM > u_hi) : 0) {
-#line 297 "kernels/attention.c"
+#line 337 "kernels/attention.c"
                     if ((start < u_lo) | (tx::wrap_add<int>(start, BM) > u_hi)) {
                         // tile qm = start + expand_dims(rm, 0);                  /* [1, BM] */
-#line 298 "kernels/attention.c"
+#line 338 "kernels/attention.c"
                         int qm[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) qm[tx_i] = tx::wrap_add<int>(start, rm[tx_i]);
                         // tile kj = expand_dims(rn, 1);                          /* [BN, 1] */
-#line 299 "kernels/attention.c"
+#line 339 "kernels/attention.c"
                         int kj[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) kj[tx_i] = rn[tx_i];
                         // p_t = where((kj <= qm + hi) & (kj >= qm + lo), p_t, 0.0f);
-#line 300 "kernels/attention.c"
+#line 340 "kernels/attention.c"
                         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p_t[tx_i] = ((kj[tx::remap<tx_L0, tx_L8>(tx_i)] <= tx::wrap_add<int>(qm[tx::remap<tx_L1, tx_L8>(tx_i)], hi)) & (kj[tx::remap<tx_L0, tx_L8>(tx_i)] >= tx::wrap_add<int>(qm[tx::remap<tx_L1, tx_L8>(tx_i)], lo))) ? p_t[tx_i] : 0.0f;
                     }
                     // tile dp_t = dot(v_t, trans(do_t));                         /* [BN, BM] */
-#line 302 "kernels/attention.c"
+#line 342 "kernels/attention.c"
                     float tx_acc_1[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_acc_1[tx_i] = 0.0f;
-#line 302
+#line 342
                     tx::wgmma<tx_L8, tx_v_t_tile, true, tx_do_t_tile, true, 128, 0>(tx_acc_1, tx_v_t_stages + tx_stage_1 * tx_v_t_tile::ELEMS, tx_do_t_stages + tx_stage * tx_do_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_f16_kk(tx_d, tx_a, tx_b); });
-#line 302
+#line 342
                     float dp_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) dp_t[tx_i] = tx_acc_1[tx_i];
                     // tile ds_t = SOFTCAP ? p_t * (dp_t - dl) * (1.0f - t_t * t_t) : p_t * (dp_t - dl);
-#line 304 "kernels/attention.c"
+#line 344 "kernels/attention.c"
                     float ds_t[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) ds_t[tx_i] = p_t[tx_i] * (dp_t[tx_i] - dl[tx::remap<tx_L1, tx_L8>(tx_i)]);
                     // dv_acc = dot((f16)p_t, do_t, dv_acc);
-#line 309 "kernels/attention.c"
+#line 349 "kernels/attention.c"
                     float tx_acc_2[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_acc_2[tx_i] = dv_acc[tx_i];
-#line 309
+#line 349
                     __half tx_value[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__half>(p_t[tx_i]);
-#line 309
+#line 349
                     tx::wgmma_rs<tx_L3, tx_L8, tx_do_t_tile, false, 64, 0>(tx_acc_2, tx_value, tx_do_t_stages + tx_stage * tx_do_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers
-#line 309
+#line 349
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dv_acc[tx_i] = tx_acc_2[tx_i];
                     // dk_acc = dot((f16)ds_t, q_t, dk_acc);
-#line 310 "kernels/attention.c"
+#line 350 "kernels/attention.c"
                     float tx_acc_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_acc_3[tx_i] = dk_acc[tx_i];
-#line 310
+#line 350
                     __half tx_value_1[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__half>(ds_t[tx_i]);
-#line 310
+#line 350
                     tx::wgmma_rs<tx_L3, tx_L8, tx_q_t_tile, false, 64, 0>(tx_acc_3, tx_value_1, tx_q_t_stages + tx_stage * tx_q_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers
-#line 310
+#line 350
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) dk_acc[tx_i] = tx_acc_3[tx_i];
-#line 273
+#line 307
                     tx::stage_arrive_empty(&tx_stage_barriers[2 + tx_stage]);  // this thread's dots have read its stage
-#line 273
+#line 307
                     ++tx_iteration;
-#line 273
+#line 307
                     tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
                 }
-#line 273
+#line 307
                 tx::stage_barriers_drain<2, 1>(tx_stage_barriers, tx_iteration);
-#line 273
+#line 307
                 tx::cp_async_wait<0>();
-#line 273
+#line 307
                 __syncthreads();
             }
-#line 257
+#line 289
             tx_stage_1 = tx_stage_1 == 1 ? 0 : tx_stage_1 + 1;
         }
-#line 257
+#line 289
         tx::cp_async_wait<0>();
-#line 257
+#line 289
         __syncthreads();
     }
-    // store(dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd, dk_acc * scale,
-#line 321 "kernels/attention.c"
+    // store(DH == D ? dk + b * sdkb + hk * sdkh + expand_dims(rn, 1) * sdkn + rd * sdkd
+#line 361 "kernels/attention.c"
     int tx_rd_cvt[tx_L9::REGS]; tx::relayout<tx_L2, tx_L9>(tx_rd_cvt, rd, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 0) * 128 + tx_L9::coord(tx_r, 1); });
-#line 321
+#line 361
     __half tx_value_2[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_value_2[tx_i] = tx::cast<__half>(dk_acc[tx_i] * scale);
-#line 321
+#line 361
     bool tx_mask_2[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_2[tx_i] = kv_row[tx::remap<tx_L0, tx_L3>(tx_i)];
-#line 321
+#line 361
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dk + tx::wrap_mul<int>(b, sdkb) + tx::wrap_mul<int>(hk, sdkh) + tx::wrap_mul<int>(rn[tx::remap<tx_L0, tx_L3>(tx_i)], sdkn) + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_2[tx_i], tx_mask_2[tx_i]);
-    // store(dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd, dv_acc,
-#line 324 "kernels/attention.c"
+    // store(DH == D ? dv + b * sdvb + hk * sdvh + expand_dims(rn, 1) * sdvn + rd * sdvd
+#line 366 "kernels/attention.c"
     __half tx_value_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_value_3[tx_i] = tx::cast<__half>(dv_acc[tx_i]);
-#line 324
+#line 366
     bool tx_mask_3[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_3[tx_i] = kv_row[tx::remap<tx_L0, tx_L3>(tx_i)];
-#line 324
+#line 366
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 2) tx::store_vec_if<2>(dv + tx::wrap_mul<int>(b, sdvb) + tx::wrap_mul<int>(hk, sdvh) + tx::wrap_mul<int>(rn[tx::remap<tx_L0, tx_L3>(tx_i)], sdvn) + tx_rd_cvt[tx::remap<tx_L9, tx_L3>(tx_i)], &tx_value_3[tx_i], tx_mask_3[tx_i]);
 }

@@ -67,232 +67,232 @@ attention_bwd_dq(__nv_bfloat16* dq, const __nv_bfloat16* __restrict__ q, const _
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 132128 bytes of pipeline stages
     // i32 pid_m = program_id(0);
-#line 347 "kernels/attention.c"
+#line 391 "kernels/attention.c"
     int pid_m = (int)blockIdx.x;
     // i32 bh = program_id(1);
-#line 348 "kernels/attention.c"
+#line 392 "kernels/attention.c"
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
-#line 349 "kernels/attention.c"
+#line 393 "kernels/attention.c"
     int b = tx::int_div<int>(bh, h_q);
     // i32 h = bh % h_q;
-#line 350 "kernels/attention.c"
+#line 394 "kernels/attention.c"
     int h = tx::int_mod<int>(bh, h_q);
     // i32 hk = h / group;
-#line 351 "kernels/attention.c"
+#line 395 "kernels/attention.c"
     int hk = tx::int_div<int>(h, 1);
     // tile rm = pid_m * BM + arange(0, BM);
-#line 352 "kernels/attention.c"
+#line 396 "kernels/attention.c"
     int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(pid_m, BM), tx_L0::coord(tx_i, 0));
     // tile rn = arange(0, BN);
-#line 353 "kernels/attention.c"
+#line 397 "kernels/attention.c"
     int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = tx_L1::coord(tx_i, 0);
     // tile rd = expand_dims(arange(0, D), 0);
-#line 354 "kernels/attention.c"
+#line 398 "kernels/attention.c"
     int rd[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rd[tx_i] = tx_L2::coord(tx_i, 1);
     // tile q_row = expand_dims(rm, 1) < n_q;
-#line 355 "kernels/attention.c"
+#line 399 "kernels/attention.c"
     bool q_row[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) q_row[tx_i] = rm[tx_i] < n_q;
-    // tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
-#line 356 "kernels/attention.c"
+    // tile q_t = load(DH == D ? q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd
+#line 400 "kernels/attention.c"
     bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = q_row[tx::remap<tx_L0, tx_L3>(tx_i)];
-#line 356
+#line 400
     __nv_bfloat16 q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + tx::wrap_mul<int>(b, sqb) + tx::wrap_mul<int>(h, sqh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L3>(tx_i)], sqn) + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __nv_bfloat16(0.0f));
-    // tile do_t = load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd,
-#line 359 "kernels/attention.c"
+    // tile do_t = load(DH == D ? d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd
+#line 404 "kernels/attention.c"
     bool tx_mask_1[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask_1[tx_i] = q_row[tx::remap<tx_L0, tx_L3>(tx_i)];
-#line 359
+#line 404
     __nv_bfloat16 do_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&do_t[tx_i], d_o + tx::wrap_mul<int>(b, sdb) + tx::wrap_mul<int>(h, sdh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L3>(tx_i)], sdn) + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask_1[tx_i], __nv_bfloat16(0.0f));
     // tile lse2 = expand_dims(load(lse + bh * n_q + rm, rm < n_q, 0) * 1.4426950408889634f, 1);
-#line 362 "kernels/attention.c"
+#line 408 "kernels/attention.c"
     int tx_rm_cvt[tx_L4::REGS]; tx::relayout<tx_L0, tx_L4>(tx_rm_cvt, rm, tx_smem, [](int tx_r) { return tx_L4::coord(tx_r, 0); });
-#line 362
+#line 408
     float tx_load[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_load[tx_i] = tx_rm_cvt[tx_i] < n_q ? *(lse + tx::wrap_mul<int>(bh, n_q) + tx_rm_cvt[tx_i]) : 0.0f;
-#line 362
+#line 408
     float lse2[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) lse2[tx_i] = tx_load[tx_i] * 1.442695f;
     // tile dl = expand_dims(load(delta + bh * n_q + rm, rm < n_q, 0), 1);
-#line 363 "kernels/attention.c"
+#line 409 "kernels/attention.c"
     float tx_load_1[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_load_1[tx_i] = tx_rm_cvt[tx_i] < n_q ? *(delta + tx::wrap_mul<int>(bh, n_q) + tx_rm_cvt[tx_i]) : 0.0f;
-#line 363
+#line 409
     float dl[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) dl[tx_i] = tx_load_1[tx_i];
     // tile kh = k + b * skb + hk * skh;
-#line 364 "kernels/attention.c"
+#line 410 "kernels/attention.c"
     const __nv_bfloat16* kh = k + tx::wrap_mul<int>(b, skb) + tx::wrap_mul<int>(hk, skh);
     // tile vh = v + b * svb + hk * svh;
-#line 365 "kernels/attention.c"
+#line 411 "kernels/attention.c"
     const __nv_bfloat16* vh = v + tx::wrap_mul<int>(b, svb) + tx::wrap_mul<int>(hk, svh);
     // f32 slope2 = ALIBI ? load(slopes + b * ssb + h) * 1.4426950408889634f : 0.0f;
-#line 366 "kernels/attention.c"
+#line 412 "kernels/attention.c"
     float slope2 = 0.0f;
     // f32 dq_acc[BM][D] = 0;
-#line 367 "kernels/attention.c"
+#line 413 "kernels/attention.c"
     float dq_acc[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) dq_acc[tx_i] = 0.0f;
     // i32 m0 = pid_m * BM;
-#line 369 "kernels/attention.c"
+#line 415 "kernels/attention.c"
     int m0 = tx::wrap_mul<int>(pid_m, BM);
     // i32 first = BAND ? maximum(m0 + lo, 0) / BN * BN : 0;
-#line 370 "kernels/attention.c"
+#line 416 "kernels/attention.c"
     int first = 0;
     // i32 last = BAND ? minimum(m0 + BM + hi, n_kv) : n_kv;
-#line 371 "kernels/attention.c"
+#line 417 "kernels/attention.c"
     int last = n_kv;
     // i32 u_lo = m0 + BM - 1 + lo;
-#line 372 "kernels/attention.c"
+#line 418 "kernels/attention.c"
     int u_lo = tx::wrap_add<int>(tx::wrap_sub<int>(tx::wrap_add<int>(m0, BM), 1), lo);
     // i32 u_hi = BAND ? minimum(m0 + hi + 1, n_kv) : n_kv;
-#line 373 "kernels/attention.c"
+#line 419 "kernels/attention.c"
     int u_hi = n_kv;
     // for (i32 start = first; start < last; start += BN) {
-#line 374 "kernels/attention.c"
+#line 420 "kernels/attention.c"
     int tx_rn_cvt[tx_L8::REGS]; tx::relayout<tx_L1, tx_L8>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L8::coord(tx_r, 1); });
     {
         // software pipeline, 2 stages: k_t, v_t copied global -> shared memory by cp.async ahead of the dot
         using tx_k_t_tile = tx::SmemTile<__nv_bfloat16, 64, 128>;
-#line 374
+#line 420
         __nv_bfloat16* const tx_k_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline);
         using tx_v_t_tile = tx::SmemTile<__nv_bfloat16, 64, 128>;
-#line 374
+#line 420
         __nv_bfloat16* const tx_v_t_stages = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 32768);
         using tx_q_t_tile = tx::SmemTile<__nv_bfloat16, 128, 128>;
-#line 374
+#line 420
         __nv_bfloat16* const tx_q_t_smem = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 65536);
-#line 374
+#line 420
         tx::stage<tx_L3, 0, 1, tx_q_t_tile, false>(tx_q_t_smem, q_t);  // once: the loop does not change it
         using tx_do_t_tile = tx::SmemTile<__nv_bfloat16, 128, 128>;
-#line 374
+#line 420
         __nv_bfloat16* const tx_do_t_smem = reinterpret_cast<__nv_bfloat16*>(tx_pipeline + 98304);
-#line 374
+#line 420
         tx::stage<tx_L3, 0, 1, tx_do_t_tile, false>(tx_do_t_smem, do_t);  // once: the loop does not change it
-#line 374
+#line 420
         unsigned long long* const tx_stage_barriers = reinterpret_cast<unsigned long long*>(tx_pipeline + 131072);  // full[s], then empty[s]
-#line 374
+#line 420
         tx::stage_barriers_init(tx_stage_barriers, 4);
-#line 374
+#line 420
         tx::fence_async_proxy();
-#line 374
+#line 420
         __syncthreads();  // the barriers and the operands staged once are ready
         // prologue: the copies of the first 1 iteration
         {
-#line 374
+#line 420
             int start = first;
-#line 374
+#line 420
             for (int tx_prologue_stage = 0; tx_prologue_stage < 1; ++tx_prologue_stage) {
-#line 374
+#line 420
                 if (start < last) {
-#line 374
+#line 420
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_prologue_stage * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + tx::wrap_mul<int>(tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start), skn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start) < n_kv);
-#line 374
+#line 420
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_prologue_stage * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + tx::wrap_mul<int>(tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start), svn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start) < n_kv);
                 }
-#line 374
+#line 420
                 tx::stage_arrive_full(&tx_stage_barriers[tx_prologue_stage]);
-#line 374
+#line 420
                 start = tx::wrap_add<int>(start, BN);
             }
         }
         // main loop: wait for this iteration's stage, issue the copies 1 iteration ahead, then the body (its dot reads the stage)
-#line 374
+#line 420
         int tx_stage = 0;  // the stage this iteration's dot reads
-#line 374
+#line 420
         unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
-#line 374
+#line 420
         for (int start = first; start < last; start = tx::wrap_add<int>(start, BN)) {
-#line 374
+#line 420
             tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 2) & 1);  // every thread's copies into this iteration's stage have landed
-#line 374
+#line 420
             tx::fence_async_proxy();  // ... where wgmma reads them
             {
-#line 374
+#line 420
                 const int tx_start_ahead = start + BN;
-#line 374
+#line 420
                 const int tx_stage_ahead = (tx_stage + 1) % 2;
-#line 374
+#line 420
                 const int start = tx_start_ahead;
-#line 374
+#line 420
                 if (tx_iteration + 1 >= 2)  // every thread has read the stage's last contents
-#line 374
+#line 420
                     tx::stage_wait_empty(&tx_stage_barriers[2 + tx_stage_ahead], ((tx_iteration + 1) / 2 - 1) & 1);
-#line 374
+#line 420
                 if (start < last) {
-#line 374
+#line 420
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_k_t_stages + tx_stage_ahead * tx_k_t_tile::ELEMS + tx_k_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), kh + tx::wrap_mul<int>(tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start), skn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start) < n_kv);
-#line 374
+#line 420
                     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::cp_async16(tx_v_t_stages + tx_stage_ahead * tx_v_t_tile::ELEMS + tx_v_t_tile::offset(tx_L6::coord(tx_i, 0), tx_L6::coord(tx_i, 1)), vh + tx::wrap_mul<int>(tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start), svn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx::wrap_add<int>(rn[tx::remap<tx_L1, tx_L6>(tx_i)], start) < n_kv);
                 }
-#line 374
+#line 420
                 tx::stage_arrive_full(&tx_stage_barriers[tx_stage_ahead]);
             }
-            // tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
-#line 375 "kernels/attention.c"
+            // tile k_t = load(DH == D ? kh + (expand_dims(rn, 1) + start) * skn + rd * skd
+#line 421 "kernels/attention.c"
             // k_t: in shared memory, stage tx_stage (copied by cp.async)
-            // tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
-#line 378 "kernels/attention.c"
+            // tile v_t = load(DH == D ? vh + (expand_dims(rn, 1) + start) * svn + rd * svd
+#line 427 "kernels/attention.c"
             // v_t: in shared memory, stage tx_stage (copied by cp.async)
             // tile t = SOFTCAP ? tanh(dot(q_t, trans(k_t)) * cap_in) : 0.0f;
-#line 381 "kernels/attention.c"
+#line 433 "kernels/attention.c"
             float t = 0.0f;
             // tile ab = ALIBI ? slope2 * (f32)abs(expand_dims(rm, 1) + alibi_off
-#line 382 "kernels/attention.c"
+#line 434 "kernels/attention.c"
             float ab = 0.0f;
             // tile p = ALIBI ? (SOFTCAP ? fast_exp2(t * cap_out - ab - lse2)
-#line 385 "kernels/attention.c"
+#line 437 "kernels/attention.c"
             float tx_acc[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
-#line 385
+#line 437
             tx::wgmma<tx_L7, tx_q_t_tile, true, tx_k_t_tile, true, 128, 0>(tx_acc, tx_q_t_smem, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_bf16_kk(tx_d, tx_a, tx_b); });
-#line 385
+#line 437
             float p[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) p[tx_i] = tx::fast_exp2(tx_acc[tx_i] * qk_scale - lse2[tx::remap<tx_L4, tx_L7>(tx_i)]);
             // if (BAND ? (start < u_lo) | (start + BN > u_hi) : start + BN > u_hi) {
-#line 389 "kernels/attention.c"
+#line 441 "kernels/attention.c"
             if (tx::wrap_add<int>(start, BN) > u_hi) {
                 // tile kn = expand_dims(start + rn, 0);
-#line 390 "kernels/attention.c"
+#line 442 "kernels/attention.c"
                 int kn[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) kn[tx_i] = tx::wrap_add<int>(start, tx_rn_cvt[tx_i]);
                 // tile ok = BAND ? (kn < n_kv) & (kn <= expand_dims(rm, 1) + hi)
-#line 391 "kernels/attention.c"
+#line 443 "kernels/attention.c"
                 bool ok[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) ok[tx_i] = kn[tx_i] < n_kv;
                 // p = where(ok, p, 0.0f);
-#line 394 "kernels/attention.c"
+#line 446 "kernels/attention.c"
                 _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) p[tx_i] = ok[tx::remap<tx_L8, tx_L7>(tx_i)] ? p[tx_i] : 0.0f;
             }
             // tile ds = SOFTCAP ? p * (dot(do_t, trans(v_t)) - dl) * (1.0f - t * t)
-#line 396 "kernels/attention.c"
+#line 448 "kernels/attention.c"
             float tx_acc_1[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_acc_1[tx_i] = 0.0f;
-#line 396
+#line 448
             tx::wgmma<tx_L7, tx_do_t_tile, true, tx_v_t_tile, true, 128, 0>(tx_acc_1, tx_do_t_smem, tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_bf16_kk(tx_d, tx_a, tx_b); });
-#line 396
+#line 448
             float ds[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) ds[tx_i] = p[tx_i] * (tx_acc_1[tx_i] - dl[tx::remap<tx_L4, tx_L7>(tx_i)]);
             // dq_acc = dot((bf16)ds, k_t, dq_acc);
-#line 399 "kernels/attention.c"
+#line 451 "kernels/attention.c"
             float tx_acc_2[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_acc_2[tx_i] = dq_acc[tx_i];
-#line 399
+#line 451
             __nv_bfloat16 tx_value[tx_L7::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L7::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(ds[tx_i]);
-#line 399
+#line 451
             tx::wgmma_rs<tx_L5, tx_L7, tx_k_t_tile, false, 64, 0>(tx_acc_2, tx_value, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_bf16_rt(tx_d, tx_a, tx_b); });  // A from registers
-#line 399
+#line 451
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) dq_acc[tx_i] = tx_acc_2[tx_i];
-#line 374
+#line 420
             tx::stage_arrive_empty(&tx_stage_barriers[2 + tx_stage]);  // this thread's dots have read its stage
-#line 374
+#line 420
             ++tx_iteration;
-#line 374
+#line 420
             tx_stage = tx_stage == 1 ? 0 : tx_stage + 1;
         }
-#line 374
+#line 420
         tx::stage_barriers_drain<2, 1>(tx_stage_barriers, tx_iteration);
-#line 374
+#line 420
         tx::cp_async_wait<0>();
-#line 374
+#line 420
         __syncthreads();
     }
-    // store(dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd, dq_acc * scale,
-#line 404 "kernels/attention.c"
+    // store(DH == D ? dq + b * sdqb + h * sdqh + expand_dims(rm, 1) * sdqn + rd * sdqd
+#line 456 "kernels/attention.c"
     int tx_rd_cvt[tx_L9::REGS]; tx::relayout<tx_L2, tx_L9>(tx_rd_cvt, rd, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 0) * 128 + tx_L9::coord(tx_r, 1); });
-#line 404
+#line 456
     bool tx_q_row_cvt[tx_L4::REGS]; tx::relayout<tx_L0, tx_L4>(tx_q_row_cvt, q_row, tx_smem, [](int tx_r) { return tx_L4::coord(tx_r, 0) + tx_L4::coord(tx_r, 1); });
-#line 404
+#line 456
     __nv_bfloat16 tx_value_1[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__nv_bfloat16>(dq_acc[tx_i] * scale);
-#line 404
+#line 456
     bool tx_mask_2[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_mask_2[tx_i] = tx_q_row_cvt[tx::remap<tx_L4, tx_L5>(tx_i)];
-#line 404
+#line 456
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec_if<2>(dq + tx::wrap_mul<int>(b, sdqb) + tx::wrap_mul<int>(h, sdqh) + tx::wrap_mul<int>(tx_rm_cvt[tx::remap<tx_L4, tx_L5>(tx_i)], sdqn) + tx_rd_cvt[tx::remap<tx_L9, tx_L5>(tx_i)], &tx_value_1[tx_i], tx_mask_2[tx_i]);
 }

@@ -12,30 +12,30 @@ attention_bwd_dq_cast(__nv_bfloat16* dq, const float* __restrict__ dq_acc, int n
     using tx_L1 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
     using tx_L2 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 64 per thread
     // i32 bh = program_id(1);
-#line 415 "kernels/attention.c"
+#line 469 "kernels/attention.c"
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
-#line 416 "kernels/attention.c"
+#line 470 "kernels/attention.c"
     int b = tx::int_div<int>(bh, h_q);
     // i32 h = bh % h_q;
-#line 417 "kernels/attention.c"
+#line 471 "kernels/attention.c"
     int h = tx::int_mod<int>(bh, h_q);
     // tile rm = expand_dims(program_id(0) * BM + arange(0, BM), 1);
-#line 418 "kernels/attention.c"
+#line 472 "kernels/attention.c"
     int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>((int)blockIdx.x, BM), tx_L0::coord(tx_i, 0));
     // tile rd = expand_dims(arange(0, D), 0);
-#line 419 "kernels/attention.c"
+#line 473 "kernels/attention.c"
     int rd[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rd[tx_i] = tx_L1::coord(tx_i, 1);
     // tile acc = load(dq_acc + (bh * n_q + rm) * D + rd, rm < n_q, 0);
-#line 420 "kernels/attention.c"
+#line 474 "kernels/attention.c"
     bool tx_mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask[tx_i] = rm[tx::remap<tx_L0, tx_L2>(tx_i)] < n_q;
-#line 420
+#line 474
     float acc[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 4) tx::load_vec_if<4>(&acc[tx_i], dq_acc + tx::wrap_mul<int>(tx::wrap_add<int>(tx::wrap_mul<int>(bh, n_q), rm[tx::remap<tx_L0, tx_L2>(tx_i)]), D) + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask[tx_i], 0.0f);
-    // store(dq + b * sdqb + h * sdqh + rm * sdqn + rd * sdqd, acc * scale,
-#line 421 "kernels/attention.c"
+    // store(DH == D ? dq + b * sdqb + h * sdqh + rm * sdqn + rd * sdqd
+#line 475 "kernels/attention.c"
     __nv_bfloat16 tx_value[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__nv_bfloat16>(acc[tx_i] * scale);
-#line 421
+#line 475
     bool tx_mask_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask_1[tx_i] = rm[tx::remap<tx_L0, tx_L2>(tx_i)] < n_q;
-#line 421
+#line 475
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::store_vec_if<8>(dq + tx::wrap_mul<int>(b, sdqb) + tx::wrap_mul<int>(h, sdqh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L2>(tx_i)], sdqn) + rd[tx::remap<tx_L1, tx_L2>(tx_i)], &tx_value[tx_i], tx_mask_1[tx_i]);
 }

@@ -12,42 +12,42 @@ attention_bwd_preprocess(float* delta, const __half* __restrict__ o, const __hal
     using tx_L1 = tx::Blocked<tx::Ints<1, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [1, 128]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 8 per thread, some threads hold copies
     using tx_L2 = tx::Blocked<tx::Ints<64, 128>, tx::Ints<1, 8>, tx::Ints<2, 16>, tx::Ints<4, 1>, tx::Ints<1, 0>>;  // [64, 128]: 1x8 per thread, 2x16 lanes, 4x1 warps, order [1, 0]; 64 per thread
     // i32 bh = program_id(1);
-#line 203 "kernels/attention.c"
+#line 233 "kernels/attention.c"
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
-#line 204 "kernels/attention.c"
+#line 234 "kernels/attention.c"
     int b = tx::int_div<int>(bh, h_q);
     // i32 h = bh % h_q;
-#line 205 "kernels/attention.c"
+#line 235 "kernels/attention.c"
     int h = tx::int_mod<int>(bh, h_q);
     // tile rm = program_id(0) * BM + arange(0, BM);
-#line 206 "kernels/attention.c"
+#line 236 "kernels/attention.c"
     int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>((int)blockIdx.x, BM), tx_L0::coord(tx_i, 0));
     // tile rd = expand_dims(arange(0, D), 0);
-#line 207 "kernels/attention.c"
+#line 237 "kernels/attention.c"
     int rd[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rd[tx_i] = tx_L1::coord(tx_i, 1);
     // tile row = expand_dims(rm, 1) < n_q;
-#line 208 "kernels/attention.c"
+#line 238 "kernels/attention.c"
     bool row[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) row[tx_i] = rm[tx_i] < n_q;
-    // tile o_t = (f32)load(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
-#line 209 "kernels/attention.c"
+    // tile o_t = (f32)load(DH == D ? o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod
+#line 239 "kernels/attention.c"
     bool tx_mask[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask[tx_i] = row[tx::remap<tx_L0, tx_L2>(tx_i)];
-#line 209
+#line 239
     __half tx_load[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load[tx_i], o + tx::wrap_mul<int>(b, sob) + tx::wrap_mul<int>(h, soh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L2>(tx_i)], son) + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask[tx_i], __half(0.0f));
-#line 209
+#line 239
     float o_t[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) o_t[tx_i] = tx::cast<float>(tx_load[tx_i]);
-    // tile do_t = (f32)load(d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd,
-#line 212 "kernels/attention.c"
+    // tile do_t = (f32)load(DH == D ? d_o + b * sdb + h * sdh + expand_dims(rm, 1) * sdn + rd * sdd
+#line 243 "kernels/attention.c"
     bool tx_mask_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_mask_1[tx_i] = row[tx::remap<tx_L0, tx_L2>(tx_i)];
-#line 212
+#line 243
     __half tx_load_1[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; tx_i += 8) tx::load_vec_if<8>(&tx_load_1[tx_i], d_o + tx::wrap_mul<int>(b, sdb) + tx::wrap_mul<int>(h, sdh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L2>(tx_i)], sdn) + rd[tx::remap<tx_L1, tx_L2>(tx_i)], tx_mask_1[tx_i], __half(0.0f));
-#line 212
+#line 243
     float do_t[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) do_t[tx_i] = tx::cast<float>(tx_load_1[tx_i]);
     // store(delta + bh * n_q + rm, sum(o_t * do_t, 1), rm < n_q);
-#line 215 "kernels/attention.c"
+#line 247 "kernels/attention.c"
     float tx_value[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) tx_value[tx_i] = o_t[tx_i] * do_t[tx_i];
-#line 215
+#line 247
     float tx_red[tx_L0::REGS]; tx::reduce<tx_L2, tx_L0, 1>(tx_red, tx_value, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
-#line 215
+#line 247
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(delta + tx::wrap_mul<int>(bh, n_q) + rm[tx_i]) = tx_red[tx_i];
 }

@@ -70,265 +70,265 @@ attention_fwd(__half* o, float* lse, const __half* __restrict__ q, const __half*
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 512 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 512);  // 230448 bytes of pipeline stages
     // for (i32 start = first; start < last; start += BN) {
-#line 74 "kernels/attention.c"
-    // warp specialisation: warps 0-7 (threads 0-255) run the kernel's statements; warps 8-11, the producer warpgroup, feed the pipelined loop of line 74: thread 256 issues the TMA copies of every iteration
-#line 74
+#line 97 "kernels/attention.c"
+    // warp specialisation: warps 0-7 (threads 0-255) run the kernel's statements; warps 8-11, the producer warpgroup, feed the pipelined loop of line 97: thread 256 issues the TMA copies of every iteration
+#line 97
     unsigned long long* const tx_stage_barriers = reinterpret_cast<unsigned long long*>(tx_pipeline + 229376);  // full[s], then empty[s]
-#line 74
+#line 97
     if (threadIdx.x == 0) {
-#line 74
+#line 97
         tx::stage_barriers_init_tma(tx_stage_barriers, 3, 256);  // full: the producer's arrival and the bytes; empty: every compute thread
-#line 74
+#line 97
         tx::hopper::barrier_init_fence();  // ... seen by the TMA unit
     }
-#line 74
+#line 97
     __syncthreads();  // the barriers are ready for both roles: the last barrier of every thread (the compute warps meet at named barrier 1 from here on)
-#line 74
+#line 97
     if (threadIdx.x >= 256) {
         // ---- the producer warpgroup: few registers; one thread computes the scalars the copies read and issues them ----
-#line 74
+#line 97
         tx::hopper::producer_registers<24>();
-#line 74
+#line 97
         if (threadIdx.x == 256) {
             // i32 pid_m = program_id(0);
-#line 47 "kernels/attention.c"
+#line 68 "kernels/attention.c"
             int pid_m = (int)blockIdx.x;
             // i32 bh = program_id(1);
-#line 48 "kernels/attention.c"
+#line 69 "kernels/attention.c"
             int bh = (int)blockIdx.y;
             // i32 b = bh / h_q;
-#line 49 "kernels/attention.c"
+#line 70 "kernels/attention.c"
             int b = tx::int_div<int>(bh, h_q);
             // i32 h = bh % h_q;
-#line 50 "kernels/attention.c"
+#line 71 "kernels/attention.c"
             int h = tx::int_mod<int>(bh, h_q);
             // i32 hk = h / group;
-#line 51 "kernels/attention.c"
+#line 72 "kernels/attention.c"
             int hk = tx::int_div<int>(h, 1);
             // i32 m0 = pid_m * BM;
-#line 69 "kernels/attention.c"
+#line 92 "kernels/attention.c"
             int m0 = tx::wrap_mul<int>(pid_m, BM);
             // i32 first = BAND ? maximum(m0 + lo, 0) / BN * BN : 0;
-#line 70 "kernels/attention.c"
+#line 93 "kernels/attention.c"
             int first = tx::wrap_mul<int>(tx::int_div<int>(tx::maximum(tx::wrap_add<int>(m0, lo), 0), BN), BN);
             // i32 last = BAND ? minimum(m0 + BM + hi, n_kv) : n_kv;
-#line 71 "kernels/attention.c"
+#line 94 "kernels/attention.c"
             int last = tx::minimum(tx::wrap_add<int>(tx::wrap_add<int>(m0, BM), hi), n_kv);
             // for (i32 start = first; start < last; start += BN) {
-#line 74 "kernels/attention.c"
+#line 97 "kernels/attention.c"
             using tx_k_t_tile = tx::SmemTile<__half, 128, 128>;
-#line 74
+#line 97
             __half* const tx_k_t_stages = reinterpret_cast<__half*>(tx_pipeline);
             using tx_v_t_tile = tx::SmemTile<__half, 128, 128>;
-#line 74
+#line 97
             __half* const tx_v_t_stages = reinterpret_cast<__half*>(tx_pipeline + 98304);
-#line 74
+#line 97
             tx::hopper::prefetch_tensor_map(&tx_k_t_map);
-#line 74
+#line 97
             tx::hopper::prefetch_tensor_map(&tx_v_t_map);
-#line 74
+#line 97
             int tx_stage = 0;  // the stage this iteration's copies fill
-#line 74
+#line 97
             unsigned tx_iteration = 0;  // iterations issued: the phase parity of each stage's barriers
-#line 74
+#line 97
             for (int start = first; start < last; start = tx::wrap_add<int>(start, BN)) {
-#line 74
+#line 97
                 if (tx_iteration >= 3)  // the compute warps have read the stage's last contents
-#line 74
+#line 97
                     tx::stage_wait_empty(&tx_stage_barriers[3 + tx_stage], (tx_iteration / 3 - 1) & 1);
-#line 74
+#line 97
                 tx::hopper::barrier_expect_bytes(&tx_stage_barriers[tx_stage], 65536);
-#line 74
+#line 97
                 tx::hopper::tma_load_4d(tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, &tx_k_t_map, &tx_stage_barriers[tx_stage], 0, start, b, hk);
-#line 74
+#line 97
                 tx::hopper::tma_load_4d(tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS + 8192, &tx_k_t_map, &tx_stage_barriers[tx_stage], 64, start, b, hk);
-#line 74
+#line 97
                 tx::hopper::tma_load_4d(tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS, &tx_v_t_map, &tx_stage_barriers[tx_stage], 0, start, b, hk);
-#line 74
+#line 97
                 tx::hopper::tma_load_4d(tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS + 8192, &tx_v_t_map, &tx_stage_barriers[tx_stage], 64, start, b, hk);
-#line 74
+#line 97
                 ++tx_iteration;
-#line 74
+#line 97
                 tx_stage = tx_stage == 2 ? 0 : tx_stage + 1;
             }
         }
-#line 74
+#line 97
         return;
     }
     // ---- the compute warps: every statement of the kernel, with the registers the producer gave up ----
-#line 74
+#line 97
     tx::hopper::consumer_registers<240>();
-#line 74
+#line 97
     const tx::Threads<256> tx_scratch{tx_smem};  // the scratch buffer: its helpers meet at named barrier 1 of the compute threads
     // i32 pid_m = program_id(0);
-#line 47 "kernels/attention.c"
+#line 68 "kernels/attention.c"
     int pid_m = (int)blockIdx.x;
     // i32 bh = program_id(1);
-#line 48 "kernels/attention.c"
+#line 69 "kernels/attention.c"
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
-#line 49 "kernels/attention.c"
+#line 70 "kernels/attention.c"
     int b = tx::int_div<int>(bh, h_q);
     // i32 h = bh % h_q;
-#line 50 "kernels/attention.c"
+#line 71 "kernels/attention.c"
     int h = tx::int_mod<int>(bh, h_q);
     // i32 hk = h / group;
-#line 51 "kernels/attention.c"
+#line 72 "kernels/attention.c"
     int hk = tx::int_div<int>(h, 1);
     // tile rm = pid_m * BM + arange(0, BM);
-#line 52 "kernels/attention.c"
+#line 73 "kernels/attention.c"
     int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(pid_m, BM), tx_L0::coord(tx_i, 0));
     // tile rn = arange(0, BN);
-#line 53 "kernels/attention.c"
+#line 74 "kernels/attention.c"
     int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = tx_L1::coord(tx_i, 0);
     // tile rd = expand_dims(arange(0, D), 0);
-#line 54 "kernels/attention.c"
+#line 75 "kernels/attention.c"
     int rd[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rd[tx_i] = tx_L2::coord(tx_i, 1);
-    // tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
-#line 55 "kernels/attention.c"
+    // tile q_t = load(DH == D ? q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd
+#line 76 "kernels/attention.c"
     int tx_rm_cvt[tx_L1::REGS]; tx::relayout<tx_L0, tx_L1>(tx_rm_cvt, rm, tx_scratch, [](int tx_r) { return tx_L1::coord(tx_r, 0); });
-#line 55
+#line 76
     bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = tx_rm_cvt[tx::remap<tx_L1, tx_L3>(tx_i)] < n_q;
-#line 55
+#line 76
     __half q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + tx::wrap_mul<int>(b, sqb) + tx::wrap_mul<int>(h, sqh) + tx::wrap_mul<int>(tx_rm_cvt[tx::remap<tx_L1, tx_L3>(tx_i)], sqn) + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __half(0.0f));
     // tile kh = k + b * skb + hk * skh;
-#line 58 "kernels/attention.c"
+#line 81 "kernels/attention.c"
     const __half* kh = k + tx::wrap_mul<int>(b, skb) + tx::wrap_mul<int>(hk, skh);
     // tile vh = v + b * svb + hk * svh;
-#line 59 "kernels/attention.c"
+#line 82 "kernels/attention.c"
     const __half* vh = v + tx::wrap_mul<int>(b, svb) + tx::wrap_mul<int>(hk, svh);
     // f32 slope2 = ALIBI ? load(slopes + b * ssb + h) * 1.4426950408889634f : 0.0f;
-#line 61 "kernels/attention.c"
+#line 84 "kernels/attention.c"
     float slope2 = 0.0f;
     // f32 m_i[BM] = BAND ? -1.0e30f : -INF;
-#line 64 "kernels/attention.c"
+#line 87 "kernels/attention.c"
     float m_i[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) m_i[tx_i] = -1e+30f;
     // f32 l_i[BM] = 0;
-#line 65 "kernels/attention.c"
+#line 88 "kernels/attention.c"
     float l_i[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) l_i[tx_i] = 0.0f;
     // f32 acc[BM][D] = 0;
-#line 66 "kernels/attention.c"
+#line 89 "kernels/attention.c"
     float acc[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // i32 m0 = pid_m * BM;
-#line 69 "kernels/attention.c"
+#line 92 "kernels/attention.c"
     int m0 = tx::wrap_mul<int>(pid_m, BM);
     // i32 first = BAND ? maximum(m0 + lo, 0) / BN * BN : 0;
-#line 70 "kernels/attention.c"
+#line 93 "kernels/attention.c"
     int first = tx::wrap_mul<int>(tx::int_div<int>(tx::maximum(tx::wrap_add<int>(m0, lo), 0), BN), BN);
     // i32 last = BAND ? minimum(m0 + BM + hi, n_kv) : n_kv;
-#line 71 "kernels/attention.c"
+#line 94 "kernels/attention.c"
     int last = tx::minimum(tx::wrap_add<int>(tx::wrap_add<int>(m0, BM), hi), n_kv);
     // i32 u_lo = m0 + BM - 1 + lo;
-#line 72 "kernels/attention.c"
+#line 95 "kernels/attention.c"
     int u_lo = tx::wrap_add<int>(tx::wrap_sub<int>(tx::wrap_add<int>(m0, BM), 1), lo);
     // i32 u_hi = BAND ? minimum(m0 + hi + 1, n_kv) : n_kv;
-#line 73 "kernels/attention.c"
+#line 96 "kernels/attention.c"
     int u_hi = tx::minimum(tx::wrap_add<int>(tx::wrap_add<int>(m0, hi), 1), n_kv);
     // for (i32 start = first; start < last; start += BN) {
-#line 74 "kernels/attention.c"
+#line 97 "kernels/attention.c"
     int tx_rn_cvt[tx_L5::REGS]; tx::relayout<tx_L1, tx_L5>(tx_rn_cvt, rn, tx_scratch, [](int tx_r) { return tx_L5::coord(tx_r, 1); });
     {
         // software pipeline, 3 stages, warp-specialised: the producer warpgroup copies k_t, v_t by TMA; these warps wait for each stage, run the body on it and release it
         using tx_k_t_tile = tx::SmemTile<__half, 128, 128>;
-#line 74
+#line 97
         __half* const tx_k_t_stages = reinterpret_cast<__half*>(tx_pipeline);
         using tx_v_t_tile = tx::SmemTile<__half, 128, 128>;
-#line 74
+#line 97
         __half* const tx_v_t_stages = reinterpret_cast<__half*>(tx_pipeline + 98304);
         using tx_q_t_tile = tx::SmemTile<__half, 128, 128>;
-#line 74
+#line 97
         __half* const tx_q_t_smem = reinterpret_cast<__half*>(tx_pipeline + 196608);
-#line 74
+#line 97
         tx::stage<tx_L3, 0, 1, tx_q_t_tile, false>(tx_q_t_smem, q_t);  // once: the loop does not change it
-#line 74
+#line 97
         tx::fence_async_proxy();  // the operands staged once, then wgmma reads them
-#line 74
+#line 97
         tx::hopper::named_barrier(1, 256);  // the compute warps (the producer warpgroup does not join)
-#line 74
+#line 97
         int tx_stage = 0;  // the stage this iteration's dot reads
-#line 74
+#line 97
         unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
-#line 74
+#line 97
         for (int start = first; start < last; start = tx::wrap_add<int>(start, BN)) {
-#line 74
+#line 97
             tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 3) & 1);  // the producer's boxes into this iteration's stage have landed
-            // tile k_t = load(kh + (expand_dims(rn, 1) + start) * skn + rd * skd,
-#line 75 "kernels/attention.c"
+            // tile k_t = load(DH == D ? kh + (expand_dims(rn, 1) + start) * skn + rd * skd
+#line 98 "kernels/attention.c"
             // k_t: in shared memory, stage tx_stage (copied by TMA)
-            // tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
-#line 78 "kernels/attention.c"
+            // tile v_t = load(DH == D ? vh + (expand_dims(rn, 1) + start) * svn + rd * svd
+#line 104 "kernels/attention.c"
             // v_t: in shared memory, stage tx_stage (copied by TMA)
             // tile s = SOFTCAP ? tanh(dot(q_t, trans(k_t)) * cap_in) * cap_out
-#line 82 "kernels/attention.c"
+#line 111 "kernels/attention.c"
             float tx_acc[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
-#line 82
+#line 111
             tx::wgmma<tx_L4, tx_q_t_tile, true, tx_k_t_tile, true, 128, 0>(tx_acc, tx_q_t_smem, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_kk(tx_d, tx_a, tx_b); });
-#line 82
+#line 111
             float s[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) s[tx_i] = tx_acc[tx_i] * qk_scale;
             // if (BAND ? (start < u_lo) | (start + BN > u_hi) : start + BN > u_hi) {
-#line 87 "kernels/attention.c"
+#line 116 "kernels/attention.c"
             if ((start < u_lo) | (tx::wrap_add<int>(start, BN) > u_hi)) {
                 // tile kn = expand_dims(start + rn, 0);
-#line 88 "kernels/attention.c"
+#line 117 "kernels/attention.c"
                 int kn[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) kn[tx_i] = tx::wrap_add<int>(start, tx_rn_cvt[tx_i]);
                 // tile ok = BAND ? (kn < n_kv) & (kn <= expand_dims(rm, 1) + hi)
-#line 89 "kernels/attention.c"
+#line 118 "kernels/attention.c"
                 bool ok[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) ok[tx_i] = (kn[tx::remap<tx_L5, tx_L4>(tx_i)] < n_kv) & (kn[tx::remap<tx_L5, tx_L4>(tx_i)] <= tx::wrap_add<int>(rm[tx::remap<tx_L0, tx_L4>(tx_i)], hi)) & (kn[tx::remap<tx_L5, tx_L4>(tx_i)] >= tx::wrap_add<int>(rm[tx::remap<tx_L0, tx_L4>(tx_i)], lo));
                 // s = where(ok, s, -INF);
-#line 92 "kernels/attention.c"
+#line 121 "kernels/attention.c"
                 _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) s[tx_i] = ok[tx_i] ? s[tx_i] : (-__int_as_float(0x7f800000));
             }
             // tile m_new = maximum(m_i, max(s, 1));
-#line 94 "kernels/attention.c"
+#line 123 "kernels/attention.c"
             float tx_red[tx_L0::REGS]; tx::reduce<tx_L4, tx_L0, 1>(tx_red, s, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, nullptr);
-#line 94
+#line 123
             float m_new[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) m_new[tx_i] = tx::maximum(m_i[tx_i], tx_red[tx_i]);
             // tile p = fast_exp2(s - expand_dims(m_new, 1));
-#line 95 "kernels/attention.c"
+#line 124 "kernels/attention.c"
             float p[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) p[tx_i] = tx::fast_exp2(s[tx_i] - m_new[tx::remap<tx_L0, tx_L4>(tx_i)]);
             // tile alpha = fast_exp2(m_i - m_new);
-#line 96 "kernels/attention.c"
+#line 125 "kernels/attention.c"
             float alpha[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) alpha[tx_i] = tx::fast_exp2(m_i[tx_i] - m_new[tx_i]);
             // l_i = l_i * alpha + sum(p, 1);
-#line 97 "kernels/attention.c"
+#line 126 "kernels/attention.c"
             float tx_red_1[tx_L0::REGS]; tx::reduce<tx_L4, tx_L0, 1>(tx_red_1, p, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
-#line 97
+#line 126
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) l_i[tx_i] = l_i[tx_i] * alpha[tx_i] + tx_red_1[tx_i];
             // acc = acc * expand_dims(alpha, 1);
-#line 98 "kernels/attention.c"
+#line 127 "kernels/attention.c"
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) acc[tx_i] = acc[tx_i] * alpha[tx::remap<tx_L0, tx_L4>(tx_i)];
             // acc = dot((f16)p, v_t, acc);
-#line 102 "kernels/attention.c"
+#line 131 "kernels/attention.c"
             float tx_acc_1[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_acc_1[tx_i] = acc[tx_i];
-#line 102
+#line 131
             __half tx_value[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__half>(p[tx_i]);
-#line 102
+#line 131
             tx::wgmma_rs<tx_L4, tx_L4, tx_v_t_tile, false, 128, 0>(tx_acc_1, tx_value, tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers
-#line 102
+#line 131
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) acc[tx_i] = tx_acc_1[tx_i];
             // m_i = m_new;
-#line 104 "kernels/attention.c"
+#line 133 "kernels/attention.c"
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) m_i[tx_i] = m_new[tx_i];
-#line 74
+#line 97
             tx::stage_arrive_empty(&tx_stage_barriers[3 + tx_stage]);  // this thread's dots have read its stage: the producer may refill it
-#line 74
+#line 97
             ++tx_iteration;
-#line 74
+#line 97
             tx_stage = tx_stage == 2 ? 0 : tx_stage + 1;
         }
-#line 74
+#line 97
         tx::hopper::named_barrier(1, 256);  // the compute warps (the producer warpgroup does not join)
     }
-    // store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
-#line 108 "kernels/attention.c"
+    // store(DH == D ? o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod
+#line 137 "kernels/attention.c"
     int tx_rd_cvt[tx_L5::REGS]; tx::relayout<tx_L2, tx_L5>(tx_rd_cvt, rd, tx_scratch, [](int tx_r) { return tx_L5::coord(tx_r, 0) * 128 + tx_L5::coord(tx_r, 1); });
-#line 108
+#line 137
     __half tx_value_1[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_value_1[tx_i] = tx::cast<__half>(acc[tx_i] / tx::maximum(l_i[tx::remap<tx_L0, tx_L4>(tx_i)], 1.0f));
-#line 108
+#line 137
     bool tx_mask_1[tx_L4::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; ++tx_i) tx_mask_1[tx_i] = rm[tx::remap<tx_L0, tx_L4>(tx_i)] < n_q;
-#line 108
+#line 137
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L4::REGS; tx_i += 2) tx::store_vec_if<2>(o + tx::wrap_mul<int>(b, sob) + tx::wrap_mul<int>(h, soh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L4>(tx_i)], son) + tx_rd_cvt[tx::remap<tx_L5, tx_L4>(tx_i)], &tx_value_1[tx_i], tx_mask_1[tx_i]);
     // store(lse + bh * n_q + rm,
-#line 112 "kernels/attention.c"
+#line 142 "kernels/attention.c"
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(lse + tx::wrap_mul<int>(bh, n_q) + rm[tx_i]) = (l_i[tx_i] == 0.0f) ? __int_as_float(0x7f800000) : ((m_i[tx_i] + tx::log2(l_i[tx_i])) * 0.6931472f);
 }

@@ -65,339 +65,339 @@ attention_fwd_overlap(__half* o, float* lse, const __half* __restrict__ q, const
     extern __shared__ __align__(16) unsigned char tx_smem[];  // 50176 bytes of scratch
     unsigned char* const tx_pipeline = tx::align1024(tx_smem + 50176);  // 132144 bytes of pipeline stages
     // i32 pid_m = program_id(0);
-#line 138 "kernels/attention.c"
+#line 168 "kernels/attention.c"
     int pid_m = (int)blockIdx.x;
     // i32 bh = program_id(1);
-#line 139 "kernels/attention.c"
+#line 169 "kernels/attention.c"
     int bh = (int)blockIdx.y;
     // i32 b = bh / h_q;
-#line 140 "kernels/attention.c"
+#line 170 "kernels/attention.c"
     int b = tx::int_div<int>(bh, h_q);
     // i32 h = bh % h_q;
-#line 141 "kernels/attention.c"
+#line 171 "kernels/attention.c"
     int h = tx::int_mod<int>(bh, h_q);
     // i32 hk = h / group;
-#line 142 "kernels/attention.c"
+#line 172 "kernels/attention.c"
     int hk = tx::int_div<int>(h, 1);
     // tile rm = pid_m * BM + arange(0, BM);
-#line 143 "kernels/attention.c"
+#line 173 "kernels/attention.c"
     int rm[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) rm[tx_i] = tx::wrap_add<int>(tx::wrap_mul<int>(pid_m, BM), tx_L0::coord(tx_i, 0));
     // tile rn = arange(0, BN);
-#line 144 "kernels/attention.c"
+#line 174 "kernels/attention.c"
     int rn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) rn[tx_i] = tx_L1::coord(tx_i, 1);
     // tile rd = expand_dims(arange(0, D), 0);
-#line 145 "kernels/attention.c"
+#line 175 "kernels/attention.c"
     int rd[tx_L2::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L2::REGS; ++tx_i) rd[tx_i] = tx_L2::coord(tx_i, 1);
     // tile q_t = load(q + b * sqb + h * sqh + expand_dims(rm, 1) * sqn + rd * sqd,
-#line 146 "kernels/attention.c"
+#line 176 "kernels/attention.c"
     int tx_rm_cvt[tx_L4::REGS]; tx::relayout<tx_L0, tx_L4>(tx_rm_cvt, rm, tx_smem, [](int tx_r) { return tx_L4::coord(tx_r, 0); });
-#line 146
+#line 176
     bool tx_mask[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; ++tx_i) tx_mask[tx_i] = tx_rm_cvt[tx::remap<tx_L4, tx_L3>(tx_i)] < n_q;
-#line 146
+#line 176
     __half q_t[tx_L3::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L3::REGS; tx_i += 8) tx::load_vec_if<8>(&q_t[tx_i], q + tx::wrap_mul<int>(b, sqb) + tx::wrap_mul<int>(h, sqh) + tx::wrap_mul<int>(tx_rm_cvt[tx::remap<tx_L4, tx_L3>(tx_i)], sqn) + rd[tx::remap<tx_L2, tx_L3>(tx_i)], tx_mask[tx_i], __half(0.0f));
     // tile kh = k + b * skb + hk * skh;
-#line 148 "kernels/attention.c"
+#line 178 "kernels/attention.c"
     const __half* kh = k + tx::wrap_mul<int>(b, skb) + tx::wrap_mul<int>(hk, skh);
     // tile vh = v + b * svb + hk * svh;
-#line 149 "kernels/attention.c"
+#line 179 "kernels/attention.c"
     const __half* vh = v + tx::wrap_mul<int>(b, svb) + tx::wrap_mul<int>(hk, svh);
     // f32 acc[BM][D] = 0;
-#line 150 "kernels/attention.c"
+#line 180 "kernels/attention.c"
     float acc[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = 0.0f;
     // i32 hi = CAUSAL ? minimum((pid_m + 1) * BM, n_kv) : n_kv;
-#line 151 "kernels/attention.c"
+#line 181 "kernels/attention.c"
     int hi = tx::minimum(tx::wrap_mul<int>(tx::wrap_add<int>(pid_m, 1), BM), n_kv);
     // i32 masked = CAUSAL ? minimum(pid_m * BM + 1, n_kv) : n_kv;
-#line 152 "kernels/attention.c"
+#line 182 "kernels/attention.c"
     int masked = tx::minimum(tx::wrap_add<int>(tx::wrap_mul<int>(pid_m, BM), 1), n_kv);
     // tile k_0 = load(kh + expand_dims(rn, 1) * skn + rd * skd, expand_dims(rn, 1) < n_kv, 0);
-#line 154 "kernels/attention.c"
+#line 184 "kernels/attention.c"
     int tx_rn_cvt[tx_L7::REGS]; tx::relayout<tx_L1, tx_L7>(tx_rn_cvt, rn, tx_smem, [](int tx_r) { return tx_L7::coord(tx_r, 0); });
-#line 154
+#line 184
     bool tx_mask_1[tx_L6::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; ++tx_i) tx_mask_1[tx_i] = tx_rn_cvt[tx::remap<tx_L7, tx_L6>(tx_i)] < n_kv;
-#line 154
+#line 184
     __half k_0[tx_L6::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::load_vec_if<8>(&k_0[tx_i], kh + tx::wrap_mul<int>(tx_rn_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], skn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_mask_1[tx_i], __half(0.0f));
     // tile s_0 = dot(q_t, trans(k_0)) * qk_scale;
-#line 155 "kernels/attention.c"
+#line 185 "kernels/attention.c"
     float tx_acc[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_acc[tx_i] = 0.0f;
     using tx_a_tile = tx::SmemTile<__half, 128, 128>;
-#line 155
+#line 185
     __half* tx_a_smem = reinterpret_cast<__half*>(tx::align1024(tx_smem));
-#line 155
+#line 185
     tx::stage<tx_L3, 0, 1, tx_a_tile, false>(tx_a_smem, q_t);
     using tx_b_tile = tx::SmemTile<__half, 64, 128>;
-#line 155
+#line 185
     __half* tx_b_smem = reinterpret_cast<__half*>(tx::align1024(tx_smem) + 32768);
-#line 155
+#line 185
     tx::stage<tx_L6, 0, 1, tx_b_tile, false>(tx_b_smem, k_0);
-#line 155
+#line 185
     tx::fence_async_proxy();  // shared stores, then wgmma reads them
-#line 155
+#line 185
     __syncthreads();
-#line 155
+#line 185
     tx::wgmma<tx_L8, tx_a_tile, true, tx_b_tile, true, 128, 0>(tx_acc, tx_a_smem, tx_b_smem, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_f16_kk(tx_d, tx_a, tx_b); });
-#line 155
+#line 185
     __syncthreads();
-#line 155
+#line 185
     float s_0[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) s_0[tx_i] = tx_acc[tx_i] * qk_scale;
     // if (BN > masked) {
-#line 156 "kernels/attention.c"
+#line 186 "kernels/attention.c"
     if (BN > masked) {
         // tile kn = expand_dims(rn, 0);
-#line 157 "kernels/attention.c"
+#line 187 "kernels/attention.c"
         int kn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) kn[tx_i] = rn[tx_i];
         // tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
-#line 158 "kernels/attention.c"
+#line 188 "kernels/attention.c"
         bool ok[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) ok[tx_i] = (kn[tx::remap<tx_L1, tx_L8>(tx_i)] < n_kv) & (kn[tx::remap<tx_L1, tx_L8>(tx_i)] <= rm[tx::remap<tx_L0, tx_L8>(tx_i)]);
         // s_0 = where(ok, s_0, -INF);
-#line 159 "kernels/attention.c"
+#line 189 "kernels/attention.c"
         _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) s_0[tx_i] = ok[tx_i] ? s_0[tx_i] : (-__int_as_float(0x7f800000));
     }
     // tile m_i = max(s_0, 1);
-#line 161 "kernels/attention.c"
+#line 191 "kernels/attention.c"
     float m_i[tx_L0::REGS]; tx::reduce<tx_L8, tx_L0, 1>(m_i, s_0, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, nullptr);
     // tile p_0 = fast_exp2(s_0 - expand_dims(m_i, 1));
-#line 162 "kernels/attention.c"
+#line 192 "kernels/attention.c"
     float p_0[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p_0[tx_i] = tx::fast_exp2(s_0[tx_i] - m_i[tx::remap<tx_L0, tx_L8>(tx_i)]);
     // tile l_i = sum(p_0, 1);
-#line 163 "kernels/attention.c"
+#line 193 "kernels/attention.c"
     float l_i[tx_L0::REGS]; tx::reduce<tx_L8, tx_L0, 1>(l_i, p_0, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
     // tile p = BF16 ? (bf16)p_0 : (f16)p_0;           /* the 16-bit P the loop carries */
-#line 164 "kernels/attention.c"
+#line 194 "kernels/attention.c"
     __half p[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p[tx_i] = tx::cast<__half>(p_0[tx_i]);
     // for (i32 start = 0; start + BN < hi; start += BN) {
-#line 166 "kernels/attention.c"
+#line 196 "kernels/attention.c"
     {
         // software pipeline, 3 stages: k_t, v_t copied global -> shared memory by TMA (one thread) ahead of the dot
         using tx_k_t_tile = tx::SmemTile<__half, 64, 128>;
-#line 166
+#line 196
         __half* const tx_k_t_stages = reinterpret_cast<__half*>(tx_pipeline);
         using tx_v_t_tile = tx::SmemTile<__half, 64, 128>;
-#line 166
+#line 196
         __half* const tx_v_t_stages = reinterpret_cast<__half*>(tx_pipeline + 49152);
         using tx_q_t_tile = tx::SmemTile<__half, 128, 128>;
-#line 166
+#line 196
         __half* const tx_q_t_smem = reinterpret_cast<__half*>(tx_pipeline + 98304);
-#line 166
+#line 196
         tx::stage<tx_L3, 0, 1, tx_q_t_tile, false>(tx_q_t_smem, q_t);  // once: the loop does not change it
-#line 166
+#line 196
         unsigned long long* const tx_stage_barriers = reinterpret_cast<unsigned long long*>(tx_pipeline + 131072);  // full[s], then empty[s]
-#line 166
+#line 196
         tx::stage_barriers_init_tma(tx_stage_barriers, 3);  // full: one arrival and the bytes
-#line 166
+#line 196
         tx::hopper::barrier_init_fence();  // ... seen by the TMA unit
-#line 166
+#line 196
         tx::fence_async_proxy();
-#line 166
+#line 196
         __syncthreads();  // the barriers and the operands staged once are ready
         // prologue: the copies of the first 2 iterations
         {
-#line 166
+#line 196
             int start = 0;
-#line 166
+#line 196
             for (int tx_prologue_stage = 0; tx_prologue_stage < 2; ++tx_prologue_stage) {
-#line 166
+#line 196
                 if (threadIdx.x == 0) {
-#line 166
+#line 196
                     if (tx::wrap_add<int>(start, BN) < hi) {
-#line 166
+#line 196
                         tx::hopper::barrier_expect_bytes(&tx_stage_barriers[tx_prologue_stage], 32768);
-#line 166
+#line 196
                         tx::hopper::tma_load_4d(tx_k_t_stages + tx_prologue_stage * tx_k_t_tile::ELEMS, &tx_k_t_map, &tx_stage_barriers[tx_prologue_stage], 0, start + BN, b, hk);
-#line 166
+#line 196
                         tx::hopper::tma_load_4d(tx_k_t_stages + tx_prologue_stage * tx_k_t_tile::ELEMS + 4096, &tx_k_t_map, &tx_stage_barriers[tx_prologue_stage], 64, start + BN, b, hk);
-#line 166
+#line 196
                         tx::hopper::tma_load_4d(tx_v_t_stages + tx_prologue_stage * tx_v_t_tile::ELEMS, &tx_v_t_map, &tx_stage_barriers[tx_prologue_stage], 0, start, b, hk);
-#line 166
+#line 196
                         tx::hopper::tma_load_4d(tx_v_t_stages + tx_prologue_stage * tx_v_t_tile::ELEMS + 4096, &tx_v_t_map, &tx_stage_barriers[tx_prologue_stage], 64, start, b, hk);
                     } else {
-#line 166
+#line 196
                         tx::barrier_arrive(&tx_stage_barriers[tx_prologue_stage]);
                     }
                 }
-#line 166
+#line 196
                 start = tx::wrap_add<int>(start, BN);
             }
         }
         // main loop: wait for this iteration's stage, issue the copies 2 iterations ahead, then the body (its dot reads the stage)
-#line 166
+#line 196
         int tx_stage = 0;  // the stage this iteration's dot reads
-#line 166
+#line 196
         unsigned tx_iteration = 0;  // iterations done: the phase parity of each stage's barriers
-#line 166
+#line 196
         for (int start = 0; tx::wrap_add<int>(start, BN) < hi; start = tx::wrap_add<int>(start, BN)) {
-#line 166
+#line 196
             tx::stage_wait_full(&tx_stage_barriers[tx_stage], (tx_iteration / 3) & 1);  // the boxes into this iteration's stage have landed
-#line 166
+#line 196
             tx::fence_async_proxy();  // ... where wgmma reads them
             {
-#line 166
+#line 196
                 const int tx_start_ahead = start + 2 * BN;
-#line 166
+#line 196
                 const int tx_stage_ahead = (tx_stage + 2) % 3;
-#line 166
+#line 196
                 const int start = tx_start_ahead;
-#line 166
+#line 196
                 if (threadIdx.x == 0 && tx_iteration + 2 >= 3)  // every thread has read the stage's last contents
-#line 166
+#line 196
                     tx::stage_wait_empty(&tx_stage_barriers[3 + tx_stage_ahead], ((tx_iteration + 2) / 3 - 1) & 1);
-#line 166
+#line 196
                 if (threadIdx.x == 0) {
-#line 166
+#line 196
                     if (tx::wrap_add<int>(start, BN) < hi) {
-#line 166
+#line 196
                         tx::hopper::barrier_expect_bytes(&tx_stage_barriers[tx_stage_ahead], 32768);
-#line 166
+#line 196
                         tx::hopper::tma_load_4d(tx_k_t_stages + tx_stage_ahead * tx_k_t_tile::ELEMS, &tx_k_t_map, &tx_stage_barriers[tx_stage_ahead], 0, start + BN, b, hk);
-#line 166
+#line 196
                         tx::hopper::tma_load_4d(tx_k_t_stages + tx_stage_ahead * tx_k_t_tile::ELEMS + 4096, &tx_k_t_map, &tx_stage_barriers[tx_stage_ahead], 64, start + BN, b, hk);
-#line 166
+#line 196
                         tx::hopper::tma_load_4d(tx_v_t_stages + tx_stage_ahead * tx_v_t_tile::ELEMS, &tx_v_t_map, &tx_stage_barriers[tx_stage_ahead], 0, start, b, hk);
-#line 166
+#line 196
                         tx::hopper::tma_load_4d(tx_v_t_stages + tx_stage_ahead * tx_v_t_tile::ELEMS + 4096, &tx_v_t_map, &tx_stage_barriers[tx_stage_ahead], 64, start, b, hk);
                     } else {
-#line 166
+#line 196
                         tx::barrier_arrive(&tx_stage_barriers[tx_stage_ahead]);
                     }
                 }
             }
             // tile k_t = load(kh + (expand_dims(rn, 1) + start + BN) * skn + rd * skd,
-#line 167 "kernels/attention.c"
+#line 197 "kernels/attention.c"
             // k_t: in shared memory, stage tx_stage (copied by TMA)
             // tile v_t = load(vh + (expand_dims(rn, 1) + start) * svn + rd * svd,
-#line 169 "kernels/attention.c"
+#line 199 "kernels/attention.c"
             // v_t: in shared memory, stage tx_stage (copied by TMA)
             // tile s = dot(q_t, trans(k_t));                                /* issued, runs on */
-#line 171 "kernels/attention.c"
+#line 201 "kernels/attention.c"
             float tx_acc_1[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_acc_1[tx_i] = 0.0f;
-#line 171
+#line 201
             tx::wgmma_async<tx_L8, tx_q_t_tile, true, tx_k_t_tile, true, 128>(tx_acc_1, tx_q_t_smem, tx_k_t_stages + tx_stage * tx_k_t_tile::ELEMS, [](float* tx_d, unsigned long long tx_a, unsigned long long tx_b) { tx_wgmma_m64n64k16_f16_kk(tx_d, tx_a, tx_b); });  // runs on: waited before its first use
-#line 171
+#line 201
             float s[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) s[tx_i] = tx_acc_1[tx_i];
             // acc = dot(p, v_t, acc);                                       /* queued behind it */
-#line 172 "kernels/attention.c"
+#line 202 "kernels/attention.c"
             float tx_acc_2[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_acc_2[tx_i] = acc[tx_i];
-#line 172
+#line 202
             unsigned tx_a_frags[4][4];  // A's packed registers, kept until the wait
-#line 172
+#line 202
             tx::wgmma_rs_async<tx_L5, tx_L8, tx_v_t_tile, false, 64>(tx_acc_2, tx_a_frags, p, tx_v_t_stages + tx_stage * tx_v_t_tile::ELEMS, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers; runs on: waited before its first use
-#line 172
+#line 202
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = tx_acc_2[tx_i];
             // s = s * qk_scale;                                             /* waits for s only */
-#line 173 "kernels/attention.c"
+#line 203 "kernels/attention.c"
             tx::block_boundary();  // ptxas would hoist the wait above the work (and the products) before it
-#line 173
+#line 203
             tx::wgmma_wait<1>();  // s ready (the 1 product issued after run on)
-#line 173
+#line 203
             tx::fence_registers<tx_L8>(s);
-#line 173
+#line 203
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) s[tx_i] = s[tx_i] * qk_scale;
             // if (start + 2 * BN > masked) {
-#line 174 "kernels/attention.c"
+#line 204 "kernels/attention.c"
             if (tx::wrap_add<int>(start, 128) > masked) {
                 // tile kn = expand_dims(start + BN + rn, 0);
-#line 175 "kernels/attention.c"
+#line 205 "kernels/attention.c"
                 int tx_kn[tx_L1::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L1::REGS; ++tx_i) tx_kn[tx_i] = tx::wrap_add<int>(tx::wrap_add<int>(start, BN), rn[tx_i]);
                 // tile ok = CAUSAL ? (kn < n_kv) & (kn <= expand_dims(rm, 1)) : kn < n_kv;
-#line 176 "kernels/attention.c"
+#line 206 "kernels/attention.c"
                 bool tx_ok[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) tx_ok[tx_i] = (tx_kn[tx::remap<tx_L1, tx_L8>(tx_i)] < n_kv) & (tx_kn[tx::remap<tx_L1, tx_L8>(tx_i)] <= rm[tx::remap<tx_L0, tx_L8>(tx_i)]);
                 // s = where(ok, s, -INF);
-#line 177 "kernels/attention.c"
+#line 207 "kernels/attention.c"
                 _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) s[tx_i] = tx_ok[tx_i] ? s[tx_i] : (-__int_as_float(0x7f800000));
             }
             // tile m_new = maximum(m_i, max(s, 1));
-#line 179 "kernels/attention.c"
+#line 209 "kernels/attention.c"
             float tx_red[tx_L0::REGS]; tx::reduce<tx_L8, tx_L0, 1>(tx_red, s, [](float tx_a, float tx_b) { return tx::maximum(tx_a, tx_b); }, nullptr);
-#line 179
+#line 209
             float m_new[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) m_new[tx_i] = tx::maximum(m_i[tx_i], tx_red[tx_i]);
             // tile p_j = fast_exp2(s - expand_dims(m_new, 1));
-#line 180 "kernels/attention.c"
+#line 210 "kernels/attention.c"
             float p_j[tx_L8::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p_j[tx_i] = tx::fast_exp2(s[tx_i] - m_new[tx::remap<tx_L0, tx_L8>(tx_i)]);
             // tile alpha = fast_exp2(m_i - m_new);
-#line 181 "kernels/attention.c"
+#line 211 "kernels/attention.c"
             float alpha[tx_L0::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) alpha[tx_i] = tx::fast_exp2(m_i[tx_i] - m_new[tx_i]);
             // l_i = l_i * alpha + sum(p_j, 1);
-#line 182 "kernels/attention.c"
+#line 212 "kernels/attention.c"
             float tx_red_1[tx_L0::REGS]; tx::reduce<tx_L8, tx_L0, 1>(tx_red_1, p_j, [](float tx_a, float tx_b) { return tx_a + tx_b; }, nullptr);
-#line 182
+#line 212
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) l_i[tx_i] = l_i[tx_i] * alpha[tx_i] + tx_red_1[tx_i];
             // acc = acc * expand_dims(alpha, 1);                            /* waits for acc */
-#line 183 "kernels/attention.c"
+#line 213 "kernels/attention.c"
             tx::fence_registers<tx_L8>(s);  // computed while the products ran: before the wait
-#line 183
+#line 213
             tx::fence_registers<tx_L0>(m_new);
-#line 183
+#line 213
             tx::fence_registers<tx_L8>(p_j);
-#line 183
+#line 213
             tx::fence_registers<tx_L0>(alpha);
-#line 183
+#line 213
             tx::fence_registers<tx_L0>(l_i);
-#line 183
+#line 213
             tx::block_boundary();  // ptxas would hoist the wait above the work (and the products) before it
-#line 183
+#line 213
             tx::wgmma_wait<0>();  // acc ready
-#line 183
+#line 213
             tx::fence_registers<tx_L5>(acc);
-#line 183
+#line 213
             tx::fence_fragments<4>(tx_a_frags);
-#line 183
+#line 213
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = acc[tx_i] * alpha[tx::remap<tx_L0, tx_L5>(tx_i)];
             // p = BF16 ? (bf16)p_j : (f16)p_j;        /* A's registers: written once it is read */
-#line 184 "kernels/attention.c"
+#line 214 "kernels/attention.c"
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L8::REGS; ++tx_i) p[tx_i] = tx::cast<__half>(p_j[tx_i]);
             // m_i = m_new;
-#line 185 "kernels/attention.c"
+#line 215 "kernels/attention.c"
             _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) m_i[tx_i] = m_new[tx_i];
-#line 166
+#line 196
             tx::stage_arrive_empty(&tx_stage_barriers[3 + tx_stage]);  // this thread's dots have read its stage
-#line 166
+#line 196
             ++tx_iteration;
-#line 166
+#line 196
             tx_stage = tx_stage == 2 ? 0 : tx_stage + 1;
         }
-#line 166
+#line 196
         tx::stage_barriers_drain<3, 2>(tx_stage_barriers, tx_iteration);
-#line 166
+#line 196
         tx::cp_async_wait<0>();
-#line 166
+#line 196
         __syncthreads();
     }
     // i32 last = (hi - 1) / BN * BN;
-#line 188 "kernels/attention.c"
+#line 218 "kernels/attention.c"
     int last = tx::wrap_mul<int>(tx::int_div<int>(tx::wrap_sub<int>(hi, 1), BN), BN);
     // tile v_l = load(vh + (expand_dims(rn, 1) + last) * svn + rd * svd,
-#line 189 "kernels/attention.c"
+#line 219 "kernels/attention.c"
     bool tx_mask_2[tx_L6::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; ++tx_i) tx_mask_2[tx_i] = tx::wrap_add<int>(tx_rn_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], last) < n_kv;
-#line 189
+#line 219
     __half v_l[tx_L6::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L6::REGS; tx_i += 8) tx::load_vec_if<8>(&v_l[tx_i], vh + tx::wrap_mul<int>(tx::wrap_add<int>(tx_rn_cvt[tx::remap<tx_L7, tx_L6>(tx_i)], last), svn) + rd[tx::remap<tx_L2, tx_L6>(tx_i)], tx_mask_2[tx_i], __half(0.0f));
     // acc = dot(p, v_l, acc);
-#line 191 "kernels/attention.c"
+#line 221 "kernels/attention.c"
     float tx_acc_3[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_acc_3[tx_i] = acc[tx_i];
     using tx_b_tile_1 = tx::SmemTile<__half, 64, 128>;
-#line 191
+#line 221
     __half* tx_b_smem_1 = reinterpret_cast<__half*>(tx::align1024(tx_smem));
-#line 191
+#line 221
     tx::stage<tx_L6, 0, 1, tx_b_tile_1, false>(tx_b_smem_1, v_l);
-#line 191
+#line 221
     tx::fence_async_proxy();  // shared stores, then wgmma reads them
-#line 191
+#line 221
     __syncthreads();
-#line 191
+#line 221
     tx::wgmma_rs<tx_L5, tx_L8, tx_b_tile_1, false, 64, 0>(tx_acc_3, p, tx_b_smem_1, [](float* tx_d, const unsigned* tx_a, unsigned long long tx_b) { tx_wgmma_m64n128k16_f16_rt(tx_d, tx_a, tx_b); });  // A from registers
-#line 191
+#line 221
     __syncthreads();
-#line 191
+#line 221
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) acc[tx_i] = tx_acc_3[tx_i];
     // store(o + b * sob + h * soh + expand_dims(rm, 1) * son + rd * sod,
-#line 192 "kernels/attention.c"
+#line 222 "kernels/attention.c"
     int tx_rd_cvt[tx_L9::REGS]; tx::relayout<tx_L2, tx_L9>(tx_rd_cvt, rd, tx_smem, [](int tx_r) { return tx_L9::coord(tx_r, 0) * 128 + tx_L9::coord(tx_r, 1); });
-#line 192
+#line 222
     __half tx_value[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_value[tx_i] = tx::cast<__half>(acc[tx_i] / l_i[tx::remap<tx_L0, tx_L5>(tx_i)]);
-#line 192
+#line 222
     bool tx_mask_3[tx_L5::REGS]; _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; ++tx_i) tx_mask_3[tx_i] = rm[tx::remap<tx_L0, tx_L5>(tx_i)] < n_q;
-#line 192
+#line 222
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L5::REGS; tx_i += 2) tx::store_vec_if<2>(o + tx::wrap_mul<int>(b, sob) + tx::wrap_mul<int>(h, soh) + tx::wrap_mul<int>(rm[tx::remap<tx_L0, tx_L5>(tx_i)], son) + tx_rd_cvt[tx::remap<tx_L9, tx_L5>(tx_i)], &tx_value[tx_i], tx_mask_3[tx_i]);
     // store(lse + bh * n_q + rm, (m_i + log2(l_i)) * 0.6931471805599453f, rm < n_q);
-#line 194 "kernels/attention.c"
+#line 224 "kernels/attention.c"
     _Pragma("unroll") for (int tx_i = 0; tx_i < tx_L0::REGS; ++tx_i) if (tx_L0::owner() && rm[tx_i] < n_q) *(lse + tx::wrap_mul<int>(bh, n_q) + rm[tx_i]) = (m_i[tx_i] + tx::log2(l_i[tx_i])) * 0.6931472f;
 }

@@ -36,7 +36,12 @@ from .library.modules import (
     Linear,
     RMSNorm,
 )
-from .library.sdpa import attention, flash_attn_func, scaled_dot_product_attention
+from .library.sdpa import (
+    attention,
+    flash_attn_func,
+    flash_attn_varlen_func,
+    scaled_dot_product_attention,
+)
 from .library.torch_ops import (
     add_layer_norm,
     add_rms_norm,
@@ -80,6 +85,7 @@ __all__ = [
     "fused_linear_cross_entropy",
     "geglu",
     "flash_attn_func",
+    "flash_attn_varlen_func",
     "gelu",
     "layer_norm",
     "linear",

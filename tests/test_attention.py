@@ -145,8 +145,8 @@ def test_argument_checks():
     rng = np.random.default_rng(0)
     q, k, v = _inputs(rng, 1, 16, 16, 4, 2, 64, "f16")
     assert "4-D" in _error(nn.attention, q[0], k, v)
-    assert "head_dim 36 is not supported" in _error(
-        nn.attention, q[..., :36], k[..., :36], v[..., :36]
+    assert "head_dim 24 is not supported; this takes 32 to 256" in _error(
+        nn.attention, q[..., :24], k[..., :24], v[..., :24]
     )
     assert "head_dim 64 but k and v have 128" in _error(
         nn.attention, q, np.concatenate([k, k], -1), np.concatenate([v, v], -1)
@@ -162,12 +162,78 @@ def test_argument_checks():
     assert "lse must have shape" in _error(nn.attention_backward, o, q, k, v, o, lse[:, :2])
     assert "lse has dtype" in _error(nn.attention_backward, o, q, k, v, o, lse.astype(np.float64))
     assert "do has shape" in _error(nn.attention_backward, o[:, :8], q, k, v, o, lse)
-    # head dim 256: the forward only
-    q, k, v = _inputs(rng, 1, 16, 16, 2, 1, 256, "f16")
-    o, lse = nn.attention(q, k, v, interpret=True)
-    assert "head_dim 256 is not supported (above 128: the forward only)" in _error(
-        nn.attention_backward, o, q, k, v, o, lse
-    )
+    q, k, v = _inputs(rng, 1, 16, 16, 2, 1, 264, "f16")
+    assert "head_dim 264 is not supported" in _error(nn.attention, q, k, v)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [
+        ((1, 33, 70, 2, 1, 40), "f16"),
+        ((2, 17, 17, 2, 2, 59), "bf16"),  # not a multiple of 8: element-wise loads
+        ((1, 70, 33, 3, 1, 96), "f16"),
+        ((1, 21, 40, 2, 2, 111), "bf16"),
+        ((1, 40, 21, 2, 1, 160), "f16"),
+        ((1, 17, 50, 2, 2, 256), "bf16"),  # 256: the backward on its own tiles
+    ],
+    ids=str,
+)
+def test_head_dims_forward_and_backward(shape, dtype, causal):
+    """Head dims other than 64 and 128 (padded to the next tile in the loads, and 256),
+    forward and backward, against float64; a column view (q, k, v sliced out of wider rows,
+    their strides not those of the head dim) as well."""
+    b, n_q, n_kv, h_q, h_kv, d = shape
+    rng = np.random.default_rng(stable_seed(shape, causal, dtype, "head dims"))
+    q, k, v = _inputs(rng, b, n_q, n_kv, h_q, h_kv, d + 8, dtype)
+    q, k, v = q[..., 8:], k[..., :d], v[..., 4 : d + 4]
+    o, lse = nn.attention(q, k, v, causal, interpret=True)
+    want_o, want_lse = attention_reference(q, k, v, causal)
+    assert o.shape == q.shape
+    _close("o", o, want_o, dtype)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-5)
+    do = rng.standard_normal(o.shape).astype(q.dtype)
+    grads = nn.attention_backward(do, q, k, v, o, lse, causal, interpret=True)
+    want = attention_backward_reference(do, q, k, v, causal)
+    for name, got, ref, like in zip(("dq", "dk", "dv"), grads, want, (q, k, v), strict=True):
+        assert got.shape == like.shape
+        _close(name, got, ref, dtype)
+
+
+def test_padded_head_dims_keep_their_promise(monkeypatch):
+    """A padded head dim that is a multiple of 8 is read in 16-byte groups (the kernels'
+    promise): an array that could break it (an address off 16 bytes, a stride off a multiple of
+    8 elements, a column stride other than 1) is passed as a contiguous copy, the others as
+    they are; other head dims, and the interpreter, pass every array as it is."""
+    buffer = np.random.default_rng(0).standard_normal(4096).astype(np.float16)
+    first = (-buffer.ctypes.data % 16) // 2  # the first element at a 16-byte boundary
+
+    def view(offset, shape, strides):  # in elements, from that boundary
+        a = buffer[first + offset :]
+        return np.lib.stride_tricks.as_strided(a, shape, tuple(2 * x for x in strides))
+
+    # host arrays standing in for device ones: their addresses are the kernels'
+    monkeypatch.setattr(tattn, "device_pointer", lambda a: (a.ctypes.data, "f16"))
+    shape = (2, 6, 2, 40)
+    fine = [
+        view(0, shape, (6 * 2 * 40, 80, 40, 1)),  # contiguous
+        view(8, shape, (6 * 2 * 104, 208, 104, 1)),  # rows of 104, 16 bytes in
+        view(0, shape, (6 * 2 * 40, 40, 6 * 40, 1)),  # a [B, H, N, D] transpose
+        view(0, (1, 6, 2, 40), (7, 80, 40, 1)),  # an odd stride of a dimension of 1
+    ]
+    broken = [
+        view(4, shape, (6 * 2 * 40, 80, 40, 1)),  # 8 bytes in
+        view(0, shape, (6 * 2 * 44, 88, 44, 1)),  # rows of 44
+        view(0, shape, (6 * 2 * 80, 160, 80, 2)),  # column stride 2
+    ]
+    kept = tattn._kept(False, *fine, *broken)
+    assert all(got is a for got, a in zip(kept[: len(fine)], fine, strict=True))
+    for got, a in zip(kept[len(fine) :], broken, strict=True):
+        assert got is not a and got.flags.c_contiguous and np.array_equal(got, a)
+    assert tattn._kept(True, broken[0])[0] is broken[0]  # the interpreter reads anything
+    for d in (64, 59):  # 64: its own tile; 59: element-wise loads; neither promises
+        a = view(4, (1, 6, 2, d), (12 * d, 2 * d, d, 1))
+        assert tattn._kept(False, a)[0] is a
 
 
 @pytest.mark.parametrize("overlap", [False, True], ids=["fwd", "overlap-flag"])
@@ -379,6 +445,233 @@ def test_nvrtc_compiles(kernel, dtype, d, causal, arch):
         assert nvrtc.spilled_bytes(result.log) == 0, result.log
     if variant == "ws":
         assert spec.kernel.producer_warps == (4 if arch == "sm_90a" else 0)
+
+
+# NVRTC: the head dims other than the tiles (padded in the loads; 59, 111 and 201 not multiples
+# of 8) and 256's backward, at the wrapper's own fixed configs and forms (the TMA module, as
+# GPU launches take it), both targets
+HEAD_DIMS = [40, 59, 80, 96, 111, 160, 200, 201, 256]
+HEAD_DIM_KERNELS = [
+    "attention_fwd",
+    "attention_bwd_preprocess",
+    "attention_bwd_dkdv",
+    "attention_bwd_dq",
+    "attention_bwd_dq_cast",
+]
+
+
+def _head_dim_spec(kernel, d, dtype, arch, n_kv=4096):
+    from tests.cases import _attention_bwd_args, _attention_fwd_args
+
+    config = {
+        "attention_fwd": tattn._forward_config(d, True, n_kv, False),
+        "attention_bwd_dkdv": tattn._dkdv_config(d, False),
+        "attention_bwd_dq": tattn._dq_config(d),
+    }.get(kernel, tattn.AttentionConfig(tattn.PREPROCESS_BM, 0, 4))
+    args = (
+        _attention_fwd_args(dtype, d)
+        if kernel == "attention_fwd"
+        else _attention_bwd_args(kernel, dtype, d)
+    )
+    flags = {"D": tattn.tile_of(d), "DH": d, "BM": config.bm}
+    if kernel in ("attention_fwd", "attention_bwd_dkdv", "attention_bwd_dq"):
+        flags |= {"BAND": 1, "SOFTCAP": 0, "ALIBI": 0, "BN": config.bn}
+        flags |= {"BF16": int(dtype == "bf16")}
+        flags |= {"ATOMIC_DQ": 0} if kernel == "attention_bwd_dkdv" else {"WARP_SPECIALIZE": 0}
+    k = getattr(module("attention.c"), kernel)
+    with target_arch(arch):
+        spec = (k.tma if "BN" in flags else k).specialize(
+            *args,
+            num_warps=config.num_warps,
+            num_stages=config.num_stages,
+            strided=True,
+            **flags,
+        )
+        return spec, nvrtc.compile_with_log(
+            spec.cuda_source, name=kernel, arch=arch, headers=HEADERS
+        )
+
+
+@pytest.mark.parametrize(
+    ("d", "arch"),
+    [(d, "sm_90a") for d in HEAD_DIMS] + [(d, "sm_90") for d in (40, 111, 256)],
+    ids=str,
+)
+def test_nvrtc_compiles_head_dims(d, arch):
+    """Each kernel of the backward and the forward builds: a padded head dim once failed in
+    NVRTC (a zero-sized register array: the column index shared by the K loads and O's store
+    took a slice of the accumulator's layout). A multiple of 8 keeps its pipelined 16-byte
+    copies (the wrapper's alignment promise); 256's backward tiles hold their accumulators in
+    registers."""
+    dtype = "bf16" if d % 3 == 0 else "f16"
+    for kernel, n_kv in [(k, 4096) for k in HEAD_DIM_KERNELS] + [("attention_fwd", 512)]:
+        spec, result = _head_dim_spec(kernel, d, dtype, arch, n_kv)  # (512: short causal)
+        assert result.cubin[:4] == b"\x7fELF", kernel
+        source = spec.cuda_source
+        if kernel in ("attention_fwd", "attention_bwd_dkdv", "attention_bwd_dq"):
+            pipelined = "tx::cp_async16(" in source or "tma_load" in source
+            assert pipelined == (d % 8 == 0), kernel
+        forward = kernel == "attention_fwd"
+        if arch == "sm_90a" and d in ((40, 96, 111) if forward else (40, 256)):
+            assert nvrtc.spilled_bytes(result.log) == 0, (kernel, result.log)
+
+
+# Packed sequences (varlen): the library's arrays-level functions on the interpreter, and the
+# kernels through NVRTC at the wrapper's configs
+def _varlen_reference(q, k, v, do, cu_q, cu_k, causal, bottom_right):
+    """(o, lse [H_q, total_q], dq, dk, dv) in float64, sequence by sequence, the softmax's
+    Jacobian written out as in attention_backward_reference (a row that sees no key: 0, lse
+    +inf, no gradient)."""
+    total_q, h_q, d = q.shape
+    group = h_q // k.shape[1]
+    o, dq = np.zeros(q.shape), np.zeros(q.shape)
+    dk, dv = np.zeros(k.shape), np.zeros(k.shape)
+    lse = np.full((h_q, total_q), np.inf)
+    for b in range(len(cu_q) - 1):
+        qs, ks = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        n_q, n_kv = qs.stop - qs.start, ks.stop - ks.start
+        qf, dof = (x[qs].astype(np.float64).transpose(1, 0, 2) for x in (q, do))
+        kf, vf = (np.repeat(x[ks].astype(np.float64).transpose(1, 0, 2), group, 0) for x in (k, v))
+        s = qf @ kf.transpose(0, 2, 1) / np.sqrt(d)
+        if causal:
+            diag = n_kv - n_q if bottom_right else 0
+            s = np.where(np.arange(n_kv)[None] <= np.arange(n_q)[:, None] + diag, s, -np.inf)
+        m = s.max(-1, keepdims=True, initial=-np.inf)
+        m = np.where(np.isfinite(m), m, 0.0)
+        e = np.exp(s - m)
+        total = e.sum(-1, keepdims=True)
+        p = e / np.where(total > 0, total, 1.0)
+        o[qs] = (p @ vf).transpose(1, 0, 2)
+        lse[:, qs] = np.where(total > 0, m + np.log(np.where(total > 0, total, 1.0)), np.inf)[
+            ..., 0
+        ]
+        dp = dof @ vf.transpose(0, 2, 1)
+        ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+        dq[qs] = (ds @ kf / np.sqrt(d)).transpose(1, 0, 2)
+        for g, out in (
+            (ds.transpose(0, 2, 1) @ qf / np.sqrt(d), dk),
+            (p.transpose(0, 2, 1) @ dof, dv),
+        ):
+            out[ks] = g.reshape(k.shape[1], group, n_kv, d).sum(1).transpose(1, 0, 2)
+    return o, lse, dq, dk, dv
+
+
+@pytest.mark.parametrize("bottom_right", [True, False], ids=["bottom-right", "top-left"])
+@pytest.mark.parametrize(
+    ("lengths_q", "lengths_k", "d"),
+    [([3, 0, 41, 1], [30, 2, 17, 1], 64), ([20, 9], [9, 20], 96)],
+    ids=str,
+)
+def test_varlen_forward_and_backward(lengths_q, lengths_k, d, bottom_right):
+    """nn-level attention_varlen (NumPy, interpreter) against float64 sequence by sequence:
+    o, lse [H_q, total_q] (+inf where a row sees no key) and the gradients (0 for keys no
+    query sees); the causal band at each sequence's bottom right, or (bottom_right=False) its
+    top left."""
+    rng = np.random.default_rng(stable_seed(lengths_q, lengths_k, d, bottom_right))
+    cu_q = np.concatenate([[0], np.cumsum(lengths_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lengths_k)]).astype(np.int32)
+    q = rng.standard_normal((cu_q[-1], 4, d)).astype(np.float16)
+    k = rng.standard_normal((cu_k[-1], 2, d)).astype(np.float16)
+    v = rng.standard_normal((cu_k[-1], 2, d)).astype(np.float16)
+    do = rng.standard_normal(q.shape).astype(np.float16)
+    top_q, top_k = max(lengths_q), max(lengths_k)
+    kw = {"bottom_right": bottom_right, "interpret": True}
+    o, lse = tattn.attention_varlen(q, k, v, cu_q, cu_k, top_q, top_k, True, **kw)
+    want = _varlen_reference(q, k, v, do, cu_q, cu_k, True, bottom_right)
+    assert o.shape == q.shape and lse.shape == (4, cu_q[-1]) and lse.dtype == np.float32
+    _close("o", o, want[0], "f16")
+    np.testing.assert_allclose(lse, want[1], rtol=1e-5, atol=1e-5)
+    unseen = bottom_right and any(a > b for a, b in zip(lengths_q, lengths_k, strict=True))
+    assert np.isinf(lse).any() == unseen  # rows that see no key (and only those)
+    grads = tattn.attention_varlen_backward(
+        do, q, k, v, o, lse, cu_q, cu_k, top_q, top_k, True, **kw
+    )
+    for name, got, ref, like in zip(("dq", "dk", "dv"), grads, want[2:], (q, k, v), strict=True):
+        assert got.shape == like.shape and got.dtype == like.dtype
+        _close(name, got, ref, "f16")
+
+
+def test_varlen_argument_checks():
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((10, 2, 64)).astype(np.float16)
+    cu = np.array([0, 4, 10], np.int32)
+    assert "3-D" in _error(tattn.attention_varlen, q[None], q, q, cu, cu, 6, 6)
+    assert "cu_seqlens_q has dtype int64" in _error(
+        tattn.attention_varlen, q, q, q, cu.astype(np.int64), cu, 6, 6
+    )
+    assert "contiguous" in _error(
+        tattn.attention_varlen, q, q, q, np.array([0, 0, 4, 4, 10, 10], np.int32)[::2], cu, 6, 6
+    )
+    assert "non-decreasing" in _error(
+        tattn.attention_varlen, q, q, q, np.array([0, 5, 4, 10], np.int32), cu[[0, 1, 1, 2]], 6, 6
+    )
+    assert "max_seqlen_q=5 is below the length of sequence 1 (6)" in _error(
+        tattn.attention_varlen, q, q, q, cu, cu, 5, 6
+    )
+    assert "int >= 0" in _error(tattn.attention_varlen, q, q, q, cu, cu, -1, 6)
+    o, lse = tattn.attention_varlen(q, q, q, cu, cu, 6, 6, interpret=True)
+    assert "lse must have shape (2, 10)" in _error(
+        tattn.attention_varlen_backward, o, q, q, q, o, lse[:1], cu, cu, 6, 6
+    )
+
+
+def _varlen_spec(kernel, d, dtype, arch, max_k=4096):
+    config = {
+        "attention_varlen_fwd": tattn._forward_config(d, True, max_k, False),
+        "attention_varlen_bwd_dkdv": tattn._dkdv_config(d, False),
+        "attention_varlen_bwd_dq": tattn._dq_config(d),
+    }[kernel]
+    s3 = (d, 32 * d, 1)  # (head, row, column) of contiguous [total, 32, d]
+    head = (32, 1, 8192, 1 << 30, 0, 1)  # h, group, total_q, left, right, bottom_right
+    tail = ("f32", 0)  # the slopes (never read without ALiBi) and their batch stride
+    args = {
+        "attention_varlen_fwd": (dtype, "f32", dtype, dtype, dtype, "i32", "i32", *head)
+        + s3 * 4
+        + (0.18, 0.0, 0.0, *tail),
+        "attention_varlen_bwd_dkdv": (*(dtype,) * 6, "f32", "f32", "i32", "i32", 32, *head)
+        + s3 * 6
+        + (0.18, 0.125, 0.0, 0.0, *tail),
+        "attention_varlen_bwd_dq": (*(dtype,) * 5, "f32", "f32", "i32", "i32", *head)
+        + s3 * 5
+        + (0.18, 0.125, 0.0, 0.0, *tail),
+    }[kernel]
+    flags = {"D": tattn.tile_of(d), "DH": d, "BM": config.bm, "BN": config.bn}
+    flags |= {"BAND": 1, "SOFTCAP": 0, "ALIBI": 0, "BF16": int(dtype == "bf16")}
+    k = getattr(module("attention.c"), kernel).tma
+    with target_arch(arch):
+        spec = k.specialize(
+            *args, num_warps=config.num_warps, num_stages=config.num_stages, strided=True, **flags
+        )
+        return spec, nvrtc.compile_with_log(
+            spec.cuda_source, name=kernel, arch=arch, headers=HEADERS
+        )
+
+
+@pytest.mark.parametrize(
+    ("d", "arch"),
+    [
+        (64, "sm_90a"),
+        (128, "sm_90a"),
+        (40, "sm_90a"),
+        (111, "sm_90a"),
+        (256, "sm_90a"),
+        (64, "sm_90"),
+        (40, "sm_90"),
+    ],
+    ids=str,
+)
+def test_nvrtc_compiles_varlen(d, arch):
+    """The varlen kernels build at the wrapper's configs; the K/V (Q/dO) loads of a head dim
+    that is a multiple of 8 are pipelined 16-byte copies (cp.async: each sequence's length
+    bounds them, not a kernel parameter, so no TMA)."""
+    dtype = "bf16" if d == 128 else "f16"
+    kernels = ["attention_varlen_fwd", "attention_varlen_bwd_dkdv", "attention_varlen_bwd_dq"]
+    for kernel, max_k in [(k, 4096) for k in kernels] + [("attention_varlen_fwd", 512)]:
+        spec, result = _varlen_spec(kernel, d, dtype, arch, max_k)  # (512: short causal)
+        assert result.cubin[:4] == b"\x7fELF", kernel
+        assert ("tx::cp_async16(" in spec.cuda_source) == (d % 8 == 0), kernel
+        if arch == "sm_90a" and d in (40, 64) or (d == 256 and "bwd" in kernel):
+            assert nvrtc.spilled_bytes(result.log) == 0, (kernel, result.log)
 
 
 # Row and column statistics of an accumulator (the online softmax's max and sum) computed in

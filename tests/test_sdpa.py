@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 
 import torch.nn.functional as F  # noqa: E402
 
+import teeny_tx.errors  # noqa: E402
 import teeny_tx.torch as ttx  # noqa: E402
 from teeny_tx.library import sdpa  # noqa: E402
 
@@ -108,30 +109,46 @@ def test_sdpa_fused_against_torch(monkeypatch, shape, dtype, causal):
     assert q.stride(1) == 64  # the [B, H, N, D] tensor's transpose(1, 2) view: not a copy
 
 
-@pytest.mark.parametrize("d", [32, 40, 80, 96, 200])
+@pytest.mark.parametrize("d", [32, 40, 59, 80, 96, 111, 160, 200, 224, 256])
 def test_sdpa_fused_head_dims(monkeypatch, d):
-    """Head dims other than the tiles run on the next tile, the columns past d masked in the
-    loads and stores (interpreter; 200: the forward only, with no gradient)."""
+    """Every head dim from 32 to 256 runs in the fused kernels, forward and backward: those
+    other than the tiles on the next tile, the columns past d masked in the loads and stores
+    (59, 111: not a multiple of 8 either)."""
     name = f"headdim{d}"
-    dtype = torch.float16
+    dtype = torch.float16 if d % 3 else torch.bfloat16
     inputs = _qkv(name, 1, 4, 2, 21, 45, d, dtype)
     calls = _counting(monkeypatch)
-    kw = {"is_causal": True, "enable_gqa": True}
-    if d > 128:
-        with torch.no_grad():
-            o = ttx.scaled_dot_product_attention(*inputs, **kw)
-        x = F.scaled_dot_product_attention(*(t.double() for t in inputs), **kw)
-        t = F.scaled_dot_product_attention(*inputs, **kw)
-        _assert_flash_criterion(o, t, x, 1e-3)
-    else:
-        _check_against_torch(
-            name,
-            lambda *t: ttx.scaled_dot_product_attention(*t, **kw),
-            lambda *t: F.scaled_dot_product_attention(*t, **kw),
-            inputs,
-            atol=1e-3,
-        )
+    kw = {"is_causal": d % 2 == 0, "enable_gqa": True}
+    _check_against_torch(
+        name,
+        lambda *t: ttx.scaled_dot_product_attention(*t, **kw),
+        lambda *t: F.scaled_dot_product_attention(*t, **kw),
+        inputs,
+        atol=1e-3 if dtype == torch.float16 else 1e-2,
+    )
     assert calls and calls[0][0].shape[-1] == d
+
+
+@pytest.mark.parametrize("d", [40, 111, 256])
+def test_flash_attn_func_head_dims(monkeypatch, d):
+    """flash_attn_func at padded head dims and 256: bottom-right causal with a window and a
+    softcap, MQA, forward and backward, against the spelled-out definition."""
+    name = f"flashheaddim{d}"
+    g = _gen(name)
+    q = torch.randn(2, 19, 3, d, generator=g).half()
+    k = torch.randn(2, 40, 1, d, generator=g).half()
+    v = torch.randn(2, 40, 1, d, generator=g).half()
+    lo, hi = _lo_hi(19, 40, True, (13, -1))
+    calls = _counting(monkeypatch)
+    kw = {"causal": True, "window_size": (13, -1), "softcap": 3.0}
+    _check_against_torch(
+        name,
+        lambda *t: ttx.flash_attn_func(*t, **kw),
+        lambda *t: _explicit(*t, d**-0.5, lo, hi, 3.0, dtype=t[0].dtype),
+        (q, k, v),
+        atol=1e-3,
+    )
+    assert calls
 
 
 def test_sdpa_fused_strided_views(monkeypatch):
@@ -262,10 +279,12 @@ def test_sdpa_ranks():
         )
 
 
-def test_sdpa_fused_head_dim_without_kernel_goes_blockwise(monkeypatch, small_blocks):
-    """f16 with a head dim the kernels do not take: the blockwise path, never N^2."""
+@pytest.mark.parametrize("d", [24, 264])
+def test_sdpa_fused_head_dim_without_kernel_goes_blockwise(monkeypatch, small_blocks, d):
+    """f16 with a head dim the kernels do not take (below 32, above 256): the blockwise path,
+    never N^2."""
     calls = _counting(monkeypatch)
-    q, k, v = _qkv("d24", 1, 2, 2, 20, 100, 36, torch.float16)
+    q, k, v = _qkv(f"d{d}", 1, 2, 2, 20, 100, d, torch.float16)
     o = ttx.scaled_dot_product_attention(q, k, v, is_causal=True)
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
     assert not calls
@@ -451,6 +470,153 @@ def test_flash_attn_func_refuses_what_it_lacks():
         ttx.flash_attn_func(q[0], q[0], q[0])
 
 
+# ---------------------------------------------------------------- flash_attn_varlen_func
+
+
+def _offsets(lengths):
+    return torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+
+
+def _packed(name, lengths_q, lengths_k, h_q, h_kv, d, dtype):
+    g = _gen(name)
+    q = torch.randn(sum(lengths_q), h_q, d, generator=g).to(dtype)
+    k = torch.randn(sum(lengths_k), h_kv, d, generator=g).to(dtype)
+    v = torch.randn(sum(lengths_k), h_kv, d, generator=g).to(dtype)
+    return q, k, v
+
+
+def _per_sequence(lengths_q, lengths_k, causal, window, softcap, slopes=None, scale=None):
+    """The reference: each sequence on its own, FlashAttention's definition (bottom right)
+    spelled out in the inputs' dtype, the outputs packed again."""
+    cu_q, cu_k = _offsets(lengths_q).tolist(), _offsets(lengths_k).tolist()
+
+    def fn(q, k, v):
+        outs = []
+        for b, (n_q, n_kv) in enumerate(zip(lengths_q, lengths_k, strict=True)):
+            lo, hi = _lo_hi(n_q, n_kv, causal, window)
+            qs, ks = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+            alibi = None if slopes is None else (slopes if slopes.dim() == 1 else slopes[b])
+            sc = q.shape[-1] ** -0.5 if scale is None else scale
+            o = _explicit(
+                q[None, qs], k[None, ks], v[None, ks], sc, lo, hi, softcap, q.dtype, alibi
+            )
+            outs.append(o[0])
+        return torch.cat(outs)
+
+    return fn
+
+
+VARLEN = [
+    # (lengths_q, lengths_k): empty and one-token sequences, n_q above and below n_kv
+    ([1, 13, 0, 40, 2], [1, 13, 5, 40, 30]),
+    ([37], [21]),
+    ([3, 70, 9], [50, 1, 9]),
+]
+
+
+@pytest.mark.parametrize(
+    ("causal", "window", "softcap"),
+    [(False, (-1, -1), 0.0), (True, (-1, -1), 0.0), (False, (6, 3), 0.0), (True, (9, 0), 4.0)],
+    ids=str,
+)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("lengths", VARLEN, ids=str)
+def test_flash_attn_varlen_func_against_sequences(lengths, dtype, causal, window, softcap):
+    """Packed sequences (GQA) in the fused kernels on the interpreter, forward and dq/dk/dv,
+    against each sequence's own attention (FlashAttention's criterion, float64 reference)."""
+    lengths_q, lengths_k = lengths
+    name = f"varlen{lengths}{dtype}{causal}{window}{softcap}"
+    q, k, v = _packed(name, lengths_q, lengths_k, 4, 2, 64, dtype)
+    cu_q, cu_k = _offsets(lengths_q), _offsets(lengths_k)
+    kw = {"causal": causal, "window_size": window, "softcap": softcap}
+    _check_against_torch(
+        name,
+        lambda *t: ttx.flash_attn_varlen_func(*t, cu_q, cu_k, max(lengths_q), max(lengths_k), **kw),
+        _per_sequence(lengths_q, lengths_k, causal, window, softcap),
+        (q, k, v),
+        atol=1e-3 if dtype == torch.float16 else 1e-2,
+    )
+
+
+@pytest.mark.parametrize("d", [40, 111, 256])
+def test_flash_attn_varlen_func_head_dims_and_alibi(d):
+    """Padded head dims and 256, MQA, ALiBi slopes [B, H_q], a scale of its own, and
+    max_seqlen larger than the longest sequence (the extra programs exit at once)."""
+    lengths_q, lengths_k = [17, 1, 30], [17, 33, 8]
+    name = f"varlenheaddim{d}"
+    q, k, v = _packed(name, lengths_q, lengths_k, 3, 1, d, torch.float16)
+    slopes = torch.rand(3, 3, generator=_gen(name + "slopes")) * 0.5
+    cu_q, cu_k = _offsets(lengths_q), _offsets(lengths_k)
+    _check_against_torch(
+        name,
+        lambda *t: ttx.flash_attn_varlen_func(
+            *t, cu_q, cu_k, 64, 40, causal=True, alibi_slopes=slopes, softmax_scale=0.1
+        ),
+        _per_sequence(lengths_q, lengths_k, True, (-1, -1), 0.0, slopes, scale=0.1),
+        (q, k, v),
+        atol=1e-3,
+    )
+
+
+def test_flash_attn_varlen_func_lse_and_views():
+    """The lse [H_q, total_q] of each sequence's rows (+inf where a row sees no key), and q, k,
+    v sliced out of one packed QKV projection [total, 3, H, D], read in place."""
+    lengths = [7, 0, 19, 3]
+    qkv = torch.randn(29, 3, 2, 64, generator=_gen("varlen views")).half()
+    q, k, v = qkv.unbind(1)
+    cu = _offsets(lengths)
+    out, lse = ttx.flash_attn_varlen_func(q, k, v, cu, cu, 19, 19, causal=True, return_lse=True)
+    assert out.shape == (29, 2, 64) and lse.shape == (2, 29) and lse.dtype == torch.float32
+    for b, (s, e) in enumerate(zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True)):
+        if s == e:
+            continue
+        o_b, lse_b = ttx.flash_attn_func(
+            q[None, s:e], k[None, s:e], v[None, s:e], causal=True, return_lse=True
+        )
+        torch.testing.assert_close(out[s:e], o_b[0], rtol=0, atol=0, msg=f"sequence {b}")
+        torch.testing.assert_close(lse[:, s:e], lse_b[0], rtol=0, atol=0)
+    k_short = k[:20]  # the last query sequence sees no key: 0, and lse +inf
+    cu_k = torch.tensor([0, 7, 7, 20, 20], dtype=torch.int32)
+    out, lse = ttx.flash_attn_varlen_func(q, k_short, v[:20], cu, cu_k, 19, 13, return_lse=True)
+    assert torch.all(out[26:] == 0) and torch.all(lse[:, 26:] == math.inf)
+    assert torch.isfinite(lse[:, :26]).all()
+
+
+def test_flash_attn_varlen_func_checks():
+    q = torch.zeros(10, 2, 64, dtype=torch.float16)
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+    fn = ttx.flash_attn_varlen_func
+
+    def error(*args, **kw):
+        with pytest.raises(teeny_tx.errors.TeenyError) as info:
+            fn(*args, **kw)
+        return str(info.value)
+
+    assert "torch.int32" in error(q, q, q, cu.long(), cu, 6, 6)
+    assert "1-D" in error(q, q, q, cu[None], cu, 6, 6)
+    assert "3-D" in error(q[None], q, q, cu, cu, 6, 6)
+    assert "float16 or all bfloat16" in error(q.float(), q.float(), q.float(), cu, cu, 6, 6)
+    assert "float16 or all bfloat16" in error(q, q.bfloat16(), q, cu, cu, 6, 6)
+    assert "is on meta" in error(q, q, q, cu.to("meta"), cu, 6, 6)
+    assert "must divide" in error(torch.zeros(10, 3, 64).half(), q, q, cu, cu, 6, 6)
+    assert "head dim 24" in error(q[..., :24], q[..., :24], q[..., :24], cu, cu, 6, 6)
+    assert "max_seqlen_q must be an int" in error(q, q, q, cu, cu, 6.0, 6)
+    bad = torch.tensor([0, 7, 4, 10], dtype=torch.int32)
+    assert "non-decreasing" in error(q, q, q, bad, bad, 6, 6)
+    assert "ends at 9" in error(q, q, q, torch.tensor([0, 4, 9], dtype=torch.int32), cu, 6, 6)
+    assert "must start at 0" in error(
+        q, q, q, torch.tensor([1, 4, 10], dtype=torch.int32), cu, 6, 6
+    )
+    assert "max_seqlen_k=5 is below the length of sequence 1 (6)" in error(q, q, q, cu, cu, 6, 5)
+    assert "both are batch + 1 long" in error(q, q, q, cu, cu[:2].clone(), 6, 6)
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        fn(q, q, q, cu, cu, 6, 6, dropout_p=0.1)
+    with pytest.raises(ValueError, match="window_size"):
+        fn(q, q, q, cu, cu, 6, 6, window_size=(-3, 0))
+    with pytest.raises(ValueError, match="softcap"):
+        fn(q, q, q, cu, cu, 6, 6, softcap=-1.0)
+
+
 # ---------------------------------------------------------------- opcheck, torch.compile
 
 
@@ -460,6 +626,33 @@ def test_attention_op_opcheck():
         torch.library.opcheck(
             sdpa.attention_op.custom_op, (q, k, v, causal, 0.125, False, -1, -1, 0.0, None)
         )
+
+
+def test_attention_varlen_op_opcheck():
+    q, k, v = _packed("varlen opcheck", [5, 9], [7, 3], 4, 2, 64, torch.float16)
+    cu_q, cu_k = _offsets([5, 9]), _offsets([7, 3])
+    for causal in (False, True):
+        args = (q, k, v, cu_q, cu_k, 9, 7, causal, 0.125, -1, -1, 0.0, None)
+        torch.library.opcheck(sdpa.attention_varlen_op.custom_op, args)
+
+
+def test_flash_attn_varlen_func_compile_fullgraph():
+    torch._dynamo.reset()
+    cu_q, cu_k = _offsets([5, 9]), _offsets([7, 3])
+
+    def fn(q, k, v):
+        return ttx.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 9, 7, causal=True)
+
+    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    inputs = _packed("varlen compile", [5, 9], [7, 3], 4, 2, 64, torch.float16)
+    a = [t.clone().requires_grad_() for t in inputs]
+    b = [t.clone().requires_grad_() for t in inputs]
+    ya, yb = compiled(*a), fn(*b)
+    torch.testing.assert_close(ya, yb)
+    ya.float().sum().backward()
+    yb.float().sum().backward()
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x.grad, y.grad)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fused", "blockwise"])

@@ -1,10 +1,11 @@
 """Attention: FlashAttention-2 forward and backward, the kernels of ``kernels/attention.c``.
 
-Input: q [B, N_q, H_q, D], k and v [B, N_kv, H_kv, D] (f16 or bf16, one dtype; D = 64 or 128,
-and 256 for the forward; H_kv dividing H_q: grouped-query attention), as CuPy arrays or torch
-CUDA tensors, or NumPy arrays with ``interpret=True``. Any strides: a [B, H, N, D] array passed
-as its ``transpose(1, 2)`` view, or q, k and v sliced out of one fused projection, are read in
-place.
+Input: q [B, N_q, H_q, D], k and v [B, N_kv, H_kv, D] (f16 or bf16, one dtype; D any head dim
+from 32 to 256, forward and backward; H_kv dividing H_q: grouped-query attention), as CuPy
+arrays or torch CUDA tensors, or NumPy arrays with ``interpret=True``. Any strides: a
+[B, H, N, D] array passed as its ``transpose(1, 2)`` view, or q, k and v sliced out of one fused
+projection, are read in place (at a padded head dim that is a multiple of 8, a view whose
+address or strides are not multiples of 16 bytes is copied first: :func:`_kept`).
 Output: o [B, N_q, H_q, D] (contiguous, the inputs' dtype) and lse f32 [B, H_q, N_q], the
 natural log-sum-exp of each row of scaled scores; the backward gives dq, dk, dv shaped and
 typed as q, k, v. Each function checks its arguments (``LaunchError``) and launches on the
@@ -21,6 +22,12 @@ module flag ``TUNE = True``, the fastest of each kernel's ``#pragma autotune`` c
 once per shape); the interpreter takes :data:`INTERPRET` (small tiles, the same kernels).
 GPU launches load the pipelined K/V (Q/dO) tiles with TMA (``lower/pipeline.py``; the module
 flag :data:`TMA`, on; the fixed configs) where the arrays' strides allow it, else cp.async.
+
+Packed sequences (FlashAttention's varlen): :func:`attention_varlen` and
+:func:`attention_varlen_backward` take q [total_q, H_q, D], k and v [total_kv, H_kv, D] and the
+i32 offsets cu_seqlens_q, cu_seqlens_k [B + 1]; each sequence attends within itself, its band
+aligned at its own bottom right; lse is f32 [H_q, total_q]. The kernels' grid covers the longest
+sequence and each program returns past its own (no padding, no copy).
 """
 
 from __future__ import annotations
@@ -41,16 +48,21 @@ from .loader import module
 from .plans import Launch, plan_key, planned, replay
 
 LOG2E = 1.4426950408889634
-HEAD_DIMS = (64, 128)  # of the backward (and of the forward)
-# of the forward: also 256, on 128 x 64 tiles (its two [128, 256] f32 halves of O take 128 of a
-# thread's registers; ptxas spills 130-160 bytes per thread, before the key loop only; H200,
+# The head dims taken, forward and backward, on the GPU and the interpreter: every one from 32
+# to 256. Each runs on the smallest tile of TILES that holds it (the kernels' D, a power of
+# two), its columns past the head dim (DH < D) masked in each load and store: zeros in,
+# nothing out, never a padded copy. A head dim that is a multiple of 8 keeps 16-byte loads
+# (kernels/attention.c, head_cols: the arrays' strides and addresses are checked for it,
+# :func:`_aligned`); any other reads element by element (no pipelined copies: the loads'
+# registers spill, 0.8-1.8 KB a thread at 111 on sm_90a, so it runs, but slowly).
+HEAD_DIM_RANGE = (32, 256)
+# The forward at 256: 128 x 64 tiles (its two [128, 256] f32 halves of O take 128 of a thread's
+# registers; ptxas spills 130-160 bytes per thread, before the key loop only; H200,
 # 2026-12-01, N=4096, TFLOP/s ours / cuDNN: fp16 485 / 622, causal 391 / 561, bf16 492 / 642).
-# The backward's two [BN, 256] f32 accumulators do not fit in the registers.
-FORWARD_HEAD_DIMS = (64, 128, 256)
-# The kernels' head-dim tiles: every head dim that is a multiple of 8 from 32 to 256 (to 128
-# for the backward) runs on the smallest tile that holds it, its columns past the head dim
-# masked in each load and store (DH < D: zeros in, nothing out), not copied; 32 is a tile of
-# its own (on 64's configs).
+# The backward at 256 on 8 warps of 64 x 32 tiles: the dK/dV kernel's two [BN, 256] f32
+# accumulators fit 248 registers at BN = 32 (64 x 64 tiles need 264 KB of shared memory for
+# their rings, 4 warps of 64 x 32 spill 504 bytes); dQ likewise (242 registers, no spill; 8
+# warps of 64 x 64 spill 92 bytes). NVRTC sm_90a, 2026-12-02; not measured on a GPU.
 TILES = (32, 64, 128, 256)
 
 
@@ -124,11 +136,13 @@ BACKWARD_DKDV = {
     32: AttentionConfig(64, 64, 4),
     64: AttentionConfig(64, 64, 4),
     128: AttentionConfig(64, 128, 8),
+    256: AttentionConfig(64, 32, 8),  # (see TILES; not measured)
 }
 BACKWARD_DQ = {
     32: AttentionConfig(64, 64, 4),
     64: AttentionConfig(64, 64, 4),
     128: AttentionConfig(128, 128, 8),
+    256: AttentionConfig(64, 32, 8),  # (see TILES; not measured)
 }
 # dQ by f32 atomics (by head dim): the dK/dV kernel also adds each key block's dS K into an f32
 # buffer, which a cast kernel scales and writes as dq, instead of a dQ kernel of its own that
@@ -136,11 +150,35 @@ BACKWARD_DQ = {
 # slower at every case (H200, 2026-12-01, bench/sweep_attention.py --tables FIXED ATOMIC_DQ,
 # N=4096 fp16, TFLOP/s, two kernels / atomics): D=128 337 / 206, causal 308 / 169; D=64 270 /
 # 200, causal 246 / 148: the f32 adds move (N / BN) x N x D x 4 bytes per head through L2.
-ATOMIC_DQ = {32: False, 64: False, 128: False}
+ATOMIC_DQ = {32: False, 64: False, 128: False, 256: False}
 BACKWARD_DKDV_ATOMIC = {
     32: AttentionConfig(64, 64, 4),
     64: AttentionConfig(64, 64, 4),
     128: AttentionConfig(64, 128, 8),
+    256: AttentionConfig(64, 32, 8),
+}
+# Head dims that are not a multiple of 8 (by tile): their loads are element by element (no
+# pipelined copies), each in registers of its own, so the tables above spill (at 111 on 128's
+# configs: forward 784 bytes a thread, dK/dV 1452, dQ 1804); these 8-warp tiles do not, or
+# barely (111: dK/dV 8 bytes; 201 on 256's: forward 352, dK/dV 80). NVRTC sm_90a, 2026-12-02;
+# not measured on a GPU.
+UNALIGNED_FORWARD = {
+    32: AttentionConfig(64, 64, 8),
+    64: AttentionConfig(64, 64, 8),
+    128: AttentionConfig(64, 64, 8),
+    256: AttentionConfig(32, 64, 8),
+}
+UNALIGNED_DKDV = {
+    32: AttentionConfig(64, 32, 8),
+    64: AttentionConfig(64, 32, 8),
+    128: AttentionConfig(64, 32, 8),
+    256: AttentionConfig(32, 16, 8),
+}
+UNALIGNED_DQ = {
+    32: AttentionConfig(64, 32, 8),
+    64: AttentionConfig(64, 32, 8),
+    128: AttentionConfig(64, 32, 8),
+    256: AttentionConfig(16, 32, 8),
 }
 PREPROCESS_BM = 64
 INTERPRET = AttentionConfig(32, 32, 4)  # small tiles: the interpreter runs programs one by one
@@ -177,16 +215,10 @@ def supports(
     gpu: bool = False,
 ) -> bool:
     """Whether the kernels take head dim ``d`` (forward, or forward and backward), the
-    ``band`` (:func:`band`; every band is taken) and a softcap (taken). Head dims: multiples
-    of 8 from 32 to 256 (to 128 with the backward) on the interpreter; on the GPU (``gpu``)
-    the tiles themselves only, 32, 64, 128 (and 256 for the forward): the padded forward
-    (DH < D) does not compile there yet (NVRTC: a zero-sized register array of the key index
-    tile, from the layouts of the column-masked K and V loads; 2026-12-02), and the padded
-    backward spills."""
-    top = max(HEAD_DIMS) if backward else max(FORWARD_HEAD_DIMS)
-    if gpu:
-        return d in TILES and d <= top
-    return d % 8 == 0 and 32 <= d <= top
+    ``band`` (:func:`band`; every band is taken) and a softcap (taken): every head dim of
+    :data:`HEAD_DIM_RANGE`, forward and backward, on the GPU (``gpu``) and the interpreter."""
+    lo, hi = HEAD_DIM_RANGE
+    return lo <= d <= hi
 
 
 class _Band(NamedTuple):
@@ -213,9 +245,8 @@ class _Band(NamedTuple):
         return not self.softcap and self.band in (None, (-UNBOUNDED, 0))
 
 
-def _band_of(q: Any, k: Any, causal: bool, bottom_right: bool, window: Any, softcap: Any) -> _Band:
-    """The call's :class:`_Band`, from the shapes of q and k (unchecked: the shape checks come
-    after and say what is wrong)."""
+def _window_softcap(window: Any, softcap: Any) -> tuple[int, int, float]:
+    """(left, right, softcap) of a call, checked."""
     try:
         softcap = float(softcap)
         left, right = (int(w) for w in window)
@@ -228,6 +259,13 @@ def _band_of(q: Any, k: Any, causal: bool, bottom_right: bool, window: Any, soft
         raise LaunchError(f"attention: softcap must be a finite number >= 0, got {softcap}")
     if left < -1 or right < -1:
         raise LaunchError(f"attention: window entries must be >= -1 (-1: unbounded), got {window}")
+    return left, right, softcap
+
+
+def _band_of(q: Any, k: Any, causal: bool, bottom_right: bool, window: Any, softcap: Any) -> _Band:
+    """The call's :class:`_Band`, from the shapes of q and k (unchecked: the shape checks come
+    after and say what is wrong)."""
+    left, right, softcap = _window_softcap(window, softcap)
     shape_q, shape_k = tuple(getattr(q, "shape", ())), tuple(getattr(k, "shape", ()))
     if len(shape_q) != 4 or len(shape_k) != 4:
         return _Band(None, softcap)
@@ -260,9 +298,15 @@ def _check(fn: str, named: dict[str, Any], interpret: bool) -> tuple[Arrays, dic
     return arrays, shapes
 
 
-def _qkv(
-    arrays: Arrays, shapes: dict[str, tuple], backward: bool = True
-) -> tuple[int, int, int, int, int, int]:
+def _dtype(arrays: Arrays, a: Any) -> str:
+    """The dtype name of an array the checks took (one of :data:`DTYPES`)."""
+    name = arrays.dtype(a)
+    if name is None or name not in DTYPES:
+        raise arrays.error(f"q has dtype {a.dtype}; this takes {', '.join(DTYPES)}")
+    return name
+
+
+def _qkv(arrays: Arrays, shapes: dict[str, tuple]) -> tuple[int, int, int, int, int, int]:
     """(B, N_q, N_kv, H_q, H_kv, D), checked; D one :func:`supports` takes."""
     b, n_q, h_q, d = shapes["q"]
     if shapes["k"] != shapes["v"]:
@@ -272,16 +316,9 @@ def _qkv(
         raise arrays.error(f"q has batch {b} but k and v have {bk}")
     if dk != d:
         raise arrays.error(f"q has head_dim {d} but k and v have {dk}")
-    gpu = arrays.kind != "numpy"
-    if not supports(d, backward=backward, gpu=gpu):
-        hint = " (above 128: the forward only)" if supports(d, gpu=gpu) else ""
-        top = max(HEAD_DIMS if backward else FORWARD_HEAD_DIMS)
-        takes = (
-            f"{tuple(t for t in TILES if t <= top)} on the GPU"
-            if gpu
-            else f"multiples of 8 from 32 to {top}"
-        )
-        raise arrays.error(f"head_dim {d} is not supported{hint}; this takes {takes}")
+    if not supports(d):
+        lo, hi = HEAD_DIM_RANGE
+        raise arrays.error(f"head_dim {d} is not supported; this takes {lo} to {hi}")
     if h_kv == 0 or h_q % h_kv:
         raise arrays.error(
             f"q has {h_q} heads and k, v have {h_kv}: the number of key/value heads must divide "
@@ -304,6 +341,45 @@ def _element_strides(a: Any) -> tuple[int, ...]:
     if callable(stride):  # a torch tensor
         return tuple(stride())
     return tuple(x // a.itemsize for x in a.strides)
+
+
+# the padded head dims whose loads are promised 16-byte groups (kernels/attention.c, head_cols)
+_PROMISED = frozenset(d for d in range(8, 257, 8) if d not in TILES)
+
+
+def _aligned(a: Any) -> bool:
+    """Whether a GPU array keeps that promise: a 16-byte aligned address, a column stride of 1
+    and every other stride (of a dimension longer than 1) a multiple of 8 elements."""
+    try:
+        strides = _element_strides(a)
+        address = device_pointer(a)[0]
+    except (AttributeError, TypeError, LaunchError):  # not a GPU array: the checks say so
+        return True
+    rows = zip(a.shape[:-1], strides[:-1], strict=True)
+    if strides[-1] != 1 or any(s % 8 for n, s in rows if n > 1):
+        return False
+    return address % 16 == 0
+
+
+def _kept(interpret: bool, *arrays: Any) -> tuple[Any, ...]:
+    """The head-dim arrays of a call as the kernels may read them: where the head dim is one of
+    :data:`_PROMISED`, a GPU array that breaks the promise (:func:`_aligned`; an odd view) is
+    replaced by a contiguous copy, so that no launch, nor any replay of a plan (whose key holds
+    no address), reads it misaligned; every other array as it is."""
+    shape = getattr(arrays[0], "shape", ())
+    if interpret or not shape or shape[-1] not in _PROMISED:
+        return arrays
+    kept = []
+    for a in arrays:
+        if getattr(a, "shape", ())[-1:] == shape[-1:] and not _aligned(a):
+            if hasattr(a, "clone"):  # a torch tensor: torch is imported
+                import torch
+
+                a = a.clone(memory_format=torch.contiguous_format)
+            else:
+                a = a.copy(order="C")
+        kept.append(a)
+    return tuple(kept)
 
 
 def _tma_fits(args: tuple) -> bool:
@@ -419,11 +495,26 @@ def _settings(q: Any, *tables: dict) -> tuple:
 
 
 def _forward_config(d: int, causal: bool, n_kv: int, overlap: bool) -> AttentionConfig:
+    """The forward's fixed config for head dim ``d`` (on its tile)."""
+    tile = tile_of(d)
+    if d % 8:
+        return UNALIGNED_FORWARD[tile]
     if overlap:
-        return FORWARD_OVERLAP[d]
-    if causal and n_kv <= SHORT and d in FORWARD_SHORT_CAUSAL:
-        return FORWARD_SHORT_CAUSAL[d]
-    return FORWARD[d]
+        return FORWARD_OVERLAP[tile]
+    if causal and n_kv <= SHORT and tile in FORWARD_SHORT_CAUSAL:
+        return FORWARD_SHORT_CAUSAL[tile]
+    return FORWARD[tile]
+
+
+def _dkdv_config(d: int, atomic: bool) -> AttentionConfig:
+    tile = tile_of(d)
+    if d % 8:
+        return UNALIGNED_DKDV[tile]
+    return (BACKWARD_DKDV_ATOMIC if atomic else BACKWARD_DKDV)[tile]
+
+
+def _dq_config(d: int) -> AttentionConfig:
+    return (UNALIGNED_DQ if d % 8 else BACKWARD_DQ)[tile_of(d)]
 
 
 def _strides_of(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -450,18 +541,19 @@ def attention(
     [B, N_kv, H_kv, D]. ``bottom_right``, ``window``: the band of keys each query sees
     (:func:`band`); ``softcap`` > 0: softcap * tanh(scale * q k^T / softcap) as the scores;
     ``alibi_slopes`` (f32 [H_q] or [B, H_q]): the scores less slope * |i + diagonal - j|."""
+    q, k, v = _kept(interpret, q, k, v)
     mask = _band_of(q, k, causal, bottom_right, window, softcap)
-    tables = (FORWARD, FORWARD_OVERLAP, FORWARD_SHORT_CAUSAL)
+    tables = (FORWARD, FORWARD_OVERLAP, FORWARD_SHORT_CAUSAL, UNALIGNED_FORWARD)
     options = (mask, scale, alibi_slopes is not None, *_settings(q, *tables))
     inputs = (q, k, v) + (() if alibi_slopes is None else (alibi_slopes,))
     hit = replay(interpret, "attention", inputs, *options)
     if hit is not None:
         return hit(*inputs)
     arrays, shapes = _check("attention", {"q": q, "k": k, "v": v}, interpret)
-    b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes, backward=False)
+    b, n_q, n_kv, h_q, h_kv, d = _qkv(arrays, shapes)
     tile = tile_of(d)
     scale, qk_scale = _scales(d, scale)
-    dtype = arrays.dtype(q)
+    dtype = _dtype(arrays, q)
     kernels = module("attention.c")
     # D = 256: its scratch and ring do not fit; the overlapped forward takes no band but the
     # top-left triangle, and no softcap
@@ -469,14 +561,14 @@ def attention(
     overlap = overlap and alibi_slopes is None
     alibi = _alibi(arrays, alibi_slopes, b, h_q, n_q, n_kv, bottom_right)
     kernel = kernels.attention_fwd_overlap if overlap else kernels.attention_fwd
-    config = _forward_config(tile, mask.band is not None, n_kv, overlap)
+    config = _forward_config(d, mask.band is not None, n_kv, overlap)
     ws = config.warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
     alloc_o = arrays.allocator((b, n_q, h_q, d), dtype)
     alloc_lse = arrays.allocator((b, h_q, n_q), "f32")
-    strides = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
-    strides += _strides_of((b, n_q, h_q, d))
+    strides: tuple[int, ...] = _strides4(arrays, q) + _strides4(arrays, k)
+    strides += _strides4(arrays, v) + _strides_of((b, n_q, h_q, d))
     if overlap:
-        rest = (n_q, n_kv, h_q, h_q // h_kv, *strides, qk_scale)
+        rest: tuple[Any, ...] = (n_q, n_kv, h_q, h_q // h_kv, *strides, qk_scale)
         extra = {"CAUSAL": int(mask.band is not None), "WARP_SPECIALIZE": int(ws)}
     else:
         rest = (n_q, n_kv, h_q, h_q // h_kv, *mask.bounds(), *strides, qk_scale)
@@ -544,8 +636,10 @@ def attention_backward(
 ) -> tuple[Any, Any, Any]:
     """(dq, dk, dv), the gradients of :func:`attention`'s o for the output gradient ``do``,
     from its inputs and its outputs ``o`` and ``lse`` (the same causal, scale and options)."""
+    do, q, k, v, o = _kept(interpret, do, q, k, v, o)
     mask = _band_of(q, k, causal, bottom_right, window, softcap)
-    tables = (BACKWARD_DKDV, BACKWARD_DQ, BACKWARD_DKDV_ATOMIC, ATOMIC_DQ)
+    tables: tuple[dict[int, Any], ...] = (BACKWARD_DKDV, BACKWARD_DQ, BACKWARD_DKDV_ATOMIC)
+    tables += (ATOMIC_DQ, UNALIGNED_DKDV, UNALIGNED_DQ)
     options = (mask, scale, alibi_slopes is not None, *_settings(q, *tables))
     inputs = (do, q, k, v, o, lse) + (() if alibi_slopes is None else (alibi_slopes,))
     hit = replay(interpret, "attention_backward", inputs, *options)
@@ -565,7 +659,7 @@ def attention_backward(
     if n_q and arrays.strides(lse) != (h_q * n_q, n_q, 1):
         raise arrays.error("lse must be contiguous, as attention() returns it")
     scale, qk_scale = _scales(d, scale)
-    dtype = arrays.dtype(q)
+    dtype = _dtype(arrays, q)
     mod = module("attention.c")
     flags = {**mask.constexprs(), "BF16": int(dtype == "bf16"), "D": tile, "DH": d}
     flags["ALIBI"] = int(alibi_slopes is not None)
@@ -583,19 +677,19 @@ def attention_backward(
     empty = 0 in (b, n_q, h_q)
     q_strides, kv_strides = _strides_of((b, n_q, h_q, d)), _strides_of((b, n_kv, h_kv, d))
     pre_rest = (n_q, h_q) + _strides4(arrays, o) + _strides4(arrays, do)
-    qkv = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
+    qkv: tuple[int, ...] = _strides4(arrays, q) + _strides4(arrays, k) + _strides4(arrays, v)
     qkv += _strides4(arrays, do)
-    dkdv_rest = (n_q, n_kv, h_q, h_kv, group) + qkv + kv_strides + kv_strides
+    dkdv_rest: tuple[Any, ...] = (n_q, n_kv, h_q, h_kv, group, *qkv, *kv_strides, *kv_strides)
     dkdv_rest += (qk_scale, scale, *band_args)
     rows_grid = (cdiv(n_q, PREPROCESS_BM), b * h_q)
-    dq_ws = BACKWARD_DQ[tile].warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
+    dq_ws = _dq_config(d).warp_specialize if WARP_SPECIALIZE is None else WARP_SPECIALIZE
     launches = (
         Launch(arrays, mod.attention_bwd_preprocess, rows_grid, 4, D=tile, DH=d, BM=PREPROCESS_BM),
         _Pipelined(
             where,
             mod.attention_bwd_dkdv,
             lambda meta: (cdiv(n_kv, meta["BN"]), b * h_kv, 1),
-            (BACKWARD_DKDV_ATOMIC if atomic else BACKWARD_DKDV)[tile],
+            _dkdv_config(d, atomic),
             ATOMIC_DQ=int(atomic),
             **flags,
         ),
@@ -605,7 +699,7 @@ def attention_backward(
             where,
             mod.attention_bwd_dq,
             lambda meta: (cdiv(n_q, meta["BM"]), b * h_q, 1),
-            BACKWARD_DQ[tile],
+            _dq_config(d),
             WARP_SPECIALIZE=int(dq_ws),
             **flags,
         ),
@@ -651,6 +745,366 @@ def attention_backward(
         return plan
 
     key = plan_key(interpret, "attention_backward", inputs, *options)
+    return planned(key, arrays, make, launches, *inputs)
+
+
+# ---------------------------------------------------------------- packed sequences (varlen)
+
+
+class _Packed(NamedTuple):
+    """The checked sizes of a call on packed sequences."""
+
+    n_seq: int
+    total_q: int
+    total_kv: int
+    h_q: int
+    h_kv: int
+    d: int
+
+
+def _host(arrays: Arrays, a: Any) -> np.ndarray:
+    """A host copy of a small array (the sequence offsets)."""
+    if arrays.kind == "numpy":
+        return np.asarray(a)
+    if arrays.kind == "torch":
+        return a.cpu().numpy()
+    return a.get()
+
+
+def _capturing(arrays: Arrays) -> bool:
+    """Whether the current stream is capturing a CUDA graph (no host copy may be made)."""
+    if arrays.kind == "torch":
+        return bool(arrays.torch.cuda.is_current_stream_capturing())
+    if arrays.kind == "cupy":
+        import cupy
+
+        return bool(cupy.cuda.get_current_stream().is_capturing())
+    return False
+
+
+def _count(arrays: Arrays, name: str, x: Any) -> int:
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) or x < 0:
+        raise arrays.error(f"{name} must be an int >= 0 (a length of sequence), got {x!r}")
+    return int(x)
+
+
+def _packed(
+    fn: str,
+    named: dict[str, Any],
+    cu_q: Any,
+    cu_k: Any,
+    max_q: Any,
+    max_k: Any,
+    interpret: bool,
+) -> tuple[Arrays, _Packed, int, int]:
+    """The arrays' library, the call's sizes and (max_seqlen_q, max_seqlen_k), checked: q [total_q,
+    H_q, D], k and v [total_kv, H_kv, D] of one dtype; cu_seqlens_q and cu_seqlens_k i32 [B + 1],
+    contiguous, of the arrays' library and device; and, read back from the device (unless the
+    stream is capturing a graph), offsets from 0, non-decreasing, ending at total_q and
+    total_kv, no sequence longer than max_seqlen_q (max_seqlen_k)."""
+    arrays = Arrays(fn, {**named, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}, interpret)
+    shapes = {}
+    for name, a in named.items():
+        if len(a.shape) != 3:
+            raise arrays.error(
+                f"{name} must be 3-D [total_tokens, heads, head_dim] (packed sequences), got "
+                f"shape {tuple(a.shape)}"
+            )
+        arrays.check_dtype(a, name, DTYPES)
+        shapes[name] = tuple(int(x) for x in a.shape)
+    for name, a in named.items():
+        if arrays.dtype(a) != arrays.dtype(named["q"]):
+            raise arrays.error(
+                f"{name} is {arrays.dtype(a)} but q is {arrays.dtype(named['q'])}; they must match"
+            )
+    total_q, h_q, d = shapes["q"]
+    if shapes["k"] != shapes["v"]:
+        raise arrays.error(f"k has shape {shapes['k']} but v has {shapes['v']}; they must match")
+    total_kv, h_kv, dk = shapes["k"]
+    if dk != d:
+        raise arrays.error(f"q has head_dim {d} but k and v have {dk}")
+    if not supports(d):
+        lo, hi = HEAD_DIM_RANGE
+        raise arrays.error(f"head_dim {d} is not supported; this takes {lo} to {hi}")
+    if h_kv == 0 or h_q % h_kv:
+        raise arrays.error(
+            f"q has {h_q} heads and k, v have {h_kv}: the number of key/value heads must divide "
+            "the number of query heads (grouped-query attention)"
+        )
+    for name, cu in (("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k)):
+        if len(cu.shape) != 1 or cu.shape[0] < 2:
+            raise arrays.error(
+                f"{name} must be 1-D [batch + 1] (each sequence's first row, then the total), "
+                f"got shape {tuple(cu.shape)}"
+            )
+        arrays.check_dtype(cu, name, ("i32",))
+        if arrays.strides(cu) != (1,):
+            raise arrays.error(f"{name} must be contiguous, got stride {arrays.strides(cu)[0]}")
+    if cu_q.shape != cu_k.shape:
+        raise arrays.error(
+            f"cu_seqlens_q has {cu_q.shape[0]} entries but cu_seqlens_k has {cu_k.shape[0]}: "
+            "both are batch + 1 long"
+        )
+    tops = _count(arrays, "max_seqlen_q", max_q), _count(arrays, "max_seqlen_k", max_k)
+    if not _capturing(arrays):
+        for name, cu, total, rows, top in (
+            ("cu_seqlens_q", cu_q, total_q, "q", tops[0]),
+            ("cu_seqlens_k", cu_k, total_kv, "k and v", tops[1]),
+        ):
+            c = _host(arrays, cu).astype(np.int64)
+            lengths = np.diff(c)
+            if c[0] != 0:
+                raise arrays.error(f"{name} must start at 0, got {c[0]}")
+            if (lengths < 0).any():
+                i = int(np.argmax(lengths < 0))
+                raise arrays.error(
+                    f"{name} must be non-decreasing (cumulative sequence lengths): entry "
+                    f"{i + 1} ({c[i + 1]}) is below entry {i} ({c[i]})"
+                )
+            if c[-1] != total:
+                raise arrays.error(
+                    f"{name} ends at {c[-1]} but {rows} have {total} rows: its last entry is "
+                    "the total number of tokens"
+                )
+            if lengths.max() > top:
+                i = int(np.argmax(lengths))
+                raise arrays.error(
+                    f"max_seqlen_{name[-1]}={top} is below the length of sequence {i} "
+                    f"({lengths[i]})"
+                )
+    dims = _Packed(cu_q.shape[0] - 1, total_q, total_kv, h_q, h_kv, d)
+    return arrays, dims, tops[0], tops[1]
+
+
+def _strides3(arrays: Arrays, a: Any) -> tuple[int, int, int]:
+    n, h, d = arrays.strides(a)
+    return h, n, d  # the varlen kernels take (head, row, column)
+
+
+def _varlen_band(causal: bool, left: int, right: int) -> tuple[int, int, int]:
+    """(BAND, left, right) of the varlen kernels: each side's reach from a sequence's diagonal,
+    UNBOUNDED where it has none (causal: right at most 0); BAND 0 where neither is bounded."""
+    if causal:
+        right = 0 if right < 0 else min(right, 0)
+    band = int(left >= 0 or right >= 0)
+    return band, (left if left >= 0 else UNBOUNDED), (right if right >= 0 else UNBOUNDED)
+
+
+def _varlen_slopes(arrays: Arrays, slopes: Any, dims: _Packed) -> int:
+    return _alibi(arrays, slopes, dims.n_seq, dims.h_q, 0, 0, False)[0]
+
+
+def attention_varlen(
+    q: Any,
+    k: Any,
+    v: Any,
+    cu_seqlens_q: Any,
+    cu_seqlens_k: Any,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    causal: bool = False,
+    scale: float | None = None,
+    *,
+    bottom_right: bool = True,
+    window: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    alibi_slopes: Any = None,
+    interpret: bool = False,
+) -> tuple[Any, Any]:
+    """(o, lse) of packed sequences (FlashAttention's varlen): q [total_q, H_q, D], k and v
+    [total_kv, H_kv, D], sequence b the rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 of q and
+    cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1 of k and v (i32 [B + 1] arrays of the same
+    library and device), attending within itself only; max_seqlen_q and max_seqlen_k bound the
+    sequences' lengths (the grid's). o [total_q, H_q, D] like q, lse f32 [H_q, total_q].
+    ``causal`` and ``window`` align each sequence's band at its bottom right (FlashAttention's
+    rule; ``bottom_right=False``: the top left), ``softcap`` and ``alibi_slopes`` (f32 [H_q] or
+    [B, H_q]: slope * |i + n_kv - n_q - j| per sequence) as in :func:`attention`. A query that
+    sees no key (its band empty, or its sequence without keys) gives 0 and lse +inf. The
+    offsets are read back once per call to check them (a device sync; skipped while a CUDA
+    graph is captured)."""
+    q, k, v = _kept(interpret, q, k, v)
+    left, right, softcap = _window_softcap(window, softcap)
+    arrays, dims, max_q, max_k = _packed(
+        "attention_varlen",
+        {"q": q, "k": k, "v": v},
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        interpret,
+    )
+    band_flag, left, right = _varlen_band(causal, left, right)
+    d, tile = dims.d, tile_of(dims.d)
+    scale, qk_scale = _scales(d, scale)
+    ssb = _varlen_slopes(arrays, alibi_slopes, dims)
+    tables = (FORWARD, FORWARD_SHORT_CAUSAL, UNALIGNED_FORWARD)
+    options = (band_flag, left, right, bool(bottom_right), softcap, scale, max_q, max_k)
+    options += (alibi_slopes is not None, *_settings(q, *tables))
+    inputs = (q, k, v, cu_seqlens_q, cu_seqlens_k)
+    inputs += () if alibi_slopes is None else (alibi_slopes,)
+    hit = replay(interpret, "attention_varlen", inputs, *options)
+    if hit is not None:
+        return hit(*inputs)
+    dtype = _dtype(arrays, q)
+    h_q, total_q = dims.h_q, dims.total_q
+    alloc_o = arrays.allocator((total_q, h_q, d), dtype)
+    alloc_lse = arrays.allocator((h_q, total_q), "f32")
+    rest: tuple[Any, ...] = (h_q, h_q // dims.h_kv, total_q, left, right, int(bool(bottom_right)))
+    rest += _strides3(arrays, q) + _strides3(arrays, k) + _strides3(arrays, v)
+    rest += (d, h_q * d, 1, qk_scale, *_Band(None, softcap).caps(scale))
+    first = _Pipelined(
+        _Where.of(arrays),
+        module("attention.c").attention_varlen_fwd,
+        lambda meta: (cdiv(max_q, meta["BM"]), dims.n_seq * h_q, 1),
+        _forward_config(d, bool(band_flag), max_k, False),
+        BAND=band_flag,
+        SOFTCAP=int(bool(softcap)),
+        ALIBI=int(alibi_slopes is not None),
+        BF16=int(dtype == "bf16"),
+        D=tile,
+        DH=d,
+    )
+
+    def make(launch):
+        def plan(q, k, v, cu_q, cu_k, *slopes):
+            o, lse = alloc_o(), alloc_lse()
+            # (without ALiBi the kernel never reads its slopes: lse stands in)
+            launch(o, lse, q, k, v, cu_q, cu_k, *rest, slopes[0] if slopes else lse, ssb)
+            return o, lse
+
+        return plan
+
+    key = plan_key(interpret, "attention_varlen", inputs, *options)
+    return planned(key, arrays, make, (first,), *inputs)
+
+
+def attention_varlen_backward(
+    do: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    o: Any,
+    lse: Any,
+    cu_seqlens_q: Any,
+    cu_seqlens_k: Any,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    causal: bool = False,
+    scale: float | None = None,
+    *,
+    bottom_right: bool = True,
+    window: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    alibi_slopes: Any = None,
+    interpret: bool = False,
+) -> tuple[Any, Any, Any]:
+    """(dq, dk, dv) of :func:`attention_varlen`'s o for the output gradient ``do``, from its
+    inputs and its outputs ``o`` and ``lse`` (the same options), shaped and typed as q, k, v."""
+    do, q, k, v, o = _kept(interpret, do, q, k, v, o)
+    left, right, softcap = _window_softcap(window, softcap)
+    arrays, dims, max_q, max_k = _packed(
+        "attention_varlen_backward",
+        {"do": do, "q": q, "k": k, "v": v, "o": o},
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        interpret,
+    )
+    for name, a in (("o", o), ("do", do)):
+        if tuple(a.shape) != tuple(q.shape):
+            raise arrays.error(f"{name} has shape {tuple(a.shape)} but q has {tuple(q.shape)}")
+    h_q, total_q, d = dims.h_q, dims.total_q, dims.d
+    if tuple(lse.shape) != (h_q, total_q):
+        raise arrays.error(f"lse must have shape {(h_q, total_q)}, got {tuple(lse.shape)}")
+    arrays.check_dtype(lse, "lse", ("f32",))
+    if total_q and arrays.strides(lse) != (total_q, 1):
+        raise arrays.error("lse must be contiguous, as attention_varlen() returns it")
+    band_flag, left, right = _varlen_band(causal, left, right)
+    scale, qk_scale = _scales(d, scale)
+    ssb = _varlen_slopes(arrays, alibi_slopes, dims)
+    tables = (BACKWARD_DKDV, BACKWARD_DQ, UNALIGNED_DKDV, UNALIGNED_DQ)
+    options = (band_flag, left, right, bool(bottom_right), softcap, scale, max_q, max_k)
+    options += (alibi_slopes is not None, *_settings(q, *tables))
+    inputs = (do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)
+    inputs += () if alibi_slopes is None else (alibi_slopes,)
+    hit = replay(interpret, "attention_varlen_backward", inputs, *options)
+    if hit is not None:
+        return hit(*inputs)
+    tile, dtype, h_kv = tile_of(d), _dtype(arrays, q), dims.h_kv
+    mod = module("attention.c")
+    flags = {"BAND": band_flag, "SOFTCAP": int(bool(softcap)), "BF16": int(dtype == "bf16")}
+    flags |= {"ALIBI": int(alibi_slopes is not None), "D": tile, "DH": d}
+    where = _Where.of(arrays)
+    alloc_dq = arrays.allocator((total_q, h_q, d), dtype)
+    alloc_kv = arrays.allocator((dims.total_kv, h_kv, d), dtype)
+    alloc_rows = arrays.allocator((h_q, total_q), "f32")
+    seq = (h_q // h_kv, total_q, left, right, int(bool(bottom_right)))
+    qkv: tuple[int, ...] = _strides3(arrays, q) + _strides3(arrays, k) + _strides3(arrays, v)
+    qkv += _strides3(arrays, do)
+    dense = (d, h_kv * d, 1)  # dk and dv: contiguous [total_kv, H_kv, D]
+    tail = (qk_scale, scale, *_Band(None, softcap).caps(scale))
+    # delta by the fixed-length preprocess: the packed rows as one sequence of total_q rows
+    pre_rest = (total_q, h_q, 0, *_strides3(arrays, o), 0, *_strides3(arrays, do))
+    launches = (
+        Launch(
+            arrays,
+            mod.attention_bwd_preprocess,
+            (cdiv(total_q, PREPROCESS_BM), h_q),
+            4,
+            D=tile,
+            DH=d,
+            BM=PREPROCESS_BM,
+        ),
+        _Pipelined(
+            where,
+            mod.attention_varlen_bwd_dkdv,
+            lambda meta: (cdiv(max_k, meta["BN"]), dims.n_seq * h_kv, 1),
+            _dkdv_config(d, False),
+            **flags,
+        ),
+        _Pipelined(
+            where,
+            mod.attention_varlen_bwd_dq,
+            lambda meta: (cdiv(max_q, meta["BM"]), dims.n_seq * h_q, 1),
+            _dq_config(d),
+            **flags,
+        ),
+    )
+
+    def make(preprocess, dkdv, dq_launch):
+        def plan(do, q, k, v, o, lse, cu_q, cu_k, *slopes):
+            ab = (slopes[0] if slopes else lse, ssb)  # (lse: never read without ALiBi)
+            dq, dk, dv, delta = alloc_dq(), alloc_kv(), alloc_kv(), alloc_rows()
+            preprocess(delta, o, do, *pre_rest)
+            dkdv(
+                dk,
+                dv,
+                q,
+                k,
+                v,
+                do,
+                lse,
+                delta,
+                cu_q,
+                cu_k,
+                h_q,
+                h_kv,
+                *seq,
+                *qkv,
+                *dense,
+                *dense,
+                *tail,
+                *ab,
+            )
+            dq_launch(
+                dq, q, k, v, do, lse, delta, cu_q, cu_k, h_q, *seq, *qkv, d, h_q * d, 1, *tail, *ab
+            )
+            return dq, dk, dv
+
+        return plan
+
+    key = plan_key(interpret, "attention_varlen_backward", inputs, *options)
     return planned(key, arrays, make, launches, *inputs)
 
 

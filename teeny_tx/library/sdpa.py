@@ -1,7 +1,9 @@
 """Attention as PyTorch users call it: ``scaled_dot_product_attention`` (the signature, defaults
 and checks of ``torch.nn.functional.scaled_dot_product_attention``, [..., H, N, D]),
-``attention`` (the same on [B, H, N, D] with grouped-query heads taken as they come) and
-``flash_attn_func`` (FlashAttention's, [B, N, H, D]), and the custom ops behind them.
+``attention`` (the same on [B, H, N, D] with grouped-query heads taken as they come),
+``flash_attn_func`` (FlashAttention's, [B, N, H, D]) and ``flash_attn_varlen_func`` (its packed
+sequences, [total_tokens, H, D] with ``cu_seqlens``: the fused op ``teeny_tx::attention_varlen``
+only), and the custom ops behind them.
 
 Input: torch tensors, CUDA (the GPU) or CPU (the NumPy interpreter for the fused kernels).
 Output: the attention output, shaped as SDPA's (or FlashAttention's) and of the inputs' dtype.
@@ -150,6 +152,108 @@ def _grad(ctx, do, _dlse):
 
 
 attention_op.register_autograd(_grad, setup_context=_setup)
+
+
+# ---------------------------------------------------------------- the fused op, packed sequences
+
+
+@library_op("attention_varlen")
+def attention_varlen_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    causal: bool,
+    scale: float,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    alibi_slopes: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(o [total_q, H_q, D], lse f32 [H_q, total_q]) of packed sequences, bottom right:
+    :func:`teeny_tx.library.attention.attention_varlen`."""
+    return run(
+        "attention_varlen",
+        library.attention_varlen,
+        q,
+        k,
+        v,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        causal,
+        scale,
+        **_options(False, window_left, window_right, softcap, alibi_slopes),
+    )
+
+
+@fake(attention_varlen_op)
+def _(q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, left, right, softcap, alibi_slopes):
+    total, h, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((h, total), dtype=torch.float32)
+
+
+@library_op("attention_varlen_backward")
+def attention_varlen_backward_op(
+    do: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    causal: bool,
+    scale: float,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    alibi_slopes: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return run(
+        "attention_varlen_backward",
+        library.attention_varlen_backward,
+        do,
+        q,
+        k,
+        v,
+        o,
+        lse,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        causal,
+        scale,
+        **_options(False, window_left, window_right, softcap, alibi_slopes),
+    )
+
+
+@fake(attention_varlen_backward_op)
+def _(do, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale, left, right, cap, _a):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _setup_varlen(ctx, inputs, output):
+    q, k, v, cu_q, cu_k, *options = inputs
+    ctx.options = options
+    ctx.save_for_backward(q, k, v, *output, cu_q, cu_k)
+    ctx.mark_non_differentiable(output[1])
+
+
+def _grad_varlen(ctx, do, _dlse):
+    q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+    grads = attention_varlen_backward_op(dense(do), q, k, v, o, lse, cu_q, cu_k, *ctx.options)
+    return (*grads, None, None) + (None,) * len(ctx.options)
+
+
+attention_varlen_op.register_autograd(_grad_varlen, setup_context=_setup_varlen)
 
 
 # ---------------------------------------------------------------- the blockwise path
@@ -513,6 +617,116 @@ def flash_attn_func(
     )
     out = o.transpose(1, 2)
     return (out, lse) if return_lse else out
+
+
+def flash_attn_varlen_func(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    dropout_p: float = 0.0,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+    window_size: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    alibi_slopes: torch.Tensor | None = None,
+    deterministic: bool = False,
+    return_attn_probs: bool = False,
+    return_lse: bool = False,
+) -> Any:
+    """FlashAttention's ``flash_attn_varlen_func``: packed sequences, q [total_q, H_q, D], k and
+    v [total_k, H_kv, D] (H_kv dividing H_q), sequence b the rows cu_seqlens_q[b] ..
+    cu_seqlens_q[b + 1] - 1 of q and cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1 of k and v
+    (int32 [B + 1] tensors on q's device), each attending within itself; max_seqlen_q and
+    max_seqlen_k at least the longest sequences. Returns out [total_q, H_q, D], and with
+    ``return_lse`` or ``return_attn_probs`` (out, lse f32 [H_q, total_q]): the probabilities
+    themselves are never formed. ``causal``, ``window_size``, ``softcap`` and
+    ``alibi_slopes`` ([H_q] or [B, H_q]) as :func:`flash_attn_func` takes them, aligned at each
+    sequence's own bottom right; a query that sees no key gives 0 (lse +inf). The fused
+    kernels only (f16/bf16, head dims 32 to 256; anything else raises AttentionError), forward
+    and backward, with no padding and no copy: the grid covers the longest sequence and each
+    program ends at its own sequence's length. The offsets are checked on the host (from 0,
+    non-decreasing, ending at total_q and total_k; a device sync per call, skipped while a
+    CUDA graph is captured). The backward is deterministic (no atomics); ``dropout_p`` > 0
+    raises NotImplementedError."""
+    fn = "flash_attn_varlen_func"
+    if dropout_p:
+        raise NotImplementedError(f"{fn}: dropout_p > 0 is not supported; pass dropout_p=0.0")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 3:
+            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise AttentionError(
+                f"{fn}: {name} must be 3-D [total_tokens, heads, head_dim], got {shape}"
+            )
+    if not (q.dtype == k.dtype == v.dtype) or q.dtype not in _FUSED_DTYPES:
+        raise AttentionError(
+            f"{fn}: q, k and v must all be float16 or all bfloat16 (it runs in the fused "
+            f"kernels), got {q.dtype}, {k.dtype} and {v.dtype}"
+        )
+    if not (q.device == k.device == v.device) or q.device.type not in ("cuda", "cpu"):
+        raise AttentionError(
+            f"{fn}: q, k and v must be on one CUDA device (or the CPU: the interpreter), got "
+            f"{q.device}, {k.device} and {v.device}"
+        )
+    if k.shape != v.shape or k.shape[-1] != q.shape[-1]:
+        raise AttentionError(
+            f"{fn}: k and v must have one shape and q's head dim: q {tuple(q.shape)}, k "
+            f"{tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if k.shape[1] == 0 or q.shape[1] % k.shape[1]:
+        raise AttentionError(
+            f"{fn}: the number of key/value heads ({k.shape[1]}) must divide the number of "
+            f"query heads ({q.shape[1]})"
+        )
+    lo, hi = library.HEAD_DIM_RANGE
+    if not library.supports(q.shape[-1]):
+        raise AttentionError(f"{fn}: head dim {q.shape[-1]} is not supported; it takes {lo}-{hi}")
+    for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        if not isinstance(cu, torch.Tensor) or cu.dtype != torch.int32 or cu.dim() != 1:
+            what = f"{cu.dtype} {tuple(cu.shape)}" if isinstance(cu, torch.Tensor) else type(cu)
+            raise AttentionError(
+                f"{fn}: {name} must be a 1-D torch.int32 tensor [batch + 1], got {what}"
+            )
+        if cu.device != q.device:
+            raise AttentionError(
+                f"{fn}: {name} is on {cu.device} but q is on {q.device}: pass the offsets on "
+                "q's device"
+            )
+    for name, n in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise AttentionError(f"{fn}: {name} must be an int >= 0, got {n!r}")
+    window = _window(window_size, fn)
+    if not isinstance(softcap, (int, float)) or not math.isfinite(softcap) or softcap < 0:
+        raise ValueError(f"{fn}: softcap must be a finite number >= 0, got {softcap!r}")
+    if softmax_scale is not None and not math.isfinite(float(softmax_scale)):
+        raise AttentionError(f"{fn}: softmax_scale must be a finite number, got {softmax_scale}")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else float(softmax_scale)
+    if alibi_slopes is not None:
+        want = ((q.shape[1],), (cu_seqlens_q.shape[0] - 1, q.shape[1]))
+        if not isinstance(alibi_slopes, torch.Tensor) or tuple(alibi_slopes.shape) not in want:
+            raise AttentionError(
+                f"{fn}: alibi_slopes must be a tensor of shape {want[0]} or {want[1]}"
+            )
+        alibi_slopes = alibi_slopes.to(device=q.device, dtype=torch.float32).contiguous()
+    out, lse = attention_varlen_op(
+        q,
+        k,
+        v,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        bool(causal),
+        scale,
+        window[0],
+        window[1],
+        float(softcap),
+        alibi_slopes,
+    )
+    return (out, lse) if return_lse or return_attn_probs else out
 
 
 def _window(window_size: Any, fn: str) -> tuple[int, int]:
