@@ -10,7 +10,7 @@ warmed up, CUDA-graph capture. See docs/graph-ops.md.
 
 from __future__ import annotations
 
-from .library import families
+from .library import families, norm_families
 from .library.families import *  # noqa: F403  (the generated families: elu, ELU, ...)
 from .library.graph_ops import Launch, op
 from .library.hf_patch import patch, unpatch_rope
@@ -36,6 +36,7 @@ from .library.modules import (
     Linear,
     RMSNorm,
 )
+from .library.norm_families import *  # noqa: F403  (batch_norm, BatchNorm2d, ...)
 from .library.sdpa import (
     attention,
     flash_attn_func,
@@ -106,3 +107,4 @@ __all__ = [
     "unpatch_rope",
 ]
 __all__ += families.__all__
+__all__ += norm_families.__all__

@@ -382,3 +382,41 @@ def target_arch(arch: str):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(launch, "device_target", lambda **_: Target.from_arch(arch))
         yield
+
+
+# ---------------------------------------------------------------- the launches of a library op
+
+
+def recorded_launches(call) -> list:
+    """(kernel, args, options) of every launch ``call()`` makes through the ops of
+    teeny_tx.library.graph_ops (run as usual: CPU tensors on the interpreter), in order."""
+    from teeny_tx.library import graph_ops
+
+    seen = []
+    original = graph_ops.Launch.__call__
+
+    def record(self, kernel, grid, *args, **options):
+        seen.append((kernel, args, options))
+        return original(self, kernel, grid, *args, **options)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(graph_ops.Launch, "__call__", record)
+        call()
+    return seen
+
+
+def compile_launches_sm90(launches) -> set[str]:
+    """NVRTC-compile for sm_90 the specialisation of each recorded launch (tensors by their
+    dtype names, scalars and constexprs as launched), each distinct source once; returns the
+    kernels' names."""
+    names, sources = set(), set()
+    for kernel, args, options in launches:
+        spelled = [
+            dtype_name(a.dtype) if hasattr(a, "dtype") and hasattr(a, "shape") else a for a in args
+        ]
+        source = kernel.cuda_source(*spelled, **options)
+        if source not in sources:
+            sources.add(source)
+            assert nvrtc_compile(source, kernel.name), kernel.name
+        names.add(kernel.name)
+    return names

@@ -12,6 +12,10 @@ Input: :data:`POINTWISE`, the rows of the pointwise activation family, whose ker
 :func:`teeny_tx.library.graph_ops.op`, so CUDA tensors run on the GPU and CPU tensors on the
 interpreter, under autograd and ``torch.compile`` alike. Adding an activation is a row here and
 a branch of each helper in ``kernels/pointwise.c``.
+
+The sibling families (norm_families.py, ...) share this pattern and the helpers of
+family_ops.py; this module holds the index of every family's docs table (:data:`FAMILIES`,
+:func:`rewrite_docs`, ``python -m teeny_tx.library.families``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from torch import nn
 
 from ..errors import TeenyError
 from ..runtime.grid import cdiv
+from . import norm_families
+from .family_ops import acc_dtype, check_params, param, typed
 from .graph_ops import Launch, op
 from .loader import module
 from .torch_ops import LIB
@@ -86,22 +92,10 @@ POINTWISE: tuple[Pointwise, ...] = (
 )  # fmt: skip
 
 
-CHECKS: dict[str, Callable[[float], bool]] = {
-    "nonzero": lambda v: v != 0,
-    "nonnegative": lambda v: v >= 0,
-    "positive": lambda v: v > 0,
-}
-
-
 def _check_params(row: Pointwise | Loss, values: tuple[float, ...]) -> None:
     """A TeenyError where a parameter value is one torch refuses (the row's ``checks``)."""
     given = dict(zip([p for p, _ in row.params], values, strict=True))
-    for name, kind in row.checks:
-        if not CHECKS[kind](given[name]):
-            raise TeenyError(
-                f"teeny_tx.torch.{row.name}: {name} must be {kind.replace('non', 'non-')}, "
-                f"not {given[name]}"
-            )
+    check_params(f"teeny_tx.torch.{row.name}", given, row.checks)
 
 
 def _scalars(values: tuple[float, ...]) -> tuple[float, float]:
@@ -115,18 +109,6 @@ def _launch(launch: Launch, kernel: str, act: int, out: torch.Tensor, *args: Any
     if n:
         fn = getattr(module(KERNEL_FILE), kernel)
         launch(fn, (cdiv(n, BLOCK),), out, *args, n, ACT=act, BLOCK=BLOCK)
-
-
-def _typed(fn: Callable, params: list[inspect.Parameter], returns: Any) -> Callable:
-    """``fn`` given the signature ``(launch, *params) -> returns`` that :func:`op` reads."""
-    launch = inspect.Parameter("launch", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    fn.__signature__ = inspect.Signature([launch, *params], return_annotation=returns)  # type: ignore[attr-defined]
-    fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
-    return fn
-
-
-def _param(name: str, annotation: Any) -> inspect.Parameter:
-    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation)
 
 
 def _make_op(row: Pointwise) -> Callable[..., torch.Tensor]:
@@ -149,12 +131,12 @@ def _make_op(row: Pointwise) -> Callable[..., torch.Tensor]:
         _launch(launch, "pointwise_bwd", row.act, dx, x, dy.contiguous(), *_scalars(values))
         return dx
 
-    params = [_param("x", torch.Tensor)] + [_param(p, float) for p, _ in row.params]
-    grads = [_param("out_0", torch.Tensor), _param("grad_0", torch.Tensor)]
+    params = [param("x", torch.Tensor)] + [param(p, float) for p, _ in row.params]
+    grads = [param("out_0", torch.Tensor), param("grad_0", torch.Tensor)]
     return op(
         f"{LIB}::{row.name}",
-        _typed(forward, params, torch.Tensor),
-        _typed(backward, params + grads, torch.Tensor),
+        typed(forward, params, torch.Tensor),
+        typed(backward, params + grads, torch.Tensor),
         grads_for=("x",),
     )
 
@@ -170,7 +152,7 @@ def _make_function(row: Pointwise, custom: Callable[..., torch.Tensor]) -> Calla
         return custom(x, *values)
 
     signature = inspect.Signature(
-        [_param("x", torch.Tensor)]
+        [param("x", torch.Tensor)]
         + [
             inspect.Parameter(
                 p, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d, annotation=float
@@ -243,10 +225,6 @@ LOSSES: tuple[Loss, ...] = (
 )  # fmt: skip
 
 
-def _acc_dtype(x: torch.Tensor) -> torch.dtype:
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
-
-
 def _check_loss(name: str, x: torch.Tensor, target: torch.Tensor, reduction: str) -> None:
     where = f"teeny_tx.torch.{name}"
     if not x.is_floating_point() or x.dtype != target.dtype:
@@ -284,7 +262,7 @@ def _make_loss_op(row: Loss) -> Callable[..., torch.Tensor]:
         if not n:  # torch: the mean of nothing is NaN, the sum 0
             return x.new_full((), float("nan") if reduction == "mean" else 0.0)
         parts = cdiv(n, BLOCK)
-        part = x.new_empty(parts, dtype=_acc_dtype(x))
+        part = x.new_empty(parts, dtype=acc_dtype(x))
         out = x.new_empty(())
         launch(kernels.loss_partial, (parts,), part, x, target, a, n, LOSS=row.loss, BLOCK=BLOCK)
         launch(kernels.loss_total, (1,), out, part, parts, count, BLOCK=BLOCK)
@@ -305,15 +283,15 @@ def _make_loss_op(row: Loss) -> Callable[..., torch.Tensor]:
         return dx, dt
 
     params = (
-        [_param("x", torch.Tensor), _param("target", torch.Tensor)]
-        + [_param(p, float) for p, _ in row.params]
-        + [_param("reduction", str)]
+        [param("x", torch.Tensor), param("target", torch.Tensor)]
+        + [param(p, float) for p, _ in row.params]
+        + [param("reduction", str)]
     )
-    grads = [_param("out_0", torch.Tensor), _param("grad_0", torch.Tensor)]
+    grads = [param("out_0", torch.Tensor), param("grad_0", torch.Tensor)]
     return op(
         f"{LIB}::{row.name}",
-        _typed(forward, params, torch.Tensor),
-        _typed(backward, params + grads, tuple[torch.Tensor, torch.Tensor]),
+        typed(forward, params, torch.Tensor),
+        typed(backward, params + grads, tuple[torch.Tensor, torch.Tensor]),
         grads_for=("x", "target"),
     )
 
@@ -330,7 +308,7 @@ def _make_loss_function(row: Loss, custom: Callable[..., torch.Tensor]) -> Calla
 
     keyword = inspect.Parameter.KEYWORD_ONLY
     signature = inspect.Signature(
-        [_param("input", torch.Tensor), _param("target", torch.Tensor)]
+        [param("input", torch.Tensor), param("target", torch.Tensor)]
         + [inspect.Parameter("reduction", keyword, default="mean", annotation=str)]
         + [inspect.Parameter(p, keyword, default=d, annotation=float) for p, d in row.params],
         return_annotation=torch.Tensor,
@@ -382,7 +360,9 @@ globals().update(FUNCTIONS)
 globals().update(MODULES)
 __all__ = [*FUNCTIONS, *MODULES]
 
-FAMILIES = ("pointwise", "losses")
+# every family's docs table: this module's two, then its siblings' (each its module's docs_table)
+SIBLINGS: dict[str, Callable[[], str]] = {"norms": norm_families.docs_table}
+FAMILIES = ("pointwise", "losses", *SIBLINGS)
 DOCS_END = "<!-- end generated -->"
 
 
@@ -393,6 +373,8 @@ def docs_begin(family: str) -> str:
 
 def docs_table(family: str = "pointwise") -> str:
     """The docs' reference of ``family``, one line per row (docs/families.md)."""
+    if family in SIBLINGS:
+        return SIBLINGS[family]()
     if family == "losses":
         lines = [
             "| Op | Module | Parameters (torch's defaults) | Loss l(x, t) | dl/dx | LOSS |",
