@@ -154,7 +154,7 @@ class Binder:
     def _scalar(self, slot: int, a: Any) -> tuple[Any, Any, bool]:
         """(value to pack, key fact, needs 64-bit indices) of a runtime scalar."""
         p = self.runtime[slot]
-        d = p.dtype
+        d = p.scalar
         if d.kind == "b":
             if not isinstance(a, (bool, np.bool_)):
                 raise LaunchError(
@@ -431,7 +431,7 @@ class Binder:
                 sizes.append(n)
                 sig += [t, f"{ptr} & 15"]
                 packed.append(ptr)
-            elif p.dtype.is_int:
+            elif p.scalar.is_int:
                 f = f"{P}f{i}"
                 lines += [
                     f"    if type({a}) is int:",
@@ -443,7 +443,7 @@ class Binder:
                 packed.append(a)
             else:
                 sig.append(f"type({a})")
-                packed.append(f"{P}bf16_bits({a})" if p.dtype.name == "bf16" else a)
+                packed.append(f"{P}bf16_bits({a})" if p.scalar.name == "bf16" else a)
         for c in consts:
             sig += [c, f"type({c})"]
         # 64-bit indices: an array of more elements (bytes when not contiguous) than i32 holds
@@ -667,7 +667,7 @@ class Binder:
                 packed.append(f"p{i}")
                 pos += 2
             else:
-                packed.append(f"bf16_bits(a{i})" if p.dtype.name == "bf16" else f"a{i}")
+                packed.append(f"bf16_bits(a{i})" if p.scalar.name == "bf16" else f"a{i}")
         scalars = [p for p in self.runtime if p.kind == "scalar"]
         facts = dict(zip([p.name for p in scalars], key[pos : pos + len(scalars)], strict=True))
         tests = [f"({' | '.join(aligned)})"] if aligned else []
@@ -675,11 +675,11 @@ class Binder:
             if p.kind == "pointer" or p.name not in checked:
                 continue
             a = f"a{i}"
-            kind = "int" if p.dtype.is_int else "bool" if p.dtype.kind == "b" else "float"
+            kind = "int" if p.scalar.is_int else "bool" if p.scalar.kind == "b" else "float"
             tests.append(f"type({a}) is not {kind}")
             if _narrowing(p):
                 tests.append(f"{a} > F32_MAX or {a} < -F32_MAX")
-            if p.dtype.is_int:  # the key's fact of it: 1, divisible by 16, or neither
+            if p.scalar.is_int:  # the key's fact of it: 1, divisible by 16, or neither
                 fact = facts[p.name]
                 if fact == 1:
                     tests.append(f"{a} != 1")
@@ -853,10 +853,10 @@ class Packer:
         for p in runtime:
             if p.kind == "pointer":
                 codes.append("Q")
-            elif wide and p.dtype.name == "i32":
+            elif wide and p.scalar.name == "i32":
                 codes.append("q")
             else:
-                codes.append(_CODES[p.dtype.name])
+                codes.append(_CODES[p.scalar.name])
         self.codes = tuple(codes)
         self.names = tuple(p.name for p in runtime)
         self.pointer_slots = tuple(i for i, p in enumerate(runtime) if p.kind == "pointer")
@@ -959,7 +959,7 @@ def launch_stages(num_stages: Any) -> int:
 
 def constexpr_value(p: ParamSpec, value: Any) -> Any:
     """``value`` as the constexpr ``p`` declares it (bool, int or float), or a LaunchError."""
-    d = p.dtype
+    d = p.scalar
     where = f"constexpr '{p.name}' ({p.describe()})"
     if not isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
         raise LaunchError(f"constexpr '{p.name}' must be a number, got {_what(value)}")
@@ -1004,7 +1004,7 @@ _F32_MAX = float(np.finfo(np.float32).max)
 def _narrowing(p: ParamSpec) -> bool:
     """Whether ``p`` is an f32 scalar: the one type struct packs silently out of range (as
     inf; f16 and bf16 values too large raise OverflowError, which the launchers catch)."""
-    return p.kind == "scalar" and p.dtype.name == "f32"
+    return p.kind == "scalar" and p.scalar.name == "f32"
 
 
 def scalar_value(value: Any, dtype: DType) -> Any:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -290,6 +291,7 @@ def _protocol_stream(stream: Any) -> Any:
 def _stream_kind(stream: Any) -> Any:
     """The converter for an unseen stream type: remembered per type."""
     kind = type(stream)
+    convert: Callable[[Any], Any] | None
     if kind is bool:
         convert = None
     elif issubclass(kind, int):
