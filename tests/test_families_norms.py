@@ -340,11 +340,13 @@ def test_every_launch_compiles_for_sm90(dtype):
 
     def run():
         for name in IDS:
-            x, w, b, rm, rv, dy = tensors(name + "sm90", (2, 4, 5), dtype)
-            x.requires_grad_()
-            for training in (True, False) if name != "group_norm" else (True,):
-                y = call(name, OURS[name], x, w, b, rm, rv, training, 2)
-                torch.autograd.grad(y, x, dy)
+            for shape in [(2, 4, 5), (7, 4, 1), (1, 2, 1001)]:  # 1-element rows, long rows
+                x, w, b, rm, rv, dy = tensors(name + "sm90", shape, dtype)
+                x.requires_grad_()
+                modes = (True, False) if name != "group_norm" else (True,)
+                for training in modes if shape[2] > 1 else (False,):
+                    y = call(name, OURS[name], x, w, b, rm, rv, training, 2)
+                    torch.autograd.grad(y, x, dy)
 
     names = compile_launches_sm90(recorded_launches(run))
     kernels = {"norm_row_stats", "norm_combine", "norm_running", "norm_eval_stats"}
