@@ -10,7 +10,7 @@ warmed up, CUDA-graph capture. See docs/graph-ops.md.
 
 from __future__ import annotations
 
-from .library import families, norm_families, pad_families
+from .library import families, norm_families, pad_families, pool_families
 from .library.families import *  # noqa: F403  (the generated families: elu, ELU, ...)
 from .library.graph_ops import Launch, op
 from .library.hf_patch import patch, unpatch_rope
@@ -38,6 +38,7 @@ from .library.modules import (
 )
 from .library.norm_families import *  # noqa: F403  (batch_norm, BatchNorm2d, ...)
 from .library.pad_families import *  # noqa: F403  (pad, ReflectionPad2d, ...)
+from .library.pool_families import *  # noqa: F403  (max_pool2d, MaxPool2d, ...)
 from .library.sdpa import attention, flash_attn_func, scaled_dot_product_attention
 from .library.torch_ops import (
     add_layer_norm,
@@ -104,3 +105,4 @@ __all__ = [
 __all__ += families.__all__
 __all__ += norm_families.__all__
 __all__ += pad_families.__all__
+__all__ += pool_families.__all__
