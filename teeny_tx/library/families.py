@@ -13,9 +13,10 @@ Input: :data:`POINTWISE`, the rows of the pointwise activation family, whose ker
 interpreter, under autograd and ``torch.compile`` alike. Adding an activation is a row here and
 a branch of each helper in ``kernels/pointwise.c``.
 
-The sibling families (norm_families.py, pad_families.py, pool_families.py, ...) share this
-pattern and the helpers of family_ops.py; this module holds the index of every family's docs
-table (:data:`FAMILIES`, :func:`rewrite_docs`, ``python -m teeny_tx.library.families``).
+The sibling families (norm_families.py, pad_families.py, pool_families.py, optimizers.py)
+share this pattern and the helpers of family_ops.py; this module holds the index of every
+family's docs table (:data:`FAMILIES`, :func:`rewrite_docs`,
+``python -m teeny_tx.library.families``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from torch import nn
 
 from ..errors import TeenyError
 from ..runtime.grid import cdiv
-from . import norm_families, pad_families, pool_families
+from . import norm_families, optimizers, pad_families, pool_families
 from .family_ops import acc_dtype, check_params, param, typed
 from .graph_ops import Launch, op
 from .loader import module
@@ -365,6 +366,7 @@ SIBLINGS: dict[str, Callable[[], str]] = {
     "norms": norm_families.docs_table,
     "padding": pad_families.docs_table,
     "pooling": pool_families.docs_table,
+    "optimizers": optimizers.docs_table,
 }
 FAMILIES = ("pointwise", "losses", *SIBLINGS)
 DOCS_END = "<!-- end generated -->"
