@@ -1,6 +1,7 @@
 """teeny_tx for PyTorch (the optional extra ``teeny-tx[torch]``): the kernel library as
 ``torch.library`` custom ops (``torch.ops.teeny_tx.*``), functional forms shaped like
-``torch.nn.functional``'s, ``torch.nn.Module`` drop-ins, an AdamW optimizer, and :func:`op`,
+``torch.nn.functional``'s, ``torch.nn.Module`` drop-ins, ``torch.optim`` drop-ins (AdamW, and
+``teeny_tx.torch.optim``: SGD, Adam, RMSprop, Adagrad, Lion), and :func:`op`,
 which makes your own kernels an op.
 
 CUDA tensors run on the GPU on torch's current stream; CPU tensors run the same kernels on the
@@ -10,7 +11,8 @@ warmed up, CUDA-graph capture. See docs/graph-ops.md.
 
 from __future__ import annotations
 
-from .library import families, norm_families
+from .library import families, norm_families, pad_families, pool_families
+from .library import optimizers as optim
 from .library.families import *  # noqa: F403  (the generated families: elu, ELU, ...)
 from .library.graph_ops import Launch, op
 from .library.hf_patch import patch, unpatch_rope
@@ -37,6 +39,9 @@ from .library.modules import (
     RMSNorm,
 )
 from .library.norm_families import *  # noqa: F403  (batch_norm, BatchNorm2d, ...)
+from .library.optimizers import *  # noqa: F403  (SGD, Adam, RMSprop, Adagrad, Lion)
+from .library.pad_families import *  # noqa: F403  (pad, ReflectionPad2d, ...)
+from .library.pool_families import *  # noqa: F403  (max_pool2d, MaxPool2d, ...)
 from .library.sdpa import (
     attention,
     flash_attn_func,
@@ -108,3 +113,6 @@ __all__ = [
 ]
 __all__ += families.__all__
 __all__ += norm_families.__all__
+__all__ += pad_families.__all__
+__all__ += pool_families.__all__
+__all__ += [*optim.__all__, "optim"]

@@ -409,11 +409,17 @@ def compile_launches_sm90(launches) -> set[str]:
     """NVRTC-compile for sm_90 the specialisation of each recorded launch (tensors by their
     dtype names, scalars and constexprs as launched), each distinct source once; returns the
     kernels' names."""
+    from teeny_tx.dtypes import from_numpy
+    from teeny_tx.library.torch_ops import to_numpy
+
+    def spell(a):
+        if hasattr(a, "dtype") and hasattr(a, "shape"):  # a tensor: its dtype's name
+            return from_numpy(to_numpy(a.detach().reshape(-1)[:0]).dtype).name
+        return a
+
     names, sources = set(), set()
     for kernel, args, options in launches:
-        spelled = [
-            dtype_name(a.dtype) if hasattr(a, "dtype") and hasattr(a, "shape") else a for a in args
-        ]
+        spelled = [spell(a) for a in args]
         source = kernel.cuda_source(*spelled, **options)
         if source not in sources:
             sources.add(source)

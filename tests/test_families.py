@@ -18,13 +18,28 @@ from teeny_tx import TeenyError  # noqa: E402
 from teeny_tx.library import families  # noqa: E402
 from teeny_tx.library.loader import kernel_text, module  # noqa: E402
 
-from .conftest import nvrtc_compile, stable_seed  # noqa: E402
+from .conftest import (  # noqa: E402
+    UNIT_ROUNDOFF,
+    assert_close_elementwise,
+    compile_launches_sm90,
+    dtype_name,
+    nvrtc_compile,
+    recorded_launches,
+    stable_seed,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-ROWS = families.POINTWISE
+ROWS = [r for r in families.POINTWISE if not r.slope]  # scalar parameters (PReLU: below)
 IDS = [r.name for r in ROWS]
-# parameters other than torch's defaults, exact in f32 (the kernel's scalars are f32)
-OTHER = {"elu": (0.5,), "celu": (2.0,), "hardtanh": (-2.0, 0.5), "softplus": (2.0, 5.0)}
+# parameters other than torch's defaults, exact in f32 (the kernel's scalars are f32); the only
+# ones of a row whose parameters have no defaults (threshold)
+OTHER = {
+    "elu": (0.5,),
+    "celu": (2.0,),
+    "hardtanh": (-2.0, 0.5),
+    "softplus": (2.0, 5.0),
+    "threshold": (0.5, -2.0),
+}
 KINKS = [0.0, -3.0, 3.0, -1.0, 1.0, 6.0, -2.0, 0.5, 2.5, 10.0, 21.0, -30.0, 40.0]
 
 
@@ -39,6 +54,8 @@ def data(name: str, shape: tuple[int, ...], dtype=torch.float64) -> torch.Tensor
 
 def cases(row: families.Pointwise) -> list[tuple[float, ...]]:
     defaults = tuple(d for _, d in row.params)
+    if None in defaults:  # torch has no defaults for them
+        return [OTHER[row.name]]
     return [defaults, OTHER[row.name]] if row.name in OTHER else [defaults]
 
 
@@ -151,10 +168,11 @@ def test_parameters_torch_refuses_are_a_clear_error():
 
 def test_kernel_branches_are_the_tables_rows():
     text = kernel_text(families.KERNEL_FILE)
+    rows = families.POINTWISE
     branches = dict(re.findall(r"ACT == (\d+)\) \{\s*/\* (\w+)", text))
-    assert {int(k): v for k, v in branches.items()} == {r.act: r.name for r in ROWS}
-    assert len({r.act for r in ROWS}) == len(ROWS) and len({r.module for r in ROWS}) == len(ROWS)
-    assert all(len(r.params) <= 2 for r in ROWS)  # the kernel's scalars a and b
+    assert {int(k): v for k, v in branches.items()} == {r.act: r.name for r in rows}
+    assert len({r.act for r in rows}) == len(rows) and len({r.module for r in rows}) == len(rows)
+    assert all(len(r.params) <= 2 for r in rows)  # the kernel's scalars a and b
 
 
 def test_docs_table_is_generated_from_the_family_table():
@@ -170,7 +188,115 @@ def test_docs_table_is_generated_from_the_family_table():
 def test_every_branch_compiles_for_sm90(kernel):
     fn = getattr(module(families.KERNEL_FILE), kernel)
     pointers = 2 if kernel == "pointwise_fwd" else 3
-    for row in ROWS:
+    for row in families.POINTWISE:
         dtype = ("bf16", "f16", "f32")[row.act % 3]
         source = fn.cuda_source(*[dtype] * pointers, 1.0, 2.0, 1001, ACT=row.act, BLOCK=1024)
         assert nvrtc_compile(source, kernel), row.name
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_infinities_and_nan_as_torch(row):
+    """y and dy/dx at +-inf, NaN and 0 are torch's (softsign's gradient at +-inf is 0, the
+    limit, where torch's formula gives NaN)."""
+    x = torch.tensor([float("inf"), -float("inf"), float("nan"), 0.0], dtype=torch.float64)
+    for values in cases(row):
+        ours, ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+        y, want = families.FUNCTIONS[row.name](ours, *values), row.reference(ref, *values)
+        torch.testing.assert_close(y, want, equal_nan=True, rtol=0, atol=0)
+        (gx,) = torch.autograd.grad(y.sum(), ours)
+        (gref,) = torch.autograd.grad(want.sum(), ref)
+        if row.name == "softsign":
+            assert gx[:2].tolist() == [0.0, 0.0] and gref[:2].isnan().all()
+            gx, gref = gx[2:], gref[2:]
+        torch.testing.assert_close(gx, gref, equal_nan=True, rtol=0, atol=1e-16)
+
+
+def test_threshold_has_torchs_required_arguments():
+    x = data("threshold", (40,))
+    with pytest.raises(TypeError):
+        ttx.threshold(x)
+    torch.testing.assert_close(
+        ttx.threshold(x, value=1.5, threshold=-0.25), torch.nn.functional.threshold(x, -0.25, 1.5)
+    )
+
+
+# ---------------------------------------------------------------- PReLU: a tensor of slopes
+
+PRELU_SHAPES = [(1,), (7,), (3, 1), (2, 3, 33), (2, 5, 1001), (2, 4, 3, 5)]
+
+
+def prelu_case(shape, dtype, channels: bool, device="cpu"):
+    g = torch.Generator().manual_seed(stable_seed("prelu", shape, str(dtype), channels))
+    x = (torch.randn(shape, generator=g, dtype=torch.float64) * 3).to(device, dtype)
+    c = shape[1] if channels and len(shape) >= 2 else 1
+    w = (torch.rand(c, generator=g, dtype=torch.float64) - 0.3).to(device, dtype)
+    dy = torch.randn(shape, generator=g, dtype=torch.float64).to(device, dtype)
+    return x, w, dy
+
+
+def check_prelu(x, w, dy, dtype):
+    """y and dx: one rounding of the float64 result (both a product of two elements); dw: a
+    sum of x dy, one rounding plus 16 u(acc) of the sum of |x dy|."""
+    xg, wg = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    y = ttx.prelu(xg, wg)
+    assert y.dtype == dtype and y.shape == x.shape
+    x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    want = torch.nn.functional.prelu(x64, w64)
+    assert_close_elementwise(y, want, dtype, ulps=1.0, what="prelu y")
+    gx, gw = torch.autograd.grad(y, (xg, wg), dy)
+    rx, rw = torch.autograd.grad(want, (x64, w64), dy.double())
+    assert_close_elementwise(gx, rx, dtype, ulps=1.0, what="prelu dx")
+    terms = torch.where(x64.detach() <= 0, (x64.detach() * dy.double()).abs(), 0.0)
+    if w.numel() == 1:
+        cond = terms.sum().reshape(w.shape)
+    else:
+        cond = terms.transpose(0, 1).reshape(w.numel(), -1).sum(1)
+    u = UNIT_ROUNDOFF[dtype_name(dtype)]
+    u_acc = UNIT_ROUNDOFF["f64" if dtype == torch.float64 else "f32"]
+    scale = rw.abs() + (16 * u_acc / u) * (rw.abs() + cond.abs())
+    assert_close_elementwise(gw, rw, dtype, ulps=1.0, scale=scale, what="prelu dweight")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape", PRELU_SHAPES)
+def test_prelu_matches_float64(shape, dtype):
+    for channels in (False, True):
+        check_prelu(*prelu_case(shape, dtype, channels), dtype)
+
+
+def test_prelu_strided_gradcheck_module_and_errors():
+    x, w, dy = prelu_case((6, 4, 10), torch.float32, True)
+    check_prelu(x.transpose(0, 2)[::2].transpose(0, 2)[:, :, 1:], w, dy[:, :, :4], torch.float32)
+    xs, ws, _ = prelu_case((2, 3, 4), torch.float64, True)
+    assert torch.autograd.gradcheck(ttx.prelu, (xs.requires_grad_(), ws.requires_grad_()))
+    ours, theirs = ttx.PReLU(3, init=0.1), torch.nn.PReLU(3, init=0.1)
+    assert isinstance(ours, torch.nn.PReLU) and repr(ours) == repr(theirs)
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    x = prelu_case((2, 3, 4), torch.float32, True)[0]
+    y, want = ours(x), theirs(x)
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+    torch.testing.assert_close(
+        torch.autograd.grad(y.sum(), ours.weight), torch.autograd.grad(want.sum(), theirs.weight)
+    )
+    torch.library.opcheck(torch.ops.teeny_tx.prelu.default, (xs, ws))
+    for fn, says in [
+        (lambda: ttx.prelu(x, torch.ones(2)), "2 slopes for an input of 3 channels"),
+        (lambda: ttx.prelu(x, torch.ones(1, 3)), "weight must be 1 or C slopes"),
+        (lambda: ttx.prelu(x.int(), torch.ones(3)), "input must be a float tensor"),
+        (lambda: ttx.prelu(x, torch.ones(3, dtype=torch.int32)), "weight must be a float"),
+    ]:
+        with pytest.raises(TeenyError, match=says):
+            fn()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_prelu_launches_compile_for_sm90(dtype):
+    def run():
+        for shape in PRELU_SHAPES:
+            x, w, dy = prelu_case(shape, dtype, True)
+            x.requires_grad_()
+            w.requires_grad_()
+            torch.autograd.grad(ttx.prelu(x, w), (x, w), dy)
+
+    names = compile_launches_sm90(recorded_launches(run))
+    assert names == {"prelu_fwd", "prelu_bwd", "prelu_wsum"}

@@ -107,6 +107,9 @@ def compare(name, shape, groups, dtype, training, transform=lambda t: t, device=
     x = transform(tensors(name, shape, dtype, device=device)[0]).requires_grad_()
     shape = tuple(x.shape)
     _, w0, b0, rm0, rv0, dy = tensors(name, shape, dtype, device=device)
+    if not x.is_contiguous():  # the parameters and buffers as views too
+        w0, b0, rm0, rv0 = (torch.stack([t, t], 1).view(-1)[::2] for t in (w0, b0, rm0, rv0))
+        assert not w0.is_contiguous()
     w, b = w0.clone().requires_grad_(), b0.clone().requires_grad_()
     rm, rv = rm0.clone(), rv0.clone()
     y = call(name, OURS[name], x, w, b, rm, rv, training, groups)
@@ -119,8 +122,13 @@ def compare(name, shape, groups, dtype, training, transform=lambda t: t, device=
                                    groups, training, rv0.double())  # fmt: skip
     view = (-1,) + (1,) * (len(shape) - 2)
     wv, bv, xd = w64.detach().view(view), b64.detach().view(view), x64.detach()
-    # y = xhat w + b: xhat errs by the roundings of x - mean (relative to |x| rstd) and rstd
-    check(y, y64, dtype, wv.abs() * (xhat.abs() + xd.abs() * rstd) + bv.abs(), 4, f"{name} y")
+    # y = xhat w + b: xhat errs by the roundings of x - mean (relative to |x| rstd, and the
+    # mean's own to the mean of |x| over the statistic's elements) and of rstd
+    if training:
+        spread = (xd.abs() + segment_sum(xd.abs(), name, groups) / count) * rstd
+    else:  # x - running_mean
+        spread = (xd.abs() + rm64.abs().view(view)) * rstd
+    check(y, y64, dtype, wv.abs() * (xhat.abs() + spread) + bv.abs(), 4, f"{name} y")
     if training and name != "group_norm":
         momentum, mean = 0.1, segment_sum(xd, name, groups) / count
         sigma = torch.sqrt(segment_sum((xd - mean) ** 2, name, groups) / count)
@@ -340,11 +348,13 @@ def test_every_launch_compiles_for_sm90(dtype):
 
     def run():
         for name in IDS:
-            x, w, b, rm, rv, dy = tensors(name + "sm90", (2, 4, 5), dtype)
-            x.requires_grad_()
-            for training in (True, False) if name != "group_norm" else (True,):
-                y = call(name, OURS[name], x, w, b, rm, rv, training, 2)
-                torch.autograd.grad(y, x, dy)
+            for shape in [(2, 4, 5), (7, 4, 1), (1, 2, 1001)]:  # 1-element rows, long rows
+                x, w, b, rm, rv, dy = tensors(name + "sm90", shape, dtype)
+                x.requires_grad_()
+                modes = (True, False) if name != "group_norm" else (True,)
+                for training in modes if shape[2] > 1 else (False,):
+                    y = call(name, OURS[name], x, w, b, rm, rv, training, 2)
+                    torch.autograd.grad(y, x, dy)
 
     names = compile_launches_sm90(recorded_launches(run))
     kernels = {"norm_row_stats", "norm_combine", "norm_running", "norm_eval_stats"}

@@ -13,14 +13,16 @@ Input: :data:`POINTWISE`, the rows of the pointwise activation family, whose ker
 interpreter, under autograd and ``torch.compile`` alike. Adding an activation is a row here and
 a branch of each helper in ``kernels/pointwise.c``.
 
-The sibling families (norm_families.py, ...) share this pattern and the helpers of
-family_ops.py; this module holds the index of every family's docs table (:data:`FAMILIES`,
-:func:`rewrite_docs`, ``python -m teeny_tx.library.families``).
+The sibling families (norm_families.py, pad_families.py, pool_families.py, optimizers.py)
+share this pattern and the helpers of family_ops.py; this module holds the index of every
+family's docs table (:data:`FAMILIES`, :func:`rewrite_docs`,
+``python -m teeny_tx.library.families``).
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +32,8 @@ from torch import nn
 
 from ..errors import TeenyError
 from ..runtime.grid import cdiv
-from . import norm_families
-from .family_ops import acc_dtype, check_params, param, typed
+from . import norm_families, optimizers, pad_families, pool_families
+from .family_ops import acc_dtype, check_params, param, pow2, typed
 from .graph_ops import Launch, op
 from .loader import module
 from .torch_ops import LIB
@@ -46,15 +48,18 @@ REDUCTIONS = ("none", "mean", "sum")
 class Pointwise:
     """One activation of the family: ``name`` (the op and functional name), ``module`` (the
     ``torch.nn`` class it replaces), ``act`` (the kernel's ACT), ``params`` ((name, torch's
-    default), at most two, in the kernel's a, b order), and the formulas, for the docs."""
+    default or None where torch has none), at most two, in the kernel's a, b order), and the
+    formulas, for the docs. ``slope``: the parameter is a tensor ``weight`` of 1 or C slopes,
+    one per channel, with a gradient of its own (PReLU: kernels prelu_fwd and prelu_bwd)."""
 
     name: str
     module: str
     act: int
-    params: tuple[tuple[str, float], ...]
+    params: tuple[tuple[str, float | None], ...]
     forward: str
     backward: str
     checks: tuple[tuple[str, str], ...] = ()  # (parameter, one of CHECKS), as torch refuses
+    slope: bool = False
 
     @property
     def reference(self) -> Callable[..., torch.Tensor]:
@@ -89,6 +94,10 @@ POINTWISE: tuple[Pointwise, ...] = (
     Pointwise("sigmoid", "Sigmoid", 12, (), "1 / (1 + e^-x)", "s (1 - s), s = sigmoid(x)"),
     Pointwise("tanh", "Tanh", 13, (), "tanh(x)", "1 - tanh(x)^2"),
     Pointwise("relu6", "ReLU6", 14, (), "min(max(x, 0), 6)", "1 if 0 < x < 6 else 0"),
+    Pointwise("threshold", "Threshold", 15, (("threshold", None), ("value", None)),
+              "x if x > threshold else value", "1 if x > threshold else 0"),
+    Pointwise("prelu", "PReLU", 16, (), "x if x > 0 else w[c] x",
+              "1 if x > 0 else w[c]; dw[c] = sum of x dy where x <= 0", slope=True),
 )  # fmt: skip
 
 
@@ -113,6 +122,8 @@ def _launch(launch: Launch, kernel: str, act: int, out: torch.Tensor, *args: Any
 
 def _make_op(row: Pointwise) -> Callable[..., torch.Tensor]:
     """The custom op ``teeny_tx::<row.name>``: forward and backward launch pointwise.c."""
+    if row.slope:
+        return _make_slope_op(row)
     k = len(row.params)
 
     def forward(launch: Launch, x: torch.Tensor, *values: float) -> torch.Tensor:
@@ -141,25 +152,92 @@ def _make_op(row: Pointwise) -> Callable[..., torch.Tensor]:
     )
 
 
+def _slopes(row: Pointwise, x: torch.Tensor, weight: torch.Tensor) -> tuple[int, int, int]:
+    """(N, C, inner): x as [N, C, inner] for ``weight``'s C slopes (C = 1: one for all)."""
+    where = f"teeny_tx.torch.{row.name}"
+    for name, t in (("input", x), ("weight", weight)):
+        if not t.is_floating_point():
+            raise TeenyError(f"{where}: {name} must be a float tensor, not {t.dtype}")
+    c = weight.numel()
+    if weight.dim() > 1 or c == 0:
+        raise TeenyError(f"{where}: weight must be 1 or C slopes, not of shape {[*weight.shape]}")
+    if c == 1:
+        return 1, 1, x.numel()
+    if x.dim() < 2 or x.shape[1] != c:
+        raise TeenyError(
+            f"{where}: {c} slopes for an input of {x.shape[1] if x.dim() >= 2 else 1} "
+            "channels (dimension 1)"
+        )
+    return x.shape[0], c, math.prod(x.shape[2:])
+
+
+def _make_slope_op(row: Pointwise) -> Callable[..., torch.Tensor]:
+    """The custom op of a row whose parameter is a tensor of slopes (PReLU): y, and the
+    gradients of x and of the slopes."""
+
+    def forward(launch: Launch, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        _, c, inner = _slopes(row, x, weight)
+        x, y = x.contiguous(), torch.empty_like(x.contiguous())
+        n = x.numel()
+        if n:
+            launch(module(KERNEL_FILE).prelu_fwd, (cdiv(n, BLOCK),), y, x, weight.contiguous(),
+                   n, c, inner, BLOCK=BLOCK)  # fmt: skip
+        return y
+
+    def backward(
+        launch: Launch, x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, dy: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        n, c, inner = _slopes(row, x, weight)
+        x, dy, w = x.contiguous(), dy.contiguous(), weight.contiguous()
+        dx, dw = torch.empty_like(x), weight.new_zeros(weight.shape)
+        rows, kernels = n * c, module(KERNEL_FILE)
+        if not x.numel():
+            return dx, dw
+        part = x.new_empty(rows, dtype=acc_dtype(x))
+        block = min(BLOCK, pow2(inner))
+        per = min(max(1, BLOCK // block), pow2(rows))
+        launch(kernels.prelu_bwd, (cdiv(rows, per),), dx, part, x, dy, w, rows, c, inner,
+               ROWS=per, BLOCK=block)  # fmt: skip
+        launch(kernels.prelu_wsum, (cdiv(c, 256),), dw, part, n, c, BLOCK=256)
+        return dx, dw
+
+    params = [param("x", torch.Tensor), param("weight", torch.Tensor)]
+    grads = [param("out_0", torch.Tensor), param("grad_0", torch.Tensor)]
+    return op(
+        f"{LIB}::{row.name}",
+        typed(forward, params, torch.Tensor),
+        typed(backward, params + grads, tuple[torch.Tensor, torch.Tensor]),
+        grads_for=("x", "weight"),
+    )
+
+
 def _make_function(row: Pointwise, custom: Callable[..., torch.Tensor]) -> Callable:
     """The functional form, ``torch.nn.functional``'s arguments and defaults (``inplace``
-    aside)."""
+    aside); a slope row's is ``(input, weight)``."""
 
-    def function(x: torch.Tensor, *args: float, **kwargs: float) -> torch.Tensor:
+    def function(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         bound = signature.bind(x, *args, **kwargs)
         bound.apply_defaults()
+        if row.slope:
+            return custom(x, bound.arguments["weight"])
         values = [float(bound.arguments[p]) for p, _ in row.params]
         return custom(x, *values)
 
-    signature = inspect.Signature(
-        [param("x", torch.Tensor)]
-        + [
+    arguments = (
+        [param("weight", torch.Tensor)]
+        if row.slope
+        else [
             inspect.Parameter(
-                p, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d, annotation=float
+                p,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=inspect.Parameter.empty if d is None else d,
+                annotation=float,
             )
             for p, d in row.params
-        ],
-        return_annotation=torch.Tensor,
+        ]
+    )
+    signature = inspect.Signature(
+        [param("x", torch.Tensor), *arguments], return_annotation=torch.Tensor
     )
     function.__signature__ = signature  # type: ignore[attr-defined]
     function.__name__ = function.__qualname__ = row.name
@@ -176,6 +254,8 @@ def _make_module(row: Pointwise, function: Callable) -> type[nn.Module]:
     base = getattr(nn, row.module)
 
     def forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+        if row.slope:
+            return function(x, self.weight)
         y = function(x, *[getattr(self, p) for p, _ in row.params])
         return x.copy_(y) if getattr(self, "inplace", False) else y
 
@@ -361,7 +441,12 @@ globals().update(MODULES)
 __all__ = [*FUNCTIONS, *MODULES]
 
 # every family's docs table: this module's two, then its siblings' (each its module's docs_table)
-SIBLINGS: dict[str, Callable[[], str]] = {"norms": norm_families.docs_table}
+SIBLINGS: dict[str, Callable[[], str]] = {
+    "norms": norm_families.docs_table,
+    "padding": pad_families.docs_table,
+    "pooling": pool_families.docs_table,
+    "optimizers": optimizers.docs_table,
+}
 FAMILIES = ("pointwise", "losses", *SIBLINGS)
 DOCS_END = "<!-- end generated -->"
 
@@ -390,9 +475,12 @@ def docs_table(family: str = "pointwise") -> str:
     for r in rows:
         kinds = dict(r.checks)
         params = ", ".join(
-            f"`{p}={d}`" + (f" ({kinds[p].replace('non', 'non-')})" if p in kinds else "")
+            (f"`{p}`" if d is None else f"`{p}={d}`")
+            + (f" ({kinds[p].replace('non', 'non-')})" if p in kinds else "")
             for p, d in r.params
         )
+        if isinstance(r, Pointwise) and r.slope:
+            params = "`weight` (1 or C slopes, learnt)"
         number = r.loss if isinstance(r, Loss) else r.act
         lines.append(
             f"| `{r.name}` | `{r.module}` | {params or 'none'} | {r.forward} | {r.backward} "

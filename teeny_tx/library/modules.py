@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import fused, sdpa
+from . import fused, optimizers, sdpa
 from . import torch_ops as ops
 
 
@@ -160,60 +160,16 @@ class Attention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(b, n, e))
 
 
-class _Flat:
-    """The parameters of one param group that share a device and dtype, stored as views of
-    one flat buffer, with their gradients and moments in flat buffers of their own: the
-    bucket's AdamW step is one launch, whatever the number of tensors.
-
-    Sizes are the parameters' numbers of elements, in the group's order; ``views(flat)`` cuts a
-    flat buffer into per-parameter views of their shapes."""
+class _Flat(optimizers.Bucket):
+    """An AdamW bucket: the parameters of one param group that share a device and dtype as
+    views of one flat buffer (optimizers.Bucket), with the moments ``exp_avg`` and
+    ``exp_avg_sq`` in flat buffers of the moment dtype: one launch steps the bucket."""
 
     def __init__(self, params: list[torch.Tensor], moment: torch.dtype):
-        self.params = params
-        self.sizes = [p.numel() for p in params]
-        first = params[0]
-        total = sum(self.sizes)
-        self.param = torch.empty(total, dtype=first.dtype, device=first.device)
-        self.grad = torch.zeros(total, dtype=first.dtype, device=first.device)
-        self.exp_avg = torch.zeros(total, dtype=moment, device=first.device)
-        self.exp_avg_sq = torch.zeros(total, dtype=moment, device=first.device)
-        for p, view in zip(params, self.views(self.param), strict=True):
-            view.copy_(p.detach())
-            p.data = view  # the parameter now lives in the bucket (its Module sees the same)
-        self.grad_views = self.views(self.grad)
-        for p, view in zip(params, self.grad_views, strict=True):
-            if p.grad is not None:
-                view.copy_(p.grad)
-            p.grad = view  # autograd accumulates into it in place from now on
-        self.moment_views = (self.views(self.exp_avg), self.views(self.exp_avg_sq))
-
-    def views(self, flat: torch.Tensor) -> list[torch.Tensor]:
-        return [v.view(p.shape) for v, p in zip(flat.split(self.sizes), self.params, strict=True)]
-
-    def intact(self) -> bool:
-        """Whether every parameter still lives in the bucket (nobody rebound ``p.data``, e.g.
-        by moving the model after making the optimizer)."""
-        base = self.param.data_ptr()
-        offset = 0
-        for p, n in zip(self.params, self.sizes, strict=True):
-            if p.data_ptr() != base + offset * p.element_size():
-                return False
-            offset += n
-        return True
-
-    def gather_grads(self) -> set[int]:
-        """Put each gradient back in the bucket where something replaced it (an assignment,
-        autograd after ``p.grad = None``): copied in and the view restored. Returns the
-        parameters (ids) whose gradient is None (the bucket then steps tensor by tensor,
-        skipping them, as torch skips them)."""
-        idle = set()
-        for p, view in zip(self.params, self.grad_views, strict=True):
-            if p.grad is None:
-                idle.add(id(p))
-            elif p.grad.data_ptr() != view.data_ptr():
-                view.copy_(p.grad)
-                p.grad = view
-        return idle
+        super().__init__(params)
+        moments = (self.add_state("exp_avg", moment), self.add_state("exp_avg_sq", moment))
+        self.moment_views = moments
+        self.exp_avg, self.exp_avg_sq = self.states["exp_avg"], self.states["exp_avg_sq"]
 
 
 class AdamW(torch.optim.Optimizer):

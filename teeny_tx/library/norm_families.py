@@ -194,6 +194,9 @@ def _make_op(row: Norm) -> Callable[..., Any]:
         running = {"running_mean": running_mean, "running_var": running_var}
         _check(row, x, {"weight": weight, "bias": bias, **running}, groups, batch_stats, eps)
         x, k = x.contiguous(), module(NORM_FILE)
+        weight, bias = weight.contiguous(), bias.contiguous()
+        if running_mean is not None and running_var is not None:
+            running_mean, running_var = running_mean.contiguous(), running_var.contiguous()
         g = geometry(row.segment if batch_stats else "channel", tuple(x.shape), groups)
         y, acc = torch.empty_like(x), acc_dtype(x)
         new_mean, new_var = x.new_empty(0), x.new_empty(0)
@@ -226,7 +229,8 @@ def _make_op(row: Norm) -> Callable[..., Any]:
         groups, batch_stats = rest[2], rest[3]
         mean, rstd, dy = rest[7], rest[8], rest[11]
         x, dy, k = x.contiguous(), dy.contiguous(), module(NORM_FILE)
-        dx, dw, db = torch.empty_like(x), torch.zeros_like(weight), torch.zeros_like(bias)
+        dx, dw, db = torch.empty_like(x), weight.new_zeros(weight.shape), bias.new_zeros(bias.shape)
+        weight = weight.contiguous()
         if not x.numel():
             return dx, dw, db
         g = geometry(row.segment if batch_stats else "channel", tuple(x.shape), groups)

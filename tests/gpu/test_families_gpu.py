@@ -1,7 +1,8 @@
 """The pointwise activation family (kernels/pointwise.c) on CUDA tensors: every row's forward
 and gradient against torch's, for f32, f16 and bf16, odd sizes and a strided view, with
-torch's default and other parameters; Module drop-ins under torch.compile(fullgraph=True); the
-loss family (kernels/losses.c: every row and reduction, forward and both gradients) likewise."""
+torch's default and other parameters; PReLU (y, dx and dweight, one slope or one per channel)
+against float64; Module drop-ins under torch.compile(fullgraph=True); the loss family
+(kernels/losses.c: every row and reduction, forward and both gradients) likewise."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ import teeny_tx.torch as ttx  # noqa: E402
 from teeny_tx.library import families  # noqa: E402
 
 from ..conftest import assert_close_elementwise, stable_seed  # noqa: E402
-from ..test_families import IDS, OTHER, ROWS, cases  # noqa: E402
+from ..test_families import (  # noqa: E402
+    IDS,
+    OTHER,
+    PRELU_SHAPES,
+    ROWS,
+    cases,
+    check_prelu,
+    prelu_case,
+)
 from ..test_families_losses import OTHER as LOSS_OTHER  # noqa: E402
 
 DEV = "cuda"
@@ -71,6 +80,13 @@ def test_strided_view_f32(row):
     dy = torch.ones_like(got)
     (gx,), (gref,) = torch.autograd.grad(got, x, dy), torch.autograd.grad(want, ref, dy)
     torch.testing.assert_close(gx, gref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", PRELU_SHAPES + [(64, 256, 56, 56), (4096, 1000)], ids=str)
+def test_prelu_matches_float64(shape, dtype):
+    for channels in (False, True):
+        check_prelu(*prelu_case(shape, dtype, channels, device=DEV), dtype)
 
 
 def test_compiled_drop_ins_fullgraph():
