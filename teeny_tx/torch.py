@@ -36,6 +36,7 @@ from .library.modules import (
     Embedding,
     LayerNorm,
     Linear,
+    MultiheadAttention,
     RMSNorm,
 )
 from .library.norm_families import *  # noqa: F403  (batch_norm, BatchNorm2d, ...)
@@ -75,6 +76,7 @@ __all__ = [
     "RotaryEmbedding",
     "AdamW",
     "Attention",
+    "MultiheadAttention",
     "CrossEntropyLoss",
     "Dropout",
     "Embedding",

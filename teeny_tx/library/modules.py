@@ -160,6 +160,125 @@ class Attention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(b, n, e))
 
 
+class MultiheadAttention(nn.MultiheadAttention):
+    """torch.nn.MultiheadAttention with its attention on teeny_tx's kernels: the same
+    constructor, parameters and ``state_dict`` (``in_proj_weight``/``in_proj_bias`` or the
+    separate ``q/k/v_proj_weight``, ``out_proj``), the same forward and masks (``attn_mask``:
+    bool True = not allowed, or additive float, [L, S] or [B * H, L, S]; ``key_padding_mask``:
+    [B, S], bool True = ignored, or float; ``is_causal`` the hint that ``attn_mask`` is the
+    causal mask, as torch takes it).
+
+    With ``need_weights=False`` the projections are teeny_tx's linear and the attention
+    :func:`teeny_tx.library.sdpa.scaled_dot_product_attention` (the fused kernels where no
+    mask but a causal one is given), returning ``(output, None)``. What that path does not
+    take runs torch's own forward, with a warning once per reason: ``need_weights=True``
+    (torch's default: the weights are the full L x S matrix; pass ``need_weights=False``),
+    dropout while training (the kernels have none yet), ``add_bias_kv`` / ``add_zero_attn``."""
+
+    _warned: set[str] = set()
+
+    def _torch_path(self, need_weights: bool) -> str | None:
+        if need_weights:
+            return "need_weights=True returns the attention weights (pass need_weights=False)"
+        if self.training and self.dropout > 0:
+            return f"dropout={self.dropout} while training (the kernels have no dropout yet)"
+        if self.bias_k is not None or self.add_zero_attn:
+            return "add_bias_kv / add_zero_attn"
+        return None
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+        attn_mask: torch.Tensor | None = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        reason = self._torch_path(need_weights)
+        if reason is not None:
+            if reason not in MultiheadAttention._warned:
+                MultiheadAttention._warned.add(reason)
+                import warnings
+
+                warnings.warn(
+                    f"teeny_tx MultiheadAttention runs torch's own attention for {reason}",
+                    stacklevel=2,
+                )
+            return super().forward(
+                query, key, value, key_padding_mask, need_weights, attn_mask,
+                average_attn_weights, is_causal,
+            )  # fmt: skip
+        if is_causal and attn_mask is None:
+            raise RuntimeError(
+                "MultiheadAttention: need attn_mask if specifying the is_causal hint (as torch)"
+            )
+        unbatched = query.dim() == 2
+        if unbatched:
+            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        elif self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        n_q, b, e = query.shape  # (L, B, E) from here, as torch's functional form takes it
+        n_kv, h = key.shape[0], self.num_heads
+        if self._qkv_same_embed_dim:
+            w_q, w_k, w_v = self.in_proj_weight.chunk(3)
+        else:
+            w_q, w_k, w_v = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+        b_q = b_k = b_v = None
+        if self.in_proj_bias is not None:
+            b_q, b_k, b_v = self.in_proj_bias.chunk(3)
+
+        def heads(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+            n = x.shape[0]  # [n, B, E'] -> [B, H, n, D]
+            return ops.linear(x, w, bias).view(n, b, h, self.head_dim).permute(1, 2, 0, 3)
+
+        q, k, v = heads(query, w_q, b_q), heads(key, w_k, b_k), heads(value, w_v, b_v)
+        mask = _sdpa_mask(attn_mask, key_padding_mask, b, h, n_q, n_kv, q.dtype)
+        causal = is_causal and key_padding_mask is None  # attn_mask is the causal mask: a hint
+        o = sdpa.scaled_dot_product_attention(q, k, v, None if causal else mask, is_causal=causal)
+        o = o.permute(2, 0, 1, 3).reshape(n_q, b, e)
+        out = ops.linear(o, self.out_proj.weight, self.out_proj.bias)
+        if unbatched:
+            out = out.squeeze(1)
+        elif self.batch_first:
+            out = out.transpose(0, 1)
+        return out, None
+
+
+def _sdpa_mask(
+    attn_mask: torch.Tensor | None,
+    key_padding_mask: torch.Tensor | None,
+    b: int,
+    h: int,
+    n_q: int,
+    n_kv: int,
+    dtype: torch.dtype,
+) -> torch.Tensor | None:
+    """torch.nn.MultiheadAttention's masks (bool True = not allowed, or additive float) as
+    one mask for scaled_dot_product_attention ([B, H, L, S]: bool True = attend, or float)."""
+    parts = []
+    if attn_mask is not None:
+        m = attn_mask if attn_mask.dim() == 2 else attn_mask.view(b, h, n_q, n_kv)
+        parts.append(m)
+    if key_padding_mask is not None:
+        parts.append(key_padding_mask.view(b, 1, 1, n_kv))
+    if not parts:
+        return None
+    if all(p.dtype == torch.bool for p in parts):
+        blocked = parts[0] if len(parts) == 1 else parts[0] | parts[1]
+        return ~blocked.expand(b, h, n_q, n_kv)
+    total = torch.zeros((), dtype=dtype, device=parts[0].device)
+    for p in parts:
+        if p.dtype == torch.bool:
+            p = torch.zeros(p.shape, dtype=dtype, device=p.device).masked_fill(p, float("-inf"))
+        total = total + p.to(dtype)
+    return total.expand(b, h, n_q, n_kv)
+
+
 class _Flat(optimizers.Bucket):
     """An AdamW bucket: the parameters of one param group that share a device and dtype as
     views of one flat buffer (optimizers.Bucket), with the moments ``exp_avg`` and
