@@ -33,6 +33,32 @@ class DType:
         return self
 
 
+@dataclass(frozen=True)
+class PointerDType:
+    """``tl.pointer_type(tl.float16)``: a pointer to elements of a dtype, the type an address
+    loaded from a table of pointers becomes (``x.to(tl.pointer_type(tl.float16))``)."""
+
+    element_ty: DType
+    const: bool = False
+
+    def __repr__(self) -> str:
+        return f"tl.pointer_type({self.element_ty!r}{', const=True' if self.const else ''})"
+
+    @property
+    def tx(self) -> str:
+        """The C cast's type: ``const f16 *``."""
+        return f"{'const ' if self.const else ''}{self.element_ty.tx} *"
+
+
+def pointer_type(element_ty: DType, address_space: int = 1, const: bool = False) -> PointerDType:
+    """Triton's ``tl.pointer_type``: global memory only (address space 1)."""
+    if not isinstance(element_ty, DType):
+        raise TeenyError(f"tl.pointer_type takes a dtype (tl.float16, ...), got {element_ty!r}")
+    if address_space != 1:
+        raise TeenyError("tl.pointer_type: pointers reach global memory only (address_space=1)")
+    return PointerDType(element_ty, bool(const))
+
+
 DTYPES = {
     "int1": "bool",
     "int8": "i8",
@@ -179,8 +205,6 @@ SAME = {
     "randn",
     "randint",
     "debug_barrier",
-    "multiple_of",
-    "max_contiguous",
     "exp",
     "exp2",
     "log",

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CompileError, Location
+from ..errors import CompileError, Location, TeenyError
 from . import builtins as B
 from .program import Origin, Program
 
@@ -290,6 +290,12 @@ class Translator:
             return
         if not isinstance(node.value, ast.Call):
             raise self.error(node, "an expression statement does nothing here (only calls)")
+        if self.static(node.value.func) in HINTS:
+            # Triton marks the value's definition in place; here a hint is a value (x =
+            # tl.multiple_of(x, 16) keeps it), and a discarded one changes nothing
+            self.expr(node.value)  # its arguments are still checked
+            self.put(node, "")
+            return
         self.emit(node, f"{self.expr(node.value).text};")
 
     def stmt_Assign(self, node: ast.Assign) -> None:
@@ -557,6 +563,17 @@ class Translator:
         if isinstance(node, ast.Tuple):
             values = [self.static(e, constexprs) for e in node.elts]
             return NO if any(v is NO for v in values) else tuple(values)
+        if isinstance(node, ast.Call) and self.static(node.func) is B.pointer_type:
+            args = [self.static(a, constexprs) for a in node.args]
+            if any(k.arg is None for k in node.keywords):
+                return NO
+            kwargs = {str(k.arg): self.static(k.value, constexprs) for k in node.keywords}
+            if NO in args or NO in kwargs.values():
+                return NO
+            try:
+                return B.pointer_type(*args, **kwargs)
+            except (TypeError, TeenyError) as exc:
+                raise self.error(node, str(exc)) from None
         return NO
 
     # ------------------------------------------------------------------ expressions
@@ -736,6 +753,9 @@ class Translator:
         )
 
     def cast(self, value: ast.expr, dtype_node: ast.expr, bitcast_node: ast.expr | None) -> Code:
+        target = self.static(dtype_node)
+        if isinstance(target, B.PointerDType):  # an address (i64) read as a pointer
+            return Code(f"({target.tx}){self.operand(value, UNARY)}", UNARY)
         dtype = self.dtype(dtype_node)
         bitcast = self.static(bitcast_node) if bitcast_node is not None else False
         if bitcast:
@@ -1068,6 +1088,24 @@ def _atomic(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
     return emit
 
 
+def _hint(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
+    """tl.multiple_of / tl.max_contiguous: the bound of the last axis (the one the axis
+    analysis follows) where Triton gives one per axis."""
+
+    def emit(t: Translator, node: ast.Call, a: dict) -> Code:
+        values = a["values"]
+        v = t.static(values, constexprs=True)
+        if isinstance(v, (list, tuple)) and v:
+            bound = str(int(v[-1]))
+        elif isinstance(values, (ast.List, ast.Tuple)) and values.elts:
+            bound = t.expr(values.elts[-1]).text
+        else:
+            bound = t.expr(values).text
+        return t.call(name, [t.expr(a["input"]).text, bound])
+
+    return emit
+
+
 def _choice(t: Translator, node: ast.expr | None, table: dict[str, str], what: str) -> str | None:
     if node is None or _is_none(node):
         return None
@@ -1110,7 +1148,10 @@ BUILTIN_CALLS: dict[str, Callable[[Translator, ast.Call, dict], Code]] = {
     "static_assert": _message("static_assert"),
     "device_assert": _message("device_assert"),
     "device_print": _device_print,
+    "multiple_of": _hint("multiple_of"),
+    "max_contiguous": _hint("max_contiguous"),
 }
+HINTS = tuple(B.BUILTINS[n] for n in ("multiple_of", "max_contiguous"))
 for _name in ("add", "max", "min", "and", "or", "xor", "xchg", "cas"):
     BUILTIN_CALLS[f"atomic_{_name}"] = _atomic(f"atomic_{_name}")
 

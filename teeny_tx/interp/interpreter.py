@@ -15,7 +15,7 @@ offsets, so pointer arithmetic and bounds checks behave as on device memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from ..lower import ir
 from ..lower.names import COMBINE_ARGS
 from ..lower.ops.table import OPS, elementwise_numpy
 from ..lower.ops.typing import convert_value
-from .memory import Pointer, bind_pointer
+from .memory import Pointer, Registry, bind_pointer
 
 Value = Any
 Eval = Callable[["_State"], Value]
@@ -61,13 +61,15 @@ def _out_of_bounds(what: str, ptr: Pointer, off: np.ndarray, mask, state: _State
 
 
 class _State:
-    __slots__ = ("env", "pid", "pid_tuple", "nprog")
+    __slots__ = ("env", "pid", "pid_tuple", "nprog", "registry", "buffers")
 
-    def __init__(self, nprog: tuple):
+    def __init__(self, nprog: tuple, registry: Registry | None = None, buffers=None):
         self.env: dict[str, Value] = {}
         self.pid: tuple = ()
         self.pid_tuple: tuple[int, ...] = ()
         self.nprog = nprog
+        self.registry = registry or Registry()  # the launch's arrays, by address
+        self.buffers: dict = {} if buffers is None else buffers
 
 
 # ---------------------------------------------------------------- IR → closures
@@ -285,6 +287,25 @@ class _Compiler:
         ptr, delta = (self.expr(a) for a in e.args)
         return lambda s: ptr(s).moved(delta(s))
 
+    def op_int_to_ptr(self, e: ir.Op) -> Eval:
+        """An address read as a pointer: into the array of the launch that holds it."""
+        (f,) = (self.expr(a) for a in e.args)
+        elem, loc = e.type.pointer.elem, e.loc
+
+        def convert(s: _State) -> Pointer:
+            got = s.registry.pointer(np.asarray(f(s)), elem, s.buffers)
+            if isinstance(got, str):
+                raise _error(
+                    f"{got} (program {s.pid_tuple})",
+                    loc,
+                    "fill the table from arrays the launch is given: its pointer arguments, "
+                    "or arrays=[...] of the interpreter's launch (kernel.interpret[grid](..., "
+                    "arrays=[a, b, ...]))",
+                )
+            return got
+
+        return convert
+
     def op_where(self, e: ir.Op) -> Eval:
         if not e.type.is_pointer:
             return self.elementwise(e)
@@ -501,8 +522,15 @@ def _error(message: str, loc: Location | None, hint: str | None = None) -> Inter
 # ---------------------------------------------------------------- entry point
 
 
-def run(kernel: ir.Kernel, grid: tuple[int, int, int], args: Mapping[str, object]) -> None:
-    """Run ``kernel`` once per program of ``grid`` (x fastest) on NumPy, writing into ``args``."""
+def run(
+    kernel: ir.Kernel,
+    grid: tuple[int, int, int],
+    args: Mapping[str, object],
+    arrays: Sequence[object] = (),
+) -> None:
+    """Run ``kernel`` once per program of ``grid`` (x fastest) on NumPy, writing into ``args``.
+    ``arrays``: more arrays the kernel reaches through addresses it loads (tables of pointers);
+    the pointer arguments are reachable so too."""
     if len(grid) != 3 or any(int(g) < 0 for g in grid):
         raise LaunchError(f"the grid must be three non-negative sizes, got {tuple(grid)}")
     gx, gy, gz = (int(g) for g in grid)
@@ -510,16 +538,20 @@ def run(kernel: ir.Kernel, grid: tuple[int, int, int], args: Mapping[str, object
     body = _Compiler().block(kernel.body)
     params: dict[str, Value] = {}
     buffers: dict = {}
+    registry = Registry()
     for p in kernel.runtime_params:
         if p.name not in args:
             raise LaunchError(f"kernel '{kernel.name}': missing argument '{p.name}'")
         a = args[p.name]
         if p.type.is_pointer:
             params[p.name] = bind_pointer(p.name, a, p.type.pointer.elem, buffers)
+            registry.add(p.source_name or p.name, a)
         else:
             value = convert_value(a, p.type.scalar)  # type: ignore[arg-type]  # a number (bound)
             params[p.name] = np.asarray(value, dtype=p.type.scalar.np)
-    state = _State(tuple(np.asarray(g, dtype=index) for g in (gx, gy, gz)))
+    for k, a in enumerate(arrays):
+        registry.add(f"arrays[{k}]", a)
+    state = _State(tuple(np.asarray(g, dtype=index) for g in (gx, gy, gz)), registry, buffers)
     with np.errstate(all="ignore"):
         for z in range(gz):
             for y in range(gy):

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import types
 
-from ..frontend.builtins import ALIASES, BUILTINS, DTYPE_OBJECTS, DType, constexpr
+from ..frontend.builtins import (
+    ALIASES,
+    BUILTINS,
+    DTYPE_OBJECTS,
+    DType,
+    PointerDType,
+    constexpr,
+    pointer_type,
+)
 
 globals().update(BUILTINS)
 globals().update(DTYPE_OBJECTS)
@@ -22,4 +30,5 @@ _MATH = "exp exp2 log log2 sqrt sqrt_rn rsqrt sin cos erf abs floor ceil sigmoid
 _MATH += " div_rn fdiv cdiv maximum minimum"
 math = types.SimpleNamespace(**{n: BUILTINS[n] for n in _MATH.split()})
 
-__all__ = sorted(BUILTINS) + sorted(DTYPE_OBJECTS) + sorted(ALIASES) + ["constexpr", "math"]
+__all__ = sorted(BUILTINS) + sorted(DTYPE_OBJECTS) + sorted(ALIASES)
+__all__ += ["constexpr", "math", "pointer_type", "PointerDType"]

@@ -650,15 +650,9 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     def expr_Cast(self, node: c_ast.Cast) -> Expr:
         loc = self.loc(node)
         target, _ = self.resolve_type(node.to_type.type, loc)
-        if target is not None and target.is_pointer and not self.expr(node.expr).type.is_pointer:
-            raise CompileError(
-                "an integer cannot become a pointer (the interpreter and the checks need every "
-                "pointer to come from a kernel argument)",
-                loc,
-                "for an array of tensors (grouped GEMM), pass one base pointer and an array of "
-                "element offsets: load(offsets + g) added to the base, e.g. base + load(offs + g)",
-            )
         value = self.expr(node.expr)
+        if target is not None and target.is_pointer and not value.type.is_pointer:
+            return self.int_to_ptr(value, target, loc)
         if value.type.is_pointer:
             raise CompileError(
                 "pointers cannot be cast",
@@ -681,6 +675,26 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             "where", [cond, self.expr(node.iftrue), self.expr(node.iffalse)], self.loc(node)
         )
 
+    def int_to_ptr(self, value: Expr, target: Type, loc: Location) -> Expr:
+        """``(T *)x``: an address (a 64-bit integer, scalar or tile) read as a pointer to T."""
+        if isinstance(value, Const):
+            raise CompileError(
+                "a constant cannot become a pointer",
+                loc,
+                "addresses come from a table of pointers the host filled, e.g. "
+                "(const f16 *)load(table + g)",
+            )
+        dtype = value.type.dtype
+        if isinstance(dtype, PointerType) or dtype.kind not in "iu" or dtype.bits != 64:
+            raise CompileError(
+                "an address is a 64-bit integer: (T *)x takes an i64 or u64 value, "
+                f"got {value.type}",
+                loc,
+                "load the address from an i64 (or u64) table the host filled, e.g. "
+                "(const f16 *)load(table + g)",
+            )
+        return Op(type=target.with_shape(value.type.shape), loc=loc, op="int_to_ptr", args=(value,))
+
     def expr_Typename(self, node: c_ast.Typename) -> Expr:
         raise CompileError(
             "a type name is not a value here",
@@ -701,6 +715,17 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         return bitcast(self.expr(args[0]), target.scalar, loc)
 
     def expr_ArrayRef(self, node) -> Expr:
+        base = self.expr(node.name)
+        if base.type.is_pointer:  # p[i]: C's *(p + i), an unmasked load
+            ptr = self.apply("add", [base, self.expr(node.subscript)], self.loc(node))
+            elem = ptr.type.pointer.elem
+            return Op(
+                type=Type(elem, ptr.type.shape),
+                loc=self.loc(node),
+                op="load",
+                args=(ptr,),
+                attrs=(("masked", False),),
+            )
         raise CompileError(
             "tiles are whole-block values and cannot be indexed",
             self.loc(node),

@@ -488,6 +488,18 @@ def _numpy_cast(x, to: DType):
 
 
 _def(
+    "int_to_ptr",
+    "(T *)x: the 64-bit integer x (i64 or u64) read as the address of T data, e.g. an entry of a "
+    "table of pointers the host filled; the interpreter maps it back to an array of the launch",
+    1,
+    None,
+    "reinterpret_cast<{T}>({0})",
+    None,
+    prelude=False,
+    family="cast",
+    interp="op_int_to_ptr",
+)
+_def(
     "cast",
     "(T)x: convert to dtype T; float to int truncates and saturates, NaN gives 0; "
     "to a float rounds once (lower/ops/casts.py)",

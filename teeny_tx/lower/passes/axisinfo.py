@@ -119,6 +119,12 @@ class AxisInfo:
             return Info()
         return self.info(e.args[0])
 
+    def op_int_to_ptr(self, e: Op) -> Info:
+        """An address read as a pointer: aligned to its element, as C requires (a table of
+        pointers promises more only through multiple_of)."""
+        x = self.info(e.args[0])
+        return Info(1, x.const, e.type.pointer.elem.itemsize)
+
     def op_add(self, e: Op) -> Info:
         a, b = (self.info(x) for x in e.args)
         if isinstance(e.type.dtype, PointerType):
