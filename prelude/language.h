@@ -56,12 +56,12 @@ tile min(tile x, ...);              /* min(x, axis, keep_dims); NaN operands are
 tile xor_sum(tile x, ...);          /* xor_sum(x, axis, keep_dims) of integers                  */
 tile argmax(tile x, i32 axis, ...); /* i32 index of the maximum along axis; ties: lowest index  */
 tile argmin(tile x, i32 axis, ...); /* i32 index of the minimum along axis; ties: lowest index  */
-tile reduce(tile x, i32 axis, ...); /* reduce(x, axis, combine): combine is a helper T f(T, T)  */
+tile reduce(tile x, i32 axis, ...); /* reduce(x, axis, combine): combine is a helper T f(T, T); x may be a tuple (x, y) */
 
 /* ---- scans (inclusive, along an axis; reverse = 1 scans from the end) ------------------------ */
 tile cumsum(tile x, ...);           /* cumsum(x, axis = 0, reverse = 0); dtype as sum()         */
 tile cumprod(tile x, ...);          /* cumprod(x, axis = 0, reverse = 0)                        */
-tile associative_scan(tile x, i32 axis, ...); /* (x, axis, combine, reverse = 0): combine a helper */
+tile associative_scan(tile x, i32 axis, ...); /* (x, axis, combine, reverse = 0): combine a helper; x may be a tuple */
 tile flip(tile x, ...);             /* flip(x, axis = 0): reverse the order along an axis       */
 tile cat(tile a, tile b, ...);      /* cat(a, b, axis = 0): a then b along axis (equal shapes)   */
 tile join(tile a, tile b);          /* a and b side by side in a new last dimension of size 2   */

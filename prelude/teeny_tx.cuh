@@ -550,6 +550,30 @@ template <typename T>
 __device__ __forceinline__ ValueIndex<T> shfl_xor(ValueIndex<T> x, int mask) {
     return {shfl_xor(x.value, mask), __shfl_xor_sync(0xffffffffu, x.index, mask)};
 }
+template <typename T> __device__ __forceinline__ T shfl_up(T x, int delta) { return __shfl_up_sync(0xffffffffu, x, delta); }
+template <typename T> __device__ __forceinline__ T shfl_idx(T x, int lane) { return __shfl_sync(0xffffffffu, x, lane); }
+
+// The values of a multi-operand reduction or scan (reduce((x, i), 0, combine)): a struct of
+// fields v0, v1, ... that the combiner takes and returns whole; shuffles move it field by field.
+template <class A, class B> struct Tuple2 { A v0; B v1; };
+template <class A, class B, class C> struct Tuple3 { A v0; B v1; C v2; };
+template <class A, class B, class C, class D> struct Tuple4 { A v0; B v1; C v2; D v3; };
+#define TX_TUPLE_SHUFFLE(name, arg)                                                              \
+    template <class A, class B> __device__ __forceinline__ Tuple2<A, B> name(Tuple2<A, B> x, int arg) { \
+        return {name(x.v0, arg), name(x.v1, arg)};                                               \
+    }                                                                                            \
+    template <class A, class B, class C>                                                         \
+    __device__ __forceinline__ Tuple3<A, B, C> name(Tuple3<A, B, C> x, int arg) {                \
+        return {name(x.v0, arg), name(x.v1, arg), name(x.v2, arg)};                              \
+    }                                                                                            \
+    template <class A, class B, class C, class D>                                                \
+    __device__ __forceinline__ Tuple4<A, B, C, D> name(Tuple4<A, B, C, D> x, int arg) {          \
+        return {name(x.v0, arg), name(x.v1, arg), name(x.v2, arg), name(x.v3, arg)};             \
+    }
+TX_TUPLE_SHUFFLE(shfl_xor, mask)
+TX_TUPLE_SHUFFLE(shfl_up, delta)
+TX_TUPLE_SHUFFLE(shfl_idx, lane)
+#undef TX_TUPLE_SHUFFLE
 
 // Reduce `in` (layout LI) along dimension D into `out` (layout LO: LI with D of size 1):
 // registers in order, then lanes (butterfly shuffles, every lane gets the result), then warps
@@ -626,7 +650,7 @@ __device__ __forceinline__ void scan(T* out, const T* in, F combine, S smem) {
         for (int offset = 1; offset < lanes; offset *= 2) {
 #pragma unroll
             for (int o = 0; o < LO::REGS; ++o) {
-                T up = __shfl_up_sync(0xffffffffu, inclusive[o], offset * lane_stride);
+                T up = shfl_up(inclusive[o], offset * lane_stride);
                 if (lane >= offset) inclusive[o] = combine(up, inclusive[o]);
             }
         }
@@ -634,8 +658,8 @@ __device__ __forceinline__ void scan(T* out, const T* in, F combine, S smem) {
         T before[LO::REGS], rep_total[LO::REGS];
 #pragma unroll
         for (int o = 0; o < LO::REGS; ++o) {
-            before[o] = __shfl_up_sync(0xffffffffu, inclusive[o], lane_stride);
-            rep_total[o] = __shfl_sync(0xffffffffu, inclusive[o],
+            before[o] = shfl_up(inclusive[o], lane_stride);
+            rep_total[o] = shfl_idx(inclusive[o],
                                        int(threadIdx.x) % 32 + (lanes - 1 - lane) * lane_stride);
         }
         bool has_lane_prefix = lane > 0, has_warp_prefix = false;

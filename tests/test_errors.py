@@ -289,7 +289,7 @@ def test_names_cuda_reserves_cannot_name_parameters_or_kernels():
         ("f32 y = a->x;", 13, "unsupported expression (StructRef)"),
         ("i32 y = sizeof(f32);", 13, "unsupported operator 'sizeof'"),
         ('i32 y = "abc";', 13, "string literals are not supported here"),
-        ("i32 y = (n, 3);", 14, "unsupported expression (ExprList)"),
+        ("i32 y = (n, 3);", 14, "a tuple of 2 values is not a value here"),
         ("switch (n) { case 1: break; }", 5, "unsupported statement (Switch)"),
         ("i32 y = &n;", 13, "'&' (address-of) is not supported"),
         ("i32 y = n++;", 13, "++/-- are statements here, not expressions"),

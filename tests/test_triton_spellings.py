@@ -131,10 +131,12 @@ def test_an_integer_cast_to_a_pointer_reads_an_address():
     nvrtc_compile(source, "k")
 
 
-def test_a_scan_over_several_tiles_names_the_packed_spelling():
-    for call in ("associative_scan(o, o, 0, f)", "associative_scan((o, o), 0, f)"):
+def test_a_scan_over_several_tiles_names_the_tuple_spelling():
+    """Several tiles as separate arguments: the hint writes them as one tuple
+    (tests/test_tuples.py runs tuple scans)."""
+    for call in ("associative_scan(o, o, 0, f)", "reduce(o, o, 0, f)"):
         err = compile_error(kernel_text(f"    tile o = arange(0, BLOCK);\n    tile s = {call};"))
-        assert err.loc.line == 4 and "pack the pair into one value" in err.hint
+        assert err.loc.line == 4 and "as a tuple: reduce((x, i), axis, combine)" in err.hint
 
 
 RECURRENCE = """

@@ -319,11 +319,14 @@ class Translator:
         self.assign(node, node.target, node.value)
 
     def unpack(self, node: ast.AST, target: ast.Tuple, value: ast.expr) -> None:
-        if not isinstance(value, ast.Tuple) or len(value.elts) != len(target.elts):
+        if not isinstance(value, ast.Tuple):  # a tuple value (a reduction's, a helper's)
+            self.unpack_value(node, target, value)
+            return
+        if len(value.elts) != len(target.elts):
             raise self.error(
                 value,
-                "C has no tuples: a tuple can be unpacked only from a tuple of the same length",
-                "a helper returns one value; call one helper per result",
+                f"{len(target.elts)} names unpack a tuple of {len(value.elts)} values",
+                "give as many names as values",
             )
         names = {t.id for t in target.elts if isinstance(t, ast.Name)}
         for v in value.elts:
@@ -331,6 +334,26 @@ class Translator:
                 raise self.error(v, "a swap (a, b = b, a) needs a temporary: assign one first")
         for t, v in zip(target.elts, value.elts, strict=True):
             self.assign(node, t, v)
+
+    def unpack_value(self, node: ast.AST, target: ast.Tuple, value: ast.expr) -> None:
+        """``a, b = f(...)``: the tuple into a variable of its own, then each name its item
+        (``tile t = f(...); tile a = t[0]; tile b = t[1];``)."""
+        for t in target.elts:
+            if not isinstance(t, ast.Name):
+                raise self.error(t, "only names can be assigned: tiles are whole values")
+        n = 1
+        while f"tuple_{n}" in self.used_names:
+            n += 1
+        held = f"tuple_{n}"
+        self.used_names.add(held)
+        self.emit(node, f"tile {held} = {self.expr(value).text};")
+        for k, t in enumerate(target.elts):
+            assert isinstance(t, ast.Name)
+            var = self.vars.get(t.id)
+            if var is not None and var.frame != self.frames[-1]:  # an outer variable
+                self.append(f"{var.cname} = {held}[{k}];")
+            else:
+                self.append(f"tile {self.declare_name(t.id, 'tile')} = {held}[{k}];")
 
     def assign(self, node: ast.AST, target: ast.expr, value: ast.expr) -> None:
         if not isinstance(target, ast.Name):
@@ -476,12 +499,6 @@ class Translator:
             return
         if self.kernel:
             raise self.error(node, "a kernel returns no value", "store results with tl.store")
-        if isinstance(node.value, ast.Tuple):
-            raise self.error(
-                node.value,
-                "C has no tuples: a helper returns one value",
-                "split the helper into one per result",
-            )
         self.emit(node, f"return {self.expr(node.value).text};")
 
     def stmt_Assert(self, node: ast.Assert) -> None:
@@ -684,6 +701,13 @@ class Translator:
         if len(parts) == 1:
             return Code(parts[0], PREC[CMPOPS[type(node.ops[0])]])
         return Code(" && ".join(f"({p})" for p in parts), PREC["&&"])
+
+    def expr_Tuple(self, node: ast.Tuple) -> Code:
+        """A tuple of values, C's parenthesised list: the input of a multi-operand reduction
+        or scan, a helper's return value."""
+        if not node.elts:
+            raise self.error(node, "an empty tuple has no value here")
+        return Code(f"({', '.join(self.expr(e).text for e in node.elts)})", ATOM)
 
     def expr_IfExp(self, node: ast.IfExp) -> Code:
         v = self.static(node.test, constexprs=True)
@@ -928,11 +952,10 @@ def _dot(t: Translator, node: ast.Call, a: dict) -> Code:
 def _reduction(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
     def emit(t: Translator, node: ast.Call, a: dict) -> Code:
         if a.get("return_indices") is not None and t.flag(a["return_indices"]):
-            raise t.error(
-                a["return_indices"],
-                "C has no tuples: tl.max(x, axis, return_indices=True) gives two values",
-                f"tl.{name}(x, axis) and tl.arg{name}(x, axis), one value each",
-            )
+            if a["axis"] is None or _is_none(a["axis"]) or t.flag(a["keep_dims"]):
+                raise t.error(node, f"tl.{name}(x, axis, return_indices=True) needs an axis")
+            values, index = t.expr(a["input"]).text, t.expr(a["axis"]).text
+            return Code(f"({name}({values}, {index}), arg{name}({values}, {index}))", ATOM)
         x = t.expr(a["input"]).text
         if a.get("dtype") is not None and not _is_none(a["dtype"]):
             x = f"({t.dtype(a['dtype'])}){t.operand(a['input'], UNARY)}"
@@ -958,7 +981,7 @@ def _arg_reduction(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
 def _helper_name(t: Translator, node: ast.expr) -> str:
     fn = t.static(node)
     if not is_jit(fn):
-        raise t.error(node, "the combiner must be a @jit function of two values")
+        raise t.error(node, "the combiner must be a @jit function")
     if id(fn) not in t.helpers.done:
         t.helpers.done[id(fn)] = fn.__name__
         t.helpers.queue.append(fn)
@@ -968,6 +991,8 @@ def _helper_name(t: Translator, node: ast.expr) -> str:
 def _reduce(t: Translator, node: ast.Call, a: dict) -> Code:
     axis = t.expr(a["axis"]).text
     code = t.call("reduce", [t.expr(a["input"]).text, axis, _helper_name(t, a["combine_fn"])])
+    if isinstance(a["input"], ast.Tuple) and t.flag(a["keep_dims"]):
+        raise t.error(a["keep_dims"], "keep_dims of a tuple reduction is not supported yet")
     if t.flag(a["keep_dims"]):
         return Code(f"expand_dims({code.text}, {axis})", POSTFIX)
     return code
@@ -983,8 +1008,6 @@ def _scan(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
 
 
 def _associative_scan(t: Translator, node: ast.Call, a: dict) -> Code:
-    if isinstance(a["input"], ast.Tuple):
-        raise t.error(a["input"], "C has no tuples: scan one tile (pack pairs with bitcast)")
     reverse = "1" if t.flag(a["reverse"]) else None
     args = [t.expr(a["input"]).text, t.expr(a["axis"]).text, _helper_name(t, a["combine_fn"])]
     return t.call("associative_scan", args + [reverse])
@@ -1285,7 +1308,7 @@ _DESCRIBE = {
     "Dict": "a dict",
     "Set": "a set",
     "List": "a list",
-    "Tuple": "a tuple (C has no tuples)",
+    "Tuple": "a tuple",
     "JoinedStr": "an f-string",
     "With": "a `with` block",
     "Try": "a `try` block",

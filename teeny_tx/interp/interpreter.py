@@ -161,6 +161,8 @@ class _Compiler:
     }
 
     def op_reduce(self, e: ir.Op) -> Eval:
+        if e.attr("index") is not None:
+            return self.tuple_reduce(e)
         (f,) = (self.expr(a) for a in e.args)
         axis, keep, kind = e.attr("axis"), e.attr("keep_dims"), e.attr("kind")
         dtype = e.type.scalar.np
@@ -174,6 +176,8 @@ class _Compiler:
         return run
 
     def op_scan(self, e: ir.Op) -> Eval:
+        if e.attr("index") is not None:
+            return self.tuple_scan(e)
         (f,) = (self.expr(a) for a in e.args)
         axis, kind, dtype = e.attr("axis"), e.attr("kind"), e.type.scalar.np
         if kind == "sum":
@@ -194,6 +198,53 @@ class _Compiler:
         def run(s: _State) -> Value:
             with np.errstate(all="ignore"):
                 return np.asarray(scan(f(s))).astype(dtype, copy=False)
+
+        return run
+
+    # reductions and scans of tuples: item ``index`` of the tuple the combiner folds
+
+    def tuple_combine(self, e: ir.Op) -> Callable[[tuple, tuple], tuple]:
+        fns = [self.expr(c) for c in e.attr("combine")]
+        dtypes = [a.type.scalar.np for a in e.args]
+        names = [(f"{COMBINE_ARGS[0]}.v{k}", f"{COMBINE_ARGS[1]}.v{k}") for k in range(len(fns))]
+        state = _State(())
+
+        def combine(x: tuple, y: tuple) -> tuple:
+            for (a, b), u, v in zip(names, x, y, strict=True):
+                state.env[a], state.env[b] = u, v
+            return tuple(
+                np.asarray(f(state)).astype(d, copy=False) for f, d in zip(fns, dtypes, strict=True)
+            )
+
+        return combine
+
+    def tuple_reduce(self, e: ir.Op) -> Eval:
+        xs = [self.expr(a) for a in e.args]
+        axis, index, combine = e.attr("axis"), e.attr("index"), self.tuple_combine(e)
+
+        def run(s: _State) -> Value:
+            parts = [np.moveaxis(np.asarray(f(s)), axis, 0) for f in xs]
+            with np.errstate(all="ignore"):
+                acc = tuple(p[0] for p in parts)
+                for t in range(1, parts[0].shape[0]):
+                    acc = combine(acc, tuple(p[t] for p in parts))
+            return np.asarray(acc[index])
+
+        return run
+
+    def tuple_scan(self, e: ir.Op) -> Eval:
+        xs = [self.expr(a) for a in e.args]
+        axis, index, combine = e.attr("axis"), e.attr("index"), self.tuple_combine(e)
+
+        def run(s: _State) -> Value:
+            parts = [np.moveaxis(np.asarray(f(s)), axis, 0) for f in xs]
+            with np.errstate(all="ignore"):
+                acc = tuple(p[0] for p in parts)
+                out = [acc[index]]
+                for t in range(1, parts[0].shape[0]):
+                    acc = combine(acc, tuple(p[t] for p in parts))
+                    out.append(acc[index])
+            return np.moveaxis(np.stack(out), 0, axis)
 
         return run
 

@@ -34,10 +34,11 @@ from ..ir import Const, Expr, Op, PointerType, Type, Var
 from ..names import Names, is_generated
 from ..ops import typing as ty
 from ..ops.table import OPS, bitcast
+from .context import TupleValue
 from .debug_ops import DebugOps
 from .dot_ops import DotOps
 from .memory_ops import MemoryOps
-from .reduction_ops import TUPLE_SCAN_HINT, ReductionOps
+from .reduction_ops import TUPLE_HINT, ReductionOps
 from .shape_ops import ShapeOps
 from .signature import Spec, element_dtype, kernel_signature
 
@@ -81,6 +82,7 @@ class Symbol:
     typed: bool  # declared with an explicit dtype: assignments convert to it
     const: Const | None = None  # compile-time constants (const parameters and locals)
     loop_depth: int = 0
+    parts: tuple[Symbol, ...] | None = None  # a tuple variable: one symbol per item
 
 
 @dataclass
@@ -346,7 +348,12 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             raise CompileError(
                 "initializer lists are not supported", loc, "declare a filled tile: f32 x[N] = 0;"
             )
-        init = self.expr(node.init) if node.init is not None else None
+        init = self.value(node.init) if node.init is not None and declared is None else None
+        if isinstance(init, TupleValue):
+            self.declare_tuple(node.name, init, loc)
+            return
+        if node.init is not None and declared is not None:
+            init = self.expr(node.init)
         if declared is None:
             if init is None:
                 raise CompileError(
@@ -409,6 +416,9 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             raise self.unknown(name, self.loc(node.lvalue))
         if sym.const is not None:
             raise CompileError(f"'{name}' is a constant and cannot be assigned", loc)
+        if sym.parts is not None:
+            self.assign_tuple(sym, name, node, loc)
+            return
         value = self.expr(node.rvalue)
         if node.op != "=":
             current = Var(type=sym.type, loc=loc, name=sym.name)
@@ -452,7 +462,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         name = node.name.name if isinstance(node.name, c_ast.ID) else None
         if name in ("static_assert", "device_print", "device_assert", "debug_barrier"):
             result = self.expr_FuncCall(node, statement=True)
-            if result is not None:
+            if isinstance(result, Expr):
                 self.emit(ir.Eval(loc=self.loc(node), expr=result))
             return
         if name == "store" or name in self.unit.functions or (name or "").startswith("atomic_"):
@@ -558,10 +568,79 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     # ------------------------------------------------------------ expressions
 
     def expr(self, node) -> Expr:
+        value = self.value(node)
+        if isinstance(value, TupleValue):
+            raise CompileError(
+                f"a tuple of {len(value.items)} values is not a value here",
+                self.loc(node),
+                "declare it, `tile r = ...;`, and read its items r[0], r[1], ...",
+            )
+        return value
+
+    def value(self, node) -> Expr | TupleValue:
+        if isinstance(node, c_ast.ExprList):  # (a, b): a tuple
+            items = tuple(self.expr(x) for x in node.exprs)
+            return TupleValue(
+                tuple(self._tuple_item(x, n) for x, n in zip(items, node.exprs, strict=True)),
+                self.loc(node),
+            )
+        if isinstance(node, c_ast.ID):
+            sym = self.lookup(node.name)
+            if sym is not None and sym.parts is not None:
+                loc = self.loc(node)
+                return TupleValue(
+                    tuple(Var(type=p.type, loc=loc, name=p.name) for p in sym.parts), loc
+                )
         method = getattr(self, f"expr_{type(node).__name__}", None)
         if method is None:
             raise CompileError(f"unsupported expression ({type(node).__name__})", self.loc(node))
         return method(node)
+
+    def _tuple_item(self, x: Expr, node) -> Expr:
+        if x.type.is_pointer:
+            raise CompileError(
+                "a tuple holds numbers, not pointers",
+                self.loc(node),
+                "pass pointers as they are; a tuple carries the values of a reduction or scan",
+            )
+        return ty.cast(x, ty.weak_literal_type(x.value)) if ty.is_weak(x) else x
+
+    def fresh(self, base: str) -> str:
+        name = self.names.fresh(base)
+        self.used_names.add(name)
+        return name
+
+    def declare_tuple(self, name: str, value: TupleValue, loc: Location) -> None:
+        """``tile r = (a, b);`` (or a tuple a reduction or helper gives): one variable per item."""
+        parts = []
+        for k, item in enumerate(value.items):
+            part = Symbol(self.fresh(f"{name}_{k}"), item.type, False, None, self.loop_depth)
+            self.emit(ir.Declare(loc=loc, name=part.name, type=item.type, init=item))
+            parts.append(part)
+        self.frames[-1].scopes[-1][name] = Symbol(
+            name, value.items[0].type, False, None, self.loop_depth, tuple(parts)
+        )
+
+    def assign_tuple(self, sym: Symbol, name: str, node: c_ast.Assignment, loc: Location) -> None:
+        assert sym.parts is not None
+        value = self.value(node.rvalue) if node.op == "=" else None
+        if not isinstance(value, TupleValue) or len(value.items) != len(sym.parts):
+            got = (
+                f"a tuple of {len(value.items)}"
+                if isinstance(value, TupleValue)
+                else "one value"
+                if node.op == "="
+                else f"'{node.op}'"
+            )
+            raise CompileError(
+                f"'{name}' is a tuple of {len(sym.parts)} values; it is assigned a tuple of "
+                f"as many (got {got})",
+                loc,
+                "assign a tuple of as many values: "
+                f"{name} = ({', '.join(f'{name}[{k}]' for k in range(len(sym.parts)))});",
+            )
+        for k, (part, item) in enumerate(zip(sym.parts, value.items, strict=True)):
+            self.assign(part, f"{name}[{k}]", item, loc)
 
     def apply(self, name: str, args: list[Expr], loc: Location) -> Expr:
         """An op-table entry applied to typed operands, through its typing rule."""
@@ -715,6 +794,20 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         return bitcast(self.expr(args[0]), target.scalar, loc)
 
     def expr_ArrayRef(self, node) -> Expr:
+        if isinstance(node.name, c_ast.ID):
+            sym = self.lookup(node.name.name)
+            if sym is not None and sym.parts is not None:  # r[k]: item k of a tuple
+                k = self.constant(node.subscript, "a tuple's index")
+                items = ", ".join(f"{node.name.name}[{j}]" for j in range(len(sym.parts)))
+                if not 0 <= k < len(sym.parts):
+                    raise CompileError(
+                        f"'{node.name.name}' holds {len(sym.parts)} values: index 0 to "
+                        f"{len(sym.parts) - 1}, got {k}",
+                        self.loc(node.subscript),
+                        f"its items are {items}",
+                    )
+                part = sym.parts[k]
+                return Var(type=part.type, loc=self.loc(node), name=part.name)
         base = self.expr(node.name)
         if base.type.is_pointer:  # p[i]: C's *(p + i), an unmasked load
             ptr = self.apply("add", [base, self.expr(node.subscript)], self.loc(node))
@@ -735,7 +828,9 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     def expr_Assignment(self, node) -> Expr:
         raise CompileError("assignments are statements here, not expressions", self.loc(node))
 
-    def expr_FuncCall(self, node: c_ast.FuncCall, statement: bool = False) -> Expr | None:
+    def expr_FuncCall(
+        self, node: c_ast.FuncCall, statement: bool = False
+    ) -> Expr | TupleValue | None:
         loc = self.loc(node)
         if not isinstance(node.name, c_ast.ID):
             hint = None
@@ -753,8 +848,8 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         if not lo <= len(arg_nodes) <= hi:
             expect = str(lo) if lo == hi else f"{lo} to {hi}"
             hint = op.doc
-            if name == "associative_scan" and len(arg_nodes) > hi:
-                hint = f"it scans one tile; {TUPLE_SCAN_HINT}"
+            if name in ("associative_scan", "reduce") and len(arg_nodes) > hi:
+                hint = f"several tiles are one argument, a tuple: {TUPLE_HINT}"
             raise CompileError(
                 f"{name}() takes {expect} argument{'s' if hi != 1 else ''}, got {len(arg_nodes)}",
                 loc,
@@ -797,7 +892,9 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
 
     # ------------------------------------------------------------ helper functions
 
-    def inline(self, name: str, arg_nodes, loc: Location, statement: bool) -> Expr | None:
+    def inline(
+        self, name: str, arg_nodes, loc: Location, statement: bool
+    ) -> Expr | TupleValue | None:
         """Inline a helper: parameters bound to the arguments, its statements emitted here,
         and the expression of its final `return` returned as the call's value."""
         if name in self.inlining:
@@ -853,7 +950,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
                 self.emit(ir.Declare(loc=ploc, name=sym.name, type=value.type, init=value))
             for item in items:
                 self.stmt(item)
-            result = self.expr(ret.expr) if ret is not None and ret.expr is not None else None
+            result = self.value(ret.expr) if ret is not None and ret.expr is not None else None
         finally:
             self.inlining.pop()
             self.frames.pop()

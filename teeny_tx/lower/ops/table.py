@@ -737,7 +737,7 @@ _def(
 _def(
     "reduce",
     "reduce(x, axis, combine): reduce with a helper `T combine(T a, T b)` of the file "
-    "(associative)",
+    "(associative); a tuple (x, y) with combine(a0, a1, b0, b1) returning (c0, c1)",
     3,
     None,
     family="reduction",
@@ -794,7 +794,8 @@ _def(
 )
 _def(
     "associative_scan",
-    "associative_scan(x, axis, combine, reverse = 0): inclusive scan with a helper combiner",
+    "associative_scan(x, axis, combine, reverse = 0): inclusive scan with a helper combiner; "
+    "of a tuple (x, y) as reduce",
     (3, 4),
     None,
     family="scan",

@@ -605,8 +605,8 @@ class LayoutPass:
         self.layouts.setdefault(inner.key, inner)
         out = self.reduced(inner, e)
         self.layouts.setdefault(out.key, out)
-        arg = self.annotate(e.args[0], inner)
-        return dataclasses.replace(e, layout=out, args=(arg,))
+        args = tuple(self.annotate(a, inner) for a in e.args)  # a tuple's operands alike
+        return dataclasses.replace(e, layout=out, args=args)
 
     def run(self) -> tuple[ir.Kernel, dict[tuple, Layout]]:
         body = self.stmts(self.kernel.body)
