@@ -56,7 +56,7 @@ def test_unknown_operation_suggests_an_op():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        ("load()", "load() takes 1 to 3 arguments, got 0"),
+        ("load()", "load() takes 1 to 5 arguments, got 0"),
         ("arange(0)", "arange() takes 2 arguments, got 1"),
         ("exp(1.0f, 2.0f)", "exp() takes 1 argument, got 2"),
         ("where(n > 0, 1)", "where() takes 3 arguments, got 2"),

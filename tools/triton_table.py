@@ -20,6 +20,7 @@ from teeny_tx.lower.ops.table import OPS
 DATA = Path(__file__).resolve().parent / "triton_language.tsv"
 GENERATOR = "python -m tools.triton_table > docs/triton.md"
 STATUSES = ("same", "differs", "syntax", "absent")
+LIBDEVICE = "libdevice"  # the section of triton.language.extra.libdevice's functions
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,11 @@ class Row:
     spelling: str
     note: str
     line: int
+
+    @property
+    def qualified(self) -> str:
+        """The name as Triton spells it: ``tl.load``, ``libdevice.erfinv``."""
+        return f"{'libdevice' if self.section == LIBDEVICE else 'tl'}.{self.name}"
 
 
 def rows(path: Path = DATA) -> list[Row]:
@@ -116,12 +122,16 @@ def chapter() -> str:
         "     do not edit. tests/test_book.py checks it is current. -->",
         "",
         "Every operation of `triton.language`, in the sections of Triton's API reference, and",
-        "how to write it here. **same**: an operation of that name, called with positional",
+        "the math functions of its `libdevice` module (`triton.language.extra.libdevice`), and",
+        "how to write each here. **same**: an operation of that name, called with positional",
         "arguments (C has no keywords); **differs**: written otherwise, with the operations",
         "named; **syntax**: a construct of C rather than an operation; **absent**: not in the",
         "language, and why. The table is generated from the op table",
         "(`teeny_tx/lower/ops/table.py`), and a test fails when a row and the op table disagree:",
         "an operation marked absent that the language has, or marked the same that it lacks.",
+        "libdevice's directed-rounding arithmetic (`add_rz`, `div_rd`, `fma_ru`...) and its",
+        "conversions (`float2int_rn`...) have no rows: arithmetic here rounds to nearest, and C",
+        "casts convert by the rules of `lower/ops/casts.py`.",
         "",
         f"Of {len(table)} names: {counts['same']} the same, {counts['differs']} spelled "
         f"differently, {counts['syntax']} C syntax, {counts['absent']} absent.",
@@ -138,7 +148,7 @@ def chapter() -> str:
         else:
             here = row.spelling
         note = row.note.replace("|", "\\|")
-        lines.append(f"| `tl.{row.name}` | {here.replace('|', chr(92) + '|')} | {note} |")
+        lines.append(f"| `{row.qualified}` | {here.replace('|', chr(92) + '|')} | {note} |")
     extra = only_here(table)
     if extra:
         lines += [

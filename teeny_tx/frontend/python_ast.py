@@ -454,11 +454,17 @@ class Translator:
         args = (
             it.args if bound is None else [bound[k] for k in ("arg1", "arg2", "step") if bound[k]]
         )
+        pragmas = []
         if bound is not None:
-            extra = [k for k in ("num_stages", "loop_unroll_factor", "warp_specialize")]
-            for k in extra:
-                if bound.get(k) is not None and k != "num_stages":
-                    raise self.error(bound[k], f"tl.range's {k} is not supported")
+            if bound.get("warp_specialize") is not None and self.flag(bound["warp_specialize"]):
+                raise self.error(
+                    bound["warp_specialize"],
+                    "tl.range's warp_specialize is not supported",
+                    "kernels/attention.c's WARP_SPECIALIZE shows the language's spelling",
+                )
+            for key, pragma in (("num_stages", "num_stages"), ("loop_unroll_factor", "unroll")):
+                if bound.get(key) is not None and not _is_none(bound[key]):
+                    pragmas.append(f'_Pragma("{pragma} {self.expr(bound[key]).text}") ')
         if not 1 <= len(args) <= 3 or it.keywords and fn is range:
             raise self.error(it, "range takes 1 to 3 positional arguments")
         start, end = (args[0], args[1]) if len(args) > 1 else (ast.Constant(0), args[0])
@@ -477,7 +483,8 @@ class Translator:
             down = isinstance(step_value, int) and step_value < 0
             cmp = ">" if down else "<"
             inc = f"{k} -= {-step_value}" if down else f"{k} += {self.expr(step).text}"
-        self.emit(node, f"for (i32 {k} = {lo}; {k} {cmp} {hi.text}; {inc}) {{")
+        head = "".join(pragmas)
+        self.emit(node, f"{head}for (i32 {k} = {lo}; {k} {cmp} {hi.text}; {inc}) {{")
         loop_var = self.vars.pop(node.target.id)
         self.frames.append(self.next_frame)
         self.next_frame += 1
@@ -769,18 +776,32 @@ class Translator:
     def method(self, node: ast.Call, func: ast.Attribute) -> Code:
         if func.attr == "to":
             bound = self.bind(node, TO_METHOD)
-            return self.cast(func.value, bound["dtype"], bound["bitcast"])
+            return self.cast(
+                func.value, bound["dtype"], bound["bitcast"], bound["fp_downcast_rounding"]
+            )
         raise self.error(
             func,
             f"the method '.{func.attr}()' is not supported",
             f"call the function: tl.{func.attr}(x, ...)" if func.attr in B.BUILTINS else None,
         )
 
-    def cast(self, value: ast.expr, dtype_node: ast.expr, bitcast_node: ast.expr | None) -> Code:
+    def cast(
+        self,
+        value: ast.expr,
+        dtype_node: ast.expr,
+        bitcast_node: ast.expr | None,
+        rounding_node: ast.expr | None = None,
+    ) -> Code:
         target = self.static(dtype_node)
         if isinstance(target, B.PointerDType):  # an address (i64) read as a pointer
             return Code(f"({target.tx}){self.operand(value, UNARY)}", UNARY)
         dtype = self.dtype(dtype_node)
+        rounding = self.static(rounding_node) if rounding_node is not None else None
+        if rounding not in (None, "rtne"):
+            if rounding not in B.ROUNDING:
+                assert rounding_node is not None
+                raise self.error(rounding_node, "fp_downcast_rounding is 'rtne' or 'rtz'")
+            return Code(f"cast({self.expr(value).text}, {dtype}, {B.ROUNDING[rounding]})", POSTFIX)
         bitcast = self.static(bitcast_node) if bitcast_node is not None else False
         if bitcast:
             return Code(f"bitcast({self.expr(value).text}, {dtype})", POSTFIX)
@@ -819,6 +840,9 @@ class Translator:
         handler = BUILTIN_CALLS.get(fn.name)
         if handler is not None:
             return handler(self, node, self.bind(node, fn))
+        if fn.name in B.LIBDEVICE_RENAMED:  # libdevice's spelling of an operation here
+            args = [self.expr(v).text for v in self.bind(node, fn).values() if v is not None]
+            return Code(f"{B.LIBDEVICE_RENAMED[fn.name]}({', '.join(args)})", POSTFIX)
         if fn.name in B.SAME:
             bound = self.bind(node, fn)
             if bound.get("n_rounds") is not None:
@@ -912,20 +936,51 @@ class Translator:
 # ---------------------------------------------------------------------- builtins with rules
 
 
+def _hints(t: Translator, a: dict, caches: dict[str, str]) -> list[str | None]:
+    """tl.load's / tl.store's cache_modifier and eviction_policy as the C constants."""
+    out: list[str | None] = []
+    for key, table in (("cache_modifier", caches), ("eviction_policy", B.EVICTIONS)):
+        node = a[key]
+        v = t.static(node) if node is not None else ""
+        if v in ("", None):
+            out.append(None)
+        elif v in table:
+            out.append(table[v])
+        else:
+            raise t.error(node, f"{key} is one of {', '.join(map(repr, table))} (or '')")
+    if out[0] is None and out[1] is not None:
+        out[0] = "0"
+    return out
+
+
 def _load(t: Translator, node: ast.Call, a: dict) -> Code:
     for k in ("boundary_check", "padding_option"):
         if a[k] is not None and t.static(a[k]) not in ((), "", None):
             raise t.error(a[k], f"tl.load's {k} belongs to block pointers, absent here")
+    if a["volatile"] is not None and t.flag(a["volatile"]):
+        raise t.error(
+            a["volatile"],
+            "tl.load's volatile is not supported",
+            "cache_modifier='.cv' fetches again at every load",
+        )
     mask, other = t.opt(a["mask"]), t.opt(a["other"])
+    hints = _hints(t, a, B.LOAD_CACHES)
+    if hints[0] is not None:
+        mask, other = mask or "true", other or "0"
     if other is not None and mask is None:
         mask = "true"
-    return Code(t.call("load", [t.expr(a["pointer"]).text, mask, other]).text, POSTFIX)
+    args = [t.expr(a["pointer"]).text, mask, other, *hints]
+    return Code(t.call("load", args).text, POSTFIX)
 
 
 def _store(t: Translator, node: ast.Call, a: dict) -> Code:
     if a["boundary_check"] is not None and t.static(a["boundary_check"]) != ():
         raise t.error(a["boundary_check"], "tl.store's boundary_check belongs to block pointers")
-    args = [t.expr(a["pointer"]).text, t.expr(a["value"]).text, t.opt(a["mask"])]
+    hints = _hints(t, a, B.STORE_CACHES)
+    mask = t.opt(a["mask"])
+    if hints[0] is not None and mask is None:
+        mask = "true"
+    args = [t.expr(a["pointer"]).text, t.expr(a["value"]).text, mask, *hints]
     return t.call("store", args)
 
 
@@ -1015,13 +1070,28 @@ def _associative_scan(t: Translator, node: ast.Call, a: dict) -> Code:
 
 def _minmax(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
     def emit(t: Translator, node: ast.Call, a: dict) -> Code:
-        return t.call(name, [t.expr(a["x"]).text, t.expr(a["y"]).text])
+        return t.call(name, [t.expr(a["x"]).text, t.expr(a["y"]).text, _propagate(t, a)])
 
     return emit
 
 
+def _propagate(t: Translator, a: dict) -> str | None:
+    """propagate_nan=tl.PropagateNan.ALL (or "all") as PROPAGATE_NAN_ALL; NONE left out."""
+    node = a.get("propagate_nan")
+    if node is None or _is_none(node):
+        return None
+    v = t.static(node)
+    v = v.lower() if isinstance(v, str) else v
+    if v not in B.PROPAGATE:
+        raise t.error(node, "propagate_nan is tl.PropagateNan.NONE or tl.PropagateNan.ALL")
+    return None if v == "none" else B.PROPAGATE[v]
+
+
 def _clamp(t: Translator, node: ast.Call, a: dict) -> Code:
     x, lo, hi = (t.expr(a[k]).text for k in ("x", "min", "max"))
+    nan = _propagate(t, a)
+    if nan is not None:
+        return Code(f"minimum(maximum({x}, {lo}, {nan}), {hi}, {nan})", POSTFIX)
     return Code(f"minimum(maximum({x}, {lo}), {hi})", POSTFIX)
 
 
@@ -1039,7 +1109,7 @@ def _full(t: Translator, node: ast.Call, a: dict) -> Code:
 
 
 def _cast(t: Translator, node: ast.Call, a: dict) -> Code:
-    return t.cast(a["input"], a["dtype"], a["bitcast"])
+    return t.cast(a["input"], a["dtype"], a["bitcast"], a["fp_downcast_rounding"])
 
 
 def _shape_op(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
@@ -1129,6 +1199,16 @@ def _hint(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
     return emit
 
 
+def _static_print(t: Translator, node: ast.Call, a: dict) -> Code:
+    """tl.static_print(...): strings as C strings, values as they are (printed when the C
+    compiles: their types, and constants' values)."""
+    args = []
+    for v in a["values"]:
+        s = t.static(v)
+        args.append(_c_string(s) if isinstance(s, str) else t.expr(v).text)
+    return t.call("static_print", args or ['""'])
+
+
 def _choice(t: Translator, node: ast.expr | None, table: dict[str, str], what: str) -> str | None:
     if node is None or _is_none(node):
         return None
@@ -1173,8 +1253,11 @@ BUILTIN_CALLS: dict[str, Callable[[Translator, ast.Call, dict], Code]] = {
     "device_print": _device_print,
     "multiple_of": _hint("multiple_of"),
     "max_contiguous": _hint("max_contiguous"),
+    "max_constancy": _hint("max_constancy"),
+    "reduce_or": _reduction("reduce_or"),
+    "static_print": _static_print,
 }
-HINTS = tuple(B.BUILTINS[n] for n in ("multiple_of", "max_contiguous"))
+HINTS = tuple(B.BUILTINS[n] for n in ("multiple_of", "max_contiguous", "max_constancy"))
 for _name in ("add", "max", "min", "and", "or", "xor", "xchg", "cas"):
     BUILTIN_CALLS[f"atomic_{_name}"] = _atomic(f"atomic_{_name}")
 

@@ -95,7 +95,7 @@ class _Compiler:
         return getattr(self, method)(e) if method is not None else self.elementwise(e)
 
     def elementwise(self, e: ir.Op) -> Eval:
-        if e.op != "cast" and (e.op not in OPS or OPS[e.op].numpy is None):
+        if e.op not in ("cast", "cast_rtz") and (e.op not in OPS or OPS[e.op].numpy is None):
             raise _unsupported(f"operation '{e.op}'", e.loc)
         args = tuple(self.expr(a) for a in e.args)
         return lambda s: elementwise_numpy(e, [f(s) for f in args])
@@ -156,6 +156,7 @@ class _Compiler:
         "max": lambda x, axis, dtype: np.fmax.reduce(x, axis=axis),
         "min": lambda x, axis, dtype: np.fmin.reduce(x, axis=axis),
         "xor_sum": lambda x, axis, dtype: np.bitwise_xor.reduce(x, axis=axis),
+        "reduce_or": lambda x, axis, dtype: np.bitwise_or.reduce(x, axis=axis),
         "argmax": lambda x, axis, dtype: np.argmax(x, axis=axis),
         "argmin": lambda x, axis, dtype: np.argmin(x, axis=axis),
     }
@@ -302,6 +303,24 @@ class _Compiler:
                 print(f"pid {pid} idx {index} {prefix} {' '.join(str(a[index]) for a in arrays)}")
 
         return show
+
+    def op_assume(self, e: ir.Op) -> Eval:
+        """The promise checked: a false one is undefined behaviour on the GPU, an error here."""
+        (cond,) = (self.expr(a) for a in e.args)
+        text = e.attr("text").replace("%%", "%")
+
+        def check(s: _State) -> None:
+            ok = np.asarray(cond(s))
+            if not ok.all():
+                where = "" if ok.ndim == 0 else f" at {tuple(int(i) for i in np.argwhere(~ok)[0])}"
+                raise _error(
+                    f"assume() does not hold in program {s.pid_tuple}{where}: {text}",
+                    e.loc,
+                    "the GPU compiles on the promise (undefined behaviour where it fails): "
+                    "make it true or drop it",
+                )
+
+        return check
 
     def op_device_assert(self, e: ir.Op) -> Eval:
         (cond,) = (self.expr(a) for a in e.args)

@@ -23,7 +23,7 @@ from typing import Any
 from pycparser import c_ast
 
 from ..._prelude import FILES
-from ...constants import CONSTANTS
+from ...constants import CONSTANTS, ROUNDINGS
 from ...dtypes import ACC, BOOL, DTYPES, F32, DType, acc_dtype
 from ...errors import CompileError, Location
 from ...parse import Unit, literals
@@ -33,7 +33,7 @@ from .. import ir
 from ..ir import Const, Expr, Op, PointerType, Type, Var
 from ..names import Names, is_generated
 from ..ops import typing as ty
-from ..ops.table import OPS, bitcast
+from ..ops.table import OPS, bitcast, make_cast_rtz
 from .context import TupleValue
 from .debug_ops import DebugOps
 from .dot_ops import DotOps
@@ -106,6 +106,9 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         self.names = Names()  # renamed locals: shadowed names, inlined helpers' locals
         self.inlining: list[str] = []
         self.acc = F32  # what `acc_t` names: set from the pointer arguments by build()
+        # `#pragma unroll N` / `#pragma num_stages N` waiting for the loop they precede
+        self.loop_pragmas: dict[str, int] = {}
+        self.pragma_loc: Location | None = None
 
     # ------------------------------------------------------------ entry
 
@@ -298,6 +301,10 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     # ------------------------------------------------------------ statements
 
     def stmt(self, node, new_scope: bool = True) -> None:
+        if self.loop_pragmas and not isinstance(
+            node, (c_ast.Pragma, c_ast.For, c_ast.While, c_ast.DoWhile)
+        ):
+            self.stray_pragma()
         if isinstance(node, c_ast.Compound):
             if new_scope:
                 with self.block() as body:
@@ -319,6 +326,53 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     def _items(self, node: c_ast.Compound) -> None:
         for item in node.block_items or []:
             self.stmt(item)
+        if self.loop_pragmas:
+            self.stray_pragma()
+
+    _LOOP_PRAGMAS = ("unroll", "num_stages")
+
+    def stmt_Pragma(self, node: c_ast.Pragma) -> None:
+        """``#pragma unroll N`` and ``#pragma num_stages N`` (``_Pragma("unroll 4")``) before a
+        loop: its unroll factor and its software pipeline's stages (tl.range's options)."""
+        loc = self.loc(node)
+        text = node.string
+        if isinstance(text, c_ast.Constant):
+            text = literals.string(text.value, loc)
+        words = str(text).split()
+        usage = "`#pragma unroll N` or `#pragma num_stages N` directly before a loop"
+        if not words or words[0] not in self._LOOP_PRAGMAS:
+            raise CompileError(f"unknown pragma '{str(text).strip()}' in a kernel", loc, usage)
+        if len(words) != 2:
+            raise CompileError(f"#pragma {words[0]} takes one number", loc, usage)
+        value = None
+        if words[1].isdigit():
+            value = int(words[1])
+        else:
+            sym = self.lookup(words[1])
+            if sym is not None and sym.const is not None and isinstance(sym.const.value, int):
+                value = int(sym.const.value)
+        if value is None or value < 1:
+            raise CompileError(
+                f"#pragma {words[0]} takes a positive integer or an integer constexpr, "
+                f"got '{words[1]}'",
+                loc,
+                usage,
+            )
+        if words[0] in self.loop_pragmas:
+            raise CompileError(
+                f"#pragma {words[0]} given twice for one loop", loc, "keep the one you mean"
+            )
+        self.loop_pragmas[words[0]] = value
+        self.pragma_loc = loc
+
+    def stray_pragma(self) -> None:
+        names = " and ".join(f"#pragma {k}" for k in self.loop_pragmas)
+        self.loop_pragmas = {}
+        raise CompileError(
+            f"{names} must directly precede a loop",
+            self.pragma_loc,
+            "write it on the line before `for`, `while` or `do`",
+        )
 
     def stmt_EmptyStatement(self, node) -> None:
         pass
@@ -460,7 +514,14 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
 
     def stmt_FuncCall(self, node: c_ast.FuncCall) -> None:
         name = node.name.name if isinstance(node.name, c_ast.ID) else None
-        if name in ("static_assert", "device_print", "device_assert", "debug_barrier"):
+        if name in (
+            "static_assert",
+            "static_print",
+            "device_print",
+            "device_assert",
+            "debug_barrier",
+            "assume",
+        ):
             result = self.expr_FuncCall(node, statement=True)
             if isinstance(result, Expr):
                 self.emit(ir.Eval(loc=self.loc(node), expr=result))
@@ -518,6 +579,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
 
     def _loop(self, kind, node, init_node, cond_node, next_node, body_node) -> None:
         loc = self.loc(node)
+        pragmas, self.loop_pragmas = self.loop_pragmas, {}
         with self.block() as init:
             if init_node is not None:
                 self.stmt(init_node)
@@ -538,7 +600,14 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             return
         self.emit(
             ir.Loop(
-                loc=loc, kind=kind, init=tuple(init), cond=cond, step=tuple(step), body=tuple(body)
+                loc=loc,
+                kind=kind,
+                init=tuple(init),
+                cond=cond,
+                step=tuple(step),
+                body=tuple(body),
+                unroll=pragmas.get("unroll"),
+                num_stages=pragmas.get("num_stages"),
             )
         )
 
@@ -780,6 +849,43 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             self.loc(node),
             "types are arguments of bitcast(x, T) only; convert a value with a cast: (T)x",
         )
+
+    def call_cast(self, args, loc: Location) -> Expr:
+        """cast(x, T, rounding): the C cast (T)x, or with RTZ a float narrowed toward zero."""
+        if not isinstance(args[1], c_ast.Typename):
+            raise CompileError(
+                "the second argument of cast() is a type name",
+                self.loc(args[1]),
+                "e.g. cast(x, f16), or the C cast (f16)x",
+            )
+        target, _ = self.resolve_type(args[1].type, self.loc(args[1]))
+        if target is None or target.is_tile or target.is_pointer:
+            raise CompileError("cast() converts to an element type, e.g. f16", self.loc(args[1]))
+        value = self.expr(args[0])
+        if value.type.is_pointer:
+            raise CompileError("pointers cannot be cast", self.loc(args[0]))
+        rounding = self.constant(args[2], "the rounding of cast()") if len(args) > 2 else None
+        roundings = {c.value: c.name for c in ROUNDINGS}
+        if rounding is not None and rounding not in roundings:
+            raise CompileError(
+                f"the rounding of cast() is {' or '.join(roundings.values())}",
+                self.loc(args[2]),
+                "e.g. cast(x, f16, RTZ): toward zero",
+            )
+        to = target.scalar
+        if rounding is None or roundings[rounding] == "RTNE":
+            return ty.cast(value, to)
+        src = value.type.scalar
+        if ty.is_weak(value):
+            src = ty.weak_literal_type(value.value)
+            value = ty.cast(value, src)
+        if not (src.is_float and to.is_float and to.bits < src.bits):
+            raise CompileError(
+                f"RTZ rounds a float narrowed to a narrower float, not {src} to {to}",
+                self.loc(args[2]),
+                f"cast(x, {to}) converts without a rounding mode",
+            )
+        return make_cast_rtz(value, to, loc)
 
     def call_bitcast(self, args, loc: Location) -> Expr:
         if not isinstance(args[1], c_ast.Typename):

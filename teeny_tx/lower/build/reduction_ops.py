@@ -40,6 +40,9 @@ class ReductionOps(LoweringContext):
     def call_xor_sum(self, args, loc: Location) -> Expr:
         return self._reduction("xor_sum", args, loc)
 
+    def call_reduce_or(self, args, loc: Location) -> Expr:
+        return self._reduction("reduce_or", args, loc)
+
     def call_argmax(self, args, loc: Location) -> Expr:
         return self._reduction("argmax", args, loc)
 
@@ -52,7 +55,13 @@ class ReductionOps(LoweringContext):
             return self._tuple_reduction(inputs, args, loc)
         return self._reduction("reduce", args[:2], loc, combine_node=args[2])
 
-    _COMBINE = {"sum": "add", "max": "maximum", "min": "minimum", "xor_sum": "bitxor"}
+    _COMBINE = {
+        "sum": "add",
+        "max": "maximum",
+        "min": "minimum",
+        "xor_sum": "bitxor",
+        "reduce_or": "bitor",
+    }
 
     def _reduction(self, kind: str, args, loc: Location, combine_node=None) -> Expr:
         x = self.tile_arg(args[0], kind)
@@ -79,6 +88,8 @@ class ReductionOps(LoweringContext):
                 )
         if kind == "xor_sum":
             ty.require_int(x, loc, "xor_sum")
+        if kind == "reduce_or" and dtype.kind != "b":
+            ty.require_int(x, loc, "reduce_or")
         x = ty.cast(x, dtype)
         a = Var(type=Type(dtype), loc=loc, name=COMBINE_ARGS[0])
         b = Var(type=Type(dtype), loc=loc, name=COMBINE_ARGS[1])

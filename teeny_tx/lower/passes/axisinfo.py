@@ -182,6 +182,11 @@ class AxisInfo:
         x = self.info(e.args[0])
         return Info(max(x.contig, e.attr("n")), x.const, x.div)
 
+    def op_max_constancy(self, e: Op) -> Info:
+        """The user's promise (Triton's tl.max_constancy): runs of n equal values."""
+        x = self.info(e.args[0])
+        return Info(x.contig, max(x.const, e.attr("n")), x.div)
+
     def op_neg(self, e: Op) -> Info:
         a = self.info(e.args[0])
         return Info(1, a.const, a.div)
