@@ -1,57 +1,25 @@
 """Chapter 6 of the book: every triton.language operation and how teeny_tx spells it.
 
-Input: ``tools/triton_language.tsv`` (the names of Triton's API reference, by section, each with
-its status here) and the op table, read through its public name ``teeny_tx.lower.ops.table.OPS``
-(with the prelude's helper functions, ``teeny_tx.docs.prelude_helpers``). Output:
-:func:`chapter`, the Markdown committed as ``docs/triton.md``;
-``python -m tools.triton_table > docs/triton.md`` regenerates it. :func:`disagreements` lists
-every row the op table contradicts; ``tests/test_book.py`` fails on any.
+Input: ``teeny_tx/lower/ops/triton_language.tsv`` (the names of Triton's API reference, by
+section, each with its status here; read by ``teeny_tx.lower.ops.spellings``) and the op
+table, read through its public name ``teeny_tx.lower.ops.table.OPS`` (with the prelude's
+helper functions, ``teeny_tx.docs.prelude_helpers``). Output: :func:`chapter`, the Markdown
+committed as ``docs/triton.md``; ``python -m tools.triton_table > docs/triton.md``
+regenerates it. :func:`disagreements` lists every row the op table contradicts;
+``tests/test_book.py`` fails on any.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 
 from teeny_tx.docs import prelude_helpers
+from teeny_tx.lower.ops.spellings import DATA, LIBDEVICE, STATUSES, Row, rows
 from teeny_tx.lower.ops.table import OPS
 
-DATA = Path(__file__).resolve().parent / "triton_language.tsv"
+__all__ = ["DATA", "GENERATOR", "LIBDEVICE", "STATUSES", "Row", "chapter", "disagreements", "rows"]
+
 GENERATOR = "python -m tools.triton_table > docs/triton.md"
-STATUSES = ("same", "differs", "syntax", "absent")
-LIBDEVICE = "libdevice"  # the section of triton.language.extra.libdevice's functions
-
-
-@dataclass(frozen=True)
-class Row:
-    section: str
-    name: str
-    status: str
-    ops: tuple[str, ...]
-    spelling: str
-    note: str
-    line: int
-
-    @property
-    def qualified(self) -> str:
-        """The name as Triton spells it: ``tl.load``, ``libdevice.erfinv``."""
-        return f"{'libdevice' if self.section == LIBDEVICE else 'tl'}.{self.name}"
-
-
-def rows(path: Path = DATA) -> list[Row]:
-    """The data file's rows, in file order."""
-    out = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) != 6:
-            raise ValueError(f"{path.name}:{number}: 6 tab-separated fields, got {len(fields)}")
-        section, name, status, ops, spelling, note = (f.strip() for f in fields)
-        names = tuple(op.strip() for op in ops.split(",") if op.strip())
-        out.append(Row(section, name, status, names, spelling, note, number))
-    return out
 
 
 def helper_names() -> set[str]:
@@ -118,8 +86,8 @@ def chapter() -> str:
     lines = [
         "# 6. Every operation, from Triton",
         "",
-        f"<!-- Generated from tools/triton_language.tsv and the op table by `{GENERATOR}`;",
-        "     do not edit. tests/test_book.py checks it is current. -->",
+        "<!-- Generated from teeny_tx/lower/ops/triton_language.tsv and the op table by",
+        f"     `{GENERATOR}`; do not edit. tests/test_book.py checks it is current. -->",
         "",
         "Every operation of `triton.language`, in the sections of Triton's API reference, and",
         "the math functions of its `libdevice` module (`triton.language.extra.libdevice`), and",

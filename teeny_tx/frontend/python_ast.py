@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CompileError, Location, TeenyError
+from ..lower.ops import spellings
 from . import builtins as B
 from .program import Origin, Program
 
@@ -750,7 +751,7 @@ class Translator:
             raise self.error(
                 func,
                 f"'{ast.unparse(func)}' cannot be called in a @jit function: the language lacks it",
-                B.REFUSED.get(func.attr),
+                B.REFUSED.get(func.attr) or spellings.answer(func.attr),
             )
         fn = self.static(func)
         if isinstance(fn, B.Builtin):
@@ -769,7 +770,9 @@ class Translator:
         name = ast.unparse(func)
         if fn is NO:
             raise self.error(func, f"unknown function '{name}'")
-        refused = B.REFUSED.get(name.rsplit(".", 1)[-1])
+        refused = B.REFUSED.get(name.rsplit(".", 1)[-1]) or spellings.answer(
+            name.rsplit(".", 1)[-1]
+        )
         hint = refused or "kernels call tl.* operations and other @jit functions"
         raise self.error(func, f"'{name}' cannot be called in a @jit function", hint)
 

@@ -32,6 +32,7 @@ from ...parse.source import PRELUDE_NAME, prelude_text
 from .. import ir
 from ..ir import Const, Expr, Op, PointerType, Type, Var
 from ..names import Names, is_generated
+from ..ops import spellings
 from ..ops import typing as ty
 from ..ops.table import OPS, bitcast, make_cast_rtz
 from .context import TupleValue
@@ -231,11 +232,26 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         return None
 
     def visible_names(self) -> list[str]:
+        """What an identifier may name here: the variables in scope and the constants."""
         names = [n for scope in self.frames[-1].scopes for n in scope]
-        return names + [n for n, op in OPS.items() if op.prelude] + list(self.unit.functions)
+        return names + list(CONSTANTS) + list(_FLOAT_CONSTANTS)
+
+    def operation_names(self) -> list[str]:
+        """What a call may name: the operations and the helper functions (kernels are not
+        called)."""
+        kernels = set(self.unit.kernels())
+        helpers = [n for n in self.unit.functions if n not in kernels]
+        return [n for n, op in OPS.items() if op.prelude] + helpers
 
     def unknown(self, name: str, loc: Location, what: str = "identifier") -> CompileError:
-        close = difflib.get_close_matches(name, self.visible_names(), n=1)
+        """An unknown name: Triton's name of an operation says how it is written here; else the
+        nearest name of the same kind (an operation for a call, a variable for a value)."""
+        if what == "operation":
+            answer = spellings.answer(name)
+            if answer is not None:
+                return CompileError(f"unknown operation '{name}'", loc, answer)
+        names = self.operation_names() if what == "operation" else self.visible_names()
+        close = difflib.get_close_matches(name, names, n=1)
         hint = f"did you mean '{close[0]}'?" if close else None
         return CompileError(f"unknown {what} '{name}'", loc, hint)
 
