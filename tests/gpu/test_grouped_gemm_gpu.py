@@ -37,7 +37,10 @@ def test_grouped_gemm_in_c_on_the_gpu(seed, bm, bn, bk, warps):
     host = [(a, b, c.copy()) for a, b, c in groups]
     _on_the_interpreter(module, host, 7, bm, bn, bk)
     # contiguous device copies (the kernel reads B's row stride from g_lds)
-    dev = [(cp.asarray(a), cp.asarray(b), cp.zeros(c.shape, cp.float16)) for a, b, c in groups]
+    dev = [
+        (cp.asarray(a), cp.asarray(np.ascontiguousarray(b)), cp.zeros(c.shape, cp.float16))
+        for a, b, c in groups
+    ]
     sizes, lds = G.sizes_and_strides([(a, np.ascontiguousarray(b), c) for a, b, c in groups])
     tables = [_device_table(x) for x in zip(*dev, strict=True)]
     module.grouped_matmul[(132,)](
