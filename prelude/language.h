@@ -39,6 +39,12 @@ tile arange(i32 start, i32 end);    /* i32 tile start..end-1; constants, end-sta
 tile cdiv(tile a, tile b);          /* ceiling division of integers: (a + b - 1) / b            */
 
 /* ---- memory ------------------------------------------------------------------------------- */
+/* Loads take (ptr, mask, other, cache, evict), stores (ptr, value, mask, cache, evict); the     */
+/* optional hints are constants: a cache modifier (loads: CACHE_CA, CACHE_CG, CACHE_CS, CACHE_LU, CACHE_CV; */
+/* stores: CACHE_WB, CACHE_CG, CACHE_CS, CACHE_WT) and an L2 eviction priority (EVICT_NORMAL,   */
+/* EVICT_FIRST, EVICT_LAST), 0 for none. The interpreter ignores them.                         */
+extern const i32 CACHE_CA, CACHE_CG, CACHE_CS, CACHE_LU, CACHE_CV, CACHE_WB, CACHE_WT;
+extern const i32 EVICT_NORMAL, EVICT_FIRST, EVICT_LAST;
 tile load(tile ptr, ...);           /* load(ptr, mask = all, other = 0): masked-off lanes read other */
 void store(tile ptr, tile value, ...); /* store(ptr, value, mask = all); value converts to *ptr's type */
 
@@ -54,14 +60,15 @@ tile sum(tile x, ...);              /* sum(x, axis, keep_dims); f16/bf16 give f3
 tile max(tile x, ...);              /* max(x, axis, keep_dims); NaN operands are skipped        */
 tile min(tile x, ...);              /* min(x, axis, keep_dims); NaN operands are skipped        */
 tile xor_sum(tile x, ...);          /* xor_sum(x, axis, keep_dims) of integers                  */
+tile reduce_or(tile x, ...);        /* reduce_or(x, axis, keep_dims): bitwise or of integers or bools */
 tile argmax(tile x, i32 axis, ...); /* i32 index of the maximum along axis; ties: lowest index  */
 tile argmin(tile x, i32 axis, ...); /* i32 index of the minimum along axis; ties: lowest index  */
-tile reduce(tile x, i32 axis, ...); /* reduce(x, axis, combine): combine is a helper T f(T, T)  */
+tile reduce(tile x, i32 axis, ...); /* reduce(x, axis, combine): combine is a helper T f(T, T); x may be a tuple (x, y) */
 
 /* ---- scans (inclusive, along an axis; reverse = 1 scans from the end) ------------------------ */
 tile cumsum(tile x, ...);           /* cumsum(x, axis = 0, reverse = 0); dtype as sum()         */
 tile cumprod(tile x, ...);          /* cumprod(x, axis = 0, reverse = 0)                        */
-tile associative_scan(tile x, i32 axis, ...); /* (x, axis, combine, reverse = 0): combine a helper */
+tile associative_scan(tile x, i32 axis, ...); /* (x, axis, combine, reverse = 0): combine a helper; x may be a tuple */
 tile flip(tile x, ...);             /* flip(x, axis = 0): reverse the order along an axis       */
 tile cat(tile a, tile b, ...);      /* cat(a, b, axis = 0): a then b along axis (equal shapes)   */
 tile join(tile a, tile b);          /* a and b side by side in a new last dimension of size 2   */
@@ -93,6 +100,7 @@ tile atomic_cas(tile ptr, tile cmp, tile val, ...); /* *ptr = *ptr == cmp ? val 
 /* ---- debugging (device_print and device_assert are compiled in only with debug: ---------- */
 /* teeny_tx.compile(path, debug=True) or TEENY_TX_DEBUG=1; static_assert always)               */
 void static_assert(tile cond, ...);  /* static_assert(cond, "message"): a constant condition    */
+void static_print(tile what, ...);   /* static_print("text", x, ...): print types and constants when compiling */
 void device_print(tile prefix, ...); /* device_print("prefix", x, ...): every element, with pid */
 void device_assert(tile cond, ...);  /* device_assert(cond, "message"): trap where cond is false */
 
@@ -100,12 +108,17 @@ void device_assert(tile cond, ...);  /* device_assert(cond, "message"): trap whe
 void debug_barrier(void);           /* every thread of the program waits here (__syncthreads)   */
 tile multiple_of(tile x, i32 n);    /* x, promised: each contiguous group starts at a multiple of n (bytes for pointers) */
 tile max_contiguous(tile x, i32 n); /* x, promised: runs of n lanes hold consecutive values     */
+tile max_constancy(tile x, i32 n);  /* x, promised: runs of n lanes hold one value              */
+void assume(tile cond);             /* a promise to the compiler that cond holds (checked on the interpreter) */
 tile bitcast(tile x, ...);          /* bitcast(x, u32): the same bits as another type of equal width */
 
 /* ---- selection ---------------------------------------------------------------------------- */
 tile where(tile cond, tile a, tile b); /* a where cond else b, broadcast                      */
-tile maximum(tile a, tile b);       /* elementwise max; a NaN operand yields the other (fmax)  */
-tile minimum(tile a, tile b);       /* elementwise min; a NaN operand yields the other (fmin)  */
+extern const i32 PROPAGATE_NAN_NONE, PROPAGATE_NAN_ALL;
+tile maximum(tile a, tile b, ...);  /* elementwise max; a NaN operand yields the other (fmax), or NaN with PROPAGATE_NAN_ALL */
+tile minimum(tile a, tile b, ...);  /* elementwise min; a NaN operand yields the other (fmin), or NaN with PROPAGATE_NAN_ALL */
+extern const i32 RTNE, RTZ;
+tile cast(tile x, ...);             /* cast(x, T, rounding = RTNE): (T)x; RTZ rounds a narrowing float conversion toward zero */
 
 /* ---- math (float tiles; f16/bf16 are computed in f32 and rounded once) -------------------- */
 tile exp(tile x);                   /* e^x                                                      */

@@ -263,6 +263,15 @@ __device__ __forceinline__ To bitcast(From x) {
 // debug_barrier(): Triton's; every thread of the block waits (its memory operations become
 // visible to the block).
 __device__ __forceinline__ void debug_barrier() { __syncthreads(); }
+// cast_rtz<To>(x): a float narrowed toward zero (cast(x, T, RTZ); C6 of lower/ops/casts.py).
+// Through f32 from f64: truncating twice truncates once, as every narrower value is an f32.
+template <typename To, typename From> __device__ __forceinline__ To cast_rtz(From x);
+template <> __device__ __forceinline__ __half cast_rtz<__half, float>(float x) { return __float2half_rz(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 cast_rtz<__nv_bfloat16, float>(float x) { return __float2bfloat16_rz(x); }
+template <> __device__ __forceinline__ float cast_rtz<float, double>(double x) { return __double2float_rz(x); }
+template <> __device__ __forceinline__ __half cast_rtz<__half, double>(double x) { return __float2half_rz(__double2float_rz(x)); }
+template <> __device__ __forceinline__ __nv_bfloat16 cast_rtz<__nv_bfloat16, double>(double x) { return __float2bfloat16_rz(__double2float_rz(x)); }
+
 template <> __device__ __forceinline__ __half cast<__half, __half>(__half x) { return x; }
 template <> __device__ __forceinline__ __nv_bfloat16 cast<__nv_bfloat16, __nv_bfloat16>(__nv_bfloat16 x) { return x; }
 template <> __device__ __forceinline__ __half cast<__half, __nv_bfloat16>(__nv_bfloat16 x) { return __float2half_rn(__bfloat162float(x)); }
@@ -338,6 +347,18 @@ __device__ __forceinline__ double pow(double a, double b) { return ::pow(a, b); 
 template <typename T> __device__ __forceinline__ T fmod(T a, T b) { return cast<T>(::fmodf(widen(a), widen(b))); }
 __device__ __forceinline__ double fmod(double a, double b) { return ::fmod(a, b); }
 
+// maximum_nan/minimum_nan (propagate_nan=ALL): a NaN operand yields NaN.
+template <typename T> __device__ __forceinline__ T maximum_nan(T a, T b) { return a < b ? b : a; }
+template <typename T> __device__ __forceinline__ T minimum_nan(T a, T b) { return b < a ? b : a; }
+__device__ __forceinline__ float maximum_nan(float a, float b) { return (a != a || b != b) ? a + b : ::fmaxf(a, b); }
+__device__ __forceinline__ float minimum_nan(float a, float b) { return (a != a || b != b) ? a + b : ::fminf(a, b); }
+__device__ __forceinline__ double maximum_nan(double a, double b) { return (a != a || b != b) ? a + b : ::fmax(a, b); }
+__device__ __forceinline__ double minimum_nan(double a, double b) { return (a != a || b != b) ? a + b : ::fmin(a, b); }
+__device__ __forceinline__ __half maximum_nan(__half a, __half b) { return __hmax_nan(a, b); }
+__device__ __forceinline__ __half minimum_nan(__half a, __half b) { return __hmin_nan(a, b); }
+__device__ __forceinline__ __nv_bfloat16 maximum_nan(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmax_nan(a, b); }
+__device__ __forceinline__ __nv_bfloat16 minimum_nan(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmin_nan(a, b); }
+
 // maximum/minimum: for floats a NaN operand yields the other operand (fmax/fmin).
 template <typename T> __device__ __forceinline__ T maximum(T a, T b) { return a < b ? b : a; }
 template <typename T> __device__ __forceinline__ T minimum(T a, T b) { return b < a ? b : a; }
@@ -356,27 +377,34 @@ __device__ __forceinline__ __nv_bfloat16 minimum(__nv_bfloat16 a, __nv_bfloat16 
 template <typename T, int VEC>
 struct alignas(sizeof(T) * VEC) Vec { T v[VEC]; };
 
-template <int VEC, typename T>
+// How an access reaches memory: Plain (C's dereference), or Hint<COP, EVICT> (a load's or
+// store's cache modifier and L2 eviction priority, prelude/access.cuh).
+struct Plain {
+    template <typename T> __device__ __forceinline__ static T load(const T* p) { return *p; }
+    template <typename T> __device__ __forceinline__ static void store(T* p, T v) { *p = v; }
+};
+
+template <int VEC, class H = Plain, typename T>
 __device__ __forceinline__ void load_vec(T* dst, const T* p, const bool* mask, T other) {
     bool all = true;
 #pragma unroll
     for (int j = 0; j < VEC; ++j) all = all && mask[j];
     if (all) {
-        Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(p);
+        Vec<T, VEC> v = H::load(reinterpret_cast<const Vec<T, VEC>*>(p));
 #pragma unroll
         for (int j = 0; j < VEC; ++j) dst[j] = v.v[j];
     } else {
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) dst[j] = mask[j] ? p[j] : other;
+        for (int j = 0; j < VEC; ++j) dst[j] = mask[j] ? H::load(p + j) : other;
     }
 }
 
 // A vector access whose mask is one value over its VEC lanes (the lowering proved it): one
 // test, a predicated 16-byte access, no lane-by-lane fallback.
-template <int VEC, typename T>
+template <int VEC, class H = Plain, typename T>
 __device__ __forceinline__ void load_vec_if(T* dst, const T* p, bool mask, T other) {
     if (mask) {
-        Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(p);
+        Vec<T, VEC> v = H::load(reinterpret_cast<const Vec<T, VEC>*>(p));
 #pragma unroll
         for (int j = 0; j < VEC; ++j) dst[j] = v.v[j];
     } else {
@@ -385,24 +413,24 @@ __device__ __forceinline__ void load_vec_if(T* dst, const T* p, bool mask, T oth
     }
 }
 
-template <int VEC, typename T>
+template <int VEC, class H = Plain, typename T>
 __device__ __forceinline__ void store_vec_if(T* p, const T* src, bool mask) {
     if (mask) {
         Vec<T, VEC> v;
 #pragma unroll
         for (int j = 0; j < VEC; ++j) v.v[j] = src[j];
-        *reinterpret_cast<Vec<T, VEC>*>(p) = v;
+        H::store(reinterpret_cast<Vec<T, VEC>*>(p), v);
     }
 }
 
-template <int VEC, typename T>
+template <int VEC, class H = Plain, typename T>
 __device__ __forceinline__ void load_vec(T* dst, const T* p) {
-    Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(p);
+    Vec<T, VEC> v = H::load(reinterpret_cast<const Vec<T, VEC>*>(p));
 #pragma unroll
     for (int j = 0; j < VEC; ++j) dst[j] = v.v[j];
 }
 
-template <int VEC, typename T>
+template <int VEC, class H = Plain, typename T>
 __device__ __forceinline__ void store_vec(T* p, const T* src, const bool* mask) {
     bool all = true;
 #pragma unroll
@@ -411,20 +439,20 @@ __device__ __forceinline__ void store_vec(T* p, const T* src, const bool* mask) 
         Vec<T, VEC> v;
 #pragma unroll
         for (int j = 0; j < VEC; ++j) v.v[j] = src[j];
-        *reinterpret_cast<Vec<T, VEC>*>(p) = v;
+        H::store(reinterpret_cast<Vec<T, VEC>*>(p), v);
     } else {
 #pragma unroll
         for (int j = 0; j < VEC; ++j)
-            if (mask[j]) p[j] = src[j];
+            if (mask[j]) H::store(p + j, src[j]);
     }
 }
 
-template <int VEC, typename T>
+template <int VEC, class H = Plain, typename T>
 __device__ __forceinline__ void store_vec(T* p, const T* src) {
     Vec<T, VEC> v;
 #pragma unroll
     for (int j = 0; j < VEC; ++j) v.v[j] = src[j];
-    *reinterpret_cast<Vec<T, VEC>*>(p) = v;
+    H::store(reinterpret_cast<Vec<T, VEC>*>(p), v);
 }
 
 // ---- atomics --------------------------------------------------------------------------------
@@ -550,6 +578,30 @@ template <typename T>
 __device__ __forceinline__ ValueIndex<T> shfl_xor(ValueIndex<T> x, int mask) {
     return {shfl_xor(x.value, mask), __shfl_xor_sync(0xffffffffu, x.index, mask)};
 }
+template <typename T> __device__ __forceinline__ T shfl_up(T x, int delta) { return __shfl_up_sync(0xffffffffu, x, delta); }
+template <typename T> __device__ __forceinline__ T shfl_idx(T x, int lane) { return __shfl_sync(0xffffffffu, x, lane); }
+
+// The values of a multi-operand reduction or scan (reduce((x, i), 0, combine)): a struct of
+// fields v0, v1, ... that the combiner takes and returns whole; shuffles move it field by field.
+template <class A, class B> struct Tuple2 { A v0; B v1; };
+template <class A, class B, class C> struct Tuple3 { A v0; B v1; C v2; };
+template <class A, class B, class C, class D> struct Tuple4 { A v0; B v1; C v2; D v3; };
+#define TX_TUPLE_SHUFFLE(name, arg)                                                              \
+    template <class A, class B> __device__ __forceinline__ Tuple2<A, B> name(Tuple2<A, B> x, int arg) { \
+        return {name(x.v0, arg), name(x.v1, arg)};                                               \
+    }                                                                                            \
+    template <class A, class B, class C>                                                         \
+    __device__ __forceinline__ Tuple3<A, B, C> name(Tuple3<A, B, C> x, int arg) {                \
+        return {name(x.v0, arg), name(x.v1, arg), name(x.v2, arg)};                              \
+    }                                                                                            \
+    template <class A, class B, class C, class D>                                                \
+    __device__ __forceinline__ Tuple4<A, B, C, D> name(Tuple4<A, B, C, D> x, int arg) {          \
+        return {name(x.v0, arg), name(x.v1, arg), name(x.v2, arg), name(x.v3, arg)};             \
+    }
+TX_TUPLE_SHUFFLE(shfl_xor, mask)
+TX_TUPLE_SHUFFLE(shfl_up, delta)
+TX_TUPLE_SHUFFLE(shfl_idx, lane)
+#undef TX_TUPLE_SHUFFLE
 
 // Reduce `in` (layout LI) along dimension D into `out` (layout LO: LI with D of size 1):
 // registers in order, then lanes (butterfly shuffles, every lane gets the result), then warps
@@ -626,7 +678,7 @@ __device__ __forceinline__ void scan(T* out, const T* in, F combine, S smem) {
         for (int offset = 1; offset < lanes; offset *= 2) {
 #pragma unroll
             for (int o = 0; o < LO::REGS; ++o) {
-                T up = __shfl_up_sync(0xffffffffu, inclusive[o], offset * lane_stride);
+                T up = shfl_up(inclusive[o], offset * lane_stride);
                 if (lane >= offset) inclusive[o] = combine(up, inclusive[o]);
             }
         }
@@ -634,8 +686,8 @@ __device__ __forceinline__ void scan(T* out, const T* in, F combine, S smem) {
         T before[LO::REGS], rep_total[LO::REGS];
 #pragma unroll
         for (int o = 0; o < LO::REGS; ++o) {
-            before[o] = __shfl_up_sync(0xffffffffu, inclusive[o], lane_stride);
-            rep_total[o] = __shfl_sync(0xffffffffu, inclusive[o],
+            before[o] = shfl_up(inclusive[o], lane_stride);
+            rep_total[o] = shfl_idx(inclusive[o],
                                        int(threadIdx.x) % 32 + (lanes - 1 - lane) * lane_stride);
         }
         bool has_lane_prefix = lane > 0, has_warp_prefix = false;
@@ -713,4 +765,6 @@ __device__ __forceinline__ void gather2(T* dst, const T* a, const T* b, S smem, 
 
 }  // namespace tx
 #include "random.cuh"
+#include "access.cuh"
+#include "libdevice.cuh"
 #include "mma.cuh"

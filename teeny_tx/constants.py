@@ -1,4 +1,5 @@
-"""The language's named integer constants: memory orders, scopes and dot precisions.
+"""The language's named integer constants: memory orders, scopes, dot precisions, cache
+modifiers and eviction policies, NaN propagation and float roundings.
 
 Input: nothing (declarations). Output: one table per family, each entry a :class:`Named`
 (the name a kernel writes, which is also the ``tx::`` enumerator of the device header; its
@@ -48,7 +49,52 @@ PRECISIONS: tuple[Named, ...] = (
 )
 DEFAULT_PRECISION = "IEEE"
 
-CONSTANTS: dict[str, Named] = {c.name: c for c in (*MEMORY_ORDERS, *SCOPES, *PRECISIONS)}
+# Cache modifiers of loads and stores (Triton's cache_modifier=): PTX's cache operators
+# (ld.global.cg ...); ``python`` is Triton's string. A hint: the interpreter ignores them.
+CACHE_MODIFIERS: tuple[Named, ...] = (
+    Named("CACHE_CA", 30, "cache at every level (ld.ca, a load's default)", ".ca"),
+    Named("CACHE_CG", 31, "cache in L2, not L1 (ld.cg / st.cg)", ".cg"),
+    Named("CACHE_CS", 32, "streaming: likely read or written once (ld.cs / st.cs)", ".cs"),
+    Named("CACHE_LU", 33, "last use: the line is not needed again (ld.lu)", ".lu"),
+    Named("CACHE_CV", 34, "fetch again, do not cache (ld.cv)", ".cv"),
+    Named("CACHE_WB", 35, "write back at every level (st.wb, a store's default)", ".wb"),
+    Named("CACHE_WT", 36, "write through to system memory (st.wt)", ".wt"),
+)
+LOAD_CACHES = ("CACHE_CA", "CACHE_CG", "CACHE_CS", "CACHE_LU", "CACHE_CV")
+STORE_CACHES = ("CACHE_WB", "CACHE_CG", "CACHE_CS", "CACHE_WT")
+
+# L2 eviction priorities of loads and stores (Triton's eviction_policy=): an L2 cache policy
+# (createpolicy ... L2::cache_hint) on the access. A hint: the interpreter ignores them.
+EVICTION_POLICIES: tuple[Named, ...] = (
+    Named("EVICT_NORMAL", 40, "the default priority", "evict_normal"),
+    Named("EVICT_FIRST", 41, "evicted first: data used once", "evict_first"),
+    Named("EVICT_LAST", 42, "evicted last: data used again soon", "evict_last"),
+)
+
+# NaN handling of maximum/minimum (Triton's propagate_nan=).
+PROPAGATE_NAN: tuple[Named, ...] = (
+    Named("PROPAGATE_NAN_NONE", 50, "a NaN operand yields the other (fmax; the default)", "none"),
+    Named("PROPAGATE_NAN_ALL", 51, "a NaN operand yields NaN", "all"),
+)
+
+# Roundings of float conversions that narrow (Triton's fp_downcast_rounding=).
+ROUNDINGS: tuple[Named, ...] = (
+    Named("RTNE", 60, "to the nearest, ties to even (the default)", "rtne"),
+    Named("RTZ", 61, "toward zero", "rtz"),
+)
+
+CONSTANTS: dict[str, Named] = {
+    c.name: c
+    for c in (
+        *MEMORY_ORDERS,
+        *SCOPES,
+        *PRECISIONS,
+        *CACHE_MODIFIERS,
+        *EVICTION_POLICIES,
+        *PROPAGATE_NAN,
+        *ROUNDINGS,
+    )
+}
 
 
 def values(table: tuple[Named, ...]) -> dict[str, int]:

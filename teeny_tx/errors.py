@@ -82,6 +82,13 @@ class InterpreterError(TeenyError):
     """The NumPy interpreter caught an illegal access (an unmasked out-of-bounds load or store)."""
 
 
+class PerformanceWarning(UserWarning):
+    """A kernel compiles, but slower than it could, and the kernel text can fix it: a ``dot`` on
+    sm_90a whose tiles do not fit wgmma runs as mma.sync (the message names the tile dimension
+    to change). ``TEENY_TX_PERF_WARNINGS=0`` silences it, as does
+    ``warnings.filterwarnings("ignore", category=teeny_tx.PerformanceWarning)``."""
+
+
 class RegisterSpillWarning(UserWarning):
     """A specialisation compiled, but ptxas spilled registers to (slow) local memory:
     ``spilled`` bytes per thread."""

@@ -28,7 +28,7 @@ import dataclasses
 import difflib
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -505,10 +505,13 @@ class _Interpret:
             num_stages: int = 2,
             stream: Any = None,
             strided: bool = False,
+            arrays: Sequence[Any] = (),
             **constexprs,
         ) -> None:
             """As a GPU launch; ``stream`` is accepted and ignored (the interpreter runs at once),
-            so one call can switch backends."""
+            so one call can switch backends. ``arrays``: the arrays that the addresses of a
+            table of pointers (``(const f16 *)load(table + g)``) point into, beside the
+            pointer arguments (an address in none of them is an error at the kernel line)."""
             k = self.kernel
             key = k.binder.bind_host(
                 args, constexprs, num_warps, num_stages=num_stages, strided=strided
@@ -522,6 +525,7 @@ class _Interpret:
                 ir_kernel,
                 grid3,
                 {p.name: a for p, a in zip(ir_kernel.runtime_params, args, strict=True)},
+                arrays,
             )
 
         return run

@@ -124,6 +124,19 @@ SWITCHES: dict[str, Switch] = _table(
         ),
     ),
     Switch(
+        "PERF_WARNINGS",
+        type="0/1",
+        default=True,
+        codegen=False,
+        when="call",
+        reader="lower/passes/layout.py",
+        parse=_flag,
+        doc=(
+            "0: no PerformanceWarning when a dot on sm_90a falls back from wgmma to mma.sync "
+            "(the warning names the tile dimension to change)"
+        ),
+    ),
+    Switch(
         "WS_PINGPONG",
         type="0/1",
         default=False,

@@ -573,9 +573,20 @@ class Golden:
     def path(self) -> Path:
         return GOLDEN_DIR / f"{self.stem}.cu"
 
+    @property
+    def source(self) -> str:
+        """The kernel file's name in the CUDA's #line directives: ``kernels/<file>`` for the
+        library's kernels, the path itself for a test kernel (``tests/kernels/...``)."""
+        return self.file if self.file.startswith("tests/") else f"kernels/{self.file}"
+
     def render(self) -> str:
         options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
         options |= {"target": self.arch, "strided": self.strided}
+        if self.file.startswith("tests/"):  # a test kernel (tests/kernels/), by its path
+            from teeny_tx.kernel import compile as compile_module
+
+            mod = compile_module(ROOT / self.file, name=self.source)
+            return getattr(mod, self.kernel).cuda_source(*self.args, **options, **self.constexprs)
         if not self.env:
             k = getattr(module(self.file), self.kernel)
             return k.cuda_source(*self.args, **options, **self.constexprs)
@@ -1031,6 +1042,24 @@ GOLDEN += (
     ),
 )
 
+# reductions and scans of tuples (tests/kernels/tuples.c): the items packed into the device
+# header's tx::Tuple, one tx::reduce / tx::scan with the combiner on tuples, each item its field
+GOLDEN += (
+    Golden(
+        "tuples.argmax_payload.f32",
+        "tests/kernels/tuples.c",
+        "argmax_payload",
+        ("f32", "i32", "f32", "f32", "f32", 1000, 1000, 1000),
+        {"BR": 4, "BC": 1024},
+    ),
+    Golden(
+        "tuples.recurrence.f32",
+        "tests/kernels/tuples.c",
+        "recurrence",
+        ("f32", "f32", "f32", 1000, 1000),
+        {"BR": 2, "BC": 1024, "REVERSE": 0},
+    ),
+)
 
 # The Hopper TMA + wgmma matmul plans whose CUDA is committed as golden/<name> (tests/test_hopper.py
 # compares them): plan_matmul's keyword arguments by file name.

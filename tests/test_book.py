@@ -163,7 +163,7 @@ def test_chapter_6_names_every_triton_operation_once():
     names = [row.name for row in rows]
     assert len(names) == len(set(names))
     text = (book.DOCS / "triton.md").read_text(encoding="utf-8")
-    assert all(f"| `tl.{name}` |" in text for name in names)
+    assert all(f"| `{row.qualified}` |" in text for row in rows)
     same = [row.name for row in rows if row.status == "same"]
     assert {"load", "store", "dot", "arange", "program_id", "sum", "atomic_add"} <= set(same)
 

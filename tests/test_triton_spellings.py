@@ -73,8 +73,7 @@ def test_bitcast_of_constants_folds():
         (
             "(f32 *)n",
             13,
-            "an integer cannot become a pointer (the interpreter and the checks need every "
-            "pointer to come from a kernel argument)",
+            "an address is a 64-bit integer: (T *)x takes an i64 or u64 value, got i32",
         ),
         (
             "multiple_of(n, 12)",
@@ -123,16 +122,21 @@ def test_hints_widen_the_accesses_the_analysis_cannot_prove():
         np.testing.assert_array_equal(out, x)
 
 
-def test_an_integer_cast_to_a_pointer_names_the_offset_spelling():
-    text = kernel_text("    tile p = (f32 *)load(addrs);", "f32 *out, const i64 *addrs")
-    err = compile_error(text, "f32", "i64")
-    assert "base pointer and an array of element offsets" in err.hint
+def test_an_integer_cast_to_a_pointer_reads_an_address():
+    """An i64 loaded from memory becomes a pointer (tests/test_grouped_gemm.py runs it)."""
+    body = "    tile p = (f32 *)load(addrs);\n    store(p, 1.0f);"
+    text = kernel_text(body, "f32 *out, const i64 *addrs")
+    source = teeny_tx.compile(text, name=KERNEL_FILE).k.cuda_source("f32", "i64")
+    assert "reinterpret_cast<float*>(" in source
+    nvrtc_compile(source, "k")
 
 
-def test_a_scan_over_several_tiles_names_the_packed_spelling():
-    for call in ("associative_scan(o, o, 0, f)", "associative_scan((o, o), 0, f)"):
+def test_a_scan_over_several_tiles_names_the_tuple_spelling():
+    """Several tiles as separate arguments: the hint writes them as one tuple
+    (tests/test_tuples.py runs tuple scans)."""
+    for call in ("associative_scan(o, o, 0, f)", "reduce(o, o, 0, f)"):
         err = compile_error(kernel_text(f"    tile o = arange(0, BLOCK);\n    tile s = {call};"))
-        assert err.loc.line == 4 and "pack the pair into one value" in err.hint
+        assert err.loc.line == 4 and "as a tuple: reduce((x, i), axis, combine)" in err.hint
 
 
 RECURRENCE = """

@@ -1,51 +1,25 @@
 """Chapter 6 of the book: every triton.language operation and how teeny_tx spells it.
 
-Input: ``tools/triton_language.tsv`` (the names of Triton's API reference, by section, each with
-its status here) and the op table, read through its public name ``teeny_tx.lower.ops.table.OPS``
-(with the prelude's helper functions, ``teeny_tx.docs.prelude_helpers``). Output:
-:func:`chapter`, the Markdown committed as ``docs/triton.md``;
-``python -m tools.triton_table > docs/triton.md`` regenerates it. :func:`disagreements` lists
-every row the op table contradicts; ``tests/test_book.py`` fails on any.
+Input: ``teeny_tx/lower/ops/triton_language.tsv`` (the names of Triton's API reference, by
+section, each with its status here; read by ``teeny_tx.lower.ops.spellings``) and the op
+table, read through its public name ``teeny_tx.lower.ops.table.OPS`` (with the prelude's
+helper functions, ``teeny_tx.docs.prelude_helpers``). Output: :func:`chapter`, the Markdown
+committed as ``docs/triton.md``; ``python -m tools.triton_table > docs/triton.md``
+regenerates it. :func:`disagreements` lists every row the op table contradicts;
+``tests/test_book.py`` fails on any.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 
 from teeny_tx.docs import prelude_helpers
+from teeny_tx.lower.ops.spellings import DATA, LIBDEVICE, STATUSES, Row, rows
 from teeny_tx.lower.ops.table import OPS
 
-DATA = Path(__file__).resolve().parent / "triton_language.tsv"
+__all__ = ["DATA", "GENERATOR", "LIBDEVICE", "STATUSES", "Row", "chapter", "disagreements", "rows"]
+
 GENERATOR = "python -m tools.triton_table > docs/triton.md"
-STATUSES = ("same", "differs", "syntax", "absent")
-
-
-@dataclass(frozen=True)
-class Row:
-    section: str
-    name: str
-    status: str
-    ops: tuple[str, ...]
-    spelling: str
-    note: str
-    line: int
-
-
-def rows(path: Path = DATA) -> list[Row]:
-    """The data file's rows, in file order."""
-    out = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) != 6:
-            raise ValueError(f"{path.name}:{number}: 6 tab-separated fields, got {len(fields)}")
-        section, name, status, ops, spelling, note = (f.strip() for f in fields)
-        names = tuple(op.strip() for op in ops.split(",") if op.strip())
-        out.append(Row(section, name, status, names, spelling, note, number))
-    return out
 
 
 def helper_names() -> set[str]:
@@ -112,16 +86,20 @@ def chapter() -> str:
     lines = [
         "# 6. Every operation, from Triton",
         "",
-        f"<!-- Generated from tools/triton_language.tsv and the op table by `{GENERATOR}`;",
-        "     do not edit. tests/test_book.py checks it is current. -->",
+        "<!-- Generated from teeny_tx/lower/ops/triton_language.tsv and the op table by",
+        f"     `{GENERATOR}`; do not edit. tests/test_book.py checks it is current. -->",
         "",
         "Every operation of `triton.language`, in the sections of Triton's API reference, and",
-        "how to write it here. **same**: an operation of that name, called with positional",
+        "the math functions of its `libdevice` module (`triton.language.extra.libdevice`), and",
+        "how to write each here. **same**: an operation of that name, called with positional",
         "arguments (C has no keywords); **differs**: written otherwise, with the operations",
         "named; **syntax**: a construct of C rather than an operation; **absent**: not in the",
         "language, and why. The table is generated from the op table",
         "(`teeny_tx/lower/ops/table.py`), and a test fails when a row and the op table disagree:",
         "an operation marked absent that the language has, or marked the same that it lacks.",
+        "libdevice's directed-rounding arithmetic (`add_rz`, `div_rd`, `fma_ru`...) and its",
+        "conversions (`float2int_rn`...) have no rows: arithmetic here rounds to nearest, and C",
+        "casts convert by the rules of `lower/ops/casts.py`.",
         "",
         f"Of {len(table)} names: {counts['same']} the same, {counts['differs']} spelled "
         f"differently, {counts['syntax']} C syntax, {counts['absent']} absent.",
@@ -138,7 +116,7 @@ def chapter() -> str:
         else:
             here = row.spelling
         note = row.note.replace("|", "\\|")
-        lines.append(f"| `tl.{row.name}` | {here.replace('|', chr(92) + '|')} | {note} |")
+        lines.append(f"| `{row.qualified}` | {here.replace('|', chr(92) + '|')} | {note} |")
     extra = only_here(table)
     if extra:
         lines += [

@@ -15,7 +15,19 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
+from ..constants import CACHE_MODIFIERS, EVICTION_POLICIES, PROPAGATE_NAN, ROUNDINGS
+from ..constants import LOAD_CACHES as C_LOAD_CACHES
+from ..constants import STORE_CACHES as C_STORE_CACHES
 from ..errors import TeenyError
+from ..lower.ops.libdevice import LIBDEVICE_ALIASES
+from ..lower.ops.libdevice import NAMES as LIBDEVICE_OWN
+from ..lower.ops.table import OPS
+
+# the language's math operations that Triton's libdevice has too (beside its own, above)
+LIBDEVICE_ALSO = [
+    *("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf"),
+    *("floor", "ceil", "abs", "pow", "fma"),
+]
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,32 @@ class DType:
     @property
     def element_ty(self) -> DType:  # a pointer's dtype is its element's here
         return self
+
+
+@dataclass(frozen=True)
+class PointerDType:
+    """``tl.pointer_type(tl.float16)``: a pointer to elements of a dtype, the type an address
+    loaded from a table of pointers becomes (``x.to(tl.pointer_type(tl.float16))``)."""
+
+    element_ty: DType
+    const: bool = False
+
+    def __repr__(self) -> str:
+        return f"tl.pointer_type({self.element_ty!r}{', const=True' if self.const else ''})"
+
+    @property
+    def tx(self) -> str:
+        """The C cast's type: ``const f16 *``."""
+        return f"{'const ' if self.const else ''}{self.element_ty.tx} *"
+
+
+def pointer_type(element_ty: DType, address_space: int = 1, const: bool = False) -> PointerDType:
+    """Triton's ``tl.pointer_type``: global memory only (address space 1)."""
+    if not isinstance(element_ty, DType):
+        raise TeenyError(f"tl.pointer_type takes a dtype (tl.float16, ...), got {element_ty!r}")
+    if address_space != 1:
+        raise TeenyError("tl.pointer_type: pointers reach global memory only (address_space=1)")
+    return PointerDType(element_ty, bool(const))
 
 
 DTYPES = {
@@ -53,6 +91,13 @@ DTYPE_OBJECTS = {name: DType(name, tx) for name, tx in DTYPES.items()}
 DTYPE_OBJECTS["acc_t"] = DType("acc_t", "acc_t")
 ALIASES = {"float": "float32", "half": "float16", "double": "float64", "bool": "int1"}
 BY_TX = {d.tx: d for d in DTYPE_OBJECTS.values()}
+
+
+class PropagateNan:
+    """``tl.PropagateNan``: how ``tl.maximum``/``tl.minimum`` treat a NaN operand."""
+
+    NONE = "none"
+    ALL = "all"
 
 
 class constexpr:  # noqa: N801  (Triton's spelling)
@@ -114,6 +159,7 @@ SIGNATURES = {
     "min": "input, axis=None, return_indices=False, return_indices_tie_break_left=True, "
     "keep_dims=False",
     "xor_sum": "input, axis=None, keep_dims=False",
+    "reduce_or": "input, axis=None, keep_dims=False",
     "argmax": "input, axis, tie_break_left=True, keep_dims=False",
     "argmin": "input, axis, tie_break_left=True, keep_dims=False",
     "reduce": "input, axis, combine_fn, keep_dims=False",
@@ -149,6 +195,9 @@ SIGNATURES = {
     "device_print": "prefix, *args, hex=False",
     "multiple_of": "input, values",
     "max_contiguous": "input, values",
+    "max_constancy": "input, values",
+    "assume": "cond",
+    "static_print": "*values, sep=' ', end=None, file=None, flush=False",
     "static_range": "arg1, arg2=None, step=None",
     "range": "arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None, "
     "disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False",
@@ -158,11 +207,22 @@ for _op in ("exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "co
 for _op in ("abs", "floor", "ceil", "sigmoid", "tanh"):
     SIGNATURES[_op] = "x"
 SIGNATURES["pow"] = "x, y"
+# CUDA's libdevice math functions (teeny_tx/lower/ops/libdevice.py): `tl.extra.libdevice.<name>`
+# (and `tl.extra.cuda.libdevice`), by their C names, which are the language's
+for _op in LIBDEVICE_OWN:
+    SIGNATURES[_op] = ", ".join("xyzw"[: OPS[_op].arity[0]])
+# libdevice's other spellings of the language's operations
+LIBDEVICE_RENAMED = {alias: op for alias, op in LIBDEVICE_ALIASES.items()}
+for _alias, _op in LIBDEVICE_RENAMED.items():
+    SIGNATURES[_alias] = SIGNATURES[_op]
 for _op in ("add", "max", "min", "and", "or", "xor", "xchg"):
     SIGNATURES[f"atomic_{_op}"] = "pointer, val, mask=None, sem=None, scope=None"
 SIGNATURES["atomic_cas"] = "pointer, cmp, val, sem=None, scope=None"
 
 BUILTINS = {name: Builtin(name, sig) for name, sig in SIGNATURES.items()}
+# the functions of Triton's `libdevice` module: the libdevice ones and the language's own math
+# operations libdevice also has
+LIBDEVICE = [*LIBDEVICE_OWN, *LIBDEVICE_RENAMED, *LIBDEVICE_ALSO]
 
 # the C operations of the same name: `tl.exp(x)` is `exp(x)`, arguments in order, trailing
 # defaults left out
@@ -179,8 +239,7 @@ SAME = {
     "randn",
     "randint",
     "debug_barrier",
-    "multiple_of",
-    "max_contiguous",
+    "assume",
     "exp",
     "exp2",
     "log",
@@ -196,9 +255,16 @@ SAME = {
     "sigmoid",
     "tanh",
     "pow",
+    *LIBDEVICE_OWN,
 }
 
 SEMANTICS = {"relaxed": "RELAXED", "acquire": "ACQUIRE", "release": "RELEASE", "acq_rel": "ACQ_REL"}
+# Triton's strings of the hints and options that are named constants here (teeny_tx/constants.py)
+LOAD_CACHES = {c.python: c.name for c in CACHE_MODIFIERS if c.name in C_LOAD_CACHES}
+STORE_CACHES = {c.python: c.name for c in CACHE_MODIFIERS if c.name in C_STORE_CACHES}
+EVICTIONS = {c.python: c.name for c in EVICTION_POLICIES}
+PROPAGATE = {c.python: c.name for c in PROPAGATE_NAN}
+ROUNDING = {c.python: c.name for c in ROUNDINGS}
 SCOPES = {"gpu": "SCOPE_GPU", "cta": "SCOPE_CTA", "sys": "SCOPE_SYS"}
 PRECISIONS = {"ieee": "IEEE", "tf32": "TF32", "tf32x3": "TF32X3"}
 
@@ -214,5 +280,4 @@ REFUSED = {
     "zeros_like": "`tl.zeros([M, N], dtype=...)` with the shape and dtype written out",
     "full_like": "`tl.full([M, N], value, dtype=...)` with the shape and dtype written out",
     "randint4x": "C has no tuples: `randint4x(seed, offset, k)` in C gives word k",
-    "static_print": "constants are printed by the errors' hints",
 }

@@ -29,7 +29,9 @@ from ..errors import CompileError, LaunchError, TeenyError
 from . import builtins as B
 from .python_ast import NO, FunctionSource, Param, capture, translate
 
-OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion")
+# launch options; ``arrays``: the arrays a table of pointers points into, for the interpreter
+# (a GPU launch reads device addresses and ignores it)
+OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion", "arrays")
 _SCALAR_NUMPY = {"i": "i32", "u": "u32", "f": "f32", "b": "bool"}
 
 
@@ -178,8 +180,14 @@ class JITFunction:
                 )
             else:
                 host = [_host_array(v) for v in runtime]
+                arrays = [_host_array(v) for v in options.get("arrays", ())]
                 kernel.interpret[grid](
-                    *host, num_warps=warps, num_stages=stages, strided=True, **constexprs
+                    *host,
+                    num_warps=warps,
+                    num_stages=stages,
+                    strided=True,
+                    arrays=arrays,
+                    **constexprs,
                 )
         except CompileError as err:
             raise program.remap(err) from None

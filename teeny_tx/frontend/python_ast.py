@@ -33,7 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CompileError, Location
+from ..errors import CompileError, Location, TeenyError
+from ..lower.ops import spellings
 from . import builtins as B
 from .program import Origin, Program
 
@@ -290,6 +291,12 @@ class Translator:
             return
         if not isinstance(node.value, ast.Call):
             raise self.error(node, "an expression statement does nothing here (only calls)")
+        if self.static(node.value.func) in HINTS:
+            # Triton marks the value's definition in place; here a hint is a value (x =
+            # tl.multiple_of(x, 16) keeps it), and a discarded one changes nothing
+            self.expr(node.value)  # its arguments are still checked
+            self.put(node, "")
+            return
         self.emit(node, f"{self.expr(node.value).text};")
 
     def stmt_Assign(self, node: ast.Assign) -> None:
@@ -313,11 +320,14 @@ class Translator:
         self.assign(node, node.target, node.value)
 
     def unpack(self, node: ast.AST, target: ast.Tuple, value: ast.expr) -> None:
-        if not isinstance(value, ast.Tuple) or len(value.elts) != len(target.elts):
+        if not isinstance(value, ast.Tuple):  # a tuple value (a reduction's, a helper's)
+            self.unpack_value(node, target, value)
+            return
+        if len(value.elts) != len(target.elts):
             raise self.error(
                 value,
-                "C has no tuples: a tuple can be unpacked only from a tuple of the same length",
-                "a helper returns one value; call one helper per result",
+                f"{len(target.elts)} names unpack a tuple of {len(value.elts)} values",
+                "give as many names as values",
             )
         names = {t.id for t in target.elts if isinstance(t, ast.Name)}
         for v in value.elts:
@@ -325,6 +335,26 @@ class Translator:
                 raise self.error(v, "a swap (a, b = b, a) needs a temporary: assign one first")
         for t, v in zip(target.elts, value.elts, strict=True):
             self.assign(node, t, v)
+
+    def unpack_value(self, node: ast.AST, target: ast.Tuple, value: ast.expr) -> None:
+        """``a, b = f(...)``: the tuple into a variable of its own, then each name its item
+        (``tile t = f(...); tile a = t[0]; tile b = t[1];``)."""
+        for t in target.elts:
+            if not isinstance(t, ast.Name):
+                raise self.error(t, "only names can be assigned: tiles are whole values")
+        n = 1
+        while f"tuple_{n}" in self.used_names:
+            n += 1
+        held = f"tuple_{n}"
+        self.used_names.add(held)
+        self.emit(node, f"tile {held} = {self.expr(value).text};")
+        for k, t in enumerate(target.elts):
+            assert isinstance(t, ast.Name)
+            var = self.vars.get(t.id)
+            if var is not None and var.frame != self.frames[-1]:  # an outer variable
+                self.append(f"{var.cname} = {held}[{k}];")
+            else:
+                self.append(f"tile {self.declare_name(t.id, 'tile')} = {held}[{k}];")
 
     def assign(self, node: ast.AST, target: ast.expr, value: ast.expr) -> None:
         if not isinstance(target, ast.Name):
@@ -425,11 +455,17 @@ class Translator:
         args = (
             it.args if bound is None else [bound[k] for k in ("arg1", "arg2", "step") if bound[k]]
         )
+        pragmas = []
         if bound is not None:
-            extra = [k for k in ("num_stages", "loop_unroll_factor", "warp_specialize")]
-            for k in extra:
-                if bound.get(k) is not None and k != "num_stages":
-                    raise self.error(bound[k], f"tl.range's {k} is not supported")
+            if bound.get("warp_specialize") is not None and self.flag(bound["warp_specialize"]):
+                raise self.error(
+                    bound["warp_specialize"],
+                    "tl.range's warp_specialize is not supported",
+                    "kernels/attention.c's WARP_SPECIALIZE shows the language's spelling",
+                )
+            for key, pragma in (("num_stages", "num_stages"), ("loop_unroll_factor", "unroll")):
+                if bound.get(key) is not None and not _is_none(bound[key]):
+                    pragmas.append(f'_Pragma("{pragma} {self.expr(bound[key]).text}") ')
         if not 1 <= len(args) <= 3 or it.keywords and fn is range:
             raise self.error(it, "range takes 1 to 3 positional arguments")
         start, end = (args[0], args[1]) if len(args) > 1 else (ast.Constant(0), args[0])
@@ -448,7 +484,8 @@ class Translator:
             down = isinstance(step_value, int) and step_value < 0
             cmp = ">" if down else "<"
             inc = f"{k} -= {-step_value}" if down else f"{k} += {self.expr(step).text}"
-        self.emit(node, f"for (i32 {k} = {lo}; {k} {cmp} {hi.text}; {inc}) {{")
+        head = "".join(pragmas)
+        self.emit(node, f"{head}for (i32 {k} = {lo}; {k} {cmp} {hi.text}; {inc}) {{")
         loop_var = self.vars.pop(node.target.id)
         self.frames.append(self.next_frame)
         self.next_frame += 1
@@ -470,12 +507,6 @@ class Translator:
             return
         if self.kernel:
             raise self.error(node, "a kernel returns no value", "store results with tl.store")
-        if isinstance(node.value, ast.Tuple):
-            raise self.error(
-                node.value,
-                "C has no tuples: a helper returns one value",
-                "split the helper into one per result",
-            )
         self.emit(node, f"return {self.expr(node.value).text};")
 
     def stmt_Assert(self, node: ast.Assert) -> None:
@@ -557,6 +588,17 @@ class Translator:
         if isinstance(node, ast.Tuple):
             values = [self.static(e, constexprs) for e in node.elts]
             return NO if any(v is NO for v in values) else tuple(values)
+        if isinstance(node, ast.Call) and self.static(node.func) is B.pointer_type:
+            args = [self.static(a, constexprs) for a in node.args]
+            if any(k.arg is None for k in node.keywords):
+                return NO
+            kwargs = {str(k.arg): self.static(k.value, constexprs) for k in node.keywords}
+            if NO in args or NO in kwargs.values():
+                return NO
+            try:
+                return B.pointer_type(*args, **kwargs)
+            except (TypeError, TeenyError) as exc:
+                raise self.error(node, str(exc)) from None
         return NO
 
     # ------------------------------------------------------------------ expressions
@@ -668,6 +710,13 @@ class Translator:
             return Code(parts[0], PREC[CMPOPS[type(node.ops[0])]])
         return Code(" && ".join(f"({p})" for p in parts), PREC["&&"])
 
+    def expr_Tuple(self, node: ast.Tuple) -> Code:
+        """A tuple of values, C's parenthesised list: the input of a multi-operand reduction
+        or scan, a helper's return value."""
+        if not node.elts:
+            raise self.error(node, "an empty tuple has no value here")
+        return Code(f"({', '.join(self.expr(e).text for e in node.elts)})", ATOM)
+
     def expr_IfExp(self, node: ast.IfExp) -> Code:
         v = self.static(node.test, constexprs=True)
         if v is not NO:
@@ -702,7 +751,7 @@ class Translator:
             raise self.error(
                 func,
                 f"'{ast.unparse(func)}' cannot be called in a @jit function: the language lacks it",
-                B.REFUSED.get(func.attr),
+                B.REFUSED.get(func.attr) or spellings.answer(func.attr),
             )
         fn = self.static(func)
         if isinstance(fn, B.Builtin):
@@ -721,22 +770,41 @@ class Translator:
         name = ast.unparse(func)
         if fn is NO:
             raise self.error(func, f"unknown function '{name}'")
-        refused = B.REFUSED.get(name.rsplit(".", 1)[-1])
+        refused = B.REFUSED.get(name.rsplit(".", 1)[-1]) or spellings.answer(
+            name.rsplit(".", 1)[-1]
+        )
         hint = refused or "kernels call tl.* operations and other @jit functions"
         raise self.error(func, f"'{name}' cannot be called in a @jit function", hint)
 
     def method(self, node: ast.Call, func: ast.Attribute) -> Code:
         if func.attr == "to":
             bound = self.bind(node, TO_METHOD)
-            return self.cast(func.value, bound["dtype"], bound["bitcast"])
+            return self.cast(
+                func.value, bound["dtype"], bound["bitcast"], bound["fp_downcast_rounding"]
+            )
         raise self.error(
             func,
             f"the method '.{func.attr}()' is not supported",
             f"call the function: tl.{func.attr}(x, ...)" if func.attr in B.BUILTINS else None,
         )
 
-    def cast(self, value: ast.expr, dtype_node: ast.expr, bitcast_node: ast.expr | None) -> Code:
+    def cast(
+        self,
+        value: ast.expr,
+        dtype_node: ast.expr,
+        bitcast_node: ast.expr | None,
+        rounding_node: ast.expr | None = None,
+    ) -> Code:
+        target = self.static(dtype_node)
+        if isinstance(target, B.PointerDType):  # an address (i64) read as a pointer
+            return Code(f"({target.tx}){self.operand(value, UNARY)}", UNARY)
         dtype = self.dtype(dtype_node)
+        rounding = self.static(rounding_node) if rounding_node is not None else None
+        if rounding not in (None, "rtne"):
+            if rounding not in B.ROUNDING:
+                assert rounding_node is not None
+                raise self.error(rounding_node, "fp_downcast_rounding is 'rtne' or 'rtz'")
+            return Code(f"cast({self.expr(value).text}, {dtype}, {B.ROUNDING[rounding]})", POSTFIX)
         bitcast = self.static(bitcast_node) if bitcast_node is not None else False
         if bitcast:
             return Code(f"bitcast({self.expr(value).text}, {dtype})", POSTFIX)
@@ -775,6 +843,9 @@ class Translator:
         handler = BUILTIN_CALLS.get(fn.name)
         if handler is not None:
             return handler(self, node, self.bind(node, fn))
+        if fn.name in B.LIBDEVICE_RENAMED:  # libdevice's spelling of an operation here
+            args = [self.expr(v).text for v in self.bind(node, fn).values() if v is not None]
+            return Code(f"{B.LIBDEVICE_RENAMED[fn.name]}({', '.join(args)})", POSTFIX)
         if fn.name in B.SAME:
             bound = self.bind(node, fn)
             if bound.get("n_rounds") is not None:
@@ -868,20 +939,51 @@ class Translator:
 # ---------------------------------------------------------------------- builtins with rules
 
 
+def _hints(t: Translator, a: dict, caches: dict[str, str]) -> list[str | None]:
+    """tl.load's / tl.store's cache_modifier and eviction_policy as the C constants."""
+    out: list[str | None] = []
+    for key, table in (("cache_modifier", caches), ("eviction_policy", B.EVICTIONS)):
+        node = a[key]
+        v = t.static(node) if node is not None else ""
+        if v in ("", None):
+            out.append(None)
+        elif v in table:
+            out.append(table[v])
+        else:
+            raise t.error(node, f"{key} is one of {', '.join(map(repr, table))} (or '')")
+    if out[0] is None and out[1] is not None:
+        out[0] = "0"
+    return out
+
+
 def _load(t: Translator, node: ast.Call, a: dict) -> Code:
     for k in ("boundary_check", "padding_option"):
         if a[k] is not None and t.static(a[k]) not in ((), "", None):
             raise t.error(a[k], f"tl.load's {k} belongs to block pointers, absent here")
+    if a["volatile"] is not None and t.flag(a["volatile"]):
+        raise t.error(
+            a["volatile"],
+            "tl.load's volatile is not supported",
+            "cache_modifier='.cv' fetches again at every load",
+        )
     mask, other = t.opt(a["mask"]), t.opt(a["other"])
+    hints = _hints(t, a, B.LOAD_CACHES)
+    if hints[0] is not None:
+        mask, other = mask or "true", other or "0"
     if other is not None and mask is None:
         mask = "true"
-    return Code(t.call("load", [t.expr(a["pointer"]).text, mask, other]).text, POSTFIX)
+    args = [t.expr(a["pointer"]).text, mask, other, *hints]
+    return Code(t.call("load", args).text, POSTFIX)
 
 
 def _store(t: Translator, node: ast.Call, a: dict) -> Code:
     if a["boundary_check"] is not None and t.static(a["boundary_check"]) != ():
         raise t.error(a["boundary_check"], "tl.store's boundary_check belongs to block pointers")
-    args = [t.expr(a["pointer"]).text, t.expr(a["value"]).text, t.opt(a["mask"])]
+    hints = _hints(t, a, B.STORE_CACHES)
+    mask = t.opt(a["mask"])
+    if hints[0] is not None and mask is None:
+        mask = "true"
+    args = [t.expr(a["pointer"]).text, t.expr(a["value"]).text, mask, *hints]
     return t.call("store", args)
 
 
@@ -908,11 +1010,10 @@ def _dot(t: Translator, node: ast.Call, a: dict) -> Code:
 def _reduction(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
     def emit(t: Translator, node: ast.Call, a: dict) -> Code:
         if a.get("return_indices") is not None and t.flag(a["return_indices"]):
-            raise t.error(
-                a["return_indices"],
-                "C has no tuples: tl.max(x, axis, return_indices=True) gives two values",
-                f"tl.{name}(x, axis) and tl.arg{name}(x, axis), one value each",
-            )
+            if a["axis"] is None or _is_none(a["axis"]) or t.flag(a["keep_dims"]):
+                raise t.error(node, f"tl.{name}(x, axis, return_indices=True) needs an axis")
+            values, index = t.expr(a["input"]).text, t.expr(a["axis"]).text
+            return Code(f"({name}({values}, {index}), arg{name}({values}, {index}))", ATOM)
         x = t.expr(a["input"]).text
         if a.get("dtype") is not None and not _is_none(a["dtype"]):
             x = f"({t.dtype(a['dtype'])}){t.operand(a['input'], UNARY)}"
@@ -938,7 +1039,7 @@ def _arg_reduction(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
 def _helper_name(t: Translator, node: ast.expr) -> str:
     fn = t.static(node)
     if not is_jit(fn):
-        raise t.error(node, "the combiner must be a @jit function of two values")
+        raise t.error(node, "the combiner must be a @jit function")
     if id(fn) not in t.helpers.done:
         t.helpers.done[id(fn)] = fn.__name__
         t.helpers.queue.append(fn)
@@ -948,6 +1049,8 @@ def _helper_name(t: Translator, node: ast.expr) -> str:
 def _reduce(t: Translator, node: ast.Call, a: dict) -> Code:
     axis = t.expr(a["axis"]).text
     code = t.call("reduce", [t.expr(a["input"]).text, axis, _helper_name(t, a["combine_fn"])])
+    if isinstance(a["input"], ast.Tuple) and t.flag(a["keep_dims"]):
+        raise t.error(a["keep_dims"], "keep_dims of a tuple reduction is not supported yet")
     if t.flag(a["keep_dims"]):
         return Code(f"expand_dims({code.text}, {axis})", POSTFIX)
     return code
@@ -963,8 +1066,6 @@ def _scan(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
 
 
 def _associative_scan(t: Translator, node: ast.Call, a: dict) -> Code:
-    if isinstance(a["input"], ast.Tuple):
-        raise t.error(a["input"], "C has no tuples: scan one tile (pack pairs with bitcast)")
     reverse = "1" if t.flag(a["reverse"]) else None
     args = [t.expr(a["input"]).text, t.expr(a["axis"]).text, _helper_name(t, a["combine_fn"])]
     return t.call("associative_scan", args + [reverse])
@@ -972,13 +1073,28 @@ def _associative_scan(t: Translator, node: ast.Call, a: dict) -> Code:
 
 def _minmax(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
     def emit(t: Translator, node: ast.Call, a: dict) -> Code:
-        return t.call(name, [t.expr(a["x"]).text, t.expr(a["y"]).text])
+        return t.call(name, [t.expr(a["x"]).text, t.expr(a["y"]).text, _propagate(t, a)])
 
     return emit
 
 
+def _propagate(t: Translator, a: dict) -> str | None:
+    """propagate_nan=tl.PropagateNan.ALL (or "all") as PROPAGATE_NAN_ALL; NONE left out."""
+    node = a.get("propagate_nan")
+    if node is None or _is_none(node):
+        return None
+    v = t.static(node)
+    v = v.lower() if isinstance(v, str) else v
+    if v not in B.PROPAGATE:
+        raise t.error(node, "propagate_nan is tl.PropagateNan.NONE or tl.PropagateNan.ALL")
+    return None if v == "none" else B.PROPAGATE[v]
+
+
 def _clamp(t: Translator, node: ast.Call, a: dict) -> Code:
     x, lo, hi = (t.expr(a[k]).text for k in ("x", "min", "max"))
+    nan = _propagate(t, a)
+    if nan is not None:
+        return Code(f"minimum(maximum({x}, {lo}, {nan}), {hi}, {nan})", POSTFIX)
     return Code(f"minimum(maximum({x}, {lo}), {hi})", POSTFIX)
 
 
@@ -996,7 +1112,7 @@ def _full(t: Translator, node: ast.Call, a: dict) -> Code:
 
 
 def _cast(t: Translator, node: ast.Call, a: dict) -> Code:
-    return t.cast(a["input"], a["dtype"], a["bitcast"])
+    return t.cast(a["input"], a["dtype"], a["bitcast"], a["fp_downcast_rounding"])
 
 
 def _shape_op(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
@@ -1068,6 +1184,34 @@ def _atomic(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
     return emit
 
 
+def _hint(name: str) -> Callable[[Translator, ast.Call, dict], Code]:
+    """tl.multiple_of / tl.max_contiguous: the bound of the last axis (the one the axis
+    analysis follows) where Triton gives one per axis."""
+
+    def emit(t: Translator, node: ast.Call, a: dict) -> Code:
+        values = a["values"]
+        v = t.static(values, constexprs=True)
+        if isinstance(v, (list, tuple)) and v:
+            bound = str(int(v[-1]))
+        elif isinstance(values, (ast.List, ast.Tuple)) and values.elts:
+            bound = t.expr(values.elts[-1]).text
+        else:
+            bound = t.expr(values).text
+        return t.call(name, [t.expr(a["input"]).text, bound])
+
+    return emit
+
+
+def _static_print(t: Translator, node: ast.Call, a: dict) -> Code:
+    """tl.static_print(...): strings as C strings, values as they are (printed when the C
+    compiles: their types, and constants' values)."""
+    args = []
+    for v in a["values"]:
+        s = t.static(v)
+        args.append(_c_string(s) if isinstance(s, str) else t.expr(v).text)
+    return t.call("static_print", args or ['""'])
+
+
 def _choice(t: Translator, node: ast.expr | None, table: dict[str, str], what: str) -> str | None:
     if node is None or _is_none(node):
         return None
@@ -1110,7 +1254,13 @@ BUILTIN_CALLS: dict[str, Callable[[Translator, ast.Call, dict], Code]] = {
     "static_assert": _message("static_assert"),
     "device_assert": _message("device_assert"),
     "device_print": _device_print,
+    "multiple_of": _hint("multiple_of"),
+    "max_contiguous": _hint("max_contiguous"),
+    "max_constancy": _hint("max_constancy"),
+    "reduce_or": _reduction("reduce_or"),
+    "static_print": _static_print,
 }
+HINTS = tuple(B.BUILTINS[n] for n in ("multiple_of", "max_contiguous", "max_constancy"))
 for _name in ("add", "max", "min", "and", "or", "xor", "xchg", "cas"):
     BUILTIN_CALLS[f"atomic_{_name}"] = _atomic(f"atomic_{_name}")
 
@@ -1244,7 +1394,7 @@ _DESCRIBE = {
     "Dict": "a dict",
     "Set": "a set",
     "List": "a list",
-    "Tuple": "a tuple (C has no tuples)",
+    "Tuple": "a tuple",
     "JoinedStr": "an f-string",
     "With": "a `with` block",
     "Try": "a `try` block",

@@ -15,7 +15,7 @@ offsets, so pointer arithmetic and bounds checks behave as on device memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from ..lower import ir
 from ..lower.names import COMBINE_ARGS
 from ..lower.ops.table import OPS, elementwise_numpy
 from ..lower.ops.typing import convert_value
-from .memory import Pointer, bind_pointer
+from .memory import Pointer, Registry, bind_pointer
 
 Value = Any
 Eval = Callable[["_State"], Value]
@@ -61,13 +61,15 @@ def _out_of_bounds(what: str, ptr: Pointer, off: np.ndarray, mask, state: _State
 
 
 class _State:
-    __slots__ = ("env", "pid", "pid_tuple", "nprog")
+    __slots__ = ("env", "pid", "pid_tuple", "nprog", "registry", "buffers")
 
-    def __init__(self, nprog: tuple):
+    def __init__(self, nprog: tuple, registry: Registry | None = None, buffers=None):
         self.env: dict[str, Value] = {}
         self.pid: tuple = ()
         self.pid_tuple: tuple[int, ...] = ()
         self.nprog = nprog
+        self.registry = registry or Registry()  # the launch's arrays, by address
+        self.buffers: dict = {} if buffers is None else buffers
 
 
 # ---------------------------------------------------------------- IR → closures
@@ -93,7 +95,7 @@ class _Compiler:
         return getattr(self, method)(e) if method is not None else self.elementwise(e)
 
     def elementwise(self, e: ir.Op) -> Eval:
-        if e.op != "cast" and (e.op not in OPS or OPS[e.op].numpy is None):
+        if e.op not in ("cast", "cast_rtz") and (e.op not in OPS or OPS[e.op].numpy is None):
             raise _unsupported(f"operation '{e.op}'", e.loc)
         args = tuple(self.expr(a) for a in e.args)
         return lambda s: elementwise_numpy(e, [f(s) for f in args])
@@ -154,11 +156,14 @@ class _Compiler:
         "max": lambda x, axis, dtype: np.fmax.reduce(x, axis=axis),
         "min": lambda x, axis, dtype: np.fmin.reduce(x, axis=axis),
         "xor_sum": lambda x, axis, dtype: np.bitwise_xor.reduce(x, axis=axis),
+        "reduce_or": lambda x, axis, dtype: np.bitwise_or.reduce(x, axis=axis),
         "argmax": lambda x, axis, dtype: np.argmax(x, axis=axis),
         "argmin": lambda x, axis, dtype: np.argmin(x, axis=axis),
     }
 
     def op_reduce(self, e: ir.Op) -> Eval:
+        if e.attr("index") is not None:
+            return self.tuple_reduce(e)
         (f,) = (self.expr(a) for a in e.args)
         axis, keep, kind = e.attr("axis"), e.attr("keep_dims"), e.attr("kind")
         dtype = e.type.scalar.np
@@ -172,6 +177,8 @@ class _Compiler:
         return run
 
     def op_scan(self, e: ir.Op) -> Eval:
+        if e.attr("index") is not None:
+            return self.tuple_scan(e)
         (f,) = (self.expr(a) for a in e.args)
         axis, kind, dtype = e.attr("axis"), e.attr("kind"), e.type.scalar.np
         if kind == "sum":
@@ -192,6 +199,53 @@ class _Compiler:
         def run(s: _State) -> Value:
             with np.errstate(all="ignore"):
                 return np.asarray(scan(f(s))).astype(dtype, copy=False)
+
+        return run
+
+    # reductions and scans of tuples: item ``index`` of the tuple the combiner folds
+
+    def tuple_combine(self, e: ir.Op) -> Callable[[tuple, tuple], tuple]:
+        fns = [self.expr(c) for c in e.attr("combine")]
+        dtypes = [a.type.scalar.np for a in e.args]
+        names = [(f"{COMBINE_ARGS[0]}.v{k}", f"{COMBINE_ARGS[1]}.v{k}") for k in range(len(fns))]
+        state = _State(())
+
+        def combine(x: tuple, y: tuple) -> tuple:
+            for (a, b), u, v in zip(names, x, y, strict=True):
+                state.env[a], state.env[b] = u, v
+            return tuple(
+                np.asarray(f(state)).astype(d, copy=False) for f, d in zip(fns, dtypes, strict=True)
+            )
+
+        return combine
+
+    def tuple_reduce(self, e: ir.Op) -> Eval:
+        xs = [self.expr(a) for a in e.args]
+        axis, index, combine = e.attr("axis"), e.attr("index"), self.tuple_combine(e)
+
+        def run(s: _State) -> Value:
+            parts = [np.moveaxis(np.asarray(f(s)), axis, 0) for f in xs]
+            with np.errstate(all="ignore"):
+                acc = tuple(p[0] for p in parts)
+                for t in range(1, parts[0].shape[0]):
+                    acc = combine(acc, tuple(p[t] for p in parts))
+            return np.asarray(acc[index])
+
+        return run
+
+    def tuple_scan(self, e: ir.Op) -> Eval:
+        xs = [self.expr(a) for a in e.args]
+        axis, index, combine = e.attr("axis"), e.attr("index"), self.tuple_combine(e)
+
+        def run(s: _State) -> Value:
+            parts = [np.moveaxis(np.asarray(f(s)), axis, 0) for f in xs]
+            with np.errstate(all="ignore"):
+                acc = tuple(p[0] for p in parts)
+                out = [acc[index]]
+                for t in range(1, parts[0].shape[0]):
+                    acc = combine(acc, tuple(p[t] for p in parts))
+                    out.append(acc[index])
+            return np.moveaxis(np.stack(out), 0, axis)
 
         return run
 
@@ -250,6 +304,24 @@ class _Compiler:
 
         return show
 
+    def op_assume(self, e: ir.Op) -> Eval:
+        """The promise checked: a false one is undefined behaviour on the GPU, an error here."""
+        (cond,) = (self.expr(a) for a in e.args)
+        text = e.attr("text").replace("%%", "%")
+
+        def check(s: _State) -> None:
+            ok = np.asarray(cond(s))
+            if not ok.all():
+                where = "" if ok.ndim == 0 else f" at {tuple(int(i) for i in np.argwhere(~ok)[0])}"
+                raise _error(
+                    f"assume() does not hold in program {s.pid_tuple}{where}: {text}",
+                    e.loc,
+                    "the GPU compiles on the promise (undefined behaviour where it fails): "
+                    "make it true or drop it",
+                )
+
+        return check
+
     def op_device_assert(self, e: ir.Op) -> Eval:
         (cond,) = (self.expr(a) for a in e.args)
         message = (e.attr("message") or e.attr("text")).replace("%%", "%")
@@ -284,6 +356,25 @@ class _Compiler:
             return self.elementwise(e)
         ptr, delta = (self.expr(a) for a in e.args)
         return lambda s: ptr(s).moved(delta(s))
+
+    def op_int_to_ptr(self, e: ir.Op) -> Eval:
+        """An address read as a pointer: into the array of the launch that holds it."""
+        (f,) = (self.expr(a) for a in e.args)
+        elem, loc = e.type.pointer.elem, e.loc
+
+        def convert(s: _State) -> Pointer:
+            got = s.registry.pointer(np.asarray(f(s)), elem, s.buffers)
+            if isinstance(got, str):
+                raise _error(
+                    f"{got} (program {s.pid_tuple})",
+                    loc,
+                    "fill the table from arrays the launch is given: its pointer arguments, "
+                    "or arrays=[...] of the interpreter's launch (kernel.interpret[grid](..., "
+                    "arrays=[a, b, ...]))",
+                )
+            return got
+
+        return convert
 
     def op_where(self, e: ir.Op) -> Eval:
         if not e.type.is_pointer:
@@ -501,8 +592,15 @@ def _error(message: str, loc: Location | None, hint: str | None = None) -> Inter
 # ---------------------------------------------------------------- entry point
 
 
-def run(kernel: ir.Kernel, grid: tuple[int, int, int], args: Mapping[str, object]) -> None:
-    """Run ``kernel`` once per program of ``grid`` (x fastest) on NumPy, writing into ``args``."""
+def run(
+    kernel: ir.Kernel,
+    grid: tuple[int, int, int],
+    args: Mapping[str, object],
+    arrays: Sequence[object] = (),
+) -> None:
+    """Run ``kernel`` once per program of ``grid`` (x fastest) on NumPy, writing into ``args``.
+    ``arrays``: more arrays the kernel reaches through addresses it loads (tables of pointers);
+    the pointer arguments are reachable so too."""
     if len(grid) != 3 or any(int(g) < 0 for g in grid):
         raise LaunchError(f"the grid must be three non-negative sizes, got {tuple(grid)}")
     gx, gy, gz = (int(g) for g in grid)
@@ -510,16 +608,20 @@ def run(kernel: ir.Kernel, grid: tuple[int, int, int], args: Mapping[str, object
     body = _Compiler().block(kernel.body)
     params: dict[str, Value] = {}
     buffers: dict = {}
+    registry = Registry()
     for p in kernel.runtime_params:
         if p.name not in args:
             raise LaunchError(f"kernel '{kernel.name}': missing argument '{p.name}'")
         a = args[p.name]
         if p.type.is_pointer:
             params[p.name] = bind_pointer(p.name, a, p.type.pointer.elem, buffers)
+            registry.add(p.source_name or p.name, a)
         else:
             value = convert_value(a, p.type.scalar)  # type: ignore[arg-type]  # a number (bound)
             params[p.name] = np.asarray(value, dtype=p.type.scalar.np)
-    state = _State(tuple(np.asarray(g, dtype=index) for g in (gx, gy, gz)))
+    for k, a in enumerate(arrays):
+        registry.add(f"arrays[{k}]", a)
+    state = _State(tuple(np.asarray(g, dtype=index) for g in (gx, gy, gz)), registry, buffers)
     with np.errstate(all="ignore"):
         for z in range(gz):
             for y in range(gy):

@@ -296,6 +296,17 @@ def scan_lines(layout: Layout, dim: int) -> Layout:
     return Layout(layout.blocked, tuple(shape), layout.dims)
 
 
+def tuple_bytes(dtypes) -> int:
+    """sizeof the device header's Tuple of ``dtypes``: fields in order, each at a multiple of
+    its size, the whole a multiple of the largest."""
+    offset, align = 0, 1
+    for d in dtypes:
+        size = _element_bytes(d)
+        offset = -(-offset // size) * size + size
+        align = max(align, size)
+    return -(-offset // align) * align
+
+
 def _op_scratch(e: Op) -> int | None:
     """The scratch bytes op ``e`` takes when rendered, or None (the rules of the emitter's
     helpers: ``tx::reduce``/``tx::scan`` across warps, a layout change, ``cat``/``join``, a
@@ -309,13 +320,18 @@ def _op_scratch(e: Op) -> int | None:
         dtype = e.args[0].type.dtype
         arg = e.attr("kind") in ("argmax", "argmin")
         size = 2 * max(dtype.itemsize, 4) if arg else dtype.itemsize
+        if e.attr("index") is not None:
+            size = tuple_bytes([a.type.dtype for a in e.args])
         return warps * e.layout.size * size
     if e.op == "scan":
         dim = e.layout.dims[e.attr("axis")]
         warps = warps_along(e.layout, dim)
         if warps <= 1:
             return None
-        return warps * scan_lines(e.layout, dim).size * e.type.dtype.itemsize
+        size = e.type.dtype.itemsize
+        if e.attr("index") is not None:
+            size = tuple_bytes([a.type.dtype for a in e.args])
+        return warps * scan_lines(e.layout, dim).size * size
     if e.op in _RELAYOUTS:
         return e.args[0].layout.size * e.type.dtype.itemsize
     if e.op in ("cat", "join"):

@@ -172,13 +172,16 @@ class If(Stmt):
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Loop(Stmt):
     """``for``/``while``/``do``: ``cond`` is a scalar; ``step`` runs after the body and on
-    ``continue`` (the for-loop's increment). ``init`` declarations belong to the loop's scope."""
+    ``continue`` (the for-loop's increment). ``init`` declarations belong to the loop's scope.
+    ``unroll`` and ``num_stages``: the pragmas written before it (None: the compiler's)."""
 
     kind: str
     init: tuple[Stmt, ...]
     cond: Expr | None
     step: tuple[Stmt, ...]
     body: tuple[Stmt, ...]
+    unroll: int | None = None  # `#pragma unroll N` (Triton's loop_unroll_factor)
+    num_stages: int | None = None  # `#pragma num_stages N`: this loop's software pipeline
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -192,6 +192,11 @@ class EmitContext:
         self.loop: Layout | None = None  # the layout whose registers the register index counts
         self.pipeline_stage: str | None = None  # the stage counter of the pipelined loop
         self.turns: ir.WarpSpec | None = None  # inside a ping-pong loop: its dots are turns
+        # the statement list being rendered, and the multi-operand reductions and scans
+        # computed in it: (group, block) -> (the tuple tile's name, its layout), so the items
+        # of one tuple, declared one after another, read one computation
+        self.current_block: int = 0
+        self.tuples: dict[tuple[str, int], tuple[str, Layout]] = {}
 
     # ------------------------------------------------------------ layouts, registers
 
@@ -277,9 +282,13 @@ class EmitContext:
     # ------------------------------------------------------------ statements
 
     def block(self, stmts: Sequence[ir.Stmt]) -> None:
-        for s in stmts:
-            self.source_line(s)
-            STATEMENTS[type(s)](self, s)
+        outer, self.current_block = self.current_block, id(stmts)
+        try:
+            for s in stmts:
+                self.source_line(s)
+                STATEMENTS[type(s)](self, s)
+        finally:
+            self.current_block = outer
 
     def nested(self, stmts: Sequence[ir.Stmt], depth: int = 1) -> None:
         """A nested block; the enclosing statement's next line of code re-states its #line."""

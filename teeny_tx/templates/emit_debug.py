@@ -1,4 +1,5 @@
-"""device_print and device_assert of debug builds, as printf and __trap.
+"""device_print and device_assert of debug builds, as printf and __trap; assume() as
+__builtin_assume.
 
 Input: layout-annotated IR nodes of one statement. Output: CUDA lines through the Emitter's
 ``emit`` (macros of ``debug.cu.j2``). Functions of the
@@ -79,3 +80,15 @@ def emit_device_assert(ctx: EmitContext, e: Op) -> None:
     with ctx.registers_of(layout) as alias:
         coords = [f"{alias}::coord({REGISTER}, {d})" for d in layout.dims]
         ctx.emit("assert_tile", alias, ctx.expr(cond).at(UNARY), text, coords)
+
+
+@effect("assume")
+def emit_assume(ctx: EmitContext, e: Op) -> None:
+    """A promise to the optimiser: every lane's condition holds."""
+    cond = e.args[0]
+    ctx.hoist(cond)
+    if not cond.type.is_tile:
+        ctx.emit("assume_scalar", ctx.ex(cond))
+        return
+    with ctx.registers_of(cond.layout) as alias:
+        ctx.emit("assume_tile", alias, ctx.ex(cond))

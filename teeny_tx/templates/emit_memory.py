@@ -8,7 +8,7 @@ tables.
 
 from __future__ import annotations
 
-from ..constants import MEMORY_ORDERS, SCOPES
+from ..constants import CACHE_MODIFIERS, EVICTION_POLICIES, MEMORY_ORDERS, SCOPES
 from ..lower.ir import Op
 from ..lower.passes.layout import Layout
 from . import expr as cx
@@ -19,6 +19,22 @@ _ORDER_NAMES = {c.value: c.name for c in MEMORY_ORDERS}
 
 
 _SCOPE_NAMES = {c.value: c.name for c in SCOPES}
+_HINT_NAMES = {c.value: c.name for c in (*CACHE_MODIFIERS, *EVICTION_POLICIES)}
+
+
+def access_hint(e: Op) -> str | None:
+    """The device header's policy of a load's or store's hints (``tx::Hint<tx::CACHE_CG,
+    tx::EVICT_FIRST>``), or None for a plain access."""
+    cache, evict = e.attr("cache"), e.attr("evict")
+    if cache is None and evict is None:
+        return None
+    parts = [f"tx::{_HINT_NAMES[v]}" if v is not None else "0" for v in (cache, evict)]
+    return f"tx::Hint<{', '.join(parts)}>"
+
+
+def _address(ctx: EmitContext, ptr, hint: str | None) -> str:
+    """The pointer's text: an operand of `*` for a plain access, an argument of a hint's."""
+    return ctx.ex(ptr) if hint else ctx.expr(ptr).at(cx.UNARY)
 
 
 @temporary("load")
@@ -43,13 +59,15 @@ def emit_load(ctx: EmitContext, e: Op, dst: str) -> None:
     ptr = e.args[0]
     mask = e.args[1] if e.attr("masked") else None
     other = e.args[2] if mask is not None else None
+    hint = access_hint(e)
     if not e.type.is_tile:
         ctx.emit(
             "load_scalar",
             dst,
-            ctx.expr(ptr).at(cx.UNARY),
+            _address(ctx, ptr, hint),
             ctx.expr(mask).at(cx.BINARY["||"]) if mask is not None else None,
             ctx.expr(other).at(cx.TERNARY) if other is not None else None,
+            hint=hint,
         )
         return
     layout = e.layout
@@ -59,16 +77,17 @@ def emit_load(ctx: EmitContext, e: Op, dst: str) -> None:
         with ctx.registers_of(layout) as name:
             other_text = ctx.ex(other) if other is not None else None
             uniform = bool(e.attr("mask_uniform"))
-            ctx.emit("load_vec", name, vec, dst, ctx.ex(ptr), mask_name, other_text, uniform)
+            ctx.emit("load_vec", name, vec, dst, ctx.ex(ptr), mask_name, other_text, uniform, hint)
         return
     with ctx.registers_of(layout) as name:
         ctx.emit(
             "load_lanes",
             name,
             dst,
-            ctx.expr(ptr).at(cx.UNARY),
+            _address(ctx, ptr, hint),
             ctx.expr(mask).at(cx.BINARY["||"]) if mask is not None else None,
             ctx.expr(other).at(cx.TERNARY) if other is not None else None,
+            hint=hint,
         )
 
 
@@ -80,11 +99,12 @@ def emit_store(ctx: EmitContext, e: Op) -> None:
     ctx.hoist(value)
     if mask is not None:
         ctx.hoist(mask)
+    hint = access_hint(e)
     if not ptr.type.is_tile:  # a scalar: one thread writes it for the program
         conds = ["threadIdx.x == 0"]
         if mask is not None:
             conds.append(ctx.expr(mask).at(cx.BINARY["&&"] + 1))
-        ctx.emit("store_scalar", conds, ctx.expr(ptr).at(cx.UNARY), ctx.ex(value))
+        ctx.emit("store_scalar", conds, _address(ctx, ptr, hint), ctx.ex(value), hint)
         return
     layout: Layout = e.layout
     vec = e.attr("vec")
@@ -94,7 +114,7 @@ def emit_store(ctx: EmitContext, e: Op) -> None:
         mask_name = ctx.materialise(mask, layout) if mask is not None else None
         with ctx.registers_of(layout) as name:
             uniform = bool(e.attr("mask_uniform"))
-            ctx.emit("store_vec", name, vec, ctx.ex(ptr), value_name, mask_name, uniform)
+            ctx.emit("store_vec", name, vec, ctx.ex(ptr), value_name, mask_name, uniform, hint)
         return
     with ctx.registers_of(layout) as name:
         conds = [guard] if guard else []
@@ -103,9 +123,10 @@ def emit_store(ctx: EmitContext, e: Op) -> None:
         ctx.emit(
             "store_lanes",
             name,
-            ctx.expr(ptr).at(cx.UNARY),
+            _address(ctx, ptr, hint),
             ctx.ex(value),
             " && ".join(conds) or None,
+            hint,
         )
 
 

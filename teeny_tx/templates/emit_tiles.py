@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..lower.interface import scan_lines
 from ..lower.ir import Op
-from ..lower.names import ELEMENT
+from ..lower.names import ELEMENT, REGISTER
 from ..lower.passes.layout import Layout
 from . import expr as cx
 from .context import EmitContext, temporary
@@ -26,9 +26,65 @@ def _row_major(coords: list[str], shape: tuple[int, ...]) -> str:
     return text.text
 
 
+def tuple_type(e: Op) -> str:
+    """The device header's tuple of the element types of a multi-operand op's operands."""
+    return f"tx::Tuple{len(e.args)}<{', '.join(ctype(a.type.dtype) for a in e.args)}>"
+
+
+def _tuple_operands(ctx: EmitContext, e: Op, layout: Layout) -> tuple[str, str, str]:
+    """(tuple type, its tile of the operands packed in ``layout``, the combiner lambda)."""
+    t = tuple_type(e)
+    names = [ctx.materialise(a, layout) for a in e.args]
+    packed = ctx.names.fresh("tuples")
+    items = [f"{n}[{REGISTER}]" for n in names]
+    ctx.emit("pack_tuples", t, packed, ctx.L(layout), items)
+    with ctx.registers_of(layout):
+        items = [ctx.ex(c) for c in e.attr("combine")]
+    return t, packed, ctx.render_macro("tuple_combiner", t, items)
+
+
+def _shared_tuple(ctx: EmitContext, e: Op) -> bool:
+    """Whether another item of ``e``'s tuple computed it in this block: then ``e`` reads its
+    own field of that result (the builder declares a tuple's items one after another)."""
+    computed = ctx.tuples.get((e.attr("group"), ctx.current_block))
+    if computed is None:
+        return False
+    name, layout = computed
+    ctx.temps[id(e)] = (name, layout, f".v{e.attr('index')}")
+    return True
+
+
+def _tuple_reduce(ctx: EmitContext, e: Op) -> None:
+    inner: Layout = e.args[0].layout
+    out: Layout = e.layout
+    t, packed, combine = _tuple_operands(ctx, e, inner)
+    name = ctx.names.fresh("red")
+    dim = inner.dims[e.attr("axis")]
+    ctx.emit("reduce", t, name, ctx.L(inner), ctx.L(out), dim, packed, combine, ctx.scratch(e))
+    ctx.tuples[(e.attr("group"), ctx.current_block)] = (name, out)
+    ctx.temps[id(e)] = (name, out, f".v{e.attr('index')}")
+
+
+def _tuple_scan(ctx: EmitContext, e: Op) -> None:
+    layout: Layout = e.layout
+    dim = layout.dims[e.attr("axis")]
+    lines = scan_lines(layout, dim)
+    t, packed, combine = _tuple_operands(ctx, e, layout)
+    name = ctx.names.fresh("scan")
+    smem = ctx.scratch(e)
+    ctx.emit("scan", t, name, ctx.L(layout), ctx.L(lines), dim, packed, combine, smem)
+    ctx.tuples[(e.attr("group"), ctx.current_block)] = (name, layout)
+    ctx.temps[id(e)] = (name, layout, f".v{e.attr('index')}")
+
+
 @temporary("reduce")
 def emit_reduce(ctx: EmitContext, e: Op, dst: str | None = None) -> None:
-    """``tx::reduce`` over one dimension into a temporary in the reduced layout."""
+    """``tx::reduce`` over one dimension into a temporary in the reduced layout (of tuples for
+    a multi-operand reduction: each item reads its field)."""
+    if e.attr("index") is not None:
+        if not _shared_tuple(ctx, e):
+            _tuple_reduce(ctx, e)
+        return
     source = e.args[0]
     inner: Layout = source.layout
     out: Layout = e.layout
@@ -61,7 +117,12 @@ def emit_reduce(ctx: EmitContext, e: Op, dst: str | None = None) -> None:
 
 @temporary("scan")
 def emit_scan(ctx: EmitContext, e: Op, dst: str | None = None) -> None:
-    """``tx::scan`` along one dimension into a temporary in the same layout."""
+    """``tx::scan`` along one dimension into a temporary in the same layout (of tuples for a
+    multi-operand scan)."""
+    if e.attr("index") is not None:
+        if not _shared_tuple(ctx, e):
+            _tuple_scan(ctx, e)
+        return
     source = e.args[0]
     layout: Layout = e.layout
     dim = layout.dims[e.attr("axis")]

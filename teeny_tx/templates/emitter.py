@@ -169,11 +169,13 @@ def stmt_loop(ctx: EmitContext, s: ir.Loop) -> None:
         return
     cond = ctx.ex(s.cond) if s.cond is not None else ""
     if s.kind == "while":
+        _unroll(ctx, s)
         ctx.emit("while_open", cond or "true")
         ctx.loop_body(s.body, None)
         ctx.emit("close")
         return
     if s.kind == "do":
+        _unroll(ctx, s)
         ctx.emit("do_open")
         ctx.loop_body(s.body, None)
         ctx.emit("do_close", cond or "true")
@@ -193,6 +195,7 @@ def stmt_loop(ctx: EmitContext, s: ir.Loop) -> None:
             ctx.hoist(d.init)
             init = {"ctype": ctype(d.type.dtype), "name": d.name, "value": ctx.ex(d.init)}
         steps = [(t.name, ctx.ex(t.value)) for t in s.step if isinstance(t, ir.Assign)]
+        _unroll(ctx, s)
         ctx.emit("for_open", init, cond, steps)
         ctx.loop_body(s.body, None)
         ctx.emit("close")
@@ -200,12 +203,19 @@ def stmt_loop(ctx: EmitContext, s: ir.Loop) -> None:
     ctx.emit("open")
     ctx.depth += 1
     ctx.block(s.init)
+    _unroll(ctx, s)
     ctx.emit("for_open", None, cond, [])
     ctx.loop_body(s.body, list(s.step))
     ctx.nested(s.step)
     ctx.emit("close")
     ctx.depth -= 1
     ctx.emit("close")
+
+
+def _unroll(ctx: EmitContext, s: ir.Loop) -> None:
+    """``#pragma unroll N`` right before the loop statement, where the kernel asked for one."""
+    if s.unroll is not None:
+        ctx.emit("unroll", s.unroll)
 
 
 def _loop_with_memory_condition(ctx: EmitContext, s: ir.Loop) -> None:
@@ -220,6 +230,7 @@ def _loop_with_memory_condition(ctx: EmitContext, s: ir.Loop) -> None:
     ctx.emit("open")
     ctx.depth += 1
     ctx.block(s.init)
+    _unroll(ctx, s)
     ctx.emit("while_open", "true")
     ctx.depth += 1
     saved = dict(ctx.temps)

@@ -23,7 +23,7 @@ from typing import Any
 from pycparser import c_ast
 
 from ..._prelude import FILES
-from ...constants import CONSTANTS
+from ...constants import CONSTANTS, ROUNDINGS
 from ...dtypes import ACC, BOOL, DTYPES, F32, DType, acc_dtype
 from ...errors import CompileError, Location
 from ...parse import Unit, literals
@@ -32,12 +32,14 @@ from ...parse.source import PRELUDE_NAME, prelude_text
 from .. import ir
 from ..ir import Const, Expr, Op, PointerType, Type, Var
 from ..names import Names, is_generated
+from ..ops import spellings
 from ..ops import typing as ty
-from ..ops.table import OPS, bitcast
+from ..ops.table import OPS, bitcast, make_cast_rtz
+from .context import TupleValue
 from .debug_ops import DebugOps
 from .dot_ops import DotOps
 from .memory_ops import MemoryOps
-from .reduction_ops import TUPLE_SCAN_HINT, ReductionOps
+from .reduction_ops import TUPLE_HINT, ReductionOps
 from .shape_ops import ShapeOps
 from .signature import Spec, element_dtype, kernel_signature
 
@@ -81,6 +83,7 @@ class Symbol:
     typed: bool  # declared with an explicit dtype: assignments convert to it
     const: Const | None = None  # compile-time constants (const parameters and locals)
     loop_depth: int = 0
+    parts: tuple[Symbol, ...] | None = None  # a tuple variable: one symbol per item
 
 
 @dataclass
@@ -104,6 +107,9 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         self.names = Names()  # renamed locals: shadowed names, inlined helpers' locals
         self.inlining: list[str] = []
         self.acc = F32  # what `acc_t` names: set from the pointer arguments by build()
+        # `#pragma unroll N` / `#pragma num_stages N` waiting for the loop they precede
+        self.loop_pragmas: dict[str, int] = {}
+        self.pragma_loc: Location | None = None
 
     # ------------------------------------------------------------ entry
 
@@ -226,11 +232,26 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         return None
 
     def visible_names(self) -> list[str]:
+        """What an identifier may name here: the variables in scope and the constants."""
         names = [n for scope in self.frames[-1].scopes for n in scope]
-        return names + [n for n, op in OPS.items() if op.prelude] + list(self.unit.functions)
+        return names + list(CONSTANTS) + list(_FLOAT_CONSTANTS)
+
+    def operation_names(self) -> list[str]:
+        """What a call may name: the operations and the helper functions (kernels are not
+        called)."""
+        kernels = set(self.unit.kernels())
+        helpers = [n for n in self.unit.functions if n not in kernels]
+        return [n for n, op in OPS.items() if op.prelude] + helpers
 
     def unknown(self, name: str, loc: Location, what: str = "identifier") -> CompileError:
-        close = difflib.get_close_matches(name, self.visible_names(), n=1)
+        """An unknown name: Triton's name of an operation says how it is written here; else the
+        nearest name of the same kind (an operation for a call, a variable for a value)."""
+        if what == "operation":
+            answer = spellings.answer(name)
+            if answer is not None:
+                return CompileError(f"unknown operation '{name}'", loc, answer)
+        names = self.operation_names() if what == "operation" else self.visible_names()
+        close = difflib.get_close_matches(name, names, n=1)
         hint = f"did you mean '{close[0]}'?" if close else None
         return CompileError(f"unknown {what} '{name}'", loc, hint)
 
@@ -296,6 +317,10 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     # ------------------------------------------------------------ statements
 
     def stmt(self, node, new_scope: bool = True) -> None:
+        if self.loop_pragmas and not isinstance(
+            node, (c_ast.Pragma, c_ast.For, c_ast.While, c_ast.DoWhile)
+        ):
+            self.stray_pragma()
         if isinstance(node, c_ast.Compound):
             if new_scope:
                 with self.block() as body:
@@ -317,6 +342,53 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     def _items(self, node: c_ast.Compound) -> None:
         for item in node.block_items or []:
             self.stmt(item)
+        if self.loop_pragmas:
+            self.stray_pragma()
+
+    _LOOP_PRAGMAS = ("unroll", "num_stages")
+
+    def stmt_Pragma(self, node: c_ast.Pragma) -> None:
+        """``#pragma unroll N`` and ``#pragma num_stages N`` (``_Pragma("unroll 4")``) before a
+        loop: its unroll factor and its software pipeline's stages (tl.range's options)."""
+        loc = self.loc(node)
+        text = node.string
+        if isinstance(text, c_ast.Constant):
+            text = literals.string(text.value, loc)
+        words = str(text).split()
+        usage = "`#pragma unroll N` or `#pragma num_stages N` directly before a loop"
+        if not words or words[0] not in self._LOOP_PRAGMAS:
+            raise CompileError(f"unknown pragma '{str(text).strip()}' in a kernel", loc, usage)
+        if len(words) != 2:
+            raise CompileError(f"#pragma {words[0]} takes one number", loc, usage)
+        value = None
+        if words[1].isdigit():
+            value = int(words[1])
+        else:
+            sym = self.lookup(words[1])
+            if sym is not None and sym.const is not None and isinstance(sym.const.value, int):
+                value = int(sym.const.value)
+        if value is None or value < 1:
+            raise CompileError(
+                f"#pragma {words[0]} takes a positive integer or an integer constexpr, "
+                f"got '{words[1]}'",
+                loc,
+                usage,
+            )
+        if words[0] in self.loop_pragmas:
+            raise CompileError(
+                f"#pragma {words[0]} given twice for one loop", loc, "keep the one you mean"
+            )
+        self.loop_pragmas[words[0]] = value
+        self.pragma_loc = loc
+
+    def stray_pragma(self) -> None:
+        names = " and ".join(f"#pragma {k}" for k in self.loop_pragmas)
+        self.loop_pragmas = {}
+        raise CompileError(
+            f"{names} must directly precede a loop",
+            self.pragma_loc,
+            "write it on the line before `for`, `while` or `do`",
+        )
 
     def stmt_EmptyStatement(self, node) -> None:
         pass
@@ -346,7 +418,12 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             raise CompileError(
                 "initializer lists are not supported", loc, "declare a filled tile: f32 x[N] = 0;"
             )
-        init = self.expr(node.init) if node.init is not None else None
+        init = self.value(node.init) if node.init is not None and declared is None else None
+        if isinstance(init, TupleValue):
+            self.declare_tuple(node.name, init, loc)
+            return
+        if node.init is not None and declared is not None:
+            init = self.expr(node.init)
         if declared is None:
             if init is None:
                 raise CompileError(
@@ -409,6 +486,9 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             raise self.unknown(name, self.loc(node.lvalue))
         if sym.const is not None:
             raise CompileError(f"'{name}' is a constant and cannot be assigned", loc)
+        if sym.parts is not None:
+            self.assign_tuple(sym, name, node, loc)
+            return
         value = self.expr(node.rvalue)
         if node.op != "=":
             current = Var(type=sym.type, loc=loc, name=sym.name)
@@ -450,9 +530,16 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
 
     def stmt_FuncCall(self, node: c_ast.FuncCall) -> None:
         name = node.name.name if isinstance(node.name, c_ast.ID) else None
-        if name in ("static_assert", "device_print", "device_assert", "debug_barrier"):
+        if name in (
+            "static_assert",
+            "static_print",
+            "device_print",
+            "device_assert",
+            "debug_barrier",
+            "assume",
+        ):
             result = self.expr_FuncCall(node, statement=True)
-            if result is not None:
+            if isinstance(result, Expr):
                 self.emit(ir.Eval(loc=self.loc(node), expr=result))
             return
         if name == "store" or name in self.unit.functions or (name or "").startswith("atomic_"):
@@ -508,6 +595,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
 
     def _loop(self, kind, node, init_node, cond_node, next_node, body_node) -> None:
         loc = self.loc(node)
+        pragmas, self.loop_pragmas = self.loop_pragmas, {}
         with self.block() as init:
             if init_node is not None:
                 self.stmt(init_node)
@@ -528,7 +616,14 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             return
         self.emit(
             ir.Loop(
-                loc=loc, kind=kind, init=tuple(init), cond=cond, step=tuple(step), body=tuple(body)
+                loc=loc,
+                kind=kind,
+                init=tuple(init),
+                cond=cond,
+                step=tuple(step),
+                body=tuple(body),
+                unroll=pragmas.get("unroll"),
+                num_stages=pragmas.get("num_stages"),
             )
         )
 
@@ -558,10 +653,79 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     # ------------------------------------------------------------ expressions
 
     def expr(self, node) -> Expr:
+        value = self.value(node)
+        if isinstance(value, TupleValue):
+            raise CompileError(
+                f"a tuple of {len(value.items)} values is not a value here",
+                self.loc(node),
+                "declare it, `tile r = ...;`, and read its items r[0], r[1], ...",
+            )
+        return value
+
+    def value(self, node) -> Expr | TupleValue:
+        if isinstance(node, c_ast.ExprList):  # (a, b): a tuple
+            items = tuple(self.expr(x) for x in node.exprs)
+            return TupleValue(
+                tuple(self._tuple_item(x, n) for x, n in zip(items, node.exprs, strict=True)),
+                self.loc(node),
+            )
+        if isinstance(node, c_ast.ID):
+            sym = self.lookup(node.name)
+            if sym is not None and sym.parts is not None:
+                loc = self.loc(node)
+                return TupleValue(
+                    tuple(Var(type=p.type, loc=loc, name=p.name) for p in sym.parts), loc
+                )
         method = getattr(self, f"expr_{type(node).__name__}", None)
         if method is None:
             raise CompileError(f"unsupported expression ({type(node).__name__})", self.loc(node))
         return method(node)
+
+    def _tuple_item(self, x: Expr, node) -> Expr:
+        if x.type.is_pointer:
+            raise CompileError(
+                "a tuple holds numbers, not pointers",
+                self.loc(node),
+                "pass pointers as they are; a tuple carries the values of a reduction or scan",
+            )
+        return ty.cast(x, ty.weak_literal_type(x.value)) if ty.is_weak(x) else x
+
+    def fresh(self, base: str) -> str:
+        name = self.names.fresh(base)
+        self.used_names.add(name)
+        return name
+
+    def declare_tuple(self, name: str, value: TupleValue, loc: Location) -> None:
+        """``tile r = (a, b);`` (or a tuple a reduction or helper gives): one variable per item."""
+        parts = []
+        for k, item in enumerate(value.items):
+            part = Symbol(self.fresh(f"{name}_{k}"), item.type, False, None, self.loop_depth)
+            self.emit(ir.Declare(loc=loc, name=part.name, type=item.type, init=item))
+            parts.append(part)
+        self.frames[-1].scopes[-1][name] = Symbol(
+            name, value.items[0].type, False, None, self.loop_depth, tuple(parts)
+        )
+
+    def assign_tuple(self, sym: Symbol, name: str, node: c_ast.Assignment, loc: Location) -> None:
+        assert sym.parts is not None
+        value = self.value(node.rvalue) if node.op == "=" else None
+        if not isinstance(value, TupleValue) or len(value.items) != len(sym.parts):
+            got = (
+                f"a tuple of {len(value.items)}"
+                if isinstance(value, TupleValue)
+                else "one value"
+                if node.op == "="
+                else f"'{node.op}'"
+            )
+            raise CompileError(
+                f"'{name}' is a tuple of {len(sym.parts)} values; it is assigned a tuple of "
+                f"as many (got {got})",
+                loc,
+                "assign a tuple of as many values: "
+                f"{name} = ({', '.join(f'{name}[{k}]' for k in range(len(sym.parts)))});",
+            )
+        for k, (part, item) in enumerate(zip(sym.parts, value.items, strict=True)):
+            self.assign(part, f"{name}[{k}]", item, loc)
 
     def apply(self, name: str, args: list[Expr], loc: Location) -> Expr:
         """An op-table entry applied to typed operands, through its typing rule."""
@@ -650,15 +814,9 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     def expr_Cast(self, node: c_ast.Cast) -> Expr:
         loc = self.loc(node)
         target, _ = self.resolve_type(node.to_type.type, loc)
-        if target is not None and target.is_pointer and not self.expr(node.expr).type.is_pointer:
-            raise CompileError(
-                "an integer cannot become a pointer (the interpreter and the checks need every "
-                "pointer to come from a kernel argument)",
-                loc,
-                "for an array of tensors (grouped GEMM), pass one base pointer and an array of "
-                "element offsets: load(offsets + g) added to the base, e.g. base + load(offs + g)",
-            )
         value = self.expr(node.expr)
+        if target is not None and target.is_pointer and not value.type.is_pointer:
+            return self.int_to_ptr(value, target, loc)
         if value.type.is_pointer:
             raise CompileError(
                 "pointers cannot be cast",
@@ -681,12 +839,69 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
             "where", [cond, self.expr(node.iftrue), self.expr(node.iffalse)], self.loc(node)
         )
 
+    def int_to_ptr(self, value: Expr, target: Type, loc: Location) -> Expr:
+        """``(T *)x``: an address (a 64-bit integer, scalar or tile) read as a pointer to T."""
+        if isinstance(value, Const):
+            raise CompileError(
+                "a constant cannot become a pointer",
+                loc,
+                "addresses come from a table of pointers the host filled, e.g. "
+                "(const f16 *)load(table + g)",
+            )
+        dtype = value.type.dtype
+        if isinstance(dtype, PointerType) or dtype.kind not in "iu" or dtype.bits != 64:
+            raise CompileError(
+                "an address is a 64-bit integer: (T *)x takes an i64 or u64 value, "
+                f"got {value.type}",
+                loc,
+                "load the address from an i64 (or u64) table the host filled, e.g. "
+                "(const f16 *)load(table + g)",
+            )
+        return Op(type=target.with_shape(value.type.shape), loc=loc, op="int_to_ptr", args=(value,))
+
     def expr_Typename(self, node: c_ast.Typename) -> Expr:
         raise CompileError(
             "a type name is not a value here",
             self.loc(node),
             "types are arguments of bitcast(x, T) only; convert a value with a cast: (T)x",
         )
+
+    def call_cast(self, args, loc: Location) -> Expr:
+        """cast(x, T, rounding): the C cast (T)x, or with RTZ a float narrowed toward zero."""
+        if not isinstance(args[1], c_ast.Typename):
+            raise CompileError(
+                "the second argument of cast() is a type name",
+                self.loc(args[1]),
+                "e.g. cast(x, f16), or the C cast (f16)x",
+            )
+        target, _ = self.resolve_type(args[1].type, self.loc(args[1]))
+        if target is None or target.is_tile or target.is_pointer:
+            raise CompileError("cast() converts to an element type, e.g. f16", self.loc(args[1]))
+        value = self.expr(args[0])
+        if value.type.is_pointer:
+            raise CompileError("pointers cannot be cast", self.loc(args[0]))
+        rounding = self.constant(args[2], "the rounding of cast()") if len(args) > 2 else None
+        roundings = {c.value: c.name for c in ROUNDINGS}
+        if rounding is not None and rounding not in roundings:
+            raise CompileError(
+                f"the rounding of cast() is {' or '.join(roundings.values())}",
+                self.loc(args[2]),
+                "e.g. cast(x, f16, RTZ): toward zero",
+            )
+        to = target.scalar
+        if rounding is None or roundings[rounding] == "RTNE":
+            return ty.cast(value, to)
+        src = value.type.scalar
+        if ty.is_weak(value):
+            src = ty.weak_literal_type(value.value)
+            value = ty.cast(value, src)
+        if not (src.is_float and to.is_float and to.bits < src.bits):
+            raise CompileError(
+                f"RTZ rounds a float narrowed to a narrower float, not {src} to {to}",
+                self.loc(args[2]),
+                f"cast(x, {to}) converts without a rounding mode",
+            )
+        return make_cast_rtz(value, to, loc)
 
     def call_bitcast(self, args, loc: Location) -> Expr:
         if not isinstance(args[1], c_ast.Typename):
@@ -701,6 +916,31 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         return bitcast(self.expr(args[0]), target.scalar, loc)
 
     def expr_ArrayRef(self, node) -> Expr:
+        if isinstance(node.name, c_ast.ID):
+            sym = self.lookup(node.name.name)
+            if sym is not None and sym.parts is not None:  # r[k]: item k of a tuple
+                k = self.constant(node.subscript, "a tuple's index")
+                items = ", ".join(f"{node.name.name}[{j}]" for j in range(len(sym.parts)))
+                if not 0 <= k < len(sym.parts):
+                    raise CompileError(
+                        f"'{node.name.name}' holds {len(sym.parts)} values: index 0 to "
+                        f"{len(sym.parts) - 1}, got {k}",
+                        self.loc(node.subscript),
+                        f"its items are {items}",
+                    )
+                part = sym.parts[k]
+                return Var(type=part.type, loc=self.loc(node), name=part.name)
+        base = self.expr(node.name)
+        if base.type.is_pointer:  # p[i]: C's *(p + i), an unmasked load
+            ptr = self.apply("add", [base, self.expr(node.subscript)], self.loc(node))
+            elem = ptr.type.pointer.elem
+            return Op(
+                type=Type(elem, ptr.type.shape),
+                loc=self.loc(node),
+                op="load",
+                args=(ptr,),
+                attrs=(("masked", False),),
+            )
         raise CompileError(
             "tiles are whole-block values and cannot be indexed",
             self.loc(node),
@@ -710,7 +950,9 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
     def expr_Assignment(self, node) -> Expr:
         raise CompileError("assignments are statements here, not expressions", self.loc(node))
 
-    def expr_FuncCall(self, node: c_ast.FuncCall, statement: bool = False) -> Expr | None:
+    def expr_FuncCall(
+        self, node: c_ast.FuncCall, statement: bool = False
+    ) -> Expr | TupleValue | None:
         loc = self.loc(node)
         if not isinstance(node.name, c_ast.ID):
             hint = None
@@ -728,8 +970,8 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
         if not lo <= len(arg_nodes) <= hi:
             expect = str(lo) if lo == hi else f"{lo} to {hi}"
             hint = op.doc
-            if name == "associative_scan" and len(arg_nodes) > hi:
-                hint = f"it scans one tile; {TUPLE_SCAN_HINT}"
+            if name in ("associative_scan", "reduce") and len(arg_nodes) > hi:
+                hint = f"several tiles are one argument, a tuple: {TUPLE_HINT}"
             raise CompileError(
                 f"{name}() takes {expect} argument{'s' if hi != 1 else ''}, got {len(arg_nodes)}",
                 loc,
@@ -772,7 +1014,9 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
 
     # ------------------------------------------------------------ helper functions
 
-    def inline(self, name: str, arg_nodes, loc: Location, statement: bool) -> Expr | None:
+    def inline(
+        self, name: str, arg_nodes, loc: Location, statement: bool
+    ) -> Expr | TupleValue | None:
         """Inline a helper: parameters bound to the arguments, its statements emitted here,
         and the expression of its final `return` returned as the call's value."""
         if name in self.inlining:
@@ -828,7 +1072,7 @@ class Builder(MemoryOps, ShapeOps, ReductionOps, DotOps, DebugOps):
                 self.emit(ir.Declare(loc=ploc, name=sym.name, type=value.type, init=value))
             for item in items:
                 self.stmt(item)
-            result = self.expr(ret.expr) if ret is not None and ret.expr is not None else None
+            result = self.value(ret.expr) if ret is not None and ret.expr is not None else None
         finally:
             self.inlining.pop()
             self.frames.pop()

@@ -8,6 +8,7 @@ shape helpers are ShapeOps'). A mixin that needs more of the builder declares it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ...dtypes import DType
@@ -16,6 +17,16 @@ from ...parse import Unit
 from .. import ir
 from ..ir import Expr
 from .signature import Spec
+
+
+@dataclass(frozen=True)
+class TupleValue:
+    """A tuple of values (``(a, b)``, a multi-operand reduction's result, a helper's ``return
+    (a, b);``): a builder value, never an IR node. A variable declared from one holds one IR
+    variable per item; ``r[k]`` reads item k."""
+
+    items: tuple[Expr, ...]
+    loc: Location
 
 
 class LoweringContext:
@@ -35,6 +46,19 @@ class LoweringContext:
         """The typed IR of an expression node."""
         raise NotImplementedError
 
+    def value(self, node: Any) -> Expr | TupleValue:
+        """The typed IR of an expression node where a tuple may stand (a declaration's value,
+        an assignment's, a helper's return, the input of reduce and associative_scan)."""
+        raise NotImplementedError
+
+    def fresh(self, base: str) -> str:
+        """A generated name (``tx_<base>``, then ``tx_<base>_1``...)."""
+        raise NotImplementedError
+
+    def emit(self, s: ir.Stmt) -> None:
+        """Append a statement to the innermost block being built."""
+        raise NotImplementedError
+
     def constant(self, node: Any, what: str, integer: bool = True) -> Any:
         """The compile-time value of an expression node (a located error where it has none):
         an integer (or truth value) unless ``integer`` is False."""
@@ -44,7 +68,9 @@ class LoweringContext:
         """The op-table entry ``name`` applied to typed operands (its typing rule)."""
         raise NotImplementedError
 
-    def inline(self, name: str, arg_nodes: Any, loc: Location, statement: bool) -> Expr | None:
+    def inline(
+        self, name: str, arg_nodes: Any, loc: Location, statement: bool
+    ) -> Expr | TupleValue | None:
         """A call of a helper function of the file, inlined."""
         raise NotImplementedError
 

@@ -12,7 +12,7 @@ from pycparser import c_ast
 from ...dtypes import BOOL
 from ...errors import CompileError, Location
 from ...parse import literals
-from ..ir import Expr, Op, Type
+from ..ir import Const, Expr, Op, Type
 from ..ops import typing as ty
 from .context import LoweringContext
 
@@ -55,6 +55,41 @@ class DebugOps(LoweringContext):
                 else None,
             )
         return None
+
+    def call_static_print(self, args, loc: Location) -> None:
+        """Print, when the kernel compiles, each argument: a string as it is, a value as its
+        type and, for a constant, its value (Triton's tl.static_print)."""
+        parts = []
+        for node in args:
+            if isinstance(node, c_ast.Constant) and node.type == "string":
+                parts.append(literals.string(node.value, self.loc(node)))
+                continue
+            value = self.expr(node)
+            text = f"{value.type}"
+            if isinstance(value, Const):
+                text = f"{value.value!r} ({value.type}{', weak' if value.weak else ''})"
+            parts.append(text)
+        where = f"{loc.file}:{loc.line}"
+        print(f"{where}: static_print: {' '.join(parts)}", flush=True)
+        return None
+
+    def call_assume(self, args, loc: Location) -> Expr | None:
+        """assume(cond): a promise (CUDA's __builtin_assume), checked by the interpreter; a
+        constant condition is checked now."""
+        cond = ty.to_bool(self.expr(args[0]), self.loc(args[0]))
+        if isinstance(cond, Const):
+            if not cond.value:
+                raise CompileError(
+                    "assume() of a condition that is false", self.loc(args[0]), "drop it"
+                )
+            return None
+        return Op(
+            type=Type(BOOL, cond.type.shape),
+            loc=loc,
+            op="assume",
+            args=(cond,),
+            attrs=(("text", printf_text(loc.source_line.strip() if loc.source_line else "")),),
+        )
 
     def call_device_print(self, args, loc: Location) -> Expr | None:
         prefix = self.string_arg(args[0], "the prefix of device_print()")

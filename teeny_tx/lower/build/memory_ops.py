@@ -7,7 +7,17 @@ A mixin of :class:`~teeny_tx.lower.build.builder.Builder`: ``call_<op>`` is foun
 
 from __future__ import annotations
 
-from ...constants import DEFAULT_ORDER, DEFAULT_SCOPE, MEMORY_ORDERS, names, values
+from ...constants import (
+    CONSTANTS,
+    DEFAULT_ORDER,
+    DEFAULT_SCOPE,
+    EVICTION_POLICIES,
+    LOAD_CACHES,
+    MEMORY_ORDERS,
+    STORE_CACHES,
+    names,
+    values,
+)
 from ...constants import SCOPES as SCOPE_TABLE
 from ...dtypes import BOOL
 from ...errors import CompileError, Location
@@ -18,6 +28,7 @@ from .context import LoweringContext
 # Memory orders and scopes of atomics (weak integer constants, as in the prelude).
 ORDERS = values(MEMORY_ORDERS)
 SCOPES = values(SCOPE_TABLE)
+EVICTIONS = tuple(c.name for c in EVICTION_POLICIES)
 
 
 class MemoryOps(LoweringContext):
@@ -31,6 +42,7 @@ class MemoryOps(LoweringContext):
             )
         elem = ptr.type.pointer.elem
         shape = ptr.type.shape
+        hints = self.hints(args[3:], "load", LOAD_CACHES)
         mask = self.mask(args[1], shape, "load") if len(args) > 1 else None
         other = None
         if len(args) > 2:
@@ -69,7 +81,7 @@ class MemoryOps(LoweringContext):
             loc=loc,
             op="load",
             args=operands,
-            attrs=(("masked", mask is not None),),
+            attrs=(("masked", mask is not None), *hints),
         )
 
     def call_store(self, args, loc: Location) -> Expr:
@@ -114,13 +126,35 @@ class MemoryOps(LoweringContext):
         operands = [ptr, value]
         if len(args) > 2:
             operands.append(self.mask(args[2], shape, "store"))
+        hints = self.hints(args[3:], "store", STORE_CACHES)
         return Op(
             type=Type(BOOL),
             loc=loc,
             op="store",
             args=tuple(operands),
-            attrs=(("masked", len(args) > 2),),
+            attrs=(("masked", len(args) > 2), *hints),
         )
+
+    def hints(self, nodes, what: str, caches: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+        """The optional cache modifier and eviction policy of a load or store (constants; 0
+        for none) as the op's attrs ``cache`` and ``evict``, left out when absent."""
+        attrs: list[tuple[str, int]] = []
+        for node, key, allowed in zip(nodes, ("cache", "evict"), (caches, EVICTIONS), strict=False):
+            value = self.constant(node, f"the {key} hint of {what}()")
+            if value == 0:
+                continue
+            by_value = {c.value: c.name for c in CONSTANTS.values() if c.name in allowed}
+            if value not in by_value:
+                raise CompileError(
+                    f"the {'cache modifier' if key == 'cache' else 'eviction policy'} of "
+                    f"{what}() is one of {', '.join(allowed)} (or 0 for none)",
+                    self.loc(node),
+                    f"e.g. {what}(ptr, {'value, ' if what == 'store' else ''}mask, "
+                    f"{'other, ' if what == 'load' else ''}{allowed[1]}, EVICT_FIRST)",
+                )
+            if key != "evict" or by_value[value] != "EVICT_NORMAL":
+                attrs.append((key, value))
+        return tuple(attrs)
 
     def mask(self, node, shape: tuple[int, ...], what: str) -> Expr:
         mask = ty.to_bool(self.expr(node), self.loc(node))

@@ -15,6 +15,8 @@ C4. Float to integer: truncate toward zero; NaN gives 0; a value beyond the rang
 C5. To a float (from an integer or a float): rounded once, to nearest, ties to even; too large
     a magnitude gives ±inf. No intermediate rounding: f64 → bf16 and i64 → bf16 are rounded
     once, not through f32. A NaN stays a NaN (its payload bits are unspecified).
+C6. ``cast(x, T, RTZ)`` of a float to a narrower float rounds toward zero instead: beyond the
+    range it gives the largest finite value (:func:`cast_toward_zero`).
 
 Integer arithmetic follows from C3 (the op table, ``lower/ops/table.py``, spells it; the device
 header's ``tx::wrap_*``/``tx::int_*`` and NumPy's integer ufuncs implement it;
@@ -63,6 +65,21 @@ def cast_array(x, to: DType) -> np.ndarray:
         if to.name == "f16" and src.name == "bfloat16":
             return x.astype(np.float32).astype(np.float16)  # exact widening, then one rounding
         return x.astype(to.np)
+
+
+def cast_toward_zero(x, to: DType) -> np.ndarray:
+    """C6. A float narrowed to the float type ``to`` rounded toward zero (``cast(x, T, RTZ)``):
+    the nearest value (C5), one step toward zero where that is larger in magnitude than x;
+    beyond the range it is the largest finite value, not an infinity (NaN and infinities
+    stay)."""
+    x = np.asarray(x)
+    nearest = np.asarray(cast_array(x, to))
+    bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[to.itemsize]
+    with np.errstate(all="ignore"):
+        wide, got = x.astype(_F64), nearest.astype(_F64)
+        away = np.isfinite(wide) & (np.abs(got) > np.abs(wide))
+    stepped = (nearest.view(bits) - np.asarray(1, bits)).view(nearest.dtype)  # |.| one step less
+    return np.where(away, stepped, nearest).astype(nearest.dtype)
 
 
 def cast_value(value: int | float | bool, to: DType, src: DType | None = None):

@@ -18,12 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from ...constants import PROPAGATE_NAN
 from ...dtypes import BOOL, DType
 from ...errors import CompileError, Location
 from ..ir import Const, Expr, Op, PointerType, Type
 from . import exact_fma
 from . import typing as ty
-from .casts import cast_array
+from .casts import cast_array, cast_toward_zero
 from .registry import OPS, make
 from .registry import define as _def
 
@@ -411,21 +412,63 @@ _def(
     np.where,
     interp="op_where",  # pointer operands
 )
+
+
+def rule_minmax(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
+    """maximum/minimum(a, b, propagate = PROPAGATE_NAN_NONE): with PROPAGATE_NAN_ALL a NaN
+    operand gives NaN (the ``*_nan`` entries)."""
+    if len(args) == 3:
+        propagate = args.pop()
+        values = {c.value: c.name for c in PROPAGATE_NAN}
+        value = propagate.value if isinstance(propagate, Const) else None
+        if not isinstance(value, int) or value not in values:
+            raise CompileError(
+                f"the third argument of {name}() is PROPAGATE_NAN_NONE or PROPAGATE_NAN_ALL",
+                propagate.loc,
+                f"e.g. {name}(a, b, PROPAGATE_NAN_ALL): a NaN operand gives NaN",
+            )
+        if values[value] == "PROPAGATE_NAN_ALL":
+            return rule_numeric_common(f"{name}_nan", args, loc, ctx)
+    return rule_numeric_common(name, args, loc, ctx)
+
+
 _def(
     "maximum",
-    "maximum(a, b): elementwise max; a NaN operand yields the other (fmax)",
-    2,
-    rule_numeric_common,
+    "maximum(a, b, propagate = PROPAGATE_NAN_NONE): elementwise max; a NaN operand yields "
+    "the other (fmax), or NaN with PROPAGATE_NAN_ALL",
+    (2, 3),
+    rule_minmax,
     "tx::maximum({0}, {1})",
     _maximum,
+    lowers_to=("maximum", "maximum_nan"),
 )
 _def(
     "minimum",
-    "minimum(a, b): elementwise min; a NaN operand yields the other (fmin)",
-    2,
-    rule_numeric_common,
+    "minimum(a, b, propagate = PROPAGATE_NAN_NONE): elementwise min; a NaN operand yields "
+    "the other (fmin), or NaN with PROPAGATE_NAN_ALL",
+    (2, 3),
+    rule_minmax,
     "tx::minimum({0}, {1})",
     _minimum,
+    lowers_to=("minimum", "minimum_nan"),
+)
+_def(
+    "maximum_nan",
+    "maximum(a, b, PROPAGATE_NAN_ALL): elementwise max; a NaN operand yields NaN",
+    2,
+    rule_numeric_common,
+    "tx::maximum_nan({0}, {1})",
+    np.maximum,
+    prelude=False,
+)
+_def(
+    "minimum_nan",
+    "minimum(a, b, PROPAGATE_NAN_ALL): elementwise min; a NaN operand yields NaN",
+    2,
+    rule_numeric_common,
+    "tx::minimum_nan({0}, {1})",
+    np.minimum,
+    prelude=False,
 )
 _def(
     "cdiv",
@@ -488,12 +531,35 @@ def _numpy_cast(x, to: DType):
 
 
 _def(
-    "cast",
-    "(T)x: convert to dtype T; float to int truncates and saturates, NaN gives 0; "
-    "to a float rounds once (lower/ops/casts.py)",
+    "int_to_ptr",
+    "(T *)x: the 64-bit integer x (i64 or u64) read as the address of T data, e.g. an entry of a "
+    "table of pointers the host filled; the interpreter maps it back to an array of the launch",
     1,
     None,
+    "reinterpret_cast<{T}>({0})",
+    None,
+    prelude=False,
+    family="cast",
+    interp="op_int_to_ptr",
+)
+_def(
+    "cast",
+    "cast(x, T, rounding = RTNE), (T)x: convert to dtype T; float to int truncates and "
+    "saturates, NaN gives 0; to a float rounds once (lower/ops/casts.py), toward zero with RTZ",
+    (2, 3),
+    None,  # typed by Builder.call_cast (the C cast (T)x by Builder.expr_Cast)
     "tx::cast<{T}>({0})",
+    None,
+    family="cast",
+    interp="elementwise",
+    lowers_to=("cast", "cast_rtz"),
+)
+_def(
+    "cast_rtz",
+    "cast(x, T, RTZ): a float narrowed to the float type T, rounded toward zero",
+    1,
+    None,
+    "tx::cast_rtz<{T}>({0})",
     None,
     prelude=False,
     family="cast",
@@ -549,6 +615,14 @@ def bitcast(x: Expr, target: DType, loc: Location) -> Expr:
     return Op(type=x.type.with_dtype(target), loc=loc, op="bitcast", args=(x,))
 
 
+def make_cast_rtz(x: Expr, to: DType, loc: Location) -> Expr:
+    """``cast(x, to, RTZ)`` of a float to a narrower float (C6 of lower/ops/casts.py)."""
+    if isinstance(x, Const):
+        value = cast_toward_zero(np.asarray(x.value, x.type.scalar.np), to).item()
+        return Const(type=Type(to), loc=loc, value=float(value))
+    return Op(type=x.type.with_dtype(to), loc=loc, op="cast_rtz", args=(x,), attrs=(("to", to),))
+
+
 def rule_barrier(name: str, args: list[Expr], loc: Location, ctx) -> Expr:
     return Op(type=Type(BOOL), loc=loc, op=name)  # not folded: a statement, kept for its effect
 
@@ -565,6 +639,14 @@ _def(
 _def(
     "max_contiguous",
     "max_contiguous(x, n): x, promised to hold runs of n consecutive values along its last axis",
+    2,
+    rule_hint,
+    "{0}",
+    lambda x: x,
+)
+_def(
+    "max_constancy",
+    "max_constancy(x, n): x, promised to hold runs of n equal values along its last axis",
     2,
     rule_hint,
     "{0}",
@@ -619,17 +701,18 @@ _def(
 )
 _def(
     "load",
-    "load(ptr, mask = all, other = 0): read a tile (or scalar) through pointers; "
-    "masked-off lanes give other",
-    (1, 3),
+    "load(ptr, mask = all, other = 0, cache = 0, evict = 0): read a tile (or scalar) through "
+    "pointers; masked-off lanes give other; CACHE_* and EVICT_* hints",
+    (1, 5),
     None,
     family="memory",
     emit="emit_load",
 )
 _def(
     "store",
-    "store(ptr, value, mask = all): write value (converted to the pointee type) where mask holds",
-    (2, 3),
+    "store(ptr, value, mask = all, cache = 0, evict = 0): write value (converted to the "
+    "pointee type) where mask holds; CACHE_* and EVICT_* hints",
+    (2, 5),
     None,
     family="memory",
     emit="emit_store",
@@ -707,6 +790,14 @@ _def(
     lowers_to=("reduce",),
 )
 _def(
+    "reduce_or",
+    "reduce_or(x, axis = all, keep_dims = 0): bitwise or of integers (logical or of bools)",
+    (1, 3),
+    None,
+    family="reduction",
+    lowers_to=("reduce",),
+)
+_def(
     "argmax",
     "argmax(x, axis, keep_dims = 0): i32 index of the maximum; ties give the lowest index",
     (2, 3),
@@ -725,7 +816,7 @@ _def(
 _def(
     "reduce",
     "reduce(x, axis, combine): reduce with a helper `T combine(T a, T b)` of the file "
-    "(associative)",
+    "(associative); a tuple (x, y) with combine(a0, a1, b0, b1) returning (c0, c1)",
     3,
     None,
     family="reduction",
@@ -738,6 +829,24 @@ _def(
     None,
     family="debug",
     lowers_to=(),
+)
+_def(
+    "static_print",
+    "static_print(\"text\", x, ...): print the values' types, and constants' values, when "
+    "the kernel compiles",
+    (1, 8),
+    None,
+    family="debug",
+    lowers_to=(),
+)
+_def(
+    "assume",
+    "assume(cond): a promise that cond holds, for the optimiser (CUDA's __builtin_assume); "
+    "the interpreter checks it",
+    1,
+    None,
+    family="debug",
+    emit="emit_assume",
 )
 _def(
     "device_print",
@@ -782,7 +891,8 @@ _def(
 )
 _def(
     "associative_scan",
-    "associative_scan(x, axis, combine, reverse = 0): inclusive scan with a helper combiner",
+    "associative_scan(x, axis, combine, reverse = 0): inclusive scan with a helper combiner; "
+    "of a tuple (x, y) as reduce",
     (3, 4),
     None,
     family="scan",
@@ -897,6 +1007,8 @@ def elementwise_numpy(op: Op, values: list) -> Any:
     with np.errstate(all="ignore"):
         if op.op == "cast":
             return numpy_cast(values[0], op.attr("to"))
+        if op.op == "cast_rtz":
+            return cast_toward_zero(values[0], op.attr("to"))
         if op.op == "bitcast":
             return np.asarray(values[0]).view(op.type.scalar.np)
         numpy = OPS[op.op].numpy
@@ -907,4 +1019,4 @@ def elementwise_numpy(op: Op, values: list) -> Any:
 
 # Op families defined in modules of their own register into OPS when this is imported (last, so
 # the table keeps its order: the reference page lists the entries as they are defined).
-from . import random  # noqa: E402,F401
+from . import libdevice, random  # noqa: E402,F401

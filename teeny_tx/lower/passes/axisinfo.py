@@ -119,6 +119,12 @@ class AxisInfo:
             return Info()
         return self.info(e.args[0])
 
+    def op_int_to_ptr(self, e: Op) -> Info:
+        """An address read as a pointer: aligned to its element, as C requires (a table of
+        pointers promises more only through multiple_of)."""
+        x = self.info(e.args[0])
+        return Info(1, x.const, e.type.pointer.elem.itemsize)
+
     def op_add(self, e: Op) -> Info:
         a, b = (self.info(x) for x in e.args)
         if isinstance(e.type.dtype, PointerType):
@@ -175,6 +181,11 @@ class AxisInfo:
         """The user's promise (Triton's tl.max_contiguous): runs of n consecutive values."""
         x = self.info(e.args[0])
         return Info(max(x.contig, e.attr("n")), x.const, x.div)
+
+    def op_max_constancy(self, e: Op) -> Info:
+        """The user's promise (Triton's tl.max_constancy): runs of n equal values."""
+        x = self.info(e.args[0])
+        return Info(x.contig, max(x.const, e.attr("n")), x.div)
 
     def op_neg(self, e: Op) -> Info:
         a = self.info(e.args[0])

@@ -23,9 +23,11 @@ the interpreter runs the IR before this pass.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 
-from ...errors import CompileError
+from ... import switches
+from ...errors import CompileError, PerformanceWarning
 from .. import ir
 from ..ir import Expr, Op, PointerType, Var, walk_exprs, walk_stmts
 
@@ -78,27 +80,70 @@ def wgmma_fits(e: Op, num_warps: int) -> bool:
     operands K-contiguous (wgmma transposes 16-bit operands only); one warpgroup per 64 rows
     (M = 16 * num_warps), N a multiple of 64 up to 256, and operands whose shared tiles are
     whole 128-byte swizzle panels (K a multiple of 128 bytes where K is contiguous)."""
+    return wgmma_eligible(e) and wgmma_misfit(e, num_warps) is None
+
+
+def wgmma_eligible(e: Op) -> bool:
+    """The operands' types wgmma takes (see :func:`wgmma_fits`); a 2-D dot."""
     a, b = e.args[:2]
-    dtype = a.type.scalar.name
     if len(e.type.shape) != 2:
         return False
+    dtype = a.type.scalar.name
+    if dtype == "f32":
+        a_kmajor = not (isinstance(a, Op) and a.op == "permute")
+        b_kmajor = isinstance(b, Op) and b.op == "permute"
+        return e.attr("precision") == "TF32" and a_kmajor and b_kmajor
+    return dtype in ("f16", "bf16")
+
+
+def wgmma_misfit(e: Op, num_warps: int) -> str | None:
+    """Which tile dimension keeps an eligible dot off wgmma, and how to change it (the text of
+    the PerformanceWarning), or None when its tiles fit."""
+    a, b = e.args[:2]
     a_kmajor = not (isinstance(a, Op) and a.op == "permute")
     b_kmajor = isinstance(b, Op) and b.op == "permute"
-    if dtype == "f32":
-        if e.attr("precision") != "TF32" or not (a_kmajor and b_kmajor):
-            return False
-    elif dtype not in ("f16", "bf16"):
-        return False
     m, n = e.type.shape
     k = a.type.shape[1]
     panel = 128 // a.type.dtype.itemsize
-    return (
-        num_warps % 4 == 0
-        and m == 16 * num_warps
-        and n % 64 == 0
-        and n <= 256
-        and k % 16 == 0
-        and (k % panel == 0 or not (a_kmajor or b_kmajor))
+    if num_warps % 4:
+        return f"num_warps is {num_warps}: wgmma runs whole warpgroups, so make it 4 or 8"
+    if m != 16 * num_warps:
+        other = f", or num_warps {m // 16}" if m % 64 == 0 and m // 16 <= 16 else ""
+        return (
+            f"the M tile is {m}: wgmma takes 16 rows per warp, M = 16 x num_warps = "
+            f"{16 * num_warps}; make the M tile {16 * num_warps}{other}"
+        )
+    if n % 64 or n > 256:
+        best = min(256, max(64, n // 64 * 64))
+        return f"the N tile is {n}: wgmma takes a multiple of 64 up to 256; make it {best}"
+    if k % 16:
+        return f"the K tile is {k}: wgmma takes a multiple of 16; make it {max(16, k // 16 * 16)}"
+    if k % panel and (a_kmajor or b_kmajor):
+        return (
+            f"the K tile is {k} ({k * a.type.dtype.itemsize} bytes of {a.type.scalar}): wgmma "
+            f"reads whole 128-byte panels, so make it a multiple of {panel} (e.g. {panel})"
+        )
+    return None
+
+
+_WARNED: dict = {}  # the warnings registry: each message once per process
+
+
+def warn_mma_fallback(e: Op, num_warps: int) -> None:
+    """A PerformanceWarning at the dot's line: on sm_90a its tiles do not fit wgmma."""
+    if not wgmma_eligible(e) or not switches.read("PERF_WARNINGS"):
+        return
+    reason = wgmma_misfit(e, num_warps)
+    if reason is None:
+        return
+    loc = e.loc
+    warnings.warn_explicit(
+        f"dot() at column {loc.col} runs as mma.sync, not wgmma, on sm_90a: {reason} "
+        "(TEENY_TX_PERF_WARNINGS=0 silences this)",
+        PerformanceWarning,
+        loc.file,
+        loc.line,
+        registry=_WARNED,
     )
 
 
@@ -261,6 +306,7 @@ def default_blocked(shape: tuple[int, ...], num_warps: int, elem_bytes: int) -> 
 
 class LayoutPass:
     def __init__(self, kernel: ir.Kernel, wgmma: bool = False):
+        self.warned: set[int] = set()  # the dots warned of (a PerformanceWarning each)
         self.kernel = kernel
         self.wgmma = wgmma
         self.width: dict[int, int] = {}  # rank -> narrowest element moved through memory
@@ -316,6 +362,9 @@ class LayoutPass:
         num_warps = self.kernel.num_warps
         if self.wgmma and wgmma_fits(e, num_warps):
             return Layout(Mma((num_warps, 1), num_warps, 3), (m, n), (0, 1))
+        if self.wgmma and id(e) not in self.warned:
+            self.warned.add(id(e))
+            warn_mma_fallback(e, num_warps)
         return Layout(Mma(mma_warps(m, n, num_warps), num_warps), (m, n), (0, 1))
 
     def _decide_variables(self) -> None:
@@ -605,8 +654,8 @@ class LayoutPass:
         self.layouts.setdefault(inner.key, inner)
         out = self.reduced(inner, e)
         self.layouts.setdefault(out.key, out)
-        arg = self.annotate(e.args[0], inner)
-        return dataclasses.replace(e, layout=out, args=(arg,))
+        args = tuple(self.annotate(a, inner) for a in e.args)  # a tuple's operands alike
+        return dataclasses.replace(e, layout=out, args=args)
 
     def run(self) -> tuple[ir.Kernel, dict[tuple, Layout]]:
         body = self.stmts(self.kernel.body)

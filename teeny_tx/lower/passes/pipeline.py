@@ -289,7 +289,7 @@ class _Planner:
     def candidates(self, s: ir.Loop) -> list[tuple[ir.Declare, int]] | None:
         """The loads of ``s`` to pipeline with their vector widths, or None (see the module)."""
         if (
-            self.stages < 2
+            (s.num_stages if s.num_stages is not None else self.stages) < 2
             or s.kind != "for"
             or s.cond is None
             or len(s.init) != 1
@@ -375,7 +375,7 @@ class _Planner:
         found = self.candidates(s)
         if not found:
             return dataclasses.replace(s, body=self.block(s.body))
-        stages = self.stages
+        stages = s.num_stages if s.num_stages is not None else self.stages  # its pragma's
         dots = _dots(s.body)
         wgmma = [e for e in dots if e.layout.blocked.version == 3]
         tf32 = {
