@@ -161,3 +161,22 @@ def test_an_absent_operation_says_why():
     with pytest.raises(tx.CompileError) as info:
         tx.compile(text, name=KERNEL_FILE).k.cuda_source("f32", "f32", 3, BLOCK=4)
     assert info.value.hint.startswith("tl.sort is not in the language")
+
+
+def test_the_librarys_own_kernels_do_not_warn():
+    """The bundled kernels (compiled as kernels/<file> by the library) chose their tiles: a
+    matmul config that runs mma.sync on sm_90a is no PerformanceWarning to its caller."""
+    from teeny_tx.library.loader import kernel_text
+
+    mod = tx.compile(kernel_text("matmul.c"), name="kernels/matmul.c")
+    args = ("f16",) * 4 + (64, 64, 64, 64, 1, 64, 1, 64, 1, 0, 0, 0, 1.0)
+    flags = {"HAS_BIAS": 0, "ACT": 0, "PRECISION": 20, "A_T": 0, "B_T": 0, "GROUP_M": 8}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mod.matmul.cuda_source(*args, BM=64, BN=32, BK=32, target="sm_90a", **flags)
+    assert not [w for w in caught if issubclass(w.category, tx.PerformanceWarning)]
+    same = tx.compile(kernel_text("matmul.c"), name="user/matmul.c")  # the same text, a user's
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        same.matmul.cuda_source(*args, BM=64, BN=32, BK=32, target="sm_90a", **flags)
+    assert [w for w in caught if issubclass(w.category, tx.PerformanceWarning)]

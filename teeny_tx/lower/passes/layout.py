@@ -129,9 +129,16 @@ def wgmma_misfit(e: Op, num_warps: int) -> str | None:
 _WARNED: dict = {}  # the warnings registry: each message once per process
 
 
+LIBRARY_FILES = "kernels/"  # the bundled kernels as teeny_tx.library compiles them (loader.py)
+
+
 def warn_mma_fallback(e: Op, num_warps: int) -> None:
-    """A PerformanceWarning at the dot's line: on sm_90a its tiles do not fit wgmma."""
+    """A PerformanceWarning at the dot's line: on sm_90a its tiles do not fit wgmma. Not for
+    the library's own kernels (their configs choose mma.sync where it is faster: a user of
+    ``teeny_tx.torch.linear`` has no tile to change)."""
     if not wgmma_eligible(e) or not switches.read("PERF_WARNINGS"):
+        return
+    if e.loc.file.startswith(LIBRARY_FILES):
         return
     reason = wgmma_misfit(e, num_warps)
     if reason is None:
