@@ -11,6 +11,8 @@ from .library.nn import partial_programs, row_config
 # the teeny_tx.torch op to call instead (library/autograd_guard.py).
 attention = _guarded(_attention.attention, "teeny_tx.nn", "attention")
 attention_backward = _guarded(_attention.attention_backward, "teeny_tx.nn", None)
+attention_varlen = _guarded(_attention.attention_varlen, "teeny_tx.nn", "flash_attn_varlen_func")
+attention_varlen_backward = _guarded(_attention.attention_varlen_backward, "teeny_tx.nn", None)
 cross_entropy = _guarded(_nn.cross_entropy, "teeny_tx.nn", "cross_entropy")
 cross_entropy_backward = _guarded(_nn.cross_entropy_backward, "teeny_tx.nn", None)
 dropout = _guarded(_nn.dropout, "teeny_tx.nn", "dropout")
@@ -27,6 +29,8 @@ softmax_backward = _guarded(_nn.softmax_backward, "teeny_tx.nn", None)
 __all__ = [
     "attention",
     "attention_backward",
+    "attention_varlen",
+    "attention_varlen_backward",
     "cross_entropy",
     "cross_entropy_backward",
     "dropout",

@@ -591,6 +591,22 @@ def test_varlen_forward_and_backward(lengths_q, lengths_k, d, bottom_right):
         _close(name, got, ref, "f16")
 
 
+def test_varlen_through_the_nn_facade():
+    """teeny_tx.nn.attention_varlen is the library's (NumPy here), and a torch tensor that
+    requires grad is sent to the autograd op instead."""
+    rng = np.random.default_rng(3)
+    cu = np.array([0, 5, 12], np.int32)
+    q, k, v = (rng.standard_normal((12, 2, 32)).astype(np.float16) for _ in range(3))
+    got = nn.attention_varlen(q, k, v, cu, cu, 7, 7, True, interpret=True)
+    want = tattn.attention_varlen(q, k, v, cu, cu, 7, 7, True, interpret=True)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(q.astype(np.float32)).requires_grad_()
+    with pytest.raises(tx.TeenyError, match="flash_attn_varlen_func"):
+        nn.attention_varlen(t, t, t, torch.from_numpy(cu), torch.from_numpy(cu), 7, 7)
+
+
 def test_varlen_argument_checks():
     rng = np.random.default_rng(0)
     q = rng.standard_normal((10, 2, 64)).astype(np.float16)
