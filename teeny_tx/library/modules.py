@@ -352,23 +352,7 @@ class AdamW(torch.optim.Optimizer):
         return buckets
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Zero the gradients: a bucket's in place (autograd accumulates into it), any other
-        parameter's as torch does."""
-        inside: set[int] = set()
-        for flats in self._buckets or ():
-            for flat in flats:
-                flat.grad.zero_()
-                for p, view in zip(flat.params, flat.grad_views, strict=True):
-                    p.grad = view
-                inside.update(id(p) for p in flat.params)
-        for group in self.param_groups:
-            for p in group["params"]:
-                if id(p) in inside or p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad.detach_().requires_grad_(False).zero_()
+        optimizers.zero_grads(self._buckets or (), self.param_groups, set_to_none)
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> Any:

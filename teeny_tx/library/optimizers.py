@@ -110,6 +110,26 @@ class Bucket:
             p.grad = view
 
 
+def zero_grads(
+    buckets: Iterable[Iterable[Bucket]], param_groups: list[dict], set_to_none: bool
+) -> None:
+    """An optimizer's zero_grad: each bucket's gradients in place (autograd accumulates into
+    the bucket), any other parameter's as torch does."""
+    inside: set[int] = set()
+    for group_buckets in buckets:
+        for bucket in group_buckets:
+            bucket.zero_grad()
+            inside.update(id(p) for p in bucket.params)
+    for group in param_groups:
+        for p in group["params"]:
+            if id(p) in inside or p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                p.grad.detach_().requires_grad_(False).zero_()
+
+
 Settings = tuple[tuple[float, ...], int]  # the kernel's (lr, wd, a, b, c, d, e) and FLAGS
 
 
@@ -228,21 +248,7 @@ class FusedStep(torch.optim.Optimizer):
         return [Bucket(params) for params in by_kind.values()]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Zero the gradients: a bucket's in place (autograd accumulates into it), any other
-        parameter's as torch does."""
-        inside: set[int] = set()
-        for buckets in self._buckets:
-            for bucket in buckets:
-                bucket.zero_grad()
-                inside.update(id(p) for p in bucket.params)
-        for group in self.param_groups:
-            for p in group["params"]:
-                if id(p) in inside or p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad.detach_().requires_grad_(False).zero_()
+        zero_grads(self._buckets, self.param_groups, set_to_none)
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> Any:
